@@ -1,0 +1,13 @@
+"""pyiceberg-crypto: encrypted Apache Iceberg tables from PySpark, with a KMS written in Python.
+
+Modules, in the order data flows:
+
+- :mod:`pyiceberg_crypto.config`   Spark / catalog / table settings (plain dicts)
+- :mod:`pyiceberg_crypto.kms`      the Python KMS API and shipped KMS implementations
+- :mod:`pyiceberg_crypto.bridge`   registers a Python KMS so Iceberg's JVM can call it (Py4J)
+- :mod:`pyiceberg_crypto.formats`  pure-Python AGS1, key metadata and Parquet encryption codecs
+- :mod:`pyiceberg_crypto.verify`   table-level verification built on the formats
+- :mod:`pyiceberg_crypto.cli`      the ``pyiceberg-crypto`` command
+"""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""The ``pyiceberg-crypto`` command: ``inspect``, ``decrypt``, ``demo`` (see :mod:`.main`)."""

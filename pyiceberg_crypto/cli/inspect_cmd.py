@@ -1,0 +1,35 @@
+"""``pyiceberg-crypto inspect FILE``: dispatch on the file's magic to the AGS1 or Parquet inspector."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pyiceberg_crypto.cli.main import EXIT_USAGE
+
+
+def sniff_magic(path: str) -> bytes:
+    """The first four bytes of ``path`` (raises OSError when unreadable)."""
+    with open(path, "rb") as handle:
+        return handle.read(4)
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    try:
+        magic = sniff_magic(args.file)
+    except OSError as exc:
+        print(f"pyiceberg-crypto: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if magic == b"AGS1":
+        from pyiceberg_crypto.cli.inspect_ags1 import inspect_ags1
+
+        return inspect_ags1(args)
+    if magic in (b"PAR1", b"PARE"):
+        from pyiceberg_crypto.cli.inspect_parquet import inspect_parquet
+
+        return inspect_parquet(args)
+    print(
+        f"pyiceberg-crypto: {args.file}: not an AGS1 or Parquet file (starts with {magic!r})",
+        file=sys.stderr,
+    )
+    return EXIT_USAGE

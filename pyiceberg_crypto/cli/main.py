@@ -1,0 +1,91 @@
+"""Entry point of the ``pyiceberg-crypto`` console script.
+
+Exit status contract (all subcommands):
+    0  success: every block/module that could be checked authenticated
+    1  integrity failure: the message names the file, the block/module and the reason
+    2  usage error or unreadable input
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+EXIT_OK = 0
+EXIT_INTEGRITY = 1
+EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pyiceberg-crypto",
+        description="Encrypted Iceberg tables from PySpark, and an independent verifier.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    inspect = sub.add_parser(
+        "inspect",
+        help="describe an encrypted file (AGS1 or Parquet) and authenticate it when keys are given",
+    )
+    inspect.add_argument("file", metavar="FILE")
+    _add_key_options(inspect)
+    inspect.add_argument("--length", type=int, metavar="N", help="trusted plaintext length (AGS1)")
+    inspect.add_argument("--json", action="store_true", help="print a JSON report")
+
+    decrypt = sub.add_parser("decrypt", help="decrypt an encrypted Parquet file to plaintext Parquet")
+    decrypt.add_argument("file", metavar="FILE")
+    decrypt.add_argument("out", metavar="OUT")
+    _add_key_options(decrypt)
+    decrypt.add_argument("--json", action="store_true", help="print a JSON report")
+
+    demo = sub.add_parser("demo", help="run the end-to-end demo on local Spark")
+    demo.add_argument("--workdir", default="demo-warehouse", help="where the demo writes (default: %(default)s)")
+    demo.add_argument("--keep", action="store_true", help="keep the previous demo directory contents")
+    return parser
+
+
+def _add_key_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--key", metavar="HEX", help="AGS1 file key, or Parquet footer key")
+    parser.add_argument(
+        "--column-key",
+        action="append",
+        default=[],
+        metavar="PATH=HEX",
+        help="Parquet column key by dotted column path (repeatable)",
+    )
+    parser.add_argument("--aad-prefix", metavar="HEX", help="AAD prefix (when not stored in the file)")
+    parser.add_argument(
+        "--key-metadata",
+        metavar="BASE64",
+        help="Iceberg StandardKeyMetadata (base64): supplies key, AAD prefix and length",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
+        return int(exc.code or 0)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    if args.command == "inspect":
+        from pyiceberg_crypto.cli.inspect_cmd import run_inspect
+
+        return run_inspect(args)
+    if args.command == "decrypt":
+        from pyiceberg_crypto.cli.decrypt_cmd import run_decrypt
+
+        return run_decrypt(args)
+    if args.command == "demo":
+        from pyiceberg_crypto.cli.demo_cmd import run_demo
+
+        return run_demo(args)
+    parser.error(f"unknown command {args.command!r}")
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

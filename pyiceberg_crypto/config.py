@@ -1,0 +1,248 @@
+"""Spark and table settings for encrypted Iceberg tables, as plain dicts you can print and diff.
+
+The builders return ordinary ``{key: value}`` settings; nothing is hidden in a session object::
+
+    from pyspark.sql import SparkSession
+    from pyiceberg_crypto import config
+
+    settings = config.spark_settings(catalog="lake", warehouse="/data/warehouse")
+    builder = config.configure_spark_with_encryption(SparkSession.builder.master("local[2]"), settings)
+    spark = builder.getOrCreate()
+
+    props = config.table_properties(key_id="orders-master-key")
+    spark.sql("CREATE TABLE lake.db.orders (id bigint, v string) USING iceberg "
+              + config.tblproperties_sql(props))
+
+The same settings render as ``--conf k=v`` arguments for ``spark-sql`` / ``spark-submit``
+(:func:`spark_conf_args`) or as ``spark-defaults.conf`` lines (:func:`spark_defaults_lines`).
+
+Metastore: by default an embedded Derby metastore in a local directory (no server). Pass
+``metastore_uri="thrift://host:9083"`` to use an external one instead; that is the only change.
+
+Commit safety: Iceberg's Hive catalog normally takes a metastore lock (HIVE_LOCKS) per commit. An
+embedded Derby metastore created by DataNucleus has no transaction tables, so that lock cannot work
+there. We instead turn the lock off (``iceberg.engine.hive.lock-enabled=false``) which makes Iceberg
+commit with an atomic compare-and-swap of the ``metadata_location`` table parameter inside the
+metastore (HIVE-26882). The Hive 2.3.10 metastore bundled with pyspark 4.1 contains HIVE-26882, so
+concurrent commits stay safe: a loser gets ``CommitFailedException`` and Iceberg retries. For an
+external metastore older than Hive 2.3.10 / 4.0 (no HIVE-26882) pass ``hive_lock=True``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyiceberg_crypto import jars as _jars
+
+ICEBERG_VERSION = "1.11.0"
+SPARK_BINARY = "4.1_2.13"
+ICEBERG_RUNTIME_PACKAGE = f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_BINARY}:{ICEBERG_VERSION}"
+
+#: The Java class (in ``jars/``) that implements Iceberg's ``KeyManagementClient`` by calling Python.
+PYTHON_KMS_IMPL = "io.pyicebergcrypto.bridge.PythonKmsClient"
+#: Catalog property naming the registered Python KMS the bridge should call.
+KMS_NAME_PROPERTY = "pyiceberg-crypto.kms-name"
+
+SUPPORTED_CATALOG_TYPES = ("hive",)
+VALID_DATA_KEY_LENGTHS = (16, 24, 32)
+
+
+class ConfigError(ValueError):
+    """Invalid configuration input; the message says which argument and why."""
+
+
+def spark_settings(
+    catalog: str = "local",
+    *,
+    warehouse: str | Path,
+    catalog_type: str = "hive",
+    metastore_uri: str | None = None,
+    metastore_dir: str | Path | None = None,
+    kms_name: str = "default",
+    kms_impl: str = PYTHON_KMS_IMPL,
+    jars: str = "local",
+    hive_lock: bool = False,
+    extra_catalog_properties: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Spark settings for an Iceberg catalog whose tables are encrypted through a KMS.
+
+    Args:
+        catalog: Spark catalog name (tables are ``<catalog>.<db>.<table>``).
+        warehouse: warehouse location (a local path or a URI such as ``s3a://bucket/wh``).
+        catalog_type: only ``"hive"``: Iceberg 1.11.0 wires encryption into the Hive catalog only.
+        metastore_uri: ``thrift://...`` of an external Hive metastore; None for embedded Derby.
+        metastore_dir: directory of the embedded Derby database (default: ``<warehouse>/../metastore``).
+        kms_name: name under which the Python KMS is registered (see ``pyiceberg_crypto.bridge``).
+        kms_impl: Java ``KeyManagementClient`` class; the Python bridge by default.
+        jars: ``"local"`` (bridge + Iceberg runtime jars shipped with this package, no download),
+            or ``"packages"`` (Iceberg runtime resolved from Maven Central by Spark).
+        hive_lock: use the metastore lock for commits instead of the HIVE-26882 atomic swap.
+        extra_catalog_properties: more ``spark.sql.catalog.<catalog>.*`` properties.
+
+    Returns:
+        A new dict of Spark configuration keys to string values.
+
+    Raises:
+        ConfigError: on an unknown catalog type, a bad metastore URI, or an empty name.
+    """
+    _require_identifier("catalog", catalog)
+    _require_nonempty("kms_name", kms_name)
+    if catalog_type not in SUPPORTED_CATALOG_TYPES:
+        raise ConfigError(
+            f"unknown catalog type {catalog_type!r}: Iceberg {ICEBERG_VERSION} supports table "
+            f"encryption from Spark only with {', '.join(SUPPORTED_CATALOG_TYPES)!s} catalogs "
+            "(REST catalog encryption is not wired yet: apache/iceberg#13225)"
+        )
+    if metastore_uri is not None and not metastore_uri.startswith("thrift://"):
+        raise ConfigError(f"metastore_uri must look like thrift://host:port, got {metastore_uri!r}")
+    if jars not in ("local", "packages"):
+        raise ConfigError(f"jars must be 'local' or 'packages', got {jars!r}")
+
+    warehouse_uri = _as_uri(warehouse)
+    prefix = f"spark.sql.catalog.{catalog}"
+    settings: dict[str, str] = {}
+    settings.update(_jar_settings(jars))
+    settings["spark.sql.extensions"] = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+    settings[prefix] = "org.apache.iceberg.spark.SparkCatalog"
+    settings[f"{prefix}.type"] = catalog_type
+    settings[f"{prefix}.warehouse"] = warehouse_uri
+    settings[f"{prefix}.encryption.kms-impl"] = kms_impl
+    settings[f"{prefix}.{KMS_NAME_PROPERTY}"] = kms_name
+    settings[f"{prefix}.hadoop.iceberg.engine.hive.lock-enabled"] = "true" if hive_lock else "false"
+    if metastore_uri is not None:
+        settings[f"{prefix}.uri"] = metastore_uri
+    else:
+        settings.update(embedded_metastore_settings(metastore_dir or _default_metastore_dir(warehouse)))
+    for key, value in (extra_catalog_properties or {}).items():
+        settings[f"{prefix}.{key}"] = str(value)
+    return settings
+
+
+def embedded_metastore_settings(metastore_dir: str | Path) -> dict[str, str]:
+    """Hadoop settings for an in-process Hive metastore on embedded Derby in ``metastore_dir``."""
+    directory = Path(metastore_dir).absolute()
+    return {
+        "spark.hadoop.javax.jdo.option.ConnectionURL": (
+            f"jdbc:derby:;databaseName={directory / 'metastore_db'};create=true"
+        ),
+        "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
+        "spark.hadoop.hive.metastore.schema.verification": "false",
+        "spark.hadoop.hive.metastore.warehouse.dir": _as_uri(directory / "hive-warehouse"),
+        # Keep Derby's log out of the current directory.
+        "spark.driver.extraJavaOptions": f"-Dderby.stream.error.file={directory / 'derby.log'}",
+    }
+
+
+def table_properties(
+    key_id: str,
+    *,
+    data_key_length: int | None = None,
+    format_version: int = 3,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Table properties that turn on encryption for ``CREATE TABLE ... TBLPROPERTIES``.
+
+    >>> table_properties("k1", data_key_length=32)
+    {'encryption.key-id': 'k1', 'format-version': '3', 'encryption.data-key-length': '32'}
+
+    Raises:
+        ConfigError: missing key id, DEK length not 16/24/32, or a format version below 3.
+    """
+    _require_nonempty("key_id", key_id)
+    if format_version < 3:
+        raise ConfigError(f"encryption needs format-version >= 3, got {format_version}")
+    props = {"encryption.key-id": key_id, "format-version": str(format_version)}
+    if data_key_length is not None:
+        if data_key_length not in VALID_DATA_KEY_LENGTHS:
+            raise ConfigError(
+                f"data_key_length must be one of {VALID_DATA_KEY_LENGTHS} bytes, got {data_key_length!r}"
+            )
+        props["encryption.data-key-length"] = str(data_key_length)
+    for key, value in (extra or {}).items():
+        if key in props:
+            raise ConfigError(f"extra property {key!r} conflicts with an encryption property")
+        props[key] = str(value)
+    return props
+
+
+def tblproperties_sql(props: Mapping[str, str]) -> str:
+    """Render properties as a ``TBLPROPERTIES (...)`` SQL fragment with quoted literals.
+
+    >>> tblproperties_sql({"encryption.key-id": "k1", "format-version": "3"})
+    "TBLPROPERTIES ('encryption.key-id'='k1', 'format-version'='3')"
+    """
+    body = ", ".join(f"{_sql_string(k)}={_sql_string(v)}" for k, v in props.items())
+    return f"TBLPROPERTIES ({body})"
+
+
+def spark_conf_args(settings: Mapping[str, str]) -> list[str]:
+    """``["--conf", "k=v", ...]`` arguments for ``spark-sql`` / ``spark-submit``."""
+    args: list[str] = []
+    for key, value in settings.items():
+        args += ["--conf", f"{key}={value}"]
+    return args
+
+
+def spark_conf_lines(settings: Mapping[str, str]) -> str:
+    """Shell-quoted ``--conf k=v`` lines, one per setting, to paste after ``spark-sql``."""
+    return " \\\n".join(f"  --conf {shlex.quote(f'{k}={v}')}" for k, v in settings.items())
+
+
+def spark_defaults_lines(settings: Mapping[str, str]) -> str:
+    """The settings as ``spark-defaults.conf`` lines."""
+    return "\n".join(f"{k} {v}" for k, v in settings.items())
+
+
+def configure_spark_with_encryption(builder, settings: Mapping[str, str]):
+    """Apply ``settings`` to a ``SparkSession.Builder`` and return the builder (composable).
+
+    ``spark.jars`` and ``spark.driver.extraJavaOptions`` already set on the builder are merged,
+    not overwritten.
+    """
+    existing = getattr(builder, "_options", {})
+    for key, value in settings.items():
+        if key == "spark.jars" and existing.get(key):
+            value = ",".join(dict.fromkeys(existing[key].split(",") + value.split(",")))
+        elif key == "spark.driver.extraJavaOptions" and existing.get(key):
+            value = f"{existing[key]} {value}"
+        builder = builder.config(key, value)
+    return builder
+
+
+def _jar_settings(mode: str) -> dict[str, str]:
+    bridge = _jars.bridge_jar()
+    if mode == "packages":
+        return {"spark.jars": str(bridge), "spark.jars.packages": ICEBERG_RUNTIME_PACKAGE}
+    return {"spark.jars": f"{bridge},{_jars.iceberg_runtime_jar()}"}
+
+
+def _default_metastore_dir(warehouse: str | Path) -> Path:
+    text = str(warehouse)
+    if "://" in text and not text.startswith("file:"):
+        raise ConfigError("metastore_dir is required when the warehouse is not a local path")
+    path = Path(text.removeprefix("file://").removeprefix("file:"))
+    return path.absolute().parent / (path.name + "-metastore")
+
+
+def _as_uri(location: str | Path) -> str:
+    text = str(location)
+    if "://" in text or text.startswith("file:"):
+        return text
+    return Path(text).absolute().as_uri()
+
+
+def _require_nonempty(name: str, value: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{name} is required (a non-empty string), got {value!r}")
+
+
+def _require_identifier(name: str, value: str) -> None:
+    _require_nonempty(name, value)
+    if not value.replace("_", "").isalnum():
+        raise ConfigError(f"{name} must be letters, digits and '_', got {value!r}")
+
+
+def _sql_string(text: str) -> str:
+    return "'" + str(text).replace("\\", "\\\\").replace("'", "\\'") + "'"
