@@ -29,10 +29,9 @@ $(VENV)/.installed: pyproject.toml
 jars: $(BRIDGE_JAR)
 
 $(BRIDGE_JAR): $(JAVA_SOURCES)
-	$(MVN) $(MVN_FLAGS) -f jars/pom.xml package
-	mkdir -p $(JAR_DIR)
-	rm -f $(JAR_DIR)/*.jar
-	cp jars/target/pyiceberg-crypto-bridge.jar jars/target/lib/*.jar $(JAR_DIR)/
+	flock /tmp/pyiceberg-crypto-mvn.lock sh -c '$(MVN) $(MVN_FLAGS) -f jars/pom.xml package && \
+	  mkdir -p $(JAR_DIR) && \
+	  cp jars/target/pyiceberg-crypto-bridge.jar jars/target/lib/*.jar $(JAR_DIR)/'
 
 demo: setup
 	$(VENV)/bin/pyiceberg-crypto demo
