@@ -1,0 +1,20 @@
+package io.pyicebergcrypto.bridge;
+
+/**
+ * The interface the Python side implements (a Py4J proxy). Kept byte-oriented and minimal: the
+ * Python adapter ({@code pyiceberg_crypto.bridge.adapter.KmsCallbackAdapter}) translates it to the
+ * user's {@code pyiceberg_crypto.kms.KeyManagementClient}.
+ */
+public interface PythonKms {
+  byte[] wrapKey(byte[] key, String wrappingKeyId);
+
+  byte[] unwrapKey(byte[] wrappedKey, String wrappingKeyId);
+
+  boolean supportsKeyGeneration();
+
+  /**
+   * Generate a key in the KMS and wrap it. Encoded as: 2-byte big-endian raw key length, the raw
+   * key, then the wrapped key (Py4J has no convenient pair of byte arrays).
+   */
+  byte[] generateKey(String wrappingKeyId);
+}

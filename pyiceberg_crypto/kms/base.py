@@ -1,0 +1,70 @@
+"""The Python KMS API: what a user implements so Iceberg (in the JVM) can wrap and unwrap keys.
+
+Mirrors Iceberg Java's ``org.apache.iceberg.encryption.KeyManagementClient``::
+
+    from pyiceberg_crypto.kms import KeyManagementClient
+
+    class MyKms(KeyManagementClient):
+        def wrap_key(self, key: bytes, wrapping_key_id: str) -> bytes:
+            return my_service.encrypt(wrapping_key_id, key)
+
+        def unwrap_key(self, wrapped: bytes, wrapping_key_id: str) -> bytes:
+            return my_service.decrypt(wrapping_key_id, wrapped)
+
+Iceberg calls ``wrap_key`` when it creates a key-encryption key (KEK) for a table and
+``unwrap_key`` when it loads one; both are rare (KEKs are cached and live up to two years), so a
+network KMS is fine. Raise any exception to refuse: the JVM sees ``Python KMS 'name' failed to
+unwrap a key with key id 'k': ValueError: ...`` and the write or read fails cleanly.
+Never include key bytes in exception messages.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+class KmsError(Exception):
+    """A KMS refused or failed an operation. Messages name the key id, never key bytes."""
+
+
+class UnknownKeyError(KmsError):
+    """The wrapping (master) key id is not known to this KMS."""
+
+
+@dataclass(frozen=True)
+class KeyGenerationResult:
+    """A key generated inside the KMS: the raw key and its wrapped form."""
+
+    key: bytes = field(repr=False)
+    wrapped_key: bytes = field(repr=False)
+
+
+class KeyManagementClient(abc.ABC):
+    """Abstract KMS client. Implement :meth:`wrap_key` and :meth:`unwrap_key`.
+
+    Implementations must be thread-safe: the JVM may call from several threads at once.
+    """
+
+    def initialize(self, properties: Mapping[str, str]) -> None:  # noqa: B027 - optional hook
+        """Optional: receive configuration properties before first use."""
+
+    @abc.abstractmethod
+    def wrap_key(self, key: bytes, wrapping_key_id: str) -> bytes:
+        """Encrypt ``key`` with the master key ``wrapping_key_id``; return opaque wrapped bytes."""
+
+    @abc.abstractmethod
+    def unwrap_key(self, wrapped: bytes, wrapping_key_id: str) -> bytes:
+        """Inverse of :meth:`wrap_key`; raise if ``wrapped`` does not authenticate."""
+
+    def supports_key_generation(self) -> bool:
+        """True if :meth:`generate_key` is implemented (the KMS creates keys itself)."""
+        return False
+
+    def generate_key(self, wrapping_key_id: str) -> KeyGenerationResult:
+        """Create a new key inside the KMS and return it raw and wrapped."""
+        raise NotImplementedError(f"{type(self).__name__} does not generate keys")
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Optional: release resources."""
