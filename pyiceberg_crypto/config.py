@@ -87,34 +87,66 @@ def spark_settings(
     Raises:
         ConfigError: on an unknown catalog type, a bad metastore URI, or an empty name.
     """
+    if jars not in ("local", "packages"):
+        raise ConfigError(f"jars must be 'local' or 'packages', got {jars!r}")
+
+    settings: dict[str, str] = {}
+    settings.update(_jar_settings(jars))
+    settings["spark.sql.extensions"] = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+    settings.update(
+        catalog_settings(
+            catalog,
+            warehouse=warehouse,
+            catalog_type=catalog_type,
+            metastore_uri=metastore_uri,
+            kms_name=kms_name,
+            kms_impl=kms_impl,
+            hive_lock=hive_lock,
+            extra_catalog_properties=extra_catalog_properties,
+        )
+    )
+    if metastore_uri is None:
+        settings.update(embedded_metastore_settings(metastore_dir or _default_metastore_dir(warehouse)))
+    return settings
+
+
+def catalog_settings(
+    catalog: str,
+    *,
+    warehouse: str | Path,
+    catalog_type: str = "hive",
+    metastore_uri: str | None = None,
+    kms_name: str = "default",
+    kms_impl: str = PYTHON_KMS_IMPL,
+    hive_lock: bool = False,
+    extra_catalog_properties: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Only the ``spark.sql.catalog.<catalog>*`` settings (no jars, extensions or metastore).
+
+    Useful to add a catalog to a running session (``spark.conf.set(k, v)`` for each item) that
+    shares the session's metastore, e.g. one that uses another registered KMS.
+    """
     _require_identifier("catalog", catalog)
     _require_nonempty("kms_name", kms_name)
     if catalog_type not in SUPPORTED_CATALOG_TYPES:
         raise ConfigError(
             f"unknown catalog type {catalog_type!r}: Iceberg {ICEBERG_VERSION} supports table "
-            f"encryption from Spark only with {', '.join(SUPPORTED_CATALOG_TYPES)!s} catalogs "
+            f"encryption from Spark only with {', '.join(SUPPORTED_CATALOG_TYPES)} catalogs "
             "(REST catalog encryption is not wired yet: apache/iceberg#13225)"
         )
     if metastore_uri is not None and not metastore_uri.startswith("thrift://"):
         raise ConfigError(f"metastore_uri must look like thrift://host:port, got {metastore_uri!r}")
-    if jars not in ("local", "packages"):
-        raise ConfigError(f"jars must be 'local' or 'packages', got {jars!r}")
-
-    warehouse_uri = _as_uri(warehouse)
     prefix = f"spark.sql.catalog.{catalog}"
-    settings: dict[str, str] = {}
-    settings.update(_jar_settings(jars))
-    settings["spark.sql.extensions"] = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
-    settings[prefix] = "org.apache.iceberg.spark.SparkCatalog"
-    settings[f"{prefix}.type"] = catalog_type
-    settings[f"{prefix}.warehouse"] = warehouse_uri
-    settings[f"{prefix}.encryption.kms-impl"] = kms_impl
-    settings[f"{prefix}.{KMS_NAME_PROPERTY}"] = kms_name
-    settings[f"{prefix}.hadoop.iceberg.engine.hive.lock-enabled"] = "true" if hive_lock else "false"
+    settings = {
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": catalog_type,
+        f"{prefix}.warehouse": _as_uri(warehouse),
+        f"{prefix}.encryption.kms-impl": kms_impl,
+        f"{prefix}.{KMS_NAME_PROPERTY}": kms_name,
+        f"{prefix}.hadoop.iceberg.engine.hive.lock-enabled": "true" if hive_lock else "false",
+    }
     if metastore_uri is not None:
         settings[f"{prefix}.uri"] = metastore_uri
-    else:
-        settings.update(embedded_metastore_settings(metastore_dir or _default_metastore_dir(warehouse)))
     for key, value in (extra_catalog_properties or {}).items():
         settings[f"{prefix}.{key}"] = str(value)
     return settings

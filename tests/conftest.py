@@ -47,3 +47,30 @@ def spark(spark_dirs):
 def jvm(spark):
     """The driver JVM (Py4J view), for calling Iceberg / parquet-java reference classes."""
     return spark.sparkContext._jvm
+
+
+# --- Python KMS registered under the session catalog's name ("test") -------------------------
+
+MASTER_KEY_IDS = ("k1", "k2")
+
+
+@pytest.fixture(scope="session")
+def master_keys():
+    """Master keys of the session's InMemoryKms (random per test run)."""
+    return {key_id: os.urandom(16) for key_id in MASTER_KEY_IDS}
+
+
+@pytest.fixture(scope="session")
+def kms_registration(spark, master_keys):
+    from pyiceberg_crypto.bridge import register_kms
+    from pyiceberg_crypto.kms import InMemoryKms
+
+    registration = register_kms(spark, InMemoryKms(master_keys), name="test")
+    yield registration
+    registration.close()
+
+
+def add_catalog(spark, name, warehouse, **kwargs):
+    """Register another Iceberg catalog at run time on the session's (shared) metastore."""
+    for key, value in config.catalog_settings(name, warehouse=warehouse, **kwargs).items():
+        spark.conf.set(key, value)
