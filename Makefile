@@ -31,7 +31,8 @@ jars: $(BRIDGE_JAR)
 $(BRIDGE_JAR): $(JAVA_SOURCES)
 	flock /tmp/pyiceberg-crypto-mvn.lock sh -c '$(MVN) $(MVN_FLAGS) -f jars/pom.xml package && \
 	  mkdir -p $(JAR_DIR) && \
-	  cp jars/target/pyiceberg-crypto-bridge.jar jars/target/lib/*.jar $(JAR_DIR)/'
+	  for jar in jars/target/pyiceberg-crypto-bridge.jar jars/target/lib/*.jar; do \
+	    cp $$jar $(JAR_DIR)/.tmp.jar && mv -f $(JAR_DIR)/.tmp.jar $(JAR_DIR)/$$(basename $$jar); done'
 
 demo: setup
 	$(VENV)/bin/pyiceberg-crypto demo

@@ -1,0 +1,155 @@
+"""The KMS bridge on its own: authentication, error surfacing, registration lifecycle."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from pyiceberg_crypto.bridge import BridgeError, register_kms, registered
+from pyiceberg_crypto.bridge.callback_server import LOOPBACK
+from pyiceberg_crypto.kms import InMemoryKms
+
+
+def _java_client(jvm, name):
+    client = jvm.io.pyicebergcrypto.bridge.PythonKmsClient()
+    client.initialize({"pyiceberg-crypto.kms-name": name})
+    return client
+
+
+def _buffer(jvm, data: bytes):
+    return jvm.java.nio.ByteBuffer.wrap(data)
+
+
+def _array(jvm, buffer) -> bytes:
+    return bytes(jvm.org.apache.iceberg.util.ByteBuffers.toByteArray(buffer))
+
+
+@pytest.fixture
+def kms():
+    return InMemoryKms.with_random_keys("m1")
+
+
+def test_java_client_round_trips_through_python(spark, jvm, kms):
+    with register_kms(spark, kms, name="roundtrip") as registration:
+        client = _java_client(jvm, "roundtrip")
+        secret = bytes(range(256))  # every byte value crosses Py4J intact
+        wrapped = client.wrapKey(_buffer(jvm, secret), "m1")
+        assert _array(jvm, wrapped) != secret
+        assert kms.unwrap_key(_array(jvm, wrapped), "m1") == secret
+        assert _array(jvm, client.unwrapKey(wrapped, "m1")) == secret
+        assert (registration.stats.wrap, registration.stats.unwrap) == (1, 1)
+
+
+def test_python_exception_reaches_java_with_operation_and_key_id(spark, jvm, kms):
+    with register_kms(spark, kms, name="errors"):
+        client = _java_client(jvm, "errors")
+        with pytest.raises(Exception) as excinfo:
+            client.wrapKey(_buffer(jvm, b"0" * 16), "no-such-key")
+        message = str(excinfo.value)
+        assert "PythonKmsException" in message
+        assert "Python KMS 'errors' failed to wrap a key with key id 'no-such-key'" in message
+        assert "UnknownKeyError: master key 'no-such-key' is not in this KMS" in message
+        assert "Traceback" not in message
+
+
+def test_missing_registration_names_the_call_to_make(spark, jvm):
+    client = _java_client(jvm, "never-registered")  # initialize() must not need Python yet
+    with pytest.raises(Exception) as excinfo:
+        client.unwrapKey(_buffer(jvm, b"x" * 40), "m1")
+    assert "register_kms(spark, kms, name='never-registered')" in str(excinfo.value)
+
+
+def test_java_client_is_serializable_and_resolves_again(spark, jvm, kms):
+    with register_kms(spark, kms, name="serial"):
+        client = _java_client(jvm, "serial")
+        serialization = jvm.org.apache.iceberg.util.SerializationUtil  # what Iceberg ships to executors
+        data = serialization.serializeToBytes(client)
+        assert b"roundtrip" not in bytes(data) and len(data) < 1024  # only the name travels
+        copy = serialization.deserializeFromBytes(data)
+        assert copy.kmsName() == "serial"
+        wrapped = copy.wrapKey(_buffer(jvm, b"k" * 16), "m1")
+        assert kms.unwrap_key(_array(jvm, wrapped), "m1") == b"k" * 16
+
+
+def test_register_twice_is_safe_and_replacing_works(spark, kms):
+    first = register_kms(spark, kms, name="twice")
+    assert register_kms(spark, kms, name="twice") is first  # same KMS: same registration
+    other = InMemoryKms.with_random_keys("m1")
+    second = register_kms(spark, other, name="twice")  # different KMS: replaces
+    assert not first.active and second.active and registered("twice") is second
+    second.close()
+    second.close()  # idempotent
+    assert registered("twice") is None
+
+
+def test_listener_is_loopback_and_refuses_unauthenticated_calls(spark, jvm, kms):
+    with register_kms(spark, kms, name="locked") as registration:
+        assert registration._server.address == LOOPBACK
+        wrapped = kms.wrap_key(b"s" * 16, "m1")
+        call = f"c\n{registration._server.object_id}\nunwrapKey\nj{__import__('base64').b64encode(wrapped).decode()}\nsm1\ne\n"
+
+        # 1. No auth command at all: the server drops the connection without running the call.
+        with socket.create_connection((LOOPBACK, registration.port), timeout=5) as sock:
+            sock.sendall(call.encode())
+            assert _read_all(sock) in (b"", None)
+
+        # 2. A wrong token: an error reply, then the connection is closed.
+        with socket.create_connection((LOOPBACK, registration.port), timeout=5) as sock:
+            sock.sendall(b"A\n" + b"0" * 64 + b"\ne\n" + call.encode())
+            assert _read_all(sock) in (b"!xn\n", b"", None)  # py4j's auth error, then closed
+
+        assert registration.stats.unwrap == 0  # the KMS was never reached
+
+        # 3. The real JVM client (which holds the token) still works.
+        client = _java_client(jvm, "locked")
+        assert _array(jvm, client.unwrapKey(_buffer(jvm, wrapped), "m1")) == b"s" * 16
+        assert registration.stats.unwrap == 1
+
+
+def test_only_allow_listed_methods_are_callable(spark, jvm, kms):
+    """Even an authenticated peer can reach only the four KMS methods, not arbitrary attributes."""
+    with register_kms(spark, kms, name="allow") as registration:
+        server = registration._server
+        with socket.create_connection((LOOPBACK, registration.port), timeout=5) as sock:
+            sock.sendall(f"A\n{server.auth_token}\ne\n".encode())
+            assert sock.recv(64).startswith(b"!y")  # authenticated
+            sock.sendall(f"c\n{server.object_id}\n__init__\ne\n".encode())
+            reply = sock.recv(4096)
+            assert reply.startswith(b"!x") and b"PermissionError" in reply
+
+
+def test_close_returns_promptly_and_calls_then_fail_fast(spark, jvm, kms):
+    registration = register_kms(spark, kms, name="closing")
+    client = _java_client(jvm, "closing")
+    client.wrapKey(_buffer(jvm, b"k" * 16), "m1")  # opens a live connection
+    closer = threading.Thread(target=registration.close)
+    closer.start()
+    closer.join(timeout=20)
+    assert not closer.is_alive(), "closing the registration hung"
+    with pytest.raises(Exception, match="No Python KMS is registered under the name 'closing'"):
+        client.wrapKey(_buffer(jvm, b"k" * 16), "m1")
+
+
+def test_register_rejects_non_kms_and_bad_arguments(spark):
+    with pytest.raises(TypeError, match="wrap_key"):
+        register_kms(spark, object(), name="bad")
+    with pytest.raises(ValueError, match="timeout_seconds"):
+        register_kms(spark, InMemoryKms.with_random_keys("a"), name="bad", timeout_seconds=0)
+    with pytest.raises(BridgeError, match="SparkSession"):
+        register_kms(object(), InMemoryKms.with_random_keys("a"), name="bad")
+
+
+def _read_all(sock) -> bytes | None:
+    chunks = []
+    try:
+        while True:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except (ConnectionResetError, socket.timeout):
+        if not chunks:
+            return None
+    return b"".join(chunks)
