@@ -1,0 +1,115 @@
+"""Configuration builders produce exactly the expected settings and reject bad input clearly."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import SparkSession
+
+from pyiceberg_crypto import config, jars
+from pyiceberg_crypto.config import ConfigError
+
+
+def test_spark_settings_embedded_metastore_exact(tmp_path):
+    settings = config.spark_settings("lake", warehouse=tmp_path / "wh", kms_name="prod")
+    meta = (tmp_path / "wh-metastore").absolute()
+    assert settings == {
+        "spark.jars": f"{jars.bridge_jar()},{jars.iceberg_runtime_jar()}",
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.lake.type": "hive",
+        "spark.sql.catalog.lake.warehouse": (tmp_path / "wh").absolute().as_uri(),
+        "spark.sql.catalog.lake.encryption.kms-impl": "io.pyicebergcrypto.bridge.PythonKmsClient",
+        "spark.sql.catalog.lake.pyiceberg-crypto.kms-name": "prod",
+        "spark.sql.catalog.lake.hadoop.iceberg.engine.hive.lock-enabled": "false",
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={meta}/metastore_db;create=true",
+        "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
+        "spark.hadoop.hive.metastore.schema.verification": "false",
+        "spark.hadoop.hive.metastore.warehouse.dir": (meta / "hive-warehouse").as_uri(),
+        "spark.driver.extraJavaOptions": f"-Dderby.stream.error.file={meta}/derby.log",
+    }
+
+
+def test_external_metastore_is_one_argument(tmp_path):
+    embedded = config.spark_settings("lake", warehouse="s3a://bucket/wh", metastore_dir=tmp_path)
+    external = config.spark_settings("lake", warehouse="s3a://bucket/wh", metastore_uri="thrift://10.0.0.5:9083")
+    assert external["spark.sql.catalog.lake.uri"] == "thrift://10.0.0.5:9083"
+    assert not any(k.startswith("spark.hadoop.javax.jdo") for k in external)
+    common = {k: v for k, v in embedded.items() if k in external}
+    assert set(external) - set(common) == {"spark.sql.catalog.lake.uri"}
+    assert external["spark.sql.catalog.lake.warehouse"] == "s3a://bucket/wh"
+
+
+def test_packages_mode_and_hive_lock_option(tmp_path):
+    settings = config.spark_settings("c", warehouse=tmp_path, jars="packages", hive_lock=True)
+    assert settings["spark.jars.packages"] == "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0"
+    assert settings["spark.jars"] == str(jars.bridge_jar())
+    assert settings["spark.sql.catalog.c.hadoop.iceberg.engine.hive.lock-enabled"] == "true"
+
+
+def test_table_properties_and_sql_fragment():
+    props = config.table_properties("orders-key", data_key_length=24, extra={"write.format.default": "parquet"})
+    assert props == {
+        "encryption.key-id": "orders-key",
+        "format-version": "3",
+        "encryption.data-key-length": "24",
+        "write.format.default": "parquet",
+    }
+    assert config.tblproperties_sql({"encryption.key-id": "it's", "format-version": "3"}) == (
+        "TBLPROPERTIES ('encryption.key-id'='it\\'s', 'format-version'='3')"
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"key_id": ""}, "key_id is required"),
+        ({"key_id": None}, "key_id is required"),
+        ({"key_id": "k", "data_key_length": 20}, r"data_key_length must be one of \(16, 24, 32\)"),
+        ({"key_id": "k", "format_version": 2}, "format-version >= 3"),
+        ({"key_id": "k", "extra": {"encryption.key-id": "x"}}, "conflicts"),
+    ],
+)
+def test_table_properties_validation(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        config.table_properties(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"catalog_type": "rest"}, "unknown catalog type 'rest'"),
+        ({"catalog_type": "glue"}, "unknown catalog type 'glue'"),
+        ({"metastore_uri": "http://x:9083"}, "thrift://host:port"),
+        ({"catalog": "bad name"}, "catalog must be letters"),
+        ({"kms_name": ""}, "kms_name is required"),
+        ({"jars": "maven"}, "jars must be 'local' or 'packages'"),
+    ],
+)
+def test_spark_settings_validation(tmp_path, kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        config.spark_settings(**{"catalog": "c", "warehouse": tmp_path, **kwargs})
+
+
+def test_conf_renderings(tmp_path):
+    settings = {"spark.a": "1", "spark.b": "x y"}
+    assert config.spark_conf_args(settings) == ["--conf", "spark.a=1", "--conf", "spark.b=x y"]
+    assert config.spark_conf_lines(settings) == "  --conf spark.a=1 \\\n  --conf 'spark.b=x y'"
+    assert config.spark_defaults_lines(settings) == "spark.a 1\nspark.b x y"
+
+
+def test_configure_builder_merges_jars_and_java_options(tmp_path):
+    builder = SparkSession.builder.config("spark.jars", "/opt/other.jar").config(
+        "spark.driver.extraJavaOptions", "-Dfoo=1"
+    )
+    settings = config.spark_settings("c", warehouse=tmp_path)
+    builder = config.configure_spark_with_encryption(builder, settings)
+    options = builder._options
+    assert options["spark.jars"].split(",") == ["/opt/other.jar", *settings["spark.jars"].split(",")]
+    assert options["spark.driver.extraJavaOptions"].startswith("-Dfoo=1 -Dderby.stream.error.file=")
+    assert options["spark.sql.catalog.c.encryption.kms-impl"] == config.PYTHON_KMS_IMPL
+
+
+def test_missing_jar_explains_how_to_build(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYICEBERG_CRYPTO_JARS", str(tmp_path))
+    with pytest.raises(jars.JarNotFoundError, match="run `make jars`"):
+        config.spark_settings("c", warehouse=tmp_path)
