@@ -153,8 +153,12 @@ def catalog_settings(
 
 
 def embedded_metastore_settings(metastore_dir: str | Path) -> dict[str, str]:
-    """Hadoop settings for an in-process Hive metastore on embedded Derby in ``metastore_dir``."""
+    """Hadoop settings for an in-process Hive metastore on embedded Derby in ``metastore_dir``.
+
+    The directory is created if missing (Derby needs it to exist for its log file).
+    """
     directory = Path(metastore_dir).absolute()
+    directory.mkdir(parents=True, exist_ok=True)
     return {
         "spark.hadoop.javax.jdo.option.ConnectionURL": (
             f"jdbc:derby:;databaseName={directory / 'metastore_db'};create=true"
