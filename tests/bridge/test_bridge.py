@@ -153,3 +153,47 @@ def _read_all(sock) -> bytes | None:
         if not chunks:
             return None
     return b"".join(chunks)
+
+
+class GeneratingKms(InMemoryKms):
+    def supports_key_generation(self) -> bool:
+        return True
+
+    def generate_key(self, wrapping_key_id):
+        from pyiceberg_crypto.kms import KeyGenerationResult
+
+        key = bytes(range(32))
+        return KeyGenerationResult(key, self.wrap_key(key, wrapping_key_id))
+
+
+def test_key_generation_is_delegated(spark, jvm):
+    kms = GeneratingKms.with_random_keys("m1")
+    with register_kms(spark, kms, name="gen") as registration:
+        client = _java_client(jvm, "gen")
+        assert client.supportsKeyGeneration() is True
+        result = client.generateKey("m1")
+        assert _array(jvm, result.key()) == bytes(range(32))
+        assert kms.unwrap_key(_array(jvm, result.wrappedKey()), "m1") == bytes(range(32))
+        assert registration.stats.generate == 1
+    with register_kms(spark, InMemoryKms.with_random_keys("m1"), name="nogen"):
+        assert _java_client(jvm, "nogen").supportsKeyGeneration() is False
+
+
+class SlowKms(InMemoryKms):
+    def unwrap_key(self, wrapped, wrapping_key_id):
+        import time
+
+        time.sleep(3)
+        return super().unwrap_key(wrapped, wrapping_key_id)
+
+
+def test_a_kms_call_that_exceeds_the_timeout_fails_instead_of_hanging(spark, jvm):
+    kms = SlowKms.with_random_keys("m1")
+    with register_kms(spark, kms, name="slow", timeout_seconds=1):
+        client = _java_client(jvm, "slow")
+        wrapped = client.wrapKey(_buffer(jvm, b"k" * 16), "m1")
+        with pytest.raises(Exception) as excinfo:
+            client.unwrapKey(wrapped, "m1")
+        message = str(excinfo.value)
+        assert "Python KMS 'slow' failed to unwrap a key with key id 'm1'" in message
+        assert "no answer from the Python KMS within its timeout" in message

@@ -102,23 +102,29 @@ public class PythonKmsClient implements KeyManagementClient {
 
   /**
    * Py4J reports a Python exception as "An exception was raised by the Python Proxy. Return
-   * Message: Traceback ...": keep the final "ExceptionType: message" line only. Network failures
-   * (Python side gone, timeout) are reported as such.
+   * Message: ExceptionType: message": keep that last line. Network failures (Python side gone,
+   * no answer within the timeout) are named as such.
    */
   static String pythonMessage(Throwable error) {
     String message = String.valueOf(error.getMessage());
     if (message.contains("Return Message:")) {
       String[] lines = message.strip().split("\n");
-      for (int i = lines.length - 1; i >= 0; i--) {
-        String line = lines[i].strip();
-        if (!line.isEmpty()) {
-          return line;
-        }
+      String last = lines[lines.length - 1].strip();
+      int marker = last.indexOf("Return Message:");
+      return marker >= 0 ? last.substring(marker + "Return Message:".length()).strip() : last;
+    }
+    for (Throwable t = error; t != null; t = t.getCause()) {
+      if (t instanceof java.net.SocketTimeoutException) {
+        return "no answer from the Python KMS within its timeout (register_kms(..., timeout_seconds=...))";
+      }
+      if (t instanceof java.net.ConnectException) {
+        return "the Python KMS is unreachable (its callback server is stopped: was the Python"
+            + " process or SparkContext stopped, or the KMS unregistered?)";
       }
     }
-    if (error instanceof py4j.Py4JNetworkException || message.contains("communication channel")) {
-      return "the Python KMS is unreachable (driver Python process stopped, KMS unregistered, or call"
-          + " timed out): " + error.getClass().getSimpleName();
+    if (error instanceof py4j.Py4JNetworkException || message.contains("Error while sending a command")
+        || message.contains("communication channel")) {
+      return "the Python KMS is unreachable or did not answer (" + message + ")";
     }
     return error.getClass().getSimpleName() + ": " + message;
   }
