@@ -282,3 +282,24 @@ def _require_identifier(name: str, value: str) -> None:
 
 def _sql_string(text: str) -> str:
     return "'" + str(text).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def local_spark_builder(app_name: str = "pyiceberg-crypto", master: str = "local[2]"):
+    """A ``SparkSession.Builder`` for a single-machine session that listens on loopback only.
+
+    The driver's RPC and block manager bind to 127.0.0.1 (Spark would otherwise pick the host's
+    network address), the web UI is off and the console progress bar is quiet::
+
+        spark = configure_spark_with_encryption(local_spark_builder(), spark_settings(...)).getOrCreate()
+    """
+    from pyspark.sql import SparkSession
+
+    return (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+    )

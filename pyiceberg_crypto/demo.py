@@ -44,19 +44,11 @@ class DemoReport:
 
 def build_session(workdir: Path):
     """A local SparkSession configured by :func:`pyiceberg_crypto.config.spark_settings`."""
-    from pyspark.sql import SparkSession
-
     os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
     settings = config.spark_settings(
         CATALOG, warehouse=workdir / "warehouse", metastore_dir=workdir / "metastore", kms_name="demo"
     )
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName("pyiceberg-crypto-demo")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-    )
+    builder = config.local_spark_builder("pyiceberg-crypto-demo")
     spark = config.configure_spark_with_encryption(builder, settings).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

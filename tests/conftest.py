@@ -21,8 +21,6 @@ def spark_dirs(tmp_path_factory):
 @pytest.fixture(scope="session")
 def spark(spark_dirs):
     """A local SparkSession configured by our own builders (catalog ``local``, KMS name ``test``)."""
-    from pyspark.sql import SparkSession
-
     os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
     settings = config.spark_settings(
         CATALOG,
@@ -30,13 +28,7 @@ def spark(spark_dirs):
         metastore_dir=spark_dirs["metastore"],
         kms_name="test",
     )
-    builder = (
-        SparkSession.builder.master("local[2]")
-        .appName("pyiceberg-crypto-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "2g")
-    )
+    builder = config.local_spark_builder("pyiceberg-crypto-tests").config("spark.driver.memory", "2g")
     session = config.configure_spark_with_encryption(builder, settings).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session

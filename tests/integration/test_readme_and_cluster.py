@@ -24,24 +24,30 @@ def test_readme_example_runs_as_written(tmp_path):
     readme = (ROOT / "README.md").read_text()
     block = re.search(r"## Ten lines of PySpark\s+```python\n(.*?)```", readme, re.S).group(1)
     assert len([line for line in block.splitlines() if line.strip()]) <= 12
-    result = _run_python(block + "\nprint('ROWS', spark.table('lake.shop.orders').collect())\nspark.stop()\n", tmp_path)
+    epilogue = (
+        "\nprint('ROWS', spark.table('lake.shop.orders').collect())"
+        "\nfrom pyiceberg_crypto.bridge import registered"
+        "\nregistration = registered('default')"
+        "\nspark.stop()"
+        "\nprint('ACTIVE AFTER STOP', registration.active)\n"
+    )
+    result = _run_python(block + epilogue, tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ROWS [Row(id=1, item='apple')]" in result.stdout
+    assert "ACTIVE AFTER STOP False" in result.stdout  # spark.stop() unregistered the KMS
     data = list((tmp_path / "warehouse").rglob("*.parquet"))
     assert data and all(p.read_bytes()[:4] == b"PARE" for p in data)
 
 
 CLUSTER_JOB = textwrap.dedent(
     """
-    from pyspark.sql import SparkSession
     from pyiceberg_crypto import config
     from pyiceberg_crypto.bridge import register_kms
     from pyiceberg_crypto.kms import InMemoryKms
     from pyiceberg_crypto.verify.files import scan_table_files
 
     settings = config.spark_settings("c", warehouse="wh")
-    builder = (SparkSession.builder.master("local-cluster[2,1,1024]")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4"))
+    builder = config.local_spark_builder("cluster-test", master="local-cluster[2,1,1024]")
     spark = config.configure_spark_with_encryption(builder, settings).getOrCreate()
     registration = register_kms(spark, InMemoryKms.with_random_keys("k"))
     spark.sql("CREATE NAMESPACE c.db")

@@ -1,0 +1,73 @@
+"""``pyiceberg-crypto decrypt FILE OUT``: write the plaintext Parquet version of an encrypted
+Parquet file (a thin layer over :func:`pyiceberg_crypto.formats.parquet.decrypt.decrypt_parquet`).
+
+Same key options as ``inspect``. The output is written to a temporary file next to OUT and
+renamed only when every module authenticated, so a failure never leaves partial plaintext.
+Exit status: 0 written, 1 integrity failure, 2 usage error / unreadable input / missing key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import tempfile
+
+from pyiceberg_crypto.cli.inspect_parquet import UsageError, error_dict, keys_from_args
+from pyiceberg_crypto.cli.main import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE
+from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
+from pyiceberg_crypto.formats.parquet.decrypt import decrypt_parquet
+
+
+def run_decrypt(args: argparse.Namespace) -> int:
+    """Run ``decrypt``; returns the exit status."""
+    try:
+        keys, expected_size = keys_from_args(args)
+        with open(args.file, "rb") as handle:
+            magic = handle.read(4)
+        if magic not in (b"PAR1", b"PARE"):
+            raise UsageError(f"{args.file}: decrypt supports Parquet files only (starts with {magic!r})")
+        if os.path.exists(args.out) and os.path.samefile(args.file, args.out):
+            raise UsageError("OUT must differ from FILE")
+    except UsageError as exc:
+        print(f"pyiceberg-crypto: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"pyiceberg-crypto: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    directory = os.path.dirname(os.path.abspath(args.out))
+    tmp_path = None
+    try:
+        with open(args.file, "rb") as handle, tempfile.NamedTemporaryFile("wb", dir=directory, delete=False, suffix=".part") as out:
+            tmp_path = out.name
+            result = decrypt_parquet(handle, out, keys, name=args.file, expected_size=expected_size)
+        os.replace(tmp_path, args.out)
+        tmp_path = None
+    except IntegrityError as exc:
+        if args.json:
+            print(json.dumps({"file": args.file, "ok": False, "failures": [error_dict(exc)]}))
+        print(f"pyiceberg-crypto: integrity failure: {exc}", file=sys.stderr)
+        return EXIT_INTEGRITY
+    except FormatError as exc:
+        print(f"pyiceberg-crypto: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"pyiceberg-crypto: {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        if tmp_path is not None and os.path.exists(tmp_path):
+            os.unlink(tmp_path)
+    if args.json:
+        print(json.dumps({"ok": True, "out": args.out, **dataclasses.asdict(result)}))
+    else:
+        note = "" if result.was_encrypted else " (input was not encrypted)"
+        modules = sum(result.authenticated.values())
+        print(
+            f"{args.file} -> {args.out}: {result.output_size} bytes, {result.row_groups} row groups, "
+            f"{result.column_chunks} column chunks, {modules} modules authenticated{note}"
+        )
+        if result.unauthenticated:
+            print(f"  note: {sum(result.unauthenticated.values())} AES_GCM_CTR_V1 pages were decrypted without authentication")
+    return EXIT_OK

@@ -1,0 +1,142 @@
+"""``pyiceberg-crypto inspect FILE`` for AGS1 files: a thin printing layer over
+:mod:`pyiceberg_crypto.formats.ags1`.
+
+Without a key it prints the header facts (block size, block count, plaintext length derived from
+the stored length); with ``--key`` (+ ``--aad-prefix``) or ``--key-metadata`` it authenticates
+every block. ``--length`` is a trusted plaintext length; the key metadata's ``file_length`` is a
+trusted stored length. Exit status: 0 ok, 1 integrity failure, 2 usage error / unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import dataclasses
+import json
+import sys
+
+from pyiceberg_crypto.cli.main import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE
+from pyiceberg_crypto.formats.ags1 import (
+    Ags1Report,
+    check_key,
+    check_trusted_lengths,
+    read_layout,
+    verify_ags1,
+)
+from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
+from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
+
+
+class UsageError(Exception):
+    """Bad command-line input (exit status 2)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Ags1Keys:
+    key: bytes | None
+    aad_prefix: bytes
+    length: int | None  # trusted plaintext length
+    file_length: int | None  # trusted stored length (from key metadata)
+
+
+def _hex(value: str, option: str) -> bytes:
+    try:
+        return bytes.fromhex(value)
+    except ValueError:
+        raise UsageError(f"{option} is not valid hex") from None
+
+
+def keys_from_args(args: argparse.Namespace) -> Ags1Keys:
+    """Collect key, AAD prefix and trusted lengths from the options; UsageError when inconsistent."""
+    if getattr(args, "column_key", None):
+        raise UsageError("--column-key applies to Parquet files, not AGS1")
+    if args.length is not None and args.length < 0:
+        raise UsageError("--length must be >= 0")
+    file_length = None
+    if args.key_metadata:
+        if args.key or args.aad_prefix:
+            raise UsageError("give either --key-metadata or --key/--aad-prefix, not both")
+        try:
+            raw = base64.b64decode(args.key_metadata, validate=True)
+        except (binascii.Error, ValueError):
+            raise UsageError("--key-metadata is not valid base64") from None
+        try:
+            metadata = StandardKeyMetadata.parse(raw)
+        except FormatError as exc:
+            raise UsageError(f"--key-metadata: {exc}") from None
+        key, aad, file_length = metadata.encryption_key, metadata.aad_prefix or b"", metadata.file_length
+    else:
+        key = _hex(args.key, "--key") if args.key else None
+        aad = _hex(args.aad_prefix, "--aad-prefix") if args.aad_prefix else b""
+        if aad and key is None:
+            raise UsageError("--aad-prefix needs --key")
+    if key is not None:
+        try:
+            check_key(key)
+        except FormatError as exc:
+            raise UsageError(str(exc)) from None
+    return Ags1Keys(key, aad, args.length, file_length)
+
+
+def examine(path: str, keys: Ags1Keys) -> Ags1Report:
+    """Verify (with a key) or describe (without) one AGS1 file; raises IntegrityError / OSError."""
+    if keys.key is not None:
+        return verify_ags1(
+            path, keys.key, keys.aad_prefix, keys.length, path, file_length=keys.file_length
+        )
+    with open(path, "rb") as handle:
+        geometry = read_layout(handle, name=path)
+    check_trusted_lengths(geometry, length=keys.length, file_length=keys.file_length, file=path)
+    return Ags1Report(
+        file=path,
+        block_size=geometry.block_size,
+        block_count=geometry.block_count,
+        plaintext_length=geometry.plaintext_length,
+        encrypted_length=geometry.encrypted_length,
+        authenticated=False,
+    )
+
+
+def format_report(report: Ags1Report, keys: Ags1Keys) -> str:
+    if report.authenticated:
+        status = f"yes, all {report.block_count} blocks (AES-{len(keys.key) * 8}-GCM)"
+        if report.block_count == 0:
+            status = "nothing to authenticate (header only, no block)"
+    else:
+        status = "no (no key given; sizes derived from the stored length)"
+    return "\n".join(
+        [
+            f"{report.file}: AGS1 (AES GCM Stream)",
+            f"  block size:       {report.block_size} bytes",
+            f"  blocks:           {report.block_count}",
+            f"  plaintext length: {report.plaintext_length} bytes",
+            f"  stored length:    {report.encrypted_length} bytes",
+            f"  authenticated:    {status}",
+        ]
+    )
+
+
+def inspect_ags1(args: argparse.Namespace) -> int:
+    """Run ``inspect`` on an AGS1 file; returns the exit status."""
+    try:
+        keys = keys_from_args(args)
+    except UsageError as exc:
+        print(f"pyiceberg-crypto: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        report = examine(args.file, keys)
+    except IntegrityError as exc:
+        if args.json:
+            error = {"type": type(exc).__name__, "location": exc.location, "reason": exc.reason}
+            print(json.dumps({"file": args.file, "format": "AGS1", "ok": False, "error": error}))
+        print(f"pyiceberg-crypto: integrity failure: {exc}", file=sys.stderr)
+        return EXIT_INTEGRITY
+    except OSError as exc:
+        print(f"pyiceberg-crypto: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps({"format": "AGS1", "ok": True, **dataclasses.asdict(report)}))
+    else:
+        print(format_report(report, keys))
+    return EXIT_OK

@@ -1,0 +1,168 @@
+"""``pyiceberg-crypto inspect FILE`` for Parquet files: a thin printing layer over
+:func:`pyiceberg_crypto.formats.parquet.verify.verify_parquet`.
+
+Keys: ``--key HEX`` (footer key), ``--column-key PATH=HEX`` (repeatable, dotted column path),
+``--aad-prefix HEX``, or ``--key-metadata BASE64`` (Iceberg StandardKeyMetadata: DEK = footer key,
+AAD prefix, and the trusted file length when recorded).
+
+Exit status:
+    0  every encrypted module authenticated (or the file is not encrypted: reported as such)
+    1  an integrity failure (message names file, row group, column, page and module type)
+    2  usage error, unreadable input, or a key/AAD prefix missing so that some part of the file
+       could not be verified (the report lists what was not verifiable; never a silent pass)
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import dataclasses
+import json
+import sys
+from typing import Any
+
+from pyiceberg_crypto.cli.main import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE
+from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
+from pyiceberg_crypto.formats.parquet.modules import valid_key_length
+from pyiceberg_crypto.formats.parquet.reader import ParquetKeys
+from pyiceberg_crypto.formats.parquet.verify import VerificationReport, verify_parquet
+
+
+class UsageError(Exception):
+    """Bad command-line input (exit status 2)."""
+
+
+def _hex(value: str, option: str) -> bytes:
+    try:
+        return bytes.fromhex(value)
+    except ValueError:
+        raise UsageError(f"{option} is not valid hex") from None
+
+
+def _aes_key(value: str, option: str) -> bytes:
+    key = _hex(value, option)
+    if not valid_key_length(key):
+        raise UsageError(f"{option}: AES key must be 16, 24 or 32 bytes, got {len(key)}")
+    return key
+
+
+def keys_from_args(args: argparse.Namespace) -> tuple[ParquetKeys, int | None]:
+    """``(keys, trusted file size)`` from the command-line options; UsageError when inconsistent."""
+    if getattr(args, "length", None) is not None:
+        raise UsageError("--length applies to AGS1 files; a Parquet file's trusted size comes from --key-metadata")
+    footer_key = _aes_key(args.key, "--key") if args.key else None
+    aad_prefix = _hex(args.aad_prefix, "--aad-prefix") if args.aad_prefix is not None else None
+    expected_size = None
+    if args.key_metadata:
+        if args.key or args.aad_prefix is not None:
+            raise UsageError("give either --key-metadata or --key/--aad-prefix, not both")
+        from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
+
+        try:
+            raw = base64.b64decode(args.key_metadata, validate=True)
+        except (binascii.Error, ValueError):
+            raise UsageError("--key-metadata is not valid base64") from None
+        try:
+            metadata = StandardKeyMetadata.parse(raw)
+        except FormatError as exc:
+            raise UsageError(f"--key-metadata: {exc}") from None
+        footer_key, aad_prefix, expected_size = metadata.encryption_key, metadata.aad_prefix, metadata.file_length
+        if not valid_key_length(footer_key):
+            raise UsageError(f"--key-metadata: AES key must be 16, 24 or 32 bytes, got {len(footer_key)}")
+    column_keys: dict[str, bytes] = {}
+    for item in args.column_key or []:
+        path, sep, value = item.partition("=")
+        if not sep or not path:
+            raise UsageError(f"--column-key expects PATH=HEX, got {item.split('=')[0]!r}...")
+        if path in column_keys:
+            raise UsageError(f"--column-key given twice for {path!r}")
+        column_keys[path] = _aes_key(value, f"--column-key {path}")
+    return ParquetKeys(footer_key, column_keys, aad_prefix), expected_size
+
+
+def error_dict(err: IntegrityError) -> dict[str, Any]:
+    module = getattr(err, "module", None)
+    out: dict[str, Any] = {"type": type(err).__name__, "location": err.location, "reason": err.reason}
+    if module is not None:
+        out.update(
+            module_type=module.module_type.label,
+            row_group=module.row_group,
+            column=module.column_path,
+            page=module.page,
+        )
+    return out
+
+
+def report_dict(report: VerificationReport) -> dict[str, Any]:
+    data = dataclasses.asdict(dataclasses.replace(report, failures=[]))
+    data["failures"] = [error_dict(err) for err in report.failures]
+    data.update(format="Parquet", ok=report.ok)
+    return data
+
+
+def format_report(report: VerificationReport) -> str:
+    if not report.encrypted:
+        return f"{report.file}: Parquet, not encrypted (plain PAR1; nothing to authenticate)"
+    layout = "encrypted footer (PARE)" if report.encrypted_footer else "plaintext footer (PAR1, signed)"
+    prefix = "stored in file" if report.aad_prefix_stored else ("required, not stored" if report.supply_aad_prefix else "none")
+    footer = {True: "authenticated", None: "NOT VERIFIED (no footer key)", False: "FAILED"}[report.footer_verified]
+    lines = [
+        f"{report.file}: Parquet, encrypted",
+        f"  layout:        {layout}",
+        f"  algorithm:     {report.algorithm}",
+        f"  AAD prefix:    {prefix}",
+        f"  footer:        {footer}",
+        f"  rows:          {report.num_rows}, row groups: {report.row_groups}",
+        "  authenticated modules:",
+    ]
+    lines += [f"    {name:<24}{count}" for name, count in report.authenticated.items()] or ["    (none)"]
+    if report.unauthenticated:
+        lines.append("  decrypted but not authenticated (AES_GCM_CTR_V1 pages have no tag):")
+        lines += [f"    {name:<24}{count}" for name, count in report.unauthenticated.items()]
+    if report.plaintext_pages:
+        lines.append(f"  plaintext pages (unencrypted columns): {report.plaintext_pages}")
+    columns: dict[str, str] = {}
+    for column in report.columns:
+        columns.setdefault(column.path, column.encryption)
+    lines.append("  columns:")
+    lines += [f"    {path}: {kind}" for path, kind in columns.items()]
+    for item in report.not_verifiable:
+        lines.append(f"  NOT VERIFIABLE: {item}")
+    for err in report.failures:
+        lines.append(f"  FAILED: {err.location}: {err.reason}")
+    return "\n".join(lines)
+
+
+def inspect_parquet(args: argparse.Namespace) -> int:
+    """Run ``inspect`` on a Parquet file; returns the exit status."""
+    try:
+        keys, expected_size = keys_from_args(args)
+    except UsageError as exc:
+        print(f"pyiceberg-crypto: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        with open(args.file, "rb") as handle:
+            report = verify_parquet(handle, keys, name=args.file, expected_size=expected_size)
+    except IntegrityError as exc:
+        if args.json:
+            print(json.dumps({"file": args.file, "format": "Parquet", "ok": False, "failures": [error_dict(exc)]}))
+        print(f"pyiceberg-crypto: integrity failure: {exc}", file=sys.stderr)
+        return EXIT_INTEGRITY
+    except FormatError as exc:
+        print(f"pyiceberg-crypto: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"pyiceberg-crypto: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(json.dumps(report_dict(report)) if args.json else format_report(report))
+    if report.failures:
+        print(f"pyiceberg-crypto: integrity failure: {report.failures[0]}", file=sys.stderr)
+        return EXIT_INTEGRITY
+    if report.not_verifiable:
+        print(
+            f"pyiceberg-crypto: {args.file}: not verifiable without more keys: " + "; ".join(report.not_verifiable),
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    return EXIT_OK

@@ -1,0 +1,221 @@
+"""Decrypt an encrypted Parquet file into an ordinary plaintext ``PAR1`` file.
+
+Every module is authenticated on the way (GCM), then written in plaintext with all offsets
+rewritten: column chunk ``file_offset``, dictionary/data page offsets, chunk sizes, column and
+offset index offsets/lengths, page locations inside each OffsetIndex, bloom filter
+offsets/lengths, row group offsets/sizes, and page CRCs (parquet-java computes them over the
+encrypted bytes). Crypto metadata (``crypto_metadata``, ``encrypted_column_metadata``,
+``encryption_algorithm``, ``footer_signing_key_metadata``) is dropped; the footer is re-encoded
+with our Thrift encoder, keeping every field we do not touch.
+
+Output layout: ``PAR1 | row groups (pages) | column indexes | offset indexes | bloom filters |
+FileMetaData | length | PAR1``.
+
+Usage::
+
+    with open(src, "rb") as f, open(dst, "wb") as out:
+        result = decrypt_parquet(f, out, ParquetKeys(footer_key=dek, aad_prefix=prefix), name=src)
+
+All keys must be available; a missing key raises :class:`KeyRequiredError` before anything
+unauthenticated is written (the output is only valid once the function returns).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from pyiceberg_crypto.formats.parquet.errors import KeyRequiredError, MalformedStructureError, module_error
+from pyiceberg_crypto.formats.parquet.aad import ModuleType
+from pyiceberg_crypto.formats.parquet.reader import (
+    MAGIC_PLAIN,
+    ColumnChunkInfo,
+    ParquetFileReader,
+    ParquetKeys,
+    has_dictionary_page,
+)
+from pyiceberg_crypto.formats.parquet.structs import (
+    ColumnChunkF,
+    ColumnMetaDataF,
+    FileMetaDataF,
+    OffsetIndexF,
+    PageHeaderF,
+    PageLocationF,
+    PageType,
+    RowGroupF,
+)
+from pyiceberg_crypto.formats.parquet.thrift import TStruct, TType, encode_struct
+
+
+@dataclass
+class DecryptResult:
+    """What :func:`decrypt_parquet` did."""
+
+    file: str | None
+    output_size: int
+    was_encrypted: bool
+    algorithm: str | None
+    authenticated: dict[str, int] = field(default_factory=dict)
+    unauthenticated: dict[str, int] = field(default_factory=dict)  # CTR pages
+    row_groups: int = 0
+    column_chunks: int = 0
+
+
+@dataclass
+class _PendingChunk:
+    """A rewritten chunk whose indexes and bloom filter are written after all row groups."""
+
+    info: ColumnChunkInfo
+    chunk: TStruct  # the output ColumnChunk
+    meta: TStruct  # the output ColumnMetaData
+    page_locations: list[tuple[int, int]]  # new (offset, header+page size) of each data page
+
+
+class _Out:
+    """An output stream that knows its position (works on non-seekable sinks too)."""
+
+    def __init__(self, sink: BinaryIO):
+        self.sink, self.pos = sink, 0
+
+    def write(self, data: bytes) -> int:
+        start = self.pos
+        self.sink.write(data)
+        self.pos += len(data)
+        return start
+
+
+def decrypt_parquet(
+    fileobj: BinaryIO,
+    out: BinaryIO,
+    keys: ParquetKeys | None = None,
+    name: str | None = None,
+    expected_size: int | None = None,
+) -> DecryptResult:
+    """Write the plaintext Parquet version of ``fileobj`` to ``out``; see the module docstring."""
+    reader = ParquetFileReader(fileobj, keys, name, expected_size)
+    footer = reader.footer
+    if footer.encrypted and not footer.encrypted_footer and footer.signature_verified is None:
+        raise KeyRequiredError(f"{reader.name or 'file'}: the footer key is needed to check the footer signature")
+    metadata = footer.metadata.copy()
+    metadata.remove(FileMetaDataF.ENCRYPTION_ALGORITHM)
+    metadata.remove(FileMetaDataF.FOOTER_SIGNING_KEY_METADATA)
+    row_groups = metadata.get(FileMetaDataF.ROW_GROUPS)
+    sink = _Out(out)
+    sink.write(MAGIC_PLAIN)
+    pending: list[_PendingChunk] = []
+    for rg_index, rg in enumerate(row_groups.items if row_groups else []):
+        columns = rg.get(RowGroupF.COLUMNS)
+        rg_start, compressed, uncompressed = sink.pos, 0, 0
+        for col in range(len(columns.items) if columns else 0):
+            info = reader.column_chunk(rg_index, col)
+            if not info.verifiable:
+                raise KeyRequiredError(f"{reader.name or 'file'}: no key for column '{info.path}'")
+            done = _copy_chunk(reader, info, sink)
+            columns.items[col] = done.chunk
+            pending.append(done)
+            compressed += done.meta.get(ColumnMetaDataF.TOTAL_COMPRESSED_SIZE)
+            uncompressed += done.meta.get(ColumnMetaDataF.TOTAL_UNCOMPRESSED_SIZE)
+        if rg.has(RowGroupF.FILE_OFFSET):
+            rg.set(RowGroupF.FILE_OFFSET, TType.I64, rg_start)
+        if rg.has(RowGroupF.TOTAL_COMPRESSED_SIZE):
+            rg.set(RowGroupF.TOTAL_COMPRESSED_SIZE, TType.I64, compressed)
+    for item in pending:
+        _write_column_index(reader, item, sink)
+    for item in pending:
+        _write_offset_index(reader, item, sink)
+    for item in pending:
+        _write_bloom_filter(reader, item, sink)
+    serialized = encode_struct(metadata)
+    sink.write(serialized)
+    sink.write(struct.pack("<I", len(serialized)) + MAGIC_PLAIN)
+    return DecryptResult(
+        file=reader.name,
+        output_size=sink.pos,
+        was_encrypted=footer.encrypted,
+        algorithm=footer.algorithm.name if footer.algorithm else None,
+        authenticated={t.label: n for t, n in sorted(reader.authenticated.items())},
+        unauthenticated={t.label: n for t, n in sorted(reader.unauthenticated.items())},
+        row_groups=len(row_groups.items) if row_groups else 0,
+        column_chunks=len(pending),
+    )
+
+
+def _signed32(value: int) -> int:
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _copy_chunk(reader: ParquetFileReader, info: ColumnChunkInfo, sink: _Out) -> _PendingChunk:
+    meta = info.meta.copy()  # type: ignore[union-attr]
+    chunk = info.chunk.copy()
+    start = sink.pos
+    uncompressed = 0
+    locations: list[tuple[int, int]] = []
+    first_data: int | None = None
+    for page in reader.pages(info):
+        header = page.header.copy()
+        header.set(PageHeaderF.COMPRESSED_PAGE_SIZE, TType.I32, len(page.data))
+        if header.has(PageHeaderF.CRC):  # CRC-32 of the page bytes as stored (now plaintext)
+            header.set(PageHeaderF.CRC, TType.I32, _signed32(zlib.crc32(page.data)))
+        encoded = encode_struct(header)
+        offset = sink.write(encoded)
+        sink.write(page.data)
+        uncompressed += len(encoded) + header.get(PageHeaderF.UNCOMPRESSED_PAGE_SIZE, 0)
+        if page.page_type == PageType.DICTIONARY_PAGE:
+            meta.set(ColumnMetaDataF.DICTIONARY_PAGE_OFFSET, TType.I64, offset)
+        else:
+            if first_data is None:
+                first_data = offset
+            locations.append((offset, len(encoded) + len(page.data)))
+    if first_data is None:
+        raise module_error(MalformedStructureError, "column chunk has no data page", reader.name, info.ref(ModuleType.DATA_PAGE, 0))
+    if not has_dictionary_page(info.meta):  # type: ignore[arg-type]
+        meta.remove(ColumnMetaDataF.DICTIONARY_PAGE_OFFSET)
+    meta.set(ColumnMetaDataF.DATA_PAGE_OFFSET, TType.I64, first_data)
+    meta.set(ColumnMetaDataF.TOTAL_COMPRESSED_SIZE, TType.I64, sink.pos - start)
+    meta.set(ColumnMetaDataF.TOTAL_UNCOMPRESSED_SIZE, TType.I64, uncompressed)
+    chunk.remove(ColumnChunkF.CRYPTO_METADATA)
+    chunk.remove(ColumnChunkF.ENCRYPTED_COLUMN_METADATA)
+    chunk.set(ColumnChunkF.META_DATA, TType.STRUCT, meta)
+    chunk.set(ColumnChunkF.FILE_OFFSET, TType.I64, start)
+    return _PendingChunk(info, chunk, meta, locations)
+
+
+def _write_column_index(reader: ParquetFileReader, item: _PendingChunk, sink: _Out) -> None:
+    data = reader.column_index(item.info)
+    if data is None:
+        return
+    item.chunk.set(ColumnChunkF.COLUMN_INDEX_OFFSET, TType.I64, sink.write(data))
+    item.chunk.set(ColumnChunkF.COLUMN_INDEX_LENGTH, TType.I32, len(data))
+
+
+def _write_offset_index(reader: ParquetFileReader, item: _PendingChunk, sink: _Out) -> None:
+    index = reader.offset_index(item.info)
+    if index is None:
+        return
+    locations = index.get(OffsetIndexF.PAGE_LOCATIONS)
+    if locations is None or len(locations.items) != len(item.page_locations):
+        raise module_error(
+            MalformedStructureError,
+            f"offset index lists {len(locations.items) if locations else 0} pages, the chunk has {len(item.page_locations)}",
+            reader.name,
+            item.info.ref(ModuleType.OFFSET_INDEX),
+        )
+    for location, (offset, size) in zip(locations.items, item.page_locations):
+        location.set(PageLocationF.OFFSET, TType.I64, offset)
+        location.set(PageLocationF.COMPRESSED_PAGE_SIZE, TType.I32, size)
+    data = encode_struct(index)
+    item.chunk.set(ColumnChunkF.OFFSET_INDEX_OFFSET, TType.I64, sink.write(data))
+    item.chunk.set(ColumnChunkF.OFFSET_INDEX_LENGTH, TType.I32, len(data))
+
+
+def _write_bloom_filter(reader: ParquetFileReader, item: _PendingChunk, sink: _Out) -> None:
+    found = reader.bloom_filter(item.info)
+    if found is None:
+        return
+    header, bitset = found
+    offset = sink.write(encode_struct(header))
+    sink.write(bitset)
+    item.meta.set(ColumnMetaDataF.BLOOM_FILTER_OFFSET, TType.I64, offset)
+    item.meta.set(ColumnMetaDataF.BLOOM_FILTER_LENGTH, TType.I32, sink.pos - offset)

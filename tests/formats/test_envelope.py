@@ -1,0 +1,71 @@
+"""Manifest-list key envelope, against Iceberg's EncryptionUtil / Ciphers in the test JVM."""
+
+from __future__ import annotations
+
+import pytest
+from py4j.protocol import Py4JJavaError
+
+from pyiceberg_crypto.formats.envelope import (
+    decrypt_manifest_list_key_metadata,
+    encrypt_manifest_list_key_metadata,
+)
+from pyiceberg_crypto.formats.errors import FormatError, TagMismatchError, TruncatedError
+from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
+from tests.formats.ags1_helpers import java_vectors, random_bytes
+
+TIMESTAMP = "1731489600123"
+
+
+@pytest.fixture(scope="module")
+def V(jvm):
+    return java_vectors(jvm)
+
+
+@pytest.fixture
+def key_metadata():
+    return StandardKeyMetadata(random_bytes(16), random_bytes(16), 4242).serialize()
+
+
+@pytest.mark.parametrize("kek_length", [16, 24, 32])
+def test_java_encrypts_python_decrypts(V, key_metadata, kek_length):
+    kek = random_bytes(kek_length)
+    envelope = bytes(V.encryptManifestListKeyMetadata(kek, TIMESTAMP, key_metadata))
+    assert len(envelope) == 12 + len(key_metadata) + 16
+    assert decrypt_manifest_list_key_metadata(kek, envelope, TIMESTAMP) == key_metadata
+
+
+@pytest.mark.parametrize("kek_length", [16, 32])
+def test_python_encrypts_java_decrypts(V, key_metadata, kek_length):
+    kek = random_bytes(kek_length)
+    envelope = encrypt_manifest_list_key_metadata(kek, key_metadata, TIMESTAMP)
+    assert bytes(V.decryptManifestListKeyMetadata(kek, TIMESTAMP, envelope)) == key_metadata
+    with pytest.raises(Py4JJavaError, match="GCM tag check failed"):
+        V.decryptManifestListKeyMetadata(kek, TIMESTAMP + "1", envelope)
+
+
+def test_timestamp_is_authenticated(V, key_metadata):
+    kek = random_bytes(32)
+    envelope = bytes(V.encryptManifestListKeyMetadata(kek, TIMESTAMP, key_metadata))
+    with pytest.raises(TagMismatchError) as err:
+        decrypt_manifest_list_key_metadata(kek, envelope, "1731489600124", file="metadata.json")
+    assert err.value.location == "manifest list key metadata" and err.value.file == "metadata.json"
+
+
+def test_wrong_kek_and_tampering(key_metadata):
+    kek = random_bytes(16)
+    envelope = encrypt_manifest_list_key_metadata(kek, key_metadata, TIMESTAMP)
+    with pytest.raises(TagMismatchError):
+        decrypt_manifest_list_key_metadata(random_bytes(16), envelope, TIMESTAMP)
+    for pos in (0, 12, len(envelope) - 1):
+        tampered = envelope[:pos] + bytes([envelope[pos] ^ 0x80]) + envelope[pos + 1 :]
+        with pytest.raises(TagMismatchError):
+            decrypt_manifest_list_key_metadata(kek, tampered, TIMESTAMP)
+    with pytest.raises(TruncatedError):
+        decrypt_manifest_list_key_metadata(kek, envelope[:27], TIMESTAMP)
+
+
+def test_kek_length_checked(key_metadata):
+    with pytest.raises(FormatError, match="key length 8"):
+        encrypt_manifest_list_key_metadata(b"k" * 8, key_metadata, TIMESTAMP)
+    with pytest.raises(FormatError, match="key length 31"):
+        decrypt_manifest_list_key_metadata(b"k" * 31, b"x" * 40, TIMESTAMP)
