@@ -44,7 +44,7 @@ test-fast: setup
 	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
 
 bench: setup
-	$(PY) bench/run.py
+	$(PY) bench/ags1_read.py
 
 clean:
 	rm -rf $(VENV) jars/target $(JAR_DIR)/*.jar .pytest_cache demo-warehouse
