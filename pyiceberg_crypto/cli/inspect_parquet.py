@@ -122,6 +122,11 @@ def format_report(report: VerificationReport) -> str:
         lines += [f"    {name:<24}{count}" for name, count in report.unauthenticated.items()]
     if report.plaintext_pages:
         lines.append(f"  plaintext pages (unencrypted columns): {report.plaintext_pages}")
+    if report.v2_pages_with_plaintext_levels:
+        lines.append(
+            f"  v2 data pages with plaintext, unauthenticated levels (parquet-java layout): "
+            f"{report.v2_pages_with_plaintext_levels} ({report.v2_plaintext_level_bytes} level bytes)"
+        )
     columns: dict[str, str] = {}
     for column in report.columns:
         columns.setdefault(column.path, column.encryption)

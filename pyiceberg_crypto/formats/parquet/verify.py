@@ -57,6 +57,10 @@ class VerificationReport:
     authenticated: dict[str, int] = field(default_factory=dict)
     unauthenticated: dict[str, int] = field(default_factory=dict)  # CTR pages: no tag by design
     plaintext_pages: int = 0
+    # DATA_PAGE_V2 pages whose repetition/definition levels are stored in plaintext, outside the
+    # GCM module (parquet-java's layout): the values are authenticated, the level bytes are not.
+    v2_pages_with_plaintext_levels: int = 0
+    v2_plaintext_level_bytes: int = 0
     columns: list[ColumnReport] = field(default_factory=list)
     not_verifiable: list[str] = field(default_factory=list)
     failures: list[IntegrityError] = field(default_factory=list)
@@ -143,6 +147,9 @@ def _check_chunk(reader: ParquetFileReader, info: ColumnChunkInfo, report: Verif
     for page in reader.pages(info):
         if not info.encrypted:
             report.plaintext_pages += 1
+        elif page.plaintext_levels:
+            report.v2_pages_with_plaintext_levels += 1
+            report.v2_plaintext_level_bytes += page.plaintext_levels
     reader.column_index(info)
     reader.offset_index(info)
     reader.bloom_filter(info)

@@ -118,3 +118,15 @@ def test_verifies_from_any_file_object(parquet_vector_by_name):
     vector = parquet_vector_by_name["uniform_gcm"]
     report = verify_parquet(io.BytesIO(vector.path.read_bytes()), keys_of(vector), name="in-memory")
     assert report.ok and report.file == "in-memory"
+
+
+def test_parquet_java_v2_pages_report_their_plaintext_levels(parquet_vector_by_name):
+    """parquet-java leaves v2 repetition/definition levels outside the GCM module: the report must
+    say so instead of counting those bytes as authenticated."""
+    v2 = parquet_vector_by_name["uniform_gcm_aes192_page_v2"]
+    report = verify_path(v2.path, keys_of(v2))
+    assert report.ok
+    assert report.v2_pages_with_plaintext_levels > 0 and report.v2_plaintext_level_bytes > 0
+    v1 = parquet_vector_by_name["uniform_gcm"]
+    v1_report = verify_path(v1.path, keys_of(v1))
+    assert v1_report.v2_pages_with_plaintext_levels == 0 and v1_report.v2_plaintext_level_bytes == 0
