@@ -15,7 +15,8 @@ import os
 import sys
 import tempfile
 
-from pyiceberg_crypto.cli.inspect_parquet import UsageError, error_dict, keys_from_args
+from pyiceberg_crypto.cli.inspect_parquet import error_dict, keys_from_args
+from pyiceberg_crypto.cli.options import UsageError
 from pyiceberg_crypto.cli.main import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE
 from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
 from pyiceberg_crypto.formats.parquet.decrypt import decrypt_parquet

@@ -10,12 +10,11 @@ trusted stored length. Exit status: 0 ok, 1 integrity failure, 2 usage error / u
 from __future__ import annotations
 
 import argparse
-import base64
-import binascii
 import dataclasses
 import json
 import sys
 
+from pyiceberg_crypto.cli.options import UsageError, parse_hex, parse_key_metadata
 from pyiceberg_crypto.cli.main import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE
 from pyiceberg_crypto.formats.ags1 import (
     Ags1Report,
@@ -25,11 +24,8 @@ from pyiceberg_crypto.formats.ags1 import (
     verify_ags1,
 )
 from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
-from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 
 
-class UsageError(Exception):
-    """Bad command-line input (exit status 2)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,11 +36,6 @@ class Ags1Keys:
     file_length: int | None  # trusted stored length (from key metadata)
 
 
-def _hex(value: str, option: str) -> bytes:
-    try:
-        return bytes.fromhex(value)
-    except ValueError:
-        raise UsageError(f"{option} is not valid hex") from None
 
 
 def keys_from_args(args: argparse.Namespace) -> Ags1Keys:
@@ -57,18 +48,11 @@ def keys_from_args(args: argparse.Namespace) -> Ags1Keys:
     if args.key_metadata:
         if args.key or args.aad_prefix:
             raise UsageError("give either --key-metadata or --key/--aad-prefix, not both")
-        try:
-            raw = base64.b64decode(args.key_metadata, validate=True)
-        except (binascii.Error, ValueError):
-            raise UsageError("--key-metadata is not valid base64") from None
-        try:
-            metadata = StandardKeyMetadata.parse(raw)
-        except FormatError as exc:
-            raise UsageError(f"--key-metadata: {exc}") from None
+        metadata = parse_key_metadata(args.key_metadata)
         key, aad, file_length = metadata.encryption_key, metadata.aad_prefix or b"", metadata.file_length
     else:
-        key = _hex(args.key, "--key") if args.key else None
-        aad = _hex(args.aad_prefix, "--aad-prefix") if args.aad_prefix else b""
+        key = parse_hex(args.key, "--key") if args.key else None
+        aad = parse_hex(args.aad_prefix, "--aad-prefix") if args.aad_prefix else b""
         if aad and key is None:
             raise UsageError("--aad-prefix needs --key")
     if key is not None:

@@ -15,60 +15,37 @@ Exit status:
 from __future__ import annotations
 
 import argparse
-import base64
-import binascii
 import dataclasses
 import json
 import sys
 from typing import Any
 
+from pyiceberg_crypto.cli.options import VALID_KEY_LENGTHS, UsageError, parse_aes_key, parse_hex, parse_key_metadata
 from pyiceberg_crypto.cli.main import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE
 from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
-from pyiceberg_crypto.formats.parquet.modules import valid_key_length
 from pyiceberg_crypto.formats.parquet.reader import ParquetKeys
 from pyiceberg_crypto.formats.parquet.verify import VerificationReport, verify_parquet
 
 
-class UsageError(Exception):
-    """Bad command-line input (exit status 2)."""
 
 
-def _hex(value: str, option: str) -> bytes:
-    try:
-        return bytes.fromhex(value)
-    except ValueError:
-        raise UsageError(f"{option} is not valid hex") from None
 
 
-def _aes_key(value: str, option: str) -> bytes:
-    key = _hex(value, option)
-    if not valid_key_length(key):
-        raise UsageError(f"{option}: AES key must be 16, 24 or 32 bytes, got {len(key)}")
-    return key
 
 
 def keys_from_args(args: argparse.Namespace) -> tuple[ParquetKeys, int | None]:
     """``(keys, trusted file size)`` from the command-line options; UsageError when inconsistent."""
     if getattr(args, "length", None) is not None:
         raise UsageError("--length applies to AGS1 files; a Parquet file's trusted size comes from --key-metadata")
-    footer_key = _aes_key(args.key, "--key") if args.key else None
-    aad_prefix = _hex(args.aad_prefix, "--aad-prefix") if args.aad_prefix is not None else None
+    footer_key = parse_aes_key(args.key, "--key") if args.key else None
+    aad_prefix = parse_hex(args.aad_prefix, "--aad-prefix") if args.aad_prefix is not None else None
     expected_size = None
     if args.key_metadata:
         if args.key or args.aad_prefix is not None:
             raise UsageError("give either --key-metadata or --key/--aad-prefix, not both")
-        from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
-
-        try:
-            raw = base64.b64decode(args.key_metadata, validate=True)
-        except (binascii.Error, ValueError):
-            raise UsageError("--key-metadata is not valid base64") from None
-        try:
-            metadata = StandardKeyMetadata.parse(raw)
-        except FormatError as exc:
-            raise UsageError(f"--key-metadata: {exc}") from None
+        metadata = parse_key_metadata(args.key_metadata)
         footer_key, aad_prefix, expected_size = metadata.encryption_key, metadata.aad_prefix, metadata.file_length
-        if not valid_key_length(footer_key):
+        if len(footer_key) not in VALID_KEY_LENGTHS:
             raise UsageError(f"--key-metadata: AES key must be 16, 24 or 32 bytes, got {len(footer_key)}")
     column_keys: dict[str, bytes] = {}
     for item in args.column_key or []:
@@ -77,7 +54,7 @@ def keys_from_args(args: argparse.Namespace) -> tuple[ParquetKeys, int | None]:
             raise UsageError(f"--column-key expects PATH=HEX, got {item.split('=')[0]!r}...")
         if path in column_keys:
             raise UsageError(f"--column-key given twice for {path!r}")
-        column_keys[path] = _aes_key(value, f"--column-key {path}")
+        column_keys[path] = parse_aes_key(value, f"--column-key {path}")
     return ParquetKeys(footer_key, column_keys, aad_prefix), expected_size
 
 
