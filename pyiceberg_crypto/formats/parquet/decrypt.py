@@ -168,8 +168,10 @@ def _copy_chunk(reader: ParquetFileReader, info: ColumnChunkInfo, sink: _Out) ->
             if first_data is None:
                 first_data = offset
             locations.append((offset, len(encoded) + len(page.data)))
-    if first_data is None:
-        raise module_error(MalformedStructureError, "column chunk has no data page", reader.name, info.ref(ModuleType.DATA_PAGE, 0))
+    if first_data is None:  # only valid for an empty chunk (Arrow writes 0-row row groups so)
+        if meta.get(ColumnMetaDataF.NUM_VALUES) != 0:
+            raise module_error(MalformedStructureError, "column chunk has no data page", reader.name, info.ref(ModuleType.DATA_PAGE, 0))
+        first_data = sink.pos  # past the dictionary page, if any: readers start the chunk there
     if not has_dictionary_page(info.meta):  # type: ignore[arg-type]
         meta.remove(ColumnMetaDataF.DICTIONARY_PAGE_OFFSET)
     meta.set(ColumnMetaDataF.DATA_PAGE_OFFSET, TType.I64, first_data)

@@ -409,6 +409,8 @@ class ParquetFileReader:
         if data_offset is None or size is None:
             raise self._fail(MalformedStructureError, "ColumnMetaData lacks page offsets or size", ref)
         start = dict_offset if has_dictionary_page(meta) else data_offset
+        if size == 0 and meta.get(ColumnMetaDataF.NUM_VALUES) == 0:
+            return start, start  # no pages at all: Arrow's chunks of a 0-row row group
         if start < 4 or size < 0 or start + size > self.file_size:
             raise self._fail(MalformedStructureError, f"pages at {start}+{size} lie outside the file", ref)
         return start, start + size
