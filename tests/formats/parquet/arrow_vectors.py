@@ -45,6 +45,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from tests.formats.parquet.vectors import _key_summary
+
 #: Leaf columns of :func:`arrow_table`, dotted paths (Arrow's compliant 3-level lists), in order.
 ARROW_COLUMNS: tuple[str, ...] = (
     "id",
@@ -174,10 +176,6 @@ ARROW_MODES: tuple[ArrowMode, ...] = (
     ),
     ArrowMode("direct_single_row_gcm", "direct", rows=1, page_index=False),
 )
-
-
-def _key_summary(key: bytes | None) -> str:
-    return "None" if key is None else f"<{len(key) * 8}-bit key>"
 
 
 @dataclass(frozen=True)
