@@ -274,7 +274,12 @@ class ParquetFileReader:
         if len(module) < LENGTH_PREFIX or module_length(module[:LENGTH_PREFIX]) != len(module) - LENGTH_PREFIX:
             raise self._fail(MalformedStructureError, "footer module length does not match the footer", _FOOTER)
         if self.keys.footer_key is None:
-            raise KeyRequiredError(f"{self.name or 'file'}: the footer is encrypted; a footer key is required")
+            prefix = "stored" if algorithm.aad_prefix is not None else (
+                "required, not stored" if algorithm.supply_aad_prefix else "none")
+            raise KeyRequiredError(
+                f"{self.name or 'file'}: the footer is encrypted (PARE, {algorithm.name}, AAD prefix: {prefix}); "
+                "a footer key is required (--key or --key-metadata)"
+            )
         file_aad = self._file_aad(algorithm)
         plain = self._open_gcm(
             self._cipher(self.keys.footer_key),
