@@ -124,6 +124,23 @@ def encrypted_length(plaintext_length: int, block_size: int = DEFAULT_BLOCK_SIZE
     return HEADER_LENGTH + plaintext_length + blocks * BLOCK_OVERHEAD
 
 
+def check_last_block(cipher_length: int, index: int, *, file: str | None = None) -> None:
+    """A last (short) cipher block must hold nonce + tag and, unless it is the only block, at least
+    one plaintext byte (spec "Cipher Block structure": the last block has a non-zero length)."""
+    if cipher_length < BLOCK_OVERHEAD:
+        raise TruncatedError(
+            f"last block has {cipher_length} bytes, fewer than nonce + tag ({BLOCK_OVERHEAD})",
+            file=file,
+            location=f"block {index}",
+        )
+    if cipher_length == BLOCK_OVERHEAD and index > 0:
+        raise ExtraDataError(
+            "empty block after the last block (spec: the last block has a non-zero length)",
+            file=file,
+            location=f"block {index}",
+        )
+
+
 @dataclass(frozen=True)
 class Ags1Layout:
     """Block geometry of an AGS1 file, derived from its header and stored length alone."""
@@ -161,19 +178,8 @@ def layout(block_size: int, stored_length: int, *, file: str | None = None) -> A
     full, rest = divmod(body, cipher_block)
     if rest == 0:
         count, last = full, (block_size if full else 0)
-    elif rest < BLOCK_OVERHEAD:
-        raise TruncatedError(
-            f"last block has {rest} bytes, fewer than nonce + tag ({BLOCK_OVERHEAD})",
-            file=file,
-            location=f"block {full}",
-        )
-    elif rest == BLOCK_OVERHEAD and full > 0:
-        raise ExtraDataError(
-            "empty block after the last block (spec: the last block has a non-zero length)",
-            file=file,
-            location=f"block {full}",
-        )
     else:
+        check_last_block(rest, full, file=file)
         count, last = full + 1, rest - BLOCK_OVERHEAD
     plain = (count - 1) * block_size + last if count else 0
     return Ags1Layout(block_size, stored_length, count, last, plain)
@@ -462,18 +468,8 @@ def _verify_blocks(
         got = _readinto_exact(fileobj, view)
         if got == 0:
             break
-        if got < BLOCK_OVERHEAD:
-            raise TruncatedError(
-                f"last block has {got} bytes, fewer than nonce + tag ({BLOCK_OVERHEAD})",
-                file=label,
-                location=f"block {index}",
-            )
-        if got == BLOCK_OVERHEAD and index > 0:
-            raise ExtraDataError(
-                "empty block after the last block (spec: the last block has a non-zero length)",
-                file=label,
-                location=f"block {index}",
-            )
+        if got < cipher_size:  # a short read: this must be a valid last block
+            check_last_block(got, index, file=label)
         struct.pack_into("<i", aad, len(prefix), index)
         nonce, body = view[:NONCE_LENGTH], view[NONCE_LENGTH:got]
         try:
