@@ -12,12 +12,17 @@ import argparse
 import dataclasses
 import json
 import os
-import sys
 import tempfile
 
-from pyiceberg_crypto.cli.inspect_parquet import error_dict, keys_from_args
-from pyiceberg_crypto.cli.options import UsageError
-from pyiceberg_crypto.cli.main import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE
+from pyiceberg_crypto.cli.inspect_parquet import keys_from_args
+from pyiceberg_crypto.cli.main import EXIT_OK
+from pyiceberg_crypto.cli.options import (
+    UsageError,
+    error_dict,
+    integrity_failure,
+    unreadable_failure,
+    usage_failure,
+)
 from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
 from pyiceberg_crypto.formats.parquet.decrypt import decrypt_parquet
 
@@ -33,11 +38,9 @@ def run_decrypt(args: argparse.Namespace) -> int:
         if os.path.exists(args.out) and os.path.samefile(args.file, args.out):
             raise UsageError("OUT must differ from FILE")
     except UsageError as exc:
-        print(f"pyiceberg-crypto: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_failure(exc)
     except OSError as exc:
-        print(f"pyiceberg-crypto: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return unreadable_failure(args.file, exc)
     directory = os.path.dirname(os.path.abspath(args.out))
     tmp_path = None
     try:
@@ -49,14 +52,11 @@ def run_decrypt(args: argparse.Namespace) -> int:
     except IntegrityError as exc:
         if args.json:
             print(json.dumps({"file": args.file, "ok": False, "failures": [error_dict(exc)]}))
-        print(f"pyiceberg-crypto: integrity failure: {exc}", file=sys.stderr)
-        return EXIT_INTEGRITY
+        return integrity_failure(exc)
     except FormatError as exc:
-        print(f"pyiceberg-crypto: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_failure(exc)
     except OSError as exc:
-        print(f"pyiceberg-crypto: {exc.filename or args.out}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_failure(f"{exc.filename or args.out}: {exc.strerror or exc}")
     finally:
         if tmp_path is not None and os.path.exists(tmp_path):
             os.unlink(tmp_path)

@@ -12,10 +12,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 
-from pyiceberg_crypto.cli.options import UsageError, parse_hex, parse_key_metadata
-from pyiceberg_crypto.cli.main import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE
+from pyiceberg_crypto.cli.main import EXIT_OK
+from pyiceberg_crypto.cli.options import (
+    UsageError,
+    error_dict,
+    integrity_failure,
+    parse_hex,
+    parse_key_metadata,
+    unreadable_failure,
+    usage_failure,
+)
 from pyiceberg_crypto.formats.ags1 import (
     Ags1Report,
     check_key,
@@ -106,19 +113,15 @@ def inspect_ags1(args: argparse.Namespace) -> int:
     try:
         keys = keys_from_args(args)
     except UsageError as exc:
-        print(f"pyiceberg-crypto: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_failure(exc)
     try:
         report = examine(args.file, keys)
     except IntegrityError as exc:
         if args.json:
-            error = {"type": type(exc).__name__, "location": exc.location, "reason": exc.reason}
-            print(json.dumps({"file": args.file, "format": "AGS1", "ok": False, "error": error}))
-        print(f"pyiceberg-crypto: integrity failure: {exc}", file=sys.stderr)
-        return EXIT_INTEGRITY
+            print(json.dumps({"file": args.file, "format": "AGS1", "ok": False, "error": error_dict(exc)}))
+        return integrity_failure(exc)
     except OSError as exc:
-        print(f"pyiceberg-crypto: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return unreadable_failure(args.file, exc)
     if args.json:
         print(json.dumps({"format": "AGS1", "ok": True, **dataclasses.asdict(report)}))
     else:

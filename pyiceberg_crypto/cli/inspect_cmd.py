@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from pyiceberg_crypto.cli.main import EXIT_USAGE
+from pyiceberg_crypto.cli.options import unreadable_failure
 
 
 def sniff_magic(path: str) -> bytes:
@@ -18,8 +19,7 @@ def run_inspect(args: argparse.Namespace) -> int:
     try:
         magic = sniff_magic(args.file)
     except OSError as exc:
-        print(f"pyiceberg-crypto: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return unreadable_failure(args.file, exc)
     if magic == b"AGS1":
         from pyiceberg_crypto.cli.inspect_ags1 import inspect_ags1
 

@@ -17,11 +17,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 from typing import Any
 
-from pyiceberg_crypto.cli.options import VALID_KEY_LENGTHS, UsageError, parse_aes_key, parse_hex, parse_key_metadata
-from pyiceberg_crypto.cli.main import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE
+from pyiceberg_crypto.cli.main import EXIT_OK
+from pyiceberg_crypto.cli.options import (
+    VALID_KEY_LENGTHS,
+    UsageError,
+    error_dict,
+    integrity_failure,
+    parse_aes_key,
+    parse_hex,
+    parse_key_metadata,
+    unreadable_failure,
+    usage_failure,
+)
 from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
 from pyiceberg_crypto.formats.parquet.reader import ParquetKeys
 from pyiceberg_crypto.formats.parquet.verify import VerificationReport, verify_parquet
@@ -56,19 +65,6 @@ def keys_from_args(args: argparse.Namespace) -> tuple[ParquetKeys, int | None]:
             raise UsageError(f"--column-key given twice for {path!r}")
         column_keys[path] = parse_aes_key(value, f"--column-key {path}")
     return ParquetKeys(footer_key, column_keys, aad_prefix), expected_size
-
-
-def error_dict(err: IntegrityError) -> dict[str, Any]:
-    module = getattr(err, "module", None)
-    out: dict[str, Any] = {"type": type(err).__name__, "location": err.location, "reason": err.reason}
-    if module is not None:
-        out.update(
-            module_type=module.module_type.label,
-            row_group=module.row_group,
-            column=module.column_path,
-            page=module.page,
-        )
-    return out
 
 
 def report_dict(report: VerificationReport) -> dict[str, Any]:
@@ -121,30 +117,21 @@ def inspect_parquet(args: argparse.Namespace) -> int:
     try:
         keys, expected_size = keys_from_args(args)
     except UsageError as exc:
-        print(f"pyiceberg-crypto: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_failure(exc)
     try:
         with open(args.file, "rb") as handle:
             report = verify_parquet(handle, keys, name=args.file, expected_size=expected_size)
     except IntegrityError as exc:
         if args.json:
             print(json.dumps({"file": args.file, "format": "Parquet", "ok": False, "failures": [error_dict(exc)]}))
-        print(f"pyiceberg-crypto: integrity failure: {exc}", file=sys.stderr)
-        return EXIT_INTEGRITY
+        return integrity_failure(exc)
     except FormatError as exc:
-        print(f"pyiceberg-crypto: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return usage_failure(exc)
     except OSError as exc:
-        print(f"pyiceberg-crypto: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return unreadable_failure(args.file, exc)
     print(json.dumps(report_dict(report)) if args.json else format_report(report))
     if report.failures:
-        print(f"pyiceberg-crypto: integrity failure: {report.failures[0]}", file=sys.stderr)
-        return EXIT_INTEGRITY
+        return integrity_failure(report.failures[0])
     if report.not_verifiable:
-        print(
-            f"pyiceberg-crypto: {args.file}: not verifiable without more keys: " + "; ".join(report.not_verifiable),
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
+        return usage_failure(f"{args.file}: not verifiable without more keys: " + "; ".join(report.not_verifiable))
     return EXIT_OK

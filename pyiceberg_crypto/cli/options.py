@@ -1,11 +1,15 @@
-"""Parsing of the key options shared by ``inspect`` and ``decrypt`` (hex keys, key metadata)."""
+"""What ``inspect`` and ``decrypt`` share: parsing of the key options (hex keys, key metadata) and
+the one-line error reports with their exit statuses."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import sys
+from typing import Any
 
-from pyiceberg_crypto.formats.errors import FormatError
+from pyiceberg_crypto.cli.main import EXIT_INTEGRITY, EXIT_USAGE
+from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 
 VALID_KEY_LENGTHS = (16, 24, 32)
@@ -41,3 +45,34 @@ def parse_key_metadata(value: str, option: str = "--key-metadata") -> StandardKe
         return StandardKeyMetadata.parse(raw)
     except FormatError as exc:
         raise UsageError(f"{option}: {exc}") from None
+
+
+def error_dict(err: IntegrityError) -> dict[str, Any]:
+    """An integrity failure as JSON-ready data (Parquet failures add their module coordinates)."""
+    module = getattr(err, "module", None)
+    out: dict[str, Any] = {"type": type(err).__name__, "location": err.location, "reason": err.reason}
+    if module is not None:
+        out.update(
+            module_type=module.module_type.label,
+            row_group=module.row_group,
+            column=module.column_path,
+            page=module.page,
+        )
+    return out
+
+
+def usage_failure(message: object) -> int:
+    """Report a usage error or unusable input on stderr; returns exit status 2."""
+    print(f"pyiceberg-crypto: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def unreadable_failure(path: str, exc: OSError) -> int:
+    """Report an input file that cannot be read; returns exit status 2."""
+    return usage_failure(f"cannot read {path}: {exc.strerror or exc}")
+
+
+def integrity_failure(exc: object) -> int:
+    """Report an integrity failure (file, block/module, reason) on stderr; returns exit status 1."""
+    print(f"pyiceberg-crypto: integrity failure: {exc}", file=sys.stderr)
+    return EXIT_INTEGRITY
