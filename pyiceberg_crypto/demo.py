@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import KmsCallStats, register_kms
 from pyiceberg_crypto.kms import InMemoryKms
-from pyiceberg_crypto.verify.files import FileFinding, scan_table_files
+from pyiceberg_crypto.verify.files import FileFinding, scan_table_files, table_location
 
 CATALOG = "demo"
 TABLE = f"{CATALOG}.shop.orders"
@@ -44,7 +45,7 @@ class DemoReport:
 
 def build_session(workdir: Path):
     """A local SparkSession configured by :func:`pyiceberg_crypto.config.spark_settings`."""
-    os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings = config.spark_settings(
         CATALOG, warehouse=workdir / "warehouse", metastore_dir=workdir / "metastore", kms_name="demo"
     )
@@ -86,9 +87,8 @@ def run_demo(workdir: str | os.PathLike = "demo-warehouse", *, keep: bool = Fals
         for row in report.rows:
             log(f"       {row}")
 
-        location = spark.sql(f"SELECT file FROM {TABLE}.metadata_log_entries").first()[0].rsplit("/metadata/", 1)[0]
-        report.table_location = location
-        report.files = scan_table_files(location)
+        report.table_location = table_location(spark, TABLE)
+        report.files = scan_table_files(report.table_location)
         report.kms_stats = KmsCallStats(**vars(registration.stats))
         registration.close()
     finally:

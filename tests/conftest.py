@@ -4,6 +4,7 @@ metastore on embedded Derby, the real bridge jar), plus its JVM gateway for refe
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -21,7 +22,7 @@ def spark_dirs(tmp_path_factory):
 @pytest.fixture(scope="session")
 def spark(spark_dirs):
     """A local SparkSession configured by our own builders (catalog ``local``, KMS name ``test``)."""
-    os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings = config.spark_settings(
         CATALOG,
         warehouse=spark_dirs["warehouse"],

@@ -20,6 +20,8 @@ import atexit
 import threading
 import weakref
 
+from py4j.java_gateway import JavaClass
+
 from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter, KmsCallStats
 from pyiceberg_crypto.bridge.callback_server import KmsCallbackServer
 from pyiceberg_crypto.kms.base import KeyManagementClient
@@ -163,8 +165,6 @@ def _registry(jvm):
     registry = jvm
     for part in REGISTRY_CLASS.split("."):
         registry = getattr(registry, part)
-    from py4j.java_gateway import JavaClass
-
     if not isinstance(registry, JavaClass):
         raise BridgeError(
             f"{REGISTRY_CLASS} is not on the Spark classpath: build settings with "

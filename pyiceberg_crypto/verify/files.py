@@ -43,6 +43,13 @@ class FileFinding:
         return self.magic.decode("ascii", "replace") if self.magic.isascii() else self.magic.hex()
 
 
+def table_location(spark, table: str) -> str:
+    """Location URI of an Iceberg ``table`` (e.g. ``"lake.db.orders"``) through a SparkSession:
+    the directory above its metadata files."""
+    metadata_file = spark.sql(f"SELECT file FROM {table}.metadata_log_entries").first()[0]
+    return metadata_file.rsplit("/metadata/", 1)[0]
+
+
 def classify(relative: Path) -> str | None:
     """Kind of a file from its path relative to the table location; None for files not checked."""
     name = relative.name

@@ -12,7 +12,7 @@ import pytest
 from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.kms import InMemoryKms, KmsError
-from pyiceberg_crypto.verify.files import scan_table_files
+from pyiceberg_crypto.verify.files import scan_table_files, table_location
 from tests.conftest import CATALOG, add_catalog
 
 
@@ -22,10 +22,6 @@ def _table(name: str) -> str:
 
 def _props(key_id: str = "k1", **kwargs) -> str:
     return config.tblproperties_sql(config.table_properties(key_id, **kwargs))
-
-
-def _location(spark, table: str) -> str:
-    return spark.sql(f"SELECT * FROM {table}.metadata_log_entries").select("file").first()[0].rsplit("/metadata/", 1)[0]
 
 
 def _rows(spark, sql: str) -> list[tuple]:
@@ -63,7 +59,7 @@ def test_round_trip_create_insert_select_delete_merge_ctas(spark, db):
     assert spark.sql(f"SHOW TBLPROPERTIES {copy} ('encryption.key-id')").first().value == "k2"
 
     for name in (table, copy):
-        findings = scan_table_files(_location(spark, name))
+        findings = scan_table_files(table_location(spark, name))
         kinds = {f.kind for f in findings}
         assert {"data", "manifest", "manifest-list"} <= kinds, kinds
         not_encrypted = [(f.kind, f.magic, f.path.name) for f in findings if not f.ok]
@@ -75,7 +71,7 @@ def test_every_file_starts_with_pare_or_ags1(spark, db):
     spark.sql(f"CREATE TABLE {table} (id bigint, v string) USING iceberg {_props()}")
     for batch in range(3):
         spark.sql(f"INSERT INTO {table} SELECT id, concat('v', id) FROM range({batch * 100}, {batch * 100 + 100})")
-    findings = scan_table_files(_location(spark, table))
+    findings = scan_table_files(table_location(spark, table))
     data = [f for f in findings if f.kind == "data"]
     manifests = [f for f in findings if f.kind == "manifest"]
     lists = [f for f in findings if f.kind == "manifest-list"]
@@ -91,7 +87,7 @@ def test_data_file_cannot_be_read_without_keys(spark, db):
     table = _table("secret")
     spark.sql(f"CREATE TABLE {table} (id bigint, ssn string) USING iceberg {_props()}")
     spark.sql(f"INSERT INTO {table} VALUES (1, '078-05-1120')")
-    data_file = next(f.path for f in scan_table_files(_location(spark, table)) if f.kind == "data")
+    data_file = next(f.path for f in scan_table_files(table_location(spark, table)) if f.kind == "data")
     assert b"078-05-1120" not in data_file.read_bytes()
     with pytest.raises(Exception, match="(?i)encrypt|footer|magic"):
         pq.read_table(data_file)

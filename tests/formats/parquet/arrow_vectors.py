@@ -45,21 +45,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from tests.formats.parquet.vectors import _key_summary
+from tests.formats.parquet.vectors import ALL_COLUMNS, _key_summary
 
-#: Leaf columns of :func:`arrow_table`, dotted paths (Arrow's compliant 3-level lists), in order.
-ARROW_COLUMNS: tuple[str, ...] = (
-    "id",
-    "name",
-    "score",
-    "flag",
-    "amount",
-    "ts",
-    "address.city",
-    "address.zip",
-    "tags.list.element",
-    "payload",
-)
+#: Leaf columns of :func:`arrow_table`, dotted paths (Arrow's compliant 3-level lists), in order:
+#: the same schema as the parquet-java vectors, so both writers are checked on identical columns.
+ARROW_COLUMNS: tuple[str, ...] = ALL_COLUMNS
 
 FOOTER_MASTER_KEY = "mk-footer"
 
