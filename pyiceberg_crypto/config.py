@@ -36,7 +36,7 @@ from pathlib import Path
 
 from pyiceberg_crypto import jars as _jars
 
-ICEBERG_VERSION = "1.11.0"
+ICEBERG_VERSION = "1.12.0"
 SPARK_BINARY = "4.1_2.13"
 ICEBERG_RUNTIME_PACKAGE = f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_BINARY}:{ICEBERG_VERSION}"
 

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 BRIDGE_JAR_NAME = "pyiceberg-crypto-bridge.jar"
-ICEBERG_RUNTIME_JAR_NAME = "iceberg-spark-runtime-4.1_2.13-1.11.0.jar"
+ICEBERG_RUNTIME_JAR_NAME = "iceberg-spark-runtime-4.1_2.13-1.12.0.jar"
 
 
 class JarNotFoundError(FileNotFoundError):

@@ -41,7 +41,7 @@ def test_external_metastore_is_one_argument(tmp_path):
 
 def test_packages_mode_and_hive_lock_option(tmp_path):
     settings = config.spark_settings("c", warehouse=tmp_path, jars="packages", hive_lock=True)
-    assert settings["spark.jars.packages"] == "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.11.0"
+    assert settings["spark.jars.packages"] == "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"
     assert settings["spark.jars"] == str(jars.bridge_jar())
     assert settings["spark.sql.catalog.c.hadoop.iceberg.engine.hive.lock-enabled"] == "true"
 

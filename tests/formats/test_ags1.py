@@ -131,7 +131,7 @@ def test_iceberg_stream_rejects_non_default_block_size(V, tmp_path):
     """A fact worth knowing: Iceberg's AesGcmInputStream only reads 1 MiB blocks (spec allows any)."""
     key = random_bytes(16)
     path = write(tmp_path / "small.ags1", ags1.encrypt_bytes(b"x" * 100, key, b"", block_size=64))
-    with pytest.raises(Py4JJavaError, match=r"Invalid GCM stream: block size .*\[64, 1048576\]"):
+    with pytest.raises(Py4JJavaError, match=r"Invalid GCM stream: block size (.*\[64, 1048576\]|64 != 1048576)"):
         V.readBytes(path, key, b"")
 
 
