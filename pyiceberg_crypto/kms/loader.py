@@ -1,0 +1,53 @@
+"""Find a Python KMS by name: the one registry of KMS factories used by the CLI and the jobs.
+
+A KMS spec is either a shipped short name or ``module:factory`` (an importable callable that
+returns a :class:`~pyiceberg_crypto.kms.KeyManagementClient`)::
+
+    load_kms("mycompany.kms:make_client")       # calls mycompany.kms.make_client()
+    load_kms("keystore", {"keystore.path": "/etc/lake/keys.json"})
+
+The factory is called with the properties as keyword ``properties`` when it accepts them, and the
+returned KMS gets ``initialize(properties)``. Short names map to factories in :data:`SHIPPED`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Mapping
+
+from pyiceberg_crypto.kms.base import KeyManagementClient
+
+#: Short name -> "module:factory" of the KMSs shipped with the package.
+SHIPPED: dict[str, str] = {}
+
+
+class KmsLoadError(ValueError):
+    """The KMS spec cannot be resolved to a KMS; the message says why and what to write instead."""
+
+
+def load_kms(spec: str, properties: Mapping[str, str] | None = None) -> KeyManagementClient:
+    """Build the KMS named by ``spec`` (a short name or ``module:factory``) and initialize it."""
+    props = dict(properties or {})
+    target = SHIPPED.get(spec, spec)
+    module_name, sep, factory_name = target.partition(":")
+    if not sep or not module_name or not factory_name:
+        names = ", ".join(sorted(SHIPPED)) or "none"
+        raise KmsLoadError(f"--kms must be MODULE:FACTORY or a shipped name ({names}), got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise KmsLoadError(f"cannot import KMS module {module_name!r}: {exc}") from None
+    factory = getattr(module, factory_name, None)
+    if not callable(factory):
+        raise KmsLoadError(f"{module_name!r} has no callable {factory_name!r}")
+    try:
+        accepts_properties = "properties" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        accepts_properties = False
+    kms = factory(properties=props) if accepts_properties else factory()
+    if not (hasattr(kms, "wrap_key") and hasattr(kms, "unwrap_key")):
+        raise KmsLoadError(f"{spec!r} returned {type(kms).__name__}, not a KeyManagementClient")
+    if props and hasattr(kms, "initialize"):
+        kms.initialize(props)
+    return kms
