@@ -12,6 +12,8 @@ from pathlib import Path
 
 BRIDGE_JAR_NAME = "pyiceberg-crypto-bridge.jar"
 ICEBERG_RUNTIME_JAR_NAME = "iceberg-spark-runtime-4.1_2.13-1.12.0.jar"
+#: AWS SDK v2 bundle for S3FileIO / AwsKeyManagementClient; added to the classpath only when needed.
+AWS_BUNDLE_JAR_NAME = "iceberg-aws-bundle-1.12.0.jar"
 
 
 class JarNotFoundError(FileNotFoundError):
@@ -32,6 +34,11 @@ def bridge_jar() -> Path:
 def iceberg_runtime_jar() -> Path:
     """Path of the pinned ``iceberg-spark-runtime`` jar."""
     return _require(ICEBERG_RUNTIME_JAR_NAME)
+
+
+def aws_bundle_jar() -> Path:
+    """Path of the pinned ``iceberg-aws-bundle`` jar (AWS SDK v2 for S3FileIO and AWS KMS)."""
+    return _require(AWS_BUNDLE_JAR_NAME)
 
 
 def _require(name: str) -> Path:
