@@ -1,61 +1,59 @@
-"""Benchmark: verifying a large AGS1 file in Python vs Iceberg Java's AesGcmInputStream.
+"""Section 1, AGS1: verifying one large AES GCM Stream file, ours vs Iceberg Java, vs the ceiling.
 
-    .venv/bin/python bench/ags1_read.py [--size-mib 256] [--runs 5] [--key-bits 128]
+One AGS1 file (1 MiB blocks, AES-128, written by our ``Ags1Writer``) is read from the page cache,
+in the same run, by:
 
-Writes one AGS1 file (1 MiB blocks, our Ags1Writer), then, in the same run and on the same
-(warm, page-cached) file, times:
-  * the AES-GCM primitive alone (cryptography's decrypt_into on a 1 MiB block, repeated) - the ceiling
-  * ``verify_ags1`` (our fast path: one AESGCM object, preallocated buffers, decrypt_into)
-  * ``Ags1Reader.readinto`` (the general seekable reader, 1 MiB reads)
-  * Iceberg's ``AesGcmInputStream`` via ``AesGcmInputFile`` in a plain JVM (no Spark),
-    ``io.pyicebergcrypto.testkit.Ags1Bench`` (after JIT warm-up)
-and prints GB/s (plaintext bytes / second, median of the runs) and the Python/Java ratio.
-Needs ``make jars`` (for the bench class) and ``java`` on PATH.
+* Iceberg Java's ``AesGcmInputStream`` (``AesGcmInputFile``) in a plain JVM, after JIT warm-up
+  (``io.pyicebergcrypto.testkit.Ags1Bench``): the reference;
+* the raw ceiling: ``readinto`` + ``AESGCM.decrypt_into`` per block, no checks at all;
+* ``verify_ags1`` (our verifier's fast path) and ``Ags1Reader.readinto`` (the seekable reader).
+
+"with N threads": N threads each read the whole file at once; GB/s = N x file / wall time.
+Run alone: ``.venv/bin/python -m bench.run --only ags1 [--quick]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import statistics
 import subprocess
-import sys
-import tempfile
-import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import cryptography
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from bench.context import Context
+from bench.harness import Row, Section, per_second, time_runs
 from pyiceberg_crypto import jars
 from pyiceberg_crypto.formats import ags1
 
 MIB = 1024 * 1024
+TITLE = "1. AGS1: verify one AES GCM Stream file"
 
 
 def write_file(path: Path, size_mib: int, key: bytes, aad: bytes) -> int:
+    """A ``size_mib`` MiB AGS1 file of random plaintext; returns the plaintext length."""
     with ags1.Ags1Writer(str(path), key, aad) as writer:
         for _ in range(size_mib):
             writer.write(os.urandom(MIB))
     return writer.plaintext_length
 
 
-def median_seconds(fn, runs: int) -> float:
-    fn()  # warm-up (page cache, allocations)
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
-def primitive(key: bytes, blocks: int) -> None:
-    aesgcm, nonce = AESGCM(key), os.urandom(12)
-    sealed = aesgcm.encrypt(nonce, os.urandom(MIB), b"aad")
-    out = bytearray(MIB)
-    for _ in range(blocks):
-        aesgcm.decrypt_into(nonce, sealed, b"aad", out)
+def raw_read_decrypt(path: Path, key: bytes, aad: bytes) -> None:
+    """The ceiling: read each cipher block and decrypt it, with no framing or length checks."""
+    aesgcm = AESGCM(key)
+    cipher_block = MIB + ags1.BLOCK_OVERHEAD
+    buffer = bytearray(cipher_block)
+    view = memoryview(buffer)
+    out = memoryview(bytearray(MIB))
+    index = 0
+    with open(path, "rb", buffering=0) as f:
+        f.seek(ags1.HEADER_LENGTH)
+        while True:
+            got = f.readinto(view)
+            if not got:
+                return
+            aesgcm.decrypt_into(view[:12], view[12:got], ags1.block_aad(aad, index), out[: got - ags1.BLOCK_OVERHEAD])
+            index += 1
 
 
 def reader_pass(path: Path, key: bytes, aad: bytes) -> None:
@@ -65,50 +63,65 @@ def reader_pass(path: Path, key: bytes, aad: bytes) -> None:
             pass
 
 
-def java_seconds(path: Path, key: bytes, aad: bytes, runs: int, warmup: int) -> float:
+def in_threads(fn, threads: int):
+    """``fn`` run by ``threads`` threads at once (each does the whole job)."""
+    if threads == 1:
+        return fn
+
+    def run() -> None:
+        with ThreadPoolExecutor(threads) as pool:
+            for future in [pool.submit(fn) for _ in range(threads)]:
+                future.result()
+
+    return run
+
+
+def java_seconds(path: Path, key: bytes, aad: bytes, runs: int, warmup: int, threads: int) -> list[float]:
+    """Wall seconds of each timed round of Iceberg's AesGcmInputStream (``threads`` concurrent reads)."""
     classpath = os.pathsep.join(str(p) for p in sorted(jars.jar_dir().glob("*.jar")))
     command = [
         "java", "-cp", classpath, "io.pyicebergcrypto.testkit.Ags1Bench",
-        str(path), key.hex(), aad.hex(), str(warmup), str(runs),
+        str(path), key.hex(), aad.hex(), str(warmup), str(runs), str(threads),
     ]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return statistics.median(int(line) for line in out.split()) / 1e9
+    return [int(line) / 1e9 for line in out.split()]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size-mib", type=int, default=256)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--key-bits", type=int, choices=[128, 192, 256], default=128)
-    parser.add_argument("--dir", help="where to write the file (default: a temporary directory)")
-    args = parser.parse_args(argv)
-
-    key, aad = os.urandom(args.key_bits // 8), os.urandom(16)
-    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        path = Path(tmp) / "bench.ags1"
-        size = write_file(path, args.size_mib, key, aad)
-        gb = size / 1e9
-        runs = args.runs
-        results = {
-            "AES-GCM primitive (decrypt_into, 1 MiB)": median_seconds(lambda: primitive(key, args.size_mib), runs),
-            "Python verify_ags1 (fast path)": median_seconds(lambda: ags1.verify_ags1(str(path), key, aad), runs),
-            "Python Ags1Reader.readinto": median_seconds(lambda: reader_pass(path, key, aad), runs),
-            "Java AesGcmInputStream (Iceberg 1.11.0)": java_seconds(
-                path, key, aad, runs, warmup=max(2, 1024 // args.size_mib)
-            ),
-        }
-    print(f"AGS1 read, {args.size_mib} MiB, AES-{args.key_bits}-GCM, 1 MiB blocks, median of {runs} runs")
-    versions = f"python {sys.version.split()[0]}, cryptography {cryptography.__version__}"
-    print(f"{versions}, {os.cpu_count()} CPUs")
-    for name, seconds in results.items():
-        print(f"  {name:42s} {gb / seconds:6.2f} GB/s")
-    java = results["Java AesGcmInputStream (Iceberg 1.11.0)"]
-    fast = results["Python verify_ags1 (fast path)"]
-    primitive_s = results["AES-GCM primitive (decrypt_into, 1 MiB)"]
-    print(f"  ratio Python fast path / Java:  {java / fast:.2f}x")
-    print(f"  fast path / primitive ceiling:  {primitive_s / fast:.2f}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def run(ctx: Context) -> Section:
+    sizes = ctx.sizes
+    key, aad = os.urandom(16), os.urandom(16)
+    path = ctx.data_dir / "ags1" / "bench.ags1"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ctx.log(f"AGS1: writing {sizes.ags1_mib} MiB")
+    size = write_file(path, sizes.ags1_mib, key, aad)
+    warmup_rounds = max(2, 1024 // sizes.ags1_mib)  # JIT: at least 2 rounds and 1 GiB read
+    section = Section(
+        TITLE,
+        f"{sizes.ags1_mib} MiB file, AES-128-GCM, 1 MiB blocks, warm page cache; GB/s of plaintext. "
+        "Reference: Iceberg Java's `AesGcmInputStream` (plain JVM, after JIT warm-up); ceiling: "
+        "`readinto` + `AESGCM.decrypt_into` per block with no checks. With N threads, N threads "
+        "each read the whole file at once (GB/s = N x size / wall time).",
+    )
+    label = "AGS1"
+    for threads in sorted({1, sizes.threads}):
+        suffix = "" if threads == 1 else f", {threads} threads"
+        tag = "" if threads == 1 else f"_{threads}"
+        amount = size * threads
+        ctx.log(f"AGS1: Java{suffix}")
+        java = java_seconds(path, key, aad, sizes.repeats, warmup_rounds, threads)
+        ctx.log(f"AGS1: Python{suffix}")
+        raw = time_runs(in_threads(lambda: raw_read_decrypt(path, key, aad), threads), sizes.repeats)
+        ours = time_runs(in_threads(lambda: ags1.verify_ags1(str(path), key, aad), threads), sizes.repeats)
+        section.rows += [
+            Row(label, "java" + tag, f"Java `AesGcmInputStream`{suffix}", "GB/s", per_second(amount, java, 1e9)),
+            Row(label, "raw" + tag, f"raw read + AES-GCM (ceiling){suffix}", "GB/s", per_second(amount, raw, 1e9)),
+            Row(label, "ours" + tag, f"Python `verify_ags1`{suffix}", "GB/s", per_second(amount, ours, 1e9),
+                refs=("java" + tag, "raw" + tag)),
+        ]
+        if threads == 1:
+            reader = time_runs(lambda: reader_pass(path, key, aad), sizes.repeats)
+            section.rows.append(
+                Row(label, "reader", "Python `Ags1Reader.readinto` (seekable reader)", "GB/s",
+                    per_second(amount, reader, 1e9), refs=("java", "raw")))
+    path.unlink()
+    return section

@@ -1,0 +1,130 @@
+"""What every benchmark section gets: sizes (full or quick), the data directory, and one shared
+Spark session with a Python KMS registered (started on first use).
+
+Sizes are chosen so that ``make bench`` stays within ~20 minutes on 2 cores and
+``make bench-quick`` within ~3 minutes while printing the same table shape.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CATALOG = "bench"
+KMS_NAME = "bench"
+MASTER_KEY_ID = "bench-master"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Workload sizes of one mode."""
+
+    repeats: int
+    threads: int
+    ags1_mib: int
+    parquet_rows: int  # rows of the Iceberg- and PyArrow-written Parquet files (~256 MiB full)
+    kms_calls_per_thread: int
+    kms_table_files: tuple[int, ...]
+    table_rows: int
+    table_repeats: int
+    verify_files: tuple[int, ...]
+    verify_repeats: int
+
+
+FULL = Sizes(
+    repeats=5,
+    threads=2,
+    ags1_mib=256,
+    parquet_rows=3_600_000,
+    kms_calls_per_thread=5_000,
+    kms_table_files=(1, 100, 1000),
+    table_rows=3_000_000,
+    table_repeats=3,
+    verify_files=(100, 1000, 5000),
+    verify_repeats=3,
+)
+
+QUICK = Sizes(
+    repeats=3,
+    threads=2,
+    ags1_mib=16,
+    parquet_rows=100_000,
+    kms_calls_per_thread=500,
+    kms_table_files=(1, 5, 10),
+    table_rows=50_000,
+    table_repeats=2,
+    verify_files=(5, 10, 20),
+    verify_repeats=2,
+)
+
+
+@dataclass
+class Context:
+    """Shared state of one benchmark run."""
+
+    sizes: Sizes
+    data_dir: Path
+    quick: bool
+    log_lines: list[str] = field(default_factory=list)
+    _spark: object | None = None
+    _registration: object | None = None
+    master_keys: dict[str, bytes] = field(default_factory=lambda: {MASTER_KEY_ID: os.urandom(16)})
+
+    def log(self, message: str) -> None:
+        """Progress on stderr (the table goes to stdout / RESULTS.md)."""
+        print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+    @property
+    def warehouse(self) -> Path:
+        return self.data_dir / "warehouse"
+
+    @property
+    def metastore(self) -> Path:
+        return self.data_dir / "metastore"
+
+    def spark_settings(self) -> dict[str, str]:
+        from pyiceberg_crypto import config
+
+        return config.spark_settings(CATALOG, warehouse=self.warehouse, metastore_dir=self.metastore,
+                                     kms_name=KMS_NAME)
+
+    @property
+    def spark(self):
+        """The shared local[2] SparkSession (Iceberg Hive catalog ``bench``, Python KMS ``bench``)."""
+        if self._spark is None:
+            from pyiceberg_crypto import config
+            from pyiceberg_crypto.bridge import register_kms
+            from pyiceberg_crypto.kms import InMemoryKms
+
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            self.log("starting Spark (local[2])")
+            builder = config.local_spark_builder("pyiceberg-crypto-bench").config("spark.driver.memory", "2g")
+            self._spark = config.configure_spark_with_encryption(builder, self.spark_settings()).getOrCreate()
+            self._spark.sparkContext.setLogLevel("ERROR")
+            self._registration = register_kms(self._spark, InMemoryKms(self.master_keys), name=KMS_NAME)
+            self._spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.db")
+        return self._spark
+
+    @property
+    def registration(self):
+        """The bridge registration of the shared session (``.stats`` counts KMS calls)."""
+        self.spark  # noqa: B018 - starts the session if needed
+        return self._registration
+
+    def stop_spark(self) -> None:
+        """Stop the shared session (the embedded metastore can then be opened by a subprocess)."""
+        if self._spark is not None:
+            self.log("stopping Spark")
+            self._spark.stop()
+            self._spark = self._registration = None
+
+
+def prepare_data_dir(path: Path, *, fresh: bool) -> Path:
+    """Create the (gitignored) data directory; ``fresh`` removes what a previous run left."""
+    if fresh and path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True, exist_ok=True)
+    return path

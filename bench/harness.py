@@ -1,0 +1,196 @@
+"""The benchmark harness: timing, rows with their references, and the Markdown table.
+
+Every figure is a :class:`Row` of samples (one per repeat) in one unit; a row names the rows of
+the same section it is compared with, and the ratio printed is
+``median(this row) / median(reference row)`` in that unit (so for GB/s above 1 is faster, for
+seconds above 1 is slower). References are always measured in the same run::
+
+    rows = [
+        Row("AGS1", "java", "Java AesGcmInputStream", "GB/s", [1.9, 2.0, 2.1]),
+        Row("AGS1", "ours", "Python verify_ags1", "GB/s", [9.5, 9.8, 10.1], refs=("java",)),
+    ]
+    print(render_tables(rows))          # one Markdown table per section
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Row:
+    """One measured figure: ``samples`` (one per repeat) in ``unit``, compared with ``refs``."""
+
+    section: str
+    key: str  # short id, unique within the section, used by other rows' ``refs``
+    name: str  # what was measured, as the table shows it
+    unit: str
+    samples: list[float]
+    refs: tuple[str, ...] = ()
+    note: str = ""
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+
+@dataclass
+class Section:
+    """A section's heading text: what was measured and how."""
+
+    title: str
+    description: str = ""
+    rows: list[Row] = field(default_factory=list)
+
+
+def time_runs(fn: Callable[[], object], repeats: int, warmup: int = 1) -> list[float]:
+    """Wall seconds of ``repeats`` calls of ``fn`` after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def per_second(amount: float, seconds: Iterable[float], scale: float = 1.0) -> list[float]:
+    """Throughputs ``amount / s / scale`` (e.g. bytes -> GB/s with ``scale=1e9``)."""
+    return [amount / s / scale for s in seconds]
+
+
+def ratio(row: Row, reference: Row) -> float:
+    """Median of ``row`` over median of ``reference`` (same unit)."""
+    if reference.unit != row.unit:
+        raise ValueError(f"cannot compare {row.unit} with {reference.unit}")
+    return row.median / reference.median if reference.median else float("inf")
+
+
+def _number(value: float) -> str:
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if magnitude >= 1000:
+        return f"{value:,.0f}"
+    if magnitude >= 100:
+        return f"{value:.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    if magnitude >= 0.1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+def render_table(rows: Sequence[Row]) -> str:
+    """A Markdown table of rows of one section: min / median / max, n, and ratios."""
+    by_key = {row.key: row for row in rows}
+    lines = [
+        "| measurement | unit | min | median | max | n | ratio to reference (medians) |",
+        "|---|---|--:|--:|--:|--:|---|",
+    ]
+    for row in rows:
+        ratios = []
+        for ref_key in row.refs:
+            reference = by_key.get(ref_key)
+            if reference is None:
+                raise KeyError(f"{row.section}: row {row.key!r} refers to unknown row {ref_key!r}")
+            ratios.append(f"**{ratio(row, reference):.2f}x** {reference.name}")
+        ratio_cell = "; ".join(ratios) if ratios else "reference"
+        if row.note:
+            ratio_cell += f" ({row.note})"
+        lines.append(
+            f"| {row.name} | {row.unit} | {_number(min(row.samples))} | {_number(row.median)} | "
+            f"{_number(max(row.samples))} | {len(row.samples)} | {ratio_cell} |"
+        )
+    return "\n".join(lines)
+
+
+def render_sections(sections: Sequence[Section]) -> str:
+    """Every section as ``### title``, its description, and its table."""
+    parts = []
+    for section in sections:
+        parts.append(f"### {section.title}\n")
+        if section.description:
+            parts.append(section.description.strip() + "\n")
+        parts.append(render_table(section.rows) + "\n" if section.rows else "(no rows: skipped)\n")
+    return "\n".join(parts)
+
+
+def machine_description() -> list[str]:
+    """Lines describing the machine and the software versions, for the results header."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    memory = ""
+    try:
+        with open("/proc/meminfo") as info:
+            kib = int(next(line.split()[1] for line in info if line.startswith("MemTotal")))
+            memory = f", {kib / 1024 / 1024:.1f} GiB RAM"
+    except (OSError, StopIteration, ValueError):
+        pass
+    lines = [
+        f"- CPU: {cpu}, {os.cpu_count()} vCPUs{memory}; {platform.system()} {platform.release()}",
+        f"- Python {sys.version.split()[0]}; {_versions()}",
+        f"- Java: {_java_version()}",
+    ]
+    return lines
+
+
+def _versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for package in ("cryptography", "pyarrow", "pyspark", "py4j"):
+        try:
+            out.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            pass
+    from pyiceberg_crypto import config
+
+    out.append(f"Iceberg {config.ICEBERG_VERSION} ({config.ICEBERG_RUNTIME_PACKAGE.split(':')[1]})")
+    return ", ".join(out)
+
+
+def _java_version() -> str:
+    try:
+        result = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return "not found"
+    first = (result.stderr or result.stdout).strip().splitlines()
+    return first[0] if first else "unknown"
+
+
+def render_results(sections: Sequence[Section], *, mode: str, elapsed_seconds: float,
+                   command: str, notes: Sequence[str] = ()) -> str:
+    """The whole RESULTS.md text: header (date, machine, command), notes, every section."""
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    header = [
+        "# Benchmark results",
+        "",
+        f"Generated by `{command}` ({mode}) on {now}, in {elapsed_seconds / 60:.1f} minutes.",
+        "",
+        *machine_description(),
+        "",
+        "Every row: min / median / max over `n` repeats; the last column is the ratio of this row's",
+        "median to the median of the named reference row, measured in the same run on the same",
+        "machine (for GB/s, calls/s and files/s above 1x is faster; for seconds, ms and bytes",
+        "above 1x is more).",
+        "",
+    ]
+    for note in notes:
+        header.append(f"> {note}")
+    if notes:
+        header.append("")
+    return "\n".join(header) + "\n" + render_sections(sections)

@@ -1,0 +1,85 @@
+"""Run the benchmarks and write the results table.
+
+    make bench          # full sizes (~20 min on 2 cores), writes bench/RESULTS.md
+    make bench-quick    # tiny sizes (< 3 min), same table shape, writes bench/.data/RESULTS-quick.md
+    .venv/bin/python -m bench.run [--quick] [--only ags1,parquet,kms,tables,verify] [--output FILE]
+
+Bench data (AGS1 and Parquet files, the Iceberg warehouse and metastore) goes to ``bench/.data/``
+(gitignored), recreated on each run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from bench.context import FULL, QUICK, Context, prepare_data_dir
+from bench.harness import Section, render_results, render_sections
+
+BENCH_DIR = Path(__file__).resolve().parent
+#: section name -> module (each has ``run(ctx) -> Section`` and ``TITLE``), in run order.
+SECTIONS = {
+    "ags1": "bench.ags1_read",
+    "parquet": "bench.parquet_read",
+    "kms": "bench.kms_bridge",
+    "tables": "bench.tables",
+    "verify": "bench.verify_tables",
+}
+SHARED_MACHINE_NOTE = (
+    "Measured on a shared 2-vCPU development VM while other agents ran builds and Spark jobs: "
+    "absolute figures are noisy (expect +-30 % between runs); ratios measured in the same run are "
+    "the figures to quote."
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="pyiceberg-crypto benchmarks")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, same table shape (< 3 minutes)")
+    parser.add_argument("--only", help=f"comma-separated sections of: {', '.join(SECTIONS)}")
+    parser.add_argument("--output", type=Path, help="results file (default: bench/RESULTS.md, quick: bench/.data/RESULTS-quick.md)")
+    parser.add_argument("--data-dir", type=Path, default=BENCH_DIR / ".data")
+    parser.add_argument("--note", action="append", default=[], help="a note to print above the tables")
+    args = parser.parse_args(argv)
+
+    names = args.only.split(",") if args.only else list(SECTIONS)
+    unknown = [n for n in names if n not in SECTIONS]
+    if unknown:
+        parser.error(f"unknown section(s) {unknown}; choose from {list(SECTIONS)}")
+    data_dir = prepare_data_dir(args.data_dir, fresh=True)
+    output = args.output or (data_dir / "RESULTS-quick.md" if args.quick else BENCH_DIR / "RESULTS.md")
+    ctx = Context(QUICK if args.quick else FULL, data_dir / "run", args.quick)
+    ctx.data_dir.mkdir(parents=True, exist_ok=True)
+
+    started = time.perf_counter()
+    sections: list[Section] = []
+    try:
+        for name in names:
+            module = importlib.import_module(SECTIONS[name])
+            section_start = time.perf_counter()
+            try:
+                sections.append(module.run(ctx))
+            except Exception as exc:  # one broken section must not lose the others' numbers
+                traceback.print_exc()
+                sections.append(Section(module.TITLE, f"FAILED: {type(exc).__name__}: {exc}"))
+            ctx.log(f"{name}: {time.perf_counter() - section_start:.0f} s")
+    finally:
+        ctx.stop_spark()
+    elapsed = time.perf_counter() - started
+
+    mode = "quick sizes" if args.quick else "full sizes"
+    command = "make bench-quick" if args.quick else "make bench"
+    notes = [*args.note, SHARED_MACHINE_NOTE]
+    text = render_results(sections, mode=mode, elapsed_seconds=elapsed, command=command, notes=notes)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text)
+    print(render_sections(sections))
+    print(f"[bench] {len(sections)} sections in {elapsed:.0f} s; written to {output}", file=sys.stderr)
+    return 1 if any(s.description.startswith("FAILED") for s in sections) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
