@@ -153,7 +153,7 @@ def _copy_chunk(reader: ParquetFileReader, info: ColumnChunkInfo, sink: _Out) ->
     uncompressed = 0
     locations: list[tuple[int, int]] = []
     first_data: int | None = None
-    for page in reader.pages(info):
+    for page in reader.pages(info, reuse_buffers=True):  # page.data is written before the next page
         header = page.header.copy()
         header.set(PageHeaderF.COMPRESSED_PAGE_SIZE, TType.I32, len(page.data))
         if header.has(PageHeaderF.CRC):  # CRC-32 of the page bytes as stored (now plaintext)

@@ -26,6 +26,7 @@ LENGTH_PREFIX = 4
 SIGNATURE_LENGTH = NONCE_LENGTH + TAG_LENGTH
 GCM_OVERHEAD = NONCE_LENGTH + TAG_LENGTH  # per module body, excluding the length prefix
 CTR_INITIAL_COUNTER = b"\x00\x00\x00\x01"  # spec 4.2.2: 31 zero bits then a one bit
+_HAS_DECRYPT_INTO = hasattr(AESGCM, "decrypt_into")
 
 
 def valid_key_length(key: bytes) -> bool:
@@ -54,13 +55,25 @@ class ModuleCipher:
         """Decrypt ``nonce | ciphertext | tag``; raises cryptography's InvalidTag on failure."""
         if len(body) < GCM_OVERHEAD:
             raise ValueError(f"GCM module of {len(body)} bytes is shorter than nonce + tag")
-        return self._gcm.decrypt(body[:NONCE_LENGTH], body[NONCE_LENGTH:], aad)
+        view = memoryview(body)  # slicing a view copies nothing (pages are up to megabytes)
+        return self._gcm.decrypt(view[:NONCE_LENGTH], view[NONCE_LENGTH:], aad)
+
+    def decrypt_gcm_into(self, body, aad: bytes, out: memoryview) -> None:
+        """Like :meth:`decrypt_gcm`, into ``out`` (exactly ``len(body) - GCM_OVERHEAD`` bytes),
+        without allocating (cryptography >= 45; older versions decrypt and copy)."""
+        if len(body) < GCM_OVERHEAD:
+            raise ValueError(f"GCM module of {len(body)} bytes is shorter than nonce + tag")
+        view = memoryview(body)
+        if _HAS_DECRYPT_INTO:
+            self._gcm.decrypt_into(view[:NONCE_LENGTH], view[NONCE_LENGTH:], aad, out)
+        else:
+            out[:] = self._gcm.decrypt(view[:NONCE_LENGTH], view[NONCE_LENGTH:], aad)
 
     def decrypt_ctr(self, body: bytes) -> bytes:
         """Decrypt ``nonce | ciphertext`` with AES-CTR, IV = nonce || 0x00000001 (no integrity)."""
         if len(body) < NONCE_LENGTH:
             raise ValueError(f"CTR module of {len(body)} bytes is shorter than its nonce")
-        iv = body[:NONCE_LENGTH] + CTR_INITIAL_COUNTER
+        iv = bytes(body[:NONCE_LENGTH]) + CTR_INITIAL_COUNTER
         decryptor = Cipher(algorithms.AES(self._key), modes.CTR(iv)).decryptor()
         return decryptor.update(body[NONCE_LENGTH:]) + decryptor.finalize()
 

@@ -32,7 +32,7 @@ from typing import BinaryIO
 from cryptography.exceptions import InvalidTag
 
 from pyiceberg_crypto.formats.errors import BadMagicError, ExtraDataError, IntegrityError, TagMismatchError, TruncatedError
-from pyiceberg_crypto.formats.parquet.aad import ModuleType, module_aad
+from pyiceberg_crypto.formats.parquet.aad import MAX_ORDINAL, ModuleType, module_aad
 from pyiceberg_crypto.formats.parquet.errors import (
     AadPrefixMismatchError,
     KeyRequiredError,
@@ -41,6 +41,7 @@ from pyiceberg_crypto.formats.parquet.errors import (
     module_error,
 )
 from pyiceberg_crypto.formats.parquet.modules import (
+    GCM_OVERHEAD,
     LENGTH_PREFIX,
     SIGNATURE_LENGTH,
     ModuleCipher,
@@ -65,6 +66,7 @@ from pyiceberg_crypto.formats.parquet.thrift import ThriftError, TStruct, decode
 MAGIC_PLAIN = b"PAR1"
 MAGIC_ENCRYPTED = b"PARE"
 _FOOTER = ModuleRef(ModuleType.FOOTER)
+HEADER_WINDOW = 512  # first read of an encrypted page header module (they are ~30-300 bytes)
 
 
 @dataclass(frozen=True, repr=False)
@@ -134,7 +136,9 @@ class Page:
     page_type: PageType
     ordinal: int | None  # data page ordinal; None for the dictionary page
     header: TStruct
-    data: bytes  # for DATA_PAGE_V2: levels + values, as an unencrypted file would hold them
+    # For DATA_PAGE_V2: levels + values, as an unencrypted file would hold them. With
+    # ``pages(..., reuse_buffers=True)`` a memoryview that the next page overwrites.
+    data: bytes | memoryview
     offset: int  # where the page header starts in the file
     plaintext_levels: int = 0  # v2 level bytes stored unencrypted (parquet-java's layout)
 
@@ -157,6 +161,9 @@ class ParquetFileReader:
         self.authenticated: Counter[ModuleType] = Counter()  # GCM modules whose tag matched
         self.unauthenticated: Counter[ModuleType] = Counter()  # CTR pages: decrypted, no tag
         self._ciphers: dict[bytes, ModuleCipher] = {}
+        self._aad_bases: dict[tuple[ModuleType, int, int], bytes] = {}
+        self._scratch_in = bytearray()  # page module bytes (reuse_buffers mode)
+        self._scratch_out = bytearray()  # decrypted page bytes (reuse_buffers mode)
         self.footer = self._read_footer()
 
     # -- small helpers -------------------------------------------------------------------------
@@ -174,6 +181,30 @@ class ParquetFileReader:
         if len(data) != length:
             raise self._fail(TruncatedError, f"short read at offset {offset}", ref)
         return data
+
+    def _read_view(self, offset: int, length: int, ref: ModuleRef) -> memoryview:
+        """Like :meth:`_read`, into a reused buffer: valid until the next call."""
+        if offset < 0 or length < 0 or offset + length > self.file_size:
+            raise self._fail(
+                TruncatedError, f"{length} bytes at offset {offset} lie outside the file", ref
+            )
+        if len(self._scratch_in) < length:
+            self._scratch_in = bytearray(length)
+        view = memoryview(self._scratch_in)[:length]
+        self._f.seek(offset)
+        got = 0
+        while got < length:
+            n = self._f.readinto(view[got:])
+            if not n:
+                raise self._fail(TruncatedError, f"short read at offset {offset}", ref)
+            got += n
+        return view
+
+    def _out_view(self, length: int) -> memoryview:
+        """The reused output buffer, ``length`` bytes long (valid until the next page)."""
+        if len(self._scratch_out) < length:
+            self._scratch_out = bytearray(length)
+        return memoryview(self._scratch_out)[:length]
 
     def _cipher(self, key: bytes) -> ModuleCipher:
         cipher = self._ciphers.get(key)
@@ -202,13 +233,34 @@ class ParquetFileReader:
         self.authenticated[ref.module_type] += 1
         return plain
 
-    def _module_at(self, offset: int, ref: ModuleRef, limit: int | None = None) -> bytes:
-        """The body of the length-prefixed module at ``offset`` (spec 5.1)."""
+    def _open_gcm_into(self, cipher: ModuleCipher, body, aad: bytes, ref: ModuleRef, out: memoryview) -> None:
+        try:
+            cipher.decrypt_gcm_into(body, aad, out)
+        except (InvalidTag, ValueError):
+            raise self._fail(
+                TagMismatchError,
+                "authentication failed (tampered or moved module, wrong key, or wrong AAD prefix)",
+                ref,
+            ) from None
+        self.authenticated[ref.module_type] += 1
+
+    def _module_at(self, offset: int, ref: ModuleRef, limit: int | None = None, *, reuse: bool = False,
+                   window: int = 0) -> bytes | memoryview:
+        """The body of the length-prefixed module at ``offset`` (spec 5.1); with ``reuse`` a view
+        into a buffer the next such read overwrites; with ``window`` a first read of that many bytes
+        that returns the module at once when it fits (else the plain two reads follow)."""
+        if window:  # one read for a small module (page headers): prefix and body together
+            head = self._read(offset, min(window, self.file_size - offset, limit or window), ref)
+            length = module_length(head[:LENGTH_PREFIX]) if len(head) >= LENGTH_PREFIX else -1
+            if 0 <= length <= len(head) - LENGTH_PREFIX:
+                return head[LENGTH_PREFIX : LENGTH_PREFIX + length]
         length = module_length(self._read(offset, LENGTH_PREFIX, ref))
         if limit is not None and LENGTH_PREFIX + length > limit:
             raise self._fail(
                 MalformedStructureError, f"module length {length} exceeds its {limit}-byte slot", ref
             )
+        if reuse:
+            return self._read_view(offset + LENGTH_PREFIX, length, ref)
         return self._read(offset + LENGTH_PREFIX, length, ref)
 
     # -- footer --------------------------------------------------------------------------------
@@ -398,7 +450,15 @@ class ParquetFileReader:
 
     def _aad(self, info: ColumnChunkInfo, module_type: ModuleType, page: int | None = None) -> bytes:
         assert self.footer.file_aad is not None
-        return module_aad(self.footer.file_aad, module_type, info.row_group_ordinal, info.column, page)
+        if page is None or not 0 <= page <= MAX_ORDINAL:  # (module_aad reports bad ordinals)
+            return module_aad(self.footer.file_aad, module_type, info.row_group_ordinal, info.column, page)
+        # Page modules: the AAD without its page ordinal is the same for every page of a chunk.
+        key = (module_type, info.row_group_ordinal, info.column)
+        base = self._aad_bases.get(key)
+        if base is None:
+            base = self._aad_bases[key] = module_aad(
+                self.footer.file_aad, module_type, info.row_group_ordinal, info.column, 0)[:-2]
+        return base + page.to_bytes(2, "little")
 
     # -- pages ---------------------------------------------------------------------------------
 
@@ -420,8 +480,13 @@ class ParquetFileReader:
             raise self._fail(MalformedStructureError, f"pages at {start}+{size} lie outside the file", ref)
         return start, start + size
 
-    def pages(self, info: ColumnChunkInfo) -> Iterator[Page]:
-        """Every page of the chunk, decrypted and authenticated (GCM) in file order."""
+    def pages(self, info: ColumnChunkInfo, *, reuse_buffers: bool = False) -> Iterator[Page]:
+        """Every page of the chunk, decrypted and authenticated (GCM) in file order.
+
+        ``reuse_buffers=True`` reads and decrypts every page into the same two buffers (no
+        allocation per page: the verifier's fast path); each ``Page.data`` is then a memoryview
+        that is only valid until the iteration advances.
+        """
         if not info.verifiable:
             raise KeyRequiredError(f"{self.name or 'file'}: no key for column '{info.path}'")
         start, end = self.chunk_range(info)
@@ -429,9 +494,9 @@ class ParquetFileReader:
         pos, ordinal = start, 0
         while pos < end:
             if info.encrypted:
-                page, pos = self._encrypted_page(info, pos, end, ordinal, expect_dictionary)
+                page, pos = self._encrypted_page(info, pos, end, ordinal, expect_dictionary, reuse_buffers)
             else:
-                page, pos = self._plaintext_page(info, pos, end, ordinal)
+                page, pos = self._plaintext_page(info, pos, end, ordinal, reuse_buffers)
             expect_dictionary = False
             if page.ordinal is not None:
                 ordinal += 1
@@ -443,7 +508,9 @@ class ParquetFileReader:
                 info.ref(ModuleType.DATA_PAGE, ordinal - 1),
             )
 
-    def _encrypted_page(self, info: ColumnChunkInfo, pos: int, end: int, ordinal: int, dictionary: bool) -> tuple[Page, int]:
+    def _encrypted_page(
+        self, info: ColumnChunkInfo, pos: int, end: int, ordinal: int, dictionary: bool, reuse: bool = False
+    ) -> tuple[Page, int]:
         cipher = info.cipher
         assert cipher is not None
         if dictionary:
@@ -451,7 +518,7 @@ class ParquetFileReader:
         else:
             header_type, page_type_, page_no = ModuleType.DATA_PAGE_HEADER, ModuleType.DATA_PAGE, ordinal
         header_ref = info.ref(header_type, page_no)
-        body = self._module_at(pos, header_ref, end - pos)
+        body = self._module_at(pos, header_ref, end - pos, window=HEADER_WINDOW if reuse else 0)
         plain = self._open_gcm(cipher, body, self._aad(info, header_type, page_no), header_ref)
         header = self._decode(plain, "PageHeader", header_ref)
         pos += LENGTH_PREFIX + len(body)
@@ -462,22 +529,27 @@ class ParquetFileReader:
         stated = header.get(PageHeaderF.COMPRESSED_PAGE_SIZE, -1)
         levels = self._plaintext_levels(header, pos, end, stated, page_ref)
         level_bytes = self._read(pos, levels, page_ref) if levels else b""
-        page_body = self._module_at(pos + levels, page_ref, end - pos - levels)
+        page_body = self._module_at(pos + levels, page_ref, end - pos - levels, reuse=reuse)
         if stated != levels + LENGTH_PREFIX + len(page_body):
             raise self._fail(
                 MalformedStructureError,
                 f"page header says {stated} bytes, the encrypted page has {levels + LENGTH_PREFIX + len(page_body)}",
                 page_ref,
             )
+        data: bytes | memoryview
         if self.footer.algorithm and self.footer.algorithm.name == "AES_GCM_CTR_V1":
             try:
-                data = cipher.decrypt_ctr(page_body)
+                data = level_bytes + cipher.decrypt_ctr(page_body)
             except ValueError as exc:
                 raise self._fail(MalformedStructureError, str(exc), page_ref) from None
             self.unauthenticated[page_type_] += 1
+        elif reuse and len(page_body) >= GCM_OVERHEAD:  # shorter: let _open_gcm report it
+            data = self._out_view(levels + len(page_body) - GCM_OVERHEAD)
+            data[:levels] = level_bytes
+            self._open_gcm_into(cipher, page_body, self._aad(info, page_type_, page_no), page_ref, data[levels:])
         else:
-            data = self._open_gcm(cipher, page_body, self._aad(info, page_type_, page_no), page_ref)
-        page = Page(kind, page_no, header, level_bytes + data, pos - LENGTH_PREFIX - len(body), levels)
+            data = level_bytes + self._open_gcm(cipher, page_body, self._aad(info, page_type_, page_no), page_ref)
+        page = Page(kind, page_no, header, data, pos - LENGTH_PREFIX - len(body), levels)
         return page, pos + stated
 
     def _plaintext_levels(self, header: TStruct, pos: int, end: int, stated: int, ref: ModuleRef) -> int:
@@ -499,7 +571,9 @@ class ParquetFileReader:
         length = module_length(self._read(pos + levels, LENGTH_PREFIX, ref))
         return levels if levels + LENGTH_PREFIX + length == stated else 0
 
-    def _plaintext_page(self, info: ColumnChunkInfo, pos: int, end: int, ordinal: int) -> tuple[Page, int]:
+    def _plaintext_page(
+        self, info: ColumnChunkInfo, pos: int, end: int, ordinal: int, reuse: bool = False
+    ) -> tuple[Page, int]:
         ref = info.ref(ModuleType.DATA_PAGE_HEADER, ordinal)
         window = min(end - pos, 1 << 14)
         while True:
@@ -515,7 +589,7 @@ class ParquetFileReader:
         size = header.get(PageHeaderF.COMPRESSED_PAGE_SIZE, -1)
         if size < 0 or pos + used + size > end:
             raise self._fail(MalformedStructureError, f"page of {size} bytes overruns the column chunk", ref)
-        data = self._read(pos + used, size, ref)
+        data = self._read_view(pos + used, size, ref) if reuse else self._read(pos + used, size, ref)
         page_no = None if kind == PageType.DICTIONARY_PAGE else ordinal
         return Page(kind, page_no, header, data, pos), pos + used + size
 

@@ -114,114 +114,145 @@ def _copy_value(ttype: int, value: Any) -> Any:
 # decoding
 
 
-class _Reader:
-    def __init__(self, buf: bytes | memoryview, pos: int):
-        self.buf = memoryview(buf)
-        self.pos = pos
+# The decoder is one recursive function over ``bytes`` with the common cases inlined (field
+# headers, one-byte varints, binaries, nested structs): page headers are decoded once per page,
+# so this is the verifier's Python hot spot. Running off the end of the data surfaces as
+# IndexError (indexing) and is turned into a ThriftError by :func:`decode_struct`; slices are
+# bounds-checked explicitly because slicing never raises.
 
-    def byte(self) -> int:
-        if self.pos >= len(self.buf):
-            raise ThriftError(f"unexpected end of data at byte {self.pos}")
-        b = self.buf[self.pos]
-        self.pos += 1
-        return b
+_INTEGERS = frozenset({TType.I16, TType.I32, TType.I64})
 
-    def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise ThriftError(f"length {n} at byte {self.pos} runs past the end of the data")
-        out = bytes(self.buf[self.pos : self.pos + n])
-        self.pos += n
-        return out
 
-    def varint(self) -> int:
-        result = shift = 0
-        while True:
-            b = self.byte()
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 63:
-                raise ThriftError(f"varint too long at byte {self.pos}")
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """A ULEB128 varint at ``pos``: (value, position after it)."""
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise ThriftError(f"varint too long at byte {pos}")
 
-    def zigzag(self) -> int:
-        n = self.varint()
-        return (n >> 1) ^ -(n & 1)
 
-    def value(self, ttype: int, depth: int) -> Any:
-        if ttype in (TType.BOOL, TType.BOOL_FALSE):  # inside containers: one byte, 1 = true
-            return self.byte() == TType.BOOL
-        if ttype == TType.BYTE:
-            b = self.byte()
-            return b - 256 if b > 127 else b
-        if ttype in (TType.I16, TType.I32, TType.I64):
-            return self.zigzag()
-        if ttype == TType.DOUBLE:
-            return _struct.unpack("<d", self.take(8))[0]
-        if ttype == TType.BINARY:
-            return self.take(self.varint())
-        if ttype == TType.UUID:
-            return self.take(16)
-        if ttype in (TType.LIST, TType.SET):
-            header = self.byte()
-            size, elem = header >> 4, header & 0x0F
-            if size == 15:
-                size = self.varint()
-            if size > len(self.buf) - self.pos:  # every element takes at least one byte
-                raise ThriftError(f"list of {size} elements at byte {self.pos} cannot fit")
-            elem = TType.BOOL if elem == TType.BOOL_FALSE else elem
-            return TList(elem, [self.value(elem, depth + 1) for _ in range(size)], ttype == TType.SET)
-        if ttype == TType.MAP:
-            size = self.varint()
-            if size == 0:
-                return TMap(0, 0, [])
-            kv = self.byte()
-            if size > len(self.buf) - self.pos:
-                raise ThriftError(f"map of {size} entries at byte {self.pos} cannot fit")
-            kt, vt = kv >> 4, kv & 0x0F
-            return TMap(kt, vt, [(self.value(kt, depth + 1), self.value(vt, depth + 1)) for _ in range(size)])
-        if ttype == TType.STRUCT:
-            return self.struct(depth + 1)
-        raise ThriftError(f"unknown type id {ttype} at byte {self.pos}")
+def _take(buf: bytes, pos: int, n: int) -> tuple[bytes, int]:
+    if n < 0 or pos + n > len(buf):
+        raise ThriftError(f"length {n} at byte {pos} runs past the end of the data")
+    return buf[pos : pos + n], pos + n
 
-    def struct(self, depth: int) -> TStruct:
-        if depth > MAX_DEPTH:
-            raise ThriftError("structures nested too deeply")
-        out = TStruct()
-        last = 0
-        while True:
-            header = self.byte()
-            ttype = header & 0x0F
-            if ttype == TType.STOP:
-                return out
-            delta = header >> 4
-            fid = last + delta if delta else self.zigzag()
-            last = fid
-            if ttype in (TType.BOOL, TType.BOOL_FALSE):  # field bools live in the type nibble
-                out.fields[fid] = (TType.BOOL, ttype == TType.BOOL)
+
+def _value(buf: bytes, pos: int, ttype: int, depth: int) -> tuple[Any, int]:
+    """One value of type ``ttype`` at ``pos`` (not a field bool): (value, position after it)."""
+    if ttype in _INTEGERS:
+        n, pos = _varint(buf, pos)
+        return (n >> 1) ^ -(n & 1), pos
+    if ttype == TType.BINARY:
+        n, pos = _varint(buf, pos)
+        return _take(buf, pos, n)
+    if ttype == TType.STRUCT:
+        return _struct_at(buf, pos, depth + 1)
+    if ttype in (TType.BOOL, TType.BOOL_FALSE):  # inside containers: one byte, 1 = true
+        return buf[pos] == TType.BOOL, pos + 1
+    if ttype == TType.BYTE:
+        b = buf[pos]
+        return (b - 256 if b > 127 else b), pos + 1
+    if ttype == TType.DOUBLE:
+        data, pos = _take(buf, pos, 8)
+        return _struct.unpack("<d", data)[0], pos
+    if ttype == TType.UUID:
+        return _take(buf, pos, 16)
+    if ttype in (TType.LIST, TType.SET):
+        header = buf[pos]
+        pos += 1
+        size, elem = header >> 4, header & 0x0F
+        if size == 15:
+            size, pos = _varint(buf, pos)
+        if size > len(buf) - pos:  # every element takes at least one byte
+            raise ThriftError(f"list of {size} elements at byte {pos} cannot fit")
+        elem = TType.BOOL if elem == TType.BOOL_FALSE else elem
+        items = []
+        for _ in range(size):
+            item, pos = _value(buf, pos, elem, depth + 1)
+            items.append(item)
+        return TList(elem, items, ttype == TType.SET), pos
+    if ttype == TType.MAP:
+        size, pos = _varint(buf, pos)
+        if size == 0:
+            return TMap(0, 0, []), pos
+        kv = buf[pos]
+        pos += 1
+        if size > len(buf) - pos:
+            raise ThriftError(f"map of {size} entries at byte {pos} cannot fit")
+        kt, vt = kv >> 4, kv & 0x0F
+        entries = []
+        for _ in range(size):
+            k, pos = _value(buf, pos, kt, depth + 1)
+            v, pos = _value(buf, pos, vt, depth + 1)
+            entries.append((k, v))
+        return TMap(kt, vt, entries), pos
+    raise ThriftError(f"unknown type id {ttype} at byte {pos}")
+
+
+def _struct_at(buf: bytes, pos: int, depth: int) -> tuple[TStruct, int]:
+    if depth > MAX_DEPTH:
+        raise ThriftError("structures nested too deeply")
+    fields: dict[int, tuple[int, Any]] = {}
+    last = 0
+    while True:
+        header = buf[pos]
+        pos += 1
+        ttype = header & 0x0F
+        if ttype == 0:  # STOP
+            return TStruct(fields), pos
+        delta = header >> 4
+        if delta:
+            fid = last + delta
+        else:
+            n, pos = _varint(buf, pos)
+            fid = (n >> 1) ^ -(n & 1)
+        last = fid
+        if ttype == 5 or ttype == 6 or ttype == 4:  # I32, I64, I16: zigzag varint, often 1 byte
+            b = buf[pos]
+            if b < 0x80:
+                pos += 1
+                fields[fid] = (ttype, (b >> 1) ^ -(b & 1))
             else:
-                out.fields[fid] = (ttype, self.value(ttype, depth))
+                n, pos = _varint(buf, pos)
+                fields[fid] = (ttype, (n >> 1) ^ -(n & 1))
+        elif ttype == 12:  # STRUCT
+            value, pos = _struct_at(buf, pos, depth + 1)
+            fields[fid] = (ttype, value)
+        elif ttype == 1 or ttype == 2:  # field bools live in the type nibble
+            fields[fid] = (TType.BOOL, ttype == 1)
+        else:
+            value, pos = _value(buf, pos, ttype, depth)
+            fields[fid] = (ttype, value)
 
 
-def decode_struct(buf: bytes | memoryview, pos: int = 0) -> tuple[TStruct, int]:
+def decode_struct(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[TStruct, int]:
     """Decode one struct starting at ``pos``; returns it and the offset just past its STOP byte."""
-    reader = _Reader(buf, pos)
-    return reader.struct(0), reader.pos
+    data = buf if type(buf) is bytes else bytes(buf)
+    try:
+        return _struct_at(data, pos, 0)
+    except IndexError:
+        raise ThriftError(f"unexpected end of data ({len(data)} bytes)") from None
 
 
 # ---------------------------------------------------------------------------------------------
 # encoding
 
 
-def _varint(n: int, out: bytearray) -> None:
+def _write_varint(n: int, out: bytearray) -> None:
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
     out.append(n)
 
 
-def _zigzag(n: int, out: bytearray) -> None:
-    _varint((n << 1) ^ (n >> 63), out)
+def _write_zigzag(n: int, out: bytearray) -> None:
+    _write_varint((n << 1) ^ (n >> 63), out)
 
 
 def _write_value(ttype: int, value: Any, out: bytearray) -> None:
@@ -230,11 +261,11 @@ def _write_value(ttype: int, value: Any, out: bytearray) -> None:
     elif ttype == TType.BYTE:
         out.append(value & 0xFF)
     elif ttype in (TType.I16, TType.I32, TType.I64):
-        _zigzag(value, out)
+        _write_zigzag(value, out)
     elif ttype == TType.DOUBLE:
         out += _struct.pack("<d", value)
     elif ttype == TType.BINARY:
-        _varint(len(value), out)
+        _write_varint(len(value), out)
         out += value
     elif ttype == TType.UUID:
         out += value
@@ -245,11 +276,11 @@ def _write_value(ttype: int, value: Any, out: bytearray) -> None:
             out.append((size << 4) | elem)
         else:
             out.append(0xF0 | elem)
-            _varint(size, out)
+            _write_varint(size, out)
         for item in value.items:
             _write_value(elem, item, out)
     elif ttype == TType.MAP:
-        _varint(len(value.items), out)
+        _write_varint(len(value.items), out)
         if value.items:
             out.append((value.key_type << 4) | value.value_type)
             for k, v in value.items:
@@ -271,7 +302,7 @@ def _write_struct(struct: TStruct, out: bytearray) -> None:
             out.append((delta << 4) | wire)
         else:
             out.append(wire)
-            _zigzag(fid, out)
+            _write_zigzag(fid, out)
         last = fid
         if wire not in (TType.BOOL, TType.BOOL_FALSE):
             _write_value(ttype, value, out)

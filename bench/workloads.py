@@ -1,0 +1,54 @@
+"""Iceberg tables the Spark sections write (all through the shared session of :mod:`bench.context`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bench.context import CATALOG, MASTER_KEY_ID, Context
+from pyiceberg_crypto import config
+
+
+def create_table(ctx: Context, name: str, columns: str, *, encrypted: bool = True, partitioned_by: str = "") -> str:
+    """``CREATE TABLE bench.db.<name>`` (dropped first), encrypted with the bench master key or not."""
+    table = f"{CATALOG}.db.{name}"
+    spark = ctx.spark
+    spark.sql(f"DROP TABLE IF EXISTS {table} PURGE")
+    props = config.table_properties(MASTER_KEY_ID) if encrypted else {"format-version": "3"}
+    partition = f"PARTITIONED BY ({partitioned_by}) " if partitioned_by else ""
+    spark.sql(f"CREATE TABLE {table} ({columns}) USING iceberg {partition}{config.tblproperties_sql(props)}")
+    return table
+
+
+def insert_files(ctx: Context, table: str, files: int, rows_per_file: int = 20) -> None:
+    """One INSERT (one commit) writing ``files`` small data files: one per value of the identity
+    partition column ``p``, written by two Spark tasks."""
+    ctx.spark.sql(
+        f"INSERT INTO {table} SELECT id, concat('v', id), id % {files} AS p "
+        f"FROM range(0, {files * rows_per_file}, 1, 2)")
+
+
+def table_with_files(ctx: Context, name: str, files: int) -> str:
+    """An encrypted table with exactly ``files`` data files (see :func:`insert_files`)."""
+    table = create_table(ctx, name, "id bigint, v string, p int", partitioned_by="p")
+    insert_files(ctx, table, files)
+    return table
+
+
+def table_location(ctx: Context, table: str) -> Path:
+    """The local directory of ``table``."""
+    from pyiceberg_crypto.verify.files import table_location as location
+
+    return Path(location(ctx.spark, table).removeprefix("file:"))
+
+
+def current_metadata_json(ctx: Context, table: str) -> str:
+    """URI of the table's current metadata.json."""
+    return ctx.spark.sql(
+        f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
+
+
+def directory_bytes(path: Path) -> int:
+    """Bytes of every file under ``path`` except Hadoop's ``.crc`` checksum side files."""
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(path) for f in names
+               if not f.endswith(".crc"))
