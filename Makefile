@@ -1,6 +1,7 @@
 # pyiceberg-crypto: everything a fresh machine needs is installed by these targets.
 #   make demo   set up, then run the end-to-end demo (encrypted Iceberg table, Python KMS)
 #   make test   set up, then run the whole test-suite (real Spark, Iceberg, Hive metastore)
+#   make bench  set up, then run the benchmarks and write bench/RESULTS.md (bench-quick: tiny sizes)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -12,7 +13,7 @@ BRIDGE_JAR := $(JAR_DIR)/pyiceberg-crypto-bridge.jar
 JAVA_SOURCES := $(shell find jars/src -name '*.java' 2>/dev/null) jars/pom.xml
 PYTEST_ARGS ?=
 
-.PHONY: setup venv jars demo test test-fast bench clean
+.PHONY: setup venv jars demo test test-fast bench bench-quick clean
 
 setup: venv jars
 
@@ -43,8 +44,13 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
 
+# Benchmarks (bench/README.md): full sizes write bench/RESULTS.md (~20 min on 2 cores); quick
+# sizes print the same tables in < 3 minutes (data in the gitignored bench/.data/).
 bench: setup
-	$(PY) bench/ags1_read.py
+	$(PY) -m bench.run
+
+bench-quick: setup
+	$(PY) -m bench.run --quick
 
 clean:
 	rm -rf $(VENV) jars/target $(JAR_DIR)/*.jar .pytest_cache demo-warehouse

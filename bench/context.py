@@ -118,8 +118,13 @@ class Context:
         """Stop the shared session (the embedded metastore can then be opened by a subprocess)."""
         if self._spark is not None:
             self.log("stopping Spark")
+            jvm = self._spark.sparkContext._jvm
             self._spark.stop()
             self._spark = self._registration = None
+            try:  # the JVM lives on: shut the embedded Derby engine down to release its lock
+                jvm.java.sql.DriverManager.getConnection("jdbc:derby:;shutdown=true")
+            except Exception:  # noqa: BLE001 - Derby reports a successful shutdown as an SQLException
+                pass
 
 
 def prepare_data_dir(path: Path, *, fresh: bool) -> Path:

@@ -36,6 +36,7 @@ class Row:
     samples: list[float]
     refs: tuple[str, ...] = ()
     note: str = ""
+    short: str = ""  # how ratio cells of other rows name this row (default: ``name``)
 
     @property
     def median(self) -> float:
@@ -103,8 +104,8 @@ def render_table(rows: Sequence[Row]) -> str:
             reference = by_key.get(ref_key)
             if reference is None:
                 raise KeyError(f"{row.section}: row {row.key!r} refers to unknown row {ref_key!r}")
-            ratios.append(f"**{ratio(row, reference):.2f}x** {reference.name}")
-        ratio_cell = "; ".join(ratios) if ratios else "reference"
+            ratios.append(f"**{ratio(row, reference):.2f}x** {reference.short or reference.name}")
+        ratio_cell = "; ".join(ratios) if ratios else "(reference)"
         if row.note:
             ratio_cell += f" ({row.note})"
         lines.append(

@@ -39,7 +39,7 @@ def _latencies(ctx: Context) -> list[Row]:
         for index, (metric, unit) in enumerate((("p50 latency", "us"), ("p99 latency", "us"), ("throughput", "calls/s"))):
             key = f"{metric}_{threads}"
             rows.append(Row("KMS", f"java_{key}", f"{metric}, in-JVM `JavaMemoryKms`, {label}", unit,
-                            [r[index] for r in results["java"]]))
+                            [r[index] for r in results["java"]], short="in-JVM KMS"))
             rows.append(Row("KMS", f"py_{key}", f"{metric}, Python KMS over Py4J, {label}", unit,
                             [r[index] for r in results["py"]], refs=(f"java_{key}",)))
     return rows
@@ -64,8 +64,9 @@ def _call_counts(ctx: Context) -> list[Row]:
             rows.append(Row(
                 "KMS", f"{kind}_{files}",
                 f"KMS calls per {'commit (one INSERT)' if kind == 'commit' else 'table load + full scan'}, "
-                f"{written} data files", "calls", [float(sum(counts))],
+                f"{written} data file{'s' if written != 1 else ''}", "calls", [float(sum(counts))],
                 refs=() if files == ctx.sizes.kms_table_files[0] else (first,),
+                short=f"{files} file{'s' if files > 1 else ''}",
                 note=f"wrap {counts[0]}, unwrap {counts[1]}, generate {counts[2]}"))
         spark.sql(f"DROP TABLE {table} PURGE")
     # commits first, then loads: easier to read

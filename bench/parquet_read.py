@@ -193,8 +193,10 @@ def file_rows(label: str, tag: str, path: Path, keys: ParquetKeys, repeats: int)
     arrow = time_runs(lambda: pyarrow_read(path, keys), repeats)
     gbps = lambda seconds: per_second(size, seconds, 1e9)  # noqa: E731
     return [
-        Row(section, f"raw{tag}", f"{name}: raw read + AES-GCM of its modules", "GB/s", gbps(raw)),
-        Row(section, f"arrow{tag}", f"{name}: PyArrow `read_table` (decrypt + decode)", "GB/s", gbps(arrow)),
+        Row(section, f"raw{tag}", f"{name}: raw read + AES-GCM of its modules", "GB/s", gbps(raw),
+            short="raw AES-GCM"),
+        Row(section, f"arrow{tag}", f"{name}: PyArrow `read_table` (decrypt + decode)", "GB/s", gbps(arrow),
+            short="PyArrow"),
         Row(section, f"verify{tag}", f"{name}: `verify_parquet`", "GB/s", gbps(ours_verify),
             refs=(f"raw{tag}", f"arrow{tag}")),
         Row(section, f"decrypt{tag}", f"{name}: `decrypt_parquet` to plaintext", "GB/s", gbps(ours_decrypt),
