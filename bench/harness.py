@@ -37,6 +37,7 @@ class Row:
     refs: tuple[str, ...] = ()
     note: str = ""
     short: str = ""  # how ratio cells of other rows name this row (default: ``name``)
+    headline: bool = False  # listed under "Key ratios" (what the project README quotes)
 
     @property
     def median(self) -> float:
@@ -126,6 +127,21 @@ def render_sections(sections: Sequence[Section]) -> str:
     return "\n".join(parts)
 
 
+def key_ratios(sections: Sequence[Section]) -> str:
+    """A bullet list of the headline rows: value and ratio to each reference (medians)."""
+    lines = []
+    for section in sections:
+        by_key = {row.key: row for row in section.rows}
+        for row in section.rows:
+            if not row.headline:
+                continue
+            ratios = ", ".join(f"**{ratio(row, by_key[r]):.2f}x** {by_key[r].short or by_key[r].name}"
+                               for r in row.refs)
+            note = f"; {row.note}" if row.note else ""
+            lines.append(f"- {row.name}: {_number(row.median)} {row.unit}" + (f" = {ratios}" if ratios else "") + note)
+    return "\n".join(lines)
+
+
 def machine_description() -> list[str]:
     """Lines describing the machine and the software versions, for the results header."""
     cpu = platform.processor() or platform.machine()
@@ -194,4 +210,7 @@ def render_results(sections: Sequence[Section], *, mode: str, elapsed_seconds: f
         header.append(f"> {note}")
     if notes:
         header.append("")
+    headlines = key_ratios(sections)
+    if headlines:
+        header += ["## Key ratios", "", headlines, "", "## All rows", ""]
     return "\n".join(header) + "\n" + render_sections(sections)

@@ -41,7 +41,8 @@ def _latencies(ctx: Context) -> list[Row]:
             rows.append(Row("KMS", f"java_{key}", f"{metric}, in-JVM `JavaMemoryKms`, {label}", unit,
                             [r[index] for r in results["java"]], short="in-JVM KMS"))
             rows.append(Row("KMS", f"py_{key}", f"{metric}, Python KMS over Py4J, {label}", unit,
-                            [r[index] for r in results["py"]], refs=(f"java_{key}",)))
+                            [r[index] for r in results["py"]], refs=(f"java_{key}",),
+                            headline=metric != "p99 latency"))
     return rows
 
 
@@ -67,6 +68,7 @@ def _call_counts(ctx: Context) -> list[Row]:
                 f"{written} data file{'s' if written != 1 else ''}", "calls", [float(sum(counts))],
                 refs=() if files == ctx.sizes.kms_table_files[0] else (first,),
                 short=f"{files} file{'s' if files > 1 else ''}",
+                headline=files == ctx.sizes.kms_table_files[-1],
                 note=f"wrap {counts[0]}, unwrap {counts[1]}, generate {counts[2]}"))
         spark.sql(f"DROP TABLE {table} PURGE")
     # commits first, then loads: easier to read

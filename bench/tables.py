@@ -63,5 +63,5 @@ def run(ctx: Context) -> Section:
         section.rows.append(Row("tables", f"{metric}_plain", f"{label}, plaintext table", unit, samples[f"{metric}_plain"],
                                 short="plaintext"))
         section.rows.append(Row("tables", f"{metric}_enc", f"{label}, encrypted table", unit, samples[f"{metric}_enc"],
-                                refs=(f"{metric}_plain",)))
+                                refs=(f"{metric}_plain",), headline=True))
     return section

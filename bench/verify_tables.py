@@ -104,13 +104,15 @@ def run(ctx: Context) -> Section:
         samples, count = local[files]
         ref = f"local_{files}"
         section.rows.append(Row("verify", ref, f"{files} data files: local walk `verify_metadata`", "s", samples,
-                                note=f"{count / statistics.median(samples):,.0f} files/s", short="local walk"))
+                                note=f"{count / statistics.median(samples):,.0f} files/s", short="local walk",
+                                headline=files == ctx.sizes.verify_files[-1]))
         for executors in EXECUTORS:
             samples, count = spark[executors][files]
             section.rows.append(Row(
                 "verify", f"spark{executors}_{files}",
                 f"{files} data files: Spark job `verify_table`, {executors} executor{'s' if executors > 1 else ''}",
-                "s", samples, refs=(ref,), note=f"{count / statistics.median(samples):,.0f} files/s"))
+                "s", samples, refs=(ref,), note=f"{count / statistics.median(samples):,.0f} files/s",
+                headline=files == ctx.sizes.verify_files[-1]))
     return section
 
 

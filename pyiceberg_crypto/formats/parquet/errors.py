@@ -9,7 +9,7 @@ match on row group, column, page ordinal and module type, not on message text::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
 from pyiceberg_crypto.formats.parquet.aad import ModuleType
@@ -28,9 +28,11 @@ class KeyRequiredError(FormatError):
     """A key or the AAD prefix needed to read the file was not supplied (a usage error)."""
 
 
-@dataclass(frozen=True)
-class ModuleRef:
-    """Where a module lives: row group index, column ordinal and dotted path, page ordinal."""
+class ModuleRef(NamedTuple):
+    """Where a module lives: row group index, column ordinal and dotted path, page ordinal.
+
+    (An immutable named tuple: the reader makes two per page, so it must be cheap to build.)
+    """
 
     module_type: ModuleType
     row_group: int | None = None

@@ -66,7 +66,8 @@ from pyiceberg_crypto.formats.parquet.thrift import ThriftError, TStruct, decode
 MAGIC_PLAIN = b"PAR1"
 MAGIC_ENCRYPTED = b"PARE"
 _FOOTER = ModuleRef(ModuleType.FOOTER)
-HEADER_WINDOW = 512  # first read of an encrypted page header module (they are ~30-300 bytes)
+_PAGE_TYPES = {int(t): t for t in PageType}  # a dict lookup is cheaper than PageType(x), per page
+READ_WINDOW = 2 << 20  # reuse_buffers mode: one read serves the page modules of 2 MiB of the file
 
 
 @dataclass(frozen=True, repr=False)
@@ -162,9 +163,11 @@ class ParquetFileReader:
         self.unauthenticated: Counter[ModuleType] = Counter()  # CTR pages: decrypted, no tag
         self._ciphers: dict[bytes, ModuleCipher] = {}
         self._aad_bases: dict[tuple[ModuleType, int, int], bytes] = {}
-        self._scratch_in = bytearray()  # page module bytes (reuse_buffers mode)
+        self._scratch_in = bytearray()  # read-ahead window of page modules (reuse_buffers mode)
+        self._window_start = self._window_length = 0
         self._scratch_out = bytearray()  # decrypted page bytes (reuse_buffers mode)
         self.footer = self._read_footer()
+        self._ctr_pages = bool(self.footer.algorithm and self.footer.algorithm.name == "AES_GCM_CTR_V1")
 
     # -- small helpers -------------------------------------------------------------------------
 
@@ -183,22 +186,37 @@ class ParquetFileReader:
         return data
 
     def _read_view(self, offset: int, length: int, ref: ModuleRef) -> memoryview:
-        """Like :meth:`_read`, into a reused buffer: valid until the next call."""
-        if offset < 0 or length < 0 or offset + length > self.file_size:
-            raise self._fail(
-                TruncatedError, f"{length} bytes at offset {offset} lie outside the file", ref
-            )
-        if len(self._scratch_in) < length:
-            self._scratch_in = bytearray(length)
-        view = memoryview(self._scratch_in)[:length]
-        self._f.seek(offset)
-        got = 0
-        while got < length:
-            n = self._f.readinto(view[got:])
-            if not n:
-                raise self._fail(TruncatedError, f"short read at offset {offset}", ref)
-            got += n
-        return view
+        """Like :meth:`_read`, as a view into a read-ahead window of at least ``READ_WINDOW``
+        bytes (one read serves many page modules); valid until a read outside the window."""
+        start = self._window_start
+        if offset < start or offset + length > start + self._window_length:
+            if offset < 0 or length < 0 or offset + length > self.file_size:
+                raise self._fail(
+                    TruncatedError, f"{length} bytes at offset {offset} lie outside the file", ref
+                )
+            size = min(max(length, READ_WINDOW), self.file_size - offset)
+            if len(self._scratch_in) < size:
+                self._scratch_in = bytearray(size)  # a new object: earlier views stay valid
+            window = memoryview(self._scratch_in)[:size]
+            self._f.seek(offset)
+            readinto = getattr(self._f, "readinto", None) or self._readinto_by_read
+            got = 0
+            while got < size:
+                n = readinto(window[got:])
+                if not n:
+                    self._window_length = 0
+                    raise self._fail(TruncatedError, f"short read at offset {offset + got}", ref)
+                got += n
+            self._window_start = start = offset
+            self._window_length = size
+        relative = offset - start
+        return memoryview(self._scratch_in)[relative : relative + length]
+
+    def _readinto_by_read(self, view: memoryview) -> int:
+        """``readinto`` for file objects that only have ``read`` (some object-store streams)."""
+        data = self._f.read(len(view))
+        view[: len(data)] = data
+        return len(data)
 
     def _out_view(self, length: int) -> memoryview:
         """The reused output buffer, ``length`` bytes long (valid until the next page)."""
@@ -244,24 +262,17 @@ class ParquetFileReader:
             ) from None
         self.authenticated[ref.module_type] += 1
 
-    def _module_at(self, offset: int, ref: ModuleRef, limit: int | None = None, *, reuse: bool = False,
-                   window: int = 0) -> bytes | memoryview:
+    def _module_at(self, offset: int, ref: ModuleRef, limit: int | None = None, *, reuse: bool = False
+                   ) -> bytes | memoryview:
         """The body of the length-prefixed module at ``offset`` (spec 5.1); with ``reuse`` a view
-        into a buffer the next such read overwrites; with ``window`` a first read of that many bytes
-        that returns the module at once when it fits (else the plain two reads follow)."""
-        if window:  # one read for a small module (page headers): prefix and body together
-            head = self._read(offset, min(window, self.file_size - offset, limit or window), ref)
-            length = module_length(head[:LENGTH_PREFIX]) if len(head) >= LENGTH_PREFIX else -1
-            if 0 <= length <= len(head) - LENGTH_PREFIX:
-                return head[LENGTH_PREFIX : LENGTH_PREFIX + length]
-        length = module_length(self._read(offset, LENGTH_PREFIX, ref))
+        into the read-ahead window (see :meth:`_read_view`)."""
+        read = self._read_view if reuse else self._read
+        length = module_length(read(offset, LENGTH_PREFIX, ref))
         if limit is not None and LENGTH_PREFIX + length > limit:
             raise self._fail(
                 MalformedStructureError, f"module length {length} exceeds its {limit}-byte slot", ref
             )
-        if reuse:
-            return self._read_view(offset + LENGTH_PREFIX, length, ref)
-        return self._read(offset + LENGTH_PREFIX, length, ref)
+        return read(offset + LENGTH_PREFIX, length, ref)
 
     # -- footer --------------------------------------------------------------------------------
 
@@ -518,7 +529,7 @@ class ParquetFileReader:
         else:
             header_type, page_type_, page_no = ModuleType.DATA_PAGE_HEADER, ModuleType.DATA_PAGE, ordinal
         header_ref = info.ref(header_type, page_no)
-        body = self._module_at(pos, header_ref, end - pos, window=HEADER_WINDOW if reuse else 0)
+        body = self._module_at(pos, header_ref, end - pos, reuse=reuse)
         plain = self._open_gcm(cipher, body, self._aad(info, header_type, page_no), header_ref)
         header = self._decode(plain, "PageHeader", header_ref)
         pos += LENGTH_PREFIX + len(body)
@@ -537,7 +548,7 @@ class ParquetFileReader:
                 page_ref,
             )
         data: bytes | memoryview
-        if self.footer.algorithm and self.footer.algorithm.name == "AES_GCM_CTR_V1":
+        if self._ctr_pages:
             try:
                 data = level_bytes + cipher.decrypt_ctr(page_body)
             except ValueError as exc:
@@ -594,10 +605,9 @@ class ParquetFileReader:
         return Page(kind, page_no, header, data, pos), pos + used + size
 
     def _page_type(self, header: TStruct, ref: ModuleRef) -> PageType:
-        try:
-            kind = PageType(header.get(PageHeaderF.TYPE))
-        except ValueError:
-            raise self._fail(MalformedStructureError, f"unknown page type {header.get(PageHeaderF.TYPE)}", ref) from None
+        kind = _PAGE_TYPES.get(header.get(PageHeaderF.TYPE))
+        if kind is None:
+            raise self._fail(MalformedStructureError, f"unknown page type {header.get(PageHeaderF.TYPE)}", ref)
         if kind == PageType.INDEX_PAGE:
             raise self._fail(MalformedStructureError, "INDEX_PAGE pages are not supported", ref)
         return kind

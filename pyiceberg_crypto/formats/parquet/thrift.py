@@ -120,7 +120,10 @@ def _copy_value(ttype: int, value: Any) -> Any:
 # IndexError (indexing) and is turned into a ThriftError by :func:`decode_struct`; slices are
 # bounds-checked explicitly because slicing never raises.
 
-_INTEGERS = frozenset({TType.I16, TType.I32, TType.I64})
+# Plain ints (not TType members) on the hot path: enum attribute lookups cost more than the work.
+_BOOL, _BOOL_FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE = 1, 2, 3, 4, 5, 6, 7
+_BINARY, _LIST, _SET, _MAP, _STRUCT, _UUID = 8, 9, 10, 11, 12, 13
+_INTEGERS = frozenset({_I16, _I32, _I64})
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -148,22 +151,22 @@ def _value(buf: bytes, pos: int, ttype: int, depth: int) -> tuple[Any, int]:
     if ttype in _INTEGERS:
         n, pos = _varint(buf, pos)
         return (n >> 1) ^ -(n & 1), pos
-    if ttype == TType.BINARY:
+    if ttype == _BINARY:
         n, pos = _varint(buf, pos)
         return _take(buf, pos, n)
-    if ttype == TType.STRUCT:
+    if ttype == _STRUCT:
         return _struct_at(buf, pos, depth + 1)
-    if ttype in (TType.BOOL, TType.BOOL_FALSE):  # inside containers: one byte, 1 = true
-        return buf[pos] == TType.BOOL, pos + 1
-    if ttype == TType.BYTE:
+    if ttype in (_BOOL, _BOOL_FALSE):  # inside containers: one byte, 1 = true
+        return buf[pos] == _BOOL, pos + 1
+    if ttype == _BYTE:
         b = buf[pos]
         return (b - 256 if b > 127 else b), pos + 1
-    if ttype == TType.DOUBLE:
+    if ttype == _DOUBLE:
         data, pos = _take(buf, pos, 8)
         return _struct.unpack("<d", data)[0], pos
-    if ttype == TType.UUID:
+    if ttype == _UUID:
         return _take(buf, pos, 16)
-    if ttype in (TType.LIST, TType.SET):
+    if ttype in (_LIST, _SET):
         header = buf[pos]
         pos += 1
         size, elem = header >> 4, header & 0x0F
@@ -171,13 +174,28 @@ def _value(buf: bytes, pos: int, ttype: int, depth: int) -> tuple[Any, int]:
             size, pos = _varint(buf, pos)
         if size > len(buf) - pos:  # every element takes at least one byte
             raise ThriftError(f"list of {size} elements at byte {pos} cannot fit")
-        elem = TType.BOOL if elem == TType.BOOL_FALSE else elem
+        elem = _BOOL if elem == _BOOL_FALSE else elem
         items = []
-        for _ in range(size):
-            item, pos = _value(buf, pos, elem, depth + 1)
-            items.append(item)
-        return TList(elem, items, ttype == TType.SET), pos
-    if ttype == TType.MAP:
+        append = items.append
+        if elem in _INTEGERS:  # page indexes hold long lists of these: no call per element
+            for _ in range(size):
+                n, pos = _varint(buf, pos)
+                append((n >> 1) ^ -(n & 1))
+        elif elem == _BINARY:
+            for _ in range(size):
+                n, pos = _varint(buf, pos)
+                item, pos = _take(buf, pos, n)
+                append(item)
+        elif elem == _STRUCT:
+            for _ in range(size):
+                item, pos = _struct_at(buf, pos, depth + 2)
+                append(item)
+        else:
+            for _ in range(size):
+                item, pos = _value(buf, pos, elem, depth + 1)
+                append(item)
+        return TList(elem, items, ttype == _SET), pos
+    if ttype == _MAP:
         size, pos = _varint(buf, pos)
         if size == 0:
             return TMap(0, 0, []), pos
@@ -221,6 +239,17 @@ def _struct_at(buf: bytes, pos: int, depth: int) -> tuple[TStruct, int]:
             else:
                 n, pos = _varint(buf, pos)
                 fields[fid] = (ttype, (n >> 1) ^ -(n & 1))
+        elif ttype == 8:  # BINARY: length varint, bytes
+            n = buf[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = _varint(buf, pos)
+            end = pos + n
+            if end > len(buf):
+                raise ThriftError(f"length {n} at byte {pos} runs past the end of the data")
+            fields[fid] = (ttype, buf[pos:end])
+            pos = end
         elif ttype == 12:  # STRUCT
             value, pos = _struct_at(buf, pos, depth + 1)
             fields[fid] = (ttype, value)
@@ -256,20 +285,20 @@ def _write_zigzag(n: int, out: bytearray) -> None:
 
 
 def _write_value(ttype: int, value: Any, out: bytearray) -> None:
-    if ttype in (TType.BOOL, TType.BOOL_FALSE):
-        out.append(TType.BOOL if value else TType.BOOL_FALSE)
-    elif ttype == TType.BYTE:
+    if ttype in (_BOOL, _BOOL_FALSE):
+        out.append(_BOOL if value else _BOOL_FALSE)
+    elif ttype == _BYTE:
         out.append(value & 0xFF)
-    elif ttype in (TType.I16, TType.I32, TType.I64):
+    elif ttype in (_I16, _I32, _I64):
         _write_zigzag(value, out)
-    elif ttype == TType.DOUBLE:
+    elif ttype == _DOUBLE:
         out += _struct.pack("<d", value)
-    elif ttype == TType.BINARY:
+    elif ttype == _BINARY:
         _write_varint(len(value), out)
         out += value
-    elif ttype == TType.UUID:
+    elif ttype == _UUID:
         out += value
-    elif ttype in (TType.LIST, TType.SET):
+    elif ttype in (_LIST, _SET):
         size = len(value.items)
         elem = value.elem_type
         if size < 15:
@@ -279,14 +308,14 @@ def _write_value(ttype: int, value: Any, out: bytearray) -> None:
             _write_varint(size, out)
         for item in value.items:
             _write_value(elem, item, out)
-    elif ttype == TType.MAP:
+    elif ttype == _MAP:
         _write_varint(len(value.items), out)
         if value.items:
             out.append((value.key_type << 4) | value.value_type)
             for k, v in value.items:
                 _write_value(value.key_type, k, out)
                 _write_value(value.value_type, v, out)
-    elif ttype == TType.STRUCT:
+    elif ttype == _STRUCT:
         _write_struct(value, out)
     else:
         raise ThriftError(f"cannot encode type id {ttype}")
@@ -296,7 +325,7 @@ def _write_struct(struct: TStruct, out: bytearray) -> None:
     last = 0
     for fid in sorted(struct.fields):
         ttype, value = struct.fields[fid]
-        wire = (TType.BOOL if value else TType.BOOL_FALSE) if ttype in (TType.BOOL, TType.BOOL_FALSE) else ttype
+        wire = (_BOOL if value else _BOOL_FALSE) if ttype in (_BOOL, _BOOL_FALSE) else ttype
         delta = fid - last
         if 0 < delta <= 15:
             out.append((delta << 4) | wire)
@@ -304,9 +333,17 @@ def _write_struct(struct: TStruct, out: bytearray) -> None:
             out.append(wire)
             _write_zigzag(fid, out)
         last = fid
-        if wire not in (TType.BOOL, TType.BOOL_FALSE):
+        if wire in _INTEGERS:  # the common case, inlined (page headers are re-encoded per page)
+            n = (value << 1) ^ (value >> 63)
+            if n < 0x80:
+                out.append(n)
+            else:
+                _write_varint(n, out)
+        elif wire == _STRUCT:
+            _write_struct(value, out)
+        elif wire not in (_BOOL, _BOOL_FALSE):
             _write_value(ttype, value, out)
-    out.append(TType.STOP)
+    out.append(0)
 
 
 def encode_struct(struct: TStruct) -> bytes:
