@@ -68,7 +68,8 @@ class Context:
     sizes: Sizes
     data_dir: Path
     quick: bool
-    log_lines: list[str] = field(default_factory=list)
+    #: encrypted tables with N data files already written in this run (N -> table), reused by sections
+    file_tables: dict[int, str] = field(default_factory=dict)
     _spark: object | None = None
     _registration: object | None = None
     master_keys: dict[str, bytes] = field(default_factory=lambda: {MASTER_KEY_ID: os.urandom(16)})

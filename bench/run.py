@@ -54,10 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     ctx = Context(QUICK if args.quick else FULL, data_dir / "run", args.quick)
     ctx.data_dir.mkdir(parents=True, exist_ok=True)
 
+    mode = "quick sizes" if args.quick else "full sizes"
+    command = "make bench-quick" if args.quick else "make bench"
+    notes = [*args.note, SHARED_MACHINE_NOTE]
+    output.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     sections: list[Section] = []
     try:
-        for name in names:
+        for index, name in enumerate(names):
             module = importlib.import_module(SECTIONS[name])
             section_start = time.perf_counter()
             try:
@@ -66,15 +70,15 @@ def main(argv: list[str] | None = None) -> int:
                 traceback.print_exc()
                 sections.append(Section(module.TITLE, f"FAILED: {type(exc).__name__}: {exc}"))
             ctx.log(f"{name}: {time.perf_counter() - section_start:.0f} s")
+            if index + 1 < len(names):  # a run stopped half-way still leaves what it measured
+                partial = [*notes, f"PARTIAL: {index + 1} of {len(names)} sections so far."]
+                output.write_text(render_results(sections, mode=mode, elapsed_seconds=time.perf_counter() - started,
+                                                 command=command, notes=partial))
     finally:
         ctx.stop_spark()
     elapsed = time.perf_counter() - started
 
-    mode = "quick sizes" if args.quick else "full sizes"
-    command = "make bench-quick" if args.quick else "make bench"
-    notes = [*args.note, SHARED_MACHINE_NOTE]
     text = render_results(sections, mode=mode, elapsed_seconds=elapsed, command=command, notes=notes)
-    output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text)
     print(render_sections(sections))
     print(f"[bench] {len(sections)} sections in {elapsed:.0f} s; written to {output}", file=sys.stderr)

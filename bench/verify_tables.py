@@ -81,8 +81,8 @@ def _spark_job(ctx: Context, executors: int, tables: dict[int, tuple[str, str]])
 def run(ctx: Context) -> Section:
     tables: dict[int, tuple[str, str]] = {}
     for files in ctx.sizes.verify_files:
-        ctx.log(f"verify: writing a table of {files} files")
-        table = table_with_files(ctx, f"verify_{files}", files)
+        ctx.log(f"verify: a table of {files} files")
+        table = table_with_files(ctx, files)
         tables[files] = (table, current_metadata_json(ctx, table))
     ctx.stop_spark()
     ctx.log("verify: local walk")

@@ -28,11 +28,17 @@ def insert_files(ctx: Context, table: str, files: int, rows_per_file: int = 20) 
         f"FROM range(0, {files * rows_per_file}, 1, 2)")
 
 
-def table_with_files(ctx: Context, name: str, files: int) -> str:
-    """An encrypted table with exactly ``files`` data files (see :func:`insert_files`)."""
-    table = create_table(ctx, name, "id bigint, v string, p int", partitioned_by="p")
-    insert_files(ctx, table, files)
-    return table
+FILES_COLUMNS = "id bigint, v string, p int"
+
+
+def table_with_files(ctx: Context, files: int) -> str:
+    """An encrypted table with exactly ``files`` data files (see :func:`insert_files`), written
+    once per run (``ctx.file_tables``)."""
+    if files not in ctx.file_tables:
+        table = create_table(ctx, f"files_{files}", FILES_COLUMNS, partitioned_by="p")
+        insert_files(ctx, table, files)
+        ctx.file_tables[files] = table
+    return ctx.file_tables[files]
 
 
 def table_location(ctx: Context, table: str) -> Path:
