@@ -16,6 +16,11 @@ def create_table(ctx: Context, name: str, columns: str, *, encrypted: bool = Tru
     spark.sql(f"DROP TABLE IF EXISTS {table} PURGE")
     props = config.table_properties(MASTER_KEY_ID) if encrypted else {"format-version": "3"}
     partition = f"PARTITIONED BY ({partitioned_by}) " if partitioned_by else ""
+    if partitioned_by:
+        # Range distribution sorts rows by partition, so each task writes one file at a time
+        # (Iceberg's default fanout writer keeps a Parquet writer open per partition: out of
+        # memory with thousands of partitions).
+        props = {**props, "write.distribution-mode": "range"}
     spark.sql(f"CREATE TABLE {table} ({columns}) USING iceberg {partition}{config.tblproperties_sql(props)}")
     return table
 
