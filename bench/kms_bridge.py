@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from bench.context import KMS_NAME, MASTER_KEY_ID, Context
 from bench.harness import Row, Section
-from bench.workloads import FILES_COLUMNS, create_table, insert_files
+from bench.workloads import FILES_COLUMNS, FILES_PROPERTIES, create_table, insert_files
 
 TITLE = "3. KMS over Py4J: JVM -> Python round trips, KMS calls per commit and per table load"
 THREADS = (1, 8)
@@ -51,7 +51,7 @@ def _call_counts(ctx: Context) -> list[Row]:
     spark = ctx.spark
     rows: list[Row] = []
     for files in ctx.sizes.kms_table_files:
-        table = create_table(ctx, f"files_{files}", FILES_COLUMNS, partitioned_by="p")
+        table = create_table(ctx, f"files_{files}", FILES_COLUMNS, properties=FILES_PROPERTIES)
         before = (stats.wrap, stats.unwrap, stats.generate)
         insert_files(ctx, table, files)
         commit = (stats.wrap - before[0], stats.unwrap - before[1], stats.generate - before[2])

@@ -1,6 +1,6 @@
 """Section 5, whole-table verification: time vs number of files, local walk vs Spark job.
 
-Encrypted tables with N small data files each (one INSERT, identity partition per file) are
+Encrypted tables with N small data files each (one INSERT of N Spark tasks) are
 verified, from the current metadata.json down to every data file, by
 
 * the local walk ``verify_metadata(metadata_json, kms)`` in this process (no JVM; its default
@@ -93,7 +93,7 @@ def run(ctx: Context) -> Section:
         spark[executors] = _spark_job(ctx, executors, tables)
     section = Section(
         TITLE,
-        f"Encrypted tables of N small data files (one INSERT, identity partitions), current snapshot, "
+        f"Encrypted tables of N small data files (one INSERT of N Spark tasks), current snapshot, "
         f"{ctx.sizes.verify_repeats} timed runs after one warm-up. Reference: the local walk "
         "`verify_metadata(metadata_json, kms)` (pure Python, its default thread pool). Spark job: "
         "`verify_table(spark, table)` in a `local-cluster[E,1,1024]` application (E executor JVMs "

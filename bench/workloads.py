@@ -9,28 +9,29 @@ from bench.context import CATALOG, MASTER_KEY_ID, Context
 from pyiceberg_crypto import config
 
 
-def create_table(ctx: Context, name: str, columns: str, *, encrypted: bool = True, partitioned_by: str = "") -> str:
+def create_table(ctx: Context, name: str, columns: str, *, encrypted: bool = True,
+                 properties: dict[str, str] | None = None) -> str:
     """``CREATE TABLE bench.db.<name>`` (dropped first), encrypted with the bench master key or not."""
     table = f"{CATALOG}.db.{name}"
     spark = ctx.spark
     spark.sql(f"DROP TABLE IF EXISTS {table} PURGE")
     props = config.table_properties(MASTER_KEY_ID) if encrypted else {"format-version": "3"}
-    partition = f"PARTITIONED BY ({partitioned_by}) " if partitioned_by else ""
-    if partitioned_by:
-        # Range distribution sorts rows by partition, so each task writes one file at a time
-        # (Iceberg's default fanout writer keeps a Parquet writer open per partition: out of
-        # memory with thousands of partitions).
-        props = {**props, "write.distribution-mode": "range"}
-    spark.sql(f"CREATE TABLE {table} ({columns}) USING iceberg {partition}{config.tblproperties_sql(props)}")
+    props = {**props, **(properties or {})}
+    spark.sql(f"CREATE TABLE {table} ({columns}) USING iceberg {config.tblproperties_sql(props)}")
     return table
 
 
+#: Tables of N files: unpartitioned, no shuffle before the write, so each of the N Spark tasks of
+#: the INSERT writes exactly one file. (Identity partitions were tried first: Iceberg's fanout
+#: writer keeps one Parquet writer open per partition and runs out of heap at ~1,000.)
+FILES_PROPERTIES = {"write.distribution-mode": "none"}
+
+
 def insert_files(ctx: Context, table: str, files: int, rows_per_file: int = 20) -> None:
-    """One INSERT (one commit) writing ``files`` small data files: one per value of the identity
-    partition column ``p``, written by two Spark tasks."""
+    """One INSERT (one commit) writing ``files`` small data files, one per Spark task."""
     ctx.spark.sql(
-        f"INSERT INTO {table} SELECT id, concat('v', id), id % {files} AS p "
-        f"FROM range(0, {files * rows_per_file}, 1, 2)")
+        f"INSERT INTO {table} SELECT id, concat('v', id), cast(id % 7 AS int) "
+        f"FROM range(0, {files * rows_per_file}, 1, {files})")
 
 
 FILES_COLUMNS = "id bigint, v string, p int"
@@ -40,7 +41,7 @@ def table_with_files(ctx: Context, files: int) -> str:
     """An encrypted table with exactly ``files`` data files (see :func:`insert_files`), written
     once per run (``ctx.file_tables``)."""
     if files not in ctx.file_tables:
-        table = create_table(ctx, f"files_{files}", FILES_COLUMNS, partitioned_by="p")
+        table = create_table(ctx, f"files_{files}", FILES_COLUMNS, properties=FILES_PROPERTIES)
         insert_files(ctx, table, files)
         ctx.file_tables[files] = table
     return ctx.file_tables[files]
