@@ -65,6 +65,21 @@ def time_runs(fn: Callable[[], object], repeats: int, warmup: int = 1) -> list[f
     return samples
 
 
+def time_interleaved(fns: dict[str, Callable[[], object]], repeats: int, warmup: int = 1) -> dict[str, list[float]]:
+    """Like :func:`time_runs` for several contenders, taking turns in each repeat, so that a burst
+    of background load hits all of them alike instead of one."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - start)
+    return samples
+
+
 def per_second(amount: float, seconds: Iterable[float], scale: float = 1.0) -> list[float]:
     """Throughputs ``amount / s / scale`` (e.g. bytes -> GB/s with ``scale=1e9``)."""
     return [amount / s / scale for s in seconds]

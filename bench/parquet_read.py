@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pyarrow.parquet import encryption as pe
 
 from bench.context import CATALOG, MASTER_KEY_ID, Context
-from bench.harness import Row, Section, per_second, time_runs
+from bench.harness import Row, Section, per_second, time_interleaved
 from pyiceberg_crypto import config
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.formats.parquet.decrypt import decrypt_parquet
@@ -47,7 +47,7 @@ DESCRIPTION = (
     "stored; keys from the table's `files` metadata table) and one written by PyArrow with the same "
     "key scheme; columns `id` bigint, `category` (100 values: dictionary pages), `name` (64-char hex) "
     "and `score` (random double): plain pages after the dictionary fallback, `ts` timestamp; zstd. "
-    "One thread, warm page cache, GB/s = stored file bytes / s. References: raw AES-GCM = read the "
+    "One thread, warm page cache, contenders take turns in each repeat; GB/s = stored file bytes / s. References: raw AES-GCM = read the "
     "file (1 MiB `readinto`) + `AESGCM.decrypt_into` of exactly the GCM modules the verifier opens, "
     "held in memory (no parsing, no checks, no allocation); "
     "PyArrow `read_table(..., decryption_properties=create_decryption_properties(footer_key, "
@@ -186,11 +186,13 @@ def file_rows(label: str, tag: str, path: Path, keys: ParquetKeys, repeats: int)
     modules = gcm_modules(path, keys)
     section = "PARE"
     name = f"{label} ({size / 2**20:.0f} MiB, {len(modules)} GCM modules)"
-    raw = time_runs(lambda: raw_gcm(path, modules), repeats)
-    del modules
-    ours_verify = time_runs(lambda: verify(path, keys), repeats)
-    ours_decrypt = time_runs(lambda: decrypt(path, keys), repeats)
-    arrow = time_runs(lambda: pyarrow_read(path, keys), repeats)
+    times = time_interleaved({
+        "raw": lambda: raw_gcm(path, modules),
+        "verify": lambda: verify(path, keys),
+        "decrypt": lambda: decrypt(path, keys),
+        "arrow": lambda: pyarrow_read(path, keys),
+    }, repeats)
+    raw, ours_verify, ours_decrypt, arrow = times["raw"], times["verify"], times["decrypt"], times["arrow"]
     gbps = lambda seconds: per_second(size, seconds, 1e9)  # noqa: E731
     return [
         Row(section, f"raw{tag}", f"{name}: raw read + AES-GCM of its modules", "GB/s", gbps(raw),
