@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -113,7 +115,17 @@ class S3Server(ServiceProcess):
         return {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
 
     def _is_ready(self) -> bool:
-        return port_open(self.host, self.port)
+        """An HTTP answer from the server (an open port alone could be someone else's socket)."""
+        if not port_open(self.host, self.port):
+            return False
+        try:
+            direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an HTTP proxy
+            with direct.open(f"{self.endpoint}/moto-api/", timeout=2) as response:
+                return response.status < 500
+        except urllib.error.HTTPError as exc:
+            return exc.code < 500
+        except OSError:
+            return False
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

@@ -16,8 +16,8 @@ import org.apache.thrift.transport.TTransportFactory;
  * A standalone Hive metastore thrift server bound to one address (127.0.0.1 by default).
  *
  * <p>Hive 2.3's own {@code HiveMetaStore -p PORT} always binds every interface (it has no bind-host
- * setting; {@code hive.metastore.thrift.bind.host} arrived in Hive 3 / 4). This launcher builds the
- * same server as Hive's unsecured path (an {@code HMSHandler} behind {@code RetryingHMSHandler},
+ * setting: {@code hive.metastore.thrift.bind.host} came with later Hive versions). This launcher
+ * builds the same server as Hive's unsecured path (an {@code HMSHandler} behind {@code RetryingHMSHandler},
  * plain binary thrift, as Iceberg's own {@code TestHiveMetastore} does) on a socket bound to the
  * given address. Hive settings (Derby URL, warehouse, ...) come from {@code -D} system properties,
  * which {@link HiveConf} applies, and any Hadoop setting from {@code --conf key=value}.
