@@ -19,8 +19,10 @@ import os
 import sys
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from pyiceberg_crypto import config
+from pyiceberg_crypto.verify.report import TableReport
 
 CATALOG = "lake"
 KEY_ID = "demo-master-key"
@@ -62,10 +64,38 @@ def encrypted_round_trip(spark, table: str, key_id: str, extra_properties: Mappi
     return [tuple(r) for r in spark.sql(f"SELECT id, item FROM {table} ORDER BY id").collect()]
 
 
+@dataclass
+class ServicesDemoResult:
+    """Rows read back and the two verification reports of one demo table."""
+
+    table: str
+    rows: list[tuple]
+    metadata_json: str
+    in_spark: TableReport  # verify_table: metastore entry, Spark tasks
+    pure_python: TableReport  # verify_metadata: this process, reading storage directly
+
+    @property
+    def ok(self) -> bool:
+        return self.rows == EXPECTED_ROWS and self.in_spark.ok and self.pure_python.ok
+
+
+def run_demo(spark, kms, table: str, *, key_id: str = KEY_ID) -> ServicesDemoResult:
+    """The round trip on ``table`` (catalog configured on ``spark``, ``kms`` registered for it),
+    then both verifiers over every snapshot."""
+    from pyiceberg_crypto.verify import verify_metadata, verify_table
+    from pyiceberg_crypto.verify.metastore import catalog_properties
+
+    rows = encrypted_round_trip(spark, table, key_id)
+    in_spark = verify_table(spark, table, all_snapshots=True)
+    metadata_json = spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC").first()[0]
+    properties = catalog_properties(spark, table.split(".", 1)[0])
+    pure_python = verify_metadata(metadata_json, kms, all_snapshots=True, properties=properties)
+    return ServicesDemoResult(table, rows, metadata_json, in_spark, pure_python)
+
+
 def main() -> int:
     from pyiceberg_crypto.bridge import register_kms
     from pyiceberg_crypto.kms import InMemoryKms
-    from pyiceberg_crypto.verify import verify_metadata, verify_table
 
     try:
         settings = settings_from_environment()
@@ -79,21 +109,17 @@ def main() -> int:
     try:
         kms = InMemoryKms.with_random_keys(KEY_ID)
         register_kms(spark, kms, name="demo")
-        table = f"{CATALOG}.shop.orders_{uuid.uuid4().hex[:8]}"
-        rows = encrypted_round_trip(spark, table, KEY_ID)
-        print(f"{table}: {rows}")
-        in_spark = verify_table(spark, table, all_snapshots=True)
-        metadata_json = spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC").first()[0]
-        properties = {k.split(f"spark.sql.catalog.{CATALOG}.", 1)[1]: v
-                      for k, v in settings.items() if k.startswith(f"spark.sql.catalog.{CATALOG}.")}
-        pure_python = verify_metadata(metadata_json, kms, all_snapshots=True, properties=properties)
-        for name, report in (("verify_table (Spark tasks)", in_spark), ("verify_metadata (pure Python)", pure_python)):
+        result = run_demo(spark, kms, f"{CATALOG}.shop.orders_{uuid.uuid4().hex[:8]}")
+        print(f"{result.table}: {result.rows}")
+        for name, report in (("verify_table (Spark tasks)", result.in_spark),
+                             ("verify_metadata (pure Python)", result.pure_python)):
             print(f"{name}: {'OK' if report.ok else 'FAILED'} {report.summary()}")
+            for check in report.failed_checks():
+                print(f"  {check.name}: {check.status} {check.detail}")
             for finding in report.not_ok():
                 print(f"  {finding.kind} {finding.path}: {finding.status} {finding.detail}")
-        ok = rows == EXPECTED_ROWS and in_spark.ok and pure_python.ok
-        print("all files encrypted and verified" if ok else "FAILED")
-        return 0 if ok else 1
+        print("all files encrypted and verified" if result.ok else "FAILED")
+        return 0 if result.ok else 1
     finally:
         spark.stop()
 

@@ -17,7 +17,7 @@ import traceback
 from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.kms import InMemoryKms
-from pyiceberg_crypto.services.demo import encrypted_round_trip
+from pyiceberg_crypto.services.demo import run_demo
 
 KMS_NAME = "test"
 
@@ -55,12 +55,14 @@ def create_table(spark, job: dict, columns: str) -> None:
     spark.sql(f"CREATE TABLE {table} ({columns}) USING iceberg {props}")
 
 
-def read_back(spark, table: str) -> dict:
-    """Rows, snapshot count and current metadata file as a fresh catalog load sees them."""
+def read_back(spark, table: str, verify: bool = True) -> dict:
+    """Rows, snapshot count and current metadata file as a fresh catalog load sees them (and the
+    whole-table verifier's verdict, unless ``verify`` is False)."""
     rows = sorted(tuple(r) for r in spark.sql(f"SELECT * FROM {table}").collect())
     snapshots = spark.sql(f"SELECT count(*) FROM {table}.snapshots").first()[0]
     metadata = spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC").first()[0]
-    return {"rows": rows, "snapshots": snapshots, "metadata_json": metadata, **verify_with_spark(spark, table)}
+    result = {"rows": rows, "snapshots": snapshots, "metadata_json": metadata}
+    return {**result, **verify_with_spark(spark, table)} if verify else result
 
 
 def wait_for_file(path: str, timeout: float = 300) -> None:
@@ -71,10 +73,17 @@ def wait_for_file(path: str, timeout: float = 300) -> None:
         time.sleep(0.05)
 
 
-def round_trip(spark, job: dict) -> dict:
-    """Create an encrypted table, write, delete, read back; try to change / remove its key id."""
+def round_trip(spark, job: dict, kms) -> dict:
+    """The services demo's round trip and verifiers (what the docker client runs), then try to
+    change / remove the table's key id."""
     table = job["table"]
-    encrypted_round_trip(spark, table, job["key_id"])  # what the docker client's demo runs
+    demo = run_demo(spark, kms, table, key_id=job["key_id"])
+    demo_result = {
+        "demo_ok": demo.ok,
+        "demo_problems": [f"{f.kind} {f.path}: {f.status} {f.detail}"
+                          for f in demo.in_spark.not_ok() + demo.pure_python.not_ok()][:10],
+        "verify_table": report_dict(demo.in_spark),
+    }
     refused = {}
     for name, statement in {
         "change": f"ALTER TABLE {table} SET TBLPROPERTIES ('encryption.key-id'='other-key')",
@@ -86,20 +95,23 @@ def round_trip(spark, job: dict) -> dict:
         except Exception as exc:  # noqa: BLE001 - the refusal is the result
             refused[name] = short_error(exc)
     key_id = spark.sql(f"SHOW TBLPROPERTIES {table} ('encryption.key-id')").first().value
-    return {"key_id": key_id, "refused": refused, **read_back(spark, table)}
+    return {"key_id": key_id, "refused": refused, **demo_result, **read_back(spark, table, verify=False)}
 
 
 def verify_with_spark(spark, table: str) -> dict:
     """The whole-table verifier: metastore entry, keys and manifests on the driver, files in Spark tasks."""
     from pyiceberg_crypto.verify import verify_table
 
-    report = verify_table(spark, table, all_snapshots=True)
+    return {"verify_table": report_dict(verify_table(spark, table, all_snapshots=True))}
+
+
+def report_dict(report) -> dict:
     problems = [f"{c.name}: {c.status} {c.detail}" for c in report.failed_checks()]
     problems += [f"{f.kind} {f.path}: {f.status} {f.detail}" for f in report.not_ok()]
-    return {"verify_table": {"ok": report.ok, "summary": report.summary(), "problems": problems[:10]}}
+    return {"ok": report.ok, "summary": report.summary(), "problems": problems[:10]}
 
 
-def writer(spark, job: dict) -> dict:
+def writer(spark, job: dict, kms) -> dict:
     """Append ``commits`` single-row commits, starting when ``start_file`` appears.
 
     With ``create`` it creates the table first; with ``read_after`` it waits for that file once
@@ -129,7 +141,7 @@ def writer(spark, job: dict) -> dict:
     return result
 
 
-def loop_writer(spark, job: dict) -> dict:
+def loop_writer(spark, job: dict, kms) -> dict:
     """Commit one row at a time until ``stop_file`` appears; a failed commit is recorded, not fatal.
     Then read the table back (in the same application, which outlived the metastore's restart)."""
     table = job["table"]
@@ -159,7 +171,7 @@ def main() -> int:
     spark, registration = open_session(job, f"loopback-{sys.argv[1]}")
     say(f"TIMING session {time.monotonic() - started:.1f}s")
     try:
-        result = scenario(spark, job)
+        result = scenario(spark, job, registration.kms)
         say(f"TIMING scenario {time.monotonic() - started:.1f}s")
         result["kms_calls"] = {"wrap": registration.stats.wrap, "unwrap": registration.stats.unwrap}
         say("RESULT", json.dumps(result))

@@ -58,6 +58,7 @@ def test_round_trip_and_key_id_pinning_on_standalone_metastore_and_s3(job, s3_se
     result = run_app("round_trip", dict(job, table=table), s3_server)
 
     assert [tuple(row) for row in result["rows"]] == [(1, "apple"), (3, "fig"), (4, "kiwi")]
+    assert result["demo_ok"], result["demo_problems"]  # the docker client's demo, both verifiers
     assert result["key_id"] == KEY_ID
     pinned = re.compile(r"(?i)cannot (modify|remove|unset|change).*key id|key id.*encrypted table")
     assert pinned.search(result["refused"]["change"] or ""), result["refused"]
