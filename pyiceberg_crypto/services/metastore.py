@@ -96,7 +96,8 @@ class StandaloneMetastore(ServiceProcess):
         """``thrift://host:port`` for ``config.spark_settings(metastore_uri=...)``."""
         if not self.port:
             raise ServiceError("the metastore has no port yet: start() it first")
-        return f"thrift://{self.host}:{self.port}"
+        host = LOOPBACK if self.host == "0.0.0.0" else self.host  # all interfaces: reach it locally
+        return f"thrift://{host}:{self.port}"
 
     def settings(self) -> dict[str, str]:
         """The Hive settings the metastore runs with (no secrets: Derby has no password here)."""
@@ -138,14 +139,14 @@ class StandaloneMetastore(ServiceProcess):
         return command
 
     def _is_ready(self) -> bool:
-        if not self.port:
-            with open(self.log_path, "rb") as log:
-                log.seek(self._log_offset)
-                match = _LISTENING.search(log.read())
-            if not match:
-                return False
-            self.port = int(match.group(2))
-        return port_open(self.host, self.port)
+        """This start's ``LISTENING host:port`` line is in the log and the port accepts connections."""
+        with open(self.log_path, "rb") as log:
+            log.seek(self._log_offset)
+            match = _LISTENING.search(log.read())
+        if not match:
+            return False
+        self.port = int(match.group(2))
+        return port_open(LOOPBACK if self.host == "0.0.0.0" else self.host, self.port)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

@@ -65,7 +65,8 @@ class S3Server(ServiceProcess):
     @property
     def endpoint(self) -> str:
         """``http://host:port``, the ``s3.endpoint`` / ``endpoint_url`` of clients."""
-        return f"http://{self.host}:{self.port}"
+        host = LOOPBACK if self.host == "0.0.0.0" else self.host
+        return f"http://{host}:{self.port}"
 
     def warehouse(self, prefix: str = "warehouse") -> str:
         """``s3://<bucket>/<prefix>``: a warehouse location in the server's bucket."""
@@ -116,7 +117,7 @@ class S3Server(ServiceProcess):
 
     def _is_ready(self) -> bool:
         """An HTTP answer from the server (an open port alone could be someone else's socket)."""
-        if not port_open(self.host, self.port):
+        if not port_open(LOOPBACK if self.host == "0.0.0.0" else self.host, self.port):
             return False
         try:
             direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via an HTTP proxy
