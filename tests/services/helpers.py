@@ -23,6 +23,13 @@ from pyiceberg_crypto.verify.files import EXPECTED_MAGIC, classify
 ROOT = Path(__file__).resolve().parents[2]
 APP_TIMEOUT = 420
 
+#: Master keys of the running test, for ``pyiceberg-crypto verify --kms tests.services.helpers:cli_kms``.
+CLI_MASTER_KEYS: dict[str, bytes] = {}
+
+
+def cli_kms() -> InMemoryKms:
+    return InMemoryKms(CLI_MASTER_KEYS)
+
 
 def app_environment(s3) -> dict[str, str]:
     return dict(os.environ, **s3.environment(), PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT))

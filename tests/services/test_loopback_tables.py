@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import uuid
 
 import pytest
 
+from pyiceberg_crypto.cli.main import main as cli_main
+from tests.services import helpers
 from tests.services.helpers import AppOutput, assert_every_file_encrypted, assert_verified, run_app, start_app
 
 pytestmark = [pytest.mark.loopback, pytest.mark.slow]
@@ -53,7 +56,7 @@ def _location(s3_server, table: str) -> str:
 # --- the tests ---------------------------------------------------------------------------------
 
 
-def test_round_trip_and_key_id_pinning_on_standalone_metastore_and_s3(job, s3_server, master_keys):
+def test_round_trip_and_key_id_pinning_on_standalone_metastore_and_s3(job, s3_server, master_keys, capsys):
     table = _table("orders")
     result = run_app("round_trip", dict(job, table=table), s3_server)
 
@@ -68,6 +71,17 @@ def test_round_trip_and_key_id_pinning_on_standalone_metastore_and_s3(job, s3_se
     assert result["metadata_json"].startswith(_location(s3_server, table) + "/metadata/")
     assert_every_file_encrypted(s3_server, _location(s3_server, table), min_data_files=2)
     assert_verified(result, master_keys, s3_server, min_data_files=2, key_id=KEY_ID)
+
+    # The CLI reaches the same S3 server with the catalog's storage properties.
+    helpers.CLI_MASTER_KEYS.clear()
+    helpers.CLI_MASTER_KEYS.update(master_keys)
+    io_options = [arg for key, value in s3_server.catalog_properties().items()
+                  for arg in ("--io-property", f"{key}={value}")]
+    capsys.readouterr()
+    status = cli_main(["verify", result["metadata_json"], "--kms", "tests.services.helpers:cli_kms",
+                       "--all-snapshots", "--json", *io_options])
+    document = json.loads(capsys.readouterr().out)
+    assert status == 0 and document["ok"], document
 
 
 WRITERS = 2

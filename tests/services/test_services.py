@@ -96,3 +96,12 @@ def test_demo_settings_come_from_the_environment_without_credentials():
     assert "not-to-be-shown" not in str(settings)
     with pytest.raises(DemoConfigError, match="METASTORE_URI"):
         settings_from_environment({"WAREHOUSE": "s3://w/h"})
+
+
+def test_verify_cli_refuses_a_malformed_io_property(capsys):
+    from pyiceberg_crypto.cli.main import main
+
+    status = main(["verify", "s3://b/t/metadata/v1.metadata.json", "--kms", "tests.services.helpers:cli_kms",
+                   "--io-property", "s3.endpoint"])
+    assert status == 2
+    assert "--io-property must be KEY=VALUE" in capsys.readouterr().err
