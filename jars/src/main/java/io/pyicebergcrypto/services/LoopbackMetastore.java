@@ -37,7 +37,7 @@ public final class LoopbackMetastore {
   public static void main(String[] args) throws Exception {
     String host = "127.0.0.1";
     int port = 0;
-    int threads = 16;
+    int threads = 200; // like hive.metastore.server.max.threads: one per open client connection
     java.util.List<String> settings = new java.util.ArrayList<>();
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
@@ -46,7 +46,7 @@ public final class LoopbackMetastore {
         case "--threads": threads = Integer.parseInt(args[++i]); break;
         case "--conf": settings.add(args[++i]); break;
         default:
-          System.err.println("usage: LoopbackMetastore [--host 127.0.0.1] [--port 0] [--threads 16] [--conf key=value ...]");
+          System.err.println("usage: LoopbackMetastore [--host 127.0.0.1] [--port 0] [--threads 200] [--conf key=value ...]");
           System.exit(2);
       }
     }
@@ -68,7 +68,7 @@ public final class LoopbackMetastore {
             .processor(new TSetIpAddressProcessor<>(handler))
             .transportFactory(new TTransportFactory())
             .protocolFactory(new TBinaryProtocol.Factory())
-            .minWorkerThreads(threads)
+            .minWorkerThreads(Math.min(4, threads))
             .maxWorkerThreads(threads);
     TServer server = new TThreadPoolServer(serverArgs);
     InetSocketAddress bound = (InetSocketAddress) socket.getServerSocket().getLocalSocketAddress();
