@@ -359,3 +359,14 @@ def test_metadata_hash_option_checks_the_file_against_the_metastore_value(capsys
                           "detail": "metadata.json matches the metastore's metadata_hash"} in document["table"]["checks"]
     code, document = run_cli(capsys, location, "--kms", KMS, "--metadata-hash", base64.b64encode(b"x" * 32).decode())
     assert code == 1 and [c["status"] for c in document["table"]["checks"] if c["name"] == "metadata-hash"] == [TAMPERED]
+
+
+def test_manifest_list_replaced_by_an_older_snapshots_list_is_a_replay(capsys, victim):
+    _, location, paths = victim
+    current = paths[MANIFEST_LIST][0]
+    older = sorted(str(p) for p in Path(local(current)).parent.glob("snap-*.avro") if str(p) != local(current))[0]
+    with replaced(current, Path(older).read_bytes()):
+        code, document = run_cli(capsys, location, "--kms", KMS)
+    assert code == 1
+    reported = finding(document, current)
+    assert reported["status"] == WRONG_FILE and local(reported["same_as"]) == older
