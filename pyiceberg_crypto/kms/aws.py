@@ -89,6 +89,7 @@ class AwsKms(KeyManagementClient):
         try:
             import boto3
             from botocore.config import Config
+            from botocore.exceptions import BotoCoreError
         except ImportError:
             raise KmsError(
                 "the AWS KMS client needs boto3: pip install 'pyiceberg-crypto[aws]'"
@@ -103,15 +104,21 @@ class AwsKms(KeyManagementClient):
         self.data_key_spec = data_key_spec
         self.encryption_algorithm = encryption_algorithm
         region = region or os.environ.get("AWS_REGION") or None
-        session = boto3.session.Session(
-            aws_access_key_id=access_key_id,
-            aws_secret_access_key=secret_access_key,
-            aws_session_token=session_token,
-            region_name=region,
-            profile_name=profile,
-        )
         config = Config(connect_timeout=10, read_timeout=30, retries={"mode": "standard", "max_attempts": 3})
-        self._client = session.client("kms", endpoint_url=endpoint_url, config=config)
+        try:
+            session = boto3.session.Session(
+                aws_access_key_id=access_key_id,
+                aws_secret_access_key=secret_access_key,
+                aws_session_token=session_token,
+                region_name=region,
+                profile_name=profile,
+            )
+            self._client = session.client("kms", endpoint_url=endpoint_url, config=config)
+        except BotoCoreError as exc:  # no region, unknown profile, bad endpoint URL
+            raise KmsError(
+                f"cannot create the AWS KMS client: {type(exc).__name__}: {exc} "
+                f"(set {REGION_PROPERTY} / AWS_REGION, {ENDPOINT_PROPERTY}, {PROFILE_PROPERTY})"
+            ) from None
         self.region = self._client.meta.region_name
         self.endpoint_url = self._client.meta.endpoint_url
         self._arns: dict[str, str] = {}

@@ -118,7 +118,7 @@ class Keystore:
     def load(self) -> dict[str, list[MasterKeyVersion]]:
         """Read and validate the file; raise :class:`KeystoreError` naming the problem."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            fd = os.open(self.path, os.O_RDONLY)  # symlinks allowed (e.g. mounted secrets)
         except FileNotFoundError:
             raise KeystoreError(
                 f"keystore {self.path} does not exist "

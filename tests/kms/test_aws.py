@@ -123,6 +123,11 @@ def test_configuration_errors_are_clear(aws_properties, monkeypatch):
         AwsKms.from_properties({**aws_properties, "kms.data-key-spec": "AES_512"})
     with pytest.raises(KmsError, match="both an access key id and a secret access key"):
         AwsKms(access_key_id="x")
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    with pytest.raises(KmsError, match="cannot create the AWS KMS client: NoRegionError.*client.region / AWS_REGION"):
+        AwsKms()
     monkeypatch.setitem(sys.modules, "boto3", None)  # as if the [aws] extra were not installed
     with pytest.raises(KmsError, match=r"pip install 'pyiceberg-crypto\[aws\]'"):
         AwsKms()

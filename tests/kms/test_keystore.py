@@ -211,3 +211,14 @@ def test_loader_short_name_with_property_and_environment(keystore_path, monkeypa
     monkeypatch.delenv(KEYSTORE_ENV)
     with pytest.raises(KeystoreError, match="'keystore.path' or the environment variable PYICEBERG_CRYPTO_KEYSTORE"):
         load_kms("keystore")
+
+
+def test_symlinked_keystore_is_checked_at_its_target(keystore_path, tmp_path):
+    """Mounted secrets are often symlinks: allowed, but the target's mode is what counts."""
+    link = tmp_path / "link.json"
+    link.symlink_to(keystore_path)
+    kms = KeystoreKms(link)
+    assert kms.unwrap_key(kms.wrap_key(b"k" * 16, "orders"), "orders") == b"k" * 16
+    os.chmod(keystore_path, 0o644)
+    with pytest.raises(InsecureKeystoreError, match=f"run `chmod 600 {link}`"):
+        KeystoreKms(link)
