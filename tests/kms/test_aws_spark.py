@@ -66,6 +66,13 @@ APP = textwrap.dedent(
     for catalog in ("pyctx", "py", "java"):
         for table in ("with_context", "from_python", "from_java"):
             result[f"{catalog}:{table}"] = read(catalog, table)
+    # The JVM-free verifier, with the Python KMS by short name, on the table Java's client wrote.
+    from pyiceberg_crypto.kms.loader import load_kms
+    from pyiceberg_crypto.verify import verify_metadata
+    java_metadata = spark.sql("SELECT file FROM java.db.from_java.metadata_log_entries "
+                              "ORDER BY timestamp DESC LIMIT 1").first()[0]
+    report = verify_metadata(java_metadata, load_kms("aws", {**aws, "kms.encryption-context": "none"}))
+    result["verify_from_java"] = [report.ok, len(report.files)]
     result["stats"] = {"context": [with_context.stats.wrap, with_context.stats.unwrap],
                        "no_context": [no_context.stats.wrap, no_context.stats.unwrap]}
     result["data_magic"] = sorted({p.read_bytes()[:4].decode("latin-1") for p in Path("wh").rglob("*.parquet")})
@@ -99,6 +106,8 @@ def test_aws_kms_tables_with_python_and_java_clients(tmp_path, kms_admin, moto_k
     assert "InvalidCiphertextException" in result["pyctx:from_java"]
     assert "kms.encryption-context=none" in result["pyctx:from_java"]  # the fix is in the message
 
+    ok, files = result["verify_from_java"]
+    assert ok and files >= 5  # 2 data files, their 2 manifests and the manifest list
     assert result["stats"]["context"][0] >= 1 and result["stats"]["no_context"][0] >= 1
     assert result["data_magic"] == ["PARE"]  # every data file is encrypted Parquet
     for secret in (AWS_TEST_ENV["AWS_SECRET_ACCESS_KEY"],):
