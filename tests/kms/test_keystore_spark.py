@@ -8,6 +8,8 @@ import json
 import uuid
 from pathlib import Path
 
+import pytest
+
 from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.cli.main import main
@@ -58,3 +60,15 @@ def test_rotation_between_tables_then_restart_and_verify(spark, tmp_path, capsys
         code = main(["verify", metadata[table], "--kms", "keystore", "--kms-property", f"keystore.path={keystore}",
                      "--json"])
         assert code == 0, capsys.readouterr()
+
+    # Deleting the old version (a mistake) makes the older table unreadable, with a message that says so.
+    document = json.loads(keystore.read_text())
+    document["keys"]["lake"] = [v for v in document["keys"]["lake"] if v["version"] != 1]
+    keystore.write_text(json.dumps(document))
+    with register_kms(spark, KeystoreKms(keystore), name=f"keystore3-{suffix}"):
+        add_catalog(spark, f"ks3_{suffix}", warehouse=warehouse, kms_name=f"keystore3-{suffix}")
+        with pytest.raises(Exception) as excinfo:
+            spark.table(before.replace("ks_", "ks3_")).collect()
+        assert "key id 'lake' has no version 1" in str(excinfo.value)
+        assert "(versions: [2])" in str(excinfo.value)
+        assert sorted(r[0] for r in spark.table(after.replace("ks_", "ks3_")).collect()) == [3]
