@@ -145,13 +145,13 @@ class AwsKms(KeyManagementClient):
 
     def wrap_key(self, key: bytes, wrapping_key_id: str) -> bytes:
         response = self._call(
-            "Encrypt", wrapping_key_id, KeyId=wrapping_key_id, Plaintext=bytes(key), **self._request_context()
+            "Encrypt", wrapping_key_id, KeyId=wrapping_key_id, Plaintext=bytes(key), **self._crypto_parameters()
         )
         return response["CiphertextBlob"]
 
     def unwrap_key(self, wrapped: bytes, wrapping_key_id: str) -> bytes:
         response = self._call(
-            "Decrypt", wrapping_key_id, KeyId=wrapping_key_id, CiphertextBlob=bytes(wrapped), **self._request_context()
+            "Decrypt", wrapping_key_id, KeyId=wrapping_key_id, CiphertextBlob=bytes(wrapped), **self._crypto_parameters()
         )
         reported = response.get("KeyId", "")
         if reported != self._key_arn(wrapping_key_id) and reported != self._key_arn(wrapping_key_id, refresh=True):
@@ -165,10 +165,10 @@ class AwsKms(KeyManagementClient):
         return True
 
     def generate_key(self, wrapping_key_id: str) -> KeyGenerationResult:
-        context = self._request_context()
-        context.pop("EncryptionAlgorithm", None)  # GenerateDataKey always uses SYMMETRIC_DEFAULT
+        parameters = self._crypto_parameters()
+        parameters.pop("EncryptionAlgorithm")  # GenerateDataKey always uses SYMMETRIC_DEFAULT
         response = self._call(
-            "GenerateDataKey", wrapping_key_id, KeyId=wrapping_key_id, KeySpec=self.data_key_spec, **context
+            "GenerateDataKey", wrapping_key_id, KeyId=wrapping_key_id, KeySpec=self.data_key_spec, **parameters
         )
         return KeyGenerationResult(key=response["Plaintext"], wrapped_key=response["CiphertextBlob"])
 
@@ -180,7 +180,8 @@ class AwsKms(KeyManagementClient):
 
     # --- internals ----------------------------------------------------------------------------
 
-    def _request_context(self) -> dict[str, Any]:
+    def _crypto_parameters(self) -> dict[str, Any]:
+        """EncryptionAlgorithm and (unless disabled) EncryptionContext of every KMS request."""
         request: dict[str, Any] = {"EncryptionAlgorithm": self.encryption_algorithm}
         if self.encryption_context:
             request["EncryptionContext"] = dict(self.encryption_context)
