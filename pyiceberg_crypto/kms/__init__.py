@@ -9,7 +9,7 @@ Shipped KMSs (short names for :func:`~pyiceberg_crypto.kms.loader.load_kms` and 
 
 from pyiceberg_crypto.kms.aws import AwsKms
 from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, KmsError, UnknownKeyError
-from pyiceberg_crypto.kms.keystore import InsecureKeystoreError, KeystoreError, KeystoreKms
+from pyiceberg_crypto.kms.keystore import InsecureKeystoreError, KeystoreError, KeystoreKms, MalformedKeystoreError
 from pyiceberg_crypto.kms.memory import InMemoryKms
 
 __all__ = [
@@ -21,5 +21,6 @@ __all__ = [
     "KeystoreError",
     "KeystoreKms",
     "KmsError",
+    "MalformedKeystoreError",
     "UnknownKeyError",
 ]
