@@ -102,6 +102,8 @@ def test_aws_kms_tables_with_python_and_java_clients(tmp_path, kms_admin, moto_k
     assert result["py:from_python"] == rows and result["java:from_java"] == rows
     # With the context on, Java's client (no context) cannot unwrap, and we cannot unwrap Java's.
     assert "InvalidCiphertextException" in result["java:with_context"]
+    assert "InvalidCiphertextException" in result["py:with_context"]  # Python, context off
+    assert "InvalidCiphertextException" in result["pyctx:from_python"]  # Python, context on
     assert result["pyctx:from_java"].startswith("ERROR")
     assert "InvalidCiphertextException" in result["pyctx:from_java"]
     assert "kms.encryption-context=none" in result["pyctx:from_java"]  # the fix is in the message
