@@ -322,6 +322,10 @@ class KeystoreKms(KeyManagementClient):
     def __repr__(self) -> str:
         return f"KeystoreKms(path={str(self.path)!r}, key_ids={self.key_ids()})"
 
+    def __reduce__(self):
+        """Pickle as the path only (e.g. into Spark tasks): keys are re-read from the file there."""
+        return (type(self), (str(self.path),))
+
     # --- internals ----------------------------------------------------------------------------
 
     def _refresh(self) -> None:

@@ -203,6 +203,16 @@ def test_concurrent_rotations_never_lose_a_version(keystore_path):
     assert KeystoreKms(keystore_path).versions("orders") == list(range(1, 22))
 
 
+def test_pickles_as_its_path_only(keystore_path):
+    import pickle
+
+    kms = KeystoreKms(keystore_path)
+    data = pickle.dumps(kms)
+    assert all(secret not in data for secret in _master_keys(keystore_path))
+    copy = pickle.loads(data)
+    assert copy.unwrap_key(kms.wrap_key(b"p" * 16, "orders"), "orders") == b"p" * 16
+
+
 def test_loader_short_name_with_property_and_environment(keystore_path, monkeypatch):
     kms = load_kms("keystore", {"keystore.path": str(keystore_path)})
     assert isinstance(kms, KeystoreKms) and kms.key_ids() == ["orders", "short"]
