@@ -28,7 +28,7 @@ def test_rotation_between_tables_then_restart_and_verify(spark, tmp_path, capsys
     warehouse = tmp_path / "wh"
     suffix = uuid.uuid4().hex[:6]
     props = config.tblproperties_sql(config.table_properties("lake"))
-    before, after = f"ks_{suffix}.db.before_rotation", f"ks_{suffix}.db.after_rotation"
+    before, after = f"ks_{suffix}.db.before_rotation_{suffix}", f"ks_{suffix}.db.after_rotation_{suffix}"
 
     with register_kms(spark, KeystoreKms(keystore), name=f"keystore-{suffix}") as registration:
         add_catalog(spark, f"ks_{suffix}", warehouse=warehouse, kms_name=f"keystore-{suffix}")
