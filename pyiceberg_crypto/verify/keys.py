@@ -80,9 +80,9 @@ class TableKeys:
         """Each KEK must be wrapped by the table's ``encryption.key-id`` and unwrap with the KMS."""
         checks = []
         for entry in self.kek_entries():
-            name = f"kek {entry.key_id}"
+            name, kek = "kek", f"KEK {entry.key_id}: "
             if self.meta.key_id and entry.encrypted_by_id != self.meta.key_id:
-                checks.append(TableCheck(name, KEY_ERROR, f"wrapped by master key {entry.encrypted_by_id!r}, "
+                checks.append(TableCheck(name, KEY_ERROR, kek + f"wrapped by master key {entry.encrypted_by_id!r}, "
                                                           f"not the table's encryption.key-id {self.meta.key_id!r}"))
                 continue
             try:
@@ -90,7 +90,7 @@ class TableKeys:
             except KeyLookupError as exc:
                 checks.append(TableCheck(name, exc.status, str(exc)))
                 continue
-            checks.append(TableCheck(name, OK, f"wrapped by master key {entry.encrypted_by_id!r}, unwrapped by the KMS"))
+            checks.append(TableCheck(name, OK, kek + f"wrapped by master key {entry.encrypted_by_id!r}, unwrapped by the KMS"))
         return checks
 
     def manifest_list_key(self, snapshot: Snapshot) -> StandardKeyMetadata:
