@@ -79,6 +79,7 @@ class WalkPlan:
     tasks: dict[str, FileTask] = field(default_factory=dict)  # data + delete files, by path
     manifest_tasks: dict[str, FileTask] = field(default_factory=dict)  # to recognise swapped manifests
     files_by_manifest: dict[str, list[str]] = field(default_factory=dict)  # live file paths per manifest
+    manifest_list_tasks: dict[str, FileTask] = field(default_factory=dict)  # every snapshot's, to spot a replay
 
 
 def verify_metadata(
@@ -127,7 +128,9 @@ def verify_metadata(
     report.checks = table_checks(meta, keys, raw, expected_metadata_hash)
     plan = plan_walk(meta, keys, snapshots, file_io, progress)
     tasks = list(plan.tasks.values())
-    file_findings = (runner or local_runner(file_io))(tasks)
+    file_findings = (runner or local_runner(file_io, progress=progress))(tasks)
+    if any(f.kind == MANIFEST_LIST and f.status in _SWAP_SUSPECTS for f in plan.findings.values()):
+        plan.manifest_list_tasks = manifest_list_tasks(meta, keys)
     findings = list(plan.findings.values()) + identify_swaps(file_findings, plan, file_io)
     findings += [check_statistics_file(stats, file_io) for stats in meta.statistics]
     order = {kind: i for i, kind in enumerate(KINDS)}
@@ -292,25 +295,42 @@ def _bytes(value) -> bytes | None:
 # --- running the file checks --------------------------------------------------------------------
 
 
-def local_runner(file_io: FileIO, threads: int | None = None) -> Runner:
+def local_runner(file_io: FileIO, threads: int | None = None, progress: Progress | None = None) -> Runner:
     """Verify tasks in this process with a small thread pool (AES-GCM releases the GIL)."""
     workers = threads or min(4, os.cpu_count() or 1)
 
     def run(tasks: list[FileTask]) -> list[FileFinding]:
-        if len(tasks) <= 1 or workers == 1:
-            return [check_file(task, file_io) for task in tasks]
+        results = []
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="verify") as pool:
-            return list(pool.map(lambda task: check_file(task, file_io), tasks))
+            for done, finding in enumerate(pool.map(lambda task: check_file(task, file_io), tasks), 1):
+                results.append(finding)
+                if progress:
+                    progress("files", done, len(tasks))
+        return results
 
     return run
 
 
+def manifest_list_tasks(meta: TableMetadata, keys: TableKeys) -> dict[str, FileTask]:
+    """Every snapshot's manifest list with its key, where the key opens (candidates for a replay)."""
+    tasks = {}
+    for snapshot in meta.snapshots.values():
+        try:
+            key = keys.manifest_list_key(snapshot)
+        except KeyLookupError:
+            continue
+        tasks[snapshot.manifest_list] = FileTask(snapshot.manifest_list, MANIFEST_LIST, "AVRO",
+                                                 key_metadata=key.serialize(), expected_size=key.file_length)
+    return tasks
+
+
 def identify_swaps(findings: list[FileFinding], plan: WalkPlan, file_io: FileIO) -> list[FileFinding]:
     """Turn a failing file whose bytes authenticate as another file of the table into WRONG_FILE."""
-    manifest_failures = [plan.manifest_tasks[f.path] for f in plan.findings.values()
-                         if f.kind == MANIFEST and f.status in _SWAP_SUSPECTS and f.path in plan.manifest_tasks]
-    for task in manifest_failures:
-        _mark_swap(plan.findings[task.path], task, list(plan.manifest_tasks.values()), file_io)
+    for pool in (plan.manifest_tasks, plan.manifest_list_tasks):
+        for path, task in pool.items():
+            finding = plan.findings.get(path)
+            if finding is not None and finding.status in _SWAP_SUSPECTS:
+                _mark_swap(finding, task, list(pool.values()), file_io)
     by_format: dict[str, list[FileTask]] = {}
     for task in plan.tasks.values():
         by_format.setdefault(task.file_format, []).append(task)
