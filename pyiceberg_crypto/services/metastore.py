@@ -67,8 +67,10 @@ class StandaloneMetastore(ServiceProcess):
         directory: holds the Derby database (``metastore_db``), ``derby.log`` and the process log.
         host: address to bind; keep 127.0.0.1 unless other machines must reach it (it has no auth).
         port: TCP port, 0 for a free one (known after :meth:`start`, see :attr:`uri`).
-        hadoop_conf: extra Hive / Hadoop settings for the metastore (``key: value``).
-        startup_timeout: seconds to wait for the port to open (a cold start takes ~5-15 s).
+        hadoop_conf: extra Hive / Hadoop settings for the metastore (``key: value``); they are
+            passed on its command line, so never put a password here.
+        startup_timeout: seconds to wait for the port to open (measured 10-35 s on a busy
+            2-vCPU machine; the first start also creates the Derby schema).
         heap: JVM maximum heap (``-Xmx``).
     """
 
