@@ -9,6 +9,7 @@ else (log file, timeouts, clean shutdown, errors that quote the log) lives here:
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import socket
@@ -18,6 +19,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 LOOPBACK = "127.0.0.1"
+
+#: Services started by this interpreter and not yet stopped: killed at exit so none outlives it.
+_RUNNING: set["ServiceProcess"] = set()
 
 
 class ServiceError(RuntimeError):
@@ -78,6 +82,7 @@ class ServiceProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C in the parent does not reach it half-way
             )
+        _RUNNING.add(self)
         self.wait_ready(self.startup_timeout)
         return self
 
@@ -99,6 +104,7 @@ class ServiceProcess:
 
     def stop(self, timeout: float = 15.0) -> None:
         """Ask the process to end (SIGTERM), then SIGKILL it after ``timeout`` seconds."""
+        _RUNNING.discard(self)
         if not self.running:
             return
         self._process.terminate()
@@ -109,6 +115,7 @@ class ServiceProcess:
 
     def kill(self) -> None:
         """End the process at once (SIGKILL), as a crash would: for fault-injection tests."""
+        _RUNNING.discard(self)
         if self._process is None or self._process.poll() is not None:
             return
         try:
@@ -131,6 +138,12 @@ class ServiceProcess:
         except OSError:
             return f"no log at {self.log_path}"
         return f"last lines of {self.log_path}:\n" + "\n".join(text)
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for service in list(_RUNNING):
+        service.kill()
 
 
 def free_port(host: str = LOOPBACK) -> int:
