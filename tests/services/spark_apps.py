@@ -28,7 +28,13 @@ def open_session(job: dict, app_name: str):
         s3_endpoint=job["s3_endpoint"], s3_region=job["s3_region"], s3_path_style_access=True,
         extra_catalog_properties={"cache-enabled": "false"},  # every read asks the metastore
     )
-    builder = config.local_spark_builder(app_name, master="local[1]").config("spark.driver.memory", "768m")
+    builder = (
+        config.local_spark_builder(app_name, master="local[1]")
+        .config("spark.driver.memory", "768m")
+        # Short-lived drivers on tiny tables: C1 only and the serial collector (as for the loopback
+        # metastore) cut their run time on a 2-vCPU machine by about a third.
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+    )
     spark = config.configure_spark_with_encryption(builder, settings).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     keys = {key_id: bytes.fromhex(key) for key_id, key in job["master_keys"].items()}
