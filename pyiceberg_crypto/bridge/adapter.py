@@ -19,11 +19,14 @@ OPERATIONS = ("wrap", "unwrap", "generate", "initialize")
 class OperationStats:
     """Calls of one KMS operation through the bridge: how many, how many failed, how long.
 
-    ``calls`` counts every call (failed ones included); ``total_seconds`` and ``max_seconds``
-    measure the time spent in the Python KMS, from the JVM's request arriving to the answer.
+    ``calls`` counts every finished call (failed ones included); ``total_seconds`` and
+    ``max_seconds`` measure the time spent in the Python KMS, from the JVM's request arriving to the
+    answer; ``in_flight`` counts calls still running (a hung KMS shows here, not in ``failures``:
+    the JVM gave up on it after the registration's timeout).
     """
 
     calls: int = 0
+    in_flight: int = 0
     failures: int = 0
     total_seconds: float = 0.0
     max_seconds: float = 0.0
@@ -33,6 +36,7 @@ class OperationStats:
         return self.total_seconds / self.calls if self.calls else 0.0
 
     def _record(self, seconds: float, failed: bool) -> None:
+        self.in_flight -= 1
         self.calls += 1
         self.failures += int(failed)
         self.total_seconds += seconds
@@ -80,10 +84,12 @@ class KmsCallStats:
         return KmsCallStats({name: replace(op) for name, op in self.operations.items()})
 
     def since(self, earlier: KmsCallStats) -> KmsCallStats:
-        """Calls and failures made after ``earlier`` (a :meth:`snapshot`); max is not subtracted."""
+        """Calls and failures made after ``earlier`` (a :meth:`snapshot`); max and in-flight are
+        the current values."""
         return KmsCallStats({
             name: OperationStats(
                 calls=op.calls - earlier.operations[name].calls,
+                in_flight=op.in_flight,
                 failures=op.failures - earlier.operations[name].failures,
                 total_seconds=op.total_seconds - earlier.operations[name].total_seconds,
                 max_seconds=op.max_seconds,
@@ -93,8 +99,8 @@ class KmsCallStats:
 
     def to_dict(self) -> dict[str, dict[str, float]]:
         return {
-            name: {"calls": op.calls, "failures": op.failures, "total_seconds": op.total_seconds,
-                   "max_seconds": op.max_seconds}
+            name: {"calls": op.calls, "failures": op.failures, "in_flight": op.in_flight,
+                   "total_seconds": op.total_seconds, "max_seconds": op.max_seconds}
             for name, op in self.operations.items()
         }
 
@@ -119,6 +125,8 @@ class KmsCallbackAdapter:
         self._initialize_lock = threading.Lock()
 
     def _run(self, operation: str, fn, *args):
+        with self._lock:
+            self.stats.operations[operation].in_flight += 1
         start = time.perf_counter()
         failed = True
         try:

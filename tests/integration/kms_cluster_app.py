@@ -6,13 +6,16 @@ session costs ~10 s).
 
 Runs, in WORKDIR, every operation that calls the KMS on executors, then executor-side faults
 (a KMS that raises, that hangs, a callback server that went away) and their recovery, then
-``DROP TABLE ... PURGE``. Prints one ``RESULT {json}`` line per step; writes the secrets that must
-never appear in a log (master key, KEKs, auth tokens; hex) to WORKDIR/secrets.json.
+``DROP TABLE ... PURGE``. Logging is at its most verbose everywhere (log4j DEBUG in the driver and
+executors, java.util.logging ALL, Python DEBUG) and the Spark event log is on. Prints one
+``RESULT {json}`` line per step; writes the secrets that must never appear in a log (master key,
+KEKs, data keys, auth tokens; hex) to WORKDIR/secrets.json.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import threading
@@ -21,6 +24,7 @@ from pathlib import Path
 
 from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import register_kms
+from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.kms import InMemoryKms, KmsError
 
 TIMEOUT_SECONDS = 3
@@ -58,8 +62,38 @@ class FaultyKms(InMemoryKms):
         return key
 
 
+LOG4J_DEBUG = """
+rootLogger.level = debug
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c: %m%n%ex
+# Only the metastore's database layer stays quieter (megabytes of SQL text, nothing of ours).
+logger.datanucleus.name = DataNucleus
+logger.datanucleus.level = info
+logger.derby.name = org.apache.derby
+logger.derby.level = info
+"""
+JUL_ALL = """
+handlers = java.util.logging.ConsoleHandler
+.level = ALL
+java.util.logging.ConsoleHandler.level = ALL
+"""
+
+
+def verbose_logging_options(workdir: Path) -> str:
+    (workdir / "log4j2-debug.properties").write_text(LOG4J_DEBUG)
+    (workdir / "jul-all.properties").write_text(JUL_ALL)
+    logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
+    return (f"-Dlog4j2.configurationFile={(workdir / 'log4j2-debug.properties').as_uri()} "
+            f"-Djava.util.logging.config.file={workdir / 'jul-all.properties'}")
+
+
 def main(workdir: Path) -> None:
     os.chdir(workdir)
+    java_options = verbose_logging_options(workdir)
     master_key = os.urandom(16)
     kms = FaultyKms({"k": master_key})
     settings = config.spark_settings("c", warehouse="wh", extra_catalog_properties={
@@ -70,6 +104,8 @@ def main(workdir: Path) -> None:
         .config("spark.eventLog.dir", (workdir / "events").as_uri())
         .config("spark.task.maxFailures", "2")
         .config("spark.executor.memory", "768m")
+        .config("spark.driver.extraJavaOptions", java_options)
+        .config("spark.executor.extraJavaOptions", java_options)
     )
     (workdir / "events").mkdir()
     spark = config.configure_spark_with_encryption(builder, settings).getOrCreate()
@@ -158,6 +194,8 @@ def main(workdir: Path) -> None:
     report("driver fault committed nothing", current_snapshot(spark, "fresh") == snapshot,
            data_files_left_by_failed_write=len(set(Path("wh/db.db/t/data").glob("*.parquet")) - data_files))
 
+    data_keys = {StandardKeyMetadata.parse(bytes(row[0])).encryption_key for row in spark.sql(
+        "SELECT key_metadata FROM c.db.t.all_files").collect()}
     tracked = [Path(row[0].removeprefix("file:")) for row in spark.sql(
         "SELECT file_path FROM c.db.t.all_files UNION ALL SELECT path FROM c.db.t.all_manifests").collect()]
     step("drop table purge", lambda: spark.sql("DROP TABLE c.db.t PURGE").collect())
@@ -167,6 +205,7 @@ def main(workdir: Path) -> None:
     (workdir / "secrets.json").write_text(json.dumps({
         "master key": master_key.hex(),
         **{f"kek {i}": kek.hex() for i, kek in enumerate(sorted(kms.keks))},
+        **{f"data key {i}": key.hex() for i, key in enumerate(sorted(data_keys))},
         **{f"token {i}": token for i, token in enumerate(tokens)},
     }))
     spark.stop()
