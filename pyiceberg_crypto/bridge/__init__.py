@@ -1,4 +1,4 @@
-"""The bridge between Iceberg's JVM and a Python KMS (Py4J, authenticated, loopback only)."""
+"""The bridge between Iceberg's JVMs (driver and executors) and a Python KMS (Py4J, authenticated, loopback by default)."""
 
 from pyiceberg_crypto.bridge.adapter import KmsCallStats, OperationStats
 from pyiceberg_crypto.bridge.registration import BridgeError, KmsRegistration, register_kms, registered, unregister_all

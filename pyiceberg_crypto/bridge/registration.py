@@ -148,6 +148,7 @@ def register_kms(
         adapter = KmsCallbackAdapter(kms)
         server = KmsCallbackServer(adapter, sc._gateway._gateway_client, address=bind_address)
         redact_in_py4j_logs(server.auth_token)  # Py4J logs the command that carries it at DEBUG
+        _redact_gateway_token(sc)
         try:
             registry.register(name, advertised, server.port, server.auth_token, server.object_id,
                               max(1, int(timeout_seconds * 1000)))
@@ -188,6 +189,17 @@ def _spark_context(spark):
     if getattr(sc, "_jvm", None) is None or getattr(sc, "_jsc", None) is None:
         raise BridgeError("the SparkContext has no JVM (was it stopped?)")
     return sc
+
+
+def _redact_gateway_token(sc) -> None:
+    """PySpark's own gateway secret is sent (and logged by Py4J at DEBUG) by every new Python
+    thread's connection: keep it out of the logs too, from the first registration on."""
+    try:
+        token = sc._gateway.gateway_parameters.auth_token
+    except AttributeError:
+        return
+    if token:
+        redact_in_py4j_logs(token)
 
 
 def _advertised_host(sc, bind_address: str) -> str:

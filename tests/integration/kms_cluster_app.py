@@ -7,7 +7,7 @@ session costs ~10 s).
 Runs, in WORKDIR, every operation that calls the KMS on executors, then executor-side faults
 (a KMS that raises, that hangs, a callback server that went away) and their recovery, then
 ``DROP TABLE ... PURGE``. Logging is at its most verbose everywhere (log4j DEBUG in the driver and
-executors, java.util.logging ALL, Python DEBUG) and the Spark event log is on. Prints one
+executors, java.util.logging INFO, Python DEBUG) and the Spark event log is on. Prints one
 ``RESULT {json}`` line per step; writes the secrets that must never appear in a log (master key,
 KEKs, data keys, auth tokens; hex) to WORKDIR/secrets.json.
 """
@@ -76,19 +76,21 @@ logger.datanucleus.level = info
 logger.derby.name = org.apache.derby
 logger.derby.level = info
 """
-JUL_ALL = """
+# java.util.logging at INFO, where Py4J logs every callback command (with key bytes) unless the
+# bridge silences it. (Not ALL: Janino's FINE-level code paths then break Spark's code generation.)
+JUL_INFO = """
 handlers = java.util.logging.ConsoleHandler
-.level = ALL
+.level = INFO
 java.util.logging.ConsoleHandler.level = ALL
 """
 
 
 def verbose_logging_options(workdir: Path) -> str:
     (workdir / "log4j2-debug.properties").write_text(LOG4J_DEBUG)
-    (workdir / "jul-all.properties").write_text(JUL_ALL)
+    (workdir / "jul-info.properties").write_text(JUL_INFO)
     logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
     return (f"-Dlog4j2.configurationFile={(workdir / 'log4j2-debug.properties').as_uri()} "
-            f"-Djava.util.logging.config.file={workdir / 'jul-all.properties'}")
+            f"-Djava.util.logging.config.file={workdir / 'jul-info.properties'}")
 
 
 def main(workdir: Path) -> None:
@@ -109,6 +111,7 @@ def main(workdir: Path) -> None:
     )
     (workdir / "events").mkdir()
     spark = config.configure_spark_with_encryption(builder, settings).getOrCreate()
+    spark.sparkContext.setLogLevel("DEBUG")  # PySpark resets the driver's root level to WARN at start
     tokens = []
 
     def register():
@@ -128,6 +131,7 @@ def main(workdir: Path) -> None:
     for start in (0, 1000, 2000):
         spark.sql(f"INSERT INTO c.db.t SELECT id, cast(id as string) FROM range({start}, {start + 1000}, 1, 2)")
     spark.sql("DELETE FROM c.db.t WHERE id % 10 = 0")
+    data_keys = data_keys_of(spark)
     executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
     report("executors", executors == 2, executors=executors)
     orphan = next(Path("wh/db.db/t/data").glob("*.parquet")).with_name("orphan.parquet")
@@ -194,8 +198,7 @@ def main(workdir: Path) -> None:
     report("driver fault committed nothing", current_snapshot(spark, "fresh") == snapshot,
            data_files_left_by_failed_write=len(set(Path("wh/db.db/t/data").glob("*.parquet")) - data_files))
 
-    data_keys = {StandardKeyMetadata.parse(bytes(row[0])).encryption_key for row in spark.sql(
-        "SELECT key_metadata FROM c.db.t.all_files").collect()}
+    data_keys |= data_keys_of(spark)
     tracked = [Path(row[0].removeprefix("file:")) for row in spark.sql(
         "SELECT file_path FROM c.db.t.all_files UNION ALL SELECT path FROM c.db.t.all_manifests").collect()]
     step("drop table purge", lambda: spark.sql("DROP TABLE c.db.t PURGE").collect())
@@ -209,6 +212,12 @@ def main(workdir: Path) -> None:
         **{f"token {i}": token for i, token in enumerate(tokens)},
     }))
     spark.stop()
+
+
+def data_keys_of(spark) -> set[bytes]:
+    """The DEKs of every data and delete file the table still references."""
+    rows = spark.sql("SELECT key_metadata FROM c.db.t.all_files").collect()
+    return {StandardKeyMetadata.parse(bytes(row[0])).encryption_key for row in rows}
 
 
 def current_snapshot(spark, catalog: str = "c"):
