@@ -22,6 +22,7 @@ loopback unless ``bind_address`` says otherwise (needed when executors run on ot
 from __future__ import annotations
 
 import atexit
+import base64
 import logging
 import threading
 import weakref
@@ -67,6 +68,11 @@ class KmsRegistration:
     def port(self) -> int:
         """Port of the authenticated callback server (for diagnostics and tests)."""
         return self._server.port
+
+    @property
+    def tls(self) -> bool:
+        """True when the listener speaks TLS (every address but 127.0.0.1)."""
+        return self._server.tls
 
     @property
     def address(self) -> str:
@@ -123,9 +129,9 @@ def register_kms(
         timeout_seconds: how long a JVM waits to connect and for one KMS call before failing it.
         bind_address: where the callback server listens. Loopback (default) serves the driver and
             executors on this machine only. On a real cluster pass the driver's address reachable
-            by executors (or ``"0.0.0.0"``: executors are then told ``spark.driver.host``). Calls
-            stay token-authenticated, but key bytes cross that network unencrypted: use it only on
-            a network you trust (see README, "The Python KMS on a cluster").
+            by executors (or ``"0.0.0.0"``: executors are then told ``spark.driver.host``). Any
+            address but 127.0.0.1 gets TLS with a per-registration certificate that the JVMs
+            pin (see README, "The Python KMS on a cluster").
     """
     if not hasattr(kms, "wrap_key") or not hasattr(kms, "unwrap_key"):
         raise TypeError(f"kms must implement wrap_key/unwrap_key (a KeyManagementClient), got {type(kms).__name__}")
@@ -150,8 +156,9 @@ def register_kms(
         redact_in_py4j_logs(server.auth_token)  # Py4J logs the command that carries it at DEBUG
         _redact_gateway_token(sc)
         try:
+            certificate = base64.b64encode(server.certificate).decode() if server.certificate else ""
             registry.register(name, advertised, server.port, server.auth_token, server.object_id,
-                              max(1, int(timeout_seconds * 1000)))
+                              max(1, int(timeout_seconds * 1000)), certificate)
         except Exception:
             server.close()
             raise

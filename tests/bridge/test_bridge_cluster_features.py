@@ -6,12 +6,15 @@ Executor JVMs themselves are exercised by tests/integration/test_kms_executors.p
 
 from __future__ import annotations
 
+import base64
 import os
+import socket
 import threading
 
 import pytest
 
 from pyiceberg_crypto.bridge import register_kms
+from pyiceberg_crypto.bridge.callback_server import _self_signed_tls_context
 from pyiceberg_crypto.bridge.registration import _advertised_host
 from pyiceberg_crypto.kms import InMemoryKms, KmsError
 
@@ -122,11 +125,38 @@ def test_listen_address_is_loopback_unless_opted_in(spark, jvm):
     kms = InMemoryKms.with_random_keys("m1")
     with register_kms(spark, kms, name="loop") as registration:
         assert registration.address == "127.0.0.1"
-    # The opt-in: another address (here another loopback address, so the test opens no network port).
+        assert not registration.tls  # the channel never leaves the host
+
+
+def test_any_other_listen_address_speaks_tls_with_a_pinned_certificate(spark, jvm):
+    """The opt-in (here another loopback address, so the test opens no network port): TLS, and
+    neither a silent nor a plaintext peer can stall the listener or reach the KMS."""
+    kms = InMemoryKms.with_random_keys("m1")
     with register_kms(spark, kms, name="elsewhere", bind_address="127.0.0.2") as registration:
-        assert registration.address == "127.0.0.2"
+        assert registration.address == "127.0.0.2" and registration.tls
+        silent = socket.create_connection(("127.0.0.2", registration.port), timeout=5)  # never speaks
+        with socket.create_connection(("127.0.0.2", registration.port), timeout=5) as plain:
+            server = registration._server
+            plain.sendall(f"A\n{server.auth_token}\ne\nc\n{server.object_id}\nwrapKey\n"
+                          "jQUFBQUFBQUFBQUFBQUFBQQ==\nsm1\ne\n".encode())
+            assert b"!y" not in _read_some(plain)  # a plaintext Py4J client gets no answer
         client = _java_client(jvm, "elsewhere")
         assert kms.unwrap_key(_array(jvm, client.wrapKey(_buffer(jvm, b"k" * 16), "m1")), "m1") == b"k" * 16
+        assert registration.stats.wrap == 1  # only the TLS client reached the KMS
+        silent.close()
+
+        # A JVM pinning another certificate (a listener impersonating the KMS) refuses to talk.
+        _, other_certificate = _self_signed_tls_context()
+        jvm.io.pyicebergcrypto.bridge.PythonKmsRegistry.register(
+            "impostor", "127.0.0.2", registration.port, server.auth_token, server.object_id, 5000,
+            base64.b64encode(other_certificate).decode())
+        try:
+            with pytest.raises(Exception) as excinfo:
+                _java_client(jvm, "impostor").wrapKey(_buffer(jvm, b"k" * 16), "m1")
+            assert "Python KMS 'impostor' failed to wrap a key with key id 'm1': the TLS handshake" in str(excinfo.value)
+        finally:
+            jvm.io.pyicebergcrypto.bridge.PythonKmsRegistry.unregister("impostor")
+        assert registration.stats.wrap == 1
     # A wildcard listener tells executors the driver's host, which Spark already knows.
     assert _advertised_host(spark.sparkContext, "0.0.0.0") == spark.sparkContext.getConf().get("spark.driver.host")
     with pytest.raises(ValueError, match="bind_address"):
@@ -168,3 +198,10 @@ def test_ten_thousand_concurrent_calls_in_both_directions_leak_no_connection(spa
         # At most one callback connection per concurrently calling JVM thread, all still reusable.
         assert len([c for c in registration._server._server.connections if c.is_alive()]) <= THREADS
         assert len(os.listdir("/proc/self/fd")) - fds_before <= 2 * THREADS + 4
+
+
+def _read_some(sock) -> bytes:
+    try:
+        return sock.recv(4096)
+    except (ConnectionResetError, socket.timeout, OSError):
+        return b""

@@ -114,8 +114,8 @@ def main(workdir: Path) -> None:
     spark.sparkContext.setLogLevel("DEBUG")  # PySpark resets the driver's root level to WARN at start
     tokens = []
 
-    def register():
-        registration = register_kms(spark, kms, name="default", timeout_seconds=TIMEOUT_SECONDS)
+    def register(**options):
+        registration = register_kms(spark, kms, name="default", timeout_seconds=TIMEOUT_SECONDS, **options)
         tokens.append(registration._server.auth_token)
         return registration
 
@@ -183,7 +183,10 @@ def main(workdir: Path) -> None:
 
     registration._server.close()  # the callback server went away (as if its process died)
     step("executor fault unreachable", lambda: spark.sql(probe).collect())
-    registration = register()  # registering again gives executors a new endpoint
+    # Registering again gives executors a new endpoint; this one on another address, so from now on
+    # executors talk TLS with the certificate pinned in the endpoint they receive.
+    registration = register(bind_address="127.0.0.2")
+    report("re-registered with TLS", registration.tls)
     step("recovered after re-registration", lambda: spark.sql(probe).collect())
     report("snapshot unchanged by faults", current_snapshot(spark) == snapshot)
     step("rows after faults", count, expected=list(expected))

@@ -79,6 +79,8 @@ def test_executor_faults_fail_with_kms_operation_and_key_id_then_recover(cluster
     assert "Python KMS 'default' failed to unwrap a key with key id 'k'" in failed["error"]
     assert reason in failed["error"]
     assert "executor" in failed["error"]  # it really failed in an executor JVM
+    if fault == "unreachable":
+        _ok(steps, "re-registered with TLS")  # executors switched to the new endpoint, over TLS
     recovered = "recovered after re-registration" if fault == "unreachable" else f"recovered after {fault}"
     assert "orphan.parquet" not in _ok(steps, recovered)["value"]  # dry run finds nothing left to remove
 

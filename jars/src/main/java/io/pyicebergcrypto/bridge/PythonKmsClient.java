@@ -155,6 +155,10 @@ public class PythonKmsClient implements KeyManagementClient {
       if (t instanceof java.net.SocketTimeoutException) {
         return "no answer from the Python KMS within its timeout (register_kms(..., timeout_seconds=...))";
       }
+      if (t instanceof javax.net.ssl.SSLException) {
+        return "the TLS handshake with the Python KMS failed (not the listener registered for this"
+            + " name: " + t.getClass().getSimpleName() + ")";
+      }
       if (t instanceof java.net.ConnectException || t instanceof java.net.NoRouteToHostException) {
         return "the Python KMS is unreachable (its callback server is stopped: was the Python"
             + " process or SparkContext stopped, or the KMS unregistered? On a cluster, executors"

@@ -5,12 +5,21 @@ import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.net.UnknownHostException;
+import java.security.GeneralSecurityException;
+import java.security.cert.CertificateException;
+import java.security.cert.X509Certificate;
+import java.util.Arrays;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.logging.Level;
 import java.util.logging.Logger;
 import javax.net.SocketFactory;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.SSLSocket;
+import javax.net.ssl.SSLSocketFactory;
+import javax.net.ssl.TrustManager;
+import javax.net.ssl.X509TrustManager;
 import py4j.CallbackClient;
 import py4j.Gateway;
 
@@ -46,7 +55,7 @@ final class PythonKmsEndpoint {
   private final Set<String> initializedWith = ConcurrentHashMap.newKeySet();
 
   PythonKmsEndpoint(String name, ShippedEndpoint address, boolean registeredHere)
-      throws UnknownHostException {
+      throws UnknownHostException, GeneralSecurityException {
     this.name = name;
     this.address = address;
     this.registeredHere = registeredHere;
@@ -58,7 +67,7 @@ final class PythonKmsEndpoint {
             address.authToken,
             CallbackClient.DEFAULT_MIN_CONNECTION_TIME,
             TimeUnit.SECONDS,
-            new ConnectTimeoutSocketFactory(address.timeoutMillis),
+            new BoundedSocketFactory(address.timeoutMillis, pinnedTls(address.certificate)),
             false,
             address.timeoutMillis);
     Gateway gateway = new Gateway(null, client);
@@ -114,12 +123,52 @@ final class PythonKmsEndpoint {
     return "PythonKmsEndpoint{name=" + name + ", " + address + "}";
   }
 
-  /** Plain sockets whose connect() is bounded too (an unreachable driver must not stall a task). */
-  private static final class ConnectTimeoutSocketFactory extends SocketFactory {
-    private final int timeoutMillis;
+  /**
+   * TLS that trusts exactly one certificate: the one the Python side generated for this
+   * registration (no CA, no host name: the pin is the identity). Null for plain loopback.
+   */
+  private static SSLSocketFactory pinnedTls(byte[] certificate) throws GeneralSecurityException {
+    if (certificate == null) {
+      return null;
+    }
+    X509TrustManager pinned =
+        new X509TrustManager() {
+          @Override
+          public void checkServerTrusted(X509Certificate[] chain, String authType)
+              throws CertificateException {
+            if (chain == null || chain.length == 0 || !Arrays.equals(chain[0].getEncoded(), certificate)) {
+              throw new CertificateException(
+                  "the Python KMS listener presented another certificate than the registered one");
+            }
+          }
 
-    ConnectTimeoutSocketFactory(int timeoutMillis) {
+          @Override
+          public void checkClientTrusted(X509Certificate[] chain, String authType)
+              throws CertificateException {
+            throw new CertificateException("not a server");
+          }
+
+          @Override
+          public X509Certificate[] getAcceptedIssuers() {
+            return new X509Certificate[0];
+          }
+        };
+    SSLContext context = SSLContext.getInstance("TLS");
+    context.init(null, new TrustManager[] {pinned}, null);
+    return context.getSocketFactory();
+  }
+
+  /**
+   * Sockets whose connect() and TLS handshake are bounded by the call timeout (an unreachable
+   * driver must not stall a task), over TLS when the endpoint has a certificate.
+   */
+  private static final class BoundedSocketFactory extends SocketFactory {
+    private final int timeoutMillis;
+    private final SSLSocketFactory tls;
+
+    BoundedSocketFactory(int timeoutMillis, SSLSocketFactory tls) {
       this.timeoutMillis = timeoutMillis;
+      this.tls = tls;
     }
 
     @Override
@@ -132,11 +181,17 @@ final class PythonKmsEndpoint {
       Socket socket = new Socket();
       try {
         socket.connect(new InetSocketAddress(host, port), timeoutMillis);
+        if (tls == null) {
+          return socket;
+        }
+        SSLSocket secured = (SSLSocket) tls.createSocket(socket, host.getHostAddress(), port, true);
+        secured.setSoTimeout(timeoutMillis);
+        secured.startHandshake();
+        return secured;
       } catch (IOException e) {
         socket.close();
         throw e;
       }
-      return socket;
     }
 
     @Override

@@ -18,14 +18,30 @@ public final class PythonKmsRegistry {
 
   private PythonKmsRegistry() {}
 
-  /** Register (or replace) the endpoint for {@code name} in this JVM. Called from Python. */
+  /** Register (or replace) a plain loopback endpoint for {@code name} in this JVM. */
   public static void register(
       String name, String host, int port, String authToken, String objectId, int timeoutMillis)
       throws Exception {
+    register(name, host, port, authToken, objectId, timeoutMillis, "");
+  }
+
+  /**
+   * Register (or replace) the endpoint for {@code name} in this JVM. Called from Python. {@code
+   * certificateBase64}: the DER certificate of the Python side's TLS listener (pinned), or empty
+   * for a plain loopback listener.
+   */
+  public static void register(
+      String name, String host, int port, String authToken, String objectId, int timeoutMillis,
+      String certificateBase64)
+      throws Exception {
+    byte[] certificate =
+        certificateBase64 == null || certificateBase64.isEmpty()
+            ? null
+            : java.util.Base64.getDecoder().decode(certificateBase64);
     ShippedEndpoint address =
         new ShippedEndpoint(
             ShippedEndpoint.THIS_JVM, GENERATIONS.incrementAndGet(), host, port, authToken, objectId,
-            timeoutMillis);
+            timeoutMillis, certificate);
     PythonKmsEndpoint previous = ENDPOINTS.put(name, new PythonKmsEndpoint(name, address, true));
     if (previous != null) {
       previous.close();
@@ -85,11 +101,11 @@ public final class PythonKmsRegistry {
           try {
             replaced[0] = existing;
             return new PythonKmsEndpoint(name, shipped, false);
-          } catch (java.net.UnknownHostException e) {
+          } catch (java.net.UnknownHostException | java.security.GeneralSecurityException e) {
             throw new PythonKmsException(
                 String.format(
-                    "Python KMS '%s': unknown driver host '%s' in the shipped endpoint",
-                    name, shipped.host));
+                    "Python KMS '%s': cannot set up the client for the driver's endpoint %s: %s",
+                    name, shipped, e.getMessage()));
           }
         });
     if (replaced[0] != null) {

@@ -24,10 +24,12 @@ final class ShippedEndpoint implements Serializable {
   final String authToken;
   final String objectId;
   final int timeoutMillis;
+  /** DER certificate of the Python side's TLS listener, pinned by the client; null: plain loopback. */
+  final byte[] certificate;
 
   ShippedEndpoint(
       String originJvm, long generation, String host, int port, String authToken, String objectId,
-      int timeoutMillis) {
+      int timeoutMillis, byte[] certificate) {
     this.originJvm = originJvm;
     this.generation = generation;
     this.host = host;
@@ -35,6 +37,7 @@ final class ShippedEndpoint implements Serializable {
     this.authToken = authToken;
     this.objectId = objectId;
     this.timeoutMillis = timeoutMillis;
+    this.certificate = certificate;
   }
 
   boolean fromThisJvm() {
@@ -48,6 +51,7 @@ final class ShippedEndpoint implements Serializable {
 
   @Override
   public String toString() {
-    return "ShippedEndpoint{" + host + ":" + port + ", generation=" + generation + "}";
+    return "ShippedEndpoint{" + host + ":" + port + (certificate == null ? "" : " (TLS)")
+        + ", generation=" + generation + "}";
   }
 }
