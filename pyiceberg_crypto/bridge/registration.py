@@ -11,8 +11,8 @@ refers to.
 
 The catalog finds the KMS by the catalog property ``pyiceberg-crypto.kms-name`` (set by
 :func:`pyiceberg_crypto.config.spark_settings`). Registering the same name again replaces the
-previous KMS (or returns the existing registration if it is the same object), so notebooks can
-re-run cells safely. Stopping the SparkContext unregisters and shuts the callback server down.
+previous KMS (or returns the existing registration if it is the same object with the same
+options), so notebooks can re-run cells safely. Stopping the SparkContext unregisters and shuts the callback server down.
 
 Executors: Iceberg ships the Java KMS client inside task data; it carries this registration's
 endpoint (address, port, token), so executor JVMs call this process's KMS directly. The endpoint is
@@ -59,6 +59,7 @@ class KmsRegistration:
         self._adapter = adapter
         self._jvm_ref = jvm
         self._closed = False
+        self._options: tuple = ()  # (bind_address, timeout_seconds) it was registered with
 
     @property
     def stats(self) -> KmsCallStats:
@@ -147,7 +148,9 @@ def register_kms(
     registry = _registry(jvm)
     with _lock:
         existing = _registrations.get(name)
-        if existing is not None and existing.active and existing.kms is kms and not existing._server.closed:
+        options = (bind_address, timeout_seconds)
+        if (existing is not None and existing.active and existing.kms is kms and not existing._server.closed
+                and existing._options == options):
             return existing
         if existing is not None:
             existing.close()
@@ -163,6 +166,7 @@ def register_kms(
             server.close()
             raise
         registration = KmsRegistration(name, kms, server, adapter, jvm)
+        registration._options = options
         _registrations[name] = registration
         _install_stop_hook(sc)
         return registration
