@@ -38,9 +38,9 @@ def run_decrypt(args: argparse.Namespace) -> int:
         if os.path.exists(args.out) and os.path.samefile(args.file, args.out):
             raise UsageError("OUT must differ from FILE")
     except UsageError as exc:
-        return usage_failure(exc)
+        return usage_failure(exc, args)
     except OSError as exc:
-        return unreadable_failure(args.file, exc)
+        return unreadable_failure(args.file, exc, args)
     directory = os.path.dirname(os.path.abspath(args.out))
     tmp_path = None
     try:
@@ -54,9 +54,9 @@ def run_decrypt(args: argparse.Namespace) -> int:
             print(json.dumps({"file": args.file, "ok": False, "failures": [error_dict(exc)]}))
         return integrity_failure(exc)
     except FormatError as exc:
-        return usage_failure(exc)
+        return usage_failure(exc, args)
     except OSError as exc:
-        return usage_failure(f"{exc.filename or args.out}: {exc.strerror or exc}")
+        return usage_failure(f"{exc.filename or args.out}: {exc.strerror or exc}", args)
     finally:
         if tmp_path is not None and os.path.exists(tmp_path):
             os.unlink(tmp_path)

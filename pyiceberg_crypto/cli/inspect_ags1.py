@@ -113,7 +113,7 @@ def inspect_ags1(args: argparse.Namespace) -> int:
     try:
         keys = keys_from_args(args)
     except UsageError as exc:
-        return usage_failure(exc)
+        return usage_failure(exc, args)
     try:
         report = examine(args.file, keys)
     except IntegrityError as exc:
@@ -121,7 +121,7 @@ def inspect_ags1(args: argparse.Namespace) -> int:
             print(json.dumps({"file": args.file, "format": "AGS1", "ok": False, "error": error_dict(exc)}))
         return integrity_failure(exc)
     except OSError as exc:
-        return unreadable_failure(args.file, exc)
+        return unreadable_failure(args.file, exc, args)
     if args.json:
         print(json.dumps({"format": "AGS1", "ok": True, **dataclasses.asdict(report)}))
     else:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from pyiceberg_crypto.cli.main import EXIT_USAGE
-from pyiceberg_crypto.cli.options import unreadable_failure
+from pyiceberg_crypto.cli.options import integrity_failure, unreadable_failure, usage_failure
 
 
 def sniff_magic(path: str) -> bytes:
@@ -19,7 +17,7 @@ def run_inspect(args: argparse.Namespace) -> int:
     try:
         magic = sniff_magic(args.file)
     except OSError as exc:
-        return unreadable_failure(args.file, exc)
+        return unreadable_failure(args.file, exc, args)
     if magic == b"AGS1":
         from pyiceberg_crypto.cli.inspect_ags1 import inspect_ags1
 
@@ -28,8 +26,8 @@ def run_inspect(args: argparse.Namespace) -> int:
         from pyiceberg_crypto.cli.inspect_parquet import inspect_parquet
 
         return inspect_parquet(args)
-    print(
-        f"pyiceberg-crypto: {args.file}: not an AGS1 or Parquet file (starts with {magic!r})",
-        file=sys.stderr,
-    )
-    return EXIT_USAGE
+    reason = f"not an AGS1 or Parquet file (starts with {magic!r})"
+    if args.key or args.key_metadata:  # a key was given: the file is expected to be encrypted
+        error = {"type": "BadMagicError", "location": "header", "reason": reason}
+        return integrity_failure(f"{args.file}: header: {reason}", args, error)
+    return usage_failure(f"{args.file}: {reason}", args)

@@ -117,7 +117,7 @@ def inspect_parquet(args: argparse.Namespace) -> int:
     try:
         keys, expected_size = keys_from_args(args)
     except UsageError as exc:
-        return usage_failure(exc)
+        return usage_failure(exc, args)
     try:
         with open(args.file, "rb") as handle:
             report = verify_parquet(handle, keys, name=args.file, expected_size=expected_size)
@@ -126,12 +126,12 @@ def inspect_parquet(args: argparse.Namespace) -> int:
             print(json.dumps({"file": args.file, "format": "Parquet", "ok": False, "failures": [error_dict(exc)]}))
         return integrity_failure(exc)
     except FormatError as exc:
-        return usage_failure(exc)
+        return usage_failure(exc, args)
     except OSError as exc:
-        return unreadable_failure(args.file, exc)
+        return unreadable_failure(args.file, exc, args)
     print(json.dumps(report_dict(report)) if args.json else format_report(report))
     if report.failures:
         return integrity_failure(report.failures[0])
     if report.not_verifiable:
-        return usage_failure(f"{args.file}: not verifiable without more keys: " + "; ".join(report.not_verifiable))
+        return usage_failure(f"{args.file}: not verifiable without more keys: " + "; ".join(report.not_verifiable))  # the JSON report is already printed
     return EXIT_OK

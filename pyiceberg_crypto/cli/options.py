@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import sys
 from typing import Any
 
@@ -61,18 +62,25 @@ def error_dict(err: IntegrityError) -> dict[str, Any]:
     return out
 
 
-def usage_failure(message: object) -> int:
-    """Report a usage error or unusable input on stderr; returns exit status 2."""
+def usage_failure(message: object, args: Any = None, kind: str = "usage") -> int:
+    """Report a usage error or unusable input on stderr (and as JSON on stdout with ``--json``);
+    returns exit status 2."""
+    if getattr(args, "json", False):
+        print(json.dumps({"file": getattr(args, "file", None), "ok": False,
+                          "error": {"type": kind, "reason": str(message)}}))
     print(f"pyiceberg-crypto: {message}", file=sys.stderr)
     return EXIT_USAGE
 
 
-def unreadable_failure(path: str, exc: OSError) -> int:
+def unreadable_failure(path: str, exc: OSError, args: Any = None) -> int:
     """Report an input file that cannot be read; returns exit status 2."""
-    return usage_failure(f"cannot read {path}: {exc.strerror or exc}")
+    return usage_failure(f"cannot read {path}: {exc.strerror or exc}", args, kind="unreadable")
 
 
-def integrity_failure(exc: object) -> int:
-    """Report an integrity failure (file, block/module, reason) on stderr; returns exit status 1."""
+def integrity_failure(exc: object, args: Any = None, error: dict[str, Any] | None = None) -> int:
+    """Report an integrity failure (file, block/module, reason) on stderr (and, with ``--json``
+    and an ``error`` dict, as JSON on stdout); returns exit status 1."""
+    if error is not None and getattr(args, "json", False):
+        print(json.dumps({"file": getattr(args, "file", None), "ok": False, "error": error}))
     print(f"pyiceberg-crypto: integrity failure: {exc}", file=sys.stderr)
     return EXIT_INTEGRITY

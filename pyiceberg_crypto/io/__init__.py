@@ -73,7 +73,7 @@ def file_io_for(uri: str, properties: Mapping[str, str] | None = None) -> FileIO
     Raises:
         ValueError: the scheme is not supported (the message lists the supported ones).
     """
-    scheme = uri.split("://", 1)[0] if "://" in uri else ("file" if not uri.startswith("file:") else "file")
+    scheme = uri.split("://", 1)[0].lower() if "://" in uri else "file"  # file:/a and plain paths
     if scheme == "file":
         return LocalFileIO()
     target = SCHEMES.get(scheme)

@@ -138,3 +138,35 @@ def test_java_written_file_with_java_key_metadata(jvm, tmp_path, capsys):
     path.write_bytes(path.read_bytes()[: 8 + 2 * (1024 * 1024 + 28)])  # drop the last block
     code, _, err = run(capsys, str(path), "--key-metadata", km)
     assert code == 1 and "block 2" in err
+
+
+def test_damaged_magic_with_a_key_is_an_integrity_failure(capsys, ags1_file):
+    """A file given with its key is expected to be encrypted: a wrong magic is a finding (1)."""
+    ags1_file.write_bytes(b"XGS1" + ags1_file.read_bytes()[4:])
+    code, out, err = run(capsys, str(ags1_file), "--key", KEY.hex(), "--aad-prefix", AAD.hex())
+    assert code == 1 and "integrity failure" in err and "starts with b'XGS1'" in err
+    code, out, _ = run(capsys, str(ags1_file), "--key", KEY.hex(), "--json")
+    document = json.loads(out)
+    assert code == 1 and document["ok"] is False and document["error"]["location"] == "header"
+    code, _, _ = run(capsys, str(ags1_file))  # no key: just not a file we know
+    assert code == 2
+
+
+@pytest.mark.parametrize(
+    "argv, kind",
+    [
+        (["--key", "zz"], "usage"),
+        (["--key", KEY.hex(), "--key-metadata", "AAAA"], "usage"),
+        (["--key-metadata", "not base64!"], "usage"),
+    ],
+)
+def test_json_is_printed_on_usage_errors(capsys, ags1_file, argv, kind):
+    code, out, _ = run(capsys, str(ags1_file), *argv, "--json")
+    document = json.loads(out)
+    assert code == 2 and document["ok"] is False and document["error"]["type"] == kind
+
+
+def test_json_is_printed_when_the_file_is_unreadable(capsys, tmp_path):
+    code, out, _ = run(capsys, str(tmp_path / "nope.avro"), "--json")
+    document = json.loads(out)
+    assert code == 2 and document["error"]["type"] == "unreadable"

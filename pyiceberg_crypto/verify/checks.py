@@ -1,0 +1,257 @@
+"""Verify one file against what the table says about it: the unit of work of the verifier.
+
+A :class:`FileTask` carries only what one file needs (its path, kind, format, trusted length and
+its *own* key metadata: DEK + AAD prefix); :func:`check_file` turns it into a
+:class:`~pyiceberg_crypto.verify.report.FileFinding`. The same function runs in the local walk and
+inside Spark tasks, so both give the same findings::
+
+    task = FileTask(path, DATA, "PARQUET", key_metadata=entry_key_metadata, expected_size=2628)
+    finding = check_file(task, LocalFileIO())
+    finding.status        # "OK", "TAMPERED", "PLAINTEXT", ...
+
+Order of checks: present -> plaintext magic -> trusted length -> every block/module
+authenticated under the file's own key and AAD prefix -> the decrypted content is what the
+entry says (Avro / Puffin magic, Parquet row count).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from pyiceberg_crypto.formats import ags1
+from pyiceberg_crypto.formats.errors import (
+    ExtraDataError,
+    FormatError,
+    IntegrityError,
+    LengthMismatchError,
+    TruncatedError,
+)
+from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
+from pyiceberg_crypto.formats.parquet.reader import ParquetFileReader, ParquetKeys
+from pyiceberg_crypto.formats.parquet.verify import verify_parquet
+from pyiceberg_crypto.io import FileIO
+from pyiceberg_crypto.verify.report import (
+    LENGTH_MISMATCH,
+    MISSING,
+    OK,
+    PLAINTEXT,
+    TAMPERED,
+    TRUNCATED,
+    UNVERIFIABLE,
+    FileFinding,
+)
+
+AGS1_MAGIC = b"AGS1"
+PARQUET_ENCRYPTED_MAGIC = b"PARE"
+AVRO_MAGIC = b"Obj\x01"
+PUFFIN_MAGIC = b"PFA1"
+PARQUET_MAGIC = b"PAR1"
+#: Magics of the plaintext formats an Iceberg table holds: such a file in an encrypted table is a leak.
+PLAINTEXT_MAGICS = {AVRO_MAGIC: "Avro", PUFFIN_MAGIC: "Puffin", PARQUET_MAGIC: "Parquet", b"ORC": "ORC"}
+
+
+@dataclass
+class FileTask:
+    """One file to verify. ``key_metadata`` is the file's serialized StandardKeyMetadata (its own
+    DEK and AAD prefix, nothing else); ``file_format`` is ``PARQUET``, ``AVRO`` or ``PUFFIN``."""
+
+    path: str
+    kind: str
+    file_format: str
+    key_metadata: bytes | None = field(default=None, repr=False)
+    expected_size: int | None = None
+    record_count: int | None = None
+    snapshot_ids: set[int] = field(default_factory=set)
+    entries: int = 1
+    conflict: str | None = None  # set when two entries disagree about this file
+
+    def __repr__(self) -> str:  # never shows key material
+        return (f"FileTask(path={self.path!r}, kind={self.kind!r}, format={self.file_format!r}, "
+                f"key_metadata={'set' if self.key_metadata else None}, expected_size={self.expected_size})")
+
+
+def finding_for(task: FileTask, status: str, detail: str = "", **extra) -> FileFinding:
+    return FileFinding(task.path, task.kind, status, detail, snapshot_ids=sorted(task.snapshot_ids),
+                       entries=task.entries, expected_size=task.expected_size, **extra)
+
+
+def status_of(error: IntegrityError) -> str:
+    """The report status of an integrity failure (truncation first: some errors are both)."""
+    if isinstance(error, TruncatedError):
+        return TRUNCATED
+    if isinstance(error, (ExtraDataError, LengthMismatchError)):
+        return LENGTH_MISMATCH
+    return TAMPERED
+
+
+def check_file(task: FileTask, file_io: FileIO) -> FileFinding:
+    """Verify ``task`` through ``file_io``; never raises for a problem with the file itself."""
+    try:
+        size = file_io.size(task.path)
+    except FileNotFoundError:
+        return finding_for(task, MISSING, "referenced by the table but not found in storage")
+    except OSError as exc:
+        return finding_for(task, UNVERIFIABLE, f"cannot stat the file: {exc}")
+    try:
+        with file_io.open(task.path) as handle:
+            finding = _check_open_file(task, handle, size)
+    except FileNotFoundError:
+        return finding_for(task, MISSING, "referenced by the table but not found in storage")
+    except OSError as exc:
+        return finding_for(task, UNVERIFIABLE, f"cannot read the file: {exc}", size=size)
+    finding.size = size
+    return finding
+
+
+def _check_open_file(task: FileTask, handle: BinaryIO, size: int) -> FileFinding:
+    magic = handle.read(4)
+    handle.seek(0)
+    plain_format = plaintext_format(magic)
+    if plain_format:
+        return finding_for(task, PLAINTEXT, f"a plaintext {plain_format} file (starts with {magic!r}), "
+                                            "expected an encrypted one")
+    if task.conflict:
+        return finding_for(task, TAMPERED, task.conflict)
+    if task.key_metadata is None:
+        return finding_for(task, UNVERIFIABLE, "the table records no key metadata for this file")
+    try:
+        key = StandardKeyMetadata.parse(task.key_metadata)
+    except FormatError as exc:
+        return finding_for(task, TAMPERED, f"its key metadata does not parse: {exc}")
+    trusted = key.file_length if key.file_length is not None else task.expected_size
+    if task.expected_size is not None and key.file_length is not None and key.file_length != task.expected_size:
+        return finding_for(task, LENGTH_MISMATCH, f"the entry says {task.expected_size} bytes, its key "
+                                                  f"metadata says {key.file_length}")
+    if trusted is not None and size != trusted:
+        status = TRUNCATED if size < trusted else LENGTH_MISMATCH
+        return finding_for(task, status, f"{size} bytes in storage, the trusted length is {trusted}")
+    if task.file_format == "PARQUET":
+        return _check_parquet(task, handle, key, magic, trusted)
+    if task.file_format in ("AVRO", "PUFFIN"):
+        return _check_ags1(task, handle, key, magic, trusted)
+    return finding_for(task, UNVERIFIABLE, f"{task.file_format} files are not encrypted by Iceberg")
+
+
+def plaintext_format(magic: bytes) -> str | None:
+    for prefix, name in PLAINTEXT_MAGICS.items():
+        if magic.startswith(prefix):
+            return name
+    return None
+
+
+def _check_ags1(task: FileTask, handle: BinaryIO, key: StandardKeyMetadata, magic: bytes, trusted: int | None) -> FileFinding:
+    if magic != AGS1_MAGIC:
+        return finding_for(task, TAMPERED, f"bad magic {magic!r}, expected {AGS1_MAGIC!r}", location="header")
+    try:
+        result = ags1.verify_ags1(handle, key.encryption_key, key.aad_prefix or b"", name=task.path,
+                                  file_length=trusted)
+        handle.seek(0)
+        expected = PUFFIN_MAGIC if task.file_format == "PUFFIN" else AVRO_MAGIC
+        with ags1.Ags1Reader(handle, key.encryption_key, key.aad_prefix or b"", file_length=trusted,
+                             name=task.path) as plain:
+            head = plain.read(4)
+    except IntegrityError as err:
+        return finding_for(task, status_of(err), err.reason, location=err.location)
+    except FormatError as exc:
+        return finding_for(task, TAMPERED, str(exc), location="header")
+    if head != expected:
+        return finding_for(task, TAMPERED, f"authenticated, but the plaintext starts with {head!r}, not "
+                                           f"{expected!r}", authenticated=result.block_count)
+    return finding_for(task, OK, f"AGS1, {result.block_count} block(s) authenticated",
+                       authenticated=result.block_count)
+
+
+def _check_parquet(task: FileTask, handle: BinaryIO, key: StandardKeyMetadata, magic: bytes, trusted: int | None) -> FileFinding:
+    if magic != PARQUET_ENCRYPTED_MAGIC:
+        return finding_for(task, TAMPERED, f"bad magic {magic!r}, expected {PARQUET_ENCRYPTED_MAGIC!r}",
+                           location="header")
+    keys = ParquetKeys(footer_key=key.encryption_key, aad_prefix=key.aad_prefix)
+    try:
+        report = verify_parquet(handle, keys, name=task.path, expected_size=trusted)
+    except IntegrityError as err:
+        return finding_for(task, status_of(err), err.reason, location=err.location)
+    except FormatError as exc:
+        return finding_for(task, UNVERIFIABLE, str(exc))
+    modules = sum(report.authenticated.values())
+    if report.failures:
+        err = report.failures[0]
+        more = f" (+{len(report.failures) - 1} more)" if len(report.failures) > 1 else ""
+        return finding_for(task, status_of(err), err.reason + more, location=err.location, authenticated=modules)
+    if report.not_verifiable:
+        return finding_for(task, UNVERIFIABLE, "not verifiable: " + "; ".join(report.not_verifiable),
+                           authenticated=modules)
+    if report.unauthenticated:
+        return finding_for(task, UNVERIFIABLE, f"pages without authentication tags (AES_GCM_CTR_V1): "
+                                               f"{report.unauthenticated}", authenticated=modules)
+    if task.record_count is not None and report.num_rows is not None and report.num_rows != task.record_count:
+        return finding_for(task, TAMPERED, f"authenticated, but it holds {report.num_rows} rows and the "
+                                           f"entry says {task.record_count}", authenticated=modules)
+    detail = f"Parquet modular encryption, {modules} module(s) authenticated"
+    if report.v2_pages_with_plaintext_levels:
+        detail += (f"; {report.v2_pages_with_plaintext_levels} v2 page(s) keep their repetition/definition "
+                   "levels in plaintext (parquet-java layout)")
+    return finding_for(task, OK, detail, authenticated=modules)
+
+
+# --- identifying a swapped or replayed file ------------------------------------------------------
+
+
+def authenticates_as(handle: BinaryIO, size: int, other: FileTask) -> bool:
+    """Do these bytes authenticate as ``other`` (its key, its AAD prefix, its trusted length)?
+
+    Cheap: the Parquet footer module, or the first AGS1 block, under ``other``'s key metadata.
+    """
+    if other.key_metadata is None:
+        return False
+    try:
+        key = StandardKeyMetadata.parse(other.key_metadata)
+    except FormatError:
+        return False
+    trusted = key.file_length if key.file_length is not None else other.expected_size
+    if trusted is not None and trusted != size:
+        return False
+    handle.seek(0)
+    try:
+        if other.file_format == "PARQUET":
+            ParquetFileReader(handle, ParquetKeys(footer_key=key.encryption_key, aad_prefix=key.aad_prefix),
+                              name=other.path, expected_size=trusted)
+            return True
+        return _first_block_authenticates(handle, key)
+    except (IntegrityError, FormatError):
+        return False
+
+
+def _first_block_authenticates(handle: BinaryIO, key: StandardKeyMetadata) -> bool:
+    header = handle.read(ags1.HEADER_LENGTH)
+    if len(header) < ags1.HEADER_LENGTH or header[:4] != AGS1_MAGIC:
+        return False
+    block_size = ags1.parse_header(header)
+    block = handle.read(block_size + ags1.BLOCK_OVERHEAD)
+    if len(block) < ags1.BLOCK_OVERHEAD:
+        return False
+    aad = ags1.block_aad(key.aad_prefix or b"", 0)
+    try:
+        AESGCM(key.encryption_key).decrypt(block[: ags1.NONCE_LENGTH], block[ags1.NONCE_LENGTH:], aad)
+        return True
+    except InvalidTag:
+        return False
+
+
+def find_origin(task: FileTask, file_io: FileIO, candidates: list[FileTask]) -> str | None:
+    """The path of the file among ``candidates`` whose content is stored at ``task.path``, if any."""
+    candidates = [c for c in candidates if c.path != task.path]
+    if not candidates:
+        return None
+    try:
+        size = file_io.size(task.path)
+        with file_io.open(task.path) as handle:
+            for other in candidates:
+                if authenticates_as(handle, size, other):
+                    return other.path
+    except OSError:
+        return None
+    return None

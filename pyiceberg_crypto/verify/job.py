@@ -1,0 +1,97 @@
+"""Scheduled verification as a Spark application::
+
+    spark-submit --conf spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog ... \\
+        "$(python -c 'import pyiceberg_crypto.verify.job as j; print(j.__file__)')" \\
+        --table lake.db.orders --kms mycompany.kms:make_client --json --output report.json
+
+    python -m pyiceberg_crypto.verify.job --table lake.db.orders --kms keystore \\
+        --warehouse /data/warehouse            # builds a local session with the package's settings
+
+The Spark settings come from ``spark-submit`` (``--conf`` / ``spark-defaults.conf``); with
+``--warehouse`` the job builds a local session itself (:func:`pyiceberg_crypto.config.spark_settings`).
+Exit status: 0 every file OK, 1 a finding is not OK, 2 usage error or the table cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pyiceberg_crypto.verify.job",
+                                     description="Verify an encrypted Iceberg table with Spark tasks.")
+    parser.add_argument("--table", required=True, help="catalog.db.table")
+    parser.add_argument("--kms", required=True, metavar="MODULE:FACTORY", help="the Python KMS (or a shipped short name)")
+    parser.add_argument("--kms-property", action="append", default=[], metavar="KEY=VALUE")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--snapshot", type=int, metavar="ID")
+    which.add_argument("--all-snapshots", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--output", metavar="FILE", help="also write the JSON report to FILE")
+    parser.add_argument("--parallelism", type=int, help="Spark tasks for data and delete files")
+    local = parser.add_argument_group("a local session (instead of spark-submit settings)")
+    local.add_argument("--warehouse", help="build a local Spark session for this warehouse")
+    local.add_argument("--metastore-dir", help="embedded metastore directory (default: next to the warehouse)")
+    local.add_argument("--metastore-uri", help="thrift://host:port of a metastore")
+    local.add_argument("--master", default="local[2]")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from pyiceberg_crypto.cli.verify_cmd import _parse_properties, print_report
+    from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
+    from pyiceberg_crypto.verify.report import error_document
+    from pyiceberg_crypto.verify.spark_job import verify_table
+    from pyiceberg_crypto.verify.walk import VerifyInputError
+
+    args = build_parser().parse_args(argv)
+
+    def fail(kind: str, message: str) -> int:
+        if args.json:
+            print(json.dumps(error_document(kind, message), indent=2))
+        print(f"pyiceberg-crypto verify job: {message}", file=sys.stderr)
+        return EXIT_USAGE
+
+    try:
+        kms = load_kms(args.kms, _parse_properties(args.kms_property))
+    except (KmsLoadError, ValueError) as exc:
+        return fail("usage", str(exc))
+    spark = _session(args)
+    try:
+        report = verify_table(spark, args.table, kms=kms, snapshot_id=args.snapshot,
+                              all_snapshots=args.all_snapshots, parallelism=args.parallelism)
+    except VerifyInputError as exc:
+        return fail("unreadable", str(exc))
+    finally:
+        if args.warehouse:
+            spark.stop()
+    print_report(report, as_json=args.json)
+    if args.output:
+        with open(args.output, "w") as out:
+            json.dump(report.to_dict(), out, indent=2)
+    return EXIT_OK if report.ok else EXIT_FINDINGS
+
+
+def _session(args: argparse.Namespace):
+    from pyspark.sql import SparkSession
+
+    if not args.warehouse:
+        return SparkSession.builder.appName("pyiceberg-crypto-verify").getOrCreate()
+    from pyiceberg_crypto import config
+
+    catalog = args.table.split(".")[0]
+    settings = config.spark_settings(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
+                                     metastore_uri=args.metastore_uri)
+    builder = config.local_spark_builder("pyiceberg-crypto-verify", master=args.master)
+    spark = config.configure_spark_with_encryption(builder, settings).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""From the master key to each snapshot's manifest-list key: the top of the envelope.
+
+    master key (KMS) --wraps--> KEK (encryption-keys, KEY_TIMESTAMP)
+    KEK --seals (AES-GCM, AAD = KEY_TIMESTAMP)--> manifest list key metadata (encryption-keys)
+    snapshot.key-id names the sealed entry; its encrypted-by-id names the KEK.
+
+Usage::
+
+    keys = TableKeys(meta, kms)
+    list_key = keys.manifest_list_key(snapshot)      # StandardKeyMetadata, or raises KeyLookupError
+    keys.kek_checks()                                # one TableCheck per KEK
+
+KEKs are unwrapped once each (the KMS sees one call per KEK). Key bytes stay in this object; the
+errors it raises name key ids only.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from pyiceberg_crypto.formats.envelope import decrypt_manifest_list_key_metadata
+from pyiceberg_crypto.formats.errors import IntegrityError
+from pyiceberg_crypto.formats.key_metadata import KeyMetadataError, StandardKeyMetadata
+from pyiceberg_crypto.verify.metadata import EncryptionKey, Snapshot, TableMetadata
+from pyiceberg_crypto.verify.report import KEY_ERROR, OK, TAMPERED, TableCheck
+
+
+class KeyLookupError(Exception):
+    """A key needed for the walk cannot be obtained; ``status`` is the report status to use."""
+
+    def __init__(self, message: str, status: str = KEY_ERROR):
+        super().__init__(message)
+        self.status = status
+
+
+class TableKeys:
+    def __init__(self, meta: TableMetadata, kms):
+        self.meta = meta
+        self.kms = kms
+        self._keks: dict[str, bytes | KeyLookupError] = {}
+
+    def kek_entries(self) -> list[EncryptionKey]:
+        """Entries wrapped by the KMS (not sealed by another entry of the table)."""
+        ids = set(self.meta.encryption_keys)
+        return [e for e in self.meta.encryption_keys.values() if e.encrypted_by_id not in ids]
+
+    def kek(self, kek_id: str) -> bytes:
+        """The unwrapped KEK ``kek_id`` (cached), or KeyLookupError."""
+        if kek_id not in self._keks:
+            self._keks[kek_id] = self._unwrap(kek_id)
+        result = self._keks[kek_id]
+        if isinstance(result, KeyLookupError):
+            raise result
+        return result
+
+    def _unwrap(self, kek_id: str) -> bytes | KeyLookupError:
+        entry = self.meta.encryption_keys.get(kek_id)
+        if entry is None:
+            return KeyLookupError(f"KEK {kek_id!r} is not in the table's encryption-keys")
+        master = entry.encrypted_by_id
+        if not master:
+            return KeyLookupError(f"KEK {kek_id!r} names no master key (encrypted-by-id)")
+        if self.kms is None:
+            return KeyLookupError(f"no KMS given to unwrap KEK {kek_id!r} (master key {master!r})")
+        try:
+            wrapped = base64.b64decode(entry.encrypted_key_metadata, validate=True)
+        except (binascii.Error, ValueError):
+            return KeyLookupError(f"KEK {kek_id!r} is not valid base64", TAMPERED)
+        try:
+            key = self.kms.unwrap_key(wrapped, master)
+        except Exception as exc:  # any KMS refusal: the message names the key id, never bytes
+            return KeyLookupError(f"the KMS refused to unwrap KEK {kek_id!r} with master key {master!r}: "
+                                  f"{type(exc).__name__}: {exc}")
+        if not isinstance(key, (bytes, bytearray)) or len(key) not in (16, 24, 32):
+            return KeyLookupError(f"the KMS returned no valid AES key for KEK {kek_id!r}")
+        return bytes(key)
+
+    def kek_checks(self) -> list[TableCheck]:
+        """Each KEK must be wrapped by the table's ``encryption.key-id`` and unwrap with the KMS."""
+        checks = []
+        for entry in self.kek_entries():
+            name, kek = "kek", f"KEK {entry.key_id}: "
+            if self.meta.key_id and entry.encrypted_by_id != self.meta.key_id:
+                checks.append(TableCheck(name, KEY_ERROR, kek + f"wrapped by master key {entry.encrypted_by_id!r}, "
+                                                          f"not the table's encryption.key-id {self.meta.key_id!r}"))
+                continue
+            try:
+                self.kek(entry.key_id)
+            except KeyLookupError as exc:
+                checks.append(TableCheck(name, exc.status, str(exc)))
+                continue
+            checks.append(TableCheck(name, OK, kek + f"wrapped by master key {entry.encrypted_by_id!r}, unwrapped by the KMS"))
+        return checks
+
+    def manifest_list_key(self, snapshot: Snapshot) -> StandardKeyMetadata:
+        """Open the sealed key metadata of ``snapshot``'s manifest list with its KEK."""
+        if not snapshot.key_id:
+            raise KeyLookupError(f"snapshot {snapshot.snapshot_id} has no key-id: its manifest list is not encrypted")
+        sealed = self.meta.encryption_keys.get(snapshot.key_id)
+        if sealed is None:
+            raise KeyLookupError(f"snapshot {snapshot.snapshot_id} names key {snapshot.key_id!r}, "
+                                 "which is not in encryption-keys")
+        kek_id = sealed.encrypted_by_id or ""
+        kek_entry = self.meta.encryption_keys.get(kek_id)
+        if kek_entry is None:
+            raise KeyLookupError(f"manifest list key {snapshot.key_id!r} is sealed by {kek_id!r}, not a KEK of the table")
+        if kek_entry.timestamp is None:
+            raise KeyLookupError(f"KEK {kek_id!r} has no KEY_TIMESTAMP", TAMPERED)
+        kek = self.kek(kek_id)
+        try:
+            envelope = base64.b64decode(sealed.encrypted_key_metadata, validate=True)
+            plain = decrypt_manifest_list_key_metadata(kek, envelope, kek_entry.timestamp,
+                                                       file=f"encryption-keys[{snapshot.key_id}]")
+            return StandardKeyMetadata.parse(plain)
+        except (binascii.Error, ValueError, IntegrityError, KeyMetadataError) as exc:
+            raise KeyLookupError(f"manifest list key metadata {snapshot.key_id!r} does not open with KEK "
+                                 f"{kek_id!r}: {exc}", TAMPERED) from None

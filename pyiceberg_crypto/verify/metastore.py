@@ -1,0 +1,67 @@
+"""What the Hive metastore says about an Iceberg table: its current ``metadata_location`` and the
+``metadata_hash`` Iceberg stored with it (Base64 SHA-256 of the metadata.json).
+
+The verifier asks the metastore directly (a Hive ``HiveMetaStoreClient`` in the driver JVM, built
+from the same settings as the Iceberg catalog), not Iceberg: Iceberg refuses to load a modified
+metadata.json, and the point is to report *that* as a finding::
+
+    params = table_parameters(spark, catalog_properties(spark, "lake"), "db", "orders")
+    params["metadata_location"], params.get("metadata_hash")
+"""
+
+from __future__ import annotations
+
+
+class MetastoreError(Exception):
+    """The metastore cannot be asked, or does not know the table as an Iceberg table."""
+
+
+def catalog_properties(spark, catalog: str) -> dict[str, str]:
+    """The ``spark.sql.catalog.<catalog>.*`` settings, without the prefix (``uri``, ``warehouse``...)."""
+    prefix = f"spark.sql.catalog.{catalog}"
+    conf = dict(spark.sparkContext.getConf().getAll())
+    conf.update(_session_conf(spark))
+    if prefix not in conf:
+        raise MetastoreError(f"no Spark catalog named {catalog!r} (spark.sql.catalog.{catalog} is not set)")
+    props = {key[len(prefix) + 1:]: value for key, value in conf.items() if key.startswith(prefix + ".")}
+    if props.get("type", "hive") != "hive" and "catalog-impl" not in props:
+        raise MetastoreError(f"catalog {catalog!r} is of type {props.get('type')!r}: the verifier reads Hive catalogs")
+    return props
+
+
+def _session_conf(spark) -> dict[str, str]:
+    """Settings set at run time with ``spark.conf.set`` (not in the SparkContext's conf)."""
+    getall = spark.conf.getAll
+    return dict(getall() if callable(getall) else getall)
+
+
+def table_parameters(spark, properties: dict[str, str], database: str, table: str) -> dict[str, str]:
+    """The metastore's table parameters of ``database.table`` (raises MetastoreError)."""
+    jvm = spark.sparkContext._jvm
+    hive_conf_class = jvm.org.apache.hadoop.hive.conf.HiveConf
+    conf = hive_conf_class(spark.sparkContext._jsc.hadoopConfiguration(), hive_conf_class._java_lang_class)
+    for key, value in properties.items():
+        if key.startswith("hadoop."):
+            conf.set(key[len("hadoop."):], value)
+    if properties.get("uri"):
+        conf.set("hive.metastore.uris", properties["uri"])
+    client = None
+    try:
+        client = jvm.org.apache.hadoop.hive.metastore.HiveMetaStoreClient(conf)
+        params = dict(client.getTable(database, table).getParameters())
+    except Exception as exc:
+        raise MetastoreError(f"the metastore cannot give table {database}.{table}: {_java_message(exc)}") from None
+    finally:
+        if client is not None:
+            try:
+                client.close()
+            except Exception:
+                pass
+    if params.get("table_type", "").upper() != "ICEBERG" or "metadata_location" not in params:
+        raise MetastoreError(f"{database}.{table} is not an Iceberg table in the metastore")
+    return {str(k): str(v) for k, v in params.items()}
+
+
+def _java_message(exc: Exception) -> str:
+    text = str(getattr(exc, "java_exception", None) or exc)
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
