@@ -95,7 +95,7 @@ def run_demo(workdir: str | os.PathLike = "demo-warehouse", *, keep: bool = Fals
 
         report.table_location = table_location(spark, TABLE)
         report.files = scan_table_files(report.table_location)
-        report.kms_stats = KmsCallStats(**vars(registration.stats))
+        report.kms_stats = registration.stats.snapshot()
         log(f"Verifying {TABLE} with the independent pure-Python verifier (Spark tasks)...")
         report.verification = verify_table(spark, TABLE)
         registration.close()
