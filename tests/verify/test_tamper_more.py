@@ -533,3 +533,62 @@ def test_snapshot_of_an_expired_snapshot(capsys, spark, avro_table, tmp_path):
     assert code == 2 and f"snapshot {expired} is not in the table metadata" in document["error"]["message"]
     code, document = run_cli(capsys, avro_table, avro_table.location, "--kms", KMS, "--snapshot", str(expired))
     assert code == 0 and document["table"]["snapshot_ids"] == [expired]
+
+
+# --- every byte of small files: never OK, never an exception -------------------------------
+
+
+class _OneFileIO:
+    """Serves ``data`` for ``path`` (in memory), to check thousands of variants of one file."""
+
+    def __init__(self, path: str, data: bytes):
+        self.path, self.data = path, data
+
+    def open(self, uri: str):
+        import io
+
+        assert uri == self.path
+        return io.BytesIO(self.data)
+
+    def size(self, uri: str) -> int:
+        return len(self.data)
+
+    def exists(self, uri: str) -> bool:
+        return True
+
+
+def _tasks_of_the_small_files(table: Table) -> list[FileTask]:
+    """The current snapshot's manifest list, its manifests and its smallest data file."""
+    from pyiceberg_crypto.verify.checks import FileTask as Task
+
+    small = min(table.paths[DATA], key=lambda p: Path(local(p)).stat().st_size)
+    out = []
+    for kind, fmt, path in [(MANIFEST_LIST, "AVRO", table.paths[MANIFEST_LIST][0]),
+                            *[(MANIFEST, "AVRO", p) for p in table.paths[MANIFEST]],
+                            (DATA, "PARQUET" if small.endswith(".parquet") else "AVRO", small)]:
+        key = table.keys[path]
+        out.append(Task(path, kind, fmt, key_metadata=key.serialize(), expected_size=key.file_length or len(read(path))))
+    return out
+
+
+def test_every_single_byte_change_is_caught(parquet_table):
+    """Includes the plaintext FileCryptoMetaData: its STOP bytes read as STOP with any high nibble
+    (Thrift compact), so only 0x00 is accepted."""
+    from pyiceberg_crypto.verify.checks import check_file
+
+    for task in _tasks_of_the_small_files(parquet_table):
+        data = read(task.path)
+        assert check_file(task, _OneFileIO(task.path, data)).status == OK
+        missed, statuses = [], set()
+        # Parquet: every byte (plaintext structures between modules); AGS1: the unauthenticated
+        # header and the block edges (inside a block, GCM catches any change)
+        offsets = range(len(data)) if task.file_format == "PARQUET" else [*range(48), *range(len(data) - 48, len(data))]
+        for offset in offsets:
+            for mask in (0x01, 0x80):
+                changed = data[:offset] + bytes([data[offset] ^ mask]) + data[offset + 1:]
+                result = check_file(task, _OneFileIO(task.path, changed))
+                statuses.add(result.status)
+                if result.status == OK:
+                    missed.append((offset, mask))
+        assert missed == [], (task.kind, task.path, missed[:20], len(data))
+        assert statuses <= {TAMPERED, PLAINTEXT}, (task.kind, statuses)
