@@ -75,8 +75,8 @@ class TableMetadata:
         if all_snapshots:
             return sorted(self.snapshots.values(), key=lambda s: (s.sequence_number or 0, s.snapshot_id))
         wanted = snapshot_id if snapshot_id is not None else self.current_snapshot_id
-        if wanted is None or wanted == -1:
-            return []  # a table without data
+        if snapshot_id is None and (wanted is None or wanted == -1):
+            return []  # a table without data (or, with snapshots, without a current one)
         if wanted not in self.snapshots:
             known = ", ".join(str(i) for i in sorted(self.snapshots)) or "none"
             raise MetadataError(f"snapshot {wanted} is not in the table metadata (snapshots: {known})")

@@ -126,6 +126,10 @@ def verify_metadata(
     )
     keys = TableKeys(meta, kms)
     report.checks = table_checks(meta, keys, raw, expected_metadata_hash)
+    if not snapshots and meta.snapshots:  # e.g. current-snapshot-id removed: nothing would be checked
+        report.checks.append(TableCheck("current-snapshot", UNVERIFIABLE, f"the table metadata lists "
+                                        f"{len(meta.snapshots)} snapshot(s) but no current one: nothing verified "
+                                        "(choose --snapshot ID or --all-snapshots)"))
     plan = plan_walk(meta, keys, snapshots, file_io, progress)
     tasks = list(plan.tasks.values())
     file_findings = (runner or local_runner(file_io, progress=progress))(tasks)

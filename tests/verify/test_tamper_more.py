@@ -592,3 +592,27 @@ def test_every_single_byte_change_is_caught(parquet_table):
                     missed.append((offset, mask))
         assert missed == [], (task.kind, task.path, missed[:20], len(data))
         assert statuses <= {TAMPERED, PLAINTEXT}, (task.kind, statuses)
+
+
+def test_no_current_snapshot_is_not_ok(capsys, parquet_table, tmp_path):
+    """A metadata.json edited to have no current snapshot must not verify as OK with 0 files."""
+    for edit in (lambda d: d.__setitem__("current-snapshot-id", -1), lambda d: d.pop("current-snapshot-id")):
+        code, document = verify_edited(capsys, parquet_table, tmp_path, edit)
+        assert code == 1 and document["files"] == []
+        assert failed_checks(document) == {"current-snapshot": UNVERIFIABLE}
+    code, document = run_cli(capsys, parquet_table, parquet_table.location, "--kms", KMS, "--snapshot", "-1")
+    assert code == 2 and "snapshot -1 is not in the table metadata" in document["error"]["message"]
+
+
+def test_human_output_names_the_failure_and_no_key_bytes(capsys, parquet_table, tmp_path):
+    doc = copy.deepcopy(parquet_table.doc())
+    _current(doc)["key-id"] = _older(doc)["key-id"]
+    path = tmp_path / "edited.metadata.json"
+    path.write_text(json.dumps(doc))
+    code = main(["verify", str(path), "--kms", KMS])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "TAMPERED        snapshot-keys" in captured.out and "the key of another manifest list" in captured.out
+    for secret in parquet_table.secrets:
+        assert secret.hex() not in captured.out + captured.err
+        assert base64.b64encode(secret).decode() not in captured.out + captured.err
