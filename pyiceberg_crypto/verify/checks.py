@@ -154,8 +154,8 @@ def _check_ags1(task: FileTask, handle: BinaryIO, key: StandardKeyMetadata, magi
         return finding_for(task, TAMPERED, f"bad magic {magic!r}, expected {AGS1_MAGIC!r}", location="header")
     header = handle.read(ags1.HEADER_LENGTH)
     handle.seek(0)
-    block_size = int.from_bytes(header[4:8], "little", signed=True) if len(header) == ags1.HEADER_LENGTH else None
-    if block_size != ags1.DEFAULT_BLOCK_SIZE:  # the header is not authenticated: check it here
+    block_size = int.from_bytes(header[4:8], "little", signed=True)
+    if len(header) == ags1.HEADER_LENGTH and block_size != ags1.DEFAULT_BLOCK_SIZE:  # not authenticated: check it
         return finding_for(task, TAMPERED, f"block length {block_size} in the header; Iceberg writes and reads "
                                            f"only {ags1.DEFAULT_BLOCK_SIZE}-byte blocks", location="header")
     try:
