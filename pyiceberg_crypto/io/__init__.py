@@ -64,7 +64,11 @@ class LocalFileIO:
 
 #: URI scheme -> "module:factory" of a FileIO built from catalog properties (imported lazily so
 #: optional dependencies are needed only when such a table is read).
-SCHEMES: dict[str, str] = {}
+SCHEMES: dict[str, str] = {
+    "s3": "pyiceberg_crypto.io.s3:file_io_from_properties",
+    "s3a": "pyiceberg_crypto.io.s3:file_io_from_properties",
+    "s3n": "pyiceberg_crypto.io.s3:file_io_from_properties",
+}
 
 
 def file_io_for(uri: str, properties: Mapping[str, str] | None = None) -> FileIO:

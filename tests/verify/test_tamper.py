@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import io
 import json
-import os
-import shutil
+import sys
 from pathlib import Path
 
-import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -370,3 +367,13 @@ def test_manifest_list_replaced_by_an_older_snapshots_list_is_a_replay(capsys, v
     assert code == 1
     reported = finding(document, current)
     assert reported["status"] == WRONG_FILE and local(reported["same_as"]) == older
+
+
+def test_progress_bar_on_a_terminal_only(capsys, monkeypatch, victim):
+    _, location, _ = victim
+    assert main(["verify", location, "--kms", KMS]) == 0
+    assert "verifying" not in capsys.readouterr().err  # piped: no bar
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["verify", location, "--kms", KMS]) == 0
+    captured = capsys.readouterr()
+    assert "verifying" in captured.err and "verifying" not in captured.out
