@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import base64
 import copy
+import io
 import json
+import uuid
 import struct
 from pathlib import Path
 
@@ -24,7 +26,7 @@ from pyiceberg_crypto.formats.parquet.reader import ParquetFileReader, ParquetKe
 from pyiceberg_crypto.io import LocalFileIO
 from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.verify import verify_metadata
-from pyiceberg_crypto.verify.checks import FileTask
+from pyiceberg_crypto.verify.checks import FileTask, check_file
 from pyiceberg_crypto.verify.keys import TableKeys
 from pyiceberg_crypto.verify.metadata import TableMetadata
 from pyiceberg_crypto.verify.report import (
@@ -139,7 +141,8 @@ def run_cli(capsys, table: Table | None, *args: str) -> tuple[int, dict]:
     return code, document
 
 
-def the_data_file(table: Table, biggest: bool = True) -> str:
+def the_data_file(table: Table) -> str:
+    """The biggest data file of the current snapshot."""
     return max(table.paths[DATA], key=lambda p: Path(local(p)).stat().st_size)
 
 
@@ -491,8 +494,7 @@ def test_malformed_metadata_is_a_usage_error_or_a_finding(capsys, parquet_table,
 
 def test_unencrypted_table_is_plaintext_everywhere(capsys, spark, kms_registration):
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.vdb")
-    name = f"{CATALOG}.vdb.plain_{Path(__file__).stem[-4:]}"
-    spark.sql(f"DROP TABLE IF EXISTS {name}")
+    name = f"{CATALOG}.vdb.plain_{uuid.uuid4().hex[:6]}"
     spark.sql(f"CREATE TABLE {name} ({COLUMNS}) USING iceberg TBLPROPERTIES ('format-version'='3')")
     _insert(spark, name, 0, 10)
     code, document = run_cli(capsys, None, metadata_location(spark, name), "--kms", KMS)
@@ -545,8 +547,6 @@ class _OneFileIO:
         self.path, self.data = path, data
 
     def open(self, uri: str):
-        import io
-
         assert uri == self.path
         return io.BytesIO(self.data)
 
@@ -559,23 +559,19 @@ class _OneFileIO:
 
 def _tasks_of_the_small_files(table: Table) -> list[FileTask]:
     """The current snapshot's manifest list, its manifests and its smallest data file."""
-    from pyiceberg_crypto.verify.checks import FileTask as Task
-
     small = min(table.paths[DATA], key=lambda p: Path(local(p)).stat().st_size)
     out = []
     for kind, fmt, path in [(MANIFEST_LIST, "AVRO", table.paths[MANIFEST_LIST][0]),
                             *[(MANIFEST, "AVRO", p) for p in table.paths[MANIFEST]],
                             (DATA, "PARQUET" if small.endswith(".parquet") else "AVRO", small)]:
         key = table.keys[path]
-        out.append(Task(path, kind, fmt, key_metadata=key.serialize(), expected_size=key.file_length or len(read(path))))
+        out.append(FileTask(path, kind, fmt, key_metadata=key.serialize(), expected_size=key.file_length or len(read(path))))
     return out
 
 
 def test_every_single_byte_change_is_caught(parquet_table):
-    """Includes the plaintext FileCryptoMetaData: its STOP bytes read as STOP with any high nibble
-    (Thrift compact), so only 0x00 is accepted."""
-    from pyiceberg_crypto.verify.checks import check_file
-
+    """A one-byte change (two bit masks) is never OK and never raises. This includes the plaintext
+    FileCryptoMetaData, whose STOP bytes Thrift readers take with any high nibble (0x80 passed)."""
     for task in _tasks_of_the_small_files(parquet_table):
         data = read(task.path)
         assert check_file(task, _OneFileIO(task.path, data)).status == OK
