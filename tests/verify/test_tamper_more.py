@@ -612,3 +612,19 @@ def test_human_output_names_the_failure_and_no_key_bytes(capsys, parquet_table, 
     for secret in parquet_table.secrets:
         assert secret.hex() not in captured.out + captured.err
         assert base64.b64encode(secret).decode() not in captured.out + captured.err
+
+
+def test_spark_tasks_give_the_cli_findings(capsys, spark, avro_table):
+    """The new checks also run in Spark tasks (``verify_table``): a changed AGS1 header and a
+    dropped last block, on Avro data files."""
+    from pyiceberg_crypto.verify import verify_table
+
+    big, small = the_data_file(avro_table), min(avro_table.paths[DATA], key=lambda p: len(read(p)))
+    big_data, small_data = read(big), read(small)
+    with replaced(big, big_data[:HEADER_LENGTH] + b"".join(_blocks(big_data)[:-1])), \
+            replaced(small, small_data[:4] + struct.pack("<i", 4 * 1024 * 1024) + small_data[8:]):
+        code, document = run_cli(capsys, avro_table, avro_table.location, "--kms", KMS)
+        report = verify_table(spark, avro_table.name)
+    assert code == 1
+    assert sorted(only_failures(document)) == [(DATA, TAMPERED), (DATA, TRUNCATED)]
+    assert report.to_dict()["files"] == document["files"]
