@@ -41,9 +41,11 @@ class TableKeys:
         self._keks: dict[str, bytes | KeyLookupError] = {}
 
     def kek_entries(self) -> list[EncryptionKey]:
-        """Entries wrapped by the KMS (not sealed by another entry of the table)."""
-        ids = set(self.meta.encryption_keys)
-        return [e for e in self.meta.encryption_keys.values() if e.encrypted_by_id not in ids]
+        """Entries wrapped by the KMS: not sealed by another entry of the table, or named as the
+        sealer of a snapshot's key (whatever their own ``encrypted-by-id`` says)."""
+        entries = self.meta.encryption_keys
+        sealers = {entries[s.key_id].encrypted_by_id for s in self.meta.snapshots.values() if s.key_id in entries}
+        return [e for e in entries.values() if e.encrypted_by_id not in entries or e.key_id in sealers]
 
     def kek(self, kek_id: str) -> bytes:
         """The unwrapped KEK ``kek_id`` (cached), or KeyLookupError."""

@@ -126,6 +126,10 @@ def verify_metadata(
     )
     keys = TableKeys(meta, kms)
     report.checks = table_checks(meta, keys, raw, expected_metadata_hash)
+    if not snapshots and meta.snapshots:  # e.g. current-snapshot-id removed: nothing would be checked
+        report.checks.append(TableCheck("current-snapshot", UNVERIFIABLE, f"the table metadata lists "
+                                        f"{len(meta.snapshots)} snapshot(s) but no current one: nothing verified "
+                                        "(choose --snapshot ID or --all-snapshots)"))
     plan = plan_walk(meta, keys, snapshots, file_io, progress)
     tasks = list(plan.tasks.values())
     file_findings = (runner or local_runner(file_io, progress=progress))(tasks)
@@ -175,6 +179,23 @@ def table_checks(meta: TableMetadata, keys: TableKeys, raw: bytes, expected_hash
     else:
         checks.append(TableCheck("encryption.key-id", PLAINTEXT, "no encryption.key-id: the table is not encrypted"))
     checks += keys.kek_checks()
+    checks += snapshot_checks(meta)
+    return checks
+
+
+def snapshot_checks(meta: TableMetadata) -> list[TableCheck]:
+    """Iceberg writes a new manifest list, with a new key, for every snapshot: two snapshots that
+    share one are an edited metadata.json (e.g. the current snapshot pointed at an older state)."""
+    checks = []
+    for field_name, value_of in (("manifest-list", lambda s: s.manifest_list), ("key-id", lambda s: s.key_id)):
+        owners: dict[str, list[int]] = {}
+        for snapshot in meta.snapshots.values():
+            if value_of(snapshot):
+                owners.setdefault(value_of(snapshot), []).append(snapshot.snapshot_id)
+        for value, ids in owners.items():
+            if len(ids) > 1:
+                checks.append(TableCheck("snapshot-keys", TAMPERED, f"snapshots {', '.join(map(str, sorted(ids)))} "
+                                         f"share the {field_name} {value!r}: Iceberg writes one per snapshot"))
     return checks
 
 
@@ -203,6 +224,9 @@ def _walk_snapshot(snapshot: Snapshot, keys: TableKeys, file_io: FileIO, plan: W
             plan.findings[list_task.path] = finding_for(list_task, exc.status, str(exc))
             return
     finding, records = read_avro(list_task, file_io)
+    if finding.status == UNVERIFIABLE and list_task.key_metadata is None:
+        finding.detail = (f"encrypted, but snapshot {snapshot.snapshot_id} has no key-id in the table metadata "
+                          "(no key to open its manifest list)")
     _add_finding(plan.findings, finding)
     for record in records or []:
         path = record["manifest_path"]
@@ -320,7 +344,8 @@ def manifest_list_tasks(meta: TableMetadata, keys: TableKeys) -> dict[str, FileT
         except KeyLookupError:
             continue
         tasks[snapshot.manifest_list] = FileTask(snapshot.manifest_list, MANIFEST_LIST, "AVRO",
-                                                 key_metadata=key.serialize(), expected_size=key.file_length)
+                                                 key_metadata=key.serialize(), expected_size=key.file_length,
+                                                 snapshot_ids={snapshot.snapshot_id})
     return tasks
 
 
@@ -331,6 +356,10 @@ def identify_swaps(findings: list[FileFinding], plan: WalkPlan, file_io: FileIO)
             finding = plan.findings.get(path)
             if finding is not None and finding.status in _SWAP_SUSPECTS:
                 _mark_swap(finding, task, list(pool.values()), file_io)
+    for path, task in plan.manifest_list_tasks.items():
+        finding = plan.findings.get(path)
+        if finding is not None and finding.status in _SWAP_SUSPECTS:
+            _mark_borrowed_key(finding, task, list(plan.manifest_list_tasks.values()), file_io)
     by_format: dict[str, list[FileTask]] = {}
     for task in plan.tasks.values():
         by_format.setdefault(task.file_format, []).append(task)
@@ -346,7 +375,20 @@ def _mark_swap(finding: FileFinding, task: FileTask, candidates: list[FileTask],
     if origin is not None:
         finding.status = WRONG_FILE
         finding.same_as = origin
-        finding.detail = f"its content authenticates as another file of the table: {origin} ({finding.detail})"
+        owner = next(c for c in candidates if c.path == origin)
+        what = (f"the manifest list of snapshot {', '.join(map(str, sorted(owner.snapshot_ids)))}, "
+                if task.kind == MANIFEST_LIST and owner.snapshot_ids else "another file of the table: ")
+        finding.detail = f"its content authenticates as {what}{origin} ({finding.detail})"
+
+
+def _mark_borrowed_key(finding: FileFinding, task: FileTask, candidates: list[FileTask], file_io: FileIO) -> None:
+    """A manifest list whose snapshot names another manifest list's key (an edited metadata.json)."""
+    for other in candidates:
+        if other.path != task.path and find_origin(other, file_io, [task]) is not None:
+            finding.status = TAMPERED
+            finding.detail = (f"the key its snapshot names (key-id in the table metadata) is the key of another "
+                              f"manifest list, {other.path}: the snapshot's key-id was changed ({finding.detail})")
+            return
 
 
 # --- statistics files ----------------------------------------------------------------------------

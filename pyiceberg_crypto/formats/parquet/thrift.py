@@ -192,8 +192,10 @@ class _Reader:
         while True:
             header = self.byte()
             ttype = header & 0x0F
-            if ttype == TType.STOP:
+            if header == TType.STOP:
                 return out
+            if ttype == TType.STOP:  # readers take any type-0 byte as STOP; writers write only 0x00
+                raise ThriftError(f"malformed STOP byte 0x{header:02x} at byte {self.pos - 1}")
             delta = header >> 4
             fid = last + delta if delta else self.zigzag()
             last = fid
