@@ -19,6 +19,15 @@ The same settings render as ``--conf k=v`` arguments for ``spark-sql`` / ``spark
 Metastore: by default an embedded Derby metastore in a local directory (no server). Pass
 ``metastore_uri="thrift://host:9083"`` to use an external one instead; that is the only change.
 
+Object storage: an ``s3://`` / ``s3a://`` warehouse (or any ``s3_*`` argument) selects Iceberg's
+``S3FileIO`` and adds the ``iceberg-aws-bundle`` jar; ``s3_endpoint`` / ``s3_path_style_access`` /
+``s3_region`` point it at an S3-compatible server. Credentials are never settings: the AWS SDK reads
+them from the environment of the process that starts Spark (``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, or a profile / instance role)::
+
+    config.spark_settings("lake", warehouse="s3://bucket/wh", metastore_uri="thrift://127.0.0.1:9083",
+                          s3_endpoint="http://127.0.0.1:9000", s3_region="us-east-1")
+
 Commit safety: Iceberg's Hive catalog normally takes a metastore lock (HIVE_LOCKS) per commit. An
 embedded Derby metastore created by DataNucleus has no transaction tables, so that lock cannot work
 there. We instead turn the lock off (``iceberg.engine.hive.lock-enabled=false``) which makes Iceberg
@@ -39,6 +48,11 @@ from pyiceberg_crypto import jars as _jars
 ICEBERG_VERSION = "1.12.0"
 SPARK_BINARY = "4.1_2.13"
 ICEBERG_RUNTIME_PACKAGE = f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_BINARY}:{ICEBERG_VERSION}"
+ICEBERG_AWS_BUNDLE_PACKAGE = f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}"
+S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
+S3_SCHEMES = ("s3", "s3a", "s3n")
+#: Catalog properties that would put credentials into printable settings: refused.
+SECRET_PROPERTIES = ("s3.access-key-id", "s3.secret-access-key", "s3.session-token")
 
 #: The Java class (in ``jars/``) that implements Iceberg's ``KeyManagementClient`` by calling Python.
 PYTHON_KMS_IMPL = "io.pyicebergcrypto.bridge.PythonKmsClient"
@@ -64,6 +78,9 @@ def spark_settings(
     kms_impl: str = PYTHON_KMS_IMPL,
     jars: str = "local",
     hive_lock: bool = False,
+    s3_endpoint: str | None = None,
+    s3_region: str | None = None,
+    s3_path_style_access: bool | None = None,
     extra_catalog_properties: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Spark settings for an Iceberg catalog whose tables are encrypted through a KMS.
@@ -79,6 +96,9 @@ def spark_settings(
         jars: ``"local"`` (bridge + Iceberg runtime jars shipped with this package, no download),
             or ``"packages"`` (Iceberg runtime resolved from Maven Central by Spark).
         hive_lock: use the metastore lock for commits instead of the HIVE-26882 atomic swap.
+        s3_endpoint: endpoint of an S3-compatible server (``http://127.0.0.1:9000``); None for AWS.
+        s3_region: ``client.region`` of the S3 client.
+        s3_path_style_access: ``http://endpoint/bucket/key`` addressing (MinIO, moto need it).
         extra_catalog_properties: more ``spark.sql.catalog.<catalog>.*`` properties.
 
     Returns:
@@ -90,8 +110,9 @@ def spark_settings(
     if jars not in ("local", "packages"):
         raise ConfigError(f"jars must be 'local' or 'packages', got {jars!r}")
 
+    s3 = _uses_s3(warehouse, s3_endpoint, s3_region, s3_path_style_access)
     settings: dict[str, str] = {}
-    settings.update(_jar_settings(jars))
+    settings.update(_jar_settings(jars, aws=s3))
     settings["spark.sql.extensions"] = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
     settings.update(
         catalog_settings(
@@ -102,6 +123,9 @@ def spark_settings(
             kms_name=kms_name,
             kms_impl=kms_impl,
             hive_lock=hive_lock,
+            s3_endpoint=s3_endpoint,
+            s3_region=s3_region,
+            s3_path_style_access=s3_path_style_access,
             extra_catalog_properties=extra_catalog_properties,
         )
     )
@@ -119,12 +143,16 @@ def catalog_settings(
     kms_name: str = "default",
     kms_impl: str = PYTHON_KMS_IMPL,
     hive_lock: bool = False,
+    s3_endpoint: str | None = None,
+    s3_region: str | None = None,
+    s3_path_style_access: bool | None = None,
     extra_catalog_properties: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """Only the ``spark.sql.catalog.<catalog>*`` settings (no jars, extensions or metastore).
 
     Useful to add a catalog to a running session (``spark.conf.set(k, v)`` for each item) that
-    shares the session's metastore, e.g. one that uses another registered KMS.
+    shares the session's metastore, e.g. one that uses another registered KMS. An S3 warehouse
+    needs the ``iceberg-aws-bundle`` jar on the session's classpath (:func:`spark_settings` adds it).
     """
     _require_identifier("catalog", catalog)
     _require_nonempty("kms_name", kms_name)
@@ -147,9 +175,40 @@ def catalog_settings(
     }
     if metastore_uri is not None:
         settings[f"{prefix}.uri"] = metastore_uri
+    if _uses_s3(warehouse, s3_endpoint, s3_region, s3_path_style_access):
+        for key, value in s3_catalog_properties(s3_endpoint, s3_region, s3_path_style_access).items():
+            settings[f"{prefix}.{key}"] = value
+    for key in SECRET_PROPERTIES:
+        if key in (extra_catalog_properties or {}):
+            raise ConfigError(
+                f"{key} would put a credential into printable settings: set AWS_ACCESS_KEY_ID / "
+                "AWS_SECRET_ACCESS_KEY (or a profile / role) in the environment that starts Spark instead"
+            )
     for key, value in (extra_catalog_properties or {}).items():
         settings[f"{prefix}.{key}"] = str(value)
     return settings
+
+
+def s3_catalog_properties(
+    endpoint: str | None = None, region: str | None = None, path_style_access: bool | None = None
+) -> dict[str, str]:
+    """Iceberg catalog properties for ``S3FileIO`` (no credentials: those come from the environment).
+
+    >>> s3_catalog_properties("http://127.0.0.1:9000", "us-east-1", True)
+    {'io-impl': 'org.apache.iceberg.aws.s3.S3FileIO', 's3.endpoint': 'http://127.0.0.1:9000', \
+'s3.path-style-access': 'true', 'client.region': 'us-east-1'}
+    """
+    props = {"io-impl": S3_FILE_IO}
+    if endpoint is not None:
+        if not endpoint.startswith(("http://", "https://")):
+            raise ConfigError(f"s3_endpoint must look like http(s)://host:port, got {endpoint!r}")
+        props["s3.endpoint"] = endpoint
+    if path_style_access is not None:
+        props["s3.path-style-access"] = "true" if path_style_access else "false"
+    if region is not None:
+        _require_nonempty("s3_region", region)
+        props["client.region"] = region
+    return props
 
 
 def embedded_metastore_settings(metastore_dir: str | Path) -> dict[str, str]:
@@ -247,11 +306,18 @@ def configure_spark_with_encryption(builder, settings: Mapping[str, str]):
     return builder
 
 
-def _jar_settings(mode: str) -> dict[str, str]:
+def _jar_settings(mode: str, aws: bool = False) -> dict[str, str]:
     bridge = _jars.bridge_jar()
     if mode == "packages":
-        return {"spark.jars": str(bridge), "spark.jars.packages": ICEBERG_RUNTIME_PACKAGE}
-    return {"spark.jars": f"{bridge},{_jars.iceberg_runtime_jar()}"}
+        packages = [ICEBERG_RUNTIME_PACKAGE] + ([ICEBERG_AWS_BUNDLE_PACKAGE] if aws else [])
+        return {"spark.jars": str(bridge), "spark.jars.packages": ",".join(packages)}
+    local = [bridge, _jars.iceberg_runtime_jar()] + ([_jars.aws_bundle_jar()] if aws else [])
+    return {"spark.jars": ",".join(str(jar) for jar in local)}
+
+
+def _uses_s3(warehouse: str | Path, *s3_arguments) -> bool:
+    scheme = str(warehouse).split("://", 1)[0] if "://" in str(warehouse) else ""
+    return scheme in S3_SCHEMES or any(argument is not None for argument in s3_arguments)
 
 
 def _default_metastore_dir(warehouse: str | Path) -> Path:

@@ -5,9 +5,10 @@ Run it with ``make demo`` or ``pyiceberg-crypto demo``. Steps:
 1. start local Spark with an embedded Hive metastore (Derby) and a local warehouse;
 2. register an :class:`~pyiceberg_crypto.kms.InMemoryKms` as the catalog's KMS;
 3. ``CREATE TABLE ... TBLPROPERTIES ('encryption.key-id'=..., 'format-version'='3')``, INSERT,
-   UPDATE, SELECT back;
-4. check that every data file starts with ``PARE`` and every manifest / manifest list with
-   ``AGS1``, and report how many wrap/unwrap calls the Python KMS served.
+   UPDATE, DELETE (a deletion vector), SELECT back;
+4. show each file's magic (``PARE`` / ``AGS1``) and how many KMS calls Python served;
+5. verify the whole table with the independent verifier (:func:`pyiceberg_crypto.verify.verify_table`:
+   every block and module authenticated, trusted lengths, own AAD) and print its report.
 
 :func:`run_demo` returns a :class:`DemoReport` (data); the CLI prints it.
 """
@@ -23,7 +24,8 @@ from pathlib import Path
 from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import KmsCallStats, register_kms
 from pyiceberg_crypto.kms import InMemoryKms
-from pyiceberg_crypto.verify.files import FileFinding, scan_table_files, table_location
+from pyiceberg_crypto.verify import TableReport, verify_table
+from pyiceberg_crypto.verify.files import MagicFinding, scan_table_files, table_location
 
 CATALOG = "demo"
 TABLE = f"{CATALOG}.shop.orders"
@@ -33,14 +35,16 @@ MASTER_KEY_ID = "demo-master-key"
 @dataclass
 class DemoReport:
     rows: list[tuple] = field(default_factory=list)
-    files: list[FileFinding] = field(default_factory=list)
+    files: list[MagicFinding] = field(default_factory=list)
     kms_stats: KmsCallStats = field(default_factory=KmsCallStats)
     table_location: str = ""
+    verification: TableReport | None = None
 
     @property
     def ok(self) -> bool:
         kinds = {f.kind for f in self.files}
-        return bool(self.rows) and {"data", "manifest", "manifest-list"} <= kinds and all(f.ok for f in self.files)
+        return (bool(self.rows) and {"data", "manifest", "manifest-list"} <= kinds and all(f.ok for f in self.files)
+                and self.verification is not None and self.verification.ok)
 
 
 def build_session(workdir: Path):
@@ -70,7 +74,8 @@ def run_demo(workdir: str | os.PathLike = "demo-warehouse", *, keep: bool = Fals
         registration = register_kms(spark, kms, name="demo")
         log(f"Registered Python KMS {kms!r} (authenticated loopback callback on port {registration.port})")
 
-        props = config.tblproperties_sql(config.table_properties(MASTER_KEY_ID))
+        props = config.tblproperties_sql(
+            config.table_properties(MASTER_KEY_ID, extra={"write.delete.mode": "merge-on-read"}))
         statements = [
             f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.shop",
             f"DROP TABLE IF EXISTS {TABLE}",
@@ -78,6 +83,7 @@ def run_demo(workdir: str | os.PathLike = "demo-warehouse", *, keep: bool = Fals
             f"INSERT INTO {TABLE} VALUES (1, 'ada', 12.50), (2, 'grace', 99.99), (3, 'linus', 5.00)",
             f"INSERT INTO {TABLE} VALUES (4, 'barbara', 42.00)",
             f"UPDATE {TABLE} SET amount = amount + 1 WHERE id = 3",
+            f"DELETE FROM {TABLE} WHERE id = 2",
         ]
         for statement in statements:
             log(f"  sql> {statement}")
@@ -89,7 +95,9 @@ def run_demo(workdir: str | os.PathLike = "demo-warehouse", *, keep: bool = Fals
 
         report.table_location = table_location(spark, TABLE)
         report.files = scan_table_files(report.table_location)
-        report.kms_stats = KmsCallStats(**vars(registration.stats))
+        report.kms_stats = registration.stats.snapshot()
+        log(f"Verifying {TABLE} with the independent pure-Python verifier (Spark tasks)...")
+        report.verification = verify_table(spark, TABLE)
         registration.close()
     finally:
         spark.stop()
@@ -104,7 +112,12 @@ def print_report(report: DemoReport, log=print) -> None:
         log(f"  {finding.magic_text:<4}  {finding.kind:<13}  {status:<10}  {os.path.relpath(finding.path, root)}")
     stats = report.kms_stats
     log(f"\nPython KMS calls served: wrap={stats.wrap} unwrap={stats.unwrap} generate={stats.generate} errors={stats.errors}")
+    if report.verification is not None:
+        from pyiceberg_crypto.cli.verify_cmd import format_report
+
+        log("\nVerification report (pyiceberg_crypto.verify.verify_table):")
+        log(format_report(report.verification))
     if report.ok:
-        log("OK: every data file is PARE and every manifest / manifest list is AGS1.")
+        log("OK: every file is encrypted (PARE / AGS1), authenticated and of its trusted length.")
     else:
-        log("FAILED: some files are not encrypted (see above).")
+        log("FAILED: see the findings above.")

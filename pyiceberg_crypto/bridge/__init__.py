@@ -1,6 +1,6 @@
-"""The bridge between Iceberg's JVM and a Python KMS (Py4J, authenticated, loopback only)."""
+"""The bridge between Iceberg's JVMs (driver and executors) and a Python KMS (Py4J, authenticated, loopback by default)."""
 
-from pyiceberg_crypto.bridge.adapter import KmsCallStats
+from pyiceberg_crypto.bridge.adapter import KmsCallStats, OperationStats
 from pyiceberg_crypto.bridge.registration import BridgeError, KmsRegistration, register_kms, registered, unregister_all
 
-__all__ = ["BridgeError", "KmsCallStats", "KmsRegistration", "register_kms", "registered", "unregister_all"]
+__all__ = ["BridgeError", "KmsCallStats", "KmsRegistration", "OperationStats", "register_kms", "registered", "unregister_all"]

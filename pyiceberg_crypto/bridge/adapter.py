@@ -1,33 +1,118 @@
 """The object the JVM calls: adapts a Python :class:`KeyManagementClient` to the Java bridge's
-``io.pyicebergcrypto.bridge.PythonKms`` interface, and counts calls."""
+``io.pyicebergcrypto.bridge.PythonKms`` interface, and counts calls, failures and latency."""
 
 from __future__ import annotations
 
 import struct
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field, replace
+from urllib.parse import parse_qsl
 
 from pyiceberg_crypto.kms.base import KeyManagementClient
+
+#: The operations counted, in the order they are shown.
+OPERATIONS = ("wrap", "unwrap", "generate", "initialize")
+
+
+@dataclass
+class OperationStats:
+    """Calls of one KMS operation through the bridge: how many, how many failed, how long.
+
+    ``calls`` counts every finished call (failed ones included); ``total_seconds`` and
+    ``max_seconds`` measure the time spent in the Python KMS, from the JVM's request arriving to the
+    answer; ``in_flight`` counts calls still running (a hung KMS shows here, not in ``failures``:
+    the JVM gave up on it after the registration's timeout).
+    """
+
+    calls: int = 0
+    in_flight: int = 0
+    failures: int = 0
+    total_seconds: float = 0.0
+    max_seconds: float = 0.0
+
+    @property
+    def mean_seconds(self) -> float:
+        return self.total_seconds / self.calls if self.calls else 0.0
+
+    def _record(self, seconds: float, failed: bool) -> None:
+        self.in_flight -= 1
+        self.calls += 1
+        self.failures += int(failed)
+        self.total_seconds += seconds
+        self.max_seconds = max(self.max_seconds, seconds)
 
 
 @dataclass
 class KmsCallStats:
-    """How many KMS calls the JVM made through the bridge (successful and failed)."""
+    """KMS calls the JVMs (driver and executors) made through the bridge, per operation.
 
-    wrap: int = 0
-    unwrap: int = 0
-    generate: int = 0
-    errors: int = 0
+        stats = registration.stats
+        stats.unwrap, stats.errors                 # call and failure totals
+        stats.operations["unwrap"].max_seconds      # slowest unwrap so far
+        before = stats.snapshot(); ...; stats.since(before).total   # calls made by one statement
+    """
+
+    operations: dict[str, OperationStats] = field(
+        default_factory=lambda: {name: OperationStats() for name in OPERATIONS}
+    )
+
+    @property
+    def wrap(self) -> int:
+        return self.operations["wrap"].calls
+
+    @property
+    def unwrap(self) -> int:
+        return self.operations["unwrap"].calls
+
+    @property
+    def generate(self) -> int:
+        return self.operations["generate"].calls
+
+    @property
+    def errors(self) -> int:
+        """Failed calls of every operation."""
+        return sum(op.failures for op in self.operations.values())
 
     @property
     def total(self) -> int:
+        """Key operations (wrap + unwrap + generate); ``initialize`` is not a key operation."""
         return self.wrap + self.unwrap + self.generate
+
+    def snapshot(self) -> KmsCallStats:
+        """A frozen copy (the live object keeps counting)."""
+        return KmsCallStats({name: replace(op) for name, op in self.operations.items()})
+
+    def since(self, earlier: KmsCallStats) -> KmsCallStats:
+        """Calls and failures made after ``earlier`` (a :meth:`snapshot`); max and in-flight are
+        the current values."""
+        return KmsCallStats({
+            name: OperationStats(
+                calls=op.calls - earlier.operations[name].calls,
+                in_flight=op.in_flight,
+                failures=op.failures - earlier.operations[name].failures,
+                total_seconds=op.total_seconds - earlier.operations[name].total_seconds,
+                max_seconds=op.max_seconds,
+            )
+            for name, op in self.operations.items()
+        })
+
+    def to_dict(self) -> dict[str, dict[str, float]]:
+        return {
+            name: {"calls": op.calls, "failures": op.failures, "in_flight": op.in_flight,
+                   "total_seconds": op.total_seconds, "max_seconds": op.max_seconds}
+            for name, op in self.operations.items()
+        }
+
+    def __repr__(self) -> str:
+        return (f"KmsCallStats(wrap={self.wrap}, unwrap={self.unwrap}, generate={self.generate}, "
+                f"errors={self.errors})")
 
 
 class KmsCallbackAdapter:
     """Py4J-facing adapter. Method names follow the Java interface (camelCase)."""
 
-    ALLOWED_METHODS = frozenset({"wrapKey", "unwrapKey", "supportsKeyGeneration", "generateKey"})
+    ALLOWED_METHODS = frozenset({"wrapKey", "unwrapKey", "supportsKeyGeneration", "generateKey", "initialize"})
 
     class Java:
         implements = ["io.pyicebergcrypto.bridge.PythonKms"]
@@ -36,33 +121,51 @@ class KmsCallbackAdapter:
         self.kms = kms
         self.stats = KmsCallStats()
         self._lock = threading.Lock()
+        self._initialized_with: set[frozenset] = set()
+        self._initialize_lock = threading.Lock()
 
-    def _count(self, field: str) -> None:
+    def _run(self, operation: str, fn, *args):
         with self._lock:
-            setattr(self.stats, field, getattr(self.stats, field) + 1)
-
-    def _run(self, field: str, fn, *args):
-        self._count(field)
+            self.stats.operations[operation].in_flight += 1
+        start = time.perf_counter()
+        failed = True
         try:
-            return fn(*args)
-        except Exception:
-            self._count("errors")
-            raise
+            result = fn(*args)
+            failed = False
+            return result
+        finally:
+            elapsed = time.perf_counter() - start
+            with self._lock:
+                self.stats.operations[operation]._record(elapsed, failed)
 
     def wrapKey(self, key: bytes, wrapping_key_id: str) -> bytes:  # noqa: N802 - Java name
-        return _as_bytes(self._run("wrap", self.kms.wrap_key, bytes(key), wrapping_key_id), "wrap_key")
+        return self._run("wrap", lambda: _as_bytes(self.kms.wrap_key(bytes(key), wrapping_key_id), "wrap_key"))
 
     def unwrapKey(self, wrapped: bytes, wrapping_key_id: str) -> bytes:  # noqa: N802
-        return _as_bytes(self._run("unwrap", self.kms.unwrap_key, bytes(wrapped), wrapping_key_id), "unwrap_key")
+        return self._run("unwrap",
+                         lambda: _as_bytes(self.kms.unwrap_key(bytes(wrapped), wrapping_key_id), "unwrap_key"))
 
     def supportsKeyGeneration(self) -> bool:  # noqa: N802
         return bool(self.kms.supports_key_generation())
 
     def generateKey(self, wrapping_key_id: str) -> bytes:  # noqa: N802
-        result = self._run("generate", self.kms.generate_key, wrapping_key_id)
-        key = _as_bytes(result.key, "generate_key")
-        wrapped = _as_bytes(result.wrapped_key, "generate_key")
-        return struct.pack(">H", len(key)) + key + wrapped
+        def generate() -> bytes:
+            result = self.kms.generate_key(wrapping_key_id)
+            key = _as_bytes(result.key, "generate_key")
+            wrapped = _as_bytes(result.wrapped_key, "generate_key")
+            return struct.pack(">H", len(key)) + key + wrapped
+
+        return self._run("generate", generate)
+
+    def initialize(self, encoded_properties: str) -> None:
+        """Forwarded catalog properties (``pyiceberg-crypto.kms.*``, prefix removed): passed to the
+        KMS's ``initialize()`` once per distinct set, however many catalogs and JVMs send it."""
+        properties = dict(parse_qsl(encoded_properties or "", keep_blank_values=True))
+        signature = frozenset(properties.items())
+        with self._initialize_lock:
+            if signature not in self._initialized_with:
+                self._run("initialize", self.kms.initialize, properties)
+                self._initialized_with.add(signature)
 
 
 def _as_bytes(value, method: str) -> bytes:

@@ -1,4 +1,5 @@
-"""Make a Python KMS callable from the Spark driver JVM, under a name the catalog refers to.
+"""Make a Python KMS callable from Spark's JVMs (driver and executors), under a name the catalog
+refers to.
 
     from pyiceberg_crypto.bridge import register_kms
     from pyiceberg_crypto.kms import InMemoryKms
@@ -10,24 +11,34 @@
 
 The catalog finds the KMS by the catalog property ``pyiceberg-crypto.kms-name`` (set by
 :func:`pyiceberg_crypto.config.spark_settings`). Registering the same name again replaces the
-previous KMS (or returns the existing registration if it is the same object), so notebooks can
-re-run cells safely. Stopping the SparkContext unregisters and shuts the callback server down.
+previous KMS (or returns the existing registration if it is the same object with the same
+options), so notebooks can re-run cells safely. Stopping the SparkContext unregisters and shuts the callback server down.
+
+Executors: Iceberg ships the Java KMS client inside task data; it carries this registration's
+endpoint (address, port, token), so executor JVMs call this process's KMS directly. The endpoint is
+loopback unless ``bind_address`` says otherwise (needed when executors run on other machines).
 """
 
 from __future__ import annotations
 
 import atexit
+import base64
+import logging
 import threading
 import weakref
 
 from py4j.java_gateway import JavaClass
 
 from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter, KmsCallStats
-from pyiceberg_crypto.bridge.callback_server import KmsCallbackServer
+from pyiceberg_crypto.bridge.callback_server import LOOPBACK, KmsCallbackServer
+from pyiceberg_crypto.bridge.redaction import redact_in_py4j_logs
 from pyiceberg_crypto.kms.base import KeyManagementClient
 
 REGISTRY_CLASS = "io.pyicebergcrypto.bridge.PythonKmsRegistry"
 DEFAULT_TIMEOUT_SECONDS = 60.0
+WILDCARD_ADDRESSES = ("0.0.0.0", "::")
+
+log = logging.getLogger(__name__)
 
 _lock = threading.RLock()
 _registrations: dict[str, KmsRegistration] = {}
@@ -48,6 +59,7 @@ class KmsRegistration:
         self._adapter = adapter
         self._jvm_ref = jvm
         self._closed = False
+        self._options: tuple = ()  # (bind_address, timeout_seconds) it was registered with
 
     @property
     def stats(self) -> KmsCallStats:
@@ -55,8 +67,18 @@ class KmsRegistration:
 
     @property
     def port(self) -> int:
-        """Loopback port of the authenticated callback server (for diagnostics and tests)."""
+        """Port of the authenticated callback server (for diagnostics and tests)."""
         return self._server.port
+
+    @property
+    def tls(self) -> bool:
+        """True when the listener speaks TLS (every address but 127.0.0.1)."""
+        return self._server.tls
+
+    @property
+    def address(self) -> str:
+        """Address the callback server listens on (127.0.0.1 unless ``bind_address`` was given)."""
+        return self._server.address
 
     @property
     def active(self) -> bool:
@@ -93,14 +115,24 @@ def register_kms(
     name: str = "default",
     *,
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    bind_address: str = LOOPBACK,
 ) -> KmsRegistration:
     """Register ``kms`` in the driver JVM of ``spark`` under ``name``; return the registration.
+
+    The JVM calls the KMS through an authenticated callback server in this process. Executor
+    JVMs (``local-cluster`` or a real cluster) receive its endpoint inside the serialized Iceberg
+    tasks and call it directly.
 
     Args:
         spark: a classic (non-Connect) ``SparkSession`` whose classpath has the bridge jar.
         kms: the Python KMS (a :class:`~pyiceberg_crypto.kms.KeyManagementClient`).
         name: the name catalogs use (catalog property ``pyiceberg-crypto.kms-name``).
-        timeout_seconds: how long the JVM waits for one KMS call before failing it.
+        timeout_seconds: how long a JVM waits to connect and for one KMS call before failing it.
+        bind_address: where the callback server listens. Loopback (default) serves the driver and
+            executors on this machine only. On a real cluster pass the driver's address reachable
+            by executors (or ``"0.0.0.0"``: executors are then told ``spark.driver.host``). Any
+            address but 127.0.0.1 gets TLS with a per-registration certificate that the JVMs
+            pin (see README, "The Python KMS on a cluster").
     """
     if not hasattr(kms, "wrap_key") or not hasattr(kms, "unwrap_key"):
         raise TypeError(f"kms must implement wrap_key/unwrap_key (a KeyManagementClient), got {type(kms).__name__}")
@@ -108,24 +140,33 @@ def register_kms(
         raise ValueError("name must be a non-empty string")
     if timeout_seconds <= 0:
         raise ValueError("timeout_seconds must be positive")
+    if not bind_address or not isinstance(bind_address, str):
+        raise ValueError("bind_address must be a non-empty address string such as '127.0.0.1'")
     sc = _spark_context(spark)
+    advertised = _advertised_host(sc, bind_address)
     jvm = sc._jvm
     registry = _registry(jvm)
     with _lock:
         existing = _registrations.get(name)
-        if existing is not None and existing.active and existing.kms is kms:
+        options = (bind_address, timeout_seconds)
+        if (existing is not None and existing.active and existing.kms is kms and not existing._server.closed
+                and existing._options == options):
             return existing
         if existing is not None:
             existing.close()
         adapter = KmsCallbackAdapter(kms)
-        server = KmsCallbackServer(adapter, sc._gateway._gateway_client)
+        server = KmsCallbackServer(adapter, sc._gateway._gateway_client, address=bind_address)
+        redact_in_py4j_logs(server.auth_token)  # Py4J logs the command that carries it at DEBUG
+        _redact_gateway_token(sc)
         try:
-            registry.register(name, server.address, server.port, server.auth_token, server.object_id,
-                              int(timeout_seconds * 1000))
+            certificate = base64.b64encode(server.certificate).decode() if server.certificate else ""
+            registry.register(name, advertised, server.port, server.auth_token, server.object_id,
+                              max(1, int(timeout_seconds * 1000)), certificate)
         except Exception:
             server.close()
             raise
         registration = KmsRegistration(name, kms, server, adapter, jvm)
+        registration._options = options
         _registrations[name] = registration
         _install_stop_hook(sc)
         return registration
@@ -159,6 +200,30 @@ def _spark_context(spark):
     if getattr(sc, "_jvm", None) is None or getattr(sc, "_jsc", None) is None:
         raise BridgeError("the SparkContext has no JVM (was it stopped?)")
     return sc
+
+
+def _redact_gateway_token(sc) -> None:
+    """PySpark's own gateway secret is sent (and logged by Py4J at DEBUG) by every new Python
+    thread's connection: keep it out of the logs too, from the first registration on."""
+    try:
+        token = sc._gateway.gateway_parameters.auth_token
+    except AttributeError:
+        return
+    if token:
+        redact_in_py4j_logs(token)
+
+
+def _advertised_host(sc, bind_address: str) -> str:
+    """The host executors are told to connect to; warn when loopback cannot serve the cluster."""
+    if bind_address in WILDCARD_ADDRESSES:
+        return sc.getConf().get("spark.driver.host", LOOPBACK)
+    master = sc.master or ""
+    if bind_address == LOOPBACK and not master.startswith("local"):
+        log.warning(
+            "Python KMS listens on %s only, but master is %s: executors on other machines cannot reach "
+            "it (register_kms(..., bind_address=<driver address>) opts in to a network listener)",
+            LOOPBACK, master)
+    return bind_address
 
 
 def _registry(jvm):

@@ -46,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run the end-to-end demo on local Spark")
     demo.add_argument("--workdir", default="demo-warehouse", help="where the demo writes (default: %(default)s)")
     demo.add_argument("--keep", action="store_true", help="keep the previous demo directory contents")
+
+    from pyiceberg_crypto.cli.keystore_cmd import add_keystore_parser
+
+    add_keystore_parser(sub)
     return parser
 
 
@@ -91,6 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pyiceberg_crypto.cli.demo_cmd import run_demo
 
         return run_demo(args)
+    if args.command == "keystore":
+        from pyiceberg_crypto.cli.keystore_cmd import run_keystore
+
+        return run_keystore(args)
     parser.error(f"unknown command {args.command!r}")
     return EXIT_USAGE
 

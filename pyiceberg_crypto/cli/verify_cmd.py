@@ -24,6 +24,10 @@ def add_verify_parser(sub) -> None:
                         help="the Python KMS: an importable factory, or a shipped KMS by short name")
     verify.add_argument("--kms-property", action="append", default=[], metavar="KEY=VALUE",
                         help="a property for the KMS's initialize() (repeatable)")
+    verify.add_argument("--io-property", action="append", default=[], metavar="KEY=VALUE",
+                        help="a storage property, as in the catalog (s3.endpoint=http://127.0.0.1:9000, "
+                             "s3.path-style-access=true, client.region=...); credentials come from the "
+                             "environment (repeatable)")
     which = verify.add_mutually_exclusive_group()
     which.add_argument("--snapshot", type=int, metavar="ID", help="verify this snapshot (default: the current one)")
     which.add_argument("--all-snapshots", action="store_true", help="verify every snapshot in the metadata")
@@ -38,6 +42,7 @@ def run_verify(args: argparse.Namespace) -> int:
 
     try:
         properties = _parse_properties(args.kms_property)
+        io_properties = _parse_properties(args.io_property, "--io-property")
         kms = load_kms(args.kms, properties)
     except (KmsLoadError, ValueError) as exc:
         return _fail(args, "usage", str(exc))
@@ -47,7 +52,8 @@ def run_verify(args: argparse.Namespace) -> int:
         with _progress(enabled=not args.json and sys.stderr.isatty()) as progress:
             report = verify_metadata(args.metadata, kms, snapshot_id=args.snapshot,
                                      all_snapshots=args.all_snapshots,
-                                     expected_metadata_hash=args.metadata_hash, progress=progress)
+                                     expected_metadata_hash=args.metadata_hash, progress=progress,
+                                     properties=io_properties)
     except VerifyInputError as exc:
         return _fail(args, "unreadable", str(exc))
     except ValueError as exc:  # e.g. an unsupported URI scheme
@@ -94,12 +100,12 @@ def format_report(report: TableReport) -> str:
     return "\n".join(lines)
 
 
-def _parse_properties(pairs: list[str]) -> dict[str, str]:
+def _parse_properties(pairs: list[str], option: str = "--kms-property") -> dict[str, str]:
     props = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise ValueError(f"--kms-property must be KEY=VALUE, got {pair!r}")
+            raise ValueError(f"{option} must be KEY=VALUE, got {pair!r}")
         props[key] = value
     return props
 

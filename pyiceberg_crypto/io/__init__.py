@@ -64,7 +64,11 @@ class LocalFileIO:
 
 #: URI scheme -> "module:factory" of a FileIO built from catalog properties (imported lazily so
 #: optional dependencies are needed only when such a table is read).
-SCHEMES: dict[str, str] = {}
+SCHEMES: dict[str, str] = {
+    "s3": "pyiceberg_crypto.io.s3:file_io_from_properties",
+    "s3a": "pyiceberg_crypto.io.s3:file_io_from_properties",
+    "s3n": "pyiceberg_crypto.io.s3:file_io_from_properties",
+}
 
 
 def file_io_for(uri: str, properties: Mapping[str, str] | None = None) -> FileIO:
@@ -73,7 +77,7 @@ def file_io_for(uri: str, properties: Mapping[str, str] | None = None) -> FileIO
     Raises:
         ValueError: the scheme is not supported (the message lists the supported ones).
     """
-    scheme = uri.split("://", 1)[0] if "://" in uri else ("file" if not uri.startswith("file:") else "file")
+    scheme = uri.split("://", 1)[0].lower() if "://" in uri else "file"  # file:/a and plain paths
     if scheme == "file":
         return LocalFileIO()
     target = SCHEMES.get(scheme)

@@ -1,6 +1,26 @@
-"""Python KMS API (:class:`KeyManagementClient`) and shipped KMS implementations."""
+"""Python KMS API (:class:`KeyManagementClient`) and shipped KMS implementations.
 
+Shipped KMSs (short names for :func:`~pyiceberg_crypto.kms.loader.load_kms` and ``--kms``):
+
+- ``keystore``: :class:`KeystoreKms`, master keys in a local keystore file, with rotation;
+- ``aws``: :class:`AwsKms`, AWS KMS through boto3 (``pip install pyiceberg-crypto[aws]``);
+- :class:`InMemoryKms` for demos and tests.
+"""
+
+from pyiceberg_crypto.kms.aws import AwsKms
 from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, KmsError, UnknownKeyError
+from pyiceberg_crypto.kms.keystore import InsecureKeystoreError, KeystoreError, KeystoreKms, MalformedKeystoreError
 from pyiceberg_crypto.kms.memory import InMemoryKms
 
-__all__ = ["InMemoryKms", "KeyGenerationResult", "KeyManagementClient", "KmsError", "UnknownKeyError"]
+__all__ = [
+    "AwsKms",
+    "InMemoryKms",
+    "InsecureKeystoreError",
+    "KeyGenerationResult",
+    "KeyManagementClient",
+    "KeystoreError",
+    "KeystoreKms",
+    "KmsError",
+    "MalformedKeystoreError",
+    "UnknownKeyError",
+]

@@ -19,7 +19,10 @@ from collections.abc import Mapping
 from pyiceberg_crypto.kms.base import KeyManagementClient
 
 #: Short name -> "module:factory" of the KMSs shipped with the package.
-SHIPPED: dict[str, str] = {}
+SHIPPED: dict[str, str] = {
+    "keystore": "pyiceberg_crypto.kms.keystore:keystore_kms",
+    "aws": "pyiceberg_crypto.kms.aws:aws_kms",
+}
 
 
 class KmsLoadError(ValueError):

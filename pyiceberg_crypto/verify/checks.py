@@ -79,8 +79,14 @@ def finding_for(task: FileTask, status: str, detail: str = "", **extra) -> FileF
                        entries=task.entries, expected_size=task.expected_size, **extra)
 
 
-def status_of(error: IntegrityError) -> str:
-    """The report status of an integrity failure (truncation first: some errors are both)."""
+def status_of(error: IntegrityError, length_verified: bool = False) -> str:
+    """The report status of an integrity failure (truncation first: some errors are both).
+
+    Once the stored length equals the trusted length, a structure that ends too early or too late
+    is a corrupt structure inside the file (e.g. a changed footer length), not a truncation.
+    """
+    if length_verified:
+        return TAMPERED
     if isinstance(error, TruncatedError):
         return TRUNCATED
     if isinstance(error, (ExtraDataError, LengthMismatchError)):
@@ -146,6 +152,12 @@ def plaintext_format(magic: bytes) -> str | None:
 def _check_ags1(task: FileTask, handle: BinaryIO, key: StandardKeyMetadata, magic: bytes, trusted: int | None) -> FileFinding:
     if magic != AGS1_MAGIC:
         return finding_for(task, TAMPERED, f"bad magic {magic!r}, expected {AGS1_MAGIC!r}", location="header")
+    header = handle.read(ags1.HEADER_LENGTH)
+    handle.seek(0)
+    block_size = int.from_bytes(header[4:8], "little", signed=True)
+    if len(header) == ags1.HEADER_LENGTH and block_size != ags1.DEFAULT_BLOCK_SIZE:  # not authenticated: check it
+        return finding_for(task, TAMPERED, f"block length {block_size} in the header; Iceberg writes and reads "
+                                           f"only {ags1.DEFAULT_BLOCK_SIZE}-byte blocks", location="header")
     try:
         result = ags1.verify_ags1(handle, key.encryption_key, key.aad_prefix or b"", name=task.path,
                                   file_length=trusted)
@@ -155,7 +167,7 @@ def _check_ags1(task: FileTask, handle: BinaryIO, key: StandardKeyMetadata, magi
                              name=task.path) as plain:
             head = plain.read(4)
     except IntegrityError as err:
-        return finding_for(task, status_of(err), err.reason, location=err.location)
+        return finding_for(task, status_of(err, trusted is not None), err.reason, location=err.location)
     except FormatError as exc:
         return finding_for(task, TAMPERED, str(exc), location="header")
     if head != expected:
@@ -173,14 +185,15 @@ def _check_parquet(task: FileTask, handle: BinaryIO, key: StandardKeyMetadata, m
     try:
         report = verify_parquet(handle, keys, name=task.path, expected_size=trusted)
     except IntegrityError as err:
-        return finding_for(task, status_of(err), err.reason, location=err.location)
+        return finding_for(task, status_of(err, trusted is not None), err.reason, location=err.location)
     except FormatError as exc:
         return finding_for(task, UNVERIFIABLE, str(exc))
     modules = sum(report.authenticated.values())
     if report.failures:
         err = report.failures[0]
         more = f" (+{len(report.failures) - 1} more)" if len(report.failures) > 1 else ""
-        return finding_for(task, status_of(err), err.reason + more, location=err.location, authenticated=modules)
+        return finding_for(task, status_of(err, trusted is not None), err.reason + more, location=err.location,
+                           authenticated=modules)
     if report.not_verifiable:
         return finding_for(task, UNVERIFIABLE, "not verifiable: " + "; ".join(report.not_verifiable),
                            authenticated=modules)

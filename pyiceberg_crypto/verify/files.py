@@ -1,14 +1,16 @@
 """First-level check of a table directory: does every file start with its encrypted magic?
 
-This is the cheap, key-less check the demo prints (the full cryptographic verification, with keys,
-is built on :mod:`pyiceberg_crypto.formats`). Results are data, not text::
+This is the cheap, key-less look the demo prints before the real verification (the whole-table
+walk with keys is :func:`pyiceberg_crypto.verify.verify_metadata`). Results are data, not text::
 
     for finding in scan_table_files("/warehouse/db.db/orders"):
         print(finding.kind, finding.magic, finding.ok, finding.path)
 
 Expected magics (Iceberg >= 1.11 with ``encryption.key-id`` set):
     data files (Parquet)             ``PARE``  Parquet modular encryption, encrypted footer
+    deletion vectors (Puffin)        ``AGS1``  AES GCM Stream
     manifests, manifest lists (Avro) ``AGS1``  AES GCM Stream
+    statistics (Puffin)              ``AGS1``  (Iceberg 1.12.0 writes them in plaintext: flagged)
     ``*.metadata.json``              plaintext by design: holds schema and key ids, no data
 """
 
@@ -18,15 +20,16 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-EXPECTED_MAGIC = {"data": b"PARE", "manifest": b"AGS1", "manifest-list": b"AGS1"}
+EXPECTED_MAGIC = {"data": b"PARE", "deletion-vector": b"AGS1", "manifest": b"AGS1", "manifest-list": b"AGS1",
+                  "statistics": b"AGS1", "partition-statistics": b"PARE"}
 
 
 @dataclass(frozen=True)
-class FileFinding:
+class MagicFinding:
     """One file of a table, what it should be, and what its first bytes are."""
 
     path: Path
-    kind: str  # "data" | "manifest" | "manifest-list" | "unknown"
+    kind: str  # a key of EXPECTED_MAGIC, or "unknown"
     magic: bytes
 
     @property
@@ -57,13 +60,20 @@ def classify(relative: Path) -> str | None:
         return None
     top = relative.parts[0] if relative.parts else ""
     if top == "data":
-        return "data" if name.endswith(".parquet") else "unknown"
-    if top == "metadata" and name.endswith(".avro"):
-        return "manifest-list" if name.startswith("snap-") else "manifest"
+        if name.endswith(".parquet"):
+            return "data"
+        return "deletion-vector" if name.endswith(".puffin") else "unknown"
+    if top == "metadata":
+        if name.endswith(".avro"):
+            return "manifest-list" if name.startswith("snap-") else "manifest"
+        if name.endswith(".stats"):
+            return "statistics"
+        if name.startswith("partition-stats-"):
+            return "partition-statistics"
     return "unknown"
 
 
-def scan_table_files(location: str | os.PathLike) -> list[FileFinding]:
+def scan_table_files(location: str | os.PathLike) -> list[MagicFinding]:
     """Every data / manifest / manifest-list file under a local table location, sorted by path.
 
     Files this check does not know (e.g. Puffin files) are reported with kind ``"unknown"`` and
@@ -78,5 +88,5 @@ def scan_table_files(location: str | os.PathLike) -> list[FileFinding]:
             if kind is None:
                 continue
             with open(path, "rb") as handle:
-                findings.append(FileFinding(path, kind, handle.read(4)))
+                findings.append(MagicFinding(path, kind, handle.read(4)))
     return sorted(findings, key=lambda f: (f.kind, str(f.path)))

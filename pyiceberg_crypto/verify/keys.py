@@ -41,9 +41,11 @@ class TableKeys:
         self._keks: dict[str, bytes | KeyLookupError] = {}
 
     def kek_entries(self) -> list[EncryptionKey]:
-        """Entries wrapped by the KMS (not sealed by another entry of the table)."""
-        ids = set(self.meta.encryption_keys)
-        return [e for e in self.meta.encryption_keys.values() if e.encrypted_by_id not in ids]
+        """Entries wrapped by the KMS: not sealed by another entry of the table, or named as the
+        sealer of a snapshot's key (whatever their own ``encrypted-by-id`` says)."""
+        entries = self.meta.encryption_keys
+        sealers = {entries[s.key_id].encrypted_by_id for s in self.meta.snapshots.values() if s.key_id in entries}
+        return [e for e in entries.values() if e.encrypted_by_id not in entries or e.key_id in sealers]
 
     def kek(self, kek_id: str) -> bytes:
         """The unwrapped KEK ``kek_id`` (cached), or KeyLookupError."""
@@ -80,9 +82,9 @@ class TableKeys:
         """Each KEK must be wrapped by the table's ``encryption.key-id`` and unwrap with the KMS."""
         checks = []
         for entry in self.kek_entries():
-            name = f"kek {entry.key_id}"
+            name, kek = "kek", f"KEK {entry.key_id}: "
             if self.meta.key_id and entry.encrypted_by_id != self.meta.key_id:
-                checks.append(TableCheck(name, KEY_ERROR, f"wrapped by master key {entry.encrypted_by_id!r}, "
+                checks.append(TableCheck(name, KEY_ERROR, kek + f"wrapped by master key {entry.encrypted_by_id!r}, "
                                                           f"not the table's encryption.key-id {self.meta.key_id!r}"))
                 continue
             try:
@@ -90,7 +92,7 @@ class TableKeys:
             except KeyLookupError as exc:
                 checks.append(TableCheck(name, exc.status, str(exc)))
                 continue
-            checks.append(TableCheck(name, OK, f"wrapped by master key {entry.encrypted_by_id!r}, unwrapped by the KMS"))
+            checks.append(TableCheck(name, OK, kek + f"wrapped by master key {entry.encrypted_by_id!r}, unwrapped by the KMS"))
         return checks
 
     def manifest_list_key(self, snapshot: Snapshot) -> StandardKeyMetadata:

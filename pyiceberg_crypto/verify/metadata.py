@@ -75,8 +75,8 @@ class TableMetadata:
         if all_snapshots:
             return sorted(self.snapshots.values(), key=lambda s: (s.sequence_number or 0, s.snapshot_id))
         wanted = snapshot_id if snapshot_id is not None else self.current_snapshot_id
-        if wanted is None or wanted == -1:
-            return []  # a table without data
+        if snapshot_id is None and (wanted is None or wanted == -1):
+            return []  # a table without data (or, with snapshots, without a current one)
         if wanted not in self.snapshots:
             known = ", ".join(str(i) for i in sorted(self.snapshots)) or "none"
             raise MetadataError(f"snapshot {wanted} is not in the table metadata (snapshots: {known})")
@@ -91,29 +91,57 @@ class TableMetadata:
         if not isinstance(doc, dict) or "format-version" not in doc:
             raise MetadataError(f"{location} is not Iceberg table metadata (no format-version)")
         try:
+            properties = doc.get("properties") or {}
+            if not isinstance(properties, dict):
+                raise TypeError("properties is not an object")
             return cls(
                 location=location,
-                table_location=doc.get("location"),
-                table_uuid=doc.get("table-uuid"),
+                table_location=_optional(doc, "location", str),
+                table_uuid=_optional(doc, "table-uuid", str),
                 format_version=int(doc["format-version"]),
-                properties={str(k): str(v) for k, v in (doc.get("properties") or {}).items()},
-                current_snapshot_id=doc.get("current-snapshot-id"),
-                snapshots={s["snapshot-id"]: _snapshot(s) for s in doc.get("snapshots") or []},
-                encryption_keys={k["key-id"]: _encryption_key(k) for k in doc.get("encryption-keys") or []},
+                properties={str(k): str(v) for k, v in properties.items()},
+                current_snapshot_id=_optional(doc, "current-snapshot-id", int),
+                snapshots={s.snapshot_id: s for s in map(_snapshot, _list(doc, "snapshots"))},
+                encryption_keys={k.key_id: k for k in map(_encryption_key, _list(doc, "encryption-keys"))},
                 statistics=_statistics(doc),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise MetadataError(f"{location}: malformed table metadata ({type(exc).__name__}: {exc})") from None
 
 
+def _list(doc: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """A list of JSON objects (absent or null: empty), else TypeError naming the field."""
+    value = doc.get(name) or []
+    if not isinstance(value, list) or not all(isinstance(item, dict) for item in value):
+        raise TypeError(f"{name} is not a list of objects")
+    return value
+
+
+def _required(entry: dict[str, Any], name: str, kind: type):
+    if entry.get(name) is None:
+        raise KeyError(name)
+    return _optional(entry, name, kind)
+
+
+def _optional(entry: dict[str, Any], name: str, kind: type):
+    """``entry[name]`` if it is a ``kind`` (bool is not an int here), None when absent or null."""
+    value = entry.get(name)
+    if value is not None and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
+        raise TypeError(f"{name} is {type(value).__name__}, expected {kind.__name__}")
+    return value
+
+
 def _snapshot(entry: dict[str, Any]) -> Snapshot:
-    return Snapshot(int(entry["snapshot-id"]), entry["manifest-list"], entry.get("key-id"),
-                    entry.get("sequence-number"))
+    return Snapshot(_required(entry, "snapshot-id", int), _required(entry, "manifest-list", str),
+                    _optional(entry, "key-id", str), _optional(entry, "sequence-number", int))
 
 
 def _encryption_key(entry: dict[str, Any]) -> EncryptionKey:
-    return EncryptionKey(entry["key-id"], entry["encrypted-key-metadata"], entry.get("encrypted-by-id"),
-                         dict(entry.get("properties") or {}))
+    properties = _optional(entry, "properties", dict) or {}
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in properties.items()):
+        raise TypeError(f"properties of encryption key {entry.get('key-id')!r} are not strings")
+    return EncryptionKey(_required(entry, "key-id", str), _required(entry, "encrypted-key-metadata", str),
+                         _optional(entry, "encrypted-by-id", str), dict(properties))
 
 
 def _statistics(doc: dict[str, Any]) -> list[StatisticsFile]:
@@ -121,7 +149,8 @@ def _statistics(doc: dict[str, Any]) -> list[StatisticsFile]:
 
     out = []
     for kind, name in ((STATISTICS, "statistics"), (PARTITION_STATISTICS, "partition-statistics")):
-        for entry in doc.get(name) or []:
-            out.append(StatisticsFile(kind, entry["statistics-path"], int(entry["snapshot-id"]),
-                                      entry.get("file-size-in-bytes"), entry.get("key-metadata")))
+        for entry in _list(doc, name):
+            out.append(StatisticsFile(kind, _required(entry, "statistics-path", str),
+                                      _required(entry, "snapshot-id", int),
+                                      _optional(entry, "file-size-in-bytes", int), _optional(entry, "key-metadata", str)))
     return out

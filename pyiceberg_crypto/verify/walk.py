@@ -79,6 +79,7 @@ class WalkPlan:
     tasks: dict[str, FileTask] = field(default_factory=dict)  # data + delete files, by path
     manifest_tasks: dict[str, FileTask] = field(default_factory=dict)  # to recognise swapped manifests
     files_by_manifest: dict[str, list[str]] = field(default_factory=dict)  # live file paths per manifest
+    manifest_list_tasks: dict[str, FileTask] = field(default_factory=dict)  # every snapshot's, to spot a replay
 
 
 def verify_metadata(
@@ -125,9 +126,15 @@ def verify_metadata(
     )
     keys = TableKeys(meta, kms)
     report.checks = table_checks(meta, keys, raw, expected_metadata_hash)
+    if not snapshots and meta.snapshots:  # e.g. current-snapshot-id removed: nothing would be checked
+        report.checks.append(TableCheck("current-snapshot", UNVERIFIABLE, f"the table metadata lists "
+                                        f"{len(meta.snapshots)} snapshot(s) but no current one: nothing verified "
+                                        "(choose --snapshot ID or --all-snapshots)"))
     plan = plan_walk(meta, keys, snapshots, file_io, progress)
     tasks = list(plan.tasks.values())
-    file_findings = (runner or local_runner(file_io))(tasks)
+    file_findings = (runner or local_runner(file_io, progress=progress))(tasks)
+    if any(f.kind == MANIFEST_LIST and f.status in _SWAP_SUSPECTS for f in plan.findings.values()):
+        plan.manifest_list_tasks = manifest_list_tasks(meta, keys)
     findings = list(plan.findings.values()) + identify_swaps(file_findings, plan, file_io)
     findings += [check_statistics_file(stats, file_io) for stats in meta.statistics]
     order = {kind: i for i, kind in enumerate(KINDS)}
@@ -172,6 +179,23 @@ def table_checks(meta: TableMetadata, keys: TableKeys, raw: bytes, expected_hash
     else:
         checks.append(TableCheck("encryption.key-id", PLAINTEXT, "no encryption.key-id: the table is not encrypted"))
     checks += keys.kek_checks()
+    checks += snapshot_checks(meta)
+    return checks
+
+
+def snapshot_checks(meta: TableMetadata) -> list[TableCheck]:
+    """Iceberg writes a new manifest list, with a new key, for every snapshot: two snapshots that
+    share one are an edited metadata.json (e.g. the current snapshot pointed at an older state)."""
+    checks = []
+    for field_name, value_of in (("manifest-list", lambda s: s.manifest_list), ("key-id", lambda s: s.key_id)):
+        owners: dict[str, list[int]] = {}
+        for snapshot in meta.snapshots.values():
+            if value_of(snapshot):
+                owners.setdefault(value_of(snapshot), []).append(snapshot.snapshot_id)
+        for value, ids in owners.items():
+            if len(ids) > 1:
+                checks.append(TableCheck("snapshot-keys", TAMPERED, f"snapshots {', '.join(map(str, sorted(ids)))} "
+                                         f"share the {field_name} {value!r}: Iceberg writes one per snapshot"))
     return checks
 
 
@@ -200,6 +224,9 @@ def _walk_snapshot(snapshot: Snapshot, keys: TableKeys, file_io: FileIO, plan: W
             plan.findings[list_task.path] = finding_for(list_task, exc.status, str(exc))
             return
     finding, records = read_avro(list_task, file_io)
+    if finding.status == UNVERIFIABLE and list_task.key_metadata is None:
+        finding.detail = (f"encrypted, but snapshot {snapshot.snapshot_id} has no key-id in the table metadata "
+                          "(no key to open its manifest list)")
     _add_finding(plan.findings, finding)
     for record in records or []:
         path = record["manifest_path"]
@@ -292,25 +319,47 @@ def _bytes(value) -> bytes | None:
 # --- running the file checks --------------------------------------------------------------------
 
 
-def local_runner(file_io: FileIO, threads: int | None = None) -> Runner:
+def local_runner(file_io: FileIO, threads: int | None = None, progress: Progress | None = None) -> Runner:
     """Verify tasks in this process with a small thread pool (AES-GCM releases the GIL)."""
     workers = threads or min(4, os.cpu_count() or 1)
 
     def run(tasks: list[FileTask]) -> list[FileFinding]:
-        if len(tasks) <= 1 or workers == 1:
-            return [check_file(task, file_io) for task in tasks]
+        results = []
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="verify") as pool:
-            return list(pool.map(lambda task: check_file(task, file_io), tasks))
+            for done, finding in enumerate(pool.map(lambda task: check_file(task, file_io), tasks), 1):
+                results.append(finding)
+                if progress:
+                    progress("files", done, len(tasks))
+        return results
 
     return run
 
 
+def manifest_list_tasks(meta: TableMetadata, keys: TableKeys) -> dict[str, FileTask]:
+    """Every snapshot's manifest list with its key, where the key opens (candidates for a replay)."""
+    tasks = {}
+    for snapshot in meta.snapshots.values():
+        try:
+            key = keys.manifest_list_key(snapshot)
+        except KeyLookupError:
+            continue
+        tasks[snapshot.manifest_list] = FileTask(snapshot.manifest_list, MANIFEST_LIST, "AVRO",
+                                                 key_metadata=key.serialize(), expected_size=key.file_length,
+                                                 snapshot_ids={snapshot.snapshot_id})
+    return tasks
+
+
 def identify_swaps(findings: list[FileFinding], plan: WalkPlan, file_io: FileIO) -> list[FileFinding]:
     """Turn a failing file whose bytes authenticate as another file of the table into WRONG_FILE."""
-    manifest_failures = [plan.manifest_tasks[f.path] for f in plan.findings.values()
-                         if f.kind == MANIFEST and f.status in _SWAP_SUSPECTS and f.path in plan.manifest_tasks]
-    for task in manifest_failures:
-        _mark_swap(plan.findings[task.path], task, list(plan.manifest_tasks.values()), file_io)
+    for pool in (plan.manifest_tasks, plan.manifest_list_tasks):
+        for path, task in pool.items():
+            finding = plan.findings.get(path)
+            if finding is not None and finding.status in _SWAP_SUSPECTS:
+                _mark_swap(finding, task, list(pool.values()), file_io)
+    for path, task in plan.manifest_list_tasks.items():
+        finding = plan.findings.get(path)
+        if finding is not None and finding.status in _SWAP_SUSPECTS:
+            _mark_borrowed_key(finding, task, list(plan.manifest_list_tasks.values()), file_io)
     by_format: dict[str, list[FileTask]] = {}
     for task in plan.tasks.values():
         by_format.setdefault(task.file_format, []).append(task)
@@ -326,7 +375,20 @@ def _mark_swap(finding: FileFinding, task: FileTask, candidates: list[FileTask],
     if origin is not None:
         finding.status = WRONG_FILE
         finding.same_as = origin
-        finding.detail = f"its content authenticates as another file of the table: {origin} ({finding.detail})"
+        owner = next(c for c in candidates if c.path == origin)
+        what = (f"the manifest list of snapshot {', '.join(map(str, sorted(owner.snapshot_ids)))}, "
+                if task.kind == MANIFEST_LIST and owner.snapshot_ids else "another file of the table: ")
+        finding.detail = f"its content authenticates as {what}{origin} ({finding.detail})"
+
+
+def _mark_borrowed_key(finding: FileFinding, task: FileTask, candidates: list[FileTask], file_io: FileIO) -> None:
+    """A manifest list whose snapshot names another manifest list's key (an edited metadata.json)."""
+    for other in candidates:
+        if other.path != task.path and find_origin(other, file_io, [task]) is not None:
+            finding.status = TAMPERED
+            finding.detail = (f"the key its snapshot names (key-id in the table metadata) is the key of another "
+                              f"manifest list, {other.path}: the snapshot's key-id was changed ({finding.detail})")
+            return
 
 
 # --- statistics files ----------------------------------------------------------------------------

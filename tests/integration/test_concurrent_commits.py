@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from pyiceberg_crypto import config
+from pyiceberg_crypto.verify import verify_table
 from tests.conftest import CATALOG, add_catalog
 
 WRITERS = 2
@@ -50,6 +51,9 @@ def test_concurrent_writers_through_separate_catalogs_lose_no_commit(spark, kms_
     assert rows == sorted((w, n) for w in range(WRITERS) for n in range(COMMITS_PER_WRITER))
     snapshots = spark.sql(f"SELECT count(*) FROM {catalogs[0]}.{name}.snapshots").first()[0]
     assert snapshots == WRITERS * COMMITS_PER_WRITER
+    report = verify_table(spark, f"{CATALOG}.{name}", all_snapshots=True)  # every file encrypted and authentic
+    assert report.ok, report.not_ok()
+    assert report.summary()["entries_by_kind"]["data"] == WRITERS * COMMITS_PER_WRITER
 
 
 def test_stale_commit_is_refused_by_the_metastore_swap(spark, jvm, kms_registration):

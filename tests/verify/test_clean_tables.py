@@ -61,7 +61,16 @@ def many_files_table(spark, kms_registration):
     return table
 
 
-TABLES = ["merge_on_read_table", "copy_on_write_table", "many_files_table"]
+@pytest.fixture(scope="module")
+def avro_table(spark, kms_registration):
+    """Avro data files: AGS1 like manifests, their stored length in key metadata."""
+    table = create_table(spark, "avro", properties={"write.format.default": "avro", **MOR})
+    spark.sql(f"INSERT INTO {table} SELECT id, cast(id AS string), 1 FROM range(0, 100, 1, 2)")
+    spark.sql(f"DELETE FROM {table} WHERE id < 10")
+    return table
+
+
+TABLES = ["merge_on_read_table", "copy_on_write_table", "many_files_table", "avro_table"]
 
 
 @pytest.mark.parametrize("fixture", TABLES)

@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import io
 import json
-import os
-import shutil
+import sys
 from pathlib import Path
 
-import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -226,7 +223,7 @@ def test_wrong_master_key_is_a_key_error(capsys, victim):
     _, location, paths = victim
     code, document = run_cli(capsys, location, "--kms", "tests.verify.kms_factory:wrong_master_key")
     assert code == 1
-    checks = [c for c in document["table"]["checks"] if c["name"].startswith("kek ")]
+    checks = [c for c in document["table"]["checks"] if c["name"] == "kek"]
     assert checks and all(c["status"] == KEY_ERROR for c in checks)
     assert "does not authenticate under master key 'k1'" in checks[0]["detail"]
     assert finding(document, paths[MANIFEST_LIST][0])["status"] == KEY_ERROR
@@ -347,3 +344,36 @@ def _secrets(location: str, master_keys) -> list[bytes]:
         secrets += [StandardKeyMetadata.parse(e["data_file"]["key_metadata"]).encryption_key for e in entries]
     assert len(secrets) > 5
     return secrets
+
+
+def test_metadata_hash_option_checks_the_file_against_the_metastore_value(capsys, spark, victim):
+    from tests.verify.conftest import metastore_entry
+
+    table, location, _ = victim
+    recorded = metastore_entry(spark, table)["metadata_hash"]
+    code, document = run_cli(capsys, location, "--kms", KMS, "--metadata-hash", recorded)
+    assert code == 0 and {"name": "metadata-hash", "status": OK,
+                          "detail": "metadata.json matches the metastore's metadata_hash"} in document["table"]["checks"]
+    code, document = run_cli(capsys, location, "--kms", KMS, "--metadata-hash", base64.b64encode(b"x" * 32).decode())
+    assert code == 1 and [c["status"] for c in document["table"]["checks"] if c["name"] == "metadata-hash"] == [TAMPERED]
+
+
+def test_manifest_list_replaced_by_an_older_snapshots_list_is_a_replay(capsys, victim):
+    _, location, paths = victim
+    current = paths[MANIFEST_LIST][0]
+    older = sorted(str(p) for p in Path(local(current)).parent.glob("snap-*.avro") if str(p) != local(current))[0]
+    with replaced(current, Path(older).read_bytes()):
+        code, document = run_cli(capsys, location, "--kms", KMS)
+    assert code == 1
+    reported = finding(document, current)
+    assert reported["status"] == WRONG_FILE and local(reported["same_as"]) == older
+
+
+def test_progress_bar_on_a_terminal_only(capsys, monkeypatch, victim):
+    _, location, _ = victim
+    assert main(["verify", location, "--kms", KMS]) == 0
+    assert "verifying" not in capsys.readouterr().err  # piped: no bar
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(["verify", location, "--kms", KMS]) == 0
+    captured = capsys.readouterr()
+    assert "verifying" in captured.err and "verifying" not in captured.out

@@ -223,6 +223,8 @@ def _struct_at(buf: bytes, pos: int, depth: int) -> tuple[TStruct, int]:
         pos += 1
         ttype = header & 0x0F
         if ttype == 0:  # STOP
+            if header:  # readers take any type-0 byte as STOP; writers write only 0x00
+                raise ThriftError(f"malformed STOP byte 0x{header:02x} at byte {pos - 1}")
             return TStruct(fields), pos
         delta = header >> 4
         if delta:

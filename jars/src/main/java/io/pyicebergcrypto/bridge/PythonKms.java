@@ -6,6 +6,13 @@ package io.pyicebergcrypto.bridge;
  * user's {@code pyiceberg_crypto.kms.KeyManagementClient}.
  */
 public interface PythonKms {
+  /**
+   * Forward catalog properties to the Python KMS's {@code initialize()}: URL-encoded {@code
+   * key=value} pairs joined by {@code &} (Py4J passes maps only as references into the caller's
+   * JVM, which an executor's Python peer could not follow).
+   */
+  void initialize(String encodedProperties);
+
   byte[] wrapKey(byte[] key, String wrappingKeyId);
 
   byte[] unwrapKey(byte[] wrappedKey, String wrappingKeyId);

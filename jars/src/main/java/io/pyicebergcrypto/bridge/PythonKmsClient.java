@@ -1,9 +1,15 @@
 package io.pyicebergcrypto.bridge;
 
+import java.io.IOException;
+import java.io.ObjectOutputStream;
+import java.net.URLEncoder;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.Map;
-import java.util.function.Supplier;
+import java.util.StringJoiner;
+import java.util.TreeMap;
+import java.util.function.Function;
 import org.apache.iceberg.encryption.KeyManagementClient;
 
 /**
@@ -11,34 +17,55 @@ import org.apache.iceberg.encryption.KeyManagementClient;
  *
  * <p>Configure it as the catalog's {@code encryption.kms-impl}; the catalog property {@code
  * pyiceberg-crypto.kms-name} (default {@code default}) names the Python KMS registered with {@code
- * pyiceberg_crypto.bridge.register_kms}. {@link #initialize} only records the name: the Python side
- * is resolved lazily on the first wrap/unwrap, so catalogs can be created before registration.
+ * pyiceberg_crypto.bridge.register_kms}. {@link #initialize} only records the name and the
+ * properties to forward: the Python side is resolved lazily on the first call, so catalogs can be
+ * created before registration.
  *
- * <p>Serializable like every Iceberg KMS client: only the name travels, the Py4J proxy is transient
- * and resolved again in the receiving JVM.
+ * <p>Catalog properties under {@code pyiceberg-crypto.kms.} are forwarded, without that prefix, to
+ * the Python KMS's {@code initialize(properties)} before its first use.
+ *
+ * <p>Serializable like every Iceberg KMS client, and Iceberg ships it to executors inside task
+ * data. When serialized in a JVM where its name is registered, it carries that registration's
+ * endpoint (host, port, auth token, object id, timeout): an executor JVM that deserializes it
+ * installs the endpoint in its own {@link PythonKmsRegistry} and calls the driver's Python KMS
+ * directly. The token therefore travels only inside serialized tasks and broadcasts (Spark RPC),
+ * never in a Spark conf, log or the UI; {@link #toString()} does not show it.
  */
 public class PythonKmsClient implements KeyManagementClient {
-  private static final long serialVersionUID = 1L;
+  private static final long serialVersionUID = 2L;
   public static final String KMS_NAME_PROPERTY = "pyiceberg-crypto.kms-name";
   public static final String DEFAULT_KMS_NAME = "default";
+  /** Catalog properties with this prefix are passed (prefix removed) to the Python initialize(). */
+  public static final String FORWARDED_PROPERTY_PREFIX = "pyiceberg-crypto.kms.";
 
   private String kmsName = DEFAULT_KMS_NAME;
+  private String forwardedProperties = "";
+  // Refreshed whenever the client is used or serialized in a JVM where the name is registered; a
+  // plain field (not only writeObject) so that field-based serializers such as Kryo carry it too.
+  private volatile ShippedEndpoint shipped;
 
   @Override
   public void initialize(Map<String, String> properties) {
     String name = properties == null ? null : properties.get(KMS_NAME_PROPERTY);
     this.kmsName = (name == null || name.isBlank()) ? DEFAULT_KMS_NAME : name;
+    this.forwardedProperties = encodeForwarded(properties);
+    this.shipped = PythonKmsRegistry.shippable(kmsName);
   }
 
   public String kmsName() {
     return kmsName;
   }
 
+  /** The forwarded properties, URL-encoded (what the Python side receives). */
+  public String forwardedProperties() {
+    return forwardedProperties;
+  }
+
   @Override
   public ByteBuffer wrapKey(ByteBuffer key, String wrappingKeyId) {
     byte[] raw = toArray(key);
     try {
-      byte[] wrapped = call("wrap a key", wrappingKeyId, () -> endpoint().proxy().wrapKey(raw, wrappingKeyId));
+      byte[] wrapped = call("wrap a key", wrappingKeyId, kms -> kms.wrapKey(raw, wrappingKeyId));
       return ByteBuffer.wrap(requireNonEmpty(wrapped, "wrap a key", wrappingKeyId));
     } finally {
       Arrays.fill(raw, (byte) 0);
@@ -48,18 +75,18 @@ public class PythonKmsClient implements KeyManagementClient {
   @Override
   public ByteBuffer unwrapKey(ByteBuffer wrappedKey, String wrappingKeyId) {
     byte[] wrapped = toArray(wrappedKey);
-    byte[] key = call("unwrap a key", wrappingKeyId, () -> endpoint().proxy().unwrapKey(wrapped, wrappingKeyId));
+    byte[] key = call("unwrap a key", wrappingKeyId, kms -> kms.unwrapKey(wrapped, wrappingKeyId));
     return ByteBuffer.wrap(requireNonEmpty(key, "unwrap a key", wrappingKeyId));
   }
 
   @Override
   public boolean supportsKeyGeneration() {
-    return call("query key generation support", "-", () -> endpoint().proxy().supportsKeyGeneration());
+    return call("query key generation support", "-", PythonKms::supportsKeyGeneration);
   }
 
   @Override
   public KeyGenerationResult generateKey(String wrappingKeyId) {
-    byte[] encoded = call("generate a key", wrappingKeyId, () -> endpoint().proxy().generateKey(wrappingKeyId));
+    byte[] encoded = call("generate a key", wrappingKeyId, kms -> kms.generateKey(wrappingKeyId));
     if (encoded == null || encoded.length < 3) {
       throw failure("generate a key", wrappingKeyId, "the Python KMS returned no key");
     }
@@ -74,12 +101,22 @@ public class PythonKmsClient implements KeyManagementClient {
   }
 
   private PythonKmsEndpoint endpoint() {
-    return PythonKmsRegistry.lookup(kmsName);
+    PythonKmsEndpoint endpoint = PythonKmsRegistry.resolve(kmsName, shipped);
+    if (endpoint.registeredHere()) {
+      this.shipped = endpoint.address();
+    }
+    return endpoint;
   }
 
-  private <T> T call(String operation, String keyId, Supplier<T> body) {
+  private <T> T call(String operation, String keyId, Function<PythonKms, T> body) {
+    PythonKmsEndpoint endpoint = endpoint();
     try {
-      return body.get();
+      endpoint.ensureInitialized(forwardedProperties);
+    } catch (RuntimeException e) {
+      throw failure("initialize (before it could " + operation + ")", keyId, pythonMessage(e));
+    }
+    try {
+      return body.apply(endpoint.proxy());
     } catch (PythonKmsException e) {
       throw e;
     } catch (RuntimeException e) {
@@ -88,7 +125,7 @@ public class PythonKmsClient implements KeyManagementClient {
   }
 
   private PythonKmsException failure(String operation, String keyId, String reason) {
-    // No cause attached on purpose: Py4J's message embeds a whole Python traceback.
+    // No cause attached on purpose: Py4J's messages embed whole commands (key bytes) or tracebacks.
     return new PythonKmsException(
         String.format("Python KMS '%s' failed to %s with key id '%s': %s", kmsName, operation, keyId, reason));
   }
@@ -103,7 +140,8 @@ public class PythonKmsClient implements KeyManagementClient {
   /**
    * Py4J reports a Python exception as "An exception was raised by the Python Proxy. Return
    * Message: ExceptionType: message": keep that last line. Network failures (Python side gone,
-   * no answer within the timeout) are named as such.
+   * no answer within the timeout) are named as such. Never returns Py4J's network messages: they
+   * contain the whole command, i.e. key bytes.
    */
   static String pythonMessage(Throwable error) {
     String message = String.valueOf(error.getMessage());
@@ -117,16 +155,51 @@ public class PythonKmsClient implements KeyManagementClient {
       if (t instanceof java.net.SocketTimeoutException) {
         return "no answer from the Python KMS within its timeout (register_kms(..., timeout_seconds=...))";
       }
-      if (t instanceof java.net.ConnectException) {
+      if (t instanceof javax.net.ssl.SSLException) {
+        return "the TLS handshake with the Python KMS failed (not the listener registered for this"
+            + " name: " + t.getClass().getSimpleName() + ")";
+      }
+      if (t instanceof java.net.ConnectException || t instanceof java.net.NoRouteToHostException) {
         return "the Python KMS is unreachable (its callback server is stopped: was the Python"
-            + " process or SparkContext stopped, or the KMS unregistered?)";
+            + " process or SparkContext stopped, or the KMS unregistered? On a cluster, executors"
+            + " reach the driver only if the KMS was registered with bind_address=...)";
       }
     }
-    if (error instanceof py4j.Py4JNetworkException || message.contains("Error while sending a command")
+    if (error instanceof py4j.Py4JNetworkException || message.contains("sending a command")
         || message.contains("communication channel")) {
-      return "the Python KMS is unreachable or did not answer (" + message + ")";
+      return "the Python KMS is unreachable or did not answer";
     }
-    return error.getClass().getSimpleName() + ": " + message;
+    return error.getClass().getSimpleName();
+  }
+
+  static String encodeForwarded(Map<String, String> properties) {
+    if (properties == null) {
+      return "";
+    }
+    Map<String, String> sorted = new TreeMap<>();
+    for (Map.Entry<String, String> entry : properties.entrySet()) {
+      String key = entry.getKey();
+      if (key != null && key.startsWith(FORWARDED_PROPERTY_PREFIX)
+          && key.length() > FORWARDED_PROPERTY_PREFIX.length()) {
+        sorted.put(key.substring(FORWARDED_PROPERTY_PREFIX.length()), String.valueOf(entry.getValue()));
+      }
+    }
+    StringJoiner joined = new StringJoiner("&");
+    for (Map.Entry<String, String> entry : sorted.entrySet()) {
+      joined.add(
+          URLEncoder.encode(entry.getKey(), StandardCharsets.UTF_8)
+              + "="
+              + URLEncoder.encode(entry.getValue(), StandardCharsets.UTF_8));
+    }
+    return joined.toString();
+  }
+
+  private void writeObject(ObjectOutputStream out) throws IOException {
+    ShippedEndpoint current = PythonKmsRegistry.shippable(kmsName);
+    if (current != null) {
+      this.shipped = current;
+    }
+    out.defaultWriteObject();
   }
 
   private static byte[] toArray(ByteBuffer buffer) {

@@ -1,0 +1,88 @@
+"""``pyiceberg-crypto keystore``: create a keystore file, add and rotate master keys, list them.
+
+    pyiceberg-crypto keystore create PATH
+    pyiceberg-crypto keystore add PATH KEY_ID [--length 16|24|32]
+    pyiceberg-crypto keystore rotate PATH KEY_ID
+    pyiceberg-crypto keystore list PATH [--json]
+
+Key bytes are never printed: output names key ids, versions, lengths and creation times only.
+Exit status: 0 done; 1 the keystore file fails a check (accessible by group/others, malformed);
+2 usage error (unknown or existing key id, missing or existing file, bad arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pyiceberg_crypto.cli.main import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE
+from pyiceberg_crypto.kms.base import UnknownKeyError
+from pyiceberg_crypto.kms.keystore import (
+    DEFAULT_KEY_LENGTH,
+    VALID_KEY_LENGTHS,
+    InsecureKeystoreError,
+    Keystore,
+    KeystoreError,
+    MalformedKeystoreError,
+)
+
+
+def add_keystore_parser(sub) -> None:
+    """Add the ``keystore`` subcommand and its actions to ``sub`` (argparse subparsers)."""
+    keystore = sub.add_parser("keystore", help="manage a keystore file of master keys (keystore KMS)")
+    actions = keystore.add_subparsers(dest="keystore_action", metavar="ACTION", required=True)
+    create = actions.add_parser("create", help="create an empty keystore file (mode 0600)")
+    create.add_argument("path", metavar="PATH")
+    add = actions.add_parser("add", help="add a new random master key (version 1)")
+    add.add_argument("path", metavar="PATH")
+    add.add_argument("key_id", metavar="KEY_ID")
+    add.add_argument("--length", type=int, choices=VALID_KEY_LENGTHS, default=DEFAULT_KEY_LENGTH,
+                     help="key length in bytes (default: %(default)s)")
+    rotate = actions.add_parser("rotate", help="add a new version of a master key; old versions stay")
+    rotate.add_argument("path", metavar="PATH")
+    rotate.add_argument("key_id", metavar="KEY_ID")
+    listing = actions.add_parser("list", help="list key ids and versions (never key bytes)")
+    listing.add_argument("path", metavar="PATH")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run_keystore(args: argparse.Namespace) -> int:
+    keystore = Keystore(args.path)
+    try:
+        if args.keystore_action == "create":
+            keystore.create()
+            print(f"created keystore {keystore.path} (mode 0600)")
+        elif args.keystore_action == "add":
+            added = keystore.add_key(args.key_id, args.length)
+            print(f"added key id {added.key_id!r} version {added.version} ({added.length} bytes) to {keystore.path}")
+        elif args.keystore_action == "rotate":
+            added = keystore.rotate_key(args.key_id)
+            print(f"rotated key id {added.key_id!r}: new version {added.version} "
+                  f"(older versions kept for unwrapping) in {keystore.path}")
+        else:
+            _print_listing(keystore, as_json=args.json)
+    except (InsecureKeystoreError, MalformedKeystoreError) as exc:
+        print(f"pyiceberg-crypto keystore: {exc}", file=sys.stderr)
+        return EXIT_INTEGRITY
+    except (UnknownKeyError, KeystoreError) as exc:
+        print(f"pyiceberg-crypto keystore: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def _print_listing(keystore: Keystore, *, as_json: bool) -> None:
+    keys = keystore.load()
+    rows = {
+        key_id: [{"version": v.version, "length": v.length, "created": v.created} for v in versions]
+        for key_id, versions in sorted(keys.items())
+    }
+    if as_json:
+        print(json.dumps({"path": str(keystore.path), "keys": rows}, indent=2))
+        return
+    if not rows:
+        print(f"{keystore.path}: no keys")
+    for key_id, versions in rows.items():
+        newest = versions[-1]
+        print(f"{key_id}: {len(versions)} version(s), newest {newest['version']} "
+              f"({newest['length']} bytes, created {newest['created']})")

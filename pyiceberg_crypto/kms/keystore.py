@@ -1,0 +1,436 @@
+"""A KMS whose master keys live in a keystore file the user controls, with key rotation.
+
+Create a keystore and a master key with the CLI (no key bytes are ever printed)::
+
+    pyiceberg-crypto keystore create /etc/lake/keys.json
+    pyiceberg-crypto keystore add /etc/lake/keys.json orders-key
+    pyiceberg-crypto keystore rotate /etc/lake/keys.json orders-key   # later: new version
+
+and use it from Python::
+
+    from pyiceberg_crypto.kms import KeystoreKms
+    kms = KeystoreKms("/etc/lake/keys.json")
+    register_kms(spark, kms)       # tables use TBLPROPERTIES ('encryption.key-id'='orders-key')
+
+**Keystore file** (JSON, mode 0600, refused when group or others have any access)::
+
+    {"format": "pyiceberg-crypto-keystore", "format-version": 1,
+     "keys": {"orders-key": [{"version": 1, "created": "2026-11-22T15:00:00Z",
+                              "key": "<base64 of 16, 24 or 32 bytes>"}, ...]}}
+
+**Rotation**: each key id holds several versions. :meth:`KeystoreKms.wrap_key` always uses the
+newest version; the version used is recorded in the wrapped blob, so :meth:`~KeystoreKms.unwrap_key`
+keeps working for keys wrapped before a rotation. Never delete an old version while a table still
+has keys wrapped with it. The KMS notices when the file changes on disk (another process rotated)
+and reloads it before the next call.
+
+**Wrapped-key format** (version 1, 36 bytes + key length)::
+
+    offset  size  field
+    0       4     magic and format version: b"PKW1"
+    4       4     master key version, unsigned big-endian
+    8       12    AES-GCM nonce (random)
+    20      n+16  AES-GCM ciphertext of the key, then the 16-byte tag
+
+The AES-GCM additional authenticated data is ``b"PKW1" || version (4 bytes) || UTF-8 key id``, so a
+blob authenticates only under the key id and version it was made for: changing the version field,
+or presenting the blob under another key id, fails authentication.
+
+**Writes** (create/add/rotate) take an exclusive lock on ``<file>.lock``, re-read the file, write a
+temporary file with mode 0600 in the same directory, fsync it and rename it over the keystore, so
+readers see either the old or the new keystore and concurrent rotations never lose a version.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+import os
+import stat
+import struct
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
+
+FILE_FORMAT = "pyiceberg-crypto-keystore"
+FILE_FORMAT_VERSION = 1
+#: Environment variable naming the keystore file when no ``keystore.path`` property is given.
+KEYSTORE_ENV = "PYICEBERG_CRYPTO_KEYSTORE"
+#: KMS property naming the keystore file.
+KEYSTORE_PATH_PROPERTY = "keystore.path"
+
+WRAPPED_MAGIC = b"PKW1"
+NONCE_LENGTH = 12
+TAG_LENGTH = 16
+_HEADER = struct.Struct(">4sI")  # magic, master key version
+WRAPPED_OVERHEAD = _HEADER.size + NONCE_LENGTH + TAG_LENGTH
+VALID_KEY_LENGTHS = (16, 24, 32)
+DEFAULT_KEY_LENGTH = 32
+
+
+class KeystoreError(KmsError):
+    """The keystore file cannot be used or changed; the message names the file and the fix."""
+
+
+class InsecureKeystoreError(KeystoreError):
+    """The keystore file is accessible to group or others."""
+
+
+class MalformedKeystoreError(KeystoreError):
+    """The keystore file is not a valid keystore (bad JSON, format, version or key)."""
+
+
+@dataclass(frozen=True)
+class MasterKeyVersion:
+    """One version of a master key. ``repr`` never shows the key bytes."""
+
+    key_id: str
+    version: int
+    created: str
+    key: bytes = field(repr=False)
+
+    @property
+    def length(self) -> int:
+        return len(self.key)
+
+
+class Keystore:
+    """The keystore file: load, check permissions, and change it atomically.
+
+    ``Keystore(path).keys`` is a snapshot ``{key_id: [MasterKeyVersion, ...]}`` (oldest first).
+    Changes (:meth:`add_key`, :meth:`rotate_key`) lock, re-read, write and return the new state.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def load(self) -> dict[str, list[MasterKeyVersion]]:
+        """Read and validate the file; raise :class:`KeystoreError` naming the problem."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)  # symlinks allowed (e.g. mounted secrets)
+        except FileNotFoundError:
+            raise KeystoreError(
+                f"keystore {self.path} does not exist "
+                f"(create it with: pyiceberg-crypto keystore create {self.path})"
+            ) from None
+        except OSError as exc:
+            raise KeystoreError(f"cannot open keystore {self.path}: {exc.strerror or exc}") from None
+        with os.fdopen(fd, "rb") as handle:
+            check_permissions(self.path, os.fstat(handle.fileno()))
+            raw = handle.read()
+        return _parse(self.path, raw)
+
+    def signature(self) -> tuple[int, int, int] | None:
+        """(inode, size, mtime) of the file, to notice changes by other processes; None if gone."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def create(self) -> None:
+        """Create an empty keystore (mode 0600); refuse if the file exists."""
+        with self._locked():
+            if self.path.exists():
+                raise KeystoreError(f"keystore {self.path} already exists; refusing to overwrite it")
+            self._write({})
+
+    def add_key(self, key_id: str, length: int = DEFAULT_KEY_LENGTH) -> MasterKeyVersion:
+        """Add a new master key ``key_id`` (version 1) of ``length`` random bytes."""
+        _check_key_id(key_id)
+        if length not in VALID_KEY_LENGTHS:
+            raise KeystoreError(f"master key length must be 16, 24 or 32 bytes, got {length}")
+        with self._locked():
+            keys = self.load()
+            if key_id in keys:
+                raise KeystoreError(
+                    f"key id {key_id!r} already exists in {self.path} "
+                    f"(to make a new version: pyiceberg-crypto keystore rotate {self.path} {key_id})"
+                )
+            added = _new_version(key_id, 1, length)
+            keys[key_id] = [added]
+            self._write(keys)
+            return added
+
+    def rotate_key(self, key_id: str) -> MasterKeyVersion:
+        """Add a new version of ``key_id`` (same length as its newest); old versions are kept."""
+        with self._locked():
+            keys = self.load()
+            if key_id not in keys:
+                raise UnknownKeyError(f"key id {key_id!r} is not in keystore {self.path}")
+            newest = keys[key_id][-1]
+            added = _new_version(key_id, newest.version + 1, newest.length)
+            keys[key_id].append(added)
+            self._write(keys)
+            return added
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Exclusive advisory lock on ``<path>.lock`` (serializes writers across processes)."""
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise KeystoreError(f"cannot lock keystore {self.path} ({lock_path}): {exc.strerror or exc}") from None
+        try:
+            try:
+                import fcntl
+            except ImportError:  # pragma: no cover - not POSIX: no cross-process lock
+                fcntl = None
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def _write(self, keys: Mapping[str, list[MasterKeyVersion]]) -> None:
+        """Write ``keys`` to a 0600 temporary file next to the keystore, fsync, rename over it."""
+        document = {
+            "format": FILE_FORMAT,
+            "format-version": FILE_FORMAT_VERSION,
+            "keys": {
+                key_id: [
+                    {"version": v.version, "created": v.created, "key": base64.b64encode(v.key).decode()}
+                    for v in versions
+                ]
+                for key_id, versions in sorted(keys.items())
+            },
+        }
+        data = (json.dumps(document, indent=2) + "\n").encode()
+        directory = self.path.parent
+        temp = directory / f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.fchmod(fd, 0o600)  # whatever the umask
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(temp, self.path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+            raise KeystoreError(f"cannot write keystore {self.path}: {exc.strerror or exc}") from None
+        with contextlib.suppress(OSError):  # make the rename durable
+            dir_fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+
+
+def check_permissions(path: Path, st: os.stat_result) -> None:
+    """Refuse a keystore that group or others can access, with the command that fixes it."""
+    if os.name != "posix":  # pragma: no cover - no POSIX modes to check
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise KeystoreError(f"keystore {path} is not a regular file")
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o077:
+        raise InsecureKeystoreError(
+            f"keystore {path} is accessible by group or others (mode {mode:04o}); "
+            f"master keys must be private to their owner: run `chmod 600 {path}`"
+        )
+
+
+class KeystoreKms(KeyManagementClient):
+    """A :class:`KeyManagementClient` backed by a keystore file (see the module docs).
+
+    Thread-safe: calls from many JVM threads at once are fine. The file is re-read when it changes
+    on disk (e.g. ``pyiceberg-crypto keystore rotate`` from another process).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self._keystore = Keystore(path)
+        self._lock = threading.Lock()
+        self._signature: tuple[int, int, int] | None = None
+        self._keys: dict[str, list[MasterKeyVersion]] = {}
+        self._ciphers: dict[tuple[str, int], AESGCM] = {}
+        self._refresh()
+
+    @property
+    def path(self) -> Path:
+        return self._keystore.path
+
+    @property
+    def keystore(self) -> Keystore:
+        """The underlying file (to add or rotate keys from Python)."""
+        return self._keystore
+
+    def key_ids(self) -> list[str]:
+        """The master key ids in the keystore."""
+        with self._lock:
+            return sorted(self._keys)
+
+    def versions(self, key_id: str) -> list[int]:
+        """The versions of ``key_id``, oldest first."""
+        with self._lock:
+            return [v.version for v in self._versions(key_id)]
+
+    def rotate_key(self, key_id: str) -> int:
+        """Add a new version of ``key_id`` to the file and use it for new wraps; returns it."""
+        added = self._keystore.rotate_key(key_id)
+        self._refresh()
+        return added.version
+
+    # --- KeyManagementClient ------------------------------------------------------------------
+
+    def wrap_key(self, key: bytes, wrapping_key_id: str) -> bytes:
+        self._refresh()
+        with self._lock:
+            newest = self._versions(wrapping_key_id)[-1]
+            cipher = self._cipher(newest)
+        header = _HEADER.pack(WRAPPED_MAGIC, newest.version)
+        nonce = os.urandom(NONCE_LENGTH)
+        return header + nonce + cipher.encrypt(nonce, bytes(key), _aad(header, wrapping_key_id))
+
+    def unwrap_key(self, wrapped: bytes, wrapping_key_id: str) -> bytes:
+        wrapped = bytes(wrapped)
+        if len(wrapped) <= WRAPPED_OVERHEAD or wrapped[:4] != WRAPPED_MAGIC:
+            raise KmsError(
+                f"wrapped key for key id {wrapping_key_id!r} is not a keystore wrapped key "
+                f"(format {WRAPPED_MAGIC.decode()}, at least {WRAPPED_OVERHEAD + 1} bytes; got {len(wrapped)} bytes)"
+            )
+        header = wrapped[: _HEADER.size]
+        _, version = _HEADER.unpack(header)
+        master = self._find_version(wrapping_key_id, version)
+        with self._lock:
+            cipher = self._cipher(master)
+        nonce = wrapped[_HEADER.size : _HEADER.size + NONCE_LENGTH]
+        try:
+            return cipher.decrypt(nonce, wrapped[_HEADER.size + NONCE_LENGTH :], _aad(header, wrapping_key_id))
+        except InvalidTag:
+            raise KmsError(
+                f"wrapped key does not authenticate under key id {wrapping_key_id!r} version {version} "
+                "(tampered wrapped key, or wrapped for another key id or keystore)"
+            ) from None
+
+    def __repr__(self) -> str:
+        return f"KeystoreKms(path={str(self.path)!r}, key_ids={self.key_ids()})"
+
+    def __reduce__(self):
+        """Pickle as the path only (e.g. into Spark tasks): keys are re-read from the file there."""
+        return (type(self), (str(self.path),))
+
+    # --- internals ----------------------------------------------------------------------------
+
+    def _refresh(self) -> None:
+        """Re-read the file if it changed on disk since the last read."""
+        signature = self._keystore.signature()
+        if signature is not None and signature == self._signature:
+            return
+        keys = self._keystore.load()  # raises with the reason (missing, insecure, malformed)
+        with self._lock:
+            self._keys = keys
+            self._signature = signature
+            self._ciphers = {k: c for k, c in self._ciphers.items() if _still_there(keys, k)}
+
+    def _find_version(self, key_id: str, version: int) -> MasterKeyVersion:
+        for attempt in range(2):
+            with self._lock:
+                for candidate in self._keys.get(key_id, ()):
+                    if candidate.version == version:
+                        return candidate
+            if attempt == 0:
+                self._refresh()  # another process may have rotated since we last read the file
+        with self._lock:
+            self._versions(key_id)  # unknown key id: say so
+            known = [v.version for v in self._keys[key_id]]
+        raise UnknownKeyError(f"key id {key_id!r} has no version {version} in {self.path} (versions: {known})")
+
+    def _versions(self, key_id: str) -> list[MasterKeyVersion]:
+        try:
+            return self._keys[key_id]
+        except KeyError:
+            raise UnknownKeyError(f"key id {key_id!r} is not in keystore {self.path}") from None
+
+    def _cipher(self, master: MasterKeyVersion) -> AESGCM:
+        slot = (master.key_id, master.version)
+        cipher = self._ciphers.get(slot)
+        if cipher is None:
+            cipher = self._ciphers[slot] = AESGCM(master.key)
+        return cipher
+
+
+def keystore_kms(properties: Mapping[str, str] | None = None) -> KeystoreKms:
+    """Factory for ``load_kms("keystore", {"keystore.path": PATH})`` (or ``$PYICEBERG_CRYPTO_KEYSTORE``)."""
+    path = (properties or {}).get(KEYSTORE_PATH_PROPERTY) or os.environ.get(KEYSTORE_ENV)
+    if not path:
+        raise KeystoreError(
+            f"the keystore KMS needs a file: set the property {KEYSTORE_PATH_PROPERTY!r} "
+            f"or the environment variable {KEYSTORE_ENV}"
+        )
+    return KeystoreKms(path)
+
+
+# --- file format ------------------------------------------------------------------------------
+
+
+def _aad(header: bytes, key_id: str) -> bytes:
+    return header + key_id.encode("utf-8")
+
+
+def _still_there(keys: Mapping[str, list[MasterKeyVersion]], slot: tuple[str, int]) -> bool:
+    return any(v.version == slot[1] for v in keys.get(slot[0], ()))
+
+
+def _new_version(key_id: str, version: int, length: int) -> MasterKeyVersion:
+    created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return MasterKeyVersion(key_id, version, created, os.urandom(length))
+
+
+def _check_key_id(key_id: str) -> None:
+    if not isinstance(key_id, str) or not key_id.strip() or key_id != key_id.strip():
+        raise KeystoreError(f"key id must be a non-empty string without surrounding spaces, got {key_id!r}")
+
+
+def _parse(path: Path, raw: bytes) -> dict[str, list[MasterKeyVersion]]:
+    def bad(reason: str) -> KeystoreError:
+        return MalformedKeystoreError(f"keystore {path} is malformed: {reason}")
+
+    try:
+        document = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise bad(f"not JSON ({type(exc).__name__} at byte {getattr(exc, 'pos', '?')})") from None
+    if not isinstance(document, dict) or document.get("format") != FILE_FORMAT:
+        raise bad(f"'format' must be {FILE_FORMAT!r}")
+    if document.get("format-version") != FILE_FORMAT_VERSION:
+        raise bad(f"unsupported format-version {document.get('format-version')!r} (this reader: 1)")
+    entries = document.get("keys")
+    if not isinstance(entries, dict):
+        raise bad("'keys' must be an object of key id -> list of versions")
+    keys: dict[str, list[MasterKeyVersion]] = {}
+    for key_id, versions in entries.items():
+        if not isinstance(versions, list) or not versions:
+            raise bad(f"key id {key_id!r} has no versions")
+        parsed = []
+        for entry in versions:
+            version = entry.get("version") if isinstance(entry, dict) else None
+            if not isinstance(version, int) or isinstance(version, bool) or not 0 < version < 2**32:
+                raise bad(f"key id {key_id!r} has a version that is not a positive 32-bit integer")
+            try:
+                key = base64.b64decode(entry.get("key", ""), validate=True)
+            except (binascii.Error, ValueError, TypeError):
+                raise bad(f"key id {key_id!r} version {version}: 'key' is not base64") from None
+            if len(key) not in VALID_KEY_LENGTHS:
+                raise bad(f"key id {key_id!r} version {version}: key must be 16, 24 or 32 bytes, got {len(key)}")
+            parsed.append(MasterKeyVersion(key_id, version, str(entry.get("created", "")), key))
+        parsed.sort(key=lambda v: v.version)
+        if len({v.version for v in parsed}) != len(parsed):
+            raise bad(f"key id {key_id!r} lists a version twice")
+        keys[key_id] = parsed
+    return keys

@@ -1,0 +1,23 @@
+"""Real services on loopback for tests, benchmarks and trying the package: one way to start them.
+
+- :class:`~pyiceberg_crypto.services.metastore.StandaloneMetastore`: a Hive metastore thrift
+  process (the Hive 2.3.10 classes shipped with pyspark) bound to 127.0.0.1, Derby in a directory.
+- :class:`~pyiceberg_crypto.services.s3.S3Server`: an S3-compatible HTTP server (moto, server
+  mode) bound to 127.0.0.1, with a bucket and generated dummy credentials.
+- :mod:`pyiceberg_crypto.services.pytest_plugin`: pytest fixtures starting both once per session
+  (``pytest -p pyiceberg_crypto.services.pytest_plugin`` or ``pytest_plugins = [...]``).
+
+Each is a context manager (``start`` waits until ready, ``stop`` / ``kill`` end it) and logs to a
+file in its directory::
+
+    from pyiceberg_crypto.services import S3Server, StandaloneMetastore
+
+    with StandaloneMetastore("/tmp/hms") as metastore, S3Server("/tmp/s3", bucket="lake") as s3:
+        print(metastore.uri, s3.endpoint)
+"""
+
+from pyiceberg_crypto.services._process import ServiceError
+from pyiceberg_crypto.services.metastore import StandaloneMetastore
+from pyiceberg_crypto.services.s3 import S3Server
+
+__all__ = ["S3Server", "ServiceError", "StandaloneMetastore"]

@@ -1,0 +1,58 @@
+"""Run one service in the foreground until Ctrl-C / SIGTERM (used by ``docker/`` and by hand).
+
+    python -m pyiceberg_crypto.services metastore --directory /var/lib/metastore [--host 127.0.0.1] [--port 9083]
+    python -m pyiceberg_crypto.services s3 --directory /tmp/s3 [--bucket warehouse] [--port 9000]
+
+Prints where the service listens (never credentials: moto accepts any, the clients bring their own
+through ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``). ``--host 0.0.0.0`` is for containers,
+whose port is published on the host's loopback only; the metastore has no authentication.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+
+from pyiceberg_crypto.services._process import LOOPBACK, ServiceError
+from pyiceberg_crypto.services.metastore import StandaloneMetastore
+from pyiceberg_crypto.services.s3 import S3Server
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pyiceberg_crypto.services", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="service", required=True)
+    for name in ("metastore", "s3"):
+        command = sub.add_parser(name)
+        command.add_argument("--directory", required=True, help="database / log directory")
+        command.add_argument("--host", default=LOOPBACK, help="address to bind (default 127.0.0.1)")
+        command.add_argument("--port", type=int, default=9083 if name == "metastore" else 9000)
+        if name == "s3":
+            command.add_argument("--bucket", default="warehouse")
+    args = parser.parse_args(argv)
+
+    if args.service == "metastore":
+        service = StandaloneMetastore(args.directory, host=args.host, port=args.port)
+    else:
+        service = S3Server(args.directory, host=args.host, port=args.port, bucket=args.bucket)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        service.start()
+        where = service.uri if args.service == "metastore" else f"{service.endpoint} bucket {args.bucket}"
+        print(f"{service.name} ready at {where} (log: {service.log_path})", flush=True)
+        while service.running:
+            time.sleep(1)
+        print(f"{service.name} exited; see {service.log_path}", file=sys.stderr)
+        return 1
+    except ServiceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        service.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""One way to run a service as a child process: start, wait until ready, stop, kill, log to a file.
+
+Subclasses say how to build the command line and how to tell the service is ready; everything
+else (log file, timeouts, clean shutdown, errors that quote the log) lives here::
+
+    with SomeService(directory) as service:   # start() + wait_ready(); stop() on exit
+        ...
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+LOOPBACK = "127.0.0.1"
+
+#: Services started by this interpreter and not yet stopped: killed at exit so none outlives it.
+_RUNNING: set["ServiceProcess"] = set()
+
+
+class ServiceError(RuntimeError):
+    """A service did not start, died, or did not become ready; the message quotes its log's tail."""
+
+
+class ServiceProcess:
+    """A child process whose standard output and error go to ``log_path``."""
+
+    #: Short name used in messages ("Hive metastore", "S3 server").
+    name = "service"
+
+    def __init__(self, directory: str | Path, *, startup_timeout: float = 120.0) -> None:
+        self.directory = Path(directory).absolute()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.startup_timeout = startup_timeout
+        self.log_path = self.directory / f"{self._log_stem()}.log"
+        self._process: subprocess.Popen | None = None
+
+    # --- to be provided by subclasses ---------------------------------------------------------
+
+    def _command(self) -> Sequence[str]:
+        raise NotImplementedError
+
+    def _environment(self) -> Mapping[str, str]:
+        return os.environ
+
+    def _is_ready(self) -> bool:
+        raise NotImplementedError
+
+    def _log_stem(self) -> str:
+        return self.name.lower().replace(" ", "-")
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the running service, None when not started."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def start(self) -> "ServiceProcess":
+        """Start the process and wait until it is ready (at most ``startup_timeout`` seconds)."""
+        if self.running:
+            raise ServiceError(f"{self.name} is already running (pid {self.pid})")
+        with open(self.log_path, "ab") as log:
+            log.write(f"--- starting {self.name} at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n".encode())
+            log.flush()
+            self._process = subprocess.Popen(
+                list(self._command()),
+                cwd=self.directory,
+                env=dict(self._environment()),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a Ctrl-C in the parent does not reach it half-way
+            )
+        _RUNNING.add(self)
+        self.wait_ready(self.startup_timeout)
+        return self
+
+    def wait_ready(self, timeout: float) -> None:
+        """Block until the service is ready; raise :class:`ServiceError` on death or timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._process is None:
+                raise ServiceError(f"{self.name} was not started")
+            if self._process.poll() is not None:
+                code = self._process.returncode
+                raise ServiceError(f"{self.name} exited with status {code} while starting; {self._log_tail()}")
+            if self._is_ready():
+                return
+            if time.monotonic() > deadline:
+                self.kill()
+                raise ServiceError(f"{self.name} was not ready after {timeout:.0f} s; {self._log_tail()}")
+            time.sleep(0.1)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Ask the process to end (SIGTERM), then SIGKILL it after ``timeout`` seconds."""
+        _RUNNING.discard(self)
+        if not self.running:
+            return
+        self._process.terminate()
+        try:
+            self._process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        """End the process at once (SIGKILL), as a crash would: for fault-injection tests."""
+        _RUNNING.discard(self)
+        if self._process is None or self._process.poll() is not None:
+            return
+        try:
+            os.kill(self._process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self._process.wait()
+
+    def __enter__(self) -> "ServiceProcess":
+        if not self.running:
+            self.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def _log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()[-lines:]
+        except OSError:
+            return f"no log at {self.log_path}"
+        return f"last lines of {self.log_path}:\n" + "\n".join(text)
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for service in list(_RUNNING):
+        service.kill()
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """A TCP port that was free on ``host`` a moment ago (the caller binds it next)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    """True when something accepts TCP connections on ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False

@@ -1,0 +1,43 @@
+"""pytest fixtures that start the loopback services once per test session.
+
+Use them in your own suite with ``pytest -p pyiceberg_crypto.services.pytest_plugin`` or, in your
+top-level ``conftest.py``, ``pytest_plugins = ["pyiceberg_crypto.services.pytest_plugin"]``::
+
+    def test_orders(hive_metastore, s3_server):
+        settings = config.spark_settings(
+            "lake", warehouse=s3_server.warehouse("wh"), metastore_uri=hive_metastore.uri,
+            s3_endpoint=s3_server.endpoint, s3_path_style_access=True, s3_region=s3_server.region)
+        env = {**os.environ, **s3_server.environment()}   # credentials for a Spark subprocess
+
+A service that fails to start fails the tests that use it with its log's tail in the message.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pyiceberg_crypto.services.metastore import StandaloneMetastore
+from pyiceberg_crypto.services.s3 import S3Server
+
+
+@pytest.fixture(scope="session")
+def hive_metastore(tmp_path_factory):
+    """A :class:`StandaloneMetastore` on 127.0.0.1 (free port), Derby in a session temp directory."""
+    with StandaloneMetastore(tmp_path_factory.mktemp("hive-metastore")) as metastore:
+        yield metastore
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """An :class:`S3Server` (moto, server mode) on 127.0.0.1 with a bucket named ``warehouse``."""
+    with S3Server(tmp_path_factory.mktemp("s3-server"), bucket="warehouse") as server:
+        yield server
+
+
+@pytest.fixture
+def s3_environment(s3_server, monkeypatch):
+    """``s3_server``'s dummy credentials and region in ``os.environ`` for one test (boto3 clients,
+    and Spark applications started by the test, read them from there)."""
+    for key, value in s3_server.environment().items():
+        monkeypatch.setenv(key, value)
+    return s3_server

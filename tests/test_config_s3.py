@@ -1,0 +1,59 @@
+"""Builders for S3 warehouses: S3FileIO properties, the AWS bundle jar only when needed, no secrets."""
+
+from __future__ import annotations
+
+import pytest
+
+from pyiceberg_crypto import config, jars
+from pyiceberg_crypto.config import ConfigError
+
+METASTORE = "thrift://127.0.0.1:9083"
+
+
+def test_s3_warehouse_selects_s3fileio_and_adds_the_aws_bundle():
+    settings = config.spark_settings(
+        "lake", warehouse="s3://bucket/wh", metastore_uri=METASTORE,
+        s3_endpoint="http://127.0.0.1:9000", s3_region="eu-west-1", s3_path_style_access=True,
+    )
+    assert settings["spark.sql.catalog.lake.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
+    assert settings["spark.sql.catalog.lake.s3.endpoint"] == "http://127.0.0.1:9000"
+    assert settings["spark.sql.catalog.lake.s3.path-style-access"] == "true"
+    assert settings["spark.sql.catalog.lake.client.region"] == "eu-west-1"
+    assert settings["spark.jars"].split(",")[-1] == str(jars.aws_bundle_jar())
+    assert not any("secret" in key or "access-key" in key for key in settings)
+
+
+@pytest.mark.parametrize("warehouse", ["s3a://bucket/wh", "s3n://bucket/wh"])
+def test_every_s3_scheme_uses_s3fileio_with_aws_defaults(warehouse):
+    settings = config.spark_settings("lake", warehouse=warehouse, metastore_uri=METASTORE)
+    assert settings["spark.sql.catalog.lake.io-impl"] == config.S3_FILE_IO
+    assert "spark.sql.catalog.lake.s3.endpoint" not in settings  # AWS itself
+
+
+def test_local_warehouse_has_no_aws_jar_and_no_io_impl(tmp_path):
+    settings = config.spark_settings("lake", warehouse=tmp_path / "wh")
+    assert str(jars.AWS_BUNDLE_JAR_NAME) not in settings["spark.jars"]
+    assert not any(key.endswith(".io-impl") for key in settings)
+
+
+def test_packages_mode_resolves_the_aws_bundle_too():
+    settings = config.spark_settings("c", warehouse="s3://b/wh", metastore_uri=METASTORE, jars="packages")
+    assert settings["spark.jars.packages"].split(",") == [
+        config.ICEBERG_RUNTIME_PACKAGE, "org.apache.iceberg:iceberg-aws-bundle:1.12.0"]
+
+
+@pytest.mark.parametrize("key", config.SECRET_PROPERTIES)
+def test_credentials_in_catalog_properties_are_refused(key):
+    with pytest.raises(ConfigError, match="AWS_ACCESS_KEY_ID"):
+        config.spark_settings("c", warehouse="s3://b/wh", metastore_uri=METASTORE,
+                              extra_catalog_properties={key: "AKIA-not-a-real-one"})
+
+
+def test_s3_warehouse_with_embedded_metastore_needs_a_metastore_dir():
+    with pytest.raises(ConfigError, match="metastore_dir is required"):
+        config.spark_settings("c", warehouse="s3://b/wh")
+
+
+def test_bad_endpoint_is_refused():
+    with pytest.raises(ConfigError, match="s3_endpoint"):
+        config.s3_catalog_properties("127.0.0.1:9000")
