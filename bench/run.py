@@ -30,9 +30,8 @@ SECTIONS = {
     "verify": "bench.verify_tables",
 }
 SHARED_MACHINE_NOTE = (
-    "Measured on a shared 2-vCPU development VM while other agents ran builds and Spark jobs: "
-    "absolute figures are noisy (expect +-30 % between runs); ratios measured in the same run are "
-    "the figures to quote."
+    "Measured on a 2-vCPU development VM (a cloud VM: neighbours share the host): absolute figures "
+    "are noisy (expect +-30 % between runs); ratios measured in the same run are the figures to quote."
 )
 
 
