@@ -31,7 +31,7 @@ from pyiceberg_crypto.formats.errors import (
     TruncatedError,
 )
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
-from pyiceberg_crypto.formats.parquet.reader import ParquetFileReader, ParquetKeys
+from pyiceberg_crypto.formats.parquet.reader import MAGIC_ENCRYPTED, MAGIC_PLAIN, ParquetFileReader, ParquetKeys
 from pyiceberg_crypto.formats.parquet.verify import verify_parquet
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.verify.report import (
@@ -45,11 +45,11 @@ from pyiceberg_crypto.verify.report import (
     FileFinding,
 )
 
-AGS1_MAGIC = b"AGS1"
-PARQUET_ENCRYPTED_MAGIC = b"PARE"
+AGS1_MAGIC = ags1.MAGIC
+PARQUET_ENCRYPTED_MAGIC = MAGIC_ENCRYPTED
 AVRO_MAGIC = b"Obj\x01"
 PUFFIN_MAGIC = b"PFA1"
-PARQUET_MAGIC = b"PAR1"
+PARQUET_MAGIC = MAGIC_PLAIN
 #: Magics of the plaintext formats an Iceberg table holds: such a file in an encrypted table is a leak.
 PLAINTEXT_MAGICS = {AVRO_MAGIC: "Avro", PUFFIN_MAGIC: "Puffin", PARQUET_MAGIC: "Parquet", b"ORC": "ORC"}
 

@@ -66,6 +66,7 @@ from pyiceberg_crypto.formats.parquet.thrift import ThriftError, TStruct, decode
 MAGIC_PLAIN = b"PAR1"
 MAGIC_ENCRYPTED = b"PARE"
 _FOOTER = ModuleRef(ModuleType.FOOTER)
+_AUTH_FAILED = "authentication failed (tampered or moved module, wrong key, or wrong AAD prefix)"
 _PAGE_TYPES = {int(t): t for t in PageType}  # a dict lookup is cheaper than PageType(x), per page
 READ_WINDOW = 2 << 20  # reuse_buffers mode: one read serves the page modules of 2 MiB of the file
 
@@ -243,11 +244,7 @@ class ParquetFileReader:
         try:
             plain = cipher.decrypt_gcm(body, aad)
         except (InvalidTag, ValueError):
-            raise self._fail(
-                TagMismatchError,
-                "authentication failed (tampered or moved module, wrong key, or wrong AAD prefix)",
-                ref,
-            ) from None
+            raise self._fail(TagMismatchError, _AUTH_FAILED, ref) from None
         self.authenticated[ref.module_type] += 1
         return plain
 
@@ -255,11 +252,7 @@ class ParquetFileReader:
         try:
             cipher.decrypt_gcm_into(body, aad, out)
         except (InvalidTag, ValueError):
-            raise self._fail(
-                TagMismatchError,
-                "authentication failed (tampered or moved module, wrong key, or wrong AAD prefix)",
-                ref,
-            ) from None
+            raise self._fail(TagMismatchError, _AUTH_FAILED, ref) from None
         self.authenticated[ref.module_type] += 1
 
     def _module_at(self, offset: int, ref: ModuleRef, limit: int | None = None, *, reuse: bool = False
