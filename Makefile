@@ -1,48 +1,81 @@
 # pyiceberg-crypto: everything a fresh machine needs is installed by these targets.
 #   make demo   set up, then run the end-to-end demo (encrypted Iceberg table, Python KMS)
-#   make test   set up, then run the whole test-suite (real Spark, Iceberg, Hive metastore)
+#   make test   set up, then run the whole test-suite on Spark 4.1 and the spine on Spark 3.5
 #   make bench  set up, then run the benchmarks and write bench/RESULTS.md (bench-quick: tiny sizes)
+#   make dist   build the sdist and the wheel (the wheel carries the Maven-built bridge jar)
+# Users do not need any of this: `pip install pyiceberg-crypto` (README, "Install").
 SHELL := /bin/bash
 PYTHON ?= python3
+# Primary line (Spark 4.1): the whole suite. Second line (Spark 3.5): the spine (-m spine).
 VENV := .venv
 PY := $(VENV)/bin/python
-MVN ?= mvn
-MVN_FLAGS ?= -B -q
-JAR_DIR := pyiceberg_crypto/_jars
-BRIDGE_JAR := $(JAR_DIR)/pyiceberg-crypto-bridge.jar
-JAVA_SOURCES := $(shell find jars/src -name '*.java' 2>/dev/null) jars/pom.xml
+VENV35 := .venv-spark3.5
+PY35 := $(VENV35)/bin/python
+# Tested versions, pinned for the project's own environments only (pyproject.toml declares ranges).
+CONSTRAINTS := constraints/spark-4.1.txt
+CONSTRAINTS35 := constraints/spark-3.5.txt
+BRIDGE_JAR := pyiceberg_crypto/_jars/pyiceberg-crypto-bridge.jar
+TESTKIT_JAR := jars/target/pyiceberg-crypto-bridge-tests.jar
+JAVA_SOURCES := $(shell find jars/src -name '*.java' 2>/dev/null) jars/pom.xml jars/build_bridge.py
+# The pinned Iceberg runtimes (both lines) and AWS bundle, downloaded once and checked against
+# their pinned SHA-256 by the package's own `pyiceberg-crypto jars download`: the project's
+# sessions use local jars (the offline path); the newcomer test covers spark.jars.packages.
+RUNTIME_JARS := .cache/jars
+export PYICEBERG_CRYPTO_JARS := $(CURDIR)/$(RUNTIME_JARS)
 PYTEST_ARGS ?=
 
-.PHONY: setup venv jars demo test test-fast bench bench-quick clean
+.PHONY: setup setup-spark3.5 venv venv-spark3.5 jars runtime-jars demo test test-fast test-spark3.5 \
+	bench bench-quick dist clean
 
-setup: venv jars
+setup: venv jars runtime-jars
+
+setup-spark3.5: venv-spark3.5 jars runtime-jars
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+venv-spark3.5: $(VENV35)/.installed
+
+# Editable installs; the Makefile builds the jars itself (with the test kit), so the package's
+# build hook is told to skip Maven here.
+$(VENV)/.installed: pyproject.toml setup.py $(CONSTRAINTS)
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	PYICEBERG_CRYPTO_SKIP_JAR_BUILD=1 $(PY) -m pip install -q -c $(CONSTRAINTS) -e '.[test]'
 	touch $@
 
-# The bridge jar, built by Maven; the pinned Iceberg runtime jar is fetched from Maven Central by
-# the same pom (maven-dependency-plugin), so later builds run offline from ~/.m2.
-jars: $(BRIDGE_JAR)
+$(VENV35)/.installed: pyproject.toml setup.py $(CONSTRAINTS35)
+	test -d $(VENV35) || $(PYTHON) -m venv $(VENV35)
+	$(PY35) -m pip install -q --upgrade pip
+	PYICEBERG_CRYPTO_SKIP_JAR_BUILD=1 $(PY35) -m pip install -q -c $(CONSTRAINTS35) -e '.[test]'
+	touch $@
 
-$(BRIDGE_JAR): $(JAVA_SOURCES)
-	flock /tmp/pyiceberg-crypto-mvn.lock sh -c '$(MVN) $(MVN_FLAGS) -f jars/pom.xml package && \
-	  mkdir -p $(JAR_DIR) && \
-	  for jar in jars/target/pyiceberg-crypto-bridge.jar jars/target/lib/*.jar; do \
-	    cp $$jar $(JAR_DIR)/.tmp.jar && mv -f $(JAR_DIR)/.tmp.jar $(JAR_DIR)/$$(basename $$jar); done'
+# The production bridge jar (into the package) and the test kit jar (jars/target), one Maven run.
+jars: $(BRIDGE_JAR) $(TESTKIT_JAR)
+
+$(BRIDGE_JAR) $(TESTKIT_JAR) &: $(JAVA_SOURCES)
+	$(PYTHON) jars/build_bridge.py --testkit
+
+runtime-jars: $(RUNTIME_JARS)/.complete
+
+$(RUNTIME_JARS)/.complete: pyiceberg_crypto/jars.py | venv
+	$(VENV)/bin/pyiceberg-crypto jars download $(RUNTIME_JARS) --spark 3.5 --spark 4.1 --aws
+	touch $@
 
 demo: setup
 	$(VENV)/bin/pyiceberg-crypto demo
 
-test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+# Both lines run even when the first fails; the target fails if either did.
+test: setup setup-spark3.5
+	status=0; \
+	$(PY) -m pytest $(PYTEST_ARGS) || status=1; \
+	$(PY35) -m pytest -m spine -p no:cacheprovider $(PYTEST_ARGS) || status=1; \
+	exit $$status
 
 test-fast: setup
 	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
+
+test-spark3.5: setup-spark3.5
+	$(PY35) -m pytest -m spine -p no:cacheprovider $(PYTEST_ARGS)
 
 # Benchmarks (bench/README.md): full sizes write bench/RESULTS.md (~20 min on 2 cores); quick
 # sizes print the same tables in < 3 minutes (data in the gitignored bench/.data/).
@@ -52,5 +85,9 @@ bench: setup
 bench-quick: setup
 	$(PY) -m bench.run --quick
 
+dist: venv
+	rm -rf dist
+	$(PY) -m build --outdir dist
+
 clean:
-	rm -rf $(VENV) jars/target $(JAR_DIR)/*.jar .pytest_cache demo-warehouse
+	rm -rf $(VENV) $(VENV35) jars/target $(BRIDGE_JAR) .cache .pytest_cache demo-warehouse dist build

@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from bench.context import Context
 from bench.harness import Row, Section, per_second, time_runs
-from pyiceberg_crypto import jars
+from tests.testkit import java_classpath
 from pyiceberg_crypto.formats import ags1
 
 MIB = 1024 * 1024
@@ -78,7 +78,7 @@ def in_threads(fn, threads: int):
 
 def java_seconds(path: Path, key: bytes, aad: bytes, runs: int, warmup: int, threads: int) -> list[float]:
     """Wall seconds of each timed round of Iceberg's AesGcmInputStream (``threads`` concurrent reads)."""
-    classpath = os.pathsep.join(str(p) for p in sorted(jars.jar_dir().glob("*.jar")))
+    classpath = java_classpath()
     command = [
         "java", "-cp", classpath, "io.pyicebergcrypto.testkit.Ags1Bench",
         str(path), key.hex(), aad.hex(), str(warmup), str(runs), str(threads),

@@ -102,7 +102,10 @@ class Context:
 
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             self.log("starting Spark (local[2])")
-            builder = config.local_spark_builder("pyiceberg-crypto-bench").config("spark.driver.memory", "2g")
+            from tests.testkit import testkit_jar
+
+            builder = (config.local_spark_builder("pyiceberg-crypto-bench").config("spark.driver.memory", "2g")
+                       .config("spark.jars", str(testkit_jar())))
             self._spark = config.configure_spark_with_encryption(builder, self.spark_settings()).getOrCreate()
             self._spark.sparkContext.setLogLevel("ERROR")
             self._registration = register_kms(self._spark, InMemoryKms(self.master_keys), name=KMS_NAME)

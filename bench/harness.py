@@ -191,7 +191,9 @@ def _versions() -> str:
             pass
     from pyiceberg_crypto import config
 
-    out.append(f"Iceberg {config.ICEBERG_VERSION} ({config.ICEBERG_RUNTIME_PACKAGE.split(':')[1]})")
+    from pyiceberg_crypto import jars
+
+    out.append(f"Iceberg {config.ICEBERG_VERSION} ({jars.runtime_artifact(jars.spark_line()).artifact})")
     return ", ".join(out)
 
 

@@ -45,10 +45,8 @@ from pathlib import Path
 
 from pyiceberg_crypto import jars as _jars
 
-ICEBERG_VERSION = "1.12.0"
-SPARK_BINARY = "4.1_2.13"
-ICEBERG_RUNTIME_PACKAGE = f"org.apache.iceberg:iceberg-spark-runtime-{SPARK_BINARY}:{ICEBERG_VERSION}"
-ICEBERG_AWS_BUNDLE_PACKAGE = f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}"
+ICEBERG_VERSION = _jars.ICEBERG_VERSION
+JAR_MODES = ("auto", "packages", "local")
 S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
 S3_SCHEMES = ("s3", "s3a", "s3n")
 #: Catalog properties that would put credentials into printable settings: refused.
@@ -76,7 +74,9 @@ def spark_settings(
     metastore_dir: str | Path | None = None,
     kms_name: str = "default",
     kms_impl: str = PYTHON_KMS_IMPL,
-    jars: str = "local",
+    jars: str = "auto",
+    jars_dir: str | Path | None = None,
+    spark_version: str | None = None,
     hive_lock: bool = False,
     s3_endpoint: str | None = None,
     s3_region: str | None = None,
@@ -93,8 +93,16 @@ def spark_settings(
         metastore_dir: directory of the embedded Derby database (default: ``<warehouse>/../metastore``).
         kms_name: name under which the Python KMS is registered (see ``pyiceberg_crypto.bridge``).
         kms_impl: Java ``KeyManagementClient`` class; the Python bridge by default.
-        jars: ``"local"`` (bridge + Iceberg runtime jars shipped with this package, no download),
-            or ``"packages"`` (Iceberg runtime resolved from Maven Central by Spark).
+        jars: where the Iceberg runtime (and AWS bundle) jars come from. ``"packages"``: their
+            Maven coordinates in ``spark.jars.packages``, resolved by Spark (from Maven Central or
+            ``spark.jars.repositories``) and shipped to executors by Spark. ``"local"``: jar files
+            in ``jars_dir`` (or ``$PYICEBERG_CRYPTO_JARS``), for offline clusters (``pyiceberg-crypto
+            jars download DIR`` fills it). ``"auto"`` (default): ``"local"`` when a directory is
+            given or ``$PYICEBERG_CRYPTO_JARS`` is set, else ``"packages"``. The bridge jar always
+            comes from this package.
+        jars_dir: directory of local jars (implies ``jars="local"`` under ``"auto"``).
+        spark_version: the pyspark version the settings are for (default: the installed one);
+            it picks the runtime (Spark 3.5 -> ``..-3.5_2.12``, 4.1 -> ``..-4.1_2.13``).
         hive_lock: use the metastore lock for commits instead of the HIVE-26882 atomic swap.
         s3_endpoint: endpoint of an S3-compatible server (``http://127.0.0.1:9000``); None for AWS.
         s3_region: ``client.region`` of the S3 client.
@@ -106,13 +114,15 @@ def spark_settings(
 
     Raises:
         ConfigError: on an unknown catalog type, a bad metastore URI, or an empty name.
+        UnsupportedSparkError: the pyspark is not 3.5.x or 4.1.x (the message names the lines).
+        JarNotFoundError: a local jar is missing (the message says how to download it).
     """
-    if jars not in ("local", "packages"):
-        raise ConfigError(f"jars must be 'local' or 'packages', got {jars!r}")
+    if jars not in JAR_MODES:
+        raise ConfigError(f"jars must be one of {', '.join(map(repr, JAR_MODES))}, got {jars!r}")
 
     s3 = _uses_s3(warehouse, s3_endpoint, s3_region, s3_path_style_access)
     settings: dict[str, str] = {}
-    settings.update(_jar_settings(jars, aws=s3))
+    settings.update(jar_settings(jars, jars_dir=jars_dir, aws=s3, spark_version=spark_version))
     settings["spark.sql.extensions"] = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
     settings.update(
         catalog_settings(
@@ -293,12 +303,12 @@ def spark_defaults_lines(settings: Mapping[str, str]) -> str:
 def configure_spark_with_encryption(builder, settings: Mapping[str, str]):
     """Apply ``settings`` to a ``SparkSession.Builder`` and return the builder (composable).
 
-    ``spark.jars`` and ``spark.driver.extraJavaOptions`` already set on the builder are merged,
-    not overwritten.
+    ``spark.jars``, ``spark.jars.packages`` and ``spark.driver.extraJavaOptions`` already set on
+    the builder (e.g. by delta-spark's helper) are merged, not overwritten.
     """
     existing = getattr(builder, "_options", {})
     for key, value in settings.items():
-        if key == "spark.jars" and existing.get(key):
+        if key in ("spark.jars", "spark.jars.packages") and existing.get(key):
             value = ",".join(dict.fromkeys(existing[key].split(",") + value.split(",")))
         elif key == "spark.driver.extraJavaOptions" and existing.get(key):
             value = f"{existing[key]} {value}"
@@ -306,13 +316,37 @@ def configure_spark_with_encryption(builder, settings: Mapping[str, str]):
     return builder
 
 
-def _jar_settings(mode: str, aws: bool = False) -> dict[str, str]:
-    bridge = _jars.bridge_jar()
-    if mode == "packages":
-        packages = [ICEBERG_RUNTIME_PACKAGE] + ([ICEBERG_AWS_BUNDLE_PACKAGE] if aws else [])
-        return {"spark.jars": str(bridge), "spark.jars.packages": ",".join(packages)}
-    local = [bridge, _jars.iceberg_runtime_jar()] + ([_jars.aws_bundle_jar()] if aws else [])
-    return {"spark.jars": ",".join(str(jar) for jar in local)}
+def jar_settings(
+    jars: str = "auto",
+    *,
+    jars_dir: str | Path | None = None,
+    aws: bool = False,
+    spark_version: str | None = None,
+) -> dict[str, str]:
+    """Only the jar settings: the bridge jar, plus the Iceberg runtime for the pyspark line.
+
+    >>> jar_settings("packages", spark_version="3.5.9")["spark.jars.packages"]
+    'org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0'
+
+    Raises:
+        UnsupportedSparkError: pyspark (or ``spark_version``) is not a supported line.
+        JarNotFoundError: ``"local"`` without a directory, or a jar missing from it.
+    """
+    line = _jars.spark_line(spark_version)
+    artifacts = _jars.artifacts(line, aws=aws)
+    bridge = str(_jars.bridge_jar())
+    directory = Path(jars_dir) if jars_dir is not None else _jars.local_jars_dir()
+    if jars == "auto":
+        jars = "local" if directory is not None else "packages"
+    if jars == "packages":
+        return {"spark.jars": bridge, "spark.jars.packages": ",".join(a.coordinate for a in artifacts)}
+    if directory is None:
+        raise _jars.JarNotFoundError(
+            f"jars='local' needs a directory of jars: pass jars_dir=... or set {_jars.JARS_DIR_ENV} "
+            "(fill it with `pyiceberg-crypto jars download DIR`)"
+        )
+    local = [str(_jars.local_jar(directory, artifact)) for artifact in artifacts]
+    return {"spark.jars": ",".join([bridge, *local])}
 
 
 def _uses_s3(warehouse: str | Path, *s3_arguments) -> bool:

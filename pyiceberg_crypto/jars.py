@@ -1,52 +1,252 @@
-"""Where the Java jars this package needs are found.
+"""The JVM artifacts a session needs, chosen from the running pyspark, and where they come from.
 
-``make jars`` (run by ``make setup``) builds the bridge with Maven and copies it, together with the
-pinned Iceberg Spark runtime fetched from Maven Central, into ``pyiceberg_crypto/_jars/``.
-Set ``PYICEBERG_CRYPTO_JARS`` to another directory to use jars from elsewhere.
+- **The bridge jar** (``pyiceberg-crypto-bridge.jar``: the Python-KMS ``KeyManagementClient`` and
+  the loopback metastore) ships inside this package (``_jars/``), built by Maven when the wheel is
+  built. It matches this package's version and runs on Java 11+.
+- **The Iceberg Spark runtime** (and ``iceberg-aws-bundle`` when S3 or AWS KMS is used) is chosen
+  by the pyspark line: Spark 3.5 -> ``iceberg-spark-runtime-3.5_2.12:1.12.0``, Spark 4.1 ->
+  ``iceberg-spark-runtime-4.1_2.13:1.12.0``. By default Spark resolves them from their Maven
+  coordinates (``spark.jars.packages``, shipped to executors the way Spark ships packages).
+  Offline / air-gapped: download the pinned jars once into a directory (``pyiceberg-crypto jars
+  download DIR``, checked against SHA-256 sums pinned here) and set ``PYICEBERG_CRYPTO_JARS=DIR``
+  (or pass ``jars_dir=`` to :func:`pyiceberg_crypto.config.spark_settings`)::
+
+      >>> runtime_artifact(spark_line("3.5.9")).coordinate
+      'org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0'
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
+import tempfile
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
+ICEBERG_VERSION = "1.12.0"
 BRIDGE_JAR_NAME = "pyiceberg-crypto-bridge.jar"
-ICEBERG_RUNTIME_JAR_NAME = "iceberg-spark-runtime-4.1_2.13-1.12.0.jar"
-#: AWS SDK v2 bundle for S3FileIO / AwsKeyManagementClient; added to the classpath only when needed.
-AWS_BUNDLE_JAR_NAME = "iceberg-aws-bundle-1.12.0.jar"
+#: Environment variable naming a directory of local jars (offline clusters).
+JARS_DIR_ENV = "PYICEBERG_CRYPTO_JARS"
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
+#: The oldest Java the bridge jar's bytecode runs on (compiled with ``--release 11``).
+MIN_JAVA = 11
+
+
+@dataclass(frozen=True)
+class SparkLine:
+    """A Spark release line that Iceberg ships a runtime for."""
+
+    spark: str  # "3.5"
+    scala: str  # "2.12"
+    java: tuple[int, ...]  # Java versions this Spark line supports and the bridge runs on
+
+
+#: The Spark lines Iceberg 1.12.0 ships runtimes for (none for 4.0 or 4.2+: Maven Central).
+SUPPORTED_SPARK_LINES: dict[str, SparkLine] = {
+    "3.5": SparkLine("3.5", "2.12", (11, 17)),
+    "4.1": SparkLine("4.1", "2.13", (17, 21)),
+}
+#: The pyspark requirement that matches :data:`SUPPORTED_SPARK_LINES` (also in pyproject.toml).
+PYSPARK_REQUIREMENT = "pyspark>=3.5,!=4.0.*,<4.2"
+
+
+@dataclass(frozen=True)
+class MavenArtifact:
+    group: str
+    artifact: str
+    version: str
+
+    @property
+    def coordinate(self) -> str:
+        """``group:artifact:version``, as ``spark.jars.packages`` takes it."""
+        return f"{self.group}:{self.artifact}:{self.version}"
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.artifact}-{self.version}.jar"
+
+    def url(self, repository: str = MAVEN_CENTRAL) -> str:
+        path = "/".join([*self.group.split("."), self.artifact, self.version, self.file_name])
+        return f"{repository.rstrip('/')}/{path}"
+
+
+#: SHA-256 of the pinned jars as published on Maven Central (their .sha1 files agree).
+PINNED_SHA256 = {
+    "iceberg-spark-runtime-3.5_2.12-1.12.0.jar": "8dd8c90e54ed1a20f2461309d047a255ee56382eb7c0a46162b27a4936fd86dc",
+    "iceberg-spark-runtime-4.1_2.13-1.12.0.jar": "3123c3798af642dd537230923548e013ef41cc28b6626e5225808cf5670a0f82",
+    "iceberg-aws-bundle-1.12.0.jar": "dd7e49ffa4ac9b215bed846581991259e3aec9bb2fa08d6cec029c46cd66d957",
+}
 
 
 class JarNotFoundError(FileNotFoundError):
     """A required jar is missing; the message says how to build or fetch it."""
 
 
-def jar_dir() -> Path:
-    """The directory holding the jars (``$PYICEBERG_CRYPTO_JARS`` or the package's ``_jars``)."""
-    override = os.environ.get("PYICEBERG_CRYPTO_JARS")
-    return Path(override) if override else Path(__file__).parent / "_jars"
+class UnsupportedSparkError(RuntimeError):
+    """The installed pyspark is not a line Iceberg ships a runtime for; the message lists them."""
+
+
+class UnsupportedJavaError(RuntimeError):
+    """The JVM is too old for the bridge jar (or for the Spark line); the message says which is needed."""
+
+
+class ChecksumError(RuntimeError):
+    """A downloaded jar does not match its pinned SHA-256."""
+
+
+def installed_pyspark_version() -> str:
+    """The version of the importable pyspark (a clear error when there is none)."""
+    try:
+        import pyspark
+    except ImportError as exc:
+        raise UnsupportedSparkError(
+            f"pyspark is not installed: install a supported one ({PYSPARK_REQUIREMENT!r})"
+        ) from exc
+    return pyspark.__version__
+
+
+def spark_line(pyspark_version: str | None = None) -> SparkLine:
+    """The supported Spark line of ``pyspark_version`` (default: the installed pyspark).
+
+    Raises:
+        UnsupportedSparkError: for 3.4, 4.0, 4.2+ and anything else without an Iceberg runtime.
+    """
+    version = pyspark_version or installed_pyspark_version()
+    match = re.match(r"(\d+)\.(\d+)", version)
+    line = SUPPORTED_SPARK_LINES.get(f"{match.group(1)}.{match.group(2)}") if match else None
+    if line is None:
+        supported = " and ".join(f"Spark {s.spark}.x (Scala {s.scala})" for s in SUPPORTED_SPARK_LINES.values())
+        raise UnsupportedSparkError(
+            f"pyspark {version} is not supported: Iceberg {ICEBERG_VERSION} ships Spark runtimes for "
+            f"{supported} only; install one of those ({PYSPARK_REQUIREMENT!r})"
+        )
+    return line
+
+
+def runtime_artifact(line: SparkLine) -> MavenArtifact:
+    """``iceberg-spark-runtime-<spark>_<scala>`` at the pinned Iceberg version."""
+    return MavenArtifact("org.apache.iceberg", f"iceberg-spark-runtime-{line.spark}_{line.scala}", ICEBERG_VERSION)
+
+
+def aws_bundle_artifact() -> MavenArtifact:
+    """``iceberg-aws-bundle`` (AWS SDK v2 for ``S3FileIO`` and ``AwsKeyManagementClient``)."""
+    return MavenArtifact("org.apache.iceberg", "iceberg-aws-bundle", ICEBERG_VERSION)
+
+
+def artifacts(line: SparkLine, *, aws: bool = False) -> list[MavenArtifact]:
+    """The Iceberg artifacts a session on ``line`` needs (the AWS bundle only when ``aws``)."""
+    return [runtime_artifact(line)] + ([aws_bundle_artifact()] if aws else [])
+
+
+def check_java_version(specification_version: str, line: SparkLine | None = None) -> int:
+    """Raise :class:`UnsupportedJavaError` unless the JVM's ``java.specification.version`` can run
+    the bridge (Java 11+) and, when ``line`` is given, that Spark line. Returns the major version.
+
+    >>> check_java_version("17")
+    17
+    """
+    text = specification_version.strip()
+    major = int(text.split(".")[1]) if text.startswith("1.") else int(text.split(".")[0])
+    if major < MIN_JAVA:
+        raise UnsupportedJavaError(
+            f"this Spark driver runs on Java {major}: pyiceberg-crypto's bridge jar needs Java {MIN_JAVA} or "
+            "newer (Spark 3.5 supports 11 and 17, Spark 4.1 needs 17); set JAVA_HOME to such a JDK"
+        )
+    if line is not None and major < min(line.java):
+        raise UnsupportedJavaError(
+            f"Spark {line.spark} needs Java {min(line.java)} or newer, this JVM is Java {major}: set JAVA_HOME"
+        )
+    return major
 
 
 def bridge_jar() -> Path:
-    """Path of the bridge jar (KMS client + test-vector helpers)."""
-    return _require(BRIDGE_JAR_NAME)
-
-
-def iceberg_runtime_jar() -> Path:
-    """Path of the pinned ``iceberg-spark-runtime`` jar."""
-    return _require(ICEBERG_RUNTIME_JAR_NAME)
-
-
-def aws_bundle_jar() -> Path:
-    """Path of the pinned ``iceberg-aws-bundle`` jar (AWS SDK v2 for S3FileIO and AWS KMS)."""
-    return _require(AWS_BUNDLE_JAR_NAME)
-
-
-def _require(name: str) -> Path:
-    path = jar_dir() / name
+    """Path of the bridge jar shipped in this package."""
+    path = Path(__file__).parent / "_jars" / BRIDGE_JAR_NAME
     if not path.is_file():
         raise JarNotFoundError(
-            f"{path} is missing: run `make jars` in the pyiceberg-crypto checkout "
-            "(builds the bridge with Maven and fetches the Iceberg runtime), "
-            "or point PYICEBERG_CRYPTO_JARS at a directory that has it"
+            f"{path} is missing: this pyiceberg-crypto was installed without its Java part. Install a "
+            "built wheel (pip builds one with Maven from the sdist), or in a checkout run `make jars`"
         )
     return path
+
+
+def local_jars_dir() -> Path | None:
+    """``$PYICEBERG_CRYPTO_JARS`` as a path, or None when unset."""
+    value = os.environ.get(JARS_DIR_ENV)
+    return Path(value) if value else None
+
+
+def local_jar(directory: Path, artifact: MavenArtifact) -> Path:
+    """``directory/<artifact file>``, or :class:`JarNotFoundError` saying how to download it."""
+    path = Path(directory) / artifact.file_name
+    if not path.is_file():
+        raise JarNotFoundError(
+            f"{path} is missing: download the pinned jars with `pyiceberg-crypto jars download {directory}` "
+            f"(add --spark and --aws as needed), or copy {artifact.coordinate} there"
+        )
+    return path
+
+
+def download(
+    directory: str | os.PathLike,
+    artifacts_: Iterable[MavenArtifact],
+    *,
+    repository: str = MAVEN_CENTRAL,
+    log=None,
+) -> list[Path]:
+    """Download ``artifacts_`` into ``directory`` (skipping files already there and intact).
+
+    Each jar is checked against :data:`PINNED_SHA256` (or the repository's ``.sha1`` for a jar not
+    pinned here) before it is renamed into place, so a partial or altered download never lands.
+
+    Raises:
+        ChecksumError: a download does not match its pinned digest.
+        OSError: the repository cannot be reached (the message names the URL).
+    """
+    target = Path(directory)
+    target.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for artifact in artifacts_:
+        path = target / artifact.file_name
+        if path.is_file() and _digest_ok(path, artifact, repository):
+            if log:
+                log(f"present  {path}")
+            paths.append(path)
+            continue
+        url = artifact.url(repository)
+        if log:
+            log(f"download {url}")
+        with tempfile.NamedTemporaryFile(dir=target, prefix=".download-", delete=False) as tmp:
+            try:
+                with urllib.request.urlopen(url, timeout=60) as response:
+                    while chunk := response.read(1 << 20):
+                        tmp.write(chunk)
+            except OSError as exc:
+                os.unlink(tmp.name)
+                raise OSError(f"cannot download {url}: {exc}") from exc
+        if not _digest_ok(Path(tmp.name), artifact, repository):
+            os.unlink(tmp.name)
+            raise ChecksumError(f"{url} does not match its pinned SHA-256: refusing it")
+        os.replace(tmp.name, path)
+        paths.append(path)
+    return paths
+
+
+def _digest_ok(path: Path, artifact: MavenArtifact, repository: str) -> bool:
+    pinned = PINNED_SHA256.get(artifact.file_name)
+    if pinned is not None:
+        return _file_digest(path, "sha256") == pinned
+    with urllib.request.urlopen(artifact.url(repository) + ".sha1", timeout=60) as response:
+        published = response.read().decode("ascii", "replace").split()[0]
+    return _file_digest(path, "sha1") == published
+
+
+def _file_digest(path: Path, algorithm: str) -> str:
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

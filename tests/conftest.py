@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from pyiceberg_crypto import config
+from tests.testkit import testkit_jar
 
 CATALOG = "local"
 
@@ -29,7 +30,8 @@ def spark(spark_dirs):
         metastore_dir=spark_dirs["metastore"],
         kms_name="test",
     )
-    builder = config.local_spark_builder("pyiceberg-crypto-tests").config("spark.driver.memory", "2g")
+    builder = (config.local_spark_builder("pyiceberg-crypto-tests").config("spark.driver.memory", "2g")
+               .config("spark.jars", str(testkit_jar())))  # merged with the settings' jars
     session = config.configure_spark_with_encryption(builder, settings).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session

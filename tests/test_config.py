@@ -9,11 +9,17 @@ from pyiceberg_crypto import config, jars
 from pyiceberg_crypto.config import ConfigError
 
 
-def test_spark_settings_embedded_metastore_exact(tmp_path):
+pytestmark = pytest.mark.spine  # the builders must give each Spark line its own runtime
+
+
+def test_spark_settings_embedded_metastore_exact(tmp_path, monkeypatch):
+    monkeypatch.delenv(jars.JARS_DIR_ENV, raising=False)
     settings = config.spark_settings("lake", warehouse=tmp_path / "wh", kms_name="prod")
     meta = (tmp_path / "wh-metastore").absolute()
+    line = jars.spark_line()
     assert settings == {
-        "spark.jars": f"{jars.bridge_jar()},{jars.iceberg_runtime_jar()}",
+        "spark.jars": str(jars.bridge_jar()),
+        "spark.jars.packages": f"org.apache.iceberg:iceberg-spark-runtime-{line.spark}_{line.scala}:1.12.0",
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
         "spark.sql.catalog.lake.type": "hive",
@@ -40,7 +46,8 @@ def test_external_metastore_is_one_argument(tmp_path):
 
 
 def test_packages_mode_and_hive_lock_option(tmp_path):
-    settings = config.spark_settings("c", warehouse=tmp_path, jars="packages", hive_lock=True)
+    settings = config.spark_settings("c", warehouse=tmp_path, jars="packages", hive_lock=True,
+                                     spark_version="4.1.4")
     assert settings["spark.jars.packages"] == "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"
     assert settings["spark.jars"] == str(jars.bridge_jar())
     assert settings["spark.sql.catalog.c.hadoop.iceberg.engine.hive.lock-enabled"] == "true"
@@ -82,7 +89,7 @@ def test_table_properties_validation(kwargs, message):
         ({"metastore_uri": "http://x:9083"}, "thrift://host:port"),
         ({"catalog": "bad name"}, "catalog must be letters"),
         ({"kms_name": ""}, "kms_name is required"),
-        ({"jars": "maven"}, "jars must be 'local' or 'packages'"),
+        ({"jars": "maven"}, "jars must be one of 'auto', 'packages', 'local'"),
     ],
 )
 def test_spark_settings_validation(tmp_path, kwargs, message):
@@ -109,7 +116,21 @@ def test_configure_builder_merges_jars_and_java_options(tmp_path):
     assert options["spark.sql.catalog.c.encryption.kms-impl"] == config.PYTHON_KMS_IMPL
 
 
-def test_missing_jar_explains_how_to_build(tmp_path, monkeypatch):
-    monkeypatch.setenv("PYICEBERG_CRYPTO_JARS", str(tmp_path))
-    with pytest.raises(jars.JarNotFoundError, match="run `make jars`"):
+def test_missing_local_jar_explains_how_to_download(tmp_path, monkeypatch):
+    monkeypatch.setenv(jars.JARS_DIR_ENV, str(tmp_path / "empty"))
+    with pytest.raises(jars.JarNotFoundError, match=r"pyiceberg-crypto jars download .*empty"):
         config.spark_settings("c", warehouse=tmp_path)
+
+
+def test_local_mode_without_a_directory_says_how_to_get_one(tmp_path, monkeypatch):
+    monkeypatch.delenv(jars.JARS_DIR_ENV, raising=False)
+    with pytest.raises(jars.JarNotFoundError, match="jars_dir=.*PYICEBERG_CRYPTO_JARS"):
+        config.spark_settings("c", warehouse=tmp_path, jars="local")
+
+
+def test_configure_builder_merges_packages(tmp_path):
+    builder = SparkSession.builder.config("spark.jars.packages", "io.delta:delta-spark_2.13:4.0.0")
+    settings = config.spark_settings("c", warehouse=tmp_path, jars="packages", spark_version="4.1.0")
+    options = config.configure_spark_with_encryption(builder, settings)._options
+    assert options["spark.jars.packages"].split(",") == [
+        "io.delta:delta-spark_2.13:4.0.0", "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"]

@@ -32,6 +32,7 @@ from py4j.java_gateway import JavaClass
 from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter, KmsCallStats
 from pyiceberg_crypto.bridge.callback_server import LOOPBACK, KmsCallbackServer
 from pyiceberg_crypto.bridge.redaction import redact_in_py4j_logs
+from pyiceberg_crypto.jars import check_java_version
 from pyiceberg_crypto.kms.base import KeyManagementClient
 
 REGISTRY_CLASS = "io.pyicebergcrypto.bridge.PythonKmsRegistry"
@@ -145,6 +146,8 @@ def register_kms(
     sc = _spark_context(spark)
     advertised = _advertised_host(sc, bind_address)
     jvm = sc._jvm
+    # Before the first bridge class loads: Java 8 would fail with UnsupportedClassVersionError.
+    check_java_version(jvm.java.lang.System.getProperty("java.specification.version"))
     registry = _registry(jvm)
     with _lock:
         existing = _registrations.get(name)

@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     from pyiceberg_crypto.cli.keystore_cmd import add_keystore_parser
 
     add_keystore_parser(sub)
+
+    from pyiceberg_crypto.cli.jars_cmd import add_jars_parser
+
+    add_jars_parser(sub)
     return parser
 
 
@@ -99,6 +103,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pyiceberg_crypto.cli.keystore_cmd import run_keystore
 
         return run_keystore(args)
+    if args.command == "jars":
+        from pyiceberg_crypto.cli.jars_cmd import run_jars
+
+        return run_jars(args)
     parser.error(f"unknown command {args.command!r}")
     return EXIT_USAGE
 

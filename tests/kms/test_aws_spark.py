@@ -26,14 +26,14 @@ APP = textwrap.dedent(
     """
     import json, sys
     from pathlib import Path
-    from pyiceberg_crypto import config, jars
+    from pyiceberg_crypto import config
     from pyiceberg_crypto.bridge import register_kms
     from pyiceberg_crypto.kms import AwsKms
 
     endpoint, key_id = sys.argv[1], sys.argv[2]
     aws = {"kms.endpoint": endpoint, "client.region": "us-east-1"}  # credentials: environment
     settings = config.spark_settings("pyctx", warehouse="wh", kms_name="aws-context")
-    settings["spark.jars"] += "," + str(jars.aws_bundle_jar())
+    settings.update(config.jar_settings(aws=True))  # AWS KMS on the JVM side needs the AWS bundle
     settings.update(config.catalog_settings("py", warehouse="wh", kms_name="aws-no-context"))
     settings.update(config.catalog_settings(
         "java", warehouse="wh", kms_impl="org.apache.iceberg.aws.AwsKeyManagementClient",

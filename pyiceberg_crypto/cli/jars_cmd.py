@@ -1,0 +1,98 @@
+"""``pyiceberg-crypto jars``: which JVM artifacts a session uses, and fetching them for offline use.
+
+    pyiceberg-crypto jars show [--spark VERSION] [--aws] [--json]
+    pyiceberg-crypto jars download DIR [--spark 3.5|4.1 ...] [--aws] [--repository URL]
+
+``show`` says what :func:`pyiceberg_crypto.config.spark_settings` puts on the classpath for the
+installed pyspark (or ``--spark``): the bridge jar from this package and the Iceberg runtime's
+Maven coordinates, or the local files when ``$PYICEBERG_CRYPTO_JARS`` is set. ``download`` fills a
+directory for offline / air-gapped clusters (each jar checked against its pinned SHA-256); then
+``export PYICEBERG_CRYPTO_JARS=DIR``. Exit status: 0 done, 2 unsupported Spark, missing jar,
+download or checksum failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pyiceberg_crypto import jars
+from pyiceberg_crypto.cli.main import EXIT_OK, EXIT_USAGE
+
+
+def add_jars_parser(sub) -> None:
+    """Add the ``jars`` subcommand and its actions to ``sub`` (argparse subparsers)."""
+    parser = sub.add_parser("jars", help="show or download the JVM artifacts (Iceberg runtime, bridge)")
+    actions = parser.add_subparsers(dest="jars_action", metavar="ACTION", required=True)
+    show = actions.add_parser("show", help="the jars and Maven coordinates a session gets")
+    show.add_argument("--spark", metavar="VERSION", help="pyspark version (default: the installed one)")
+    show.add_argument("--aws", action="store_true", help="include the AWS bundle (S3 / AWS KMS)")
+    show.add_argument("--json", action="store_true", help="print JSON")
+    download = actions.add_parser("download", help="download the pinned jars into DIR (offline clusters)")
+    download.add_argument("directory", metavar="DIR")
+    download.add_argument("--spark", action="append", metavar="LINE",
+                          help="Spark line or pyspark version, repeatable (default: the installed pyspark)")
+    download.add_argument("--aws", action="store_true", help="also the AWS bundle (S3 / AWS KMS)")
+    download.add_argument("--repository", default=jars.MAVEN_CENTRAL,
+                          help="Maven repository URL, e.g. a company mirror (default: %(default)s)")
+
+
+def run_jars(args: argparse.Namespace) -> int:
+    try:
+        if args.jars_action == "show":
+            return _show(args)
+        return _download(args)
+    except (jars.UnsupportedSparkError, jars.JarNotFoundError, jars.ChecksumError, OSError) as exc:
+        print(f"pyiceberg-crypto jars: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _show(args: argparse.Namespace) -> int:
+    version = args.spark or jars.installed_pyspark_version()
+    line = jars.spark_line(version)
+    artifacts = jars.artifacts(line, aws=args.aws)
+    directory = jars.local_jars_dir()
+    try:
+        bridge = str(jars.bridge_jar())
+    except jars.JarNotFoundError as exc:
+        bridge = f"MISSING ({exc})"
+    document = {
+        "pyspark": version,
+        "spark_line": line.spark,
+        "scala": line.scala,
+        "java": list(line.java),
+        "iceberg": jars.ICEBERG_VERSION,
+        "bridge_jar": bridge,
+        "packages": [a.coordinate for a in artifacts],
+        "mode": "local" if directory else "packages",
+        "local_jars": [str(directory / a.file_name) for a in artifacts] if directory else [],
+    }
+    if args.json:
+        print(json.dumps(document, indent=2))
+        return EXIT_OK
+    print(f"pyspark {version}: Spark {line.spark} (Scala {line.scala}, Java {' or '.join(map(str, line.java))}), "
+          f"Iceberg {jars.ICEBERG_VERSION}")
+    print(f"bridge jar  {bridge}")
+    if directory:
+        print(f"local jars  (${jars.JARS_DIR_ENV}={directory})")
+        for path in document["local_jars"]:
+            print(f"            {path}")
+    else:
+        print("packages    (spark.jars.packages, resolved by Spark)")
+        for coordinate in document["packages"]:
+            print(f"            {coordinate}")
+    return EXIT_OK
+
+
+def _download(args: argparse.Namespace) -> int:
+    lines = [jars.spark_line(value) for value in (args.spark or [jars.installed_pyspark_version()])]
+    wanted = []
+    for line in lines:
+        wanted.append(jars.runtime_artifact(line))
+    if args.aws:
+        wanted.append(jars.aws_bundle_artifact())
+    paths = jars.download(args.directory, dict.fromkeys(wanted), repository=args.repository, log=print)
+    print(f"{len(paths)} jar(s) in {args.directory}, SHA-256 checked; use them with: "
+          f"export {jars.JARS_DIR_ENV}={args.directory}")
+    return EXIT_OK

@@ -1,0 +1,133 @@
+"""JVM artifacts by coordinates: the Spark line picks the runtime, unsupported lines fail clearly,
+offline downloads are checked against pinned SHA-256 sums, and the CLI says what a session gets."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+
+import pytest
+
+from pyiceberg_crypto import config, jars
+from pyiceberg_crypto.cli.main import main
+
+pytestmark = pytest.mark.spine
+
+
+@pytest.mark.parametrize(
+    ("version", "coordinate"),
+    [
+        ("3.5.0", "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0"),
+        ("3.5.9", "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0"),
+        ("4.1.4", "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"),
+        ("4.1.0.dev1", "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"),
+    ],
+)
+def test_the_spark_line_picks_the_runtime(version, coordinate):
+    assert jars.runtime_artifact(jars.spark_line(version)).coordinate == coordinate
+    settings = config.jar_settings("packages", spark_version=version)
+    assert settings["spark.jars.packages"] == coordinate
+
+
+@pytest.mark.parametrize("version", ["3.4.4", "4.0.1", "4.2.0", "4.3.0", "2.4.8", "nonsense"])
+def test_unsupported_spark_fails_at_build_naming_the_supported_lines(tmp_path, version):
+    with pytest.raises(jars.UnsupportedSparkError) as info:
+        config.spark_settings("c", warehouse=tmp_path, spark_version=version)
+    message = str(info.value)
+    assert f"pyspark {version} is not supported" in message
+    assert "Spark 3.5.x (Scala 2.12) and Spark 4.1.x (Scala 2.13)" in message
+    assert "Traceback" not in message
+
+
+def test_the_installed_pyspark_is_a_supported_line():
+    line = jars.spark_line()
+    import pyspark
+
+    assert pyspark.__version__.startswith(line.spark + ".")
+
+
+def test_pyproject_declares_the_same_range_as_the_code():
+    import tomllib
+
+    from tests.testkit import ROOT
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert jars.PYSPARK_REQUIREMENT in project["dependencies"]
+    assert not [d for d in project["dependencies"] if "==" in d], "exact pins belong in constraints/"
+
+
+@pytest.mark.parametrize(("spec", "major"), [("11", 11), ("17", 17), ("21", 21), ("25", 25)])
+def test_java_11_and_newer_run_the_bridge(spec, major):
+    assert jars.check_java_version(spec) == major
+
+
+def test_java_8_gets_a_clear_error():
+    with pytest.raises(jars.UnsupportedJavaError, match=r"runs on Java 8: .*needs Java 11 or newer.*JAVA_HOME"):
+        jars.check_java_version("1.8")
+    with pytest.raises(jars.UnsupportedJavaError, match="Spark 4.1 needs Java 17"):
+        jars.check_java_version("11", jars.SUPPORTED_SPARK_LINES["4.1"])
+
+
+def test_the_session_jvm_passes_the_java_check(spark):
+    spec = spark.sparkContext._jvm.java.lang.System.getProperty("java.specification.version")
+    assert jars.check_java_version(spec, jars.spark_line()) >= 11
+
+
+# --- offline jars: download into a directory, checked against the pinned SHA-256 ------------
+
+
+def _fake_repository(root, artifact, content: bytes):
+    path = root / "repo" / artifact.url("").lstrip("/")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    return (root / "repo").as_uri()
+
+
+def test_download_lands_only_jars_that_match_their_pinned_digest(tmp_path, monkeypatch):
+    artifact = jars.aws_bundle_artifact()
+    good = b"PK\x03\x04 not really a jar"
+    monkeypatch.setitem(jars.PINNED_SHA256, artifact.file_name, hashlib.sha256(good).hexdigest())
+    repository = _fake_repository(tmp_path, artifact, good)
+    [path] = jars.download(tmp_path / "jars", [artifact], repository=repository)
+    assert path.read_bytes() == good
+    # A second run finds it intact and does not fetch again (the repository is gone).
+    shutil.rmtree(tmp_path / "repo")
+    assert jars.download(tmp_path / "jars", [artifact], repository=repository) == [path]
+
+
+def test_download_refuses_an_altered_jar_and_leaves_nothing_behind(tmp_path, monkeypatch):
+    artifact = jars.aws_bundle_artifact()
+    monkeypatch.setitem(jars.PINNED_SHA256, artifact.file_name, hashlib.sha256(b"the real one").hexdigest())
+    repository = _fake_repository(tmp_path, artifact, b"the real one, with a backdoor")
+    with pytest.raises(jars.ChecksumError, match="does not match its pinned SHA-256"):
+        jars.download(tmp_path / "jars", [artifact], repository=repository)
+    assert list((tmp_path / "jars").iterdir()) == []
+
+
+def test_download_cli_reports_an_unreachable_repository(tmp_path, capsys):
+    code = main(["jars", "download", str(tmp_path / "jars"), "--spark", "3.5",
+                 "--repository", (tmp_path / "nowhere").as_uri()])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "cannot download file:" in err and "iceberg-spark-runtime-3.5_2.12-1.12.0.jar" in err
+    assert list((tmp_path / "jars").iterdir()) == []
+
+
+def test_pinned_jars_in_the_project_cache_match_their_digests():
+    directory = jars.local_jars_dir()
+    if directory is None:
+        pytest.skip(f"{jars.JARS_DIR_ENV} is not set (make sets it)")
+    for name, digest in jars.PINNED_SHA256.items():
+        assert hashlib.sha256((directory / name).read_bytes()).hexdigest() == digest, name
+
+
+def test_jars_show_names_the_coordinates_for_a_spark_version(capsys, monkeypatch):
+    monkeypatch.delenv(jars.JARS_DIR_ENV, raising=False)
+    assert main(["jars", "show", "--spark", "3.5.9", "--aws", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["packages"] == ["org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0",
+                                    "org.apache.iceberg:iceberg-aws-bundle:1.12.0"]
+    assert document["mode"] == "packages" and document["bridge_jar"].endswith("pyiceberg-crypto-bridge.jar")
+    assert main(["jars", "show", "--spark", "4.0.0"]) == 2
+    assert "Spark 3.5.x (Scala 2.12) and Spark 4.1.x (Scala 2.13)" in capsys.readouterr().err
