@@ -11,6 +11,8 @@ from pyiceberg_crypto.bridge import BridgeError, register_kms, registered
 from pyiceberg_crypto.bridge.callback_server import LOOPBACK
 from pyiceberg_crypto.kms import InMemoryKms
 
+pytestmark = pytest.mark.spine  # the core path: make test also runs it on Spark 3.5
+
 
 def _java_client(jvm, name):
     client = jvm.io.pyicebergcrypto.bridge.PythonKmsClient()

@@ -15,6 +15,8 @@ from pyiceberg_crypto.kms import InMemoryKms, KmsError
 from pyiceberg_crypto.verify.files import scan_table_files, table_location
 from tests.conftest import CATALOG, add_catalog
 
+pytestmark = pytest.mark.spine  # the core path: make test also runs it on Spark 3.5
+
 
 def _table(name: str) -> str:
     return f"{CATALOG}.db.{name}_{uuid.uuid4().hex[:8]}"

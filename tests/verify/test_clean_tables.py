@@ -10,6 +10,8 @@ from pyiceberg_crypto.verify import verify_metadata
 from pyiceberg_crypto.verify.report import DATA, DELETION_VECTOR, MANIFEST, MANIFEST_LIST, OK, POSITION_DELETE
 from tests.verify.conftest import create_table, local, metadata_location
 
+pytestmark = pytest.mark.spine  # the core path: make test also runs it on Spark 3.5
+
 MOR = {"write.delete.mode": "merge-on-read", "write.update.mode": "merge-on-read", "write.merge.mode": "merge-on-read"}
 COW = {"write.delete.mode": "copy-on-write", "write.update.mode": "copy-on-write", "write.merge.mode": "copy-on-write"}
 

@@ -1,0 +1,113 @@
+"""The newcomer path, as a user installing from a package index would walk it.
+
+Build the sdist and wheel from the working tree (``python -m build``: the wheel is built from the
+sdist, so the sdist must carry the Java sources), install the wheel into a fresh virtual
+environment outside the repository that already holds the platform's pyspark (4.1.x, then 3.5.x),
+and from an empty directory run the README's ten lines of PySpark and ``pyiceberg-crypto demo``.
+Nothing of the checkout is visible there: no ``PYTHONPATH``, no ``PYICEBERG_CRYPTO_JARS`` (the
+Iceberg runtime comes from ``spark.jars.packages``), no Maven afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.testkit import ROOT
+
+pytestmark = [pytest.mark.newcomer, pytest.mark.slow]
+
+#: Variables of the project's own environment that a newcomer does not have.
+PROJECT_ENV = ("PYICEBERG_CRYPTO_JARS", "PYICEBERG_CRYPTO_SKIP_JAR_BUILD", "PYICEBERG_CRYPTO_BRIDGE_JAR",
+               "PYTHONPATH", "VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")
+ENCRYPTED_MAGICS = (b"PARE", b"AGS1")
+
+
+def pinned_pyspark(line: str) -> str:
+    """The tested pyspark of a line, from the project's constraints file."""
+    text = (ROOT / "constraints" / f"spark-{line}.txt").read_text()
+    return re.search(r"^pyspark==(\S+)$", text, re.M).group(1)
+
+
+def newcomer_env(venv: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in PROJECT_ENV}
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["PYSPARK_PYTHON"] = str(venv / "bin" / "python")
+    return env
+
+
+def run(command, *, cwd: Path, env: dict[str, str], timeout: int = 900) -> subprocess.CompletedProcess:
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{command} failed ({result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+    return result
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("dist")
+    env = {k: v for k, v in os.environ.items() if k not in PROJECT_ENV}
+    run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], cwd=out, env=env)
+    [wheel] = out.glob("*.whl")
+    [sdist] = out.glob("*.tar.gz")
+    return {"wheel": wheel, "sdist": sdist}
+
+
+def test_the_wheel_is_pure_python_and_carries_the_production_jar_only(dist):
+    assert dist["wheel"].name.endswith("-py3-none-any.whl")
+    with zipfile.ZipFile(dist["wheel"]) as wheel:
+        names = wheel.namelist()
+        assert "pyiceberg_crypto/_jars/pyiceberg-crypto-bridge.jar" in names
+        assert [n for n in names if n.endswith(".jar")] == ["pyiceberg_crypto/_jars/pyiceberg-crypto-bridge.jar"]
+        metadata = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    requires = re.findall(r"^Requires-Dist: (.*)$", metadata, re.M)
+    [pyspark] = [r for r in requires if r.startswith("pyspark")]
+    assert set(pyspark.removeprefix("pyspark").split(",")) == {">=3.5", "!=4.0.*", "<4.2"}
+    assert not [r for r in requires if re.search(r"===?\s*\d", r)], "exact pins belong in constraints/"
+
+
+def test_the_sdist_carries_the_java_sources_but_no_test_kit_or_built_jar(dist):
+    with tarfile.open(dist["sdist"]) as sdist:
+        names = [n.split("/", 1)[1] for n in sdist.getnames() if "/" in n]
+    assert "jars/pom.xml" in names and "jars/build_bridge.py" in names and "setup.py" in names
+    assert "jars/src/main/java/io/pyicebergcrypto/bridge/PythonKmsClient.java" in names
+    assert not [n for n in names if "testkit" in n or n.endswith(".jar")]
+
+
+@pytest.mark.parametrize("line", ["4.1", "3.5"])
+def test_pip_install_then_the_readme_and_the_demo_work(dist, tmp_path, line):
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path, env=dict(os.environ))
+    env = newcomer_env(venv)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    platform_pyspark = pinned_pyspark(line)
+    run([*pip, f"pyspark=={platform_pyspark}"], cwd=tmp_path, env=env)  # the platform's own pyspark
+    run([*pip, str(dist["wheel"])], cwd=tmp_path, env=env)
+    versions = run([str(venv / "bin" / "python"), "-c", "import pyspark; print(pyspark.__version__)"],
+                   cwd=tmp_path, env=env).stdout.strip()
+    assert versions == platform_pyspark, "installing the wheel replaced the platform's pyspark"
+
+    empty = tmp_path / "work"
+    empty.mkdir()
+    readme = (ROOT / "README.md").read_text()
+    ten_lines = re.search(r"## Ten lines of PySpark\s+```python\n(.*?)```", readme, re.S).group(1)
+    result = run([str(venv / "bin" / "python"), "-c", ten_lines], cwd=empty, env=env)
+    assert re.search(r"\|\s*1\|\s*apple\|", result.stdout), result.stdout[-2000:]
+
+    table = empty / "warehouse" / "shop.db" / "orders"
+    files = [p for p in table.rglob("*") if p.is_file() and not p.name.endswith(".metadata.json")
+             and not (p.name.startswith(".") and p.name.endswith(".crc"))]
+    assert {p.parent.name for p in files} == {"data", "metadata"}
+    not_encrypted = [(str(p), p.read_bytes()[:4]) for p in files if p.read_bytes()[:4] not in ENCRYPTED_MAGICS]
+    assert not not_encrypted
+
+    demo = run([str(venv / "bin" / "pyiceberg-crypto"), "demo"], cwd=empty, env=env)
+    assert "OK: every file is encrypted, authentic and in its place" in demo.stdout
+    show = run([str(venv / "bin" / "pyiceberg-crypto"), "jars", "show"], cwd=empty, env=env).stdout
+    assert f"iceberg-spark-runtime-{line}_" in show and str(venv) in show  # the jar inside the wheel
