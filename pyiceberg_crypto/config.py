@@ -39,6 +39,7 @@ external metastore older than Hive 2.3.10 / 4.0 (no HIVE-26882) pass ``hive_lock
 
 from __future__ import annotations
 
+import logging
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -57,7 +58,11 @@ PYTHON_KMS_IMPL = "io.pyicebergcrypto.bridge.PythonKmsClient"
 #: Catalog property naming the registered Python KMS the bridge should call.
 KMS_NAME_PROPERTY = "pyiceberg-crypto.kms-name"
 
+log = logging.getLogger(__name__)
+
 SUPPORTED_CATALOG_TYPES = ("hive",)
+#: Spark lines whose bundled Hive metastore lacks HIVE-26882 (pyspark 3.5: hive-metastore-2.3.9).
+LINES_WITHOUT_METASTORE_SWAP = ("3.5",)
 VALID_DATA_KEY_LENGTHS = (16, 24, 32)
 
 
@@ -141,6 +146,12 @@ def spark_settings(
     )
     if metastore_uri is None:
         settings.update(embedded_metastore_settings(metastore_dir or _default_metastore_dir(warehouse)))
+        line = _jars.spark_line(spark_version)
+        if not hive_lock and line.spark in LINES_WITHOUT_METASTORE_SWAP:
+            log.warning(
+                "Spark %s bundles the Hive 2.3.9 metastore, which lacks HIVE-26882: the embedded metastore "
+                "commits without compare-and-swap, safe for one writer at a time only. For concurrent writers "
+                "use metastore_uri= of a Hive 2.3.10+/4.x metastore server (README, Install).", line.spark)
     return settings
 
 

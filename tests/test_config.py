@@ -134,3 +134,13 @@ def test_configure_builder_merges_packages(tmp_path):
     options = config.configure_spark_with_encryption(builder, settings)._options
     assert options["spark.jars.packages"].split(",") == [
         "io.delta:delta-spark_2.13:4.0.0", "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"]
+
+
+def test_spark_35_embedded_metastore_warns_that_commits_have_no_swap(tmp_path, caplog):
+    with caplog.at_level("WARNING", logger="pyiceberg_crypto.config"):
+        config.spark_settings("c", warehouse=tmp_path, jars="packages", spark_version="3.5.9")
+        config.spark_settings("c", warehouse=tmp_path, jars="packages", spark_version="4.1.4")
+        config.spark_settings("c", warehouse=tmp_path, jars="packages", spark_version="3.5.9",
+                              metastore_uri="thrift://127.0.0.1:9083")
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "HIVE-26882" in warnings[0] and "Spark 3.5" in warnings[0]

@@ -103,6 +103,10 @@ class S3Server(ServiceProcess):
         )
 
     def start(self) -> "S3Server":
+        import importlib.util
+
+        if importlib.util.find_spec("moto") is None or importlib.util.find_spec("boto3") is None:
+            raise ServiceError("the S3 server needs moto and boto3: pip install 'pyiceberg-crypto[services]'")
         super().start()
         if self.bucket:
             self.client().create_bucket(Bucket=self.bucket)

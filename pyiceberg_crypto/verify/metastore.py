@@ -31,8 +31,16 @@ def catalog_properties(spark, catalog: str) -> dict[str, str]:
 
 def _session_conf(spark) -> dict[str, str]:
     """Settings set at run time with ``spark.conf.set`` (not in the SparkContext's conf)."""
-    getall = spark.conf.getAll
-    return dict(getall() if callable(getall) else getall)
+    getall = getattr(spark.conf, "getAll", None)  # pyspark 4.0+
+    if getall is not None:
+        return dict(getall() if callable(getall) else getall)
+    # pyspark 3.5: the JVM RuntimeConfig's Scala map, read entry by entry.
+    entries = spark._jsparkSession.conf().getAll().iterator()
+    conf = {}
+    while entries.hasNext():
+        entry = entries.next()
+        conf[entry._1()] = entry._2()
+    return conf
 
 
 def table_parameters(spark, properties: dict[str, str], database: str, table: str) -> dict[str, str]:
