@@ -15,7 +15,7 @@ import os
 import tempfile
 
 from pyiceberg_crypto.cli.inspect_parquet import keys_from_args
-from pyiceberg_crypto.cli.main import EXIT_OK
+from pyiceberg_crypto.cli.exit_codes import EXIT_OK
 from pyiceberg_crypto.cli.options import (
     UsageError,
     error_dict,

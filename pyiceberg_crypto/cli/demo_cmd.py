@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pyiceberg_crypto.cli.main import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE
+from pyiceberg_crypto.cli.exit_codes import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE
 
 
 def run_demo(args: argparse.Namespace) -> int:

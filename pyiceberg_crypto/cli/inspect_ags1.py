@@ -13,7 +13,7 @@ import argparse
 import dataclasses
 import json
 
-from pyiceberg_crypto.cli.main import EXIT_OK
+from pyiceberg_crypto.cli.exit_codes import EXIT_OK
 from pyiceberg_crypto.cli.options import (
     UsageError,
     error_dict,

@@ -19,7 +19,7 @@ import dataclasses
 import json
 from typing import Any
 
-from pyiceberg_crypto.cli.main import EXIT_OK
+from pyiceberg_crypto.cli.exit_codes import EXIT_OK
 from pyiceberg_crypto.cli.options import (
     VALID_KEY_LENGTHS,
     UsageError,

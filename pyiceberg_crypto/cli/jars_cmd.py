@@ -18,7 +18,7 @@ import json
 import sys
 
 from pyiceberg_crypto import jars
-from pyiceberg_crypto.cli.main import EXIT_OK, EXIT_USAGE
+from pyiceberg_crypto.cli.exit_codes import EXIT_OK, EXIT_USAGE
 
 
 def add_jars_parser(sub) -> None:

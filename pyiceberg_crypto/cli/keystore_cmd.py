@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 
-from pyiceberg_crypto.cli.main import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE
+from pyiceberg_crypto.cli.exit_codes import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE
 from pyiceberg_crypto.kms.base import UnknownKeyError
 from pyiceberg_crypto.kms.keystore import (
     DEFAULT_KEY_LENGTH,

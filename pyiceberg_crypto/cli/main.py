@@ -12,9 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-EXIT_OK = 0
-EXIT_INTEGRITY = 1
-EXIT_USAGE = 2
+from pyiceberg_crypto.cli.exit_codes import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE  # noqa: F401 (re-exported)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ import json
 import sys
 from typing import Any
 
-from pyiceberg_crypto.cli.main import EXIT_INTEGRITY, EXIT_USAGE
+from pyiceberg_crypto.cli.exit_codes import EXIT_INTEGRITY, EXIT_USAGE
 from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 

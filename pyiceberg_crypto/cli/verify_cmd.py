@@ -13,7 +13,7 @@ import json
 import sys
 from collections.abc import Callable
 
-from pyiceberg_crypto.cli.main import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE
+from pyiceberg_crypto.cli.exit_codes import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE
 from pyiceberg_crypto.verify.report import KINDS, STATUSES, TableReport, error_document
 
 
