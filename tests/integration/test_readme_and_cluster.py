@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.spine  # the core path: make test also runs it on Spark 3.5
-
 ROOT = Path(__file__).resolve().parents[2]
 
 

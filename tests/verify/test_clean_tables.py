@@ -48,7 +48,9 @@ def copy_on_write_table(spark, kms_registration):
     _merge(spark, table)
     ident = table.split(".", 1)[1]
     spark.sql(f"CALL local.system.rewrite_data_files(table => '{ident}', options => map('rewrite-all', 'true'))")
-    spark.sql(f"CALL local.system.expire_snapshots(table => '{ident}', older_than => now(), retain_last => 3)")
+    # A literal, not now(): Iceberg's CALL parser for Spark 3.5 takes constant arguments only.
+    spark.sql(f"CALL local.system.expire_snapshots(table => '{ident}', older_than => TIMESTAMP '2999-01-01 00:00:00', "
+              "retain_last => 3)")
     return table
 
 
