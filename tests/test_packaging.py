@@ -9,6 +9,8 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 import pyiceberg_crypto
 from pyiceberg_crypto import jars
 
@@ -41,3 +43,45 @@ def test_runtime_modules_import_no_test_library_and_no_extra():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _build_bridge_module():
+    import importlib.util
+
+    from tests.testkit import ROOT
+
+    spec = importlib.util.spec_from_file_location("build_bridge", ROOT / "jars" / "build_bridge.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_building_without_java_or_maven_fails_with_a_clear_message(tmp_path):
+    from tests.testkit import ROOT
+
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    result = subprocess.run([sys.executable, str(ROOT / "jars" / "build_bridge.py"), "--into", str(tmp_path / "out")],
+                            env={"PATH": str(empty)}, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "needs mvn and javac on the PATH" in result.stderr and "JDK >= 11" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_javac_versions_are_read_for_the_jdk_check():
+    build_bridge = _build_bridge_module()
+    assert build_bridge.javac_major_version("javac 17.0.15") == 17
+    assert build_bridge.javac_major_version("javac 1.8.0_402") == 8
+    assert build_bridge.javac_major_version("javac 11") == 11
+    assert build_bridge.javac_major_version("no compiler here") is None
+
+
+def test_a_prebuilt_jar_with_test_kit_classes_is_refused(tmp_path, monkeypatch):
+    build_bridge = _build_bridge_module()
+    leaky = tmp_path / "leaky.jar"
+    with zipfile.ZipFile(leaky, "w") as archive:
+        archive.writestr("io/pyicebergcrypto/testkit/JavaMemoryKms.class", b"\xca\xfe\xba\xbe")
+    monkeypatch.setenv(build_bridge.PREBUILT_ENV, str(leaky))
+    with pytest.raises(build_bridge.BuildError, match="holds test-kit classes"):
+        build_bridge.install(tmp_path / "out")
+    assert not (tmp_path / "out" / "pyiceberg-crypto-bridge.jar").exists()
