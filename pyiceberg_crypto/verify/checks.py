@@ -53,6 +53,8 @@ PUFFIN_MAGIC = b"PFA1"
 PARQUET_MAGIC = MAGIC_PLAIN
 #: Magics of the plaintext formats an Iceberg table holds: such a file in an encrypted table is a leak.
 PLAINTEXT_MAGICS = {AVRO_MAGIC: "Avro", PUFFIN_MAGIC: "Puffin", PARQUET_MAGIC: "Parquet", b"ORC": "ORC"}
+#: The detail of an encrypted-looking file the table records no key for (callers reword it).
+NO_KEY_METADATA = "the table records no key metadata for this file"
 
 
 @dataclass
@@ -132,7 +134,7 @@ def _check_open_file(task: FileTask, handle: BinaryIO, size: int) -> FileFinding
     if task.conflict:
         return finding_for(task, TAMPERED, task.conflict)
     if task.key_metadata is None:
-        return finding_for(task, UNVERIFIABLE, "the table records no key metadata for this file")
+        return finding_for(task, UNVERIFIABLE, NO_KEY_METADATA)
     try:
         key = StandardKeyMetadata.parse(task.key_metadata)
     except FormatError as exc:

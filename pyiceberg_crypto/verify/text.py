@@ -39,8 +39,10 @@ def _escape_char(char: str) -> str:
 
 
 def escape_text(text: object) -> str:
-    """``text`` with every unsafe character written as a ``\\xNN`` / ``\\uNNNN`` escape (and
-    backslashes doubled only when something was escaped, so ordinary paths print unchanged)."""
+    """``text`` with every unsafe character written as a ``\\xNN`` / ``\\uNNNN`` escape.
+
+    Ordinary text (paths included) comes back unchanged; once anything is escaped, backslashes
+    are escaped too (``\\x5c``), so the result reads back unambiguously."""
     text = str(text)
     if not any(_is_unsafe(c) for c in text):
         return text

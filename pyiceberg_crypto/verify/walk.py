@@ -31,6 +31,7 @@ from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.io import FileIO, FileTooLargeError, NotRegularFileError, file_io_for, read_bounded
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.verify.checks import (
+    NO_KEY_METADATA,
     FileTask,
     check_file,
     find_origin,
@@ -237,7 +238,7 @@ def _walk_snapshot(snapshot: Snapshot, keys: TableKeys, file_io: FileIO, plan: W
             plan.findings[list_task.path] = finding_for(list_task, exc.status, str(exc))
             return
     finding, records = read_avro(list_task, file_io)
-    if finding.status == UNVERIFIABLE and list_task.key_metadata is None:
+    if finding.detail == NO_KEY_METADATA:
         finding.detail = (f"encrypted, but snapshot {snapshot.snapshot_id} has no key-id in the table metadata "
                           "(no key to open its manifest list)")
     _add_finding(plan.findings, finding)
@@ -421,7 +422,7 @@ def check_statistics_file(stats: StatisticsFile, file_io: FileIO) -> FileFinding
         leak = ("column NDV sketches (apache/iceberg#17995: compute_table_stats writes them unencrypted)"
                 if stats.kind == STATISTICS else "partition values and per-partition counts")
         finding.detail += f": it exposes {leak}"
-    elif finding.status == UNVERIFIABLE and task.key_metadata is None:
+    elif finding.detail == NO_KEY_METADATA:
         finding.detail = "encrypted, but the table metadata records no key for it"
     return finding
 
