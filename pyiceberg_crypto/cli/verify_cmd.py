@@ -58,11 +58,12 @@ def run_verify(args: argparse.Namespace) -> int:
     try:
         properties = _parse_properties(args.kms_property)
         io_properties = _parse_properties(args.io_property, "--io-property")
-        kms = call_with_timeout(load_kms, args.kms, properties, timeout=args.kms_timeout, what="factory")
+        kms = call_with_timeout(load_kms, args.kms, properties, timeout=args.kms_timeout,
+                                what=f"the KMS factory {args.kms!r}")
     except (KmsLoadError, ValueError) as exc:
         return _fail(args, "usage", str(exc))
     except KmsTimeoutError as exc:
-        return _fail(args, "kms", f"the KMS factory {args.kms!r} did not return: {exc}")
+        return _fail(args, "kms", str(exc))
     except Exception as exc:  # the user's factory failed
         return _fail(args, "kms", f"the KMS factory {args.kms!r} failed: {exception_line(exc)}")
     try:

@@ -1,6 +1,6 @@
 """KMS calls with a deadline: a KMS that never answers must not hang the verifier.
 
-    key = call_with_timeout(kms.unwrap_key, wrapped, "k1", timeout=60.0, what="unwrap_key")
+    key = call_with_timeout(kms.unwrap_key, wrapped, "k1", timeout=60.0, what="the KMS call unwrap_key")
 
 The call runs in a daemon thread and the caller stops waiting after ``timeout`` seconds
 (:class:`KmsTimeoutError`). The abandoned thread cannot be killed; being a daemon thread, it
@@ -26,6 +26,8 @@ class KmsTimeoutError(TimeoutError):
 def call_with_timeout(function: Callable[..., T], *args: Any, timeout: float | None, what: str) -> T:
     """``function(*args)``, waiting at most ``timeout`` seconds (None: no limit, in this thread).
 
+    ``what`` names the call in the timeout's message (``"the KMS call unwrap_key"``).
+
     Raises:
         KmsTimeoutError: the call had not returned after ``timeout`` seconds.
     """
@@ -41,11 +43,11 @@ def call_with_timeout(function: Callable[..., T], *args: Any, timeout: float | N
         except BaseException as exc:  # handed to the caller
             outcome["error"] = exc
 
-    thread = threading.Thread(target=run, name=f"kms-{what}", daemon=True)
+    thread = threading.Thread(target=run, name="kms-call", daemon=True)
     thread.start()
     thread.join(timeout)
     if thread.is_alive():
-        raise KmsTimeoutError(f"the KMS call {what} did not return within {timeout:g} s (kms timeout)")
+        raise KmsTimeoutError(f"{what} did not return within {timeout:g} s (kms timeout)")
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]

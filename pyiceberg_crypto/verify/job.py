@@ -69,11 +69,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         kms = call_with_timeout(load_kms, args.kms, _parse_properties(args.kms_property), timeout=args.kms_timeout,
-                                what="factory")
+                                what=f"the KMS factory {args.kms!r}")
     except (KmsLoadError, ValueError) as exc:
         return fail("usage", str(exc))
     except KmsTimeoutError as exc:
-        return fail("kms", f"the KMS factory {args.kms!r} did not return: {exc}")
+        return fail("kms", str(exc))
     spark = _session(args)
     try:
         report = verify_table(spark, args.table, kms=kms, snapshot_id=args.snapshot,

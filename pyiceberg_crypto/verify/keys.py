@@ -80,7 +80,7 @@ class TableKeys:
                                   f"({self._kms_timed_out})")
         try:
             key = call_with_timeout(self.kms.unwrap_key, wrapped, master, timeout=self.kms_timeout,
-                                    what="unwrap_key")
+                                    what="the KMS call unwrap_key")
         except KmsTimeoutError as exc:
             self._kms_timed_out = str(exc)
             return KeyLookupError(f"the KMS did not unwrap KEK {kek_id!r} with master key {master!r}: {exc}")
