@@ -374,3 +374,49 @@ def test_text_helpers():
     assert escape_text("a\\b\x1b\u202e") == r"a\x5cb\x1b\u202e"
     assert exception_line(ValueError("x" * 1000)).endswith("...") and len(exception_line(ValueError("x" * 1000))) == 300
     assert exception_line(TimeoutError()) == "TimeoutError"
+
+
+# --- a real table (session Spark) ------------------------------------------------------------------
+
+
+def test_a_real_table_with_a_fifo_for_its_manifest_list_or_a_data_file(capsys, spark, kms_registration, tmp_path):
+    """Iceberg's own table, then (1) a metadata.json whose current manifest list is a FIFO (the CLI
+    without --metadata-hash trusts it), (2) a data file replaced by a FIFO: findings, no hang."""
+    from tests.verify.conftest import create_table, local, metadata_location
+
+    table = create_table(spark, "hostile")
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'a', 0), (2, 'b', 1)")
+    location = metadata_location(spark, table)
+    code, out, _ = run_cli_in_process(capsys, location, "--kms", KMS, "--json", deadline=120)
+    document = json.loads(out)
+    assert code == 0, document
+    data_path = next(f["path"] for f in document["files"] if f["kind"] == "data")
+
+    doc = json.loads(Path(local(location)).read_text())
+    current = next(s for s in doc["snapshots"] if s["snapshot-id"] == doc["current-snapshot-id"])
+    fifo = tmp_path / "snap-fifo.avro"
+    os.mkfifo(fifo)
+    current["manifest-list"] = f"file:{fifo}"
+    edited = tmp_path / "00099-edited.metadata.json"
+    edited.write_text(json.dumps(doc))
+    code, out, _ = run_cli_in_process(capsys, str(edited), "--kms", KMS, "--json", fifos=(fifo,), deadline=120)
+    document = json.loads(out)
+    assert code == 1 and all(c["status"] == "OK" for c in document["table"]["checks"])
+    [listed] = document["files"]
+    assert listed["path"] == f"file:{fifo}" and listed["status"] == UNVERIFIABLE
+    assert listed["detail"].startswith("not a regular file (FIFO)")
+
+    original = Path(local(data_path))
+    moved = original.with_name(original.name + ".moved")
+    original.rename(moved)
+    try:
+        os.mkfifo(original)
+        code, out, _ = run_cli_in_process(capsys, location, "--kms", KMS, "--json", fifos=(original,), deadline=120)
+    finally:
+        original.unlink(missing_ok=True)
+        moved.rename(original)
+    document = json.loads(out)
+    assert code == 1
+    bad = [(f["path"], f["status"]) for f in document["files"] if f["status"] != "OK"]
+    assert bad == [(data_path, UNVERIFIABLE)]
+    assert "not a regular file (FIFO)" in next(f["detail"] for f in document["files"] if f["path"] == data_path)
