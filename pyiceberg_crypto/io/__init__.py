@@ -17,8 +17,11 @@ register themselves in :data:`SCHEMES` (module path of a factory taking catalog 
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import importlib
 import os
+import stat
 from collections.abc import Mapping
 from typing import BinaryIO, Protocol, runtime_checkable
 
@@ -46,14 +49,104 @@ def local_path(uri: str) -> str:
     return uri
 
 
+class NotRegularFileError(OSError):
+    """The path names a FIFO, device, socket or directory: refused, never read (it could block or
+    never end). ``file_type`` says what it is (``"FIFO"``, ``"character device"``, ...)."""
+
+    def __init__(self, path: str, file_type: str):
+        super().__init__(errno.EINVAL, f"not a regular file ({file_type})")
+        self.path = path
+        self.file_type = file_type
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+class FileTooLargeError(OSError):
+    """A file is larger than the limit set for it (e.g. ``--max-metadata-bytes``)."""
+
+    def __init__(self, size: int | None, limit: int):
+        shown = f"{size} bytes" if size is not None else "more bytes"
+        super().__init__(errno.EFBIG, f"{shown}, more than the limit of {limit} bytes")
+        self.size = size
+        self.limit = limit
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+_FILE_TYPES = ((stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+               (stat.S_ISSOCK, "socket"), (stat.S_ISDIR, "directory"), (stat.S_ISLNK, "symbolic link"))
+
+
+def file_type_name(mode: int) -> str:
+    """What ``st_mode`` describes, in words: ``"regular file"``, ``"FIFO"``, ``"directory"``, ..."""
+    if stat.S_ISREG(mode):
+        return "regular file"
+    return next((name for test, name in _FILE_TYPES if test(mode)), "special file")
+
+
+def regular_file_size(path: str) -> int:
+    """``st_size`` of a regular file (symbolic links followed); NotRegularFileError otherwise."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegularFileError(path, file_type_name(st.st_mode))
+    return st.st_size
+
+
+def open_regular_file(path: str) -> BinaryIO:
+    """Open a regular file for reading without ever blocking on what the path really is.
+
+    The path is stat'ed first (a FIFO, socket or device is refused before any open), then opened
+    with ``O_NONBLOCK`` (a FIFO swapped in between is not waited for) and checked again with
+    ``fstat`` on the open descriptor, which is what is read.
+    """
+    regular_file_size(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket (or a FIFO without writer) appeared in between
+            raise NotRegularFileError(path, "socket or FIFO") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFileError(path, file_type_name(mode))
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bounded(file_io: FileIO, uri: str, limit: int) -> bytes:
+    """The whole content of ``uri`` if it holds at most ``limit`` bytes, else FileTooLargeError.
+
+    The stored size is checked before reading, and at most ``limit + 1`` bytes are read (a file
+    that grows after the check is still refused): a huge, sparse or endless file costs nothing.
+    """
+    size = file_io.size(uri)
+    if size > limit:
+        raise FileTooLargeError(size, limit)
+    with file_io.open(uri) as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise FileTooLargeError(None, limit)
+    return data
+
+
 class LocalFileIO:
-    """Files on the local file system (``file:`` URIs or plain paths)."""
+    """Files on the local file system (``file:`` URIs or plain paths).
+
+    Only regular files are read: a FIFO, device, socket or directory in place of a table file
+    raises :class:`NotRegularFileError` from :meth:`open` and :meth:`size`, without blocking.
+    """
 
     def open(self, uri: str) -> BinaryIO:
-        return open(local_path(uri), "rb")
+        return open_regular_file(local_path(uri))
 
     def size(self, uri: str) -> int:
-        return os.stat(local_path(uri)).st_size
+        return regular_file_size(local_path(uri))
 
     def exists(self, uri: str) -> bool:
         return os.path.isfile(local_path(uri))

@@ -33,7 +33,7 @@ from pyiceberg_crypto.formats.errors import (
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.formats.parquet.reader import MAGIC_ENCRYPTED, MAGIC_PLAIN, ParquetFileReader, ParquetKeys
 from pyiceberg_crypto.formats.parquet.verify import verify_parquet
-from pyiceberg_crypto.io import FileIO
+from pyiceberg_crypto.io import FileIO, NotRegularFileError
 from pyiceberg_crypto.verify.report import (
     LENGTH_MISMATCH,
     MISSING,
@@ -44,6 +44,7 @@ from pyiceberg_crypto.verify.report import (
     UNVERIFIABLE,
     FileFinding,
 )
+from pyiceberg_crypto.verify.text import quote_bytes
 
 AGS1_MAGIC = ags1.MAGIC
 PARQUET_ENCRYPTED_MAGIC = MAGIC_ENCRYPTED
@@ -52,6 +53,8 @@ PUFFIN_MAGIC = b"PFA1"
 PARQUET_MAGIC = MAGIC_PLAIN
 #: Magics of the plaintext formats an Iceberg table holds: such a file in an encrypted table is a leak.
 PLAINTEXT_MAGICS = {AVRO_MAGIC: "Avro", PUFFIN_MAGIC: "Puffin", PARQUET_MAGIC: "Parquet", b"ORC": "ORC"}
+#: The detail of an encrypted-looking file the table records no key for (callers reword it).
+NO_KEY_METADATA = "the table records no key metadata for this file"
 
 
 @dataclass
@@ -95,11 +98,17 @@ def status_of(error: IntegrityError, length_verified: bool = False) -> str:
 
 
 def check_file(task: FileTask, file_io: FileIO) -> FileFinding:
-    """Verify ``task`` through ``file_io``; never raises for a problem with the file itself."""
+    """Verify ``task`` through ``file_io``; never raises for a problem with the file itself.
+
+    A FIFO, device, socket or directory in place of the file is UNVERIFIABLE ("not a regular
+    file (FIFO)"): refused by the FileIO without being opened or waited for.
+    """
     try:
         size = file_io.size(task.path)
     except FileNotFoundError:
         return finding_for(task, MISSING, "referenced by the table but not found in storage")
+    except NotRegularFileError as exc:
+        return finding_for(task, UNVERIFIABLE, f"{exc}: refused, not read")
     except OSError as exc:
         return finding_for(task, UNVERIFIABLE, f"cannot stat the file: {exc}")
     try:
@@ -107,6 +116,8 @@ def check_file(task: FileTask, file_io: FileIO) -> FileFinding:
             finding = _check_open_file(task, handle, size)
     except FileNotFoundError:
         return finding_for(task, MISSING, "referenced by the table but not found in storage")
+    except NotRegularFileError as exc:
+        return finding_for(task, UNVERIFIABLE, f"{exc}: refused, not read")
     except OSError as exc:
         return finding_for(task, UNVERIFIABLE, f"cannot read the file: {exc}", size=size)
     finding.size = size
@@ -118,12 +129,12 @@ def _check_open_file(task: FileTask, handle: BinaryIO, size: int) -> FileFinding
     handle.seek(0)
     plain_format = plaintext_format(magic)
     if plain_format:
-        return finding_for(task, PLAINTEXT, f"a plaintext {plain_format} file (starts with {magic!r}), "
+        return finding_for(task, PLAINTEXT, f"a plaintext {plain_format} file (starts with {quote_bytes(magic)}), "
                                             "expected an encrypted one")
     if task.conflict:
         return finding_for(task, TAMPERED, task.conflict)
     if task.key_metadata is None:
-        return finding_for(task, UNVERIFIABLE, "the table records no key metadata for this file")
+        return finding_for(task, UNVERIFIABLE, NO_KEY_METADATA)
     try:
         key = StandardKeyMetadata.parse(task.key_metadata)
     except FormatError as exc:
@@ -151,7 +162,7 @@ def plaintext_format(magic: bytes) -> str | None:
 
 def _check_ags1(task: FileTask, handle: BinaryIO, key: StandardKeyMetadata, magic: bytes, trusted: int | None) -> FileFinding:
     if magic != AGS1_MAGIC:
-        return finding_for(task, TAMPERED, f"bad magic {magic!r}, expected {AGS1_MAGIC!r}", location="header")
+        return finding_for(task, TAMPERED, f"bad magic {quote_bytes(magic)}, expected {AGS1_MAGIC!r}", location="header")
     header = handle.read(ags1.HEADER_LENGTH)
     handle.seek(0)
     block_size = int.from_bytes(header[4:8], "little", signed=True)
@@ -171,7 +182,7 @@ def _check_ags1(task: FileTask, handle: BinaryIO, key: StandardKeyMetadata, magi
     except FormatError as exc:
         return finding_for(task, TAMPERED, str(exc), location="header")
     if head != expected:
-        return finding_for(task, TAMPERED, f"authenticated, but the plaintext starts with {head!r}, not "
+        return finding_for(task, TAMPERED, f"authenticated, but the plaintext starts with {quote_bytes(head)}, not "
                                            f"{expected!r}", authenticated=result.block_count)
     return finding_for(task, OK, f"AGS1, {result.block_count} block(s) authenticated",
                        authenticated=result.block_count)
@@ -179,7 +190,7 @@ def _check_ags1(task: FileTask, handle: BinaryIO, key: StandardKeyMetadata, magi
 
 def _check_parquet(task: FileTask, handle: BinaryIO, key: StandardKeyMetadata, magic: bytes, trusted: int | None) -> FileFinding:
     if magic != PARQUET_ENCRYPTED_MAGIC:
-        return finding_for(task, TAMPERED, f"bad magic {magic!r}, expected {PARQUET_ENCRYPTED_MAGIC!r}",
+        return finding_for(task, TAMPERED, f"bad magic {quote_bytes(magic)}, expected {PARQUET_ENCRYPTED_MAGIC!r}",
                            location="header")
     keys = ParquetKeys(footer_key=key.encryption_key, aad_prefix=key.aad_prefix)
     try:

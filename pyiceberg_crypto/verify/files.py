@@ -20,6 +20,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyiceberg_crypto.io import NotRegularFileError, open_regular_file
+
 EXPECTED_MAGIC = {"data": b"PARE", "deletion-vector": b"AGS1", "manifest": b"AGS1", "manifest-list": b"AGS1",
                   "statistics": b"AGS1", "partition-statistics": b"PARE"}
 
@@ -77,7 +79,8 @@ def scan_table_files(location: str | os.PathLike) -> list[MagicFinding]:
     """Every data / manifest / manifest-list file under a local table location, sorted by path.
 
     Files this check does not know (e.g. Puffin files) are reported with kind ``"unknown"`` and
-    ``ok=False`` so nothing passes silently.
+    ``ok=False`` so nothing passes silently. A FIFO, socket or device is not opened: it is
+    reported with an empty magic (never OK).
     """
     root = Path(str(location).removeprefix("file://").removeprefix("file:"))
     findings = []
@@ -87,6 +90,14 @@ def scan_table_files(location: str | os.PathLike) -> list[MagicFinding]:
             kind = classify(path.relative_to(root))
             if kind is None:
                 continue
-            with open(path, "rb") as handle:
-                findings.append(MagicFinding(path, kind, handle.read(4)))
+            findings.append(MagicFinding(path, kind, _first_bytes(path, 4)))
     return sorted(findings, key=lambda f: (f.kind, str(f.path)))
+
+
+def _first_bytes(path: Path, count: int) -> bytes:
+    """The first ``count`` bytes of a regular file; empty for anything else (never blocks)."""
+    try:
+        with open_regular_file(str(path)) as handle:
+            return handle.read(count)
+    except NotRegularFileError:
+        return b""

@@ -34,6 +34,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--output", metavar="FILE", help="also write the JSON report to FILE")
     parser.add_argument("--parallelism", type=int, help="Spark tasks for data and delete files")
+    from pyiceberg_crypto.cli.options import positive_int, positive_seconds
+    from pyiceberg_crypto.cli.verify_cmd import DEFAULT_MAX_METADATA_BYTES
+    from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
+
+    parser.add_argument("--max-metadata-bytes", type=positive_int, default=DEFAULT_MAX_METADATA_BYTES, metavar="N",
+                        help="refuse a metadata.json larger than this (default: %(default)s)")
+    parser.add_argument("--kms-timeout", type=positive_seconds, default=DEFAULT_KMS_TIMEOUT_SECONDS, metavar="SECONDS",
+                        help="give up on a KMS call after this long (default: %(default)g)")
     local = parser.add_argument_group("a local session (instead of spark-submit settings)")
     local.add_argument("--warehouse", help="build a local Spark session for this warehouse")
     local.add_argument("--metastore-dir", help="embedded metastore directory (default: next to the warehouse)")
@@ -44,9 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from pyiceberg_crypto.cli.verify_cmd import _parse_properties, print_report
+    from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
     from pyiceberg_crypto.verify.report import error_document
     from pyiceberg_crypto.verify.spark_job import verify_table
+    from pyiceberg_crypto.verify.text import escape_text
     from pyiceberg_crypto.verify.walk import VerifyInputError
 
     args = build_parser().parse_args(argv)
@@ -54,17 +64,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     def fail(kind: str, message: str) -> int:
         if args.json:
             print(json.dumps(error_document(kind, message), indent=2))
-        print(f"pyiceberg-crypto verify job: {message}", file=sys.stderr)
+        print(f"pyiceberg-crypto verify job: {escape_text(message)}", file=sys.stderr)
         return EXIT_USAGE
 
     try:
-        kms = load_kms(args.kms, _parse_properties(args.kms_property))
+        kms = call_with_timeout(load_kms, args.kms, _parse_properties(args.kms_property), timeout=args.kms_timeout,
+                                what=f"the KMS factory {args.kms!r}")
     except (KmsLoadError, ValueError) as exc:
         return fail("usage", str(exc))
+    except KmsTimeoutError as exc:
+        return fail("kms", str(exc))
     spark = _session(args)
     try:
         report = verify_table(spark, args.table, kms=kms, snapshot_id=args.snapshot,
-                              all_snapshots=args.all_snapshots, parallelism=args.parallelism)
+                              all_snapshots=args.all_snapshots, parallelism=args.parallelism,
+                              max_metadata_bytes=args.max_metadata_bytes, kms_timeout=args.kms_timeout)
     except VerifyInputError as exc:
         return fail("unreadable", str(exc))
     finally:

@@ -10,8 +10,10 @@ Usage::
     list_key = keys.manifest_list_key(snapshot)      # StandardKeyMetadata, or raises KeyLookupError
     keys.kek_checks()                                # one TableCheck per KEK
 
-KEKs are unwrapped once each (the KMS sees one call per KEK). Key bytes stay in this object; the
-errors it raises name key ids only.
+KEKs are unwrapped once each (the KMS sees one call per KEK), each call bounded by ``kms_timeout``
+seconds; after a call that timed out, the KMS is not asked again (every further KEK is a KEY_ERROR
+naming the timeout), so a hanging KMS costs one timeout per run. Key bytes stay in this object;
+the errors it raises name key ids and the KMS's one-line ``Type: message`` only.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ import binascii
 from pyiceberg_crypto.formats.envelope import decrypt_manifest_list_key_metadata
 from pyiceberg_crypto.formats.errors import IntegrityError
 from pyiceberg_crypto.formats.key_metadata import KeyMetadataError, StandardKeyMetadata
+from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS, KmsTimeoutError, call_with_timeout
 from pyiceberg_crypto.verify.metadata import EncryptionKey, Snapshot, TableMetadata
 from pyiceberg_crypto.verify.report import KEY_ERROR, OK, TAMPERED, TableCheck
+from pyiceberg_crypto.verify.text import exception_line
 
 
 class KeyLookupError(Exception):
@@ -35,10 +39,12 @@ class KeyLookupError(Exception):
 
 
 class TableKeys:
-    def __init__(self, meta: TableMetadata, kms):
+    def __init__(self, meta: TableMetadata, kms, kms_timeout: float | None = DEFAULT_KMS_TIMEOUT_SECONDS):
         self.meta = meta
         self.kms = kms
+        self.kms_timeout = kms_timeout  # seconds per KMS call; None: no limit
         self._keks: dict[str, bytes | KeyLookupError] = {}
+        self._kms_timed_out: str | None = None  # the first timeout's message: the KMS is not asked again
 
     def kek_entries(self) -> list[EncryptionKey]:
         """Entries wrapped by the KMS: not sealed by another entry of the table, or named as the
@@ -69,11 +75,18 @@ class TableKeys:
             wrapped = base64.b64decode(entry.encrypted_key_metadata, validate=True)
         except (binascii.Error, ValueError):
             return KeyLookupError(f"KEK {kek_id!r} is not valid base64", TAMPERED)
+        if self._kms_timed_out is not None:
+            return KeyLookupError(f"KEK {kek_id!r} not unwrapped: an earlier KMS call timed out "
+                                  f"({self._kms_timed_out})")
         try:
-            key = self.kms.unwrap_key(wrapped, master)
+            key = call_with_timeout(self.kms.unwrap_key, wrapped, master, timeout=self.kms_timeout,
+                                    what="the KMS call unwrap_key")
+        except KmsTimeoutError as exc:
+            self._kms_timed_out = str(exc)
+            return KeyLookupError(f"the KMS did not unwrap KEK {kek_id!r} with master key {master!r}: {exc}")
         except Exception as exc:  # any KMS refusal: the message names the key id, never bytes
             return KeyLookupError(f"the KMS refused to unwrap KEK {kek_id!r} with master key {master!r}: "
-                                  f"{type(exc).__name__}: {exc}")
+                                  f"{exception_line(exc)}")
         if not isinstance(key, (bytes, bytearray)) or len(key) not in (16, 24, 32):
             return KeyLookupError(f"the KMS returned no valid AES key for KEK {kek_id!r}")
         return bytes(key)

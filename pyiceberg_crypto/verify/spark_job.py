@@ -19,10 +19,17 @@ from __future__ import annotations
 from functools import partial
 
 from pyiceberg_crypto.io import FileIO, file_io_for
+from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.verify.checks import FileTask, check_file
 from pyiceberg_crypto.verify.metastore import MetastoreError, catalog_properties, table_parameters
 from pyiceberg_crypto.verify.report import OK, UNVERIFIABLE, FileFinding, TableCheck, TableReport
-from pyiceberg_crypto.verify.walk import Progress, Runner, VerifyInputError, verify_metadata
+from pyiceberg_crypto.verify.walk import (
+    DEFAULT_MAX_METADATA_BYTES,
+    Progress,
+    Runner,
+    VerifyInputError,
+    verify_metadata,
+)
 
 KMS_NAME_PROPERTY = "pyiceberg-crypto.kms-name"
 
@@ -36,6 +43,8 @@ def verify_table(
     all_snapshots: bool = False,
     parallelism: int | None = None,
     progress: Progress | None = None,
+    max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
+    kms_timeout: float | None = DEFAULT_KMS_TIMEOUT_SECONDS,
 ) -> TableReport:
     """Verify ``table`` (``catalog.db.table``) from its metastore entry down to every file.
 
@@ -45,6 +54,8 @@ def verify_table(
             :func:`pyiceberg_crypto.bridge.register_kms` under the catalog's ``pyiceberg-crypto.kms-name``.
         snapshot_id / all_snapshots: which snapshots to walk (default: the current one).
         parallelism: number of Spark tasks for data and delete files (default: from the cluster).
+        max_metadata_bytes / kms_timeout: as in :func:`~pyiceberg_crypto.verify.verify_metadata`
+            (the KMS is called on the driver only).
 
     Raises:
         VerifyInputError: unknown catalog or table, no KMS, unreadable metadata.json.
@@ -68,6 +79,8 @@ def verify_table(
         expected_metadata_hash=expected_hash,
         runner=spark_runner(spark, file_io, parallelism, description=f"pyiceberg-crypto verify {table}"),
         progress=progress,
+        max_metadata_bytes=max_metadata_bytes,
+        kms_timeout=kms_timeout,
     )
     source = TableCheck("metastore", OK, f"metadata_location of {catalog}.{database}.{name} read from the metastore")
     report.checks.insert(0, source)

@@ -28,8 +28,10 @@ import fastavro
 
 from pyiceberg_crypto.formats import ags1
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
-from pyiceberg_crypto.io import FileIO, file_io_for
+from pyiceberg_crypto.io import FileIO, FileTooLargeError, NotRegularFileError, file_io_for, read_bounded
+from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.verify.checks import (
+    NO_KEY_METADATA,
     FileTask,
     check_file,
     find_origin,
@@ -63,6 +65,8 @@ Runner = Callable[[list[FileTask]], list[FileFinding]]
 #: ``progress(stage, done, total)``: called as the walk advances (the CLI draws a bar with it).
 Progress = Callable[[str, int, int], None]
 
+#: Default limit on the size of a metadata.json (checked before reading it).
+DEFAULT_MAX_METADATA_BYTES = 64 * 1024 * 1024
 ENTRY_DELETED = 2  # manifest entry status: the file left the table in that snapshot
 _SWAP_SUSPECTS = (TAMPERED, TRUNCATED, LENGTH_MISMATCH)
 
@@ -93,6 +97,8 @@ def verify_metadata(
     expected_metadata_hash: str | None = None,
     runner: Runner | None = None,
     progress: Progress | None = None,
+    max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
+    kms_timeout: float | None = DEFAULT_KMS_TIMEOUT_SECONDS,
 ) -> TableReport:
     """Verify the table whose ``metadata.json`` is at ``metadata_location`` with ``kms``.
 
@@ -103,13 +109,17 @@ def verify_metadata(
         file_io: how to read files (default: chosen from the location's scheme and ``properties``).
         expected_metadata_hash: the metastore's ``metadata_hash`` (Base64 SHA-256 of the file), if known.
         runner: verifies data/delete files (default: a small thread pool in this process).
+        max_metadata_bytes: a larger metadata.json is refused before it is read.
+        kms_timeout: seconds to wait for one KMS call (None: no limit); a call that does not
+            return in time is a KEY_ERROR and the KMS is not asked again.
 
     Raises:
-        VerifyInputError: the metadata.json is missing, unreadable or not table metadata, or the
-            snapshot id is unknown. Problems with any other file are findings, never exceptions.
+        VerifyInputError: the metadata.json is missing, unreadable, not a regular file, larger
+            than ``max_metadata_bytes`` or not table metadata, or the snapshot id is unknown.
+            Problems with any other file are findings, never exceptions.
     """
     file_io = file_io or file_io_for(metadata_location, properties)
-    raw = _read_metadata(file_io, metadata_location)
+    raw = _read_metadata(file_io, metadata_location, max_metadata_bytes)
     try:
         meta = TableMetadata.parse(raw, metadata_location)
         snapshots = meta.select_snapshots(snapshot_id, all_snapshots)
@@ -124,7 +134,7 @@ def verify_metadata(
         snapshot_ids=[s.snapshot_id for s in snapshots],
         mode="all" if all_snapshots else ("snapshot" if snapshot_id is not None else "current"),
     )
-    keys = TableKeys(meta, kms)
+    keys = TableKeys(meta, kms, kms_timeout)
     report.checks = table_checks(meta, keys, raw, expected_metadata_hash)
     if not snapshots and meta.snapshots:  # e.g. current-snapshot-id removed: nothing would be checked
         report.checks.append(TableCheck("current-snapshot", UNVERIFIABLE, f"the table metadata lists "
@@ -144,14 +154,18 @@ def verify_metadata(
     return report
 
 
-def _read_metadata(file_io: FileIO, location: str) -> bytes:
+def _read_metadata(file_io: FileIO, location: str, limit: int) -> bytes:
+    """The metadata.json's bytes: a regular file of at most ``limit`` bytes, read without blocking."""
     try:
-        with file_io.open(location) as handle:
-            return handle.read()
+        return read_bounded(file_io, location, limit)
     except FileNotFoundError:
         raise VerifyInputError(f"table metadata not found: {location}") from None
-    except OSError as exc:
+    except FileTooLargeError as exc:
+        raise VerifyInputError(f"table metadata {location} is too large: {exc} (max-metadata-bytes)") from None
+    except NotRegularFileError as exc:
         raise VerifyInputError(f"cannot read table metadata {location}: {exc}") from None
+    except OSError as exc:
+        raise VerifyInputError(f"cannot read table metadata {location}: {exc.strerror or exc}") from None
 
 
 def metadata_hash(raw: bytes) -> str:
@@ -224,7 +238,7 @@ def _walk_snapshot(snapshot: Snapshot, keys: TableKeys, file_io: FileIO, plan: W
             plan.findings[list_task.path] = finding_for(list_task, exc.status, str(exc))
             return
     finding, records = read_avro(list_task, file_io)
-    if finding.status == UNVERIFIABLE and list_task.key_metadata is None:
+    if finding.detail == NO_KEY_METADATA:
         finding.detail = (f"encrypted, but snapshot {snapshot.snapshot_id} has no key-id in the table metadata "
                           "(no key to open its manifest list)")
     _add_finding(plan.findings, finding)
@@ -408,7 +422,7 @@ def check_statistics_file(stats: StatisticsFile, file_io: FileIO) -> FileFinding
         leak = ("column NDV sketches (apache/iceberg#17995: compute_table_stats writes them unencrypted)"
                 if stats.kind == STATISTICS else "partition values and per-partition counts")
         finding.detail += f": it exposes {leak}"
-    elif finding.status == UNVERIFIABLE and task.key_metadata is None:
+    elif finding.detail == NO_KEY_METADATA:
         finding.detail = "encrypted, but the table metadata records no key for it"
     return finding
 

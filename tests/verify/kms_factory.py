@@ -2,6 +2,8 @@
 
 The session's master keys are random per run: the ``verify_kms_keys`` fixture puts them here."""
 
+import time
+
 from pyiceberg_crypto.kms import InMemoryKms
 
 MASTER_KEYS: dict[str, bytes] = {}
@@ -48,3 +50,43 @@ def refusing():
 
 def garbage():
     return _Garbage()
+
+
+# --- hostile or broken KMSs (tests/verify/test_hostile_input.py) -------------------------------
+
+#: How long a hanging KMS call sleeps: far longer than any test's --kms-timeout.
+HANG_SECONDS = 600
+
+
+class _Hanging:
+    """A KMS whose calls never come back (an unreachable endpoint without its own timeout)."""
+
+    calls = 0
+
+    def wrap_key(self, key, wrapping_key_id):
+        type(self).calls += 1
+        time.sleep(HANG_SECONDS)
+
+    unwrap_key = wrap_key
+
+
+class _RaisingUnwrap:
+    """A KMS whose unwrap fails with a multi-line message carrying a terminal escape."""
+
+    def wrap_key(self, key, wrapping_key_id):
+        raise NotImplementedError
+
+    def unwrap_key(self, wrapped, wrapping_key_id):
+        raise ConnectionError("endpoint refused\nsecond line \x1b[31mred")
+
+
+def hanging():
+    return _Hanging()
+
+
+def hanging_factory():
+    time.sleep(HANG_SECONDS)
+
+
+def raising_unwrap():
+    return _RaisingUnwrap()

@@ -1,0 +1,53 @@
+"""KMS calls with a deadline: a KMS that never answers must not hang the verifier.
+
+    key = call_with_timeout(kms.unwrap_key, wrapped, "k1", timeout=60.0, what="the KMS call unwrap_key")
+
+The call runs in a daemon thread and the caller stops waiting after ``timeout`` seconds
+(:class:`KmsTimeoutError`). The abandoned thread cannot be killed; being a daemon thread, it
+never keeps the process alive at exit. Exceptions of the call are re-raised unchanged.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+#: Default seconds to wait for one KMS call (as the bridge waits in the JVM).
+DEFAULT_KMS_TIMEOUT_SECONDS = 60.0
+
+T = TypeVar("T")
+
+
+class KmsTimeoutError(TimeoutError):
+    """A KMS call did not return in time; the message says which call and the timeout."""
+
+
+def call_with_timeout(function: Callable[..., T], *args: Any, timeout: float | None, what: str) -> T:
+    """``function(*args)``, waiting at most ``timeout`` seconds (None: no limit, in this thread).
+
+    ``what`` names the call in the timeout's message (``"the KMS call unwrap_key"``).
+
+    Raises:
+        KmsTimeoutError: the call had not returned after ``timeout`` seconds.
+    """
+    if timeout is None:
+        return function(*args)
+    if timeout <= 0:
+        raise ValueError("the KMS timeout must be positive")
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = function(*args)
+        except BaseException as exc:  # handed to the caller
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="kms-call", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise KmsTimeoutError(f"{what} did not return within {timeout:g} s (kms timeout)")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
