@@ -6,6 +6,7 @@ wheel. Tests and benchmarks add it to their sessions' ``spark.jars`` (or a plain
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pyiceberg_crypto import jars
@@ -23,8 +24,6 @@ def testkit_jar() -> Path:
 
 def java_classpath() -> str:
     """A classpath for plain ``java`` runs of the test kit: the kit, the bridge, the Iceberg runtime."""
-    import os
-
     directory = jars.local_jars_dir()
     if directory is None:
         raise jars.JarNotFoundError(f"plain java runs need {jars.JARS_DIR_ENV} (make sets it)")

@@ -87,12 +87,8 @@ def _show(args: argparse.Namespace) -> int:
 
 def _download(args: argparse.Namespace) -> int:
     lines = [jars.spark_line(value) for value in (args.spark or [jars.installed_pyspark_version()])]
-    wanted = []
-    for line in lines:
-        wanted.append(jars.runtime_artifact(line))
-    if args.aws:
-        wanted.append(jars.aws_bundle_artifact())
-    paths = jars.download(args.directory, dict.fromkeys(wanted), repository=args.repository, log=print)
+    wanted = dict.fromkeys(artifact for line in lines for artifact in jars.artifacts(line, aws=args.aws))
+    paths = jars.download(args.directory, wanted, repository=args.repository, log=print)
     print(f"{len(paths)} jar(s) in {args.directory}, SHA-256 checked; use them with: "
           f"export {jars.JARS_DIR_ENV}={args.directory}")
     return EXIT_OK

@@ -20,11 +20,11 @@ from collections.abc import Callable
 
 from pyiceberg_crypto.cli.exit_codes import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE
 from pyiceberg_crypto.cli.options import positive_int, positive_seconds
+from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.verify.report import KINDS, STATUSES, TableReport, error_document
 from pyiceberg_crypto.verify.text import escape_text, exception_line
 
-DEFAULT_MAX_METADATA_BYTES = 64 * 1024 * 1024  # = walk.DEFAULT_MAX_METADATA_BYTES (not imported: fast --help)
 
 
 def add_verify_parser(sub) -> None:

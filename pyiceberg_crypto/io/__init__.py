@@ -119,6 +119,10 @@ def open_regular_file(path: str) -> BinaryIO:
         raise
 
 
+#: Default limit on the size of a table's metadata.json (the verifier's ``--max-metadata-bytes``).
+DEFAULT_MAX_METADATA_BYTES = 64 * 1024 * 1024
+
+
 def read_bounded(file_io: FileIO, uri: str, limit: int) -> bytes:
     """The whole content of ``uri`` if it holds at most ``limit`` bytes, else FileTooLargeError.
 

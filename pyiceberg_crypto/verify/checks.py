@@ -105,23 +105,24 @@ def check_file(task: FileTask, file_io: FileIO) -> FileFinding:
     """
     try:
         size = file_io.size(task.path)
-    except FileNotFoundError:
-        return finding_for(task, MISSING, "referenced by the table but not found in storage")
-    except NotRegularFileError as exc:
-        return finding_for(task, UNVERIFIABLE, f"{exc}: refused, not read")
     except OSError as exc:
-        return finding_for(task, UNVERIFIABLE, f"cannot stat the file: {exc}")
+        return _storage_failure(task, exc, "stat")
     try:
         with file_io.open(task.path) as handle:
             finding = _check_open_file(task, handle, size)
-    except FileNotFoundError:
-        return finding_for(task, MISSING, "referenced by the table but not found in storage")
-    except NotRegularFileError as exc:
-        return finding_for(task, UNVERIFIABLE, f"{exc}: refused, not read")
     except OSError as exc:
-        return finding_for(task, UNVERIFIABLE, f"cannot read the file: {exc}", size=size)
+        return _storage_failure(task, exc, "read", size)
     finding.size = size
     return finding
+
+
+def _storage_failure(task: FileTask, exc: OSError, action: str, size: int | None = None) -> FileFinding:
+    """The finding for a file storage would not ``stat`` / ``read``: MISSING, or UNVERIFIABLE."""
+    if isinstance(exc, FileNotFoundError):
+        return finding_for(task, MISSING, "referenced by the table but not found in storage")
+    if isinstance(exc, NotRegularFileError):
+        return finding_for(task, UNVERIFIABLE, f"{exc}: refused, not read")
+    return finding_for(task, UNVERIFIABLE, f"cannot {action} the file: {exc}", size=size)
 
 
 def _check_open_file(task: FileTask, handle: BinaryIO, size: int) -> FileFinding:

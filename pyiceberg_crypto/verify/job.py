@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", metavar="FILE", help="also write the JSON report to FILE")
     parser.add_argument("--parallelism", type=int, help="Spark tasks for data and delete files")
     from pyiceberg_crypto.cli.options import positive_int, positive_seconds
-    from pyiceberg_crypto.cli.verify_cmd import DEFAULT_MAX_METADATA_BYTES
+    from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES
     from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 
     parser.add_argument("--max-metadata-bytes", type=positive_int, default=DEFAULT_MAX_METADATA_BYTES, metavar="N",

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 from functools import partial
 
-from pyiceberg_crypto.io import FileIO, file_io_for
+from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO, file_io_for
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.verify.checks import FileTask, check_file
 from pyiceberg_crypto.verify.metastore import MetastoreError, catalog_properties, table_parameters
 from pyiceberg_crypto.verify.report import OK, UNVERIFIABLE, FileFinding, TableCheck, TableReport
 from pyiceberg_crypto.verify.walk import (
-    DEFAULT_MAX_METADATA_BYTES,
     Progress,
     Runner,
     VerifyInputError,

@@ -28,7 +28,7 @@ import fastavro
 
 from pyiceberg_crypto.formats import ags1
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
-from pyiceberg_crypto.io import FileIO, FileTooLargeError, NotRegularFileError, file_io_for, read_bounded
+from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO, FileTooLargeError, NotRegularFileError, file_io_for, read_bounded
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.verify.checks import (
     NO_KEY_METADATA,
@@ -65,8 +65,6 @@ Runner = Callable[[list[FileTask]], list[FileFinding]]
 #: ``progress(stage, done, total)``: called as the walk advances (the CLI draws a bar with it).
 Progress = Callable[[str, int, int], None]
 
-#: Default limit on the size of a metadata.json (checked before reading it).
-DEFAULT_MAX_METADATA_BYTES = 64 * 1024 * 1024
 ENTRY_DELETED = 2  # manifest entry status: the file left the table in that snapshot
 _SWAP_SUSPECTS = (TAMPERED, TRUNCATED, LENGTH_MISMATCH)
 
