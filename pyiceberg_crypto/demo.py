@@ -113,7 +113,7 @@ def print_report(report: DemoReport, log=print) -> None:
     stats = report.kms_stats
     log(f"\nPython KMS calls served: wrap={stats.wrap} unwrap={stats.unwrap} generate={stats.generate} errors={stats.errors}")
     if report.verification is not None:
-        from pyiceberg_crypto.cli.verify_cmd import format_report
+        from pyiceberg_crypto.verify.render import format_text as format_report
 
         log("\nVerification report (pyiceberg_crypto.verify.verify_table):")
         log(format_report(report.verification))

@@ -7,7 +7,6 @@ import argparse
 import base64
 import binascii
 import json
-import math
 import sys
 from typing import Any
 
@@ -86,25 +85,3 @@ def integrity_failure(exc: object, args: Any = None, error: dict[str, Any] | Non
         print(json.dumps({"file": getattr(args, "file", None), "ok": False, "error": error}))
     print(f"pyiceberg-crypto: integrity failure: {exc}", file=sys.stderr)
     return EXIT_INTEGRITY
-
-
-def positive_int(value: str) -> int:
-    """argparse type: an integer > 0 (``--max-metadata-bytes``)."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
-    if number <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {number}")
-    return number
-
-
-def positive_seconds(value: str) -> float:
-    """argparse type: a finite number of seconds > 0 (``--kms-timeout``)."""
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {value!r}")
-    return seconds

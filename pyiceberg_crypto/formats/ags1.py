@@ -357,6 +357,12 @@ class Ags1Reader(io.RawIOBase):
         self._block = b""
         super().close()
 
+    def authenticate_block(self, index: int) -> None:
+        """Decrypt and authenticate block ``index`` without reading from it (the one empty block
+        of an empty plaintext is the only block no read touches)."""
+        self._checkClosed()
+        self._load_block(index)
+
     def _load_block(self, index: int) -> bytes:
         if index != self._block_index:
             geometry = self.layout

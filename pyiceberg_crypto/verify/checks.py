@@ -103,17 +103,28 @@ def check_file(task: FileTask, file_io: FileIO) -> FileFinding:
     A FIFO, device, socket or directory in place of the file is UNVERIFIABLE ("not a regular
     file (FIFO)"): refused by the FileIO without being opened or waited for.
     """
+    return _verify(task, file_io, keep_plaintext=False)[0]
+
+
+def check_and_decrypt(task: FileTask, file_io: FileIO) -> tuple[FileFinding, bytes | None]:
+    """Verify an AGS1 file and return its plaintext from the same pass (each block decrypted and
+    authenticated once): how the plan reads manifest lists and manifests. The plaintext is None
+    unless the finding is OK."""
+    return _verify(task, file_io, keep_plaintext=True)
+
+
+def _verify(task: FileTask, file_io: FileIO, keep_plaintext: bool) -> tuple[FileFinding, bytes | None]:
     try:
         size = file_io.size(task.path)
     except OSError as exc:
-        return _storage_failure(task, exc, "stat")
+        return _storage_failure(task, exc, "stat"), None
     try:
         with file_io.open(task.path) as handle:
-            finding = _check_open_file(task, handle, size)
+            finding, plaintext = _check_open_file(task, handle, size, keep_plaintext)
     except OSError as exc:
-        return _storage_failure(task, exc, "read", size)
+        return _storage_failure(task, exc, "read", size), None
     finding.size = size
-    return finding
+    return finding, plaintext
 
 
 def _storage_failure(task: FileTask, exc: OSError, action: str, size: int | None = None) -> FileFinding:
@@ -125,33 +136,34 @@ def _storage_failure(task: FileTask, exc: OSError, action: str, size: int | None
     return finding_for(task, UNVERIFIABLE, f"cannot {action} the file: {exc}", size=size)
 
 
-def _check_open_file(task: FileTask, handle: BinaryIO, size: int) -> FileFinding:
+def _check_open_file(task: FileTask, handle: BinaryIO, size: int,
+                     keep_plaintext: bool = False) -> tuple[FileFinding, bytes | None]:
     magic = handle.read(4)
     handle.seek(0)
     plain_format = plaintext_format(magic)
     if plain_format:
         return finding_for(task, PLAINTEXT, f"a plaintext {plain_format} file (starts with {quote_bytes(magic)}), "
-                                            "expected an encrypted one")
+                                            "expected an encrypted one"), None
     if task.conflict:
-        return finding_for(task, TAMPERED, task.conflict)
+        return finding_for(task, TAMPERED, task.conflict), None
     if task.key_metadata is None:
-        return finding_for(task, UNVERIFIABLE, NO_KEY_METADATA)
+        return finding_for(task, UNVERIFIABLE, NO_KEY_METADATA), None
     try:
         key = StandardKeyMetadata.parse(task.key_metadata)
     except FormatError as exc:
-        return finding_for(task, TAMPERED, f"its key metadata does not parse: {exc}")
+        return finding_for(task, TAMPERED, f"its key metadata does not parse: {exc}"), None
     trusted = key.file_length if key.file_length is not None else task.expected_size
     if task.expected_size is not None and key.file_length is not None and key.file_length != task.expected_size:
         return finding_for(task, LENGTH_MISMATCH, f"the entry says {task.expected_size} bytes, its key "
-                                                  f"metadata says {key.file_length}")
+                                                  f"metadata says {key.file_length}"), None
     if trusted is not None and size != trusted:
         status = TRUNCATED if size < trusted else LENGTH_MISMATCH
-        return finding_for(task, status, f"{size} bytes in storage, the trusted length is {trusted}")
+        return finding_for(task, status, f"{size} bytes in storage, the trusted length is {trusted}"), None
     if task.file_format == "PARQUET":
-        return _check_parquet(task, handle, key, magic, trusted)
+        return _check_parquet(task, handle, key, magic, trusted), None
     if task.file_format in ("AVRO", "PUFFIN"):
-        return _check_ags1(task, handle, key, magic, trusted)
-    return finding_for(task, UNVERIFIABLE, f"{task.file_format} files are not encrypted by Iceberg")
+        return _check_ags1(task, handle, key, magic, trusted, keep_plaintext)
+    return finding_for(task, UNVERIFIABLE, f"{task.file_format} files are not encrypted by Iceberg"), None
 
 
 def plaintext_format(magic: bytes) -> str | None:
@@ -161,32 +173,45 @@ def plaintext_format(magic: bytes) -> str | None:
     return None
 
 
-def _check_ags1(task: FileTask, handle: BinaryIO, key: StandardKeyMetadata, magic: bytes, trusted: int | None) -> FileFinding:
+def _check_ags1(task: FileTask, handle: BinaryIO, key: StandardKeyMetadata, magic: bytes, trusted: int | None,
+                keep_plaintext: bool = False) -> tuple[FileFinding, bytes | None]:
+    """One pass over an AGS1 file (spec: AGS1 format): header, trusted length, then every block
+    decrypted and authenticated once as it is read; the plaintext is kept only when asked."""
     if magic != AGS1_MAGIC:
-        return finding_for(task, TAMPERED, f"bad magic {quote_bytes(magic)}, expected {AGS1_MAGIC!r}", location="header")
+        return finding_for(task, TAMPERED, f"bad magic {quote_bytes(magic)}, expected {AGS1_MAGIC!r}",
+                           location="header"), None
     header = handle.read(ags1.HEADER_LENGTH)
     handle.seek(0)
     block_size = int.from_bytes(header[4:8], "little", signed=True)
     if len(header) == ags1.HEADER_LENGTH and block_size != ags1.DEFAULT_BLOCK_SIZE:  # not authenticated: check it
         return finding_for(task, TAMPERED, f"block length {block_size} in the header; Iceberg writes and reads "
-                                           f"only {ags1.DEFAULT_BLOCK_SIZE}-byte blocks", location="header")
+                                           f"only {ags1.DEFAULT_BLOCK_SIZE}-byte blocks", location="header"), None
+    expected = PUFFIN_MAGIC if task.file_format == "PUFFIN" else AVRO_MAGIC
+    chunks: list[bytes] = []
     try:
-        result = ags1.verify_ags1(handle, key.encryption_key, key.aad_prefix or b"", name=task.path,
-                                  file_length=trusted)
-        handle.seek(0)
-        expected = PUFFIN_MAGIC if task.file_format == "PUFFIN" else AVRO_MAGIC
         with ags1.Ags1Reader(handle, key.encryption_key, key.aad_prefix or b"", file_length=trusted,
                              name=task.path) as plain:
-            head = plain.read(4)
+            blocks = plain.layout.block_count
+            head = b""
+            while True:
+                chunk = plain.read(ags1.DEFAULT_BLOCK_SIZE)
+                if not chunk:
+                    break
+                if len(head) < 4:
+                    head = (head + chunk)[:4]
+                if keep_plaintext:
+                    chunks.append(chunk)
+            if blocks and not plain.layout.plaintext_length:  # header + one empty block: no read touches it
+                plain.authenticate_block(0)
     except IntegrityError as err:
-        return finding_for(task, status_of(err, trusted is not None), err.reason, location=err.location)
+        return finding_for(task, status_of(err, trusted is not None), err.reason, location=err.location), None
     except FormatError as exc:
-        return finding_for(task, TAMPERED, str(exc), location="header")
+        return finding_for(task, TAMPERED, str(exc), location="header"), None
     if head != expected:
         return finding_for(task, TAMPERED, f"authenticated, but the plaintext starts with {quote_bytes(head)}, not "
-                                           f"{expected!r}", authenticated=result.block_count)
-    return finding_for(task, OK, f"AGS1, {result.block_count} block(s) authenticated",
-                       authenticated=result.block_count)
+                                           f"{expected!r}", authenticated=blocks), None
+    finding = finding_for(task, OK, f"AGS1, {blocks} block(s) authenticated", authenticated=blocks)
+    return finding, (b"".join(chunks) if keep_plaintext else None)
 
 
 def _check_parquet(task: FileTask, handle: BinaryIO, key: StandardKeyMetadata, magic: bytes, trusted: int | None) -> FileFinding:

@@ -9,7 +9,9 @@
 
 The Spark settings come from ``spark-submit`` (``--conf`` / ``spark-defaults.conf``); with
 ``--warehouse`` the job builds a local session itself (:func:`pyiceberg_crypto.config.spark_settings`).
-Exit status: 0 every file OK, 1 a finding is not OK, 2 usage error or the table cannot be read.
+Exit status (:class:`pyiceberg_crypto.exit_status.ExitStatus`): 0 every file OK, 1 a finding is not OK,
+2 usage error, the table cannot be read, or the ledger cannot be used.
+``--since ID``, ``--state FILE`` and ``--accept-history`` work as in ``pyiceberg-crypto verify``.
 """
 
 from __future__ import annotations
@@ -19,29 +21,26 @@ import json
 import sys
 from collections.abc import Sequence
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+from pyiceberg_crypto.exit_status import ExitStatus
+from pyiceberg_crypto.verify.arguments import (
+    add_kms_arguments,
+    add_limit_arguments,
+    add_scope_arguments,
+    parse_properties,
+    verification_options,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pyiceberg_crypto.verify.job",
                                      description="Verify an encrypted Iceberg table with Spark tasks.")
     parser.add_argument("--table", required=True, help="catalog.db.table")
-    parser.add_argument("--kms", required=True, metavar="MODULE:FACTORY", help="the Python KMS (or a shipped short name)")
-    parser.add_argument("--kms-property", action="append", default=[], metavar="KEY=VALUE")
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument("--snapshot", type=int, metavar="ID")
-    which.add_argument("--all-snapshots", action="store_true")
+    add_kms_arguments(parser)
+    add_scope_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--output", metavar="FILE", help="also write the JSON report to FILE")
     parser.add_argument("--parallelism", type=int, help="Spark tasks for data and delete files")
-    from pyiceberg_crypto.cli.options import positive_int, positive_seconds
-    from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES
-    from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
-
-    parser.add_argument("--max-metadata-bytes", type=positive_int, default=DEFAULT_MAX_METADATA_BYTES, metavar="N",
-                        help="refuse a metadata.json larger than this (default: %(default)s)")
-    parser.add_argument("--kms-timeout", type=positive_seconds, default=DEFAULT_KMS_TIMEOUT_SECONDS, metavar="SECONDS",
-                        help="give up on a KMS call after this long (default: %(default)g)")
+    add_limit_arguments(parser)
     local = parser.add_argument_group("a local session (instead of spark-submit settings)")
     local.add_argument("--warehouse", help="build a local Spark session for this warehouse")
     local.add_argument("--metastore-dir", help="embedded metastore directory (default: next to the warehouse)")
@@ -51,13 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from pyiceberg_crypto.cli.verify_cmd import _parse_properties, print_report
     from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
-    from pyiceberg_crypto.verify.report import error_document
+    from pyiceberg_crypto.verify.ledger import LedgerError
+    from pyiceberg_crypto.verify.pipeline import VerifyInputError
+    from pyiceberg_crypto.verify.render import error_document, write_report
     from pyiceberg_crypto.verify.spark_job import verify_table
     from pyiceberg_crypto.verify.text import escape_text
-    from pyiceberg_crypto.verify.walk import VerifyInputError
 
     args = build_parser().parse_args(argv)
 
@@ -65,10 +64,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.json:
             print(json.dumps(error_document(kind, message), indent=2))
         print(f"pyiceberg-crypto verify job: {escape_text(message)}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitStatus.USAGE
 
     try:
-        kms = call_with_timeout(load_kms, args.kms, _parse_properties(args.kms_property), timeout=args.kms_timeout,
+        options = verification_options(args)
+        kms = call_with_timeout(load_kms, args.kms, parse_properties(args.kms_property), timeout=args.kms_timeout,
                                 what=f"the KMS factory {args.kms!r}")
     except (KmsLoadError, ValueError) as exc:
         return fail("usage", str(exc))
@@ -76,19 +76,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail("kms", str(exc))
     spark = _session(args)
     try:
-        report = verify_table(spark, args.table, kms=kms, snapshot_id=args.snapshot,
-                              all_snapshots=args.all_snapshots, parallelism=args.parallelism,
-                              max_metadata_bytes=args.max_metadata_bytes, kms_timeout=args.kms_timeout)
+        report = verify_table(spark, args.table, kms=kms, parallelism=args.parallelism, **options)
     except VerifyInputError as exc:
         return fail("unreadable", str(exc))
+    except LedgerError as exc:
+        return fail("ledger", str(exc))
     finally:
         if args.warehouse:
             spark.stop()
-    print_report(report, as_json=args.json)
+    write_report(report, sys.stdout, as_json=args.json)
     if args.output:
         with open(args.output, "w") as out:
             json.dump(report.to_dict(), out, indent=2)
-    return EXIT_OK if report.ok else EXIT_FINDINGS
+    return ExitStatus.of(report)
 
 
 def _session(args: argparse.Namespace):

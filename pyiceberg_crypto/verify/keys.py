@@ -91,10 +91,13 @@ class TableKeys:
             return KeyLookupError(f"the KMS returned no valid AES key for KEK {kek_id!r}")
         return bytes(key)
 
-    def kek_checks(self) -> list[TableCheck]:
-        """Each KEK must be wrapped by the table's ``encryption.key-id`` and unwrap with the KMS."""
+    def kek_checks(self, only: set[str] | None = None) -> list[TableCheck]:
+        """Each KEK (or each of ``only``) must be wrapped by the table's ``encryption.key-id`` and
+        unwrap with the KMS."""
         checks = []
         for entry in self.kek_entries():
+            if only is not None and entry.key_id not in only:
+                continue
             name, kek = "kek", f"KEK {entry.key_id}: "
             if self.meta.key_id and entry.encrypted_by_id != self.meta.key_id:
                 checks.append(TableCheck(name, KEY_ERROR, kek + f"wrapped by master key {entry.encrypted_by_id!r}, "

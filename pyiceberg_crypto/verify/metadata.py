@@ -25,6 +25,7 @@ class Snapshot:
     manifest_list: str
     key_id: str | None  # encryption-keys entry holding the sealed manifest-list key metadata
     sequence_number: int | None = None
+    parent_snapshot_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,21 @@ class TableMetadata:
     def key_id(self) -> str | None:
         """The table's master key id (``encryption.key-id``), None for an unencrypted table."""
         return self.properties.get("encryption.key-id")
+
+    @property
+    def current_snapshot(self) -> Snapshot | None:
+        """The snapshot ``current-snapshot-id`` names, None for a table without one."""
+        return self.snapshots.get(self.current_snapshot_id) if self.current_snapshot_id not in (None, -1) else None
+
+    def ancestors(self, snapshot: Snapshot | None) -> list[Snapshot]:
+        """``snapshot`` and its ancestors still in the metadata, newest first (stops at an expired
+        parent, and at a cycle, which only an edited metadata.json can hold)."""
+        chain, seen = [], set()
+        while snapshot is not None and snapshot.snapshot_id not in seen:
+            chain.append(snapshot)
+            seen.add(snapshot.snapshot_id)
+            snapshot = self.snapshots.get(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id is not None else None
+        return chain
 
     def select_snapshots(self, snapshot_id: int | None = None, all_snapshots: bool = False) -> list[Snapshot]:
         """The current snapshot (default), one snapshot by id, or all of them (oldest first)."""
@@ -133,7 +149,8 @@ def _optional(entry: dict[str, Any], name: str, kind: type):
 
 def _snapshot(entry: dict[str, Any]) -> Snapshot:
     return Snapshot(_required(entry, "snapshot-id", int), _required(entry, "manifest-list", str),
-                    _optional(entry, "key-id", str), _optional(entry, "sequence-number", int))
+                    _optional(entry, "key-id", str), _optional(entry, "sequence-number", int),
+                    _optional(entry, "parent-snapshot-id", int))
 
 
 def _encryption_key(entry: dict[str, Any]) -> EncryptionKey:

@@ -37,8 +37,9 @@ WRONG_FILE = "WRONG_FILE"  # authenticates only as another file of the table (sw
 MISSING = "MISSING"  # referenced but not found
 KEY_ERROR = "KEY_ERROR"  # the KMS refused, or the key id is unknown
 UNVERIFIABLE = "UNVERIFIABLE"  # could not be checked (e.g. no key for it): never counted as OK
+DIVERGED = "DIVERGED"  # table check "history": not a continuation of what the ledger verified
 STATUSES = (OK, PLAINTEXT, TAMPERED, TRUNCATED, LENGTH_MISMATCH, WRONG_FILE, MISSING, KEY_ERROR,
-            UNVERIFIABLE)
+            UNVERIFIABLE, DIVERGED)
 
 REPORT_VERSION = 1
 
@@ -112,7 +113,9 @@ class TableReport:
     snapshot_ids: list[int] = field(default_factory=list)
     checks: list[TableCheck] = field(default_factory=list)
     files: list[FileFinding] = field(default_factory=list)
-    mode: str = "current"  # "current" | "all" | "snapshot"
+    mode: str = "current"  # "current" | "all" | "snapshot" | "since"
+    scope: dict[str, Any] = field(default_factory=dict)  # plan.Scope.to_dict() + what was skipped
+    ledger: dict[str, Any] | None = None  # {"path", "previous", "advanced"} when a ledger was used
 
     @property
     def ok(self) -> bool:
@@ -154,14 +157,10 @@ class TableReport:
                 "key_id": self.key_id,
                 "mode": self.mode,
                 "snapshot_ids": list(self.snapshot_ids),
+                "scope": self.scope,
                 "checks": [c.to_dict() for c in self.checks],
             },
+            "ledger": self.ledger,
             "summary": self.summary(),
             "files": [f.to_dict() for f in self.files],
         }
-
-
-def error_document(kind: str, message: str) -> dict[str, Any]:
-    """The ``--json`` document when no report could be made (usage error, unreadable input)."""
-    return {"ok": False, "version": REPORT_VERSION, "error": {"type": kind, "message": message},
-            "table": None, "summary": None, "files": []}

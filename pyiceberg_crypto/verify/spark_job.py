@@ -22,13 +22,10 @@ from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO, file_io_for
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.verify.checks import FileTask, check_file
 from pyiceberg_crypto.verify.metastore import MetastoreError, catalog_properties, table_parameters
+from pyiceberg_crypto.verify.pipeline import VerifyInputError, verify_metadata
+from pyiceberg_crypto.verify.plan import Progress
 from pyiceberg_crypto.verify.report import OK, UNVERIFIABLE, FileFinding, TableCheck, TableReport
-from pyiceberg_crypto.verify.walk import (
-    Progress,
-    Runner,
-    VerifyInputError,
-    verify_metadata,
-)
+from pyiceberg_crypto.verify.run import Runner
 
 KMS_NAME_PROPERTY = "pyiceberg-crypto.kms-name"
 
@@ -40,6 +37,9 @@ def verify_table(
     kms=None,
     snapshot_id: int | None = None,
     all_snapshots: bool = False,
+    since_snapshot_id: int | None = None,
+    state: str | None = None,
+    accept_history: bool = False,
     parallelism: int | None = None,
     progress: Progress | None = None,
     max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
@@ -52,12 +52,15 @@ def verify_table(
         kms: the Python KMS with the table's master key; default: the one registered with
             :func:`pyiceberg_crypto.bridge.register_kms` under the catalog's ``pyiceberg-crypto.kms-name``.
         snapshot_id / all_snapshots: which snapshots to walk (default: the current one).
+        since_snapshot_id / state / accept_history: incremental verification and the ledger, as in
+            :func:`~pyiceberg_crypto.verify.verify_metadata` (the ledger records ``catalog.db.table``).
         parallelism: number of Spark tasks for data and delete files (default: from the cluster).
         max_metadata_bytes / kms_timeout: as in :func:`~pyiceberg_crypto.verify.verify_metadata`
             (the KMS is called on the driver only).
 
     Raises:
         VerifyInputError: unknown catalog or table, no KMS, unreadable metadata.json.
+        LedgerError: the ledger is unreadable, corrupt or another table's.
     """
     catalog, database, name = split_table_name(spark, table)
     try:
@@ -69,24 +72,26 @@ def verify_table(
     metadata_location = params["metadata_location"]
     file_io = file_io_for(metadata_location, properties)
     expected_hash = params.get("metadata_hash")
-    report = verify_metadata(
+    source = [TableCheck("metastore", OK, f"metadata_location of {catalog}.{database}.{name} read from the metastore")]
+    if expected_hash is None:
+        source.append(TableCheck("metadata-hash", UNVERIFIABLE, "the metastore records no metadata_hash for this table"))
+    return verify_metadata(
         metadata_location,
         kms,
         snapshot_id=snapshot_id,
         all_snapshots=all_snapshots,
+        since_snapshot_id=since_snapshot_id,
+        state=state,
+        accept_history=accept_history,
+        table_name=f"{catalog}.{database}.{name}",
         file_io=file_io,
         expected_metadata_hash=expected_hash,
+        source_checks=source,
         runner=spark_runner(spark, file_io, parallelism, description=f"pyiceberg-crypto verify {table}"),
         progress=progress,
         max_metadata_bytes=max_metadata_bytes,
         kms_timeout=kms_timeout,
     )
-    source = TableCheck("metastore", OK, f"metadata_location of {catalog}.{database}.{name} read from the metastore")
-    report.checks.insert(0, source)
-    if expected_hash is None:
-        report.checks.insert(1, TableCheck("metadata-hash", UNVERIFIABLE,
-                                           "the metastore records no metadata_hash for this table"))
-    return report
 
 
 def split_table_name(spark, table: str) -> tuple[str, str, str]:

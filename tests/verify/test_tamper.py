@@ -307,7 +307,7 @@ def _manifest_key(location: str, manifest_path: str, master_keys) -> StandardKey
     from pyiceberg_crypto.io import LocalFileIO
     from pyiceberg_crypto.verify.keys import TableKeys
     from pyiceberg_crypto.verify.metadata import TableMetadata
-    from pyiceberg_crypto.verify.walk import read_avro
+    from pyiceberg_crypto.verify.plan import read_avro
     from pyiceberg_crypto.verify.checks import FileTask
 
     meta = TableMetadata.parse(read(location), location)
@@ -326,7 +326,7 @@ def _secrets(location: str, master_keys) -> list[bytes]:
     from pyiceberg_crypto.verify.checks import FileTask
     from pyiceberg_crypto.verify.keys import TableKeys
     from pyiceberg_crypto.verify.metadata import TableMetadata
-    from pyiceberg_crypto.verify.walk import read_avro
+    from pyiceberg_crypto.verify.plan import read_avro
 
     meta = TableMetadata.parse(read(location), location)
     keys = TableKeys(meta, InMemoryKms(master_keys))

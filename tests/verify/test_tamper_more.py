@@ -45,7 +45,7 @@ from pyiceberg_crypto.verify.report import (
     UNVERIFIABLE,
     WRONG_FILE,
 )
-from pyiceberg_crypto.verify.walk import read_avro
+from pyiceberg_crypto.verify.plan import read_avro
 from tests.conftest import CATALOG
 from tests.verify.conftest import create_table, local, metadata_location
 from tests.verify.test_tamper import finding, flipped, read, replaced

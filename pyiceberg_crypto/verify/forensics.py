@@ -1,0 +1,105 @@
+"""Step 3 of a verification: explain failures. A file that fails but whose bytes authenticate as
+another file of the table was swapped or replayed (``WRONG_FILE``), not edited; a manifest list
+that opens only with another snapshot's key had its snapshot's ``key-id`` changed::
+
+    findings = identify_swaps(file_findings, plan, meta, keys, file_io)
+
+Only failing files are examined, against candidates of the same kind and format, through the
+cheap :func:`~pyiceberg_crypto.verify.checks.authenticates_as` (footer or first block).
+"""
+
+from __future__ import annotations
+
+from pyiceberg_crypto.io import FileIO
+from pyiceberg_crypto.verify.checks import NO_KEY_METADATA, FileTask, find_origin
+from pyiceberg_crypto.verify.keys import KeyLookupError, TableKeys
+from pyiceberg_crypto.verify.metadata import TableMetadata
+from pyiceberg_crypto.verify.plan import Plan
+from pyiceberg_crypto.verify.report import (
+    LENGTH_MISMATCH,
+    MANIFEST_LIST,
+    PLAINTEXT,
+    STATISTICS,
+    TAMPERED,
+    TRUNCATED,
+    WRONG_FILE,
+    FileFinding,
+)
+
+SWAP_SUSPECTS = (TAMPERED, TRUNCATED, LENGTH_MISMATCH)
+
+
+def identify_swaps(findings: list[FileFinding], plan: Plan, meta: TableMetadata, keys: TableKeys,
+                   file_io: FileIO) -> list[FileFinding]:
+    """Turn each failing file whose bytes authenticate as another file of the table into WRONG_FILE
+    (manifest lists against every snapshot's, manifests against the plan's, data files against
+    data files of the same format). Returns ``findings`` (changed in place)."""
+    _match_pool(plan.manifest_tasks, plan, file_io)
+    if any(f.kind == MANIFEST_LIST and f.status in SWAP_SUSPECTS for f in plan.findings.values()):
+        lists = manifest_list_tasks(meta, keys)
+        _match_pool(lists, plan, file_io)
+        for path, task in lists.items():
+            finding = plan.findings.get(path)
+            if finding is not None and finding.status in SWAP_SUSPECTS:
+                _mark_borrowed_key(finding, task, list(lists.values()), file_io)
+    by_format: dict[str, list[FileTask]] = {}
+    for task in plan.tasks.values():
+        by_format.setdefault(task.file_format, []).append(task)
+    for finding in findings:
+        if finding.status in SWAP_SUSPECTS and finding.path in plan.tasks:
+            task = plan.tasks[finding.path]
+            _mark_swap(finding, task, by_format.get(task.file_format, []), file_io)
+    return findings
+
+
+def manifest_list_tasks(meta: TableMetadata, keys: TableKeys) -> dict[str, FileTask]:
+    """Every snapshot's manifest list with its key, where the key opens (candidates for a replay)."""
+    tasks = {}
+    for snapshot in meta.snapshots.values():
+        try:
+            key = keys.manifest_list_key(snapshot)
+        except KeyLookupError:
+            continue
+        tasks[snapshot.manifest_list] = FileTask(snapshot.manifest_list, MANIFEST_LIST, "AVRO",
+                                                 key_metadata=key.serialize(), expected_size=key.file_length,
+                                                 snapshot_ids={snapshot.snapshot_id})
+    return tasks
+
+
+def explain_statistics(finding: FileFinding) -> FileFinding:
+    """Say what a plaintext statistics file exposes, or that its key is missing."""
+    if finding.status == PLAINTEXT:
+        leak = ("column NDV sketches (apache/iceberg#17995: compute_table_stats writes them unencrypted)"
+                if finding.kind == STATISTICS else "partition values and per-partition counts")
+        finding.detail += f": it exposes {leak}"
+    elif finding.detail == NO_KEY_METADATA:
+        finding.detail = "encrypted, but the table metadata records no key for it"
+    return finding
+
+
+def _match_pool(pool: dict[str, FileTask], plan: Plan, file_io: FileIO) -> None:
+    for path, task in pool.items():
+        finding = plan.findings.get(path)
+        if finding is not None and finding.status in SWAP_SUSPECTS:
+            _mark_swap(finding, task, list(pool.values()), file_io)
+
+
+def _mark_swap(finding: FileFinding, task: FileTask, candidates: list[FileTask], file_io: FileIO) -> None:
+    origin = find_origin(task, file_io, candidates)
+    if origin is not None:
+        finding.status = WRONG_FILE
+        finding.same_as = origin
+        owner = next(c for c in candidates if c.path == origin)
+        what = (f"the manifest list of snapshot {', '.join(map(str, sorted(owner.snapshot_ids)))}, "
+                if task.kind == MANIFEST_LIST and owner.snapshot_ids else "another file of the table: ")
+        finding.detail = f"its content authenticates as {what}{origin} ({finding.detail})"
+
+
+def _mark_borrowed_key(finding: FileFinding, task: FileTask, candidates: list[FileTask], file_io: FileIO) -> None:
+    """A manifest list whose snapshot names another manifest list's key (an edited metadata.json)."""
+    for other in candidates:
+        if other.path != task.path and find_origin(other, file_io, [task]) is not None:
+            finding.status = TAMPERED
+            finding.detail = (f"the key its snapshot names (key-id in the table metadata) is the key of another "
+                              f"manifest list, {other.path}: the snapshot's key-id was changed ({finding.detail})")
+            return
