@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import time
 from dataclasses import asdict
 
 from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO, FileTooLargeError, NotRegularFileError, file_io_for, read_bounded
@@ -135,12 +136,17 @@ def verify_metadata(
                                         f"{len(meta.snapshots)} snapshot(s) but no current one: nothing verified "
                                         "(choose --snapshot ID or --all-snapshots)"))
 
+    started = time.perf_counter()
     plan = plan_verification(meta, keys, scope, file_io, progress)
+    planned = time.perf_counter()
     file_findings = (runner or local_runner(file_io, progress=progress))(plan.all_tasks())
+    ran = time.perf_counter()
     for finding in file_findings:
         if finding.kind in (STATISTICS, PARTITION_STATISTICS):
             explain_statistics(finding)
     findings = list(plan.findings.values()) + identify_swaps(file_findings, plan, meta, keys, file_io)
+    report.timings = {"plan": round(planned - started, 4), "run": round(ran - planned, 4),
+                      "forensics": round(time.perf_counter() - ran, 4)}
     order = {kind: i for i, kind in enumerate(KINDS)}
     report.files = sorted(findings, key=lambda f: (order.get(f.kind, len(order)), f.path))
     report.scope = {**scope.to_dict(), "manifests_skipped": plan.manifests_skipped,

@@ -116,6 +116,7 @@ class TableReport:
     mode: str = "current"  # "current" | "all" | "snapshot" | "since"
     scope: dict[str, Any] = field(default_factory=dict)  # plan.Scope.to_dict() + what was skipped
     ledger: dict[str, Any] | None = None  # {"path", "previous", "advanced"} when a ledger was used
+    timings: dict[str, float] = field(default_factory=dict)  # seconds: plan (driver), run (files), forensics
 
     @property
     def ok(self) -> bool:
@@ -161,6 +162,7 @@ class TableReport:
                 "checks": [c.to_dict() for c in self.checks],
             },
             "ledger": self.ledger,
+            "timings": self.timings,
             "summary": self.summary(),
             "files": [f.to_dict() for f in self.files],
         }
