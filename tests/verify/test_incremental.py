@@ -16,6 +16,8 @@ from pyiceberg_crypto.verify.report import DATA, DELETION_VECTOR, MANIFEST, MANI
 from tests.verify.conftest import create_table, local, metadata_location
 from tests.verify.test_tamper import flipped, replaced
 
+pytestmark = pytest.mark.spine  # verify_table and --since: make test also runs it on Spark 3.5
+
 KMS = "tests.verify.kms_factory:session_kms"
 FILE_KINDS = {DATA, DELETION_VECTOR, "position-delete", "equality-delete"}
 

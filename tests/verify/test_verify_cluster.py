@@ -10,7 +10,6 @@ import pytest
 
 from tests.integration.test_readme_and_cluster import _run_python
 
-pytestmark = pytest.mark.spine  # the core path: make test also runs it on Spark 3.5
 
 KMS_MODULE = textwrap.dedent(
     """
