@@ -30,8 +30,12 @@ class Sizes:
     kms_table_files: tuple[int, ...]
     table_rows: int
     table_repeats: int
-    verify_files: tuple[int, ...]
+    verify_files: tuple[int, ...]  # data files of the section 5 tables (the first is the files/s reference)
     verify_repeats: int
+    incremental_commits: int  # section 6: commits that build the table ...
+    incremental_files_per_commit: int  # ... of this many data files each ...
+    incremental_new_files: int  # ... then one commit of this many: what --since verifies
+    incremental_repeats: int
 
 
 FULL = Sizes(
@@ -43,8 +47,12 @@ FULL = Sizes(
     kms_table_files=(1, 100, 1000),
     table_rows=2_000_000,
     table_repeats=3,
-    verify_files=(100, 1000, 5000),
+    verify_files=(1000, 10_000, 50_000),
     verify_repeats=3,
+    incremental_commits=100,
+    incremental_files_per_commit=100,
+    incremental_new_files=10,
+    incremental_repeats=3,
 )
 
 QUICK = Sizes(
@@ -56,8 +64,12 @@ QUICK = Sizes(
     kms_table_files=(1, 5, 10),
     table_rows=50_000,
     table_repeats=2,
-    verify_files=(5, 10, 20),
+    verify_files=(10, 20, 50),
     verify_repeats=2,
+    incremental_commits=10,
+    incremental_files_per_commit=10,
+    incremental_new_files=10,
+    incremental_repeats=2,
 )
 
 

@@ -3,7 +3,6 @@ the one-line error reports with their exit statuses."""
 
 from __future__ import annotations
 
-import argparse
 import base64
 import binascii
 import json

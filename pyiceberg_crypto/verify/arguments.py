@@ -72,6 +72,10 @@ def add_scope_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--allow-location", action="append", default=[], metavar="URI",
+                        help="also read files under this location (for a table that really spans several); "
+                             "by default only the table's location, write.data.path and write.metadata.path "
+                             "(repeatable)")
     parser.add_argument("--max-metadata-bytes", type=positive_int, default=DEFAULT_MAX_METADATA_BYTES, metavar="N",
                         help="refuse a metadata.json larger than this (default: %(default)s, 64 MiB)")
     parser.add_argument("--kms-timeout", type=positive_seconds, default=DEFAULT_KMS_TIMEOUT_SECONDS,
@@ -84,4 +88,5 @@ def verification_options(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError("--accept-history needs --state FILE (it resets that ledger)")
     return {"snapshot_id": args.snapshot, "all_snapshots": args.all_snapshots, "since_snapshot_id": args.since,
             "state": args.state, "accept_history": args.accept_history,
-            "max_metadata_bytes": args.max_metadata_bytes, "kms_timeout": args.kms_timeout}
+            "max_metadata_bytes": args.max_metadata_bytes, "kms_timeout": args.kms_timeout,
+            "allowed_locations": tuple(args.allow_location)}

@@ -5,13 +5,22 @@ that opens only with another snapshot's key had its snapshot's ``key-id`` change
     findings = identify_swaps(file_findings, plan, meta, keys, file_io)
 
 Only failing files are examined, against candidates of the same kind and format, through the
-cheap :func:`~pyiceberg_crypto.verify.checks.authenticates_as` (footer or first block).
+cheap :func:`authenticates_as` (footer or first block).
 """
 
 from __future__ import annotations
 
+from typing import BinaryIO
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from pyiceberg_crypto.formats import ags1
+from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
+from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
+from pyiceberg_crypto.formats.parquet.reader import ParquetFileReader, ParquetKeys
 from pyiceberg_crypto.io import FileIO
-from pyiceberg_crypto.verify.checks import NO_KEY_METADATA, FileTask, find_origin
+from pyiceberg_crypto.verify.checks import AGS1_MAGIC, NO_KEY_METADATA, FileTask
 from pyiceberg_crypto.verify.keys import KeyLookupError, TableKeys
 from pyiceberg_crypto.verify.metadata import TableMetadata
 from pyiceberg_crypto.verify.plan import Plan
@@ -103,3 +112,63 @@ def _mark_borrowed_key(finding: FileFinding, task: FileTask, candidates: list[Fi
             finding.detail = (f"the key its snapshot names (key-id in the table metadata) is the key of another "
                               f"manifest list, {other.path}: the snapshot's key-id was changed ({finding.detail})")
             return
+
+
+# --- does a file authenticate as another one? --------------------------------------------------
+
+
+def authenticates_as(handle: BinaryIO, size: int, other: FileTask) -> bool:
+    """Do these bytes authenticate as ``other`` (its key, its AAD prefix, its trusted length)?
+
+    Cheap: the Parquet footer module, or the first AGS1 block, under ``other``'s key metadata.
+    """
+    if other.key_metadata is None:
+        return False
+    try:
+        key = StandardKeyMetadata.parse(other.key_metadata)
+    except FormatError:
+        return False
+    trusted = key.file_length if key.file_length is not None else other.expected_size
+    if trusted is not None and trusted != size:
+        return False
+    handle.seek(0)
+    try:
+        if other.file_format == "PARQUET":
+            ParquetFileReader(handle, ParquetKeys(footer_key=key.encryption_key, aad_prefix=key.aad_prefix),
+                              name=other.path, expected_size=trusted)
+            return True
+        return _first_block_authenticates(handle, key)
+    except (IntegrityError, FormatError):
+        return False
+
+
+def _first_block_authenticates(handle: BinaryIO, key: StandardKeyMetadata) -> bool:
+    header = handle.read(ags1.HEADER_LENGTH)
+    if len(header) < ags1.HEADER_LENGTH or header[:4] != AGS1_MAGIC:
+        return False
+    block_size = ags1.parse_header(header)
+    block = handle.read(block_size + ags1.BLOCK_OVERHEAD)
+    if len(block) < ags1.BLOCK_OVERHEAD:
+        return False
+    aad = ags1.block_aad(key.aad_prefix or b"", 0)
+    try:
+        AESGCM(key.encryption_key).decrypt(block[: ags1.NONCE_LENGTH], block[ags1.NONCE_LENGTH:], aad)
+        return True
+    except InvalidTag:
+        return False
+
+
+def find_origin(task: FileTask, file_io: FileIO, candidates: list[FileTask]) -> str | None:
+    """The path of the file among ``candidates`` whose content is stored at ``task.path``, if any."""
+    candidates = [c for c in candidates if c.path != task.path]
+    if not candidates:
+        return None
+    try:
+        size = file_io.size(task.path)
+        with file_io.open(task.path) as handle:
+            for other in candidates:
+                if authenticates_as(handle, size, other):
+                    return other.path
+    except OSError:
+        return None
+    return None

@@ -24,6 +24,7 @@ import time
 from dataclasses import asdict
 
 from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO, FileTooLargeError, NotRegularFileError, file_io_for, read_bounded
+from pyiceberg_crypto.io.confinement import Confinement
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.verify.forensics import explain_statistics, identify_swaps
 from pyiceberg_crypto.verify.keys import TableKeys
@@ -58,6 +59,7 @@ def verify_metadata(
     state: str | None = None,
     accept_history: bool = False,
     table_name: str | None = None,
+    allowed_locations: list[str] | tuple[str, ...] = (),
     file_io: FileIO | None = None,
     properties: dict[str, str] | None = None,
     expected_metadata_hash: str | None = None,
@@ -80,6 +82,9 @@ def verify_metadata(
             and report a ``history`` check that is not OK when the table went backwards or sideways.
         accept_history: with ``state``: accept such a change, verify in full, reset the ledger.
         table_name: ``catalog.db.table`` recorded in the ledger (``verify_table`` passes it).
+        allowed_locations: locations the table really spans besides its own ``location``,
+            ``write.data.path`` and ``write.metadata.path``; any other file it names is
+            ``OUTSIDE_TABLE`` and never opened (:mod:`pyiceberg_crypto.io.confinement`).
         file_io: how to read files (default: chosen from the location's scheme and ``properties``).
         expected_metadata_hash: the metastore's ``metadata_hash`` (Base64 SHA-256 of the file), if known.
         source_checks: checks made before (e.g. ``verify_table``'s metastore checks), listed first.
@@ -137,7 +142,8 @@ def verify_metadata(
                                         "(choose --snapshot ID or --all-snapshots)"))
 
     started = time.perf_counter()
-    plan = plan_verification(meta, keys, scope, file_io, progress)
+    confinement = Confinement.for_table(meta.table_location, meta.properties, allowed_locations)
+    plan = plan_verification(meta, keys, scope, file_io, progress, confinement)
     planned = time.perf_counter()
     file_findings = (runner or local_runner(file_io, progress=progress))(plan.all_tasks())
     ran = time.perf_counter()

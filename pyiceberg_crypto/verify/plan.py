@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import fastavro
 
 from pyiceberg_crypto.io import FileIO
+from pyiceberg_crypto.io.confinement import Confinement
 from pyiceberg_crypto.verify.checks import NO_KEY_METADATA, FileTask, check_and_decrypt, check_file, finding_for
 from pyiceberg_crypto.verify.keys import KeyLookupError, TableKeys
 from pyiceberg_crypto.verify.metadata import MetadataError, Snapshot, StatisticsFile, TableMetadata
@@ -40,6 +41,7 @@ from pyiceberg_crypto.verify.report import (
     MANIFEST,
     MANIFEST_LIST,
     OK,
+    OUTSIDE_TABLE,
     PLAINTEXT,
     POSITION_DELETE,
     STATISTICS,
@@ -127,7 +129,8 @@ class Plan:
     """What reading the metadata, manifest lists and manifests found, and what is left to run."""
 
     scope: Scope
-    findings: dict[str, FileFinding] = field(default_factory=dict)  # manifest lists + manifests
+    confinement: Confinement = field(default_factory=Confinement.unconfined)
+    findings: dict[str, FileFinding] = field(default_factory=dict)  # manifest lists, manifests, refused files
     tasks: dict[str, FileTask] = field(default_factory=dict)  # data + delete files, by path
     statistics_tasks: list[FileTask] = field(default_factory=list)  # Puffin / partition stats
     manifest_tasks: dict[str, FileTask] = field(default_factory=dict)  # to recognise swapped manifests
@@ -141,9 +144,15 @@ class Plan:
 
 
 def plan_verification(meta: TableMetadata, keys: TableKeys, scope: Scope, file_io: FileIO,
-                      progress: Progress | None = None) -> Plan:
-    """Read the scope's manifest lists and manifests (verifying each once) into a :class:`Plan`."""
-    plan = Plan(scope)
+                      progress: Progress | None = None, confinement: Confinement | None = None) -> Plan:
+    """Read the scope's manifest lists and manifests (verifying each once) into a :class:`Plan`.
+
+    A file outside ``confinement`` (default: the table's own locations) is never opened and never
+    becomes a task: it is an ``OUTSIDE_TABLE`` finding, and nothing below it is trusted.
+    """
+    if confinement is None:
+        confinement = Confinement.for_table(meta.table_location, meta.properties)
+    plan = Plan(scope, confinement)
     for done, snapshot in enumerate(scope.snapshots):
         if progress:
             progress("manifests", done, len(scope.snapshots))
@@ -151,12 +160,25 @@ def plan_verification(meta: TableMetadata, keys: TableKeys, scope: Scope, file_i
     snapshot_ids = {s.snapshot_id for s in scope.snapshots}
     for stats in meta.statistics:
         if scope.mode != "since" or stats.snapshot_id in snapshot_ids:
-            plan.statistics_tasks.append(statistics_task(stats))
+            task = statistics_task(stats)
+            if not _refused(plan, task):
+                plan.statistics_tasks.append(task)
     return plan
+
+
+def _refused(plan: Plan, task: FileTask) -> bool:
+    """Record an OUTSIDE_TABLE finding for a task the confinement rule refuses."""
+    reason = plan.confinement.refusal(task.path)
+    if reason is None:
+        return False
+    _add_finding(plan.findings, finding_for(task, OUTSIDE_TABLE, reason))
+    return True
 
 
 def _plan_snapshot(snapshot: Snapshot, keys: TableKeys, file_io: FileIO, plan: Plan) -> None:
     list_task = FileTask(snapshot.manifest_list, MANIFEST_LIST, "AVRO", snapshot_ids={snapshot.snapshot_id})
+    if _refused(plan, list_task):
+        return
     try:
         list_key = keys.manifest_list_key(snapshot)
         list_task.key_metadata = list_key.serialize()
@@ -183,6 +205,8 @@ def _plan_snapshot(snapshot: Snapshot, keys: TableKeys, file_io: FileIO, plan: P
             continue
         task = FileTask(path, MANIFEST, "AVRO", key_metadata=_bytes(record.get("key_metadata")),
                         expected_size=record.get("manifest_length"), snapshot_ids={snapshot.snapshot_id})
+        if _refused(plan, task):
+            continue
         plan.manifest_tasks[path] = task
         finding, entries = read_avro(task, file_io)
         plan.findings[path] = finding
@@ -213,6 +237,9 @@ def _add_entry(plan: Plan, entry: dict, snapshot_id: int) -> str | None:
     data_file = entry["data_file"]
     path = data_file["file_path"]
     key_metadata = _bytes(data_file.get("key_metadata"))
+    if path in plan.findings:  # refused (outside the table) for an earlier entry
+        plan.findings[path].snapshot_ids = sorted({*plan.findings[path].snapshot_ids, snapshot_id})
+        return None
     existing = plan.tasks.get(path)
     if existing is not None:
         existing.entries += 1
@@ -220,7 +247,7 @@ def _add_entry(plan: Plan, entry: dict, snapshot_id: int) -> str | None:
         if existing.key_metadata != key_metadata and existing.conflict is None:
             existing.conflict = "two manifest entries give this file different key metadata"
         return path
-    plan.tasks[path] = FileTask(
+    task = FileTask(
         path,
         entry_kind(data_file),
         str(data_file.get("file_format", "")).upper(),
@@ -229,6 +256,9 @@ def _add_entry(plan: Plan, entry: dict, snapshot_id: int) -> str | None:
         record_count=data_file.get("record_count") if data_file.get("content", 0) == 0 else None,
         snapshot_ids={snapshot_id},
     )
+    if _refused(plan, task):
+        return None
+    plan.tasks[path] = task
     return path
 
 

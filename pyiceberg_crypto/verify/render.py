@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
-from pyiceberg_crypto.exit_status import ExitStatus  # noqa: F401 (re-exported)
 from pyiceberg_crypto.verify.report import KINDS, REPORT_VERSION, STATUSES, TableReport
 from pyiceberg_crypto.verify.text import escape_text
 

@@ -37,9 +37,10 @@ WRONG_FILE = "WRONG_FILE"  # authenticates only as another file of the table (sw
 MISSING = "MISSING"  # referenced but not found
 KEY_ERROR = "KEY_ERROR"  # the KMS refused, or the key id is unknown
 UNVERIFIABLE = "UNVERIFIABLE"  # could not be checked (e.g. no key for it): never counted as OK
+OUTSIDE_TABLE = "OUTSIDE_TABLE"  # named by the table but outside its locations: never opened
 DIVERGED = "DIVERGED"  # table check "history": not a continuation of what the ledger verified
 STATUSES = (OK, PLAINTEXT, TAMPERED, TRUNCATED, LENGTH_MISMATCH, WRONG_FILE, MISSING, KEY_ERROR,
-            UNVERIFIABLE, DIVERGED)
+            UNVERIFIABLE, OUTSIDE_TABLE, DIVERGED)
 
 REPORT_VERSION = 1
 

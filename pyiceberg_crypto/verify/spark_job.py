@@ -40,6 +40,7 @@ def verify_table(
     since_snapshot_id: int | None = None,
     state: str | None = None,
     accept_history: bool = False,
+    allowed_locations: list[str] | tuple[str, ...] = (),
     parallelism: int | None = None,
     progress: Progress | None = None,
     max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
@@ -54,6 +55,8 @@ def verify_table(
         snapshot_id / all_snapshots: which snapshots to walk (default: the current one).
         since_snapshot_id / state / accept_history: incremental verification and the ledger, as in
             :func:`~pyiceberg_crypto.verify.verify_metadata` (the ledger records ``catalog.db.table``).
+        allowed_locations: as in :func:`~pyiceberg_crypto.verify.verify_metadata`; the plan is made on
+            the driver, so Spark tasks only ever receive files inside the table's locations.
         parallelism: number of Spark tasks for data and delete files (default: from the cluster).
         max_metadata_bytes / kms_timeout: as in :func:`~pyiceberg_crypto.verify.verify_metadata`
             (the KMS is called on the driver only).
@@ -83,6 +86,7 @@ def verify_table(
         since_snapshot_id=since_snapshot_id,
         state=state,
         accept_history=accept_history,
+        allowed_locations=allowed_locations,
         table_name=f"{catalog}.{database}.{name}",
         file_io=file_io,
         expected_metadata_hash=expected_hash,

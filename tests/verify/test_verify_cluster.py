@@ -39,6 +39,11 @@ CLUSTER_VERIFY = textwrap.dedent(
               + config.tblproperties_sql(config.table_properties("k", extra={"write.delete.mode": "merge-on-read"})))
     spark.sql("INSERT INTO c.db.t SELECT id, cast(id as string) FROM range(0, 400, 1, 6)")
     spark.sql("DELETE FROM c.db.t WHERE id % 7 = 0")
+    ledger_job = ["--table", "c.db.t", "--kms", "cluster_kms:make", "--state", "ledger.json", "--json"]
+    first = job.main(ledger_job + ["--output", "ledger-first.json"])
+    spark.sql("INSERT INTO c.db.t SELECT id, 'n' FROM range(1000, 1100, 1, 3)")
+    second = job.main(ledger_job + ["--output", "ledger-second.json"])
+    print("LEDGER", first, second)
     location = spark.sql("SELECT file FROM c.db.t.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
     clean = verify_table(spark, "c.db.t")
     victim = sorted(r[0] for r in spark.sql("SELECT file_path FROM c.db.t.files WHERE content = 0").collect())[0]
@@ -72,5 +77,12 @@ def test_verify_table_on_separate_executor_processes_matches_the_cli(tmp_path):
     bad = [f for f in spark_report["files"] if f["status"] != "OK"]
     assert [(f["path"], f["status"]) for f in bad] == [(lines["VICTIM"], "TAMPERED")]
     assert lines["JOBCODE"] == "1"
+    assert lines["LEDGER"] == "0 0"  # the job with a ledger: full, then only the new commit
+    first = json.loads((tmp_path / "ledger-first.json").read_text())
+    second = json.loads((tmp_path / "ledger-second.json").read_text())
+    assert (first["table"]["mode"], second["table"]["mode"]) == ("current", "since")
+    new_data = [f for f in second["files"] if f["kind"] == "data"]
+    assert 1 <= len(new_data) <= 3 and all(f["status"] == "OK" for f in second["files"])
+    assert not {f["path"] for f in new_data} & {f["path"] for f in first["files"]}
     job_report = json.loads((tmp_path / "job.json").read_text())
     assert job_report["files"] == spark_report["files"] and job_report["ok"] is False

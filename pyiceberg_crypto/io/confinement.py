@@ -1,0 +1,101 @@
+"""Confinement: the verifier reads a file only if it lies under one of the table's own locations.
+
+The paths a verifier follows come from files an attacker may have written (metadata.json, and
+the manifests it leads to), so a path is data, not an order: ``/etc/shadow``, ``/dev/zero``, a
+``..`` walk out of the table, or a symlink inside the table that points elsewhere must never be
+opened. One rule, used by the plan before any task exists (so Spark tasks only ever receive
+confined paths)::
+
+    rule = Confinement.for_table(meta.table_location, meta.properties)
+    rule.refusal("file:/wh/db.db/t/data/00000-0-x.parquet")   # None: inside, may be read
+    rule.refusal("file:/etc/passwd")                            # "outside the table's locations ..."
+
+Roots: the table ``location`` plus the ``write.data.path``, ``write.metadata.path`` (and legacy
+``write.folder-storage.path`` / ``write.object-storage.path``) the table declares, and any the
+operator adds explicitly (``--allow-location``). A path matches a root when it has the same scheme
+and authority and its normalised path is the root's or below it; a path with a ``..`` segment is
+refused outright (Iceberg never writes one). For local files the resolved path (symlinks
+followed) must be inside the resolved root too.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+#: Table properties that name where Iceberg writes the table's files.
+LOCATION_PROPERTIES = ("write.data.path", "write.metadata.path", "write.folder-storage.path",
+                       "write.object-storage.path")
+
+
+@dataclass(frozen=True)
+class _Root:
+    scheme: str
+    authority: str
+    path: str  # normalised, no trailing slash (except "/")
+
+    def contains(self, scheme: str, authority: str, path: str) -> bool:
+        if (scheme, authority) != (self.scheme, self.authority):
+            return False
+        return path == self.path or path.startswith(self.path.rstrip("/") + "/")
+
+
+def _split(uri: str) -> tuple[str, str, str]:
+    """(scheme, authority, path) with ``file:`` and bare paths as ``file``; s3a/s3n as s3."""
+    parts = urlsplit(uri)
+    scheme = (parts.scheme or "file").lower()
+    if len(scheme) == 1:  # a Windows drive letter is not a scheme
+        scheme, parts = "file", urlsplit("file:" + uri)
+    scheme = {"s3a": "s3", "s3n": "s3"}.get(scheme, scheme)
+    return scheme, parts.netloc, parts.path
+
+
+def _has_dot_dot(path: str) -> bool:
+    return ".." in path.split("/")
+
+
+class Confinement:
+    """The set of locations a verification may read; ``Confinement.unconfined()`` allows all."""
+
+    def __init__(self, roots: Iterable[str], *, enabled: bool = True):
+        self.enabled = enabled
+        self.locations = [r for r in dict.fromkeys(roots) if r]
+        self._roots = []
+        for root in self.locations:
+            scheme, authority, path = _split(root)
+            self._roots.append(_Root(scheme, authority, posixpath.normpath(path) if path else "/"))
+
+    @classmethod
+    def for_table(cls, table_location: str | None, properties: Mapping[str, str] | None = None,
+                  extra: Iterable[str] = ()) -> Confinement:
+        props = properties or {}
+        return cls([table_location or "", *(props.get(p, "") for p in LOCATION_PROPERTIES), *extra])
+
+    @classmethod
+    def unconfined(cls) -> Confinement:
+        return cls([], enabled=False)
+
+    def refusal(self, uri: str) -> str | None:
+        """Why ``uri`` must not be read (None when it may)."""
+        if not self.enabled:
+            return None
+        scheme, authority, path = _split(uri)
+        if _has_dot_dot(path):
+            return "its path has a '..' segment (Iceberg never writes one): not read"
+        if not self._roots:
+            return "the table metadata names no location to confine reads to: not read"
+        normal = posixpath.normpath(path) if path else "/"
+        inside = [root for root in self._roots if root.contains(scheme, authority, normal)]
+        if not inside:
+            return (f"outside the table's locations ({', '.join(self.locations)}): not read "
+                    "(--allow-location adds a location a table really spans)")
+        if scheme == "file":
+            real = os.path.realpath(normal)
+            if not any(root.contains("file", root.authority, real) or
+                       _Root("file", root.authority, os.path.realpath(root.path)).contains("file", root.authority, real)
+                       for root in inside):
+                return f"a symbolic link to {real}, outside the table's locations: not read"
+        return None
