@@ -2,7 +2,7 @@
 
     make bench          # full sizes (~20 min on 2 cores), writes bench/RESULTS.md
     make bench-quick    # tiny sizes (< 3 min), same table shape, writes bench/.data/RESULTS-quick.md
-    .venv/bin/python -m bench.run [--quick] [--only ags1,parquet,kms,tables,verify] [--output FILE]
+    .venv/bin/python -m bench.run [--quick] [--only ags1,parquet,kms,tables,verify,incremental] [--output FILE]
 
 Bench data (AGS1 and Parquet files, the Iceberg warehouse and metastore) goes to ``bench/.data/``
 (gitignored), recreated on each run.
@@ -28,7 +28,12 @@ SECTIONS = {
     "kms": "bench.kms_bridge",
     "tables": "bench.tables",
     "verify": "bench.verify_tables",
+    "incremental": "bench.verify_incremental",
 }
+#: Sections that stop the shared Spark session and shut the embedded Derby metastore down (it
+#: cannot be restarted in this JVM): they run after every other selected section; the results
+#: still list the sections in the order of ``SECTIONS``.
+RUN_LAST = ("verify",)
 SHARED_MACHINE_NOTE = (
     "Measured on a 2-vCPU development VM (a cloud VM: neighbours share the host): absolute figures "
     "are noisy (expect +-30 % between runs); ratios measured in the same run are the figures to quote."
@@ -48,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in SECTIONS]
     if unknown:
         parser.error(f"unknown section(s) {unknown}; choose from {list(SECTIONS)}")
+    names = sorted(dict.fromkeys(names), key=list(SECTIONS).index)
+    run_order = sorted(names, key=lambda name: name in RUN_LAST)
     data_dir = prepare_data_dir(args.data_dir, fresh=True)
     output = args.output or (data_dir / "RESULTS-quick.md" if args.quick else BENCH_DIR / "RESULTS.md")
     ctx = Context(QUICK if args.quick else FULL, data_dir / "run", args.quick)
@@ -58,24 +65,29 @@ def main(argv: list[str] | None = None) -> int:
     notes = [*args.note, SHARED_MACHINE_NOTE]
     output.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    sections: list[Section] = []
+    done: dict[str, Section] = {}
+
+    def in_order() -> list[Section]:
+        return [done[name] for name in names if name in done]
+
     try:
-        for index, name in enumerate(names):
+        for index, name in enumerate(run_order):
             module = importlib.import_module(SECTIONS[name])
             section_start = time.perf_counter()
             try:
-                sections.append(module.run(ctx))
+                done[name] = module.run(ctx)
             except Exception as exc:  # one broken section must not lose the others' numbers
                 traceback.print_exc()
-                sections.append(Section(module.TITLE, f"FAILED: {type(exc).__name__}: {exc}"))
+                done[name] = Section(module.TITLE, f"FAILED: {type(exc).__name__}: {exc}")
             ctx.log(f"{name}: {time.perf_counter() - section_start:.0f} s")
-            if index + 1 < len(names):  # a run stopped half-way still leaves what it measured
-                partial = [*notes, f"PARTIAL: {index + 1} of {len(names)} sections so far."]
-                output.write_text(render_results(sections, mode=mode, elapsed_seconds=time.perf_counter() - started,
+            if index + 1 < len(run_order):  # a run stopped half-way still leaves what it measured
+                partial = [*notes, f"PARTIAL: {index + 1} of {len(run_order)} sections so far."]
+                output.write_text(render_results(in_order(), mode=mode, elapsed_seconds=time.perf_counter() - started,
                                                  command=command, notes=partial))
     finally:
         ctx.stop_spark()
     elapsed = time.perf_counter() - started
+    sections = in_order()
 
     text = render_results(sections, mode=mode, elapsed_seconds=elapsed, command=command, notes=notes)
     output.write_text(text)

@@ -1,6 +1,7 @@
 """Section 5, whole-table verification: time vs number of files, local walk vs Spark job.
 
-Encrypted tables with N small data files each (one INSERT of N Spark tasks) are
+Encrypted tables with N small data files each (one INSERT: 2 Spark tasks whose rolling writers
+close a ~4 KB file every 1,000 rows, see :func:`bench.workloads.table_with_rolled_files`) are
 verified, from the current metadata.json down to every data file, by
 
 * the local walk ``verify_metadata(metadata_json, kms)`` in this process (no JVM; its default
@@ -8,10 +9,14 @@ verified, from the current metadata.json down to every data file, by
 * the Spark job ``verify_table(spark, "bench.db.t")`` in a ``local-cluster[E,1,1024]`` application
   (E = 1 and 2 executor JVMs, each with one core and Python workers), run in a subprocess
   (``python -m bench.verify_tables --cluster ...``): the embedded metastore admits one process at a
-  time, so the shared session is stopped first. One untimed ``verify_table`` warms each
-  application up (executor and Python worker start).
+  time, so the shared session is stopped first. One untimed ``verify_table`` of the smallest table
+  warms each application up (executor and Python worker start); the local walk likewise warms up
+  once, on the smallest table.
 
-files/s = files in the report (data files + manifests + manifest list) / median seconds.
+files/s = files in the report (data files + manifests + manifest list) / seconds, per run.
+Driver share = ``report.timings["plan"]`` (the driver reading manifest lists and manifests) / the
+run's wall time. The goal (issue): files/s at the largest size within 20 % of files/s at the
+smallest, i.e. a ratio >= 0.80x in the files/s rows.
 """
 
 from __future__ import annotations
@@ -27,38 +32,47 @@ from pathlib import Path
 
 from bench.context import FULL, KMS_NAME, QUICK, Context
 from bench.harness import Row, Section
-from bench.workloads import current_metadata_json, table_with_files
+from bench.workloads import current_metadata_json, table_with_rolled_files
 
 TITLE = "5. Whole-table verification: local walk vs Spark job (local-cluster)"
 EXECUTORS = (1, 2)
 
 
-def _check(report, what: str) -> int:
+def _check(report, what: str, data_files: int) -> int:
     if not report.ok:
         bad = [(f.path, f.status) for f in report.files if f.status != "OK"][:3]
         raise RuntimeError(f"{what}: verification failed on clean tables: {bad}")
+    found = sum(1 for f in report.files if f.kind == "data")
+    if found != data_files:
+        raise RuntimeError(f"{what}: the report lists {found} data files, the table has {data_files}")
     return len(report.files)
 
 
-def _local_walk(ctx: Context, tables: dict[int, tuple[str, str]]) -> dict[int, tuple[list[float], int]]:
+#: per table size: (wall seconds per run, files in the report, plan seconds per run)
+Measured = dict[int, tuple[list[float], int, list[float]]]
+
+
+def _local_walk(ctx: Context, tables: dict[int, tuple[str, str]]) -> Measured:
     from pyiceberg_crypto.kms import InMemoryKms
     from pyiceberg_crypto.verify import verify_metadata
 
     kms = InMemoryKms(ctx.master_keys)
     out = {}
+    verify_metadata(tables[min(tables)][1], kms)  # warm-up (imports, first KMS call)
     for files, (_, metadata_json) in tables.items():
-        verify_metadata(metadata_json, kms)  # warm-up (imports, page cache)
-        samples, count = [], 0
+        samples, plans, count = [], [], 0
         for _ in range(ctx.sizes.verify_repeats):
             start = time.perf_counter()
             report = verify_metadata(metadata_json, kms)
             samples.append(time.perf_counter() - start)
-            count = _check(report, f"local walk of {files} files")
-        out[files] = (samples, count)
+            plans.append(report.timings["plan"])
+            count = _check(report, f"local walk of {files} files", files)
+        out[files] = (samples, count, plans)
+        ctx.log(f"verify: local walk, {files} files: {statistics.median(samples):.2f} s")
     return out
 
 
-def _spark_job(ctx: Context, executors: int, tables: dict[int, tuple[str, str]]) -> dict[int, tuple[list[float], int]]:
+def _spark_job(ctx: Context, executors: int, tables: dict[int, tuple[str, str]]) -> Measured:
     request = {
         "executors": executors,
         "data_dir": str(ctx.data_dir),
@@ -75,15 +89,32 @@ def _spark_job(ctx: Context, executors: int, tables: dict[int, tuple[str, str]])
     if result.returncode != 0 or not lines:
         raise RuntimeError(f"verify_table subprocess failed ({result.returncode}): {result.stderr[-2000:]}")
     answer = json.loads(lines[-1].removeprefix("RESULT "))
-    return {int(files): (samples, count) for files, (samples, count) in answer.items()}
+    return {int(files): (samples, count, plans) for files, (samples, count, plans) in answer.items()}
+
+
+def _files_per_second(measured: tuple[list[float], int, list[float]]) -> list[float]:
+    samples, count, _ = measured
+    return [count / s for s in samples]
+
+
+def _driver_share(measured: tuple[list[float], int, list[float]]) -> list[float]:
+    samples, _, plans = measured
+    return [100 * plan / wall for plan, wall in zip(plans, samples)]
+
+
+def _summary(measured: tuple[list[float], int, list[float]]) -> str:
+    return (f"{statistics.median(_files_per_second(measured)):,.0f} files/s; "
+            f"driver {statistics.median(_driver_share(measured)):.0f} %")
 
 
 def run(ctx: Context) -> Section:
     tables: dict[int, tuple[str, str]] = {}
     for files in ctx.sizes.verify_files:
         ctx.log(f"verify: a table of {files} files")
-        table = table_with_files(ctx, files)
+        start = time.perf_counter()
+        table = table_with_rolled_files(ctx, files)
         tables[files] = (table, current_metadata_json(ctx, table))
+        ctx.log(f"verify: {files} files written in {time.perf_counter() - start:.0f} s")
     ctx.stop_spark()
     ctx.log("verify: local walk")
     local = _local_walk(ctx, tables)
@@ -91,28 +122,47 @@ def run(ctx: Context) -> Section:
     for executors in EXECUTORS:
         ctx.log(f"verify: Spark job, local-cluster with {executors} executor(s)")
         spark[executors] = _spark_job(ctx, executors, tables)
+    sizes = ctx.sizes.verify_files
+    first, last = sizes[0], sizes[-1]
     section = Section(
         TITLE,
-        f"Encrypted tables of N small data files (one INSERT of N Spark tasks), current snapshot, "
-        f"{ctx.sizes.verify_repeats} timed runs after one warm-up. Reference: the local walk "
-        "`verify_metadata(metadata_json, kms)` (pure Python, its default thread pool). Spark job: "
-        "`verify_table(spark, table)` in a `local-cluster[E,1,1024]` application (E executor JVMs "
-        "with 1 core each). files/s = files in the report (data + manifests + manifest list) / "
-        "median seconds.",
+        f"Encrypted tables of N small data files (~4 KB, 1,000 rows; one INSERT whose 2 Spark tasks roll to a "
+        f"new file every 1,000 rows), current snapshot, {ctx.sizes.verify_repeats} timed runs after one warm-up "
+        "on the smallest table. Reference: the local walk `verify_metadata(metadata_json, kms)` (pure Python, "
+        "its default thread pool). Spark job: `verify_table(spark, table)` in a `local-cluster[E,1,1024]` "
+        "application (E executor JVMs with 1 core each). files/s = files in the report (data + manifests + "
+        "manifest list) / seconds, per run. Driver share = `report.timings[\"plan\"]` (the driver reading the "
+        "manifest list and manifests) / wall time, per run. Goal: files/s at the largest size within 20 % of "
+        f"files/s at {first:,} data files (ratio >= 0.80x in the files/s rows).",
     )
-    for files in ctx.sizes.verify_files:
-        samples, count = local[files]
+    for files in sizes:
         ref = f"local_{files}"
-        section.rows.append(Row("verify", ref, f"{files} data files: local walk `verify_metadata`", "s", samples,
-                                note=f"{count / statistics.median(samples):,.0f} files/s", short="local walk",
-                                headline=files == ctx.sizes.verify_files[-1]))
+        section.rows.append(Row("verify", ref, f"{files:,} data files: local walk `verify_metadata`", "s",
+                                local[files][0], note=_summary(local[files]), short="local walk",
+                                headline=files == last))
         for executors in EXECUTORS:
-            samples, count = spark[executors][files]
+            measured = spark[executors][files]
             section.rows.append(Row(
                 "verify", f"spark{executors}_{files}",
-                f"{files} data files: Spark job `verify_table`, {executors} executor{'s' if executors > 1 else ''}",
-                "s", samples, refs=(ref,), note=f"{count / statistics.median(samples):,.0f} files/s",
-                headline=files == ctx.sizes.verify_files[-1]))
+                f"{files:,} data files: Spark job `verify_table`, {executors} executor{'s' if executors > 1 else ''}",
+                "s", measured[0], refs=(ref,), note=_summary(measured), headline=files == last))
+    contenders = [("local", "local walk", local), ("spark2", "Spark job, 2 executors", spark.get(2))]
+    for key, label, measured in contenders:
+        if measured is None:
+            continue
+        for files in sizes:
+            section.rows.append(Row(
+                "verify", f"fps_{key}_{files}", f"files/s, {label}, {files:,} data files", "files/s",
+                _files_per_second(measured[files]), refs=() if files == first else (f"fps_{key}_{first}",),
+                short=f"{first:,} data files", headline=files == last))
+    for key, label, measured in contenders:
+        if measured is None:
+            continue
+        for files in sizes:
+            section.rows.append(Row(
+                "verify", f"share_{key}_{files}", f"driver share (plan / wall), {label}, {files:,} data files", "%",
+                _driver_share(measured[files]), refs=() if files == first else (f"share_{key}_{first}",),
+                short=f"{first:,} data files"))
     return section
 
 
@@ -120,7 +170,8 @@ def run(ctx: Context) -> Section:
 
 
 def _cluster_main() -> int:
-    """Read a JSON request on stdin, time ``verify_table`` on each table, print ``RESULT {json}``."""
+    """Read a JSON request on stdin, time ``verify_table`` on each table, print ``RESULT {json}``
+    (per table: wall seconds per run, files in the report, ``timings["plan"]`` per run)."""
     from pyiceberg_crypto import config
     from pyiceberg_crypto.bridge import register_kms
     from pyiceberg_crypto.kms import InMemoryKms
@@ -139,13 +190,14 @@ def _cluster_main() -> int:
         tables = request["tables"]
         verify_table(spark, tables[min(tables, key=int)])  # warm-up: executors, Python workers
         for files, table in tables.items():
-            samples, count = [], 0
+            samples, plans, count = [], [], 0
             for _ in range(ctx.sizes.verify_repeats):
                 start = time.perf_counter()
                 report = verify_table(spark, table)
                 samples.append(time.perf_counter() - start)
-                count = _check(report, f"verify_table of {files} files")
-            results[files] = (samples, count)
+                plans.append(report.timings["plan"])
+                count = _check(report, f"verify_table of {files} files", int(files))
+            results[files] = (samples, count, plans)
         print("RESULT " + json.dumps(results), flush=True)
     finally:
         spark.stop()

@@ -92,10 +92,11 @@ class Confinement:
         if not inside:
             return (f"outside the table's locations ({', '.join(self.locations)}): not read "
                     "(--allow-location adds a location a table really spans)")
-        if scheme == "file":
+        if scheme == "file":  # symlinks followed: the file itself must be inside a (resolved) root too
             real = os.path.realpath(normal)
-            if not any(root.contains("file", root.authority, real) or
-                       _Root("file", root.authority, os.path.realpath(root.path)).contains("file", root.authority, real)
-                       for root in inside):
+            roots = [r for r in self._roots if r.scheme == "file"]
+            if not any(root.contains("file", root.authority, real)
+                       or _Root("file", root.authority, os.path.realpath(root.path)).contains("file", root.authority, real)
+                       for root in roots):
                 return f"a symbolic link to {real}, outside the table's locations: not read"
         return None

@@ -1,0 +1,181 @@
+"""Section 6, incremental verification: ``--since`` the previous snapshot vs the whole current snapshot.
+
+An encrypted table is built by C commits of F small data files each (full: 100 x 100 = 10,000
+files; each commit one INSERT whose 2 Spark tasks roll to a new ~4 KB file every 1,000 rows, see
+:func:`bench.workloads.insert_rolled_files`), then one more commit of 10 files. Then, taking turns
+in each repeat (one untimed warm-up round first):
+
+* ``verify_metadata(metadata_json, kms)``: the whole current snapshot, local walk (reference);
+* ``verify_metadata(metadata_json, kms, since_snapshot_id=previous)``: only what the last commit
+  added (its manifest list, its new manifest(s), its 10 data files);
+* the same two through ``verify_table(spark, table[, since_snapshot_id=previous])`` in the shared
+  ``local[2]`` session (Spark tasks in Python workers; reference: its full run).
+
+Every ``since`` report is checked: mode ``since``, all OK, and its files are exactly the new data
+files (from the ``files`` metadata table, before vs after the commit), the manifests the new
+snapshot added (``manifests`` metadata table) and its manifest list (``snapshots``).
+
+runs/s = 1 / wall seconds of one verification, so the ratio of the ``since`` row to the full row
+is how many times faster it is (goal, issue: >= 50x).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+from bench.context import Context
+from bench.harness import Row, Section, time_interleaved
+from bench.workloads import (
+    FILES_COLUMNS,
+    ROLLED_PROPERTIES,
+    create_table,
+    current_metadata_json,
+    data_file_count,
+    insert_rolled_files,
+)
+
+TITLE = "6. Incremental verification: --since the previous snapshot vs the whole current snapshot"
+
+
+def _current_snapshot_id(ctx: Context, table: str) -> int:
+    from pyiceberg_crypto.verify.metadata import TableMetadata
+
+    location = current_metadata_json(ctx, table)
+    with open(location.removeprefix("file:"), "rb") as handle:
+        return TableMetadata.parse(handle.read(), location).current_snapshot_id
+
+
+def _data_files(ctx: Context, table: str) -> set[str]:
+    return {row[0] for row in ctx.spark.sql(f"SELECT file_path FROM {table}.data_files").collect()}
+
+
+def _build(ctx: Context) -> tuple[str, int, int, set[str]]:
+    """The table, the previous and the new snapshot id, and the paths ``since`` must report."""
+    sizes = ctx.sizes
+    table = create_table(ctx, "incremental", FILES_COLUMNS, properties=ROLLED_PROPERTIES)
+    start = time.perf_counter()
+    for commit in range(sizes.incremental_commits):
+        insert_rolled_files(ctx, table, sizes.incremental_files_per_commit)
+        if (commit + 1) % 10 == 0:
+            ctx.log(f"incremental: {commit + 1} of {sizes.incremental_commits} commits "
+                    f"({time.perf_counter() - start:.0f} s)")
+    expected_before = sizes.incremental_commits * sizes.incremental_files_per_commit
+    before = _data_files(ctx, table)
+    if len(before) != expected_before:
+        raise RuntimeError(f"{table}: expected {expected_before} data files, Iceberg wrote {len(before)}")
+    previous = _current_snapshot_id(ctx, table)
+    insert_rolled_files(ctx, table, sizes.incremental_new_files)
+    new = _current_snapshot_id(ctx, table)
+    added = _data_files(ctx, table) - before
+    if len(added) != sizes.incremental_new_files or data_file_count(ctx, table) != expected_before + len(added):
+        raise RuntimeError(f"{table}: the last commit added {len(added)} data files, expected "
+                           f"{sizes.incremental_new_files}")
+    manifests = {row[0] for row in ctx.spark.sql(
+        f"SELECT path FROM {table}.manifests WHERE added_snapshot_id = {new}").collect()}
+    manifest_list = ctx.spark.sql(f"SELECT manifest_list FROM {table}.snapshots WHERE snapshot_id = {new}").first()[0]
+    return table, previous, new, {*added, *manifests, manifest_list}
+
+
+def _check_since(report, expected: set[str], new_files: int, what: str) -> None:
+    """The since report lists exactly the new data files, the new manifest(s) and the manifest list, all OK."""
+    kinds: dict[str, int] = {}
+    for finding in report.files:
+        kinds[finding.kind] = kinds.get(finding.kind, 0) + 1
+    problems = []
+    if report.mode != "since":
+        problems.append(f"mode {report.mode!r}")
+    if not report.ok:
+        problems.append(f"not OK: {[(f.path, f.status) for f in report.not_ok()][:3]}")
+    if kinds.get("data", 0) != new_files or kinds.get("manifest", 0) < 1 or kinds.get("manifest-list", 0) != 1:
+        problems.append(f"files by kind {kinds}, expected {new_files} data, >= 1 manifest, 1 manifest list")
+    paths = {f.path for f in report.files}
+    if paths != expected:
+        problems.append(f"{len(paths - expected)} unexpected file(s) {sorted(paths - expected)[:3]}, "
+                        f"{len(expected - paths)} missing {sorted(expected - paths)[:3]}")
+    if problems:
+        raise RuntimeError(f"{what}: " + "; ".join(problems))
+
+
+def _check_full(report, files: int, what: str) -> None:
+    data = sum(1 for f in report.files if f.kind == "data")
+    if not report.ok or report.mode != "current" or data != files:
+        raise RuntimeError(f"{what}: mode {report.mode!r}, ok={report.ok}, {data} data files (expected {files})")
+
+
+def run(ctx: Context) -> Section:
+    from pyiceberg_crypto.kms import InMemoryKms
+    from pyiceberg_crypto.verify import verify_metadata, verify_table
+
+    sizes = ctx.sizes
+    ctx.log(f"incremental: building a table of {sizes.incremental_commits} commits x "
+            f"{sizes.incremental_files_per_commit} files + 1 commit of {sizes.incremental_new_files}")
+    table, previous, new, expected = _build(ctx)
+    metadata_json = current_metadata_json(ctx, table)
+    spark = ctx.spark
+    kms = InMemoryKms(ctx.master_keys)
+    total_files = sizes.incremental_commits * sizes.incremental_files_per_commit + sizes.incremental_new_files
+    reports: dict[str, object] = {}
+    plans: dict[str, list[float]] = {}
+
+    def checked(name: str, call, check):
+        def run_once():
+            report = call()
+            check(report, name)
+            reports[name] = report
+            plans.setdefault(name, []).append(report.timings["plan"])
+        return run_once
+
+    def since_check(report, name):
+        _check_since(report, expected, sizes.incremental_new_files, name)
+
+    def full_check(report, name):
+        _check_full(report, total_files, name)
+
+    contenders = {
+        "full_local": checked("full_local", lambda: verify_metadata(metadata_json, kms), full_check),
+        "since_local": checked("since_local", lambda: verify_metadata(metadata_json, kms, since_snapshot_id=previous),
+                               since_check),
+        "full_spark": checked("full_spark", lambda: verify_table(spark, table), full_check),
+        "since_spark": checked("since_spark", lambda: verify_table(spark, table, since_snapshot_id=previous),
+                               since_check),
+    }
+    ctx.log("incremental: timing since vs full (local walk, Spark job)")
+    seconds = time_interleaved(contenders, sizes.incremental_repeats)
+
+    def note(name: str) -> str:
+        report = reports[name]
+        kinds: dict[str, int] = {}
+        for finding in report.files:
+            kinds[finding.kind] = kinds.get(finding.kind, 0) + 1
+        counts = ", ".join(f"{n:,} {kind}" for kind, n in kinds.items())
+        scope = report.scope
+        skipped = (f"; skipped {scope.get('manifests_skipped', 0)} manifests, {scope.get('entries_skipped', 0)} entries"
+                   if report.mode == "since" else "")
+        timed = plans[name][-len(seconds[name]):]  # without the warm-up
+        share = statistics.median(100 * p / s for p, s in zip(timed, seconds[name]))
+        return f"{statistics.median(seconds[name]):.3g} s; {counts}{skipped}; driver {share:.0f} %"
+
+    section = Section(
+        TITLE,
+        f"An encrypted table built by {sizes.incremental_commits} commits of {sizes.incremental_files_per_commit} "
+        f"data files (~4 KB, 1,000 rows each), then one commit of {sizes.incremental_new_files} files "
+        f"({total_files:,} data files in all). Contenders take turns in each of {sizes.incremental_repeats} repeats "
+        "after one untimed round. Reference: the full verification of the current snapshot; `since`: "
+        "`since_snapshot_id` = the snapshot before the last commit. Local walk: `verify_metadata(metadata_json, "
+        "kms[, since_snapshot_id=...])` in this process; Spark job: `verify_table(spark, table[, "
+        "since_snapshot_id=...])` in the shared `local[2]` session. runs/s = 1 / wall seconds, so a ratio is how "
+        "many times faster (goal: since >= 50x faster than full). Every `since` report was checked to list "
+        "exactly the new data files, the manifest(s) the last commit added and its manifest list, all OK. "
+        "Notes: median seconds; files in the (last) report by kind; manifests / entries the plan skipped; "
+        "driver share = median of `timings[\"plan\"]` / wall time.",
+    )
+    for where, label in (("local", "local walk `verify_metadata`"), ("spark", "Spark job `verify_table` (local[2])")):
+        full_key, since_key = f"full_{where}", f"since_{where}"
+        section.rows.append(Row("incremental", full_key, f"full verification, current snapshot: {label}", "runs/s",
+                                [1 / s for s in seconds[full_key]], note=note(full_key), short="full verification"))
+        section.rows.append(Row("incremental", since_key, f"since the previous snapshot: {label}", "runs/s",
+                                [1 / s for s in seconds[since_key]], refs=(full_key,), note=note(since_key),
+                                headline=True))
+    ctx.log(f"incremental: previous snapshot {previous}, new {new}")
+    return section
