@@ -414,3 +414,24 @@ def local_spark_builder(app_name: str = "pyiceberg-crypto", master: str = "local
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
     )
+
+
+def session_for_catalog(catalog: str, *, warehouse: str | Path | None = None, metastore_dir: str | Path | None = None,
+                        metastore_uri: str | None = None, master: str = "local[2]",
+                        app_name: str = "pyiceberg-crypto"):
+    """The SparkSession the package's own applications use (the verification job, ``keys rewrap``).
+
+    Without ``warehouse``: the session spark-submit configured (``--conf`` / spark-defaults.conf).
+    With it: a local session whose catalog ``catalog`` uses this package's settings::
+
+        spark = session_for_catalog("lake", warehouse="/data/wh")                      # embedded metastore
+        spark = session_for_catalog("lake", warehouse="/data/wh", metastore_uri="thrift://127.0.0.1:9083")
+    """
+    from pyspark.sql import SparkSession
+
+    if warehouse is None:
+        return SparkSession.builder.appName(app_name).getOrCreate()
+    settings = spark_settings(catalog, warehouse=str(warehouse), metastore_dir=metastore_dir, metastore_uri=metastore_uri)
+    spark = configure_spark_with_encryption(local_spark_builder(app_name, master=master), settings).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

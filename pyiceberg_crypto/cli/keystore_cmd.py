@@ -42,6 +42,11 @@ def add_keystore_parser(sub) -> None:
     rotate = actions.add_parser("rotate", help="add a new version of a master key; old versions stay")
     rotate.add_argument("path", metavar="PATH")
     rotate.add_argument("key_id", metavar="KEY_ID")
+    retire = actions.add_parser("retire", help="delete an old version of a master key (after `keys rewrap` of "
+                                               "every table that used it: `keys list` shows none left)")
+    retire.add_argument("path", metavar="PATH")
+    retire.add_argument("key_id", metavar="KEY_ID")
+    retire.add_argument("version", metavar="VERSION", type=int)
     listing = actions.add_parser("list", help="list key ids and versions (never key bytes)")
     listing.add_argument("path", metavar="PATH")
     listing.add_argument("--json", action="store_true", help="print JSON")
@@ -60,6 +65,10 @@ def run_keystore(args: argparse.Namespace) -> int:
             added = keystore.rotate_key(args.key_id)
             print(f"rotated key id {added.key_id!r}: new version {added.version} "
                   f"(older versions kept for unwrapping) in {keystore.path}")
+        elif args.keystore_action == "retire":
+            keystore.remove_version(args.key_id, args.version)
+            print(f"retired key id {args.key_id!r} version {args.version} from {keystore.path}: keys wrapped "
+                  "by it can no longer be unwrapped")
         else:
             _print_listing(keystore, as_json=args.json)
     except (InsecureKeystoreError, MalformedKeystoreError) as exc:

@@ -52,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     from pyiceberg_crypto.cli.jars_cmd import add_jars_parser
 
     add_jars_parser(sub)
+
+    from pyiceberg_crypto.cli.keys_cmd import add_keys_parser
+
+    add_keys_parser(sub)
     return parser
 
 
@@ -101,6 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pyiceberg_crypto.cli.keystore_cmd import run_keystore
 
         return run_keystore(args)
+    if args.command == "keys":
+        from pyiceberg_crypto.cli.keys_cmd import run_keys
+
+        return run_keys(args)
     if args.command == "jars":
         from pyiceberg_crypto.cli.jars_cmd import run_jars
 

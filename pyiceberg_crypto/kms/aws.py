@@ -161,6 +161,16 @@ class AwsKms(KeyManagementClient):
             )
         return response["Plaintext"]
 
+    def key_version(self, wrapped: bytes, wrapping_key_id: str) -> str | None:
+        """The ARN of the KMS key that made ``wrapped`` (from a Decrypt call: AWS keeps the key's
+        rotated backing material itself, so the key ARN is the version that matters)."""
+        response = self._call("Decrypt", wrapping_key_id, CiphertextBlob=bytes(wrapped), **self._crypto_parameters())
+        return response.get("KeyId")
+
+    def current_key_version(self, wrapping_key_id: str) -> str | None:
+        """The ARN ``wrapping_key_id`` (an alias, say) names now: Encrypt uses that key."""
+        return self._key_arn(wrapping_key_id, refresh=True)
+
     def supports_key_generation(self) -> bool:
         return True
 

@@ -58,6 +58,16 @@ class KeyManagementClient(abc.ABC):
     def unwrap_key(self, wrapped: bytes, wrapping_key_id: str) -> bytes:
         """Inverse of :meth:`wrap_key`; raise if ``wrapped`` does not authenticate."""
 
+    def key_version(self, wrapped: bytes, wrapping_key_id: str) -> str | None:
+        """Which version of master key ``wrapping_key_id`` wrapped ``wrapped``, if this KMS can
+        tell (None: it cannot). The key inventory and the verifier's rotation check use it; it
+        never returns key material. Override it in a KMS with key versions."""
+        return None
+
+    def current_key_version(self, wrapping_key_id: str) -> str | None:
+        """The version :meth:`wrap_key` uses for ``wrapping_key_id`` now (None: cannot tell)."""
+        return None
+
     def supports_key_generation(self) -> bool:
         """True if :meth:`generate_key` is implemented (the KMS creates keys itself)."""
         return False

@@ -177,6 +177,25 @@ class Keystore:
             self._write(keys)
             return added
 
+    def remove_version(self, key_id: str, version: int) -> None:
+        """Delete one old version of ``key_id`` (retire it after every table was re-wrapped).
+
+        The newest version is never removed (it wraps new keys). Raises UnknownKeyError for an
+        unknown key id or version."""
+        with self._locked():
+            keys = self.load()
+            versions = keys.get(key_id)
+            if not versions:
+                raise UnknownKeyError(f"key id {key_id!r} is not in keystore {self.path}")
+            if version not in [v.version for v in versions]:
+                raise UnknownKeyError(f"key id {key_id!r} has no version {version} in keystore {self.path} "
+                                      f"(versions: {', '.join(str(v.version) for v in versions)})")
+            if version == versions[-1].version:
+                raise KeystoreError(f"version {version} is the newest of key id {key_id!r}: it wraps new keys and "
+                                    "cannot be retired (rotate first)")
+            keys[key_id] = [v for v in versions if v.version != version]
+            self._write(keys)
+
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """Exclusive advisory lock on ``<path>.lock`` (serializes writers across processes)."""
@@ -287,7 +306,25 @@ class KeystoreKms(KeyManagementClient):
         self._refresh()
         return added.version
 
+    def retire_version(self, key_id: str, version: int) -> None:
+        """Remove an old version of ``key_id`` from the file (see :meth:`Keystore.remove_version`)."""
+        self._keystore.remove_version(key_id, version)
+        self._refresh()
+
     # --- KeyManagementClient ------------------------------------------------------------------
+
+    def key_version(self, wrapped: bytes, wrapping_key_id: str) -> str | None:
+        """The master key version recorded in a ``PKW1`` blob (read from its header, no unwrap)."""
+        wrapped = bytes(wrapped)
+        if len(wrapped) < _HEADER.size or wrapped[:4] != WRAPPED_MAGIC:
+            return None
+        return str(_HEADER.unpack(wrapped[: _HEADER.size])[1])
+
+    def current_key_version(self, wrapping_key_id: str) -> str | None:
+        self._refresh()
+        with self._lock:
+            versions = self._versions(wrapping_key_id)
+        return str(versions[-1].version)
 
     def wrap_key(self, key: bytes, wrapping_key_id: str) -> bytes:
         self._refresh()

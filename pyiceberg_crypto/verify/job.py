@@ -92,19 +92,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _session(args: argparse.Namespace):
-    from pyspark.sql import SparkSession
+    from pyiceberg_crypto.config import session_for_catalog
 
-    if not args.warehouse:
-        return SparkSession.builder.appName("pyiceberg-crypto-verify").getOrCreate()
-    from pyiceberg_crypto import config
-
-    catalog = args.table.split(".")[0]
-    settings = config.spark_settings(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
-                                     metastore_uri=args.metastore_uri)
-    builder = config.local_spark_builder("pyiceberg-crypto-verify", master=args.master)
-    spark = config.configure_spark_with_encryption(builder, settings).getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return session_for_catalog(args.table.split(".")[0], warehouse=args.warehouse, metastore_dir=args.metastore_dir,
+                               metastore_uri=args.metastore_uri, master=args.master,
+                               app_name="pyiceberg-crypto-verify")
 
 
 if __name__ == "__main__":

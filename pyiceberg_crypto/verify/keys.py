@@ -46,6 +46,11 @@ class TableKeys:
         self._keks: dict[str, bytes | KeyLookupError] = {}
         self._kms_timed_out: str | None = None  # the first timeout's message: the KMS is not asked again
 
+    @property
+    def kms_timed_out(self) -> bool:
+        """A KMS call of this run timed out: the KMS is not asked again."""
+        return self._kms_timed_out is not None
+
     def kek_entries(self) -> list[EncryptionKey]:
         """Entries wrapped by the KMS: not sealed by another entry of the table, or named as the
         sealer of a snapshot's key (whatever their own ``encrypted-by-id`` says)."""

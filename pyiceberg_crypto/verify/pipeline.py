@@ -39,6 +39,7 @@ from pyiceberg_crypto.verify.report import (
     PARTITION_STATISTICS,
     TAMPERED,
     UNVERIFIABLE,
+    WARN,
     TableCheck,
     TableReport,
 )
@@ -106,7 +107,7 @@ def verify_metadata(
         raise VerifyInputError("a ledger (state) chooses the snapshots itself: do not combine it with a snapshot "
                                "id, all snapshots or since")
     file_io = file_io or file_io_for(metadata_location, properties)
-    raw = _read_metadata(file_io, metadata_location, max_metadata_bytes)
+    raw = read_metadata(file_io, metadata_location, max_metadata_bytes)
     digest = metadata_hash(raw)
     try:
         meta = TableMetadata.parse(raw, metadata_location)
@@ -134,6 +135,7 @@ def verify_metadata(
     keys = TableKeys(meta, kms, kms_timeout)
     report.checks = list(source_checks or [])
     report.checks += table_checks(meta, keys, digest, expected_metadata_hash, scope)
+    report.checks.append(_rotation_check(meta, kms, keys, kms_timeout))
     if history is not None:
         report.checks.append(history)
     if scope.mode == "current" and not scope.snapshots and meta.snapshots:  # nothing would be checked
@@ -164,6 +166,21 @@ def verify_metadata(
     return report
 
 
+def _rotation_check(meta: TableMetadata, kms, keys: TableKeys, kms_timeout: float | None) -> TableCheck:
+    """``kek-rotation`` (a warning, never a failure): KEKs past Iceberg's rotation age, or wrapped by
+    an older master key version than the KMS's current one."""
+    from pyiceberg_crypto.keys.inventory import rotation_check
+    from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
+
+    if kms is None or keys.kms_timed_out:
+        return rotation_check(meta, None)  # ages only
+    try:
+        return call_with_timeout(rotation_check, meta, kms, timeout=kms_timeout,
+                                 what="the KMS calls for master key versions")
+    except KmsTimeoutError as exc:
+        return TableCheck("kek-rotation", WARN, f"master key versions unknown: {exc}")
+
+
 def _history(meta: TableMetadata, digest: str, ledger: Ledger, accept_history: bool) -> TableCheck:
     if not accept_history:
         return history_check(meta, digest, ledger.last)
@@ -188,7 +205,7 @@ def _advance(ledger: Ledger, report: TableReport, meta: TableMetadata, digest: s
     report.ledger["advanced"] = True
 
 
-def _read_metadata(file_io: FileIO, location: str, limit: int) -> bytes:
+def read_metadata(file_io: FileIO, location: str, limit: int) -> bytes:
     """The metadata.json's bytes: a regular file of at most ``limit`` bytes, read without blocking."""
     try:
         return read_bounded(file_io, location, limit)

@@ -39,6 +39,7 @@ KEY_ERROR = "KEY_ERROR"  # the KMS refused, or the key id is unknown
 UNVERIFIABLE = "UNVERIFIABLE"  # could not be checked (e.g. no key for it): never counted as OK
 OUTSIDE_TABLE = "OUTSIDE_TABLE"  # named by the table but outside its locations: never opened
 DIVERGED = "DIVERGED"  # table check "history": not a continuation of what the ledger verified
+WARN = "WARN"  # table check only: fine today, act soon (e.g. "kek-rotation": re-wrap); counts as OK
 STATUSES = (OK, PLAINTEXT, TAMPERED, TRUNCATED, LENGTH_MISMATCH, WRONG_FILE, MISSING, KEY_ERROR,
             UNVERIFIABLE, OUTSIDE_TABLE, DIVERGED)
 
@@ -96,7 +97,8 @@ class TableCheck:
 
     @property
     def ok(self) -> bool:
-        return self.status == OK
+        """OK, or a WARN (a warning is not a failure)."""
+        return self.status in (OK, WARN)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "status": self.status, "detail": self.detail}

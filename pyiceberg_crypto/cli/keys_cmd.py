@@ -1,0 +1,117 @@
+"""``pyiceberg-crypto keys list | rewrap``: the keys a table depends on, and re-wrapping its KEKs.
+
+    pyiceberg-crypto keys list METADATA_JSON --kms keystore --kms-property keystore.path=keys.json [--json]
+    pyiceberg-crypto keys rewrap lake.db.orders --kms keystore --kms-property keystore.path=keys.json \\
+        --warehouse /data/wh [--metastore-uri thrift://...] [--dry-run] [--all] [--json]
+
+``list`` needs no JVM (the KMS is optional: without it, no master key versions). ``rewrap`` commits
+through the table's catalog, so it starts Spark: a local session with ``--warehouse``, else the
+session spark-submit configured. Exit status: 0 done (or nothing to do), 2 usage error, unreadable
+input or a re-wrap that committed nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from pyiceberg_crypto.exit_status import ExitStatus
+from pyiceberg_crypto.verify.arguments import add_kms_arguments, parse_properties, positive_seconds
+from pyiceberg_crypto.verify.text import escape_text, exception_line
+
+
+def add_keys_parser(sub) -> None:
+    keys = sub.add_parser("keys", help="list a table's keys; re-wrap its KEKs after a master key rotation")
+    actions = keys.add_subparsers(dest="keys_action", metavar="ACTION", required=True)
+    listing = actions.add_parser("list", help="every KEK: age, master key and version, the snapshots it seals")
+    listing.add_argument("metadata", metavar="METADATA_JSON", help="the table's metadata.json (path or URI)")
+    add_kms_arguments(listing, required=False)
+    listing.add_argument("--kms-timeout", type=positive_seconds, default=60.0, metavar="SECONDS")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    rewrap = actions.add_parser("rewrap", help="re-wrap KEKs under the master key's current version (one commit)")
+    rewrap.add_argument("table", metavar="CATALOG.DB.TABLE")
+    add_kms_arguments(rewrap)
+    rewrap.add_argument("--dry-run", action="store_true", help="say what would change; no wrap, no commit")
+    rewrap.add_argument("--all", action="store_true", help="re-wrap every KEK, also those already current")
+    rewrap.add_argument("--warehouse", help="build a local Spark session for this warehouse")
+    rewrap.add_argument("--metastore-dir", help="embedded metastore directory (default: next to the warehouse)")
+    rewrap.add_argument("--metastore-uri", help="thrift://host:port of a metastore")
+    rewrap.add_argument("--json", action="store_true", help="print JSON")
+
+
+def run_keys(args: argparse.Namespace) -> int:
+    from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
+
+    try:
+        kms = load_kms(args.kms, parse_properties(args.kms_property)) if args.kms else None
+    except (KmsLoadError, ValueError) as exc:
+        return _fail(str(exc))
+    except Exception as exc:
+        return _fail(f"the KMS factory {args.kms!r} failed: {exception_line(exc)}")
+    if args.keys_action == "list":
+        return _list(args, kms)
+    return _rewrap(args, kms)
+
+
+def _list(args: argparse.Namespace, kms) -> int:
+    from pyiceberg_crypto.keys.inventory import inventory_from_metadata
+    from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
+    from pyiceberg_crypto.verify.pipeline import VerifyInputError
+
+    try:
+        inventory = call_with_timeout(inventory_from_metadata, args.metadata, kms, timeout=args.kms_timeout,
+                                      what="the key inventory's KMS calls")
+    except (VerifyInputError, KmsTimeoutError, ValueError) as exc:
+        return _fail(str(exc))
+    if args.json:
+        print(json.dumps(inventory.to_dict(), indent=2))
+        return ExitStatus.OK
+    print(f"table        {escape_text(inventory.table_location or '?')}")
+    print(f"master key   {escape_text(repr(inventory.master_key_id))}")
+    print(f"{'KEK':<26} {'created':<26} {'age (days)':>10}  {'master key version':<20} snapshots")
+    for kek in inventory.keks:
+        version = kek.master_key_version or "?"
+        if kek.outdated:
+            version += f" (current {kek.current_master_key_version})"
+        flag = "  rotation due" if kek.rotation_due else ""
+        print(f"{escape_text(kek.key_id):<26} {kek.created or '?':<26} {kek.age_days if kek.age_days is not None else '?':>10}"
+              f"  {escape_text(version):<20} {len(kek.snapshot_ids)}{flag}")
+        if kek.note:
+            print(f"{'':<26} {escape_text(kek.note)}")
+    print(f"entries no live snapshot uses: {len(inventory.unused_entries)}")
+    return ExitStatus.OK
+
+
+def _rewrap(args: argparse.Namespace, kms) -> int:
+    from pyiceberg_crypto.bridge import register_kms
+    from pyiceberg_crypto.config import session_for_catalog
+    from pyiceberg_crypto.keys.rewrap import RewrapError, rewrap_keks
+
+    catalog = args.table.split(".")[0]
+    spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
+                                metastore_uri=args.metastore_uri, app_name="pyiceberg-crypto-keys")
+    try:
+        with register_kms(spark, kms):
+            result = rewrap_keks(spark, args.table, kms=kms, dry_run=args.dry_run, all_keks=args.all)
+    except RewrapError as exc:
+        return _fail(str(exc))
+    finally:
+        if args.warehouse:
+            spark.stop()
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        verb = "would re-wrap" if result.dry_run else ("re-wrapped" if result.committed else "nothing to re-wrap:")
+        print(f"{escape_text(result.table)}: {verb} {len(result.changes)} KEK(s); {len(result.unchanged)} already current")
+        for change in result.changes:
+            print(f"  KEK {escape_text(change.key_id)}: master key {escape_text(change.master_key_id)!r} version "
+                  f"{change.old_version} -> {change.new_version}")
+        if result.committed:
+            print(f"  committed: {escape_text(result.metadata_location or '')}")
+    return ExitStatus.OK
+
+
+def _fail(message: str) -> int:
+    print(f"pyiceberg-crypto keys: {escape_text(message)}", file=sys.stderr)
+    return ExitStatus.USAGE

@@ -1,0 +1,157 @@
+"""Re-wrap a table's KEKs under the master key's current version, as one Iceberg commit.
+
+After a master key rotation (``pyiceberg-crypto keystore rotate``, a new KMS key behind an alias)
+Iceberg keeps using the KEKs it wrapped with the old version until they are 730 days old, so the
+old version can never be retired. ``rewrap_keks`` unwraps each KEK with the Python KMS and wraps
+the *same KEK bytes* again with the current version; the table's ``encryption-keys`` get the new
+wrapped blobs in one commit through the catalog (Iceberg's ``TableMetadata.buildFrom(base)``,
+``removeEncryptionKey`` + ``addEncryptionKey``, ``TableOperations.commit(base, new)``)::
+
+    result = rewrap_keks(spark, "lake.db.orders")               # KEKs wrapped by an old version
+    result = rewrap_keks(spark, "lake.db.orders", dry_run=True)  # what would change, no KMS wrap
+    result.changes, result.committed, result.metadata_location
+
+What stays equal, so every snapshot keeps reading and time travel works: the KEK id and bytes,
+its ``KEY_TIMESTAMP`` (the AAD of the manifest-list key envelopes it seals, and its rotation
+clock) and ``encrypted-by-id`` (the table's ``encryption.key-id``). No data file, manifest or
+manifest list is rewritten. All KMS calls happen before anything is built: a KMS failure commits
+nothing. A concurrent commit makes the metastore's compare-and-swap refuse ours; we re-read the
+table and redo the re-wrap (``max_attempts``), so nothing is lost on either side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pyiceberg_crypto.verify.text import exception_line
+
+
+class RewrapError(Exception):
+    """The re-wrap did not commit (KMS failure, table not encrypted, too many concurrent commits)."""
+
+
+@dataclass
+class RewrapChange:
+    key_id: str
+    master_key_id: str
+    old_version: str | None
+    new_version: str | None
+
+
+@dataclass
+class RewrapResult:
+    table: str
+    dry_run: bool
+    changes: list[RewrapChange] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)  # KEKs already under the current version
+    committed: bool = False
+    attempts: int = 0
+    metadata_location: str | None = None  # after the commit (or the current one)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "changes": [asdict(c) for c in self.changes]}
+
+
+def rewrap_keks(spark, table: str, *, kms=None, dry_run: bool = False, all_keks: bool = False,
+                max_attempts: int = 4) -> RewrapResult:
+    """Re-wrap the KEKs of ``catalog.db.table`` that an older master key version wraps.
+
+    Args:
+        kms: the Python KMS holding the table's master key (default: the one registered for the catalog).
+        dry_run: say what would change; no wrap, no commit.
+        all_keks: re-wrap every KEK, also those the KMS reports as current (or cannot tell about).
+        max_attempts: commits refused by a concurrent writer are redone this many times in all.
+
+    Raises:
+        RewrapError: nothing was committed (the message says why).
+    """
+    from pyiceberg_crypto.verify.metastore import catalog_properties
+    from pyiceberg_crypto.verify.spark_job import registered_kms, split_table_name
+
+    catalog, database, name = split_table_name(spark, table)
+    full_name = f"{catalog}.{database}.{name}"
+    if kms is None:
+        kms = registered_kms(catalog_properties(spark, catalog), catalog)
+    jvm = spark.sparkContext._jvm
+    try:
+        ops = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, full_name).operations()
+    except Exception as exc:
+        raise RewrapError(f"cannot load {full_name} as an Iceberg table: {_java_line(exc)}") from None
+    result = RewrapResult(full_name, dry_run)
+    for attempt in range(1, max_attempts + 1):
+        result.attempts = attempt
+        base = ops.refresh()
+        plan, unchanged = _plan(jvm, base, kms, dry_run, all_keks)
+        result.changes = [change for change, _ in plan]
+        result.unchanged = unchanged
+        result.metadata_location = base.metadataFileLocation()
+        if dry_run or not plan:
+            return result
+        builder = jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
+        for change, new_key in plan:
+            builder.removeEncryptionKey(change.key_id)
+            builder.addEncryptionKey(new_key)
+        try:
+            ops.commit(base, builder.build())
+        except Exception as exc:
+            kind = _java_class(exc)
+            if kind.endswith("CommitFailedException") and attempt < max_attempts:
+                continue  # a concurrent commit won: re-read the table and redo
+            if kind.endswith("CommitStateUnknownException"):
+                raise RewrapError(f"the commit of {full_name} may or may not have happened ({_java_line(exc)}): "
+                                  "check `pyiceberg-crypto keys list` before retrying") from None
+            raise RewrapError(f"the re-wrap of {full_name} was not committed: {_java_line(exc)}") from None
+        result.committed = True
+        result.metadata_location = ops.refresh().metadataFileLocation()
+        spark.sql(f"REFRESH TABLE {full_name}")
+        return result
+    raise RewrapError(f"the re-wrap of {full_name} was refused {max_attempts} times by concurrent commits")
+
+
+def _plan(jvm, base, kms, dry_run: bool, all_keks: bool):
+    """[(change, new BaseEncryptedKey)] for the KEKs to re-wrap (all KMS calls happen here)."""
+    table_key_id = base.properties().get("encryption.key-id")
+    if not table_key_id:
+        raise RewrapError("the table has no encryption.key-id: it is not encrypted")
+    plan, unchanged = [], []
+    current = _ask(kms.current_key_version, table_key_id, what="current_key_version")
+    for key in list(base.encryptionKeys()):
+        if key.encryptedById() != table_key_id:
+            continue  # manifest-list key metadata, sealed by a KEK: stays as it is
+        key_id = key.keyId()
+        wrapped = bytes(jvm.org.apache.iceberg.util.ByteBuffers.toByteArray(key.encryptedKeyMetadata()))
+        version = _ask(kms.key_version, wrapped, table_key_id, what=f"key_version of KEK {key_id!r}")
+        if not all_keks and (version is None or current is None or version == current):
+            unchanged.append(key_id)
+            continue
+        change = RewrapChange(key_id, table_key_id, version, current)
+        if dry_run:
+            plan.append((change, None))
+            continue
+        kek = _ask(kms.unwrap_key, wrapped, table_key_id, what=f"unwrap of KEK {key_id!r}")
+        rewrapped = _ask(kms.wrap_key, kek, table_key_id, what=f"wrap of KEK {key_id!r}")
+        if bytes(_ask(kms.unwrap_key, rewrapped, table_key_id, what=f"check of KEK {key_id!r}")) != bytes(kek):
+            raise RewrapError(f"the KMS did not give back KEK {key_id!r} from its new wrapping: nothing committed")
+        change.new_version = _ask(kms.key_version, rewrapped, table_key_id, what="key_version") or current
+        buffer = jvm.java.nio.ByteBuffer.wrap(bytearray(rewrapped))
+        new_key = jvm.org.apache.iceberg.encryption.BaseEncryptedKey(key_id, buffer, table_key_id, key.properties())
+        plan.append((change, new_key))
+    return plan, unchanged
+
+
+def _ask(call, *args, what: str):
+    try:
+        return call(*args)
+    except Exception as exc:
+        raise RewrapError(f"the KMS failed ({what}): {exception_line(exc)}; nothing was committed") from None
+
+
+def _java_class(exc: Exception) -> str:
+    java = getattr(exc, "java_exception", None)
+    return java.getClass().getName() if java is not None else type(exc).__name__
+
+
+def _java_line(exc: Exception) -> str:
+    text = str(getattr(exc, "java_exception", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,300 @@
+"""The fuzzing harness (issue 15, item 5): one real encrypted table, a scratch copy that can be
+re-encrypted and re-chained at will, and the bounds every case runs under.
+
+    table = FuzzTable.build(source_metadata_location, master_keys, scratch_dir)
+    with table.variant(manifests={path: records}) as metadata_json:   # re-encrypted, re-chained
+        report = verify_metadata(metadata_json, table.kms(), all_snapshots=True)
+    outcome = bounded(lambda: verify_metadata(...))                   # time + memory bound
+
+The scratch copy is the Spark-written table copied into a temporary directory with every path
+rewritten (manifest lists, manifests, metadata.json) and every manifest and manifest list
+re-encrypted under its own key and AAD prefix, the manifest-list keys sealed again with the KEK
+the KMS unwraps: it verifies OK like the original. A *variant* changes records of a manifest or
+a manifest list, re-encrypts what changed into new files (new names) and re-chains what
+authenticates them (the list entry's ``manifest_length`` and key metadata file length, the
+sealed manifest-list key in ``encryption-keys``, a new metadata.json), so the crypto passes and
+the parser and the checks are what is tested. The shared table is never modified.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import copy
+import io
+import json
+import os
+import shutil
+import threading
+import time
+import tracemalloc
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import fastavro
+
+from pyiceberg_crypto.formats import ags1
+from pyiceberg_crypto.formats.envelope import encrypt_manifest_list_key_metadata
+from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
+from pyiceberg_crypto.io import LocalFileIO, local_path
+from pyiceberg_crypto.kms import InMemoryKms
+from pyiceberg_crypto.verify.checks import FileTask
+from pyiceberg_crypto.verify.keys import TableKeys
+from pyiceberg_crypto.verify.metadata import TableMetadata
+from pyiceberg_crypto.verify.plan import read_avro
+from pyiceberg_crypto.verify.report import MANIFEST, MANIFEST_LIST
+
+#: Every case must end within this many seconds of wall time (a hang detector, not a speed goal).
+TIME_BOUND_SECONDS = float(os.environ.get("PYICEBERG_CRYPTO_FUZZ_SECONDS", "10"))
+#: ... and allocate at most this much Python memory at its peak (tracemalloc).
+MEMORY_BOUND_BYTES = int(os.environ.get("PYICEBERG_CRYPTO_FUZZ_MIB", "256")) * 1024 * 1024
+
+
+# --- bounds -----------------------------------------------------------------------------------
+
+
+class BoundExceeded(AssertionError):
+    """A case ran longer than the time bound or allocated more than the memory bound."""
+
+
+_TRACE_LOCK = threading.Lock()
+
+
+def bounded(function: Callable[[], Any], *, seconds: float = TIME_BOUND_SECONDS,
+            max_bytes: int = MEMORY_BOUND_BYTES) -> Any:
+    """``function()`` in a watchdog thread under tracemalloc: its result, or its exception
+    re-raised; BoundExceeded if it is still running after ``seconds`` (the thread is left behind,
+    a daemon) or its peak traced allocation exceeds ``max_bytes``."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = function()
+        except BaseException as exc:  # re-raised in the caller's thread
+            outcome["error"] = exc
+
+    with _TRACE_LOCK:
+        started_tracing = not tracemalloc.is_tracing()
+        if started_tracing:
+            tracemalloc.start()
+        tracemalloc.reset_peak()
+        started = time.monotonic()
+        thread = threading.Thread(target=run, name="fuzz-case", daemon=True)
+        thread.start()
+        thread.join(seconds)
+        elapsed = time.monotonic() - started
+        _, peak = tracemalloc.get_traced_memory()
+        if started_tracing:
+            tracemalloc.stop()
+    if thread.is_alive():
+        raise BoundExceeded(f"the case is still running after {seconds:g} s (a hang?)")
+    if peak > max_bytes:
+        raise BoundExceeded(f"the case allocated {peak / 2**20:.1f} MiB at its peak (bound {max_bytes / 2**20:g} MiB)")
+    if "error" in outcome:
+        raise outcome["error"]
+    outcome["seconds"] = elapsed
+    return outcome["value"]
+
+
+# --- paths ------------------------------------------------------------------------------------
+
+
+def same_file(a: Any, b: Any) -> bool:
+    """Do two path strings name the same local file (``file:/x``, ``file:///x``, ``/x``, ``/x/./y``)?"""
+    if not isinstance(a, str) or not isinstance(b, str):
+        return a == b
+    if a == b:
+        return True
+    try:
+        return os.path.realpath(local_path(a)) == os.path.realpath(local_path(b))
+    except (ValueError, OSError):  # NUL bytes, unencodable text
+        return False
+
+
+def same_key_metadata(a: Any, b: Any) -> bool:
+    """Equal bytes, or two encodings that parse to the same key, AAD prefix and length."""
+    if a == b:
+        return True
+    if not isinstance(a, (bytes, bytearray)) or not isinstance(b, (bytes, bytearray)):
+        return False
+    try:
+        return StandardKeyMetadata.parse(a) == StandardKeyMetadata.parse(b)
+    except ValueError:
+        return False
+
+
+def rewrite_strings(value: Any, old: str, new: str) -> Any:
+    """``value`` with every string that starts with ``old`` re-rooted at ``new`` (dicts, lists)."""
+    if isinstance(value, str):
+        return new + value[len(old):] if value.startswith(old) else value
+    if isinstance(value, dict):
+        return {k: rewrite_strings(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rewrite_strings(v, old, new) for v in value]
+    return value
+
+
+# --- Avro files of the table --------------------------------------------------------------------
+
+
+@dataclass
+class AvroFile:
+    """A decrypted manifest or manifest list: what is needed to write it again."""
+
+    path: str
+    key: StandardKeyMetadata
+    schema: dict
+    codec: str
+    metadata: dict[str, str]
+    records: list[dict]
+
+    @classmethod
+    def read(cls, path: str, kind: str, key: StandardKeyMetadata) -> AvroFile:
+        task = FileTask(path, kind, "AVRO", key_metadata=key.serialize(), expected_size=key.file_length)
+        finding, _ = read_avro(task, LocalFileIO())
+        assert finding.ok, finding
+        plaintext = ags1.decrypt_bytes(Path(local_path(path)).read_bytes(), key.encryption_key,
+                                       key.aad_prefix or b"", file_length=key.file_length)
+        reader = fastavro.reader(io.BytesIO(plaintext))
+        records = list(reader)
+        header = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in reader.metadata.items()}
+        schema = json.loads(header["avro.schema"])
+        user = {k: v for k, v in header.items() if not k.startswith("avro.")}
+        return cls(path, key, schema, header.get("avro.codec", "null"), user, records)
+
+    def encode(self, records: list[dict]) -> bytes:
+        """The Avro container bytes of ``records`` with this file's schema, codec and metadata."""
+        out = io.BytesIO()
+        fastavro.writer(out, fastavro.parse_schema(copy.deepcopy(self.schema)), records, codec=self.codec,
+                        metadata=dict(self.metadata))
+        return out.getvalue()
+
+    def write_encrypted(self, path: str, records: list[dict]) -> StandardKeyMetadata:
+        """Encrypt ``records`` under this file's key and AAD prefix to ``path``; its new key metadata."""
+        data = ags1.encrypt_bytes(self.encode(records), self.key.encryption_key, self.key.aad_prefix or b"")
+        Path(local_path(path)).write_bytes(data)
+        return self.key.with_file_length(len(data))
+
+
+@dataclass
+class FuzzTable:
+    """The scratch copy of a Spark-written table (see the module docstring)."""
+
+    root: Path  # the scratch table directory
+    location: str  # its location URI (the metadata.json's ``location``)
+    master_keys: dict[str, bytes]
+    doc: dict  # the scratch metadata.json
+    metadata_location: str  # the scratch base metadata.json (verifies OK)
+    lists: dict[int, AvroFile]  # snapshot id -> manifest list
+    manifests: dict[str, AvroFile]  # path -> manifest
+    data_keys: dict[str, StandardKeyMetadata]  # data / delete file path -> key metadata
+    keks: dict[str, bytes] = field(repr=False, default_factory=dict)
+
+    def kms(self) -> InMemoryKms:
+        return InMemoryKms(self.master_keys)
+
+    # -- building the scratch copy ---------------------------------------------------------------
+
+    @classmethod
+    def build(cls, source_metadata_location: str, master_keys: dict[str, bytes], scratch: Path) -> FuzzTable:
+        source_doc = json.loads(Path(local_path(source_metadata_location)).read_bytes())
+        source_location = source_doc["location"]
+        root = scratch / Path(local_path(source_location)).name
+        shutil.copytree(local_path(source_location), root)
+        location = f"file:{root}"
+        meta = TableMetadata.parse(json.dumps(source_doc), source_metadata_location)
+        keys = TableKeys(meta, InMemoryKms(master_keys))
+        keks = {e.key_id: keys.kek(e.key_id) for e in keys.kek_entries()}
+        doc = rewrite_strings(source_doc, source_location, location)
+        table = cls(root, location, dict(master_keys), doc, "", {}, {}, {}, keks)
+        manifests: dict[str, str] = {}  # source manifest path -> its key metadata (bytes)
+        for snapshot in meta.snapshots.values():
+            source_list = AvroFile.read(snapshot.manifest_list, MANIFEST_LIST, keys.manifest_list_key(snapshot))
+            for record in source_list.records:
+                if record["manifest_path"] not in table.manifests:
+                    manifest = AvroFile.read(record["manifest_path"], MANIFEST,
+                                             StandardKeyMetadata.parse(record["key_metadata"]))
+                    new_path = rewrite_strings(manifest.path, source_location, location)
+                    manifest.records = rewrite_strings(manifest.records, source_location, location)
+                    manifest.path = new_path
+                    manifest.key = manifest.write_encrypted(new_path, manifest.records)
+                    table.manifests[record["manifest_path"]] = manifest
+                    for entry in manifest.records:
+                        data_file = entry["data_file"]
+                        table.data_keys[data_file["file_path"]] = StandardKeyMetadata.parse(data_file["key_metadata"])
+            records = rewrite_strings(source_list.records, source_location, location)
+            for record, source_record in zip(records, source_list.records):
+                manifest = table.manifests[source_record["manifest_path"]]
+                record["manifest_length"] = manifest.key.file_length
+                record["key_metadata"] = manifest.key.serialize()
+            source_list.path = rewrite_strings(source_list.path, source_location, location)
+            source_list.records = records
+            source_list.key = source_list.write_encrypted(source_list.path, records)
+            table._seal(doc, snapshot.snapshot_id, source_list.path, source_list.key)
+            table.lists[snapshot.snapshot_id] = source_list
+        del manifests
+        table.manifests = {m.path: m for m in table.manifests.values()}
+        table.doc = doc
+        table.metadata_location = table.write_metadata(doc, "base")
+        return table
+
+    def _seal(self, doc: dict, snapshot_id: int, list_path: str, list_key: StandardKeyMetadata) -> None:
+        """Point ``snapshot_id`` at ``list_path`` and seal ``list_key`` into its encryption-keys entry."""
+        snapshot = next(s for s in doc["snapshots"] if s["snapshot-id"] == snapshot_id)
+        snapshot["manifest-list"] = list_path
+        sealed = next(k for k in doc["encryption-keys"] if k["key-id"] == snapshot["key-id"])
+        kek_entry = next(k for k in doc["encryption-keys"] if k["key-id"] == sealed["encrypted-by-id"])
+        envelope = encrypt_manifest_list_key_metadata(self.keks[kek_entry["key-id"]], list_key.serialize(),
+                                                      kek_entry["properties"]["KEY_TIMESTAMP"])
+        sealed["encrypted-key-metadata"] = base64.b64encode(envelope).decode("ascii")
+
+    def write_metadata(self, doc: dict | str | bytes, tag: str) -> str:
+        """A metadata.json (a document, or raw text) under the scratch table's metadata/ directory."""
+        path = self.root / "metadata" / f"99999-fuzz-{tag}-{uuid.uuid4().hex[:12]}.metadata.json"
+        raw = doc if isinstance(doc, (str, bytes)) else json.dumps(doc)
+        path.write_bytes(raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw)
+        return f"file:{path}"
+
+    def new_path(self, stem: str) -> str:
+        return f"{self.location}/metadata/{stem}-fuzz-{uuid.uuid4().hex[:12]}.avro"
+
+    # -- variants --------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def variant(self, *, manifests: dict[str, list[dict]] | None = None,
+                lists: dict[int, list[dict]] | None = None) -> Iterator[str]:
+        """A metadata.json whose chain holds ``manifests`` (path -> new records) and ``lists``
+        (snapshot id -> new manifest-list records), each re-encrypted into a new file and re-chained;
+        every file it created is removed afterwards."""
+        created: list[str] = []
+        doc = copy.deepcopy(self.doc)
+        try:
+            replaced: dict[str, tuple[str, StandardKeyMetadata]] = {}
+            for path, records in (manifests or {}).items():
+                new = self.new_path("m")
+                created.append(new)
+                replaced[path] = (new, self.manifests[path].write_encrypted(new, records))
+            for snapshot_id, manifest_list in self.lists.items():
+                records = copy.deepcopy(lists[snapshot_id]) if lists and snapshot_id in lists else None
+                if records is None:
+                    if not any(r["manifest_path"] in replaced for r in manifest_list.records):
+                        continue
+                    records = copy.deepcopy(manifest_list.records)
+                    for record in records:
+                        if record["manifest_path"] in replaced:
+                            new, key = replaced[record["manifest_path"]]
+                            record["manifest_path"], record["manifest_length"] = new, key.file_length
+                            record["key_metadata"] = key.serialize()
+                new = self.new_path("snap")
+                created.append(new)
+                self._seal(doc, snapshot_id, new, manifest_list.write_encrypted(new, records))
+            location = self.write_metadata(doc, "variant")
+            created.append(location)
+            yield location
+        finally:
+            for path in created:
+                with contextlib.suppress(OSError):
+                    os.unlink(local_path(path))
