@@ -1,8 +1,9 @@
 """Section 6, incremental verification: ``--since`` the previous snapshot vs the whole current snapshot.
 
-An encrypted table is built by C commits of F small data files each (full: 100 x 100 = 10,000
+Two encrypted tables are built by C commits of F small data files each (full: 100 x 100 = 10,000
 files; each commit one INSERT whose 2 Spark tasks roll to a new ~4 KB file every 1,000 rows, see
-:func:`bench.workloads.insert_rolled_files`), then one more commit of 10 files. Then, taking turns
+:func:`bench.workloads.insert_rolled_files`), then one more commit of 10 files: one with Iceberg's
+defaults (manifests merged, see :data:`VARIANTS`), one with a manifest per commit. Then, taking turns
 in each repeat (one untimed warm-up round first):
 
 * ``verify_metadata(metadata_json, kms)``: the whole current snapshot, local walk (reference);
@@ -50,15 +51,27 @@ def _data_files(ctx: Context, table: str) -> set[str]:
     return {row[0] for row in ctx.spark.sql(f"SELECT file_path FROM {table}.data_files").collect()}
 
 
-def _build(ctx: Context) -> tuple[str, int, int, set[str]]:
+#: The two tables: Iceberg's defaults (a fast append merges the table's manifests into one once
+#: there are ``commit.manifest.min-count-to-merge`` = 100 of them, so the 100th commit leaves one
+#: manifest of 10,000 files), and manifest merging off (one manifest per commit: 101 in the end,
+#: of which ``since`` skips 100 by sequence number). name -> (label, extra table properties)
+VARIANTS = {
+    "merged": ("Iceberg defaults (manifests merged)", {}),
+    "per_commit": ("one manifest per commit (`commit.manifest-merge.enabled=false`)",
+                   {"commit.manifest-merge.enabled": "false"}),
+}
+
+
+def _build(ctx: Context, variant: str) -> tuple[str, int, int, set[str]]:
     """The table, the previous and the new snapshot id, and the paths ``since`` must report."""
     sizes = ctx.sizes
-    table = create_table(ctx, "incremental", FILES_COLUMNS, properties=ROLLED_PROPERTIES)
+    table = create_table(ctx, f"incremental_{variant}", FILES_COLUMNS,
+                         properties={**ROLLED_PROPERTIES, **VARIANTS[variant][1]})
     start = time.perf_counter()
     for commit in range(sizes.incremental_commits):
         insert_rolled_files(ctx, table, sizes.incremental_files_per_commit)
         if (commit + 1) % 10 == 0:
-            ctx.log(f"incremental: {commit + 1} of {sizes.incremental_commits} commits "
+            ctx.log(f"incremental ({variant}): {commit + 1} of {sizes.incremental_commits} commits "
                     f"({time.perf_counter() - start:.0f} s)")
     expected_before = sizes.incremental_commits * sizes.incremental_files_per_commit
     before = _data_files(ctx, table)
@@ -103,14 +116,15 @@ def _check_full(report, files: int, what: str) -> None:
         raise RuntimeError(f"{what}: mode {report.mode!r}, ok={report.ok}, {data} data files (expected {files})")
 
 
-def run(ctx: Context) -> Section:
+def _measure(ctx: Context, variant: str) -> tuple[dict[str, list[float]], dict[str, str], int]:
+    """Seconds per contender, a note per contender, and the number of data files of the table."""
     from pyiceberg_crypto.kms import InMemoryKms
     from pyiceberg_crypto.verify import verify_metadata, verify_table
 
     sizes = ctx.sizes
-    ctx.log(f"incremental: building a table of {sizes.incremental_commits} commits x "
+    ctx.log(f"incremental ({variant}): building a table of {sizes.incremental_commits} commits x "
             f"{sizes.incremental_files_per_commit} files + 1 commit of {sizes.incremental_new_files}")
-    table, previous, new, expected = _build(ctx)
+    table, previous, new, expected = _build(ctx, variant)
     metadata_json = current_metadata_json(ctx, table)
     spark = ctx.spark
     kms = InMemoryKms(ctx.master_keys)
@@ -127,10 +141,10 @@ def run(ctx: Context) -> Section:
         return run_once
 
     def since_check(report, name):
-        _check_since(report, expected, sizes.incremental_new_files, name)
+        _check_since(report, expected, sizes.incremental_new_files, f"{variant}, {name}")
 
     def full_check(report, name):
-        _check_full(report, total_files, name)
+        _check_full(report, total_files, f"{variant}, {name}")
 
     contenders = {
         "full_local": checked("full_local", lambda: verify_metadata(metadata_json, kms), full_check),
@@ -140,7 +154,8 @@ def run(ctx: Context) -> Section:
         "since_spark": checked("since_spark", lambda: verify_table(spark, table, since_snapshot_id=previous),
                                since_check),
     }
-    ctx.log("incremental: timing since vs full (local walk, Spark job)")
+    ctx.log(f"incremental ({variant}): timing since vs full (local walk, Spark job); "
+            f"previous snapshot {previous}, new {new}")
     seconds = time_interleaved(contenders, sizes.incremental_repeats)
 
     def note(name: str) -> str:
@@ -156,26 +171,37 @@ def run(ctx: Context) -> Section:
         share = statistics.median(100 * p / s for p, s in zip(timed, seconds[name]))
         return f"{statistics.median(seconds[name]):.3g} s; {counts}{skipped}; driver {share:.0f} %"
 
+    return seconds, {name: note(name) for name in contenders}, total_files
+
+
+def run(ctx: Context) -> Section:
+    sizes = ctx.sizes
+    measured = {variant: _measure(ctx, variant) for variant in VARIANTS}
+    total_files = next(iter(measured.values()))[2]
     section = Section(
         TITLE,
-        f"An encrypted table built by {sizes.incremental_commits} commits of {sizes.incremental_files_per_commit} "
-        f"data files (~4 KB, 1,000 rows each), then one commit of {sizes.incremental_new_files} files "
-        f"({total_files:,} data files in all). Contenders take turns in each of {sizes.incremental_repeats} repeats "
-        "after one untimed round. Reference: the full verification of the current snapshot; `since`: "
-        "`since_snapshot_id` = the snapshot before the last commit. Local walk: `verify_metadata(metadata_json, "
-        "kms[, since_snapshot_id=...])` in this process; Spark job: `verify_table(spark, table[, "
-        "since_snapshot_id=...])` in the shared `local[2]` session. runs/s = 1 / wall seconds, so a ratio is how "
-        "many times faster (goal: since >= 50x faster than full). Every `since` report was checked to list "
-        "exactly the new data files, the manifest(s) the last commit added and its manifest list, all OK. "
-        "Notes: median seconds; files in the (last) report by kind; manifests / entries the plan skipped; "
-        "driver share = median of `timings[\"plan\"]` / wall time.",
+        f"Two encrypted tables, each built by {sizes.incremental_commits} commits of "
+        f"{sizes.incremental_files_per_commit} data files (~4 KB, 1,000 rows each), then one commit of "
+        f"{sizes.incremental_new_files} files ({total_files:,} data files in all): one with Iceberg's defaults "
+        "(the fast append merges the manifests once there are 100 of them: 2 manifests in the end), one with "
+        "`commit.manifest-merge.enabled=false` (one manifest per commit). Contenders take turns in each of "
+        f"{sizes.incremental_repeats} repeats after one untimed round. Reference: the full verification of the "
+        "current snapshot; `since`: `since_snapshot_id` = the snapshot before the last commit. Local walk: "
+        "`verify_metadata(metadata_json, kms[, since_snapshot_id=...])` in this process; Spark job: "
+        "`verify_table(spark, table[, since_snapshot_id=...])` in the shared `local[2]` session. runs/s = 1 / "
+        "wall seconds, so a ratio is how many times faster (goal: since >= 50x faster than full). Every `since` "
+        "report was checked to list exactly the new data files, the manifest(s) the last commit added and its "
+        "manifest list, all OK. Notes: median seconds; files in the (last) report by kind; manifests / entries "
+        "the plan skipped; driver share = median of `timings[\"plan\"]` / wall time.",
     )
-    for where, label in (("local", "local walk `verify_metadata`"), ("spark", "Spark job `verify_table` (local[2])")):
-        full_key, since_key = f"full_{where}", f"since_{where}"
-        section.rows.append(Row("incremental", full_key, f"full verification, current snapshot: {label}", "runs/s",
-                                [1 / s for s in seconds[full_key]], note=note(full_key), short="full verification"))
-        section.rows.append(Row("incremental", since_key, f"since the previous snapshot: {label}", "runs/s",
-                                [1 / s for s in seconds[since_key]], refs=(full_key,), note=note(since_key),
-                                headline=True))
-    ctx.log(f"incremental: previous snapshot {previous}, new {new}")
+    for variant, (seconds, notes, _) in measured.items():
+        label = VARIANTS[variant][0]
+        for where, how in (("local", "local walk `verify_metadata`"), ("spark", "Spark job `verify_table` (local[2])")):
+            full_key, since_key = f"full_{where}_{variant}", f"since_{where}_{variant}"
+            section.rows.append(Row("incremental", full_key, f"{label}: full verification, current snapshot: {how}",
+                                    "runs/s", [1 / s for s in seconds[f"full_{where}"]], note=notes[f"full_{where}"],
+                                    short="full verification"))
+            section.rows.append(Row("incremental", since_key, f"{label}: since the previous snapshot: {how}",
+                                    "runs/s", [1 / s for s in seconds[f"since_{where}"]], refs=(full_key,),
+                                    note=notes[f"since_{where}"], headline=True))
     return section

@@ -129,7 +129,7 @@ def _plan(jvm, base, kms, dry_run: bool, all_keks: bool):
         if dry_run:
             plan.append((change, None))
             continue
-        kek = _ask(kms.unwrap_key, wrapped, table_key_id, what=f"unwrap of KEK {key_id!r}")
+        kek = _ask(kms.unwrap_key_version, wrapped, table_key_id, version, what=f"unwrap of KEK {key_id!r}")
         rewrapped = _ask(kms.wrap_key, kek, table_key_id, what=f"wrap of KEK {key_id!r}")
         if bytes(_ask(kms.unwrap_key, rewrapped, table_key_id, what=f"check of KEK {key_id!r}")) != bytes(kek):
             raise RewrapError(f"the KMS did not give back KEK {key_id!r} from its new wrapping: nothing committed")

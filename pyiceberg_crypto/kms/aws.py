@@ -167,6 +167,12 @@ class AwsKms(KeyManagementClient):
         response = self._call("Decrypt", wrapping_key_id, CiphertextBlob=bytes(wrapped), **self._crypto_parameters())
         return response.get("KeyId")
 
+    def unwrap_key_version(self, wrapped: bytes, wrapping_key_id: str, version: str | None) -> bytes:
+        """After an alias moved to another KMS key, unwrap with the key that made the blob (its ARN)."""
+        if version and version.startswith("arn:") and ":key/" in version:
+            return self.unwrap_key(wrapped, version)
+        return self.unwrap_key(wrapped, wrapping_key_id)
+
     def current_key_version(self, wrapping_key_id: str) -> str | None:
         """The ARN ``wrapping_key_id`` (an alias, say) names now: Encrypt uses that key."""
         return self._key_arn(wrapping_key_id, refresh=True)

@@ -68,6 +68,11 @@ class KeyManagementClient(abc.ABC):
         """The version :meth:`wrap_key` uses for ``wrapping_key_id`` now (None: cannot tell)."""
         return None
 
+    def unwrap_key_version(self, wrapped: bytes, wrapping_key_id: str, version: str | None) -> bytes:
+        """Unwrap a key that ``version`` (from :meth:`key_version`) of the master key wrapped: how a
+        re-wrap reads a KEK after the key id moved on. Default: :meth:`unwrap_key`."""
+        return self.unwrap_key(wrapped, wrapping_key_id)
+
     def supports_key_generation(self) -> bool:
         """True if :meth:`generate_key` is implemented (the KMS creates keys itself)."""
         return False

@@ -113,7 +113,7 @@ def check_and_decrypt(task: FileTask, file_io: FileIO) -> tuple[FileFinding, byt
 def _verify(task: FileTask, file_io: FileIO, keep_plaintext: bool) -> tuple[FileFinding, bytes | None]:
     try:
         size = file_io.size(task.path)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte or unencodable text in the path
         return _storage_failure(task, exc, "stat"), None
     try:
         with file_io.open(task.path) as handle:
@@ -124,7 +124,7 @@ def _verify(task: FileTask, file_io: FileIO, keep_plaintext: bool) -> tuple[File
     return finding, plaintext
 
 
-def _storage_failure(task: FileTask, exc: OSError, action: str, size: int | None = None) -> FileFinding:
+def _storage_failure(task: FileTask, exc: OSError | ValueError, action: str, size: int | None = None) -> FileFinding:
     """The finding for a file storage would not ``stat`` / ``read``: MISSING, or UNVERIFIABLE."""
     if isinstance(exc, FileNotFoundError):
         return finding_for(task, MISSING, "referenced by the table but not found in storage")

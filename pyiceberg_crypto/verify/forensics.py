@@ -169,6 +169,6 @@ def find_origin(task: FileTask, file_io: FileIO, candidates: list[FileTask]) -> 
             for other in candidates:
                 if authenticates_as(handle, size, other):
                     return other.path
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a path no file system can hold
         return None
     return None

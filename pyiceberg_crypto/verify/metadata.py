@@ -110,11 +110,11 @@ class TableMetadata:
             properties = doc.get("properties") or {}
             if not isinstance(properties, dict):
                 raise TypeError("properties is not an object")
-            return cls(
+            meta = cls(
                 location=location,
                 table_location=_optional(doc, "location", str),
                 table_uuid=_optional(doc, "table-uuid", str),
-                format_version=int(doc["format-version"]),
+                format_version=_required(doc, "format-version", int),
                 properties={str(k): str(v) for k, v in properties.items()},
                 current_snapshot_id=_optional(doc, "current-snapshot-id", int),
                 snapshots={s.snapshot_id: s for s in map(_snapshot, _list(doc, "snapshots"))},
@@ -123,6 +123,13 @@ class TableMetadata:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise MetadataError(f"{location}: malformed table metadata ({type(exc).__name__}: {exc})") from None
+        if meta.current_snapshot_id not in (None, -1) and meta.current_snapshot_id not in meta.snapshots:
+            # Iceberg never writes this; verifying the other snapshots would report an edited table
+            # whose current snapshot was removed as OK (with --all-snapshots).
+            known = ", ".join(str(i) for i in sorted(meta.snapshots)) or "none"
+            raise MetadataError(f"{location}: current-snapshot-id {meta.current_snapshot_id} names no snapshot of the "
+                                f"table metadata (snapshots: {known})")
+        return meta
 
 
 def _list(doc: dict[str, Any], name: str) -> list[dict[str, Any]]:

@@ -167,8 +167,14 @@ def plan_verification(meta: TableMetadata, keys: TableKeys, scope: Scope, file_i
 
 
 def _refused(plan: Plan, task: FileTask) -> bool:
-    """Record an OUTSIDE_TABLE finding for a task the confinement rule refuses."""
-    reason = plan.confinement.refusal(task.path)
+    """Record an OUTSIDE_TABLE finding for a task the confinement rule refuses (UNVERIFIABLE for a
+    path no file system can hold: a NUL byte, a lone surrogate; never opened either)."""
+    try:
+        reason = plan.confinement.refusal(task.path)
+    except ValueError as exc:  # os.path raises ValueError / UnicodeEncodeError for such a path
+        _add_finding(plan.findings, finding_for(task, UNVERIFIABLE, f"its path is not a valid file name "
+                                                f"({type(exc).__name__}): not read"))
+        return True
     if reason is None:
         return False
     _add_finding(plan.findings, finding_for(task, OUTSIDE_TABLE, reason))

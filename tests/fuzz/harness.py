@@ -196,6 +196,12 @@ class FuzzTable:
     def kms(self) -> InMemoryKms:
         return InMemoryKms(self.master_keys)
 
+    def secrets(self) -> list[bytes]:
+        """Key material that must never appear in any output: master keys, KEKs, file keys."""
+        keys = [*self.master_keys.values(), *self.keks.values()]
+        keys += [f.key.encryption_key for f in (*self.lists.values(), *self.manifests.values())]
+        return keys + [k.encryption_key for k in self.data_keys.values()]
+
     # -- building the scratch copy ---------------------------------------------------------------
 
     @classmethod
@@ -210,7 +216,6 @@ class FuzzTable:
         keks = {e.key_id: keys.kek(e.key_id) for e in keys.kek_entries()}
         doc = rewrite_strings(source_doc, source_location, location)
         table = cls(root, location, dict(master_keys), doc, "", {}, {}, {}, keks)
-        manifests: dict[str, str] = {}  # source manifest path -> its key metadata (bytes)
         for snapshot in meta.snapshots.values():
             source_list = AvroFile.read(snapshot.manifest_list, MANIFEST_LIST, keys.manifest_list_key(snapshot))
             for record in source_list.records:
@@ -235,7 +240,6 @@ class FuzzTable:
             source_list.key = source_list.write_encrypted(source_list.path, records)
             table._seal(doc, snapshot.snapshot_id, source_list.path, source_list.key)
             table.lists[snapshot.snapshot_id] = source_list
-        del manifests
         table.manifests = {m.path: m for m in table.manifests.values()}
         table.doc = doc
         table.metadata_location = table.write_metadata(doc, "base")
@@ -298,3 +302,69 @@ class FuzzTable:
             for path in created:
                 with contextlib.suppress(OSError):
                     os.unlink(local_path(path))
+
+
+# --- running the verifier both ways -----------------------------------------------------------
+
+#: The CLI's KMS factory: the session's master keys (filled by the ``fuzz_table`` fixture).
+KMS = "tests.verify.kms_factory:session_kms"
+
+
+@dataclass
+class Outcome:
+    """What ``verify_metadata`` and ``pyiceberg-crypto verify --json`` made of one metadata.json."""
+
+    report: Any  # TableReport, or None when verify_metadata raised VerifyInputError
+    error: Exception | None
+    code: int
+    document: dict
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.report is not None and self.report.ok
+
+    def describe(self) -> str:
+        if self.report is None:
+            return f"VerifyInputError: {self.error}"
+        bad = [(c.name, c.status) for c in self.report.failed_checks()]
+        bad += [(f.kind, f.status, f.detail[:80]) for f in self.report.not_ok()]
+        return f"ok={self.report.ok} {bad[:6]}"
+
+
+def run_verifier(table: FuzzTable, metadata_location: str, *, all_snapshots: bool = True) -> Outcome:
+    """Both entry points on one metadata.json, each within the bounds; asserts what holds for every
+    input: no exception past the boundary (VerifyInputError is the API's usage error), exit 0/1/2,
+    exactly one JSON document on stdout, no traceback, no key bytes, and the two agree."""
+    import contextlib as _contextlib
+
+    from pyiceberg_crypto.cli.main import main
+    from pyiceberg_crypto.verify import VerifyInputError, verify_metadata
+
+    def api():
+        try:
+            return verify_metadata(metadata_location, table.kms(), all_snapshots=all_snapshots), None
+        except VerifyInputError as exc:
+            return None, exc
+
+    report, error = bounded(api)
+    if report is not None:
+        json.dumps(report.to_dict())  # the report serializes
+
+    def cli():
+        out, err = io.StringIO(), io.StringIO()
+        args = ["verify", metadata_location, "--kms", KMS, "--json"] + (["--all-snapshots"] if all_snapshots else [])
+        with _contextlib.redirect_stdout(out), _contextlib.redirect_stderr(err):
+            code = main(args)
+        return code, out.getvalue(), err.getvalue()
+
+    code, out, err = bounded(cli)
+    assert code in (0, 1, 2), code
+    assert "Traceback" not in out + err
+    document = json.loads(out)  # exactly one JSON document (raises on trailing data)
+    assert isinstance(document, dict) and document["ok"] is (code == 0)
+    for secret in table.secrets():
+        assert secret.hex() not in out + err and base64.b64encode(secret).decode() not in out + err
+    expected = 2 if report is None else (0 if report.ok else 1)
+    assert code == expected, (code, expected, error, err[-300:])
+    return Outcome(report, error, code, document, err)
