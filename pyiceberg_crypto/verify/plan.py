@@ -31,7 +31,7 @@ import fastavro
 
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.io.confinement import Confinement
-from pyiceberg_crypto.verify.checks import NO_KEY_METADATA, FileTask, check_and_decrypt, check_file, finding_for
+from pyiceberg_crypto.verify.checks import NO_KEY_METADATA, FileTask, check_and_decrypt, finding_for
 from pyiceberg_crypto.verify.keys import KeyLookupError, TableKeys
 from pyiceberg_crypto.verify.metadata import MetadataError, Snapshot, StatisticsFile, TableMetadata
 from pyiceberg_crypto.verify.report import (
@@ -45,6 +45,7 @@ from pyiceberg_crypto.verify.report import (
     PLAINTEXT,
     POSITION_DELETE,
     STATISTICS,
+    TAMPERED,
     UNVERIFIABLE,
     FileFinding,
 )
@@ -208,6 +209,7 @@ def _plan_snapshot(snapshot: Snapshot, keys: TableKeys, file_io: FileIO, plan: P
             plan.findings[path].snapshot_ids = sorted({*plan.findings[path].snapshot_ids, snapshot.snapshot_id})
             for file_path in plan.files_by_manifest.get(path, []):
                 plan.tasks[file_path].snapshot_ids.add(snapshot.snapshot_id)
+            _check_same_manifest(plan, path, record)
             continue
         task = FileTask(path, MANIFEST, "AVRO", key_metadata=_bytes(record.get("key_metadata")),
                         expected_size=record.get("manifest_length"), snapshot_ids={snapshot.snapshot_id})
@@ -243,15 +245,25 @@ def _add_entry(plan: Plan, entry: dict, snapshot_id: int) -> str | None:
     data_file = entry["data_file"]
     path = data_file["file_path"]
     key_metadata = _bytes(data_file.get("key_metadata"))
-    if path in plan.findings:  # refused (outside the table) for an earlier entry
-        plan.findings[path].snapshot_ids = sorted({*plan.findings[path].snapshot_ids, snapshot_id})
+    if path in plan.findings:  # refused (outside the table) for an earlier entry, or not a data file
+        finding = plan.findings[path]
+        finding.snapshot_ids = sorted({*finding.snapshot_ids, snapshot_id})
+        if finding.kind in (MANIFEST, MANIFEST_LIST):  # its bytes were checked as that, never as this entry's file
+            _conflict(finding, f"a manifest entry also names it as a {entry_kind(data_file)} file")
         return None
     existing = plan.tasks.get(path)
     if existing is not None:
         existing.entries += 1
         existing.snapshot_ids.add(snapshot_id)
-        if existing.key_metadata != key_metadata and existing.conflict is None:
-            existing.conflict = "two manifest entries give this file different key metadata"
+        record_count = data_file.get("record_count") if data_file.get("content", 0) == 0 else None
+        if existing.conflict is None:
+            if existing.key_metadata != key_metadata:
+                existing.conflict = "two manifest entries give this file different key metadata"
+            elif existing.expected_size != data_file.get("file_size_in_bytes"):
+                existing.conflict = (f"two manifest entries give this file different sizes ({existing.expected_size} "
+                                     f"and {data_file.get('file_size_in_bytes')} bytes)")
+            elif existing.kind != entry_kind(data_file) or existing.record_count != record_count:
+                existing.conflict = "two manifest entries describe this file differently (content or record count)"
         return path
     task = FileTask(
         path,
@@ -312,18 +324,39 @@ def statistics_task(stats: StatisticsFile) -> FileTask:
     return task
 
 
-def check_statistics_file(stats: StatisticsFile, file_io: FileIO) -> FileFinding:
-    """Verify one statistics file where the caller runs (tests, tools); the pipeline runs them as tasks."""
-    from pyiceberg_crypto.verify.forensics import explain_statistics
-
-    return explain_statistics(check_file(statistics_task(stats), file_io))
-
-
 def _add_finding(findings: dict[str, FileFinding], finding: FileFinding) -> None:
-    if finding.path in findings:
-        findings[finding.path].snapshot_ids = sorted({*findings[finding.path].snapshot_ids, *finding.snapshot_ids})
-    else:
+    """Record ``finding``; a file already found keeps one finding, the worse of the two (a path the
+    table uses twice, e.g. as two snapshots' manifest list, is OK only if it is OK both times)."""
+    known = findings.get(finding.path)
+    if known is None:
         findings[finding.path] = finding
+        return
+    known.snapshot_ids = sorted({*known.snapshot_ids, *finding.snapshot_ids})
+    if known.status == OK and finding.status != OK:
+        known.status, known.detail, known.location = finding.status, finding.detail, finding.location
+        if known.kind != finding.kind:
+            known.detail += f" (read as the {finding.kind} it is also named as)"
+
+
+def _conflict(finding: FileFinding, reason: str) -> None:
+    """Two references to one file disagree about it: TAMPERED (a finding already not OK keeps its status)."""
+    if finding.status == OK:
+        finding.status, finding.detail, finding.location = TAMPERED, reason, None
+    elif reason not in finding.detail:
+        finding.detail += f"; {reason}"
+
+
+def _check_same_manifest(plan: Plan, path: str, record: dict) -> None:
+    """A manifest list entry naming a file already read: it must be the same manifest, with the same
+    key metadata and length (else the entry's own manifest would go unread)."""
+    known = plan.manifest_tasks.get(path)
+    finding = plan.findings[path]
+    if known is None:
+        if finding.kind != MANIFEST:
+            _conflict(finding, f"a manifest list entry also names it as a manifest (it is a {finding.kind})")
+        return
+    if known.key_metadata != _bytes(record.get("key_metadata")) or known.expected_size != record.get("manifest_length"):
+        _conflict(finding, "two manifest list entries give this manifest different key metadata or lengths")
 
 
 def _bytes(value) -> bytes | None:

@@ -122,7 +122,7 @@ def same_key_metadata(a: Any, b: Any) -> bool:
         return False
     try:
         return StandardKeyMetadata.parse(a) == StandardKeyMetadata.parse(b)
-    except ValueError:
+    except Exception:  # KeyMetadataError (a FormatError)
         return False
 
 
@@ -140,9 +140,12 @@ def rewrite_strings(value: Any, old: str, new: str) -> Any:
 # --- Avro files of the table --------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(repr=False)
 class AvroFile:
     """A decrypted manifest or manifest list: what is needed to write it again."""
+
+    def __repr__(self) -> str:
+        return f"AvroFile({self.path!r}, {len(self.records)} records)"
 
     path: str
     key: StandardKeyMetadata
@@ -179,9 +182,12 @@ class AvroFile:
         return self.key.with_file_length(len(data))
 
 
-@dataclass
+@dataclass(repr=False)
 class FuzzTable:
     """The scratch copy of a Spark-written table (see the module docstring)."""
+
+    def __repr__(self) -> str:  # never shows keys (Hypothesis prints the arguments of a failure)
+        return f"FuzzTable({self.location!r})"
 
     root: Path  # the scratch table directory
     location: str  # its location URI (the metadata.json's ``location``)

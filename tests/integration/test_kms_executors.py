@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("kms_cluster_app.py")
 
-pytestmark = [pytest.mark.slow, pytest.mark.spine]  # spine: also run on Spark 3.5
+pytestmark = pytest.mark.slow  # Spark 3.5 runs the lighter executor test (test_readme_and_cluster) instead
 
 
 @pytest.fixture(scope="module")

@@ -66,6 +66,7 @@ CLUSTER_JOB = textwrap.dedent(
 
 
 @pytest.mark.slow
+@pytest.mark.spine  # the executors' KMS path on Spark 3.5 too (the full scenario app runs on 4.1)
 def test_write_and_read_with_executors_in_separate_jvms(tmp_path):
     """local-cluster executors are separate JVMs without the Python registry: Iceberg writes and
     reads data files there with per-file keys carried in the task, while KMS calls stay on the driver."""
