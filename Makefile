@@ -25,7 +25,7 @@ export PYICEBERG_CRYPTO_JARS := $(CURDIR)/$(RUNTIME_JARS)
 PYTEST_ARGS ?=
 
 .PHONY: setup setup-spark3.5 venv venv-spark3.5 jars runtime-jars demo test test-fast test-spark3.5 \
-	bench bench-quick dist clean
+	bench bench-quick dist clean fuzz
 
 setup: venv jars runtime-jars
 
@@ -79,6 +79,14 @@ test: setup setup-spark3.5
 
 test-fast: setup
 	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
+
+# The fuzzing harness's long run (tests/fuzz, README "Security design"): random, thousands of
+# examples per property (FUZZ_EXAMPLES), failures kept in .cache/hypothesis. `make test` runs the
+# same properties with a short, derandomized profile.
+FUZZ_EXAMPLES ?= 2000
+fuzz: setup
+	PYICEBERG_CRYPTO_FUZZ=1 PYICEBERG_CRYPTO_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/fuzz -p no:cacheprovider \
+		--hypothesis-show-statistics $(PYTEST_ARGS)
 
 test-spark3.5: setup-spark3.5
 	$(PY35) -m pytest -m spine -p no:cacheprovider $(PYTEST_ARGS)

@@ -137,17 +137,20 @@ def authenticates_as(handle: BinaryIO, size: int, other: FileTask) -> bool:
             ParquetFileReader(handle, ParquetKeys(footer_key=key.encryption_key, aad_prefix=key.aad_prefix),
                               name=other.path, expected_size=trusted)
             return True
-        return _first_block_authenticates(handle, key)
+        return _first_block_authenticates(handle, key, size)
     except (IntegrityError, FormatError):
         return False
 
 
-def _first_block_authenticates(handle: BinaryIO, key: StandardKeyMetadata) -> bool:
+def _first_block_authenticates(handle: BinaryIO, key: StandardKeyMetadata, size: int) -> bool:
     header = handle.read(ags1.HEADER_LENGTH)
     if len(header) < ags1.HEADER_LENGTH or header[:4] != AGS1_MAGIC:
         return False
     block_size = ags1.parse_header(header)
-    block = handle.read(block_size + ags1.BLOCK_OVERHEAD)
+    if block_size != ags1.DEFAULT_BLOCK_SIZE:  # not a file Iceberg wrote (checks.py reports it TAMPERED)
+        return False
+    # never more than the file holds: the header's block length is not authenticated
+    block = handle.read(min(block_size + ags1.BLOCK_OVERHEAD, max(size - ags1.HEADER_LENGTH, 0)))
     if len(block) < ags1.BLOCK_OVERHEAD:
         return False
     aad = ags1.block_aad(key.aad_prefix or b"", 0)

@@ -16,6 +16,9 @@ current one, and the recorded metadata.json unchanged if it is still the current
 
 The ledger is only as trustworthy as where it is kept: keep it where the verifier can write and
 the table's writers and storage administrators cannot (the verifier's own volume or bucket).
+Run one verifier per ledger at a time: two concurrent runs each write their own OK state, and the
+later write wins (the ledger may then point at the older of the two: more work next time, never
+less checking).
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ import tempfile
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
+from pyiceberg_crypto.io import open_regular_file
 from pyiceberg_crypto.verify.metadata import TableMetadata
 from pyiceberg_crypto.verify.report import DIVERGED, OK, TableCheck
 
 LEDGER_FORMAT = "pyiceberg-crypto-ledger"
 LEDGER_VERSION = 1
 HISTORY_KEPT = 50  # earlier entries kept in the file for audit (the newest is ``last``)
+MAX_LEDGER_BYTES = 1 << 20
 
 
 class LedgerError(Exception):
@@ -85,8 +90,10 @@ class Ledger:
     def load(cls, path: str | os.PathLike) -> Ledger:
         path = os.fspath(path)
         try:
-            with open(path, "rb") as handle:
-                raw = handle.read(1 << 20)
+            with open_regular_file(path) as handle:  # a FIFO or device in its place is refused, not waited on
+                raw = handle.read(MAX_LEDGER_BYTES + 1)
+            if len(raw) > MAX_LEDGER_BYTES:
+                raise LedgerError(f"ledger {path} is larger than {MAX_LEDGER_BYTES} bytes: not a ledger")
         except FileNotFoundError:
             if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
                 raise LedgerError(f"ledger {path}: its directory does not exist") from None

@@ -33,7 +33,7 @@ LONG_RUN = os.environ.get("PYICEBERG_CRYPTO_FUZZ", "") not in ("", "0")
 _COMMON = dict(deadline=None, print_blob=True,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                       HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture])
-settings.register_profile("fuzz-short", max_examples=12, derandomize=True, database=None, **_COMMON)
+settings.register_profile("fuzz-short", max_examples=20, derandomize=True, database=None, **_COMMON)
 settings.register_profile("fuzz", max_examples=int(os.environ.get("PYICEBERG_CRYPTO_FUZZ_EXAMPLES", "2000")),
                           derandomize=False, database=DirectoryBasedExampleDatabase(str(REPO / ".cache" / "hypothesis")),
                           **_COMMON)
