@@ -221,3 +221,16 @@ def test_another_tables_ledger_is_exit_2(capsys, spark, table, ledger, kms_regis
 def test_state_with_a_snapshot_option_is_a_usage_error(capsys, spark, table, ledger):
     code = main(["verify", metadata_location(spark, table), "--kms", KMS, "--accept-history", "--json"])
     assert code == 2 and "needs --state" in json.loads(capsys.readouterr().out)["error"]["message"]
+
+
+def test_a_ledger_that_is_not_a_regular_file_is_refused_at_once(tmp_path):
+    import os
+
+    from pyiceberg_crypto.verify.ledger import Ledger
+
+    fifo = tmp_path / "ledger.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(LedgerError, match="not a regular file"):
+        Ledger.load(fifo)  # never waits for a writer
+    with pytest.raises(LedgerError, match="directory does not exist"):
+        Ledger.load(tmp_path / "missing-dir" / "ledger.json")
