@@ -24,7 +24,6 @@ import os
 import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 #: Table properties that name where Iceberg writes the table's files.
 LOCATION_PROPERTIES = ("write.data.path", "write.metadata.path", "write.folder-storage.path",
@@ -44,13 +43,19 @@ class _Root:
 
 
 def _split(uri: str) -> tuple[str, str, str]:
-    """(scheme, authority, path) with ``file:`` and bare paths as ``file``; s3a/s3n as s3."""
-    parts = urlsplit(uri)
-    scheme = (parts.scheme or "file").lower()
-    if len(scheme) == 1:  # a Windows drive letter is not a scheme
-        scheme, parts = "file", urlsplit("file:" + uri)
-    scheme = {"s3a": "s3", "s3n": "s3"}.get(scheme, scheme)
-    return scheme, parts.netloc, parts.path
+    """(scheme, authority, path) as the FileIOs read them: no URL decoding, and ``?`` / ``#`` are
+    part of the path (LocalFileIO opens the text after ``file:`` as it is; S3 keys are the text
+    after the bucket). ``file:`` and bare paths are ``file``; s3a/s3n are s3."""
+    from pyiceberg_crypto.io import local_path
+
+    scheme, sep, rest = uri.partition("://")
+    if not sep:  # file:/a, a bare path, or a string that is not a URI: all local
+        return "file", "", local_path(uri)
+    scheme = {"s3a": "s3", "s3n": "s3"}.get(scheme.lower(), scheme.lower())
+    if scheme == "file":
+        return "file", "", local_path(uri)  # file:///a (an authority other than empty is kept in the path)
+    authority, _, path = rest.partition("/")
+    return scheme, authority, "/" + path
 
 
 def _has_dot_dot(path: str) -> bool:

@@ -38,6 +38,9 @@ KMS = "tests.verify.kms_factory:session_kms"
     ("/dev/zero", False),
     ("s3://bucket/wh/db/t/data/a.parquet", False),  # another scheme
     ("file:/lake/data/t/a.parquet", True),  # write.data.path
+    ("file:/wh/db/t/x#/../../../etc/passwd", False),  # '#' is not a URL fragment to LocalFileIO
+    ("file://otherhost/wh/db/t/a.parquet", False),
+    ("relative/wh/db/t/a.parquet", False),
 ])
 def test_the_rule(uri, inside):
     rule = Confinement.for_table("file:/wh/db/t", {"write.data.path": "file:/lake/data/t"})
@@ -49,6 +52,7 @@ def test_object_store_roots_compare_bucket_and_prefix():
     assert rule.refusal("s3://lake/wh/db/t/data/a.parquet") is None
     assert rule.refusal("s3a://lake/wh/db/t/data/a.parquet") is None  # s3a is s3
     assert rule.refusal("s3://archive/t/x.parquet") is None
+    assert "'..'" in rule.refusal("s3://lake/wh/db/t/a?x/../../../other/key")  # '?' is part of an S3 key
     assert "outside the table's locations" in rule.refusal("s3://other-bucket/wh/db/t/data/a.parquet")
     assert "names no location" in Confinement([]).refusal("file:/x")
 
