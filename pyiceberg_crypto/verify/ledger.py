@@ -170,8 +170,31 @@ def history_check(meta: TableMetadata, metadata_hash: str, last: LedgerEntry | N
         detail = (f"continues the ledger's snapshot {last.snapshot_id} (sequence number {last.sequence_number}, "
                   f"verified {last.verified_at})")
         if last.snapshot_id is not None and last.snapshot_id not in meta.snapshots:
-            detail += "; that snapshot was expired since, its sequence number is the cut-off"
+            traced = descends_from(meta, current, last.snapshot_id, last.sequence_number)
+            detail += ("; that snapshot was expired since (still the parent of a newer one), its sequence number is "
+                       "the cut-off" if traced else "; that snapshot and the ones after it were expired since: the "
+                       "descent cannot be traced, the sequence number is the cut-off")
     return TableCheck("history", OK, detail)
+
+
+def descends_from(meta: TableMetadata, current, snapshot_id: int, sequence_number: int) -> bool | None:
+    """Does ``current`` descend from ``snapshot_id``? Parent ids name expired parents too, so the
+    walk proves it (True) when it meets that id, disproves it (False) when it reaches a snapshot at
+    or below its sequence number, or the root, without meeting it, and cannot tell (None) when the
+    chain leaves the metadata first (expired ancestors)."""
+    node, seen = current, set()
+    while node is not None and node.snapshot_id not in seen:
+        if node.snapshot_id == snapshot_id:
+            return True
+        if node.sequence_number is not None and node.sequence_number <= sequence_number:
+            return False
+        seen.add(node.snapshot_id)
+        if node.parent_snapshot_id is None:
+            return False
+        if node.parent_snapshot_id == snapshot_id:
+            return True
+        node = meta.snapshots.get(node.parent_snapshot_id)
+    return None
 
 
 def divergence(meta: TableMetadata, metadata_hash: str, last: LedgerEntry) -> str | None:
@@ -186,14 +209,13 @@ def divergence(meta: TableMetadata, metadata_hash: str, last: LedgerEntry) -> st
                 f"verified: the table went backwards (an older metadata.json restored?)")
     if last.snapshot_id is not None and current is None:
         return f"the table has no current snapshot; the ledger verified snapshot {last.snapshot_id}"
+    if last.snapshot_id is not None and descends_from(meta, current, last.snapshot_id, last.sequence_number) is False:
+        return (f"the ledger's snapshot {last.snapshot_id} is no longer an ancestor of the current snapshot "
+                f"{current.snapshot_id}: the table was rolled back or moved sideways")
     recorded = meta.snapshots.get(last.snapshot_id) if last.snapshot_id is not None else None
-    if recorded is not None:
-        if recorded not in meta.ancestors(current):
-            return (f"the ledger's snapshot {last.snapshot_id} is still in the table but no longer an ancestor of "
-                    f"the current snapshot {current.snapshot_id}: the table was rolled back or moved sideways")
-        if recorded.sequence_number is not None and recorded.sequence_number != last.sequence_number:
-            return (f"snapshot {last.snapshot_id} now has sequence number {recorded.sequence_number}, the ledger "
-                    f"recorded {last.sequence_number}: the table history was rewritten")
+    if recorded is not None and recorded.sequence_number is not None and recorded.sequence_number != last.sequence_number:
+        return (f"snapshot {last.snapshot_id} now has sequence number {recorded.sequence_number}, the ledger "
+                f"recorded {last.sequence_number}: the table history was rewritten")
     if meta.location == last.metadata_location and metadata_hash != last.metadata_hash:
         return (f"{meta.location} is the metadata.json the ledger verified, but its content changed since "
                 "(SHA-256 differs): rewritten in place")

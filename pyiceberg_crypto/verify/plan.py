@@ -105,12 +105,12 @@ def select_scope(meta: TableMetadata, *, snapshot_id: int | None = None, all_sna
     current = meta.current_snapshot
     chain = meta.ancestors(current)
     since = meta.snapshots.get(since_snapshot_id) if since_snapshot_id is not None else None
-    if since is not None:
-        if since not in chain:
-            raise MetadataError(f"snapshot {since_snapshot_id} is not an ancestor of the current snapshot "
-                                f"{meta.current_snapshot_id}: the table was rolled back or moved to another branch "
-                                "since; verify the current snapshot in full")
+    if since is not None and since in chain:
         after_sequence_number = since.sequence_number
+    elif since is not None and after_sequence_number is None:
+        raise MetadataError(f"snapshot {since_snapshot_id} is not an ancestor of the current snapshot "
+                            f"{meta.current_snapshot_id}: the table was rolled back or moved to another branch "
+                            "since; verify the current snapshot in full")
     elif after_sequence_number is None:
         known = ", ".join(str(i) for i in sorted(meta.snapshots)) or "none"
         raise MetadataError(f"snapshot {since_snapshot_id} is not in the table metadata (expired?; snapshots: {known}); "

@@ -192,3 +192,83 @@ def test_an_unchanged_rechained_variant_verifies_ok(fuzz_table):
         with table.variant(lists={snapshot_id: copy.deepcopy(manifest_list.records)}) as location:
             outcome = run_verifier(table, location)
         assert outcome.ok, outcome.describe()
+
+
+# --- the schema itself: authentic files that are not the Avro Iceberg writes --------------------
+
+RETYPES = {"string": "x", "long": 7, "int": 7, "bytes": b"\x01", "boolean": True, "double": 1.5, "null": None}
+
+
+def _fields(schema: dict, path: tuple = ()) -> list[tuple]:
+    """Paths of every field of the record schema, nested records included."""
+    out = []
+    for field in schema["fields"]:
+        here = path + (field["name"],)
+        out.append(here)
+        declared = field["type"]
+        branch = next((b for b in declared if b != "null"), None) if isinstance(declared, list) else declared
+        if isinstance(branch, dict) and branch.get("type") == "record":
+            out += _fields(branch, here)
+    return out
+
+
+def _record_schema(schema: dict, path: tuple) -> dict:
+    """The record schema holding the field at ``path``."""
+    for name in path[:-1]:
+        declared = next(f for f in schema["fields"] if f["name"] == name)["type"]
+        schema = next(b for b in declared if b != "null") if isinstance(declared, list) else declared
+    return schema
+
+
+def _edit_records(records: list[dict], path: tuple, edit) -> list[dict]:
+    out = copy.deepcopy(records)
+    for record in out:
+        holder = record
+        for name in path[:-1]:
+            holder = holder.get(name) if isinstance(holder, dict) else None
+        if isinstance(holder, dict):
+            edit(holder, path[-1])
+    return out
+
+
+@fuzz_settings(0.5)
+@given(data=st.data())
+def test_schema_mutations(fuzz_table, data):
+    """A manifest or manifest list re-encoded with one field dropped, renamed or given another type
+    (authentic: re-encrypted with the right keys): no crash, and never OK when a field the verifier
+    binds is gone or has the wrong type."""
+    table = fuzz_table
+    target = data.draw(st.sampled_from(["manifest", "list"]), label="target")
+    if target == "manifest":
+        path_of = data.draw(st.sampled_from(sorted(table.manifests)), label="manifest")
+        avro = table.manifests[path_of]
+    else:
+        snapshot_id = data.draw(st.sampled_from(sorted(table.lists)), label="snapshot")
+        avro = table.lists[snapshot_id]
+    field = data.draw(st.sampled_from(_fields(avro.schema)), label="field")
+    op = data.draw(st.sampled_from(["drop", "rename", "retype"]), label="op")
+    schema = copy.deepcopy(avro.schema)
+    holder = _record_schema(schema, field)
+    index = next(i for i, f in enumerate(holder["fields"]) if f["name"] == field[-1])
+    if op == "drop":
+        del holder["fields"][index]
+        records = _edit_records(avro.records, field, lambda r, k: r.pop(k, None))
+    elif op == "rename":
+        holder["fields"][index]["name"] = field[-1] + "_x"
+        records = _edit_records(avro.records, field, lambda r, k: r.__setitem__(k + "_x", r.pop(k, None)))
+    else:
+        new_type = data.draw(st.sampled_from(sorted(RETYPES)), label="type")
+        nullable = data.draw(st.booleans(), label="nullable")
+        holder["fields"][index]["type"] = ["null", new_type] if nullable and new_type != "null" else new_type
+        value = data.draw(st.sampled_from([RETYPES[new_type], None] if nullable else [RETYPES[new_type]]), label="value")
+        records = _edit_records(avro.records, field, lambda r, k: r.__setitem__(k, value))
+    original_schema, avro.schema = avro.schema, schema
+    try:
+        edits = {"manifests": {path_of: records}} if target == "manifest" else {"lists": {snapshot_id: records}}
+        with table.variant(**edits) as location:
+            outcome = run_verifier(table, location)
+    finally:
+        avro.schema = original_schema
+    bound = LIST_BOUND if target == "list" else MANIFEST_BOUND | {RECORD_COUNT, ("data_file",)}
+    if field in bound and not (op == "retype" and RETYPES[new_type] is None and field[-1] == "key_metadata"):
+        assert not outcome.ok, f"{target} field {'.'.join(field)} {op}: verified OK"
