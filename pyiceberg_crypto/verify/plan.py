@@ -301,15 +301,56 @@ def read_avro(task: FileTask, file_io: FileIO) -> tuple[FileFinding, list[dict] 
     finding, plaintext = check_and_decrypt(task, file_io)
     try:
         if finding.status == OK and plaintext is not None:
-            return finding, list(fastavro.reader(io.BytesIO(plaintext)))
+            return finding, _checked_records(task.kind, list(fastavro.reader(io.BytesIO(plaintext))))
         if finding.status == PLAINTEXT and task.key_metadata is None:
             finding.detail += "; the table records no key for it (written unencrypted)"
             with file_io.open(task.path) as handle:
-                return finding, list(fastavro.reader(handle))
+                return finding, _checked_records(task.kind, list(fastavro.reader(handle)))
     except Exception as exc:  # authentic bytes that are not the Avro Iceberg wrote
         finding.status = UNVERIFIABLE
         finding.detail = f"authenticated, but not a readable Iceberg {task.kind}: {type(exc).__name__}: {exc}"
     return finding, None
+
+
+class _Int:  # an Avro int / long (a bool is not one here)
+    pass
+
+
+#: The fields the walk reads, and the Python types fastavro gives them in a file Iceberg wrote
+#: (None: the field may be absent or null). A file with another shape is authentic but unusable.
+_LIST_FIELDS = {"manifest_path": (str,), "manifest_length": (_Int,), "key_metadata": (bytes, None),
+                "sequence_number": (_Int, None), "content": (_Int, None)}
+_ENTRY_FIELDS = {"status": (_Int,), "file_sequence_number": (_Int, None), "data_file": (dict,)}
+_DATA_FILE_FIELDS = {"file_path": (str,), "file_format": (str,), "key_metadata": (bytes, None),
+                     "file_size_in_bytes": (_Int,), "record_count": (_Int,), "content": (_Int, None)}
+
+
+def _shape_error(record, fields: dict[str, tuple], what: str) -> str | None:
+    if not isinstance(record, dict):
+        return f"a {what} is {type(record).__name__}, not a record"
+    for name, kinds in fields.items():
+        value = record.get(name)
+        if value is None:
+            if None in kinds:
+                continue
+            return f"{what} field {name!r} is missing or null"
+        if isinstance(value, bool) or not any(
+                isinstance(value, int) if kind is _Int else isinstance(value, kind) for kind in kinds if kind is not None):
+            return f"{what} field {name!r} is {type(value).__name__}"
+    return None
+
+
+def _checked_records(kind: str, records: list) -> list[dict]:
+    """``records`` if each has the shape the walk relies on, else ValueError naming the field."""
+    for record in records:
+        if kind == MANIFEST_LIST:
+            error = _shape_error(record, _LIST_FIELDS, "manifest list entry")
+        else:
+            error = (_shape_error(record, _ENTRY_FIELDS, "manifest entry")
+                     or _shape_error(record["data_file"], _DATA_FILE_FIELDS, "data_file"))
+        if error:
+            raise ValueError(error)
+    return records
 
 
 def statistics_task(stats: StatisticsFile) -> FileTask:

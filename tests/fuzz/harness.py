@@ -144,15 +144,15 @@ def rewrite_strings(value: Any, old: str, new: str) -> Any:
 class AvroFile:
     """A decrypted manifest or manifest list: what is needed to write it again."""
 
-    def __repr__(self) -> str:
-        return f"AvroFile({self.path!r}, {len(self.records)} records)"
-
     path: str
     key: StandardKeyMetadata
     schema: dict
     codec: str
     metadata: dict[str, str]
     records: list[dict]
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"AvroFile({self.path!r}, {len(self.records)} records)"
 
     @classmethod
     def read(cls, path: str, kind: str, key: StandardKeyMetadata) -> AvroFile:
@@ -186,9 +186,6 @@ class AvroFile:
 class FuzzTable:
     """The scratch copy of a Spark-written table (see the module docstring)."""
 
-    def __repr__(self) -> str:  # never shows keys (Hypothesis prints the arguments of a failure)
-        return f"FuzzTable({self.location!r})"
-
     root: Path  # the scratch table directory
     location: str  # its location URI (the metadata.json's ``location``)
     master_keys: dict[str, bytes]
@@ -198,6 +195,9 @@ class FuzzTable:
     manifests: dict[str, AvroFile]  # path -> manifest
     data_keys: dict[str, StandardKeyMetadata]  # data / delete file path -> key metadata
     keks: dict[str, bytes] = field(repr=False, default_factory=dict)
+
+    def __repr__(self) -> str:  # never shows keys (Hypothesis prints the arguments of a failure)
+        return f"FuzzTable({self.location!r})"
 
     def kms(self) -> InMemoryKms:
         return InMemoryKms(self.master_keys)

@@ -9,6 +9,8 @@ snapshot, the delete manifest, ...) because the table's paths and keys are new i
   ``{"path-of": "list:ROLE" | "manifest:ROLE", "append": TEXT}``);
 * ``manifest`` / ``manifest-list``: one field of one record, re-encrypted and re-chained
   (:meth:`tests.fuzz.harness.FuzzTable.variant`);
+* ``schema``: a manifest or manifest list re-encoded with one field dropped or given another
+  Avro type (values ``{"hex": ...}`` for bytes), re-encrypted and re-chained;
 * ``bytes``: bytes patched into a copy of one file, checked with ``check_file`` and the swap
   detector's ``authenticates_as``.
 
@@ -88,6 +90,37 @@ def _set(record: dict, field: list, value) -> None:
     record[field[-1]] = value
 
 
+def _schema_variant(table: FuzzTable, case: dict) -> None:
+    """The target file re-encoded with one field dropped or retyped, re-encrypted and re-chained."""
+    from tests.fuzz.test_fuzz_avro import _edit_records, _record_schema
+
+    if case["target"] == "manifest":
+        key = _manifest(table, case["manifest"])
+        avro, edits = table.manifests[key], "manifests"
+    else:
+        key = _snapshot(table, case["snapshot"])["snapshot-id"]
+        avro, edits = table.lists[key], "lists"
+    field = tuple(case["field"])
+    schema = copy.deepcopy(avro.schema)
+    holder = _record_schema(schema, field)
+    index = next(i for i, f in enumerate(holder["fields"]) if f["name"] == field[-1])
+    if case["op"] == "drop":
+        del holder["fields"][index]
+        records = _edit_records(avro.records, field, lambda r, k: r.pop(k, None))
+    else:
+        value = case["value"]
+        value = bytes.fromhex(value["hex"]) if isinstance(value, dict) else value
+        holder["fields"][index]["type"] = case["type"]
+        holder["fields"][index].pop("default", None)
+        records = _edit_records(avro.records, field, lambda r, k: r.__setitem__(k, value))
+    original, avro.schema = avro.schema, schema
+    try:
+        with table.variant(**{edits: {key: records}}) as location:
+            _check(run_verifier(table, location), case)
+    finally:
+        avro.schema = original
+
+
 def _check(outcome, case: dict) -> None:
     if case["expect"] == "input-error":
         assert outcome.report is None and outcome.code == 2, outcome.describe()
@@ -128,6 +161,8 @@ def test_regression(fuzz_table, case_file, tmp_path):
         _set(records[index], case["field"], _value(table, case["value"]))
         with table.variant(lists={snapshot_id: records}) as location:
             _check(run_verifier(table, location), case)
+    elif case["kind"] == "schema":
+        _schema_variant(table, case)
     else:  # bytes
         assert case["file"] == "manifest list"
         snapshot_id = _snapshot(table, "current")["snapshot-id"]
