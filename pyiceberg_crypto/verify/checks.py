@@ -50,8 +50,10 @@ PUFFIN_MAGIC = b"PFA1"
 PARQUET_MAGIC = MAGIC_PLAIN
 #: Magics of the plaintext formats an Iceberg table holds: such a file in an encrypted table is a leak.
 PLAINTEXT_MAGICS = {AVRO_MAGIC: "Avro", PUFFIN_MAGIC: "Puffin", PARQUET_MAGIC: "Parquet", b"ORC": "ORC"}
-#: The detail of an encrypted-looking file the table records no key for (callers reword it).
+#: The detail (and ``reason`` code) of an encrypted-looking file the table records no key for
+#: (the plan and forensics reword it for manifest lists and statistics files).
 NO_KEY_METADATA = "the table records no key metadata for this file"
+NO_KEY_METADATA_REASON = "no-key-metadata"
 
 
 @dataclass
@@ -144,7 +146,7 @@ def _check_open_file(task: FileTask, handle: BinaryIO, size: int,
     if task.conflict:
         return finding_for(task, TAMPERED, task.conflict), None
     if task.key_metadata is None:
-        return finding_for(task, UNVERIFIABLE, NO_KEY_METADATA), None
+        return finding_for(task, UNVERIFIABLE, NO_KEY_METADATA, reason=NO_KEY_METADATA_REASON), None
     try:
         key = StandardKeyMetadata.parse(task.key_metadata)
     except FormatError as exc:

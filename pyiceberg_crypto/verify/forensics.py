@@ -20,7 +20,7 @@ from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.formats.parquet.reader import ParquetFileReader, ParquetKeys
 from pyiceberg_crypto.io import FileIO
-from pyiceberg_crypto.verify.checks import AGS1_MAGIC, NO_KEY_METADATA, FileTask
+from pyiceberg_crypto.verify.checks import AGS1_MAGIC, NO_KEY_METADATA_REASON, FileTask
 from pyiceberg_crypto.verify.keys import KeyLookupError, TableKeys
 from pyiceberg_crypto.verify.metadata import TableMetadata
 from pyiceberg_crypto.verify.plan import Plan
@@ -81,7 +81,7 @@ def explain_statistics(finding: FileFinding) -> FileFinding:
         leak = ("column NDV sketches (apache/iceberg#17995: compute_table_stats writes them unencrypted)"
                 if finding.kind == STATISTICS else "partition values and per-partition counts")
         finding.detail += f": it exposes {leak}"
-    elif finding.detail == NO_KEY_METADATA:
+    elif finding.reason == NO_KEY_METADATA_REASON:
         finding.detail = "encrypted, but the table metadata records no key for it"
     return finding
 

@@ -31,7 +31,7 @@ import fastavro
 
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.io.confinement import Confinement
-from pyiceberg_crypto.verify.checks import NO_KEY_METADATA, FileTask, check_and_decrypt, finding_for
+from pyiceberg_crypto.verify.checks import NO_KEY_METADATA_REASON, FileTask, check_and_decrypt, finding_for
 from pyiceberg_crypto.verify.keys import KeyLookupError, TableKeys
 from pyiceberg_crypto.verify.metadata import MetadataError, Snapshot, StatisticsFile, TableMetadata
 from pyiceberg_crypto.verify.report import (
@@ -195,7 +195,7 @@ def _plan_snapshot(snapshot: Snapshot, keys: TableKeys, file_io: FileIO, plan: P
             plan.findings[list_task.path] = finding_for(list_task, exc.status, str(exc))
             return
     finding, records = read_avro(list_task, file_io)
-    if finding.detail == NO_KEY_METADATA:
+    if finding.reason == NO_KEY_METADATA_REASON:
         finding.detail = (f"encrypted, but snapshot {snapshot.snapshot_id} has no key-id in the table metadata "
                           "(no key to open its manifest list)")
     _add_finding(plan.findings, finding)

@@ -66,6 +66,7 @@ class FileFinding:
     entries: int = 1
     authenticated: int | None = None  # blocks (AGS1) or modules (Parquet) whose tag matched
     same_as: str | None = None  # WRONG_FILE: the file whose content this is
+    reason: str | None = field(default=None, repr=False, compare=False)  # a code callers test instead of the text
 
     @property
     def ok(self) -> bool:

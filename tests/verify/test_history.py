@@ -83,3 +83,23 @@ def test_a_listed_snapshot_off_the_line_is_a_usage_error_without_a_ledger():
     table = meta(7, [(1, 1, None), (2, 2, 1), (3, 3, 2), (5, 5, 3), (6, 6, 3), (7, 7, 6)])
     with pytest.raises(MetadataError, match="not an ancestor"):
         select_scope(table, since_snapshot_id=5)
+
+
+def test_encrypted_files_without_a_key_are_reworded_by_their_reason_code(tmp_path):
+    """The plan and forensics recognise "no key metadata" by its code, not by its text."""
+    from pyiceberg_crypto.kms import InMemoryKms
+    from pyiceberg_crypto.verify import verify_metadata
+    from pyiceberg_crypto.verify.report import MANIFEST_LIST, STATISTICS, UNVERIFIABLE
+    from tests.verify.test_hostile_input import write_metadata
+
+    encrypted_looking = b"AGS1" + (1 << 20).to_bytes(4, "little") + bytes(40)
+    (tmp_path / "snap-1.avro").write_bytes(encrypted_looking)
+    (tmp_path / "stats.puffin").write_bytes(encrypted_looking)
+    stats = [{"statistics-path": f"file:{tmp_path}/stats.puffin", "snapshot-id": 1, "file-size-in-bytes": 48}]
+    path = write_metadata(tmp_path / "m.metadata.json", manifest_list=f"file:{tmp_path}/snap-1.avro", statistics=stats)
+    report = verify_metadata(str(path), InMemoryKms({"k1": bytes(16)}))
+    found = {f.kind: f for f in report.files}
+    assert found[MANIFEST_LIST].status == UNVERIFIABLE
+    assert found[MANIFEST_LIST].detail.startswith("encrypted, but snapshot 1 has no key-id")
+    assert found[STATISTICS].status == UNVERIFIABLE
+    assert found[STATISTICS].detail == "encrypted, but the table metadata records no key for it"
