@@ -6,8 +6,12 @@ Modules, in the order data flows:
 - :mod:`pyiceberg_crypto.kms`      the Python KMS API and shipped KMS implementations
 - :mod:`pyiceberg_crypto.bridge`   registers a Python KMS so Iceberg's JVM can call it (Py4J)
 - :mod:`pyiceberg_crypto.formats`  pure-Python AGS1, key metadata and Parquet encryption codecs
-- :mod:`pyiceberg_crypto.verify`   table-level verification built on the formats
-- :mod:`pyiceberg_crypto.cli`      the ``pyiceberg-crypto`` command
+- :mod:`pyiceberg_crypto.io`       reading table files by URI (regular files only, bounded; confinement)
+- :mod:`pyiceberg_crypto.verify`   table-level verification built on the formats (full, incremental, ledger)
+- :mod:`pyiceberg_crypto.keys`     key lifecycle: the key inventory, re-wrapping KEKs after a rotation
+- :mod:`pyiceberg_crypto.jars`     the JVM artifacts (bridge jar, Iceberg runtime by Spark line)
+- :mod:`pyiceberg_crypto.exit_status` the exit statuses of every command
+- :mod:`pyiceberg_crypto.cli`      the ``pyiceberg-crypto`` command (a leaf: nothing imports it)
 """
 
 __version__ = "0.1.0"
