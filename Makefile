@@ -80,10 +80,10 @@ test: setup setup-spark3.5
 test-fast: setup
 	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
 
-# The fuzzing harness's long run (tests/fuzz, README "Security design"): random, thousands of
-# examples per property (FUZZ_EXAMPLES), failures kept in .cache/hypothesis. `make test` runs the
-# same properties with a short, derandomized profile.
-FUZZ_EXAMPLES ?= 2000
+# The fuzzing harness's long run (tests/fuzz, README "Security design"): random, FUZZ_EXAMPLES
+# examples per property (~20 min on 2 cores), failures kept in .cache/hypothesis. `make test`
+# runs the same properties with a short, derandomized profile.
+FUZZ_EXAMPLES ?= 1000
 fuzz: setup
 	PYICEBERG_CRYPTO_FUZZ=1 PYICEBERG_CRYPTO_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/fuzz -p no:cacheprovider \
 		--hypothesis-show-statistics $(PYTEST_ARGS)

@@ -76,6 +76,8 @@ def run_verify(args: argparse.Namespace) -> int:
         return _fail(args, "ledger", str(exc))
     except ValueError as exc:  # e.g. an unsupported URI scheme
         return _fail(args, "usage", str(exc))
+    except Exception as exc:  # a verifier bug: still one line and exit 2, never a traceback
+        return _fail(args, "internal", f"internal error in the verifier: {exception_line(exc)}")
     write_report(report, sys.stdout, as_json=args.json)
     return ExitStatus.of(report)
 

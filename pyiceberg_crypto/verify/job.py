@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pyiceberg_crypto.verify.pipeline import VerifyInputError
     from pyiceberg_crypto.verify.render import error_document, write_report
     from pyiceberg_crypto.verify.spark_job import verify_table
-    from pyiceberg_crypto.verify.text import escape_text
+    from pyiceberg_crypto.verify.text import escape_text, exception_line
 
     args = build_parser().parse_args(argv)
 
@@ -81,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail("unreadable", str(exc))
     except LedgerError as exc:
         return fail("ledger", str(exc))
+    except Exception as exc:  # a verifier bug or a Spark failure: one line, exit 2
+        return fail("internal", f"the verification failed: {exception_line(exc)}")
     finally:
         if args.warehouse:
             spark.stop()

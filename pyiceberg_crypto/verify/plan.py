@@ -262,8 +262,9 @@ def _add_entry(plan: Plan, entry: dict, snapshot_id: int) -> str | None:
             elif existing.expected_size != data_file.get("file_size_in_bytes"):
                 existing.conflict = (f"two manifest entries give this file different sizes ({existing.expected_size} "
                                      f"and {data_file.get('file_size_in_bytes')} bytes)")
-            elif existing.kind != entry_kind(data_file) or existing.record_count != record_count:
-                existing.conflict = "two manifest entries describe this file differently (content or record count)"
+            elif (existing.kind, existing.file_format, existing.record_count) != (
+                    entry_kind(data_file), str(data_file.get("file_format", "")).upper(), record_count):
+                existing.conflict = "two manifest entries describe this file differently (content, format or record count)"
         return path
     task = FileTask(
         path,
@@ -312,17 +313,14 @@ def read_avro(task: FileTask, file_io: FileIO) -> tuple[FileFinding, list[dict] 
     return finding, None
 
 
-class _Int:  # an Avro int / long (a bool is not one here)
-    pass
-
-
 #: The fields the walk reads, and the Python types fastavro gives them in a file Iceberg wrote
-#: (None: the field may be absent or null). A file with another shape is authentic but unusable.
-_LIST_FIELDS = {"manifest_path": (str,), "manifest_length": (_Int,), "key_metadata": (bytes, None),
-                "sequence_number": (_Int, None), "content": (_Int, None)}
-_ENTRY_FIELDS = {"status": (_Int,), "file_sequence_number": (_Int, None), "data_file": (dict,)}
+#: (None: the field may be absent or null; a bool is not an int here). A file with another shape
+#: is authentic but unusable.
+_LIST_FIELDS = {"manifest_path": (str,), "manifest_length": (int,), "key_metadata": (bytes, None),
+                "sequence_number": (int, None), "content": (int, None)}
+_ENTRY_FIELDS = {"status": (int,), "file_sequence_number": (int, None), "data_file": (dict,)}
 _DATA_FILE_FIELDS = {"file_path": (str,), "file_format": (str,), "key_metadata": (bytes, None),
-                     "file_size_in_bytes": (_Int,), "record_count": (_Int,), "content": (_Int, None)}
+                     "file_size_in_bytes": (int,), "record_count": (int,), "content": (int, None)}
 
 
 def _shape_error(record, fields: dict[str, tuple], what: str) -> str | None:
@@ -334,8 +332,7 @@ def _shape_error(record, fields: dict[str, tuple], what: str) -> str | None:
             if None in kinds:
                 continue
             return f"{what} field {name!r} is missing or null"
-        if isinstance(value, bool) or not any(
-                isinstance(value, int) if kind is _Int else isinstance(value, kind) for kind in kinds if kind is not None):
+        if isinstance(value, bool) or not isinstance(value, tuple(k for k in kinds if k is not None)):
             return f"{what} field {name!r} is {type(value).__name__}"
     return None
 

@@ -45,6 +45,9 @@ class Target:
     def __repr__(self) -> str:
         return f"Target({self.name!r}, {len(self.data)} bytes)"
 
+    def _repr_pretty_(self, printer, cycle) -> None:  # Hypothesis's printer would list the fields
+        printer.text(repr(self))
+
 
 def _parquet_offsets(data: bytes, key: StandardKeyMetadata, path: str) -> list[int]:
     """Page and column chunk starts (module length prefixes, page headers), FileCryptoMetaData,
@@ -137,6 +140,9 @@ def mutated(draw, target: Target) -> tuple[bytes, list[str]]:
 class _Short(tuple):
     def __repr__(self) -> str:
         return f"<{len(self[0])} bytes after {list(self[1])}>"
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        printer.text(repr(self))
 
 
 class _Steps(list):

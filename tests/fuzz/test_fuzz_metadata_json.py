@@ -111,7 +111,8 @@ def near_values(original: Any, doc: dict, table_paths: list[str]) -> list[Any]:
         if original.startswith("file:"):
             out += [local_path(original), "file://" + local_path(original), "file:" + local_path(original) + "/"]
         out += [s["manifest-list"] for s in doc["snapshots"]] + [s.get("key-id") for s in doc["snapshots"]]
-        out += [k["key-id"] for k in doc["encryption-keys"]] + [k["encrypted-key-metadata"] for k in doc["encryption-keys"]]
+        out += [k["key-id"] for k in doc["encryption-keys"]]
+        out += [k["encrypted-key-metadata"] for k in doc["encryption-keys"]]
     elif isinstance(original, bool):
         out += [not original]
     elif isinstance(original, int):
@@ -134,7 +135,8 @@ def mutations(draw, doc: dict, table_paths: list[str]) -> tuple[dict | None, str
         how = draw(st.sampled_from(["truncate", "insert", "delete"]))
         junk = draw(st.sampled_from(['"', "{", "]", ",", "\\", "\x00", "\ud800", "NaN", "1e999", "[" * 200])
                     | st.text(max_size=5))
-        changed = {"truncate": text[:at], "insert": text[:at] + junk + text[at:], "delete": text[:at] + text[at + 1:]}[how]
+        changed = {"truncate": text[:at], "insert": text[:at] + junk + text[at:],
+                   "delete": text[:at] + text[at + 1:]}[how]
         try:
             parsed = json.loads(changed)
         except ValueError:
@@ -247,7 +249,8 @@ def security_change(old: dict, new: Any) -> str | None:
     if _lowered(new.get("format-version", MISSING)):
         return "format-version lowered"
     props = new.get("properties", MISSING)
-    if not isinstance(props, dict) or _h(props.get("encryption.key-id", MISSING)) != _h(old["properties"]["encryption.key-id"]):
+    key_id = _h(old["properties"]["encryption.key-id"])
+    if not isinstance(props, dict) or _h(props.get("encryption.key-id", MISSING)) != key_id:
         return "encryption.key-id changed"
     old_pairs, new_pairs = _snapshot_pairs(old), _snapshot_pairs(new)
     if set(new_pairs) - set(old_pairs):
