@@ -219,8 +219,8 @@ def render_results(sections: Sequence[Section], *, mode: str, elapsed_seconds: f
         "",
         "Every row: min / median / max over `n` repeats; the last column is the ratio of this row's",
         "median to the median of the named reference row, measured in the same run on the same",
-        "machine (for GB/s, calls/s and files/s above 1x is faster; for seconds, ms and bytes",
-        "above 1x is more).",
+        "machine (for GB/s, calls/s, files/s and runs/s above 1x is faster; for seconds, ms, %",
+        "and bytes above 1x is more).",
         "",
     ]
     for note in notes:

@@ -1,7 +1,7 @@
 """Run the benchmarks and write the results table.
 
-    make bench          # full sizes (~20 min on 2 cores), writes bench/RESULTS.md
-    make bench-quick    # tiny sizes (< 3 min), same table shape, writes bench/.data/RESULTS-quick.md
+    make bench          # full sizes (~55 min on 2 cores, ~50 of them sections 5 and 6), writes bench/RESULTS.md
+    make bench-quick    # tiny sizes (a few minutes), same table shape, writes bench/.data/RESULTS-quick.md
     .venv/bin/python -m bench.run [--quick] [--only ags1,parquet,kms,tables,verify,incremental] [--output FILE]
 
 Bench data (AGS1 and Parquet files, the Iceberg warehouse and metastore) goes to ``bench/.data/``
@@ -42,7 +42,7 @@ SHARED_MACHINE_NOTE = (
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="pyiceberg-crypto benchmarks")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes, same table shape (< 3 minutes)")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, same table shape (a few minutes)")
     parser.add_argument("--only", help=f"comma-separated sections of: {', '.join(SECTIONS)}")
     parser.add_argument("--output", type=Path, help="results file (default: bench/RESULTS.md, quick: bench/.data/RESULTS-quick.md)")
     parser.add_argument("--data-dir", type=Path, default=BENCH_DIR / ".data")

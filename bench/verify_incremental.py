@@ -13,7 +13,7 @@ in each repeat (one untimed warm-up round first):
   ``local[2]`` session (Spark tasks in Python workers; reference: its full run).
 
 Every ``since`` report is checked: mode ``since``, all OK, and its files are exactly the new data
-files (from the ``files`` metadata table, before vs after the commit), the manifests the new
+files (from the ``data_files`` metadata table, before vs after the commit), the manifests the new
 snapshot added (``manifests`` metadata table) and its manifest list (``snapshots``).
 
 runs/s = 1 / wall seconds of one verification, so the ratio of the ``since`` row to the full row

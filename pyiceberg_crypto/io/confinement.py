@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -72,6 +73,24 @@ class Confinement:
         for root in self.locations:
             scheme, authority, path = _split(root)
             self._roots.append(_Root(scheme, authority, posixpath.normpath(path) if path else "/"))
+        file_roots = [r for r in self._roots if r.scheme == "file"]
+        self._real_roots = file_roots + [_Root("file", "", os.path.realpath(r.path)) for r in file_roots]
+        self._real_dirs: dict[str, str] = {}  # resolved directories, per verification (files share them)
+
+    def _realpath(self, path: str) -> str:
+        """``os.path.realpath(path)``, resolving each directory once per run (plans name thousands
+        of files in a few directories) and the file itself only when it is a symlink."""
+        directory, name = posixpath.split(path)
+        real_dir = self._real_dirs.get(directory)
+        if real_dir is None:
+            real_dir = self._real_dirs[directory] = os.path.realpath(directory)
+        candidate = posixpath.join(real_dir, name)
+        try:
+            if stat.S_ISLNK(os.lstat(candidate).st_mode):
+                return os.path.realpath(candidate)
+        except OSError:  # missing: the check of the file itself reports it
+            pass
+        return candidate
 
     @classmethod
     def for_table(cls, table_location: str | None, properties: Mapping[str, str] | None = None,
@@ -98,10 +117,7 @@ class Confinement:
             return (f"outside the table's locations ({', '.join(self.locations)}): not read "
                     "(--allow-location adds a location a table really spans)")
         if scheme == "file":  # symlinks followed: the file itself must be inside a (resolved) root too
-            real = os.path.realpath(normal)
-            roots = [r for r in self._roots if r.scheme == "file"]
-            if not any(root.contains("file", root.authority, real)
-                       or _Root("file", root.authority, os.path.realpath(root.path)).contains("file", root.authority, real)
-                       for root in roots):
+            real = self._realpath(normal)
+            if not any(root.contains("file", "", real) for root in self._real_roots):
                 return f"a symbolic link to {real}, outside the table's locations: not read"
         return None

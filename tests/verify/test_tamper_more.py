@@ -458,9 +458,10 @@ def test_snapshot_without_key_id(capsys, parquet_table, tmp_path):
 def test_statistics_entries_pointing_at_missing_files(capsys, parquet_table, tmp_path):
     def edit(doc):
         snapshot_id = doc["current-snapshot-id"]
-        doc["statistics"] = [{"snapshot-id": snapshot_id, "statistics-path": str(tmp_path / "gone.stats"),
+        inside = doc["location"] + "/metadata"  # inside the table: outside would be OUTSIDE_TABLE, never looked at
+        doc["statistics"] = [{"snapshot-id": snapshot_id, "statistics-path": f"{inside}/gone.stats",
                               "file-size-in-bytes": 100, "file-footer-size-in-bytes": 20, "blob-metadata": []}]
-        doc["partition-statistics"] = [{"snapshot-id": snapshot_id, "statistics-path": str(tmp_path / "gone.parquet"),
+        doc["partition-statistics"] = [{"snapshot-id": snapshot_id, "statistics-path": f"{inside}/gone.parquet",
                                         "file-size-in-bytes": 100}]
 
     code, document = verify_edited(capsys, parquet_table, tmp_path, edit)
