@@ -178,23 +178,8 @@ def history_check(meta: TableMetadata, metadata_hash: str, last: LedgerEntry | N
 
 
 def descends_from(meta: TableMetadata, current, snapshot_id: int, sequence_number: int) -> bool | None:
-    """Does ``current`` descend from ``snapshot_id``? Parent ids name expired parents too, so the
-    walk proves it (True) when it meets that id, disproves it (False) when it reaches a snapshot at
-    or below its sequence number, or the root, without meeting it, and cannot tell (None) when the
-    chain leaves the metadata first (expired ancestors)."""
-    node, seen = current, set()
-    while node is not None and node.snapshot_id not in seen:
-        if node.snapshot_id == snapshot_id:
-            return True
-        if node.sequence_number is not None and node.sequence_number <= sequence_number:
-            return False
-        seen.add(node.snapshot_id)
-        if node.parent_snapshot_id is None:
-            return False
-        if node.parent_snapshot_id == snapshot_id:
-            return True
-        node = meta.snapshots.get(node.parent_snapshot_id)
-    return None
+    """See :meth:`TableMetadata.descends_from`."""
+    return meta.descends_from(current, snapshot_id, sequence_number)
 
 
 def divergence(meta: TableMetadata, metadata_hash: str, last: LedgerEntry) -> str | None:

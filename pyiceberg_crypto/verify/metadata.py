@@ -84,6 +84,25 @@ class TableMetadata:
             snapshot = self.snapshots.get(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id is not None else None
         return chain
 
+    def descends_from(self, snapshot: Snapshot | None, ancestor_id: int, ancestor_sequence_number: int) -> bool | None:
+        """Does ``snapshot`` descend from snapshot ``ancestor_id``? Parent ids name expired parents
+        too, so the walk proves it (True) when it meets that id, disproves it (False) when it
+        reaches a snapshot at or below the ancestor's sequence number, or the root, without meeting
+        it, and cannot tell (None) when the chain leaves the metadata first (expired ancestors)."""
+        node, seen = snapshot, set()
+        while node is not None and node.snapshot_id not in seen:
+            if node.snapshot_id == ancestor_id:
+                return True
+            if node.sequence_number is not None and node.sequence_number <= ancestor_sequence_number:
+                return False
+            seen.add(node.snapshot_id)
+            if node.parent_snapshot_id is None:
+                return False
+            if node.parent_snapshot_id == ancestor_id:
+                return True
+            node = self.snapshots.get(node.parent_snapshot_id)
+        return None
+
     def select_snapshots(self, snapshot_id: int | None = None, all_snapshots: bool = False) -> list[Snapshot]:
         """The current snapshot (default), one snapshot by id, or all of them (oldest first)."""
         if snapshot_id is not None and all_snapshots:

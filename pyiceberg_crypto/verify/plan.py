@@ -105,8 +105,10 @@ def select_scope(meta: TableMetadata, *, snapshot_id: int | None = None, all_sna
     current = meta.current_snapshot
     chain = meta.ancestors(current)
     since = meta.snapshots.get(since_snapshot_id) if since_snapshot_id is not None else None
-    if since is not None and since in chain:
-        after_sequence_number = since.sequence_number
+    descent = (meta.descends_from(current, since.snapshot_id, since.sequence_number or 0)
+               if since is not None else None)
+    if since is not None and (since in chain or (descent is None and after_sequence_number is None)):
+        after_sequence_number = since.sequence_number  # on the line, or expired snapshots hide the link
     elif since is not None and after_sequence_number is None:
         raise MetadataError(f"snapshot {since_snapshot_id} is not an ancestor of the current snapshot "
                             f"{meta.current_snapshot_id}: the table was rolled back or moved to another branch "
@@ -119,6 +121,19 @@ def select_scope(meta: TableMetadata, *, snapshot_id: int | None = None, all_sna
         raise MetadataError(f"snapshot {since_snapshot_id} has no sequence number (format-version 1): "
                             "incremental verification needs format-version 2 or later")
     newer = [s for s in chain if s.sequence_number is not None and s.sequence_number > after_sequence_number]
+    if chain and chain[-1].parent_snapshot_id is not None and chain[-1].parent_snapshot_id not in meta.snapshots:
+        # Expired snapshots break the line: also take the listed newer snapshots that may still be
+        # on it (neither disproved as an ancestor of the current one nor as a descendant of ``since``).
+        top = current.sequence_number if current is not None and current.sequence_number is not None else 0
+        for snapshot in meta.snapshots.values():
+            sequence_number = snapshot.sequence_number
+            if (snapshot in newer or sequence_number is None or not after_sequence_number < sequence_number <= top
+                    or meta.descends_from(current, snapshot.snapshot_id, sequence_number) is False
+                    or (since_snapshot_id is not None
+                        and meta.descends_from(snapshot, since_snapshot_id, after_sequence_number) is False)):
+                continue
+            newer.append(snapshot)
+        newer.sort(key=lambda s: s.sequence_number, reverse=True)
     if current is not None and (current.sequence_number or 0) < after_sequence_number:
         raise MetadataError(f"the current snapshot's sequence number {current.sequence_number} is below "
                             f"{after_sequence_number}: the table went backwards")
