@@ -160,19 +160,10 @@ def inventory_from_metadata(metadata_location: str, kms=None, *, file_io: FileIO
 def key_inventory(spark, table: str, kms=None) -> KeyInventory:
     """The key inventory of ``catalog.db.table`` (its current metadata.json from the metastore;
     ``kms`` defaults to the Python KMS registered for the catalog)."""
-    from pyiceberg_crypto.verify.metastore import MetastoreError, catalog_properties, table_parameters
-    from pyiceberg_crypto.verify.pipeline import VerifyInputError
-    from pyiceberg_crypto.verify.spark_job import registered_kms, split_table_name
+    from pyiceberg_crypto.verify.spark_job import metastore_table
 
-    catalog, database, name = split_table_name(spark, table)
-    try:
-        properties = catalog_properties(spark, catalog)
-        params = table_parameters(spark, properties, database, name)
-    except MetastoreError as exc:
-        raise VerifyInputError(str(exc)) from None
-    kms = kms if kms is not None else registered_kms(properties, catalog)
-    location = params["metadata_location"]
-    return inventory_from_metadata(location, kms, file_io=file_io_for(location, properties))
+    entry = metastore_table(spark, table, kms)
+    return inventory_from_metadata(entry.metadata_location, entry.kms, file_io=entry.file_io)
 
 
 def rotation_check(meta: TableMetadata, kms, now_ms: int | None = None):

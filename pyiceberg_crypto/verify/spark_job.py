@@ -16,6 +16,7 @@ checks (their DEKs and AAD prefixes), never a master key or a KEK.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 
 from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO, file_io_for
@@ -65,29 +66,23 @@ def verify_table(
         VerifyInputError: unknown catalog or table, no KMS, unreadable metadata.json.
         LedgerError: the ledger is unreadable, corrupt or another table's.
     """
-    catalog, database, name = split_table_name(spark, table)
-    try:
-        properties = catalog_properties(spark, catalog)
-        params = table_parameters(spark, properties, database, name)
-    except MetastoreError as exc:
-        raise VerifyInputError(str(exc)) from None
-    kms = kms if kms is not None else registered_kms(properties, catalog)
-    metadata_location = params["metadata_location"]
-    file_io = file_io_for(metadata_location, properties)
-    expected_hash = params.get("metadata_hash")
-    source = [TableCheck("metastore", OK, f"metadata_location of {catalog}.{database}.{name} read from the metastore")]
+    entry = metastore_table(spark, table, kms)
+    metadata_location = entry.metadata_location
+    file_io = entry.file_io
+    expected_hash = entry.parameters.get("metadata_hash")
+    source = [TableCheck("metastore", OK, f"metadata_location of {entry.name} read from the metastore")]
     if expected_hash is None:
         source.append(TableCheck("metadata-hash", UNVERIFIABLE, "the metastore records no metadata_hash for this table"))
     return verify_metadata(
         metadata_location,
-        kms,
+        entry.kms,
         snapshot_id=snapshot_id,
         all_snapshots=all_snapshots,
         since_snapshot_id=since_snapshot_id,
         state=state,
         accept_history=accept_history,
         allowed_locations=allowed_locations,
-        table_name=f"{catalog}.{database}.{name}",
+        table_name=entry.name,
         file_io=file_io,
         expected_metadata_hash=expected_hash,
         source_checks=source,
@@ -96,6 +91,37 @@ def verify_table(
         max_metadata_bytes=max_metadata_bytes,
         kms_timeout=kms_timeout,
     )
+
+
+@dataclass(frozen=True)
+class MetastoreTable:
+    """What the metastore and the Spark catalog say about one table, and the KMS to use for it."""
+
+    name: str  # catalog.db.table
+    properties: dict[str, str]  # the catalog's settings
+    parameters: dict[str, str]  # the metastore's table parameters (metadata_location, metadata_hash, ...)
+    kms: object
+
+    @property
+    def metadata_location(self) -> str:
+        return self.parameters["metadata_location"]
+
+    @property
+    def file_io(self) -> FileIO:
+        return file_io_for(self.metadata_location, self.properties)
+
+
+def metastore_table(spark, table: str, kms=None) -> MetastoreTable:
+    """Look ``table`` up in its catalog's metastore; ``kms`` defaults to the Python KMS registered
+    for the catalog. Raises VerifyInputError (unknown catalog or table, no KMS)."""
+    catalog, database, name = split_table_name(spark, table)
+    try:
+        properties = catalog_properties(spark, catalog)
+        parameters = table_parameters(spark, properties, database, name)
+    except MetastoreError as exc:
+        raise VerifyInputError(str(exc)) from None
+    kms = kms if kms is not None else registered_kms(properties, catalog)
+    return MetastoreTable(f"{catalog}.{database}.{name}", properties, parameters, kms)
 
 
 def split_table_name(spark, table: str) -> tuple[str, str, str]:
