@@ -147,22 +147,17 @@ def run(ctx: Context) -> Section:
                 f"{files:,} data files: Spark job `verify_table`, {executors} executor{'s' if executors > 1 else ''}",
                 "s", measured[0], refs=(ref,), note=_summary(measured), headline=files == last))
     contenders = [("local", "local walk", local), ("spark2", "Spark job, 2 executors", spark.get(2))]
-    for key, label, measured in contenders:
-        if measured is None:
-            continue
-        for files in sizes:
-            section.rows.append(Row(
-                "verify", f"fps_{key}_{files}", f"files/s, {label}, {files:,} data files", "files/s",
-                _files_per_second(measured[files]), refs=() if files == first else (f"fps_{key}_{first}",),
-                short=f"{first:,} data files", headline=files == last))
-    for key, label, measured in contenders:
-        if measured is None:
-            continue
-        for files in sizes:
-            section.rows.append(Row(
-                "verify", f"share_{key}_{files}", f"driver share (plan / wall), {label}, {files:,} data files", "%",
-                _driver_share(measured[files]), refs=() if files == first else (f"share_{key}_{first}",),
-                short=f"{first:,} data files"))
+    metrics = [("fps", "files/s", "files/s", _files_per_second, True),
+               ("share", "driver share (plan / wall)", "%", _driver_share, False)]
+    for prefix, title, unit, metric, headline in metrics:
+        for key, label, measured in contenders:
+            if measured is None:
+                continue
+            for files in sizes:
+                section.rows.append(Row(
+                    "verify", f"{prefix}_{key}_{files}", f"{title}, {label}, {files:,} data files", unit,
+                    metric(measured[files]), refs=() if files == first else (f"{prefix}_{key}_{first}",),
+                    short=f"{first:,} data files", headline=headline and files == last))
     return section
 
 

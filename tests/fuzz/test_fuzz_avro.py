@@ -146,19 +146,26 @@ def changed(path: tuple, before: Any, after: Any) -> bool:
     return before != after
 
 
+def mutate_one_field(data, table, avro_file):
+    """Draw one record of ``avro_file`` and one of its leaf fields, and a new value for it:
+    (record index, field path, value before, value after, a copy of the records with the change)."""
+    index = data.draw(st.integers(0, len(avro_file.records) - 1), label="entry")
+    record = avro_file.records[index]
+    field, kind, nullable = data.draw(st.sampled_from(leaves(avro_file.schema, record)), label="field")
+    before = _get(record, field)
+    after = data.draw(values(kind, nullable, before, table), label="value")
+    records = copy.deepcopy(avro_file.records)
+    _set(records[index], field, after)
+    return index, field, before, after, records
+
+
 @fuzz_settings(1.0)
 @given(data=st.data())
 def test_manifest_field_mutations(fuzz_table, data):
     table = fuzz_table
     path_of = data.draw(st.sampled_from(sorted(table.manifests)), label="manifest")
-    manifest = table.manifests[path_of]
-    index = data.draw(st.integers(0, len(manifest.records) - 1), label="entry")
-    entry = manifest.records[index]
-    field, kind, nullable = data.draw(st.sampled_from(leaves(manifest.schema, entry)), label="field")
-    before = _get(entry, field)
-    after = data.draw(values(kind, nullable, before, table), label="value")
-    records = copy.deepcopy(manifest.records)
-    _set(records[index], field, after)
+    index, field, before, after, records = mutate_one_field(data, table, table.manifests[path_of])
+    entry = table.manifests[path_of].records[index]
     with table.variant(manifests={path_of: records}) as location:
         outcome = run_verifier(table, location)
     bound = field in MANIFEST_BOUND or (field == RECORD_COUNT and entry["data_file"]["content"] == 0)
@@ -171,14 +178,7 @@ def test_manifest_field_mutations(fuzz_table, data):
 def test_manifest_list_field_mutations(fuzz_table, data):
     table = fuzz_table
     snapshot_id = data.draw(st.sampled_from(sorted(table.lists)), label="snapshot")
-    manifest_list = table.lists[snapshot_id]
-    index = data.draw(st.integers(0, len(manifest_list.records) - 1), label="entry")
-    record = manifest_list.records[index]
-    field, kind, nullable = data.draw(st.sampled_from(leaves(manifest_list.schema, record)), label="field")
-    before = _get(record, field)
-    after = data.draw(values(kind, nullable, before, table), label="value")
-    records = copy.deepcopy(manifest_list.records)
-    _set(records[index], field, after)
+    index, field, before, after, records = mutate_one_field(data, table, table.lists[snapshot_id])
     with table.variant(lists={snapshot_id: records}) as location:
         outcome = run_verifier(table, location)
     if field in LIST_BOUND and changed(field, before, after):
