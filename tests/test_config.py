@@ -31,6 +31,7 @@ def test_spark_settings_embedded_metastore_exact(tmp_path, monkeypatch):
         "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
         "spark.hadoop.hive.metastore.schema.verification": "false",
         "spark.hadoop.hive.metastore.warehouse.dir": (meta / "hive-warehouse").as_uri(),
+        "spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes": "false",
         "spark.driver.extraJavaOptions": f"-Dderby.stream.error.file={meta}/derby.log",
     }
 

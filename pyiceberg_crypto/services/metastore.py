@@ -108,6 +108,7 @@ class StandaloneMetastore(ServiceProcess):
             "datanucleus.schema.autoCreateAll": "true",
             "hive.metastore.schema.verification": "false",
             "hive.metastore.warehouse.dir": (self.directory / "hive-warehouse").as_uri(),
+            "hive.metastore.disallow.incompatible.col.type.changes": "false",  # Iceberg reorders columns
             "fs.s3a.impl": LOCATION_ONLY_FS,
             "fs.s3.impl": LOCATION_ONLY_FS,
             **self.hadoop_conf,

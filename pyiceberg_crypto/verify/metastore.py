@@ -11,9 +11,9 @@ metadata.json, and the point is to report *that* as a finding::
 
 from __future__ import annotations
 
+from pyiceberg_crypto.io.hive_metastore import MetastoreError  # one error for both ways of asking
 
-class MetastoreError(Exception):
-    """The metastore cannot be asked, or does not know the table as an Iceberg table."""
+__all__ = ["MetastoreError", "catalog_properties", "table_parameters"]
 
 
 def catalog_properties(spark, catalog: str) -> dict[str, str]:

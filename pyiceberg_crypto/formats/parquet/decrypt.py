@@ -18,6 +18,11 @@ Usage::
 
 All keys must be available; a missing key raises :class:`KeyRequiredError` before anything
 unauthenticated is written (the output is only valid once the function returns).
+
+Projection: ``leaf_columns`` (leaf column ordinals, or a function of the authenticated footer's
+schema returning them) copies only those column chunks; the others keep their ColumnMetaData but
+no pages (offset 4, size 0, no indexes), so a reader asked for the selected columns only never
+touches them, and their modules are neither read nor decrypted.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from collections.abc import Callable, Collection
+from typing import BinaryIO, Union
 
 from pyiceberg_crypto.formats.parquet.errors import KeyRequiredError, MalformedStructureError, module_error
 from pyiceberg_crypto.formats.parquet.aad import ModuleType
@@ -49,6 +55,10 @@ from pyiceberg_crypto.formats.parquet.structs import (
 from pyiceberg_crypto.formats.parquet.thrift import TStruct, TType, encode_struct
 
 
+#: Which leaf columns to copy: ordinals, or a function of the footer's SchemaElement list.
+LeafColumns = Union[Collection[int], Callable[[list[TStruct]], Collection[int]]]
+
+
 @dataclass
 class DecryptResult:
     """What :func:`decrypt_parquet` did."""
@@ -61,6 +71,8 @@ class DecryptResult:
     unauthenticated: dict[str, int] = field(default_factory=dict)  # CTR pages
     row_groups: int = 0
     column_chunks: int = 0
+    skipped_chunks: int = 0  # not selected by ``leaf_columns``: not read
+    num_rows: int | None = None  # what the authenticated footer says
 
 
 @dataclass
@@ -92,6 +104,7 @@ def decrypt_parquet(
     keys: ParquetKeys | None = None,
     name: str | None = None,
     expected_size: int | None = None,
+    leaf_columns: LeafColumns | None = None,
 ) -> DecryptResult:
     """Write the plaintext Parquet version of ``fileobj`` to ``out``; see the module docstring."""
     reader = ParquetFileReader(fileobj, keys, name, expected_size)
@@ -102,6 +115,8 @@ def decrypt_parquet(
     metadata.remove(FileMetaDataF.ENCRYPTION_ALGORITHM)
     metadata.remove(FileMetaDataF.FOOTER_SIGNING_KEY_METADATA)
     row_groups = metadata.get(FileMetaDataF.ROW_GROUPS)
+    selected = _selected(leaf_columns, metadata)
+    skipped = 0
     sink = _Out(out)
     sink.write(MAGIC_PLAIN)
     pending: list[_PendingChunk] = []
@@ -110,6 +125,10 @@ def decrypt_parquet(
         rg_start, compressed, uncompressed = sink.pos, 0, 0
         for col in range(len(columns.items) if columns else 0):
             info = reader.column_chunk(rg_index, col)
+            if selected is not None and col not in selected:
+                columns.items[col] = _without_pages(info)
+                skipped += 1
+                continue
             if not info.verifiable:
                 raise KeyRequiredError(f"{reader.name or 'file'}: no key for column '{info.path}'")
             done = _copy_chunk(reader, info, sink)
@@ -139,7 +158,38 @@ def decrypt_parquet(
         unauthenticated={t.label: n for t, n in sorted(reader.unauthenticated.items())},
         row_groups=len(row_groups.items) if row_groups else 0,
         column_chunks=len(pending),
+        skipped_chunks=skipped,
+        num_rows=metadata.get(FileMetaDataF.NUM_ROWS),
     )
+
+
+def _selected(leaf_columns: LeafColumns | None, metadata: TStruct) -> set[int] | None:
+    if leaf_columns is None:
+        return None
+    if callable(leaf_columns):
+        schema = metadata.get(FileMetaDataF.SCHEMA)
+        leaf_columns = leaf_columns(list(schema.items) if schema else [])
+    return set(leaf_columns)
+
+
+def _without_pages(info: ColumnChunkInfo) -> TStruct:
+    """A column chunk not copied: its ColumnMetaData (types, counts, statistics) with no pages."""
+    if info.meta is None:
+        raise KeyRequiredError(f"no ColumnMetaData for column '{info.path}'")
+    meta = info.meta.copy()
+    for f in (ColumnMetaDataF.DICTIONARY_PAGE_OFFSET, ColumnMetaDataF.INDEX_PAGE_OFFSET,
+              ColumnMetaDataF.BLOOM_FILTER_OFFSET, ColumnMetaDataF.BLOOM_FILTER_LENGTH):
+        meta.remove(f)
+    meta.set(ColumnMetaDataF.DATA_PAGE_OFFSET, TType.I64, len(MAGIC_PLAIN))
+    meta.set(ColumnMetaDataF.TOTAL_COMPRESSED_SIZE, TType.I64, 0)
+    meta.set(ColumnMetaDataF.TOTAL_UNCOMPRESSED_SIZE, TType.I64, 0)
+    chunk = info.chunk.copy()
+    for f in (ColumnChunkF.CRYPTO_METADATA, ColumnChunkF.ENCRYPTED_COLUMN_METADATA, ColumnChunkF.OFFSET_INDEX_OFFSET,
+              ColumnChunkF.OFFSET_INDEX_LENGTH, ColumnChunkF.COLUMN_INDEX_OFFSET, ColumnChunkF.COLUMN_INDEX_LENGTH):
+        chunk.remove(f)
+    chunk.set(ColumnChunkF.META_DATA, TType.STRUCT, meta)
+    chunk.set(ColumnChunkF.FILE_OFFSET, TType.I64, len(MAGIC_PLAIN))
+    return chunk
 
 
 def _signed32(value: int) -> int:

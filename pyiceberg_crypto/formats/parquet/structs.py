@@ -35,6 +35,12 @@ class FileMetaDataF(IntEnum):
     FOOTER_SIGNING_KEY_METADATA = 9
 
 
+class SchemaElementF(IntEnum):
+    NAME = 4
+    NUM_CHILDREN = 5
+    FIELD_ID = 9
+
+
 class RowGroupF(IntEnum):
     COLUMNS = 1
     TOTAL_BYTE_SIZE = 2

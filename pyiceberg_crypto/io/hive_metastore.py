@@ -1,0 +1,289 @@
+"""A Hive metastore's table parameters, asked over Thrift directly (no JVM, no Spark).
+
+Just enough of the Thrift binary protocol (strict messages over a plain, unframed socket, no SASL,
+as Hive's unsecured metastore speaks it) to call ``get_table`` and keep the table's parameters::
+
+    from pyiceberg_crypto.io.hive_metastore import MetastoreError, table_parameters
+
+    params = table_parameters("thrift://hms-1:9083,thrift://hms-2:9083", "db", "orders", timeout=10)
+    params["metadata_location"], params.get("metadata_hash")
+
+The server is not trusted to be sane: every exchange has a deadline, and every length it sends is
+bounded (:data:`MAX_STRING_BYTES`, :data:`MAX_CONTAINER_ENTRIES`, :data:`MAX_REPLY_BYTES`,
+:data:`MAX_DEPTH`). Every failure is a one-line :class:`MetastoreError` naming ``host:port``.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from urllib.parse import urlsplit
+
+
+class MetastoreError(Exception):
+    """The metastore cannot be asked, or does not know the table as an Iceberg table."""
+
+
+__all__ = ["MetastoreError", "table_parameters", "DEFAULT_PORT"]
+
+DEFAULT_PORT = 9083
+MAX_STRING_BYTES = 16 * 1024 * 1024
+MAX_CONTAINER_ENTRIES = 1_000_000
+MAX_REPLY_BYTES = 64 * 1024 * 1024
+MAX_DEPTH = 64
+
+_VERSION_1, _VERSION_MASK = 0x80010000, 0xFFFF0000
+CALL, REPLY, EXCEPTION = 1, 2, 3
+STOP, BOOL, BYTE, DOUBLE, I16, I32, I64, STRING, STRUCT, MAP, SET, LIST = 0, 2, 3, 4, 6, 8, 10, 11, 12, 13, 14, 15
+_FIXED_WIDTH = {BOOL: 1, BYTE: 1, DOUBLE: 8, I16: 2, I32: 4, I64: 8}
+_METHOD = "get_table"
+_SEQID = 1
+
+
+class _ProtocolError(Exception):
+    """The reply is not valid Thrift (turned into a MetastoreError naming the server)."""
+
+
+class _Closed(Exception):
+    """The server closed the connection before the reply was complete."""
+
+
+class _ServerError(Exception):
+    """The metastore answered with an exception (TApplicationException or a declared one)."""
+
+    def __init__(self, kind: str, text: str):
+        super().__init__(kind, text)
+        self.kind, self.text = kind, _one_line(text)
+
+    def message(self, database: str, table: str, where: str) -> str:
+        if self.kind == "NoSuchObjectException":
+            return f"table {database}.{table} does not exist in the Hive metastore at {where}: {self.text}"
+        return f"the Hive metastore at {where} failed to give table {database}.{table}: {self.kind}: {self.text}"
+
+
+def table_parameters(uri: str, database: str, table: str, *, timeout: float = 30.0) -> dict[str, str]:
+    """The Hive metastore's table parameters of ``database.table`` (an Iceberg table: ``table_type``
+    ICEBERG and a ``metadata_location``), else MetastoreError.
+
+    ``uri`` is ``thrift://host:port``, or several of them comma-separated, tried in order (the next
+    one only when a metastore cannot be reached). ``timeout`` bounds, per metastore, connecting and
+    the whole exchange."""
+    failures = []
+    for host, port in _addresses(uri):
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        deadline = time.monotonic() + timeout
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            failures.append(f"{where} ({_os_reason(exc)})")
+            continue
+        with sock:
+            params = _ask(sock, where, database, table, deadline, timeout)
+        if params.get("table_type", "").upper() != "ICEBERG" or "metadata_location" not in params:
+            raise MetastoreError(f"{database}.{table} is not an Iceberg table in the Hive metastore at {where}")
+        return params
+    raise MetastoreError(f"cannot reach the Hive metastore to read table {database}.{table}: {'; '.join(failures)}")
+
+
+def _addresses(uri: str) -> list[tuple[str, int]]:
+    addresses = []
+    for part in (p.strip() for p in uri.split(",")):
+        if not part:
+            continue
+        try:
+            parts = urlsplit(part)
+            host, port = parts.hostname, parts.port or DEFAULT_PORT
+        except ValueError as exc:
+            raise MetastoreError(f"invalid Hive metastore URI {part!r}: {exc}") from None
+        if parts.scheme != "thrift" or not host:
+            raise MetastoreError(f"invalid Hive metastore URI {part!r}: expected thrift://host:port")
+        addresses.append((host, port))
+    if not addresses:
+        raise MetastoreError(f"no Hive metastore URI in {uri!r}")
+    return addresses
+
+
+def _ask(sock: socket.socket, where: str, database: str, table: str, deadline: float, timeout: float) -> dict:
+    what = f"table {database}.{table} from the Hive metastore at {where}"
+    try:
+        sock.settimeout(max(deadline - time.monotonic(), 0.001))
+        sock.sendall(_get_table_call(database, table))
+        return _read_reply(_Reader(sock, deadline))
+    except _ProtocolError as exc:
+        raise MetastoreError(f"invalid reply asking {what}: {exc}") from None
+    except _Closed:
+        raise MetastoreError(f"the Hive metastore at {where} closed the connection before answering "
+                             f"for table {database}.{table}") from None
+    except (socket.timeout, TimeoutError):
+        raise MetastoreError(f"timed out after {timeout:g} s asking {what}") from None
+    except OSError as exc:
+        raise MetastoreError(f"connection failed asking {what}: {_os_reason(exc)}") from None
+    except _ServerError as exc:
+        raise MetastoreError(exc.message(database, table, where)) from None
+
+
+# --- writing the call ------------------------------------------------------------------------
+
+def _string(value: str) -> bytes:
+    data = value.encode("utf-8")
+    return struct.pack(">i", len(data)) + data
+
+
+def _get_table_call(database: str, table: str) -> bytes:
+    header = struct.pack(">I", _VERSION_1 | CALL) + _string(_METHOD) + struct.pack(">i", _SEQID)
+    args = struct.pack(">bh", STRING, 1) + _string(database) + struct.pack(">bh", STRING, 2) + _string(table)
+    return header + args + bytes([STOP])
+
+
+# --- reading the reply -----------------------------------------------------------------------
+
+class _Reader:
+    """Bytes from the socket, within the deadline and the reply's byte budget."""
+
+    def __init__(self, sock: socket.socket, deadline: float):
+        self._sock, self._deadline = sock, deadline
+        self._buf, self._pos, self._total = bytearray(), 0, 0
+
+    def read(self, n: int) -> bytes:
+        self._total += n
+        if self._total > MAX_REPLY_BYTES:
+            raise _ProtocolError(f"the reply is longer than the limit of {MAX_REPLY_BYTES} bytes")
+        while len(self._buf) - self._pos < n:
+            self._fill()
+        data = bytes(self._buf[self._pos:self._pos + n])
+        self._pos += n
+        return data
+
+    def _fill(self) -> None:
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise socket.timeout("timed out")
+        self._sock.settimeout(remaining)
+        chunk = self._sock.recv(65536)
+        if not chunk:
+            raise _Closed()
+        del self._buf[:self._pos]
+        self._pos = 0
+        self._buf += chunk
+
+    def unpack(self, fmt: str) -> int | float:
+        return struct.unpack(fmt, self.read(struct.calcsize(fmt)))[0]
+
+    def string(self) -> str:
+        data = self.binary()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _ProtocolError("a string is not valid UTF-8") from None
+
+    def binary(self) -> bytes:
+        return self.read(_length(self.unpack(">i"), MAX_STRING_BYTES, "string of {} bytes", "bytes"))
+
+    def field(self) -> tuple[int, int]:
+        """(type, id) of the next struct field; type STOP ends the struct."""
+        ftype = self.unpack(">b")
+        return (STOP, 0) if ftype == STOP else (ftype, self.unpack(">h"))
+
+
+def _length(n: int, limit: int, shown: str, unit: str) -> int:
+    if n < 0:
+        raise _ProtocolError(f"negative length {n}")
+    if n > limit:
+        raise _ProtocolError(f"{shown.format(n)} is more than the limit of {limit} {unit}")
+    return n
+
+
+def _entries(n: int) -> int:
+    return _length(n, MAX_CONTAINER_ENTRIES, "container of {} entries", "entries")
+
+
+def _skip(r: _Reader, ttype: int, depth: int = 0) -> None:
+    """Read past one value of any Thrift binary type."""
+    if depth > MAX_DEPTH:
+        raise _ProtocolError(f"values nested deeper than the limit of {MAX_DEPTH}")
+    if ttype in _FIXED_WIDTH:
+        r.read(_FIXED_WIDTH[ttype])
+    elif ttype == STRING:
+        r.binary()
+    elif ttype == STRUCT:
+        while (field := r.field())[0] != STOP:
+            _skip(r, field[0], depth + 1)
+    elif ttype == MAP:
+        ktype, vtype, n = r.unpack(">b"), r.unpack(">b"), _entries(r.unpack(">i"))
+        for _ in range(n):
+            _skip(r, ktype, depth + 1)
+            _skip(r, vtype, depth + 1)
+    elif ttype in (SET, LIST):
+        etype, n = r.unpack(">b"), _entries(r.unpack(">i"))
+        if etype in _FIXED_WIDTH:
+            r.read(n * _FIXED_WIDTH[etype])
+        else:
+            for _ in range(n):
+                _skip(r, etype, depth + 1)
+    else:
+        raise _ProtocolError(f"unknown Thrift type {ttype}")
+
+
+def _read_reply(r: _Reader) -> dict[str, str]:
+    version = r.unpack(">I")
+    if version & _VERSION_MASK != _VERSION_1:
+        raise _ProtocolError(f"not a Thrift binary message (header 0x{version:08x})")
+    kind, name, seqid = version & 0xFF, r.string(), r.unpack(">i")
+    if name != _METHOD or seqid != _SEQID:
+        raise _ProtocolError(f"answer to {_one_line(name)!r} #{seqid}, not to {_METHOD!r} #{_SEQID}")
+    if kind == EXCEPTION:
+        raise _ServerError("TApplicationException", _struct_message(r))
+    if kind != REPLY:
+        raise _ProtocolError(f"message type {kind}, not a reply")
+    params = None
+    while (field := r.field())[0] != STOP:
+        if field == (STRUCT, 0):
+            params = _table_parameters(r)
+        elif field in ((STRUCT, 1), (STRUCT, 2)):
+            raise _ServerError(("MetaException", "NoSuchObjectException")[field[1] - 1], _struct_message(r))
+        else:
+            _skip(r, field[0])
+    if params is None:
+        raise _ProtocolError("get_table returned neither a table nor an exception")
+    return params
+
+
+def _struct_message(r: _Reader) -> str:
+    """Field 1 (string ``message``) of an exception struct."""
+    message = ""
+    while (field := r.field())[0] != STOP:
+        if field == (STRING, 1):
+            message = r.string()
+        else:
+            _skip(r, field[0], 1)
+    return message or "(no message)"
+
+
+def _table_parameters(r: _Reader) -> dict[str, str]:
+    """Field 9 (``parameters``, map<string,string>) of a Table struct."""
+    params: dict[str, str] = {}
+    while (field := r.field())[0] != STOP:
+        if field[1] != 9:
+            _skip(r, field[0], 1)
+            continue
+        if field[0] != MAP:
+            raise _ProtocolError(f"Table.parameters has Thrift type {field[0]}, not a map")
+        ktype, vtype, n = r.unpack(">b"), r.unpack(">b"), _entries(r.unpack(">i"))
+        if n and (ktype, vtype) != (STRING, STRING):
+            raise _ProtocolError("Table.parameters is not a map<string,string>")
+        for _ in range(n):
+            key = r.string()
+            params[key] = r.string()
+    return params
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    text = "".join(c if c.isprintable() else " " for c in " ".join(text.split()))
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _os_reason(exc: OSError) -> str:
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return "timed out"
+    return exc.strerror or str(exc) or type(exc).__name__

@@ -1,0 +1,23 @@
+"""Read encrypted Iceberg tables into Arrow without a JVM (``pip install 'pyiceberg-crypto[read]'``).
+
+    from pyiceberg_crypto.read import read_table
+    table = read_table("/wh/db.db/orders/metadata/00007-....metadata.json", kms)
+    table.to_pandas()                      # pandas
+    duckdb.from_arrow(table)               # DuckDB
+    polars.from_arrow(table)               # Polars
+
+Modules: :mod:`.schema` (Iceberg schema -> Arrow, projection by field id), :mod:`.plan` (which
+files, which deletes), :mod:`.files` (one file authenticated and decoded), :mod:`.avro` (Avro data
+files), :mod:`.deletes` (row-level deletes), :mod:`.table` (``read_table`` / ``scan``).
+"""
+
+try:
+    import pyarrow  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("pyiceberg_crypto.read needs PyArrow: pip install 'pyiceberg-crypto[read]'") from exc
+
+from pyiceberg_crypto.read.plan import ReadIntegrityError
+from pyiceberg_crypto.read.schema import SchemaError
+from pyiceberg_crypto.read.table import ReadInputError, read_table, scan
+
+__all__ = ["ReadInputError", "ReadIntegrityError", "SchemaError", "read_table", "scan"]

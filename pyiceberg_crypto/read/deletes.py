@@ -1,0 +1,66 @@
+"""Apply a data file's deletes to its rows (spec "Row-level Deletes").
+
+Position deletes and deletion vectors remove rows by position in the data file; equality deletes
+remove rows whose values in the equality columns equal a deleted tuple (null matches null).
+Which delete files apply was decided by the plan (:mod:`pyiceberg_crypto.read.plan`).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from pyiceberg_crypto.io import FileIO
+from pyiceberg_crypto.read.files import (
+    OnceCache,
+    read_deletion_vector,
+    read_equality_deletes,
+    read_position_deletes,
+)
+from pyiceberg_crypto.read.plan import ReadIntegrityError, ReadTask
+from pyiceberg_crypto.read.schema import field_id
+
+
+class DeleteCaches:
+    """Delete files shared by many data files, each read once per scan."""
+
+    def __init__(self):
+        self.puffin, self.positions, self.equality = OnceCache(), OnceCache(), OnceCache()
+
+
+def equality_field_ids(task: ReadTask) -> set[int]:
+    """Columns the data file must be read with so its equality deletes can be applied."""
+    return {i for delete in task.equality_deletes for i in delete.equality_ids}
+
+
+def apply_deletes(task: ReadTask, table: pa.Table, file_io: FileIO, caches: DeleteCaches) -> pa.Table:
+    """``table`` (all rows of ``task.data``, in file order) without its deleted rows."""
+    if not (task.deletion_vectors or task.position_deletes or task.equality_deletes):
+        return table
+    rows = table.num_rows
+    keep = bytearray(b"\x01") * rows
+    for delete in task.deletion_vectors:
+        vector = read_deletion_vector(delete, file_io, caches.puffin)
+        _clear(keep, vector.positions(), delete.path, task.data.path)
+    for delete in task.position_deletes:
+        _clear(keep, read_position_deletes(delete, file_io, caches.positions).get(task.data.path, ()), delete.path,
+               task.data.path)
+    if task.equality_deletes:
+        by_id = {field_id(f): i for i, f in enumerate(table.schema)}
+        for delete in task.equality_deletes:
+            deleted = read_equality_deletes(delete, file_io, caches.equality)
+            if not deleted:
+                continue
+            columns = [table.column(by_id[i]).to_pylist() if i in by_id else [None] * rows for i in delete.equality_ids]
+            for row, key in enumerate(zip(*columns)):
+                if key in deleted:
+                    keep[row] = 0
+    mask = pa.Array.from_buffers(pa.uint8(), rows, [None, pa.py_buffer(keep)]).cast(pa.bool_())
+    return table.filter(mask)
+
+
+def _clear(keep: bytearray, positions, delete_path: str, data_path: str) -> None:
+    rows = len(keep)
+    for pos in positions:
+        if not 0 <= pos < rows:
+            raise ReadIntegrityError(f"deletes position {pos} of {data_path}, which has {rows} rows", file=delete_path)
+        keep[pos] = 0

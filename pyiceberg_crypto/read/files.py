@@ -1,0 +1,202 @@
+"""One encrypted file of a table, authenticated, as Arrow.
+
+Parquet (``PARE``): PyArrow's Python API can decrypt only files whose footer carries KMS key
+material (its ``CryptoFactory``); Iceberg keeps each file's DEK in the manifest instead, so
+PyArrow cannot be handed the key. The package's own Parquet decryptor
+(:func:`pyiceberg_crypto.formats.parquet.decrypt_parquet`) opens the footer and every page
+module of the selected column chunks with AES-GCM under the file's DEK and AAD prefix (a moved,
+swapped or altered module fails its tag), checks the trusted length, and writes plaintext
+``PAR1`` in memory that PyArrow then decodes. Column chunks not selected are not read at all.
+
+Avro data files and Puffin deletion vectors (``AGS1``): every block is decrypted and
+authenticated in one pass (the verifier's :func:`~pyiceberg_crypto.verify.checks.check_and_decrypt`).
+
+Anything not OK raises :class:`~pyiceberg_crypto.read.plan.ReadIntegrityError` naming the file
+and the module or block; nothing from that file is returned.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pyiceberg_crypto.formats.deletion_vector import DeletionVector, parse_deletion_vector
+from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
+from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
+from pyiceberg_crypto.formats.parquet import ParquetKeys, decrypt_parquet
+from pyiceberg_crypto.io import FileIO
+from pyiceberg_crypto.read.avro import avro_to_arrow
+from pyiceberg_crypto.read.plan import ContentFile, ReadIntegrityError
+from pyiceberg_crypto.read.schema import Field, field_id, parquet_leaves
+from pyiceberg_crypto.verify.checks import PARQUET_ENCRYPTED_MAGIC, check_and_decrypt, plaintext_format, status_of
+from pyiceberg_crypto.verify.report import LENGTH_MISMATCH, MISSING, PLAINTEXT, TRUNCATED, UNVERIFIABLE
+
+POSITION_DELETE_PATH_ID = 2147483546  # spec "Position Delete Files": file_path
+POSITION_DELETE_POS_ID = 2147483545  # pos
+
+
+def read_data_file(content: ContentFile, file_io: FileIO, fields: tuple[Field, ...], field_ids: set[int]) -> pa.Table:
+    """The file's columns with the given top-level field ids (file names and types, field ids in
+    the Arrow field metadata); ``fields`` is the read schema (used for Avro)."""
+    if content.file_format == "PARQUET":
+        return read_parquet(content, file_io, field_ids)
+    if content.file_format == "AVRO":
+        return avro_to_arrow(_ags1_plaintext(content, file_io), content.path, fields, field_ids,
+                             content.record_count)
+    raise ReadIntegrityError(f"{content.file_format} data files are not read (Iceberg encrypts Parquet and Avro)",
+                             file=content.path, status=UNVERIFIABLE)
+
+
+def read_parquet(content: ContentFile, file_io: FileIO, field_ids: set[int] | None) -> pa.Table:
+    """An encrypted Parquet file, authenticated module by module, decoded by PyArrow."""
+    key, trusted = _key_and_length(content, file_io)
+    out = io.BytesIO()
+    keys = ParquetKeys(footer_key=key.encryption_key, aad_prefix=key.aad_prefix)
+    leaves = (lambda elements: parquet_leaves(elements, field_ids)) if field_ids is not None else None
+    try:
+        with file_io.open(content.path) as handle:
+            magic = handle.read(4)
+            handle.seek(0)
+            if magic != PARQUET_ENCRYPTED_MAGIC:
+                _refuse_magic(content, magic)
+            result = decrypt_parquet(handle, out, keys, name=content.path, expected_size=trusted, leaf_columns=leaves)
+    except IntegrityError as err:
+        raise ReadIntegrityError(err.reason, file=content.path, location=err.location,
+                                 status=status_of(err, True)) from None
+    except FormatError as exc:
+        raise ReadIntegrityError(f"not readable: {exc}", file=content.path, status=UNVERIFIABLE) from None
+    except OSError as exc:
+        raise ReadIntegrityError(f"cannot read it: {exc.strerror or exc}", file=content.path, status=UNVERIFIABLE) from None
+    if result.unauthenticated:  # AES_GCM_CTR_V1 pages carry no tag: Iceberg never writes them
+        raise ReadIntegrityError(f"pages without authentication tags: {result.unauthenticated}", file=content.path,
+                                 status=UNVERIFIABLE)
+    if content.kind == "data" and result.num_rows != content.record_count:
+        raise ReadIntegrityError(f"authenticated, but it holds {result.num_rows} rows and the manifest entry says "
+                                 f"{content.record_count}", file=content.path, location="footer")
+    parquet = pq.ParquetFile(pa.BufferReader(out.getbuffer()))
+    names = [f.name for f in parquet.schema_arrow if field_ids is None or field_id(f) in field_ids]
+    return parquet.read(columns=names, use_threads=False)
+
+
+def _key_and_length(content: ContentFile, file_io: FileIO) -> tuple[StandardKeyMetadata, int]:
+    if content.key_metadata is None:
+        raise ReadIntegrityError("the table records no key metadata for this file", file=content.path,
+                                 status=UNVERIFIABLE)
+    try:
+        key = StandardKeyMetadata.parse(content.key_metadata)
+    except FormatError as exc:
+        raise ReadIntegrityError(f"its key metadata does not parse: {exc}", file=content.path) from None
+    trusted = key.file_length if key.file_length is not None else content.size
+    if key.file_length is not None and key.file_length != content.size:
+        raise ReadIntegrityError(f"the entry says {content.size} bytes, its key metadata says {key.file_length}",
+                                 file=content.path, status=LENGTH_MISMATCH)
+    try:
+        size = file_io.size(content.path)
+    except FileNotFoundError:
+        raise ReadIntegrityError("missing from storage", file=content.path, status=MISSING) from None
+    except (OSError, ValueError) as exc:
+        raise ReadIntegrityError(f"cannot stat it: {exc}", file=content.path, status=UNVERIFIABLE) from None
+    if size != trusted:
+        raise ReadIntegrityError(f"{size} bytes in storage, the trusted length is {trusted}", file=content.path,
+                                 status=TRUNCATED if size < trusted else LENGTH_MISMATCH)
+    return key, trusted
+
+
+def _refuse_magic(content: ContentFile, magic: bytes) -> None:
+    plain = plaintext_format(magic)
+    if plain:
+        raise ReadIntegrityError(f"a plaintext {plain} file in an encrypted table", file=content.path, status=PLAINTEXT)
+    raise ReadIntegrityError(f"bad magic {magic!r}, expected {PARQUET_ENCRYPTED_MAGIC!r}", file=content.path,
+                             location="header")
+
+
+def _ags1_plaintext(content: ContentFile, file_io: FileIO) -> bytes:
+    """An AGS1 file's plaintext, every block authenticated, or ReadIntegrityError."""
+    finding, plaintext = check_and_decrypt(content.task(), file_io)
+    if finding.status != "OK" or plaintext is None:
+        raise ReadIntegrityError.from_finding(finding)
+    return plaintext
+
+
+# --- delete files ---------------------------------------------------------------------------
+
+
+class OnceCache:
+    """Each key computed once, shared by threads (a Puffin file holding many DVs is read once)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._futures: dict[str, Future] = {}
+
+    def get(self, key: str, compute: Callable[[], object]):
+        with self._lock:
+            future = self._futures.get(key)
+            owner = future is None
+            if owner:
+                future = self._futures[key] = Future()
+        if owner:
+            try:
+                future.set_result(compute())
+            except BaseException as exc:
+                future.set_exception(exc)
+        return future.result()
+
+
+def read_deletion_vector(content: ContentFile, file_io: FileIO, puffin_files: OnceCache) -> DeletionVector:
+    """The deletion vector ``content`` points at (its blob in a Puffin file), authenticated."""
+    plaintext = puffin_files.get(content.path, lambda: _ags1_plaintext(content, file_io))
+    offset, size = content.content_offset, content.content_size
+    if offset is None or size is None or offset < 0 or size < 0 or offset + size > len(plaintext):
+        raise ReadIntegrityError(f"the manifest places the deletion vector at offset {offset}, {size} bytes, "
+                                 f"outside the {len(plaintext)}-byte Puffin file", file=content.path)
+    try:
+        vector = parse_deletion_vector(plaintext[offset:offset + size], name=content.path)
+    except FormatError as exc:
+        raise ReadIntegrityError(f"authenticated, but not a deletion vector: {exc}", file=content.path,
+                                 location=f"blob at {offset}") from None
+    if vector.cardinality != content.record_count:
+        raise ReadIntegrityError(f"the deletion vector holds {vector.cardinality} positions, the manifest entry says "
+                                 f"{content.record_count}", file=content.path, location=f"blob at {offset}")
+    return vector
+
+
+def read_position_deletes(content: ContentFile, file_io: FileIO, cache: OnceCache) -> dict[str, list[int]]:
+    """A position delete file as {data file path: deleted positions}."""
+    def load() -> dict[str, list[int]]:
+        table = read_parquet(content, file_io, {POSITION_DELETE_PATH_ID, POSITION_DELETE_POS_ID})
+        ids = {field_id(f): f.name for f in table.schema}
+        paths = table.column(ids[POSITION_DELETE_PATH_ID]).to_pylist()
+        positions = table.column(ids[POSITION_DELETE_POS_ID]).to_pylist()
+        found: dict[str, list[int]] = {}
+        for path, pos in zip(paths, positions):
+            found.setdefault(path, []).append(pos)
+        return found
+    return cache.get(content.path, load)
+
+
+def read_equality_deletes(content: ContentFile, file_io: FileIO, cache: OnceCache) -> set[tuple]:
+    """An equality delete file as the set of deleted key tuples (values of ``equality_ids``, in
+    that order; None for null: Iceberg's equality deletes match null to null)."""
+    def load() -> set[tuple]:
+        ids = set(content.equality_ids)
+        if content.file_format == "PARQUET":
+            table = read_parquet(content, file_io, ids)
+        else:
+            raise ReadIntegrityError(f"{content.file_format} equality delete files are not read yet", file=content.path,
+                                     status=UNVERIFIABLE)
+        by_id = {field_id(f): i for i, f in enumerate(table.schema)}
+        missing = [i for i in content.equality_ids if i not in by_id]
+        if missing:
+            raise ReadIntegrityError(f"equality delete file lacks equality field(s) {missing}", file=content.path)
+        columns = [table.column(by_id[i]).to_pylist() for i in content.equality_ids]
+        return set(zip(*columns))
+    return cache.get(content.path, load)
+
+
+__all__ = ["OnceCache", "read_data_file", "read_deletion_vector", "read_equality_deletes", "read_parquet",
+           "read_position_deletes"]

@@ -1,0 +1,188 @@
+"""Which files a read of one snapshot opens, with the deletes that apply to each.
+
+The snapshot's manifest list and manifests are read exactly as the verifier reads them
+(:func:`pyiceberg_crypto.verify.plan.read_avro`: every AGS1 block authenticated, the file's own key,
+its trusted length), and any that is not OK stops the read with :class:`ReadIntegrityError`.
+Confinement is the verifier's: a file outside the table's locations is never opened.
+
+Delete files are matched to data files with Iceberg's rules (spec "Scan Planning"):
+
+* a deletion vector or position delete applies to a data file when its data sequence number is
+  >= the data file's (a DV names its data file: ``referenced_data_file``);
+* an equality delete applies when its data sequence number is > the data file's, and it is
+  global (unpartitioned spec) or in the same spec and partition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyiceberg_crypto.formats.errors import IntegrityError
+from pyiceberg_crypto.io import FileIO
+from pyiceberg_crypto.io.confinement import Confinement
+from pyiceberg_crypto.verify.checks import FileTask
+from pyiceberg_crypto.verify.keys import KeyLookupError, TableKeys
+from pyiceberg_crypto.verify.metadata import Snapshot
+from pyiceberg_crypto.verify.plan import ENTRY_ADDED, ENTRY_DELETED, entry_kind, read_avro
+from pyiceberg_crypto.verify.report import (
+    DATA,
+    DELETION_VECTOR,
+    EQUALITY_DELETE,
+    MANIFEST,
+    MANIFEST_LIST,
+    OK,
+    POSITION_DELETE,
+    FileFinding,
+)
+
+
+class ReadIntegrityError(IntegrityError):
+    """A file the read needs is not what the table says: tampered, truncated, replaced, in
+    plaintext, outside the table, or its key does not open. ``status`` is the verifier's word
+    for it (``TAMPERED``, ``TRUNCATED``, ``PLAINTEXT``, ``OUTSIDE_TABLE``, ``KEY_ERROR``, ...)."""
+
+    def __init__(self, reason: str, *, file: str | None = None, location: str | None = None, status: str = "TAMPERED"):
+        super().__init__(reason, file=file, location=location)
+        self.status = status
+
+    @classmethod
+    def from_finding(cls, finding: FileFinding) -> ReadIntegrityError:
+        return cls(f"{finding.status}: {finding.detail}", file=finding.path, location=finding.location,
+                   status=finding.status)
+
+
+@dataclass
+class ContentFile:
+    """A data or delete file of the scan, with everything reading it needs (its own key)."""
+
+    path: str
+    kind: str  # report.DATA, DELETION_VECTOR, POSITION_DELETE, EQUALITY_DELETE
+    file_format: str  # PARQUET, AVRO, PUFFIN
+    key_metadata: bytes | None = field(repr=False)
+    size: int
+    record_count: int
+    sequence_number: int  # data sequence number
+    spec_id: int
+    partition: dict
+    equality_ids: tuple[int, ...] = ()
+    referenced_data_file: str | None = None
+    content_offset: int | None = None  # DV: where its blob sits in the Puffin file
+    content_size: int | None = None
+
+    def task(self) -> FileTask:
+        """The verifier's unit of work for this file (the checks the read relies on)."""
+        return FileTask(self.path, self.kind, self.file_format, key_metadata=self.key_metadata,
+                        expected_size=self.size, record_count=self.record_count if self.kind == DATA else None)
+
+
+@dataclass
+class ReadTask:
+    """One data file and the delete files that apply to it."""
+
+    data: ContentFile
+    deletion_vectors: list[ContentFile] = field(default_factory=list)
+    position_deletes: list[ContentFile] = field(default_factory=list)
+    equality_deletes: list[ContentFile] = field(default_factory=list)
+
+
+def plan_read(snapshot: Snapshot | None, keys: TableKeys, file_io: FileIO, confinement: Confinement,
+              unpartitioned_specs: set[int]) -> list[ReadTask]:
+    """The data files of ``snapshot`` (none for a table without one) with their deletes."""
+    if snapshot is None:
+        return []
+    data_files: list[ContentFile] = []
+    deletes: list[ContentFile] = []
+    for content in _live_files(snapshot, keys, file_io, confinement):
+        (data_files if content.kind == DATA else deletes).append(content)
+    return [_with_deletes(data, deletes, unpartitioned_specs) for data in data_files]
+
+
+def _live_files(snapshot: Snapshot, keys: TableKeys, file_io: FileIO, confinement: Confinement):
+    list_task = FileTask(snapshot.manifest_list, MANIFEST_LIST, "AVRO")
+    _confine(confinement, list_task.path, MANIFEST_LIST)
+    try:
+        list_key = keys.manifest_list_key(snapshot)
+    except KeyLookupError as exc:
+        raise ReadIntegrityError(str(exc), file=snapshot.manifest_list, status=exc.status) from None
+    list_task.key_metadata, list_task.expected_size = list_key.serialize(), list_key.file_length
+    for record in _records(list_task, file_io):
+        path = record["manifest_path"]
+        _confine(confinement, path, MANIFEST)
+        task = FileTask(path, MANIFEST, "AVRO", key_metadata=_bytes(record.get("key_metadata")),
+                        expected_size=record.get("manifest_length"))
+        manifest_sequence_number = record.get("sequence_number") or 0
+        spec_id = record.get("partition_spec_id") or 0
+        for entry in _records(task, file_io):
+            if entry.get("status") == ENTRY_DELETED:
+                continue
+            content = _content_file(entry, manifest_sequence_number, spec_id)
+            _confine(confinement, content.path, content.kind)
+            yield content
+
+
+def _records(task: FileTask, file_io: FileIO) -> list[dict]:
+    finding, records = read_avro(task, file_io)
+    if finding.status != OK or records is None:
+        raise ReadIntegrityError.from_finding(finding)
+    return records
+
+
+def _confine(confinement: Confinement, path: str, kind: str) -> None:
+    try:
+        reason = confinement.refusal(path)
+    except ValueError:
+        reason = "its path is not a valid file name"
+    if reason is not None:
+        raise ReadIntegrityError(f"OUTSIDE_TABLE: the {kind} is not read: {reason}", file=path, status="OUTSIDE_TABLE")
+
+
+def _content_file(entry: dict, manifest_sequence_number: int, spec_id: int) -> ContentFile:
+    data_file = entry["data_file"]
+    sequence_number = entry.get("sequence_number")
+    if sequence_number is None:  # spec "Sequence Number Inheritance": ADDED entries take the manifest's
+        sequence_number = manifest_sequence_number if entry.get("status") == ENTRY_ADDED else 0
+    return ContentFile(
+        path=data_file["file_path"],
+        kind=entry_kind(data_file),
+        file_format=str(data_file["file_format"]).upper(),
+        key_metadata=_bytes(data_file.get("key_metadata")),
+        size=data_file["file_size_in_bytes"],
+        record_count=data_file["record_count"],
+        sequence_number=sequence_number,
+        spec_id=spec_id,
+        partition=dict(data_file.get("partition") or {}),
+        equality_ids=tuple(data_file.get("equality_ids") or ()),
+        referenced_data_file=data_file.get("referenced_data_file"),
+        content_offset=data_file.get("content_offset"),
+        content_size=data_file.get("content_size_in_bytes"),
+    )
+
+
+def _with_deletes(data: ContentFile, deletes: list[ContentFile], unpartitioned_specs: set[int]) -> ReadTask:
+    task = ReadTask(data)
+    for delete in deletes:
+        if delete.kind == EQUALITY_DELETE:
+            same_partition = delete.spec_id == data.spec_id and delete.partition == data.partition
+            if delete.sequence_number > data.sequence_number and (
+                    delete.spec_id in unpartitioned_specs or same_partition):
+                task.equality_deletes.append(delete)
+        elif delete.sequence_number >= data.sequence_number and delete.referenced_data_file in (None, data.path):
+            if delete.kind == DELETION_VECTOR:
+                if delete.referenced_data_file == data.path:
+                    task.deletion_vectors.append(delete)
+            elif delete.kind == POSITION_DELETE:
+                task.position_deletes.append(delete)
+    return task
+
+
+def unpartitioned_spec_ids(doc: dict) -> set[int]:
+    """Ids of the metadata.json's partition specs without fields (their deletes are global)."""
+    specs = doc.get("partition-specs") or []
+    return {s.get("spec-id") for s in specs if isinstance(s, dict) and not s.get("fields")}
+
+
+def _bytes(value) -> bytes | None:
+    return bytes(value) if value is not None else None
+
+
+__all__ = ["ContentFile", "ReadIntegrityError", "ReadTask", "plan_read", "unpartitioned_spec_ids"]

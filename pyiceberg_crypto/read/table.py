@@ -1,0 +1,187 @@
+"""Read an encrypted Iceberg table into Arrow, without Spark or a JVM.
+
+    from pyiceberg_crypto.read import read_table, scan
+    table = read_table("file:/wh/db.db/orders/metadata/00007-....metadata.json", kms)   # pyarrow.Table
+    table = read_table("db.orders", kms, metastore="thrift://127.0.0.1:9083")           # via Hive
+    old = read_table(location, kms, snapshot_id=4239490924)        # time travel: that snapshot's schema
+    for batch in scan(location, kms, columns=["id", "amount"]):    # streaming, bounded memory
+        ...
+
+Steps: metadata.json (bounded read; with ``metastore``, its SHA-256 must equal the metastore's
+``metadata_hash``) -> KEK unwrapped by the KMS -> manifest list and manifests (authenticated)
+-> per data file, in parallel threads: decrypt and authenticate the column chunks needed, apply
+its deletion vectors / position deletes / equality deletes, map columns to the read schema by
+field id. Every byte returned was authenticated; any failure raises
+:class:`~pyiceberg_crypto.read.plan.ReadIntegrityError` (a :class:`~pyiceberg_crypto.formats.errors.IntegrityError`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
+
+from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO, file_io_for
+from pyiceberg_crypto.io.confinement import Confinement
+from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
+from pyiceberg_crypto.read.deletes import DeleteCaches, apply_deletes, equality_field_ids
+from pyiceberg_crypto.read.files import read_data_file
+from pyiceberg_crypto.read.plan import ReadIntegrityError, ReadTask, plan_read, unpartitioned_spec_ids
+from pyiceberg_crypto.read.schema import IcebergSchema, SchemaError, project
+from pyiceberg_crypto.verify.keys import TableKeys
+from pyiceberg_crypto.verify.metadata import MetadataError, TableMetadata
+from pyiceberg_crypto.verify.pipeline import VerifyInputError, metadata_hash, read_metadata
+
+DEFAULT_BATCH_ROWS = 131_072
+
+
+class ReadInputError(ValueError):
+    """The read cannot start: metadata.json missing or not table metadata, unknown snapshot or
+    column, bad KMS spec, unreachable metastore. (Problems with table files are integrity errors.)"""
+
+
+def scan(
+    source: str,
+    kms,
+    *,
+    snapshot_id: int | None = None,
+    columns: list[str] | None = None,
+    metastore: str | None = None,
+    file_io: FileIO | None = None,
+    properties: Mapping[str, str] | None = None,
+    allowed_locations: list[str] | tuple[str, ...] = (),
+    max_workers: int | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
+    kms_timeout: float | None = DEFAULT_KMS_TIMEOUT_SECONDS,
+) -> pa.RecordBatchReader:
+    """A streaming reader of the table's rows (files read in parallel, at most ``2 * max_workers``
+    decrypted files in memory at once; batches come in file order).
+
+    Args:
+        source: a metadata.json location (local path, ``file:``, ``s3://``), or ``db.table`` with ``metastore``.
+        kms: a KeyManagementClient, or a KMS spec for :func:`pyiceberg_crypto.kms.loader.load_kms`
+            (``"keystore"``, ``"module:factory"``) initialized with ``properties``.
+        snapshot_id: read this snapshot, with the schema it was written with (default: the current
+            snapshot, with the current schema).
+        columns: top-level columns to read, by their current names (default: all); only their
+            column chunks are read and decrypted.
+        metastore: ``thrift://host:port`` of the Hive metastore that names the table.
+        file_io / properties: how files are read (default: from the location's scheme and ``properties``).
+        allowed_locations: locations the table spans besides its own (confinement, as the verifier).
+
+    Raises:
+        ReadInputError: before any file is read (see the class).
+        ReadIntegrityError: while reading, for the first file that is not authentic.
+    """
+    prepared = _prepare(source, kms, snapshot_id=snapshot_id, columns=columns, metastore=metastore,
+                        file_io=file_io, properties=properties, allowed_locations=allowed_locations,
+                        max_metadata_bytes=max_metadata_bytes, kms_timeout=kms_timeout)
+    schema, tasks, io = prepared
+    workers = max_workers or min(8, (os.cpu_count() or 2) + 2)
+    batches = _batches(tasks, schema, io, workers, batch_rows)
+    return pa.RecordBatchReader.from_batches(schema.arrow_schema, batches)
+
+
+def read_table(source: str, kms, **options) -> pa.Table:
+    """The whole table (or ``columns`` of it) as one ``pyarrow.Table``; same options as :func:`scan`.
+
+    Nothing is returned unless every file read was authentic."""
+    reader = scan(source, kms, **options)
+    return reader.read_all()
+
+
+def _prepare(source, kms, *, snapshot_id, columns, metastore, file_io, properties, allowed_locations,
+             max_metadata_bytes, kms_timeout) -> tuple[IcebergSchema, list[ReadTask], FileIO]:
+    expected_hash = None
+    location = source
+    if metastore is not None:
+        location, expected_hash = _from_metastore(metastore, source)
+    kms = _kms(kms, properties)
+    file_io = file_io or file_io_for(location, properties)
+    try:
+        raw = read_metadata(file_io, location, max_metadata_bytes)
+    except VerifyInputError as exc:
+        raise ReadInputError(str(exc)) from None
+    if expected_hash is not None and metadata_hash(raw) != expected_hash:
+        raise ReadIntegrityError("the metadata.json differs from the file the metastore recorded (SHA-256 != "
+                                 "metadata_hash): modified or replaced", file=location, status="TAMPERED")
+    try:
+        meta = TableMetadata.parse(raw, location)
+        doc = json.loads(raw)
+        snapshot = meta.select_snapshots(snapshot_id)[0] if snapshot_id is not None else meta.current_snapshot
+        schema_id = _snapshot_schema_id(doc, snapshot_id) if snapshot_id is not None else None
+        schema = IcebergSchema.from_metadata(doc, schema_id).select(columns)
+    except (MetadataError, SchemaError) as exc:
+        raise ReadInputError(str(exc)) from None
+    if not meta.key_id:
+        raise ReadIntegrityError("the table has no encryption.key-id: it is not encrypted (this reader reads "
+                                 "encrypted tables only)", file=location, status="PLAINTEXT")
+    keys = TableKeys(meta, kms, kms_timeout)
+    confinement = Confinement.for_table(meta.table_location, meta.properties, allowed_locations)
+    tasks = plan_read(snapshot, keys, file_io, confinement, unpartitioned_spec_ids(doc))
+    return schema, tasks, file_io
+
+
+def _snapshot_schema_id(doc: dict, snapshot_id: int) -> int | None:
+    for entry in doc.get("snapshots") or []:
+        if isinstance(entry, dict) and entry.get("snapshot-id") == snapshot_id:
+            return entry.get("schema-id")
+    return None
+
+
+def _kms(kms, properties: Mapping[str, str] | None):
+    if isinstance(kms, str):
+        from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
+
+        try:
+            return load_kms(kms, properties)
+        except KmsLoadError as exc:
+            raise ReadInputError(str(exc)) from None
+    return kms
+
+
+def _from_metastore(uri: str, name: str) -> tuple[str, str | None]:
+    from pyiceberg_crypto.io.hive_metastore import MetastoreError, table_parameters
+
+    database, _, table = name.rpartition(".")
+    if not database:
+        raise ReadInputError(f"with a metastore, name the table as DATABASE.TABLE, got {name!r}")
+    try:
+        params = table_parameters(uri, database.split(".")[-1], table)
+    except MetastoreError as exc:
+        raise ReadInputError(str(exc)) from None
+    return params["metadata_location"], params.get("metadata_hash")
+
+
+def _read_one(task: ReadTask, schema: IcebergSchema, file_io: FileIO, caches: DeleteCaches) -> pa.Table:
+    wanted = {f.field_id for f in schema.fields}
+    table = read_data_file(task.data, file_io, schema.fields, wanted | equality_field_ids(task))
+    table = apply_deletes(task, table, file_io, caches)
+    return project(table, schema.fields)
+
+
+def _batches(tasks: list[ReadTask], schema: IcebergSchema, file_io: FileIO, workers: int,
+             batch_rows: int) -> Iterator[pa.RecordBatch]:
+    caches = DeleteCaches()
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pyiceberg-crypto-read") as pool:
+        pending: deque = deque()
+        queue = iter(tasks)
+        try:
+            for task in queue:
+                pending.append(pool.submit(_read_one, task, schema, file_io, caches))
+                if len(pending) >= 2 * workers:
+                    break
+            while pending:
+                table = pending.popleft().result()
+                for task in queue:  # keep the pool busy: one new file per file consumed
+                    pending.append(pool.submit(_read_one, task, schema, file_io, caches))
+                    break
+                yield from table.to_batches(max_chunksize=batch_rows)
+        finally:
+            for future in pending:
+                future.cancel()
