@@ -1,12 +1,16 @@
 """One encrypted file of a table, authenticated, as Arrow.
 
-Parquet (``PARE``): PyArrow's Python API can decrypt only files whose footer carries KMS key
-material (its ``CryptoFactory``); Iceberg keeps each file's DEK in the manifest instead, so
-PyArrow cannot be handed the key. The package's own Parquet decryptor
-(:func:`pyiceberg_crypto.formats.parquet.decrypt_parquet`) opens the footer and every page
-module of the selected column chunks with AES-GCM under the file's DEK and AAD prefix (a moved,
-swapped or altered module fails its tag), checks the trusted length, and writes plaintext
-``PAR1`` in memory that PyArrow then decodes. Column chunks not selected are not read at all.
+Parquet (``PARE``): the package's own decryptor
+(:func:`pyiceberg_crypto.formats.parquet.decrypt_parquet`) opens the footer and every page module
+of the selected column chunks with AES-GCM under the file's DEK and AAD prefix (a moved, swapped
+or altered module fails its tag), after checking the trusted length; it refuses unauthenticated
+(``AES_GCM_CTR_V1``) pages; it writes plaintext ``PAR1`` in memory that PyArrow decodes. Column
+chunks not selected are not read at all. Why not PyArrow's own decryption
+(``pyarrow.parquet.encryption.create_decryption_properties``, recent PyArrow only)? It would
+authenticate the GCM modules too, but it does not know the trusted length and decodes CTR files
+without a tag, it is not in every PyArrow a platform brings, and on an Iceberg file it measured
+slower than our decryptor followed by PyArrow's plaintext decoding (bench/RESULTS.md, sections 2
+and 7). The checks are the verifier's, so a file the reader accepts is one ``verify`` reports OK.
 
 Avro data files and Puffin deletion vectors (``AGS1``): every block is decrypted and
 authenticated in one pass (the verifier's :func:`~pyiceberg_crypto.verify.checks.check_and_decrypt`).
