@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     from pyiceberg_crypto.cli.keys_cmd import add_keys_parser
 
     add_keys_parser(sub)
+
+    from pyiceberg_crypto.cli.head_cmd import add_head_parser
+
+    add_head_parser(sub)
     return parser
 
 
@@ -109,6 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pyiceberg_crypto.cli.keys_cmd import run_keys
 
         return run_keys(args)
+    if args.command == "head":
+        from pyiceberg_crypto.cli.head_cmd import run_head
+
+        return run_head(args)
     if args.command == "jars":
         from pyiceberg_crypto.cli.jars_cmd import run_jars
 

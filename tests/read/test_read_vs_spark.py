@@ -73,6 +73,7 @@ def evolving(spark, kms_registration):
     spark.sql(f"ALTER TABLE {table} ADD COLUMN note string")
     spark.sql(f"ALTER TABLE {table} ADD COLUMN point.z double")
     spark.sql(f"ALTER TABLE {table} ALTER COLUMN id TYPE bigint")
+    spark.sql(f"ALTER TABLE {table} ALTER COLUMN amount TYPE decimal(12,2)")
     spark.sql(f"ALTER TABLE {table} ALTER COLUMN d FIRST")
     spark.sql(f"ALTER TABLE {table} ADD PARTITION FIELD bucket(4, id)")
     spark.sql(f"""INSERT INTO {table} (id, category, amount, note, point) SELECT id, 'e', CAST(id AS decimal(10,2)),
@@ -95,7 +96,7 @@ def test_evolved_table_equals_spark(spark, evolving, kms):
     expected = spark.sql(f"SELECT * FROM {table}").toArrow()
     _assert_same(ours, expected)
     assert ours.column_names[:2] == ["d", "id"] and "active" in ours.column_names and "data" not in ours.column_names
-    assert ours.schema.field("id").type == pa.int64()
+    assert ours.schema.field("id").type == pa.int64() and ours.schema.field("amount").type == pa.decimal128(12, 2)
     deleted = {0, 7, 3, 4, 501, 502}
     assert not deleted & set(ours.column("id").to_pylist())  # the deletion vectors were applied
 
