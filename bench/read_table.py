@@ -20,7 +20,7 @@ started to the moment it holds the table in memory; contenders take turns in eac
 untimed run of each): ``python -c`` building a Spark session with the package's builders
 (``config.local_spark_builder`` + ``configure_spark_with_encryption(spark_settings(...))``, as
 :mod:`bench.context` does), registering the Python KMS and running ``toArrow()``; ``python -c``
-running ``read_table`` and ``scan``. The embedded Derby metastore admits one JVM at a time and the
+running ``read_table`` and ``scan`` (also ``scan(max_workers=1)``, for its peak RSS). The embedded Derby metastore admits one JVM at a time and the
 shared session holds the bench's: the fresh Spark processes open a second metastore (its own Derby
 directory) in which the table was registered once, untimed, with Iceberg's ``register_table``
 procedure on the same metadata.json (Iceberg wires encryption into the Hive catalog only, so a
@@ -57,6 +57,7 @@ TWO_COLUMNS = ["id", "score"]
 FILES = 8
 ROWS_FULL, ROWS_QUICK = 2_000_000, 100_000
 ROOT = Path(__file__).resolve().parents[1]
+WORKERS = min(8, (os.cpu_count() or 2) + 2)  # the reader's default thread pool (``scan``'s max_workers=None)
 
 
 def _select(rows: int) -> str:
@@ -106,7 +107,7 @@ from pyiceberg_crypto.read import read_table, scan
 kms = InMemoryKms({k: bytes.fromhex(v) for k, v in request["master_keys"].items()})
 imported = time.time()
 if request["mode"] == "scan":
-    rows = sum(batch.num_rows for batch in scan(request["metadata"], kms))
+    rows = sum(batch.num_rows for batch in scan(request["metadata"], kms, max_workers=request.get("max_workers")))
 else:
     rows = read_table(request["metadata"], kms).num_rows
 done = time.time()
@@ -228,7 +229,7 @@ def run(ctx: Context) -> Section:
         f"plaintext twin {plain_bytes / 2**20:.1f} MiB; 2 columns = `{', '.join(TWO_COLUMNS)}` "
         f"({enc_cols_bytes / 2**20:.1f} MiB of encrypted column chunks). Warm rows: this process, warm page "
         "cache, contenders take turns in each repeat; `read_table` / `scan` with their default thread pool "
-        f"({min(8, (os.cpu_count() or 2) + 2)} workers on this VM); Spark = the shared `local[2]` session (JVM "
+        f"({WORKERS} workers on this VM); Spark = the shared `local[2]` session (JVM "
         "started, JIT warm), `toPandas` with Arrow enabled. Fresh rows: a new `python -c` process per run, "
         "timed from just before it starts to the table in its memory (interpreter, imports and, for Spark, "
         "JVM + session + metastore start included); Spark's uses a second embedded metastore in which the "
@@ -272,7 +273,12 @@ def run(ctx: Context) -> Section:
     add(Row("read", "rss_rt", "peak RSS, fresh process, `read_table`", "MiB", [r["rss_mib"] for r in fresh["rt_fresh"]],
             short="`read_table`"))
     add(Row("read", "rss_scan", "peak RSS, fresh process, `scan` (batches dropped)", "MiB",
-            [r["rss_mib"] for r in fresh["scan_fresh"]], refs=("rss_rt",)))
+            [r["rss_mib"] for r in fresh["scan_fresh"]], refs=("rss_rt",),
+            note=f"{WORKERS} workers: up to {min(2 * WORKERS, FILES)} of the {FILES} decoded files held"))
+    one = [r["seconds"] for r in fresh["scan_fresh_1"]]
+    add(Row("read", "rss_scan_1", "peak RSS, fresh process, `scan(..., max_workers=1)` (batches dropped)", "MiB",
+            [r["rss_mib"] for r in fresh["scan_fresh_1"]], refs=("rss_rt",),
+            note=f"up to 2 decoded files held; {rows / statistics.median(one):,.0f} rows/s, {statistics.median(one):.2f} s"))
     return section
 
 
@@ -287,6 +293,7 @@ def _fresh_runs(ctx: Context, table: str, metadata: str, rows: int) -> dict[str,
         "spark": (SPARK_CODE, spark_request),
         "rt_fresh": (READER_CODE, {"mode": "read_table", "metadata": metadata, "master_keys": keys}),
         "scan_fresh": (READER_CODE, {"mode": "scan", "metadata": metadata, "master_keys": keys}),
+        "scan_fresh_1": (READER_CODE, {"mode": "scan", "metadata": metadata, "master_keys": keys, "max_workers": 1}),
     }
     ctx.log("read: fresh processes (setup: the table registered in a second metastore)")
     out: dict[str, list[dict]] = {name: [] for name in contenders}

@@ -119,3 +119,7 @@ def test_pip_install_then_the_readme_and_the_demo_work(dist, tmp_path, line, pla
     assert "OK: every file is encrypted, authentic and in its place" in demo.stdout
     show = run([str(venv / "bin" / "pyiceberg-crypto"), "jars", "show"], cwd=empty, env=env).stdout
     assert f"iceberg-spark-runtime-{line}_" in show and str(venv) in show  # the jar inside the wheel
+    # Without the [read] extra (no PyArrow: pyspark does not require it), the reader says what to install.
+    head = subprocess.run([str(venv / "bin" / "pyiceberg-crypto"), "head", "t.metadata.json", "--kms", "keystore"],
+                          cwd=empty, env=env, capture_output=True, text=True, timeout=120)
+    assert head.returncode == 2 and "pip install 'pyiceberg-crypto[read]'" in head.stderr, head.stderr

@@ -45,6 +45,23 @@ def test_runtime_modules_import_no_test_library_and_no_extra():
     assert out.strip() == "[]"
 
 
+def test_the_core_does_not_import_pyarrow():
+    """PyArrow is the [read] extra: only the reader (and the CLI command that runs it) import it."""
+    modules = sorted(
+        info.name for info in pkgutil.walk_packages(pyiceberg_crypto.__path__, "pyiceberg_crypto.")
+        if info.name not in PYTEST_ONLY and not info.name.endswith("__main__")
+        and not info.name.startswith("pyiceberg_crypto.read")
+    )
+    assert "pyiceberg_crypto.cli.head_cmd" in modules and "pyiceberg_crypto.verify.pipeline" in modules
+    probe = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}: importlib.import_module(name)\n"
+        "print('pyarrow' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
 def _build_bridge_module():
     import importlib.util
 

@@ -163,3 +163,20 @@ def test_through_a_standalone_metastore_pinning_the_metadata_hash(spark, kms_reg
     assert caught.value.file == str(metadata_location(spark, f"{catalog}.rdb.{name}"))
     with pytest.raises(ReadInputError, match="does not exist"):
         read_table("rdb.missing_table", kms, metastore=hive_metastore.uri)
+
+
+def test_files_outside_the_table_are_not_read(table, kms, tmp_path):
+    doc = json.loads(_local(table["metadata"]).read_text())
+    original = doc["location"]
+    moved = tmp_path / "00009-moved.metadata.json"
+    moved.write_text(json.dumps({**doc, "location": (tmp_path / "elsewhere").as_uri()}))
+    with pytest.raises(ReadIntegrityError) as caught:
+        read_table(str(moved), kms)
+    current = next(s for s in doc["snapshots"] if s["snapshot-id"] == doc["current-snapshot-id"])
+    assert caught.value.status == "OUTSIDE_TABLE" and caught.value.file == current["manifest-list"]
+    assert read_table(str(moved), kms, allowed_locations=[original]).num_rows == 180
+
+
+def test_metadata_json_is_bounded(table, kms):
+    with pytest.raises(ReadInputError, match="too large"):
+        read_table(table["metadata"], kms, max_metadata_bytes=100)
