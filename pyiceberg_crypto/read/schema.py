@@ -15,6 +15,7 @@ casts; a column the file does not have is null (or its ``initial-default``).
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,18 +200,33 @@ def project(table: pa.Table, fields: tuple[Field, ...]) -> pa.Table:
 
 
 def _missing(target: Field, rows: int) -> pa.Array:
+    """A column the file does not have: its ``initial-default`` (spec "Default values"), else nulls."""
     if target.initial_default is not None and not target.children:
-        return pa.array([_default_value(target)] * rows, type=target.arrow_type)
+        return pa.repeat(default_scalar(target), rows)
     return pa.nulls(rows, type=target.arrow_type)
 
 
-def _default_value(target: Field):
-    value = target.initial_default
-    return value  # JSON single-value serialization: numbers, strings, booleans map directly
+def default_scalar(target: Field) -> pa.Scalar:
+    """A primitive ``initial-default`` in the spec's JSON single-value serialization as an Arrow
+    scalar: numbers and booleans as they are, binary / fixed as hex, the rest as their text form
+    (decimal "14.20", date "2017-11-16", timestamp "2017-11-16T22:31:08.123456", uuid)."""
+    value, kind = target.initial_default, target.type
+    try:
+        if kind in ("binary",) or str(kind).startswith("fixed"):
+            return pa.scalar(bytes.fromhex(value), type=target.arrow_type)
+        if kind == "uuid":
+            return pa.scalar(uuid.UUID(value).bytes, type=target.arrow_type)
+        if isinstance(value, str) and kind != "string":
+            return pa.scalar(value).cast(target.arrow_type)
+        return pa.scalar(value, type=target.arrow_type)
+    except (ValueError, TypeError, pa.ArrowException) as exc:
+        raise SchemaError(f"column {target.name!r}: initial-default {value!r} is not a {kind}: {exc}") from None
 
 
 def _array(array: pa.Array, source: pa.Field, target: Field) -> pa.Array:
     """One file column chunk as ``target``'s type (recursing into nested types by field id)."""
+    if isinstance(array.type, pa.ExtensionType):  # e.g. arrow.uuid: Iceberg's type is its storage
+        array = array.storage
     if not target.children:
         return array if array.type == target.arrow_type else array.cast(target.arrow_type)
     if isinstance(target.arrow_type, pa.StructType):
