@@ -91,10 +91,54 @@ def plan_read(snapshot: Snapshot | None, keys: TableKeys, file_io: FileIO, confi
     if snapshot is None:
         return []
     data_files: list[ContentFile] = []
-    deletes: list[ContentFile] = []
+    deletes = DeleteIndex(unpartitioned_specs)
     for content in _live_files(snapshot, keys, file_io, confinement):
-        (data_files if content.kind == DATA else deletes).append(content)
-    return [_with_deletes(data, deletes, unpartitioned_specs) for data in data_files]
+        if content.kind == DATA:
+            data_files.append(content)
+        else:
+            deletes.add(content)
+    return [deletes.task_for(data) for data in data_files]
+
+
+class DeleteIndex:
+    """Delete files by what they can apply to: deletion vectors by data file, position deletes by
+    data file (or for any file, when they name none), equality deletes by spec and partition (or
+    global), so matching costs what the matches cost, not data files x delete files."""
+
+    def __init__(self, unpartitioned_specs: set[int]):
+        self.unpartitioned_specs = unpartitioned_specs
+        self.by_data_file: dict[str, list[ContentFile]] = {}
+        self.position_any: list[ContentFile] = []
+        self.equality_global: list[ContentFile] = []
+        self.equality_by_partition: dict[tuple, list[ContentFile]] = {}
+
+    def add(self, delete: ContentFile) -> None:
+        if delete.kind == EQUALITY_DELETE:
+            if delete.spec_id in self.unpartitioned_specs:
+                self.equality_global.append(delete)
+            else:
+                self.equality_by_partition.setdefault(_partition_key(delete), []).append(delete)
+        elif delete.kind in (DELETION_VECTOR, POSITION_DELETE):
+            if delete.referenced_data_file is not None:
+                self.by_data_file.setdefault(delete.referenced_data_file, []).append(delete)
+            elif delete.kind == POSITION_DELETE:  # a DV always names its data file
+                self.position_any.append(delete)
+
+    def task_for(self, data: ContentFile) -> ReadTask:
+        """``data`` with the deletes that apply (spec "Scan Planning": positions and DVs at or
+        after its data sequence number, equality deletes strictly after it)."""
+        task = ReadTask(data)
+        for delete in self.by_data_file.get(data.path, []) + self.position_any:
+            if delete.sequence_number >= data.sequence_number:
+                (task.deletion_vectors if delete.kind == DELETION_VECTOR else task.position_deletes).append(delete)
+        for delete in self.equality_global + self.equality_by_partition.get(_partition_key(data), []):
+            if delete.sequence_number > data.sequence_number:
+                task.equality_deletes.append(delete)
+        return task
+
+
+def _partition_key(content: ContentFile) -> tuple:
+    return content.spec_id, tuple(sorted((k, repr(v)) for k, v in content.partition.items()))
 
 
 def _live_files(snapshot: Snapshot, keys: TableKeys, file_io: FileIO, confinement: Confinement):
@@ -158,23 +202,6 @@ def _content_file(entry: dict, manifest_sequence_number: int, spec_id: int) -> C
     )
 
 
-def _with_deletes(data: ContentFile, deletes: list[ContentFile], unpartitioned_specs: set[int]) -> ReadTask:
-    task = ReadTask(data)
-    for delete in deletes:
-        if delete.kind == EQUALITY_DELETE:
-            same_partition = delete.spec_id == data.spec_id and delete.partition == data.partition
-            if delete.sequence_number > data.sequence_number and (
-                    delete.spec_id in unpartitioned_specs or same_partition):
-                task.equality_deletes.append(delete)
-        elif delete.sequence_number >= data.sequence_number and delete.referenced_data_file in (None, data.path):
-            if delete.kind == DELETION_VECTOR:
-                if delete.referenced_data_file == data.path:
-                    task.deletion_vectors.append(delete)
-            elif delete.kind == POSITION_DELETE:
-                task.position_deletes.append(delete)
-    return task
-
-
 def unpartitioned_spec_ids(doc: dict) -> set[int]:
     """Ids of the metadata.json's partition specs without fields (their deletes are global)."""
     specs = doc.get("partition-specs") or []
@@ -185,4 +212,4 @@ def _bytes(value) -> bytes | None:
     return bytes(value) if value is not None else None
 
 
-__all__ = ["ContentFile", "ReadIntegrityError", "ReadTask", "plan_read", "unpartitioned_spec_ids"]
+__all__ = ["ContentFile", "DeleteIndex", "ReadIntegrityError", "ReadTask", "plan_read", "unpartitioned_spec_ids"]
