@@ -159,14 +159,12 @@ def read_deletion_vector(content: ContentFile, file_io: FileIO, puffin_files: On
         raise ReadIntegrityError(f"the manifest places the deletion vector at offset {offset}, {size} bytes, "
                                  f"outside the {len(plaintext)}-byte Puffin file", file=content.path)
     try:
-        vector = parse_deletion_vector(plaintext[offset:offset + size], name=content.path)
+        # The authenticated manifest entry's record count bounds what the blob may expand to.
+        return parse_deletion_vector(plaintext[offset:offset + size], name=content.path,
+                                     max_positions=content.record_count, expected_cardinality=content.record_count)
     except FormatError as exc:
-        raise ReadIntegrityError(f"authenticated, but not a deletion vector: {exc}", file=content.path,
-                                 location=f"blob at {offset}") from None
-    if vector.cardinality != content.record_count:
-        raise ReadIntegrityError(f"the deletion vector holds {vector.cardinality} positions, the manifest entry says "
-                                 f"{content.record_count}", file=content.path, location=f"blob at {offset}")
-    return vector
+        raise ReadIntegrityError(f"authenticated, but not the deletion vector the manifest describes: {exc}",
+                                 file=content.path, location=f"blob at {offset}") from None
 
 
 def read_position_deletes(content: ContentFile, file_io: FileIO, cache: OnceCache) -> dict[str, list[int]]:
@@ -174,6 +172,9 @@ def read_position_deletes(content: ContentFile, file_io: FileIO, cache: OnceCach
     def load() -> dict[str, list[int]]:
         table = read_parquet(content, file_io, {POSITION_DELETE_PATH_ID, POSITION_DELETE_POS_ID})
         ids = {field_id(f): f.name for f in table.schema}
+        if POSITION_DELETE_PATH_ID not in ids or POSITION_DELETE_POS_ID not in ids:
+            raise ReadIntegrityError("authenticated, but not a position delete file (no file_path / pos columns)",
+                                     file=content.path, status=UNVERIFIABLE)
         paths = table.column(ids[POSITION_DELETE_PATH_ID]).to_pylist()
         positions = table.column(ids[POSITION_DELETE_POS_ID]).to_pylist()
         found: dict[str, list[int]] = {}

@@ -92,7 +92,12 @@ def plan_read(snapshot: Snapshot | None, keys: TableKeys, file_io: FileIO, confi
         return []
     data_files: list[ContentFile] = []
     deletes = DeleteIndex(unpartitioned_specs)
+    seen: set[str] = set()
     for content in _live_files(snapshot, keys, file_io, confinement):
+        if content.kind != DELETION_VECTOR:  # DVs share their Puffin file; every other file is live once
+            if content.path in seen:  # its rows would be returned twice (Iceberg never writes this)
+                raise ReadIntegrityError("two live manifest entries name this file", file=content.path)
+            seen.add(content.path)
         if content.kind == DATA:
             data_files.append(content)
         else:

@@ -160,9 +160,15 @@ def _from_metastore(uri: str, name: str) -> tuple[str, str | None]:
 
 def _read_one(task: ReadTask, schema: IcebergSchema, file_io: FileIO, caches: DeleteCaches) -> pa.Table:
     wanted = {f.field_id for f in schema.fields}
-    table = read_data_file(task.data, file_io, schema.fields, wanted | equality_field_ids(task))
-    table = apply_deletes(task, table, file_io, caches)
-    return project(table, schema.fields)
+    try:
+        table = read_data_file(task.data, file_io, schema.fields, wanted | equality_field_ids(task))
+        table = apply_deletes(task, table, file_io, caches)
+        return project(table, schema.fields)
+    except (pa.ArrowException, SchemaError, KeyError, IndexError, TypeError, ValueError) as exc:
+        # Authentic bytes that do not decode as the schema says (PyArrow's decoding, a column of
+        # another type): the file is named, never a stack trace from inside PyArrow.
+        raise ReadIntegrityError(f"authenticated, but not readable as this table's data file: "
+                                 f"{type(exc).__name__}: {exc}", file=task.data.path, status="UNVERIFIABLE") from None
 
 
 def _batches(tasks: list[ReadTask], schema: IcebergSchema, file_io: FileIO, workers: int,
