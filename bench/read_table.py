@@ -100,7 +100,7 @@ def chunk_bytes(path: str, keys: ParquetKeys | None, columns: list[str]) -> int:
 
 #: A fresh interpreter reading the table with the package's reader; request on stdin.
 READER_CODE = """
-import json, resource, sys, time
+import json, sys, time
 request = json.loads(sys.stdin.read())
 from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.read import read_table, scan
@@ -111,8 +111,9 @@ if request["mode"] == "scan":
 else:
     rows = read_table(request["metadata"], kms).num_rows
 done = time.time()
-print("RESULT " + json.dumps({"done": done, "rows": rows, "imported": imported,
-                              "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
+with open("/proc/self/status") as status:  # VmHWM: this process's peak RSS (ru_maxrss would
+    peak_kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))  # include the parent's: fork)
+print("RESULT " + json.dumps({"done": done, "rows": rows, "imported": imported, "rss_mib": peak_kib / 1024}), flush=True)
 """
 
 #: A fresh interpreter starting Spark local[2] (package builders, Python KMS) and reading the table

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import io
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 
 import pyarrow as pa
@@ -135,9 +135,9 @@ class OnceCache:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._futures: dict[str, Future] = {}
+        self._futures: dict[Hashable, Future] = {}
 
-    def get(self, key: str, compute: Callable[[], object]):
+    def get(self, key: Hashable, compute: Callable[[], object]):
         with self._lock:
             future = self._futures.get(key)
             owner = future is None
@@ -153,7 +153,10 @@ class OnceCache:
 
 def read_deletion_vector(content: ContentFile, file_io: FileIO, puffin_files: OnceCache) -> DeletionVector:
     """The deletion vector ``content`` points at (its blob in a Puffin file), authenticated."""
-    plaintext = puffin_files.get(content.path, lambda: _ags1_plaintext(content, file_io))
+    # Keyed by what the entry claims, not the path alone: DV entries sharing a Puffin file that
+    # disagree about its length or key are each checked against their own claim.
+    claim = (content.path, content.size, content.key_metadata)
+    plaintext = puffin_files.get(claim, lambda: _ags1_plaintext(content, file_io))
     offset, size = content.content_offset, content.content_size
     if offset is None or size is None or offset < 0 or size < 0 or offset + size > len(plaintext):
         raise ReadIntegrityError(f"the manifest places the deletion vector at offset {offset}, {size} bytes, "

@@ -16,7 +16,9 @@ snapshot, the delete manifest, ...) because the table's paths and keys are new i
 
 ``expect``: ``input-error`` (VerifyInputError, exit 2) or ``not-ok`` (exit 1; ``finding``: a
 finding of that kind and status must be in the report). Every case also runs through
-:func:`tests.fuzz.harness.run_verifier` (no exception, exit 0/1/2, one JSON document, bounds).
+:func:`tests.fuzz.harness.run_verifier` (no exception, exit 0/1/2, one JSON document, bounds), and
+through the JVM-free reader, which must refuse it too (``deletion-vector-size-of-second-entry``
+was found again in the reader, #17).
 """
 
 from __future__ import annotations
@@ -116,7 +118,7 @@ def _schema_variant(table: FuzzTable, case: dict) -> None:
     original, avro.schema = avro.schema, schema
     try:
         with table.variant(**{edits: {key: records}}) as location:
-            _check(run_verifier(table, location), case)
+            _check_both(table, location, case)
     finally:
         avro.schema = original
 
@@ -132,6 +134,15 @@ def _check(outcome, case: dict) -> None:
         assert (wanted["kind"], wanted["status"]) in found, found
 
 
+def _check_both(table: FuzzTable, location: str, case: dict) -> None:
+    """The verifier's verdict, and the reader on the same input: it never returns rows the
+    verifier would not find OK (:func:`tests.fuzz.test_fuzz_reader.read_and_verify`)."""
+    from tests.fuzz.test_fuzz_reader import read_and_verify
+
+    _check(run_verifier(table, location), case)
+    read_and_verify(table, location)
+
+
 @pytest.mark.parametrize("case_file", CASES, ids=[p.stem for p in CASES])
 def test_regression(fuzz_table, case_file, tmp_path):
     case = json.loads(case_file.read_text())
@@ -139,7 +150,7 @@ def test_regression(fuzz_table, case_file, tmp_path):
     if case["kind"] == "metadata-json":
         location = _metadata_variant(table, case)
         try:
-            _check(run_verifier(table, location), case)
+            _check_both(table, location, case)
         finally:
             os.unlink(local_path(location))
     elif case["kind"] == "manifest":
@@ -152,7 +163,7 @@ def test_regression(fuzz_table, case_file, tmp_path):
                          if r["data_file"]["file_path"] in seen or seen.add(r["data_file"]["file_path"]))
         _set(records[index], case["field"], _value(table, case["value"]))
         with table.variant(manifests={path: records}) as location:
-            _check(run_verifier(table, location), case)
+            _check_both(table, location, case)
     elif case["kind"] == "manifest-list":
         snapshot_id = _snapshot(table, case["snapshot"])["snapshot-id"]
         records = copy.deepcopy(table.lists[snapshot_id].records)
@@ -160,7 +171,7 @@ def test_regression(fuzz_table, case_file, tmp_path):
         index = next(i for i, r in enumerate(records) if r["manifest_path"] == wanted)
         _set(records[index], case["field"], _value(table, case["value"]))
         with table.variant(lists={snapshot_id: records}) as location:
-            _check(run_verifier(table, location), case)
+            _check_both(table, location, case)
     elif case["kind"] == "schema":
         _schema_variant(table, case)
     else:  # bytes
