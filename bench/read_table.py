@@ -46,7 +46,6 @@ import pyarrow.parquet as pq
 from bench.context import CATALOG, KMS_NAME, Context
 from bench.harness import Row, Section, time_interleaved
 from bench.workloads import FILES_PROPERTIES, create_table, current_metadata_json
-from pyiceberg_crypto import config
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.formats.parquet.reader import ParquetFileReader, ParquetKeys
 from pyiceberg_crypto.formats.parquet.structs import ColumnMetaDataF

@@ -1,6 +1,6 @@
 """Run the benchmarks and write the results table.
 
-    make bench          # full sizes (~55 min on 2 cores, ~50 of them sections 5 and 6), writes bench/RESULTS.md
+    make bench          # full sizes (~60 min on 2 cores, ~50 of them sections 5 and 6, ~6 section 7), writes bench/RESULTS.md
     make bench-quick    # tiny sizes (a few minutes), same table shape, writes bench/.data/RESULTS-quick.md
     .venv/bin/python -m bench.run [--quick] [--only ags1,parquet,kms,tables,verify,incremental,read] [--output FILE]
 
