@@ -87,12 +87,26 @@ def scan(
     return pa.RecordBatchReader.from_batches(schema.arrow_schema, batches)
 
 
-def read_table(source: str, kms, **options) -> pa.Table:
-    """The whole table (or ``columns`` of it) as one ``pyarrow.Table``; same options as :func:`scan`.
+def read_table(
+    source: str,
+    kms,
+    *,
+    snapshot_id: int | None = None,
+    columns: list[str] | None = None,
+    metastore: str | None = None,
+    file_io: FileIO | None = None,
+    properties: Mapping[str, str] | None = None,
+    allowed_locations: list[str] | tuple[str, ...] = (),
+    max_workers: int | None = None,
+    max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
+    kms_timeout: float | None = DEFAULT_KMS_TIMEOUT_SECONDS,
+) -> pa.Table:
+    """The table (or ``columns`` of it) as one ``pyarrow.Table``; the arguments are :func:`scan`'s.
 
     Nothing is returned unless every file read was authentic."""
-    reader = scan(source, kms, **options)
-    return reader.read_all()
+    return scan(source, kms, snapshot_id=snapshot_id, columns=columns, metastore=metastore, file_io=file_io,
+                properties=properties, allowed_locations=allowed_locations, max_workers=max_workers,
+                max_metadata_bytes=max_metadata_bytes, kms_timeout=kms_timeout).read_all()
 
 
 def _prepare(source, kms, *, snapshot_id, columns, metastore, file_io, properties, allowed_locations,
