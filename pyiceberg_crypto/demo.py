@@ -8,7 +8,9 @@ Run it with ``make demo`` or ``pyiceberg-crypto demo``. Steps:
    UPDATE, DELETE (a deletion vector), SELECT back;
 4. show each file's magic (``PARE`` / ``AGS1``) and how many KMS calls Python served;
 5. verify the whole table with the independent verifier (:func:`pyiceberg_crypto.verify.verify_table`:
-   every block and module authenticated, trusted lengths, own AAD) and print its report.
+   every block and module authenticated, trusted lengths, own AAD) and print its report;
+6. with Spark stopped, read the table back without a JVM (:func:`pyiceberg_crypto.read.read_table`,
+   the ``[read]`` extra) and compare the rows with Spark's.
 
 :func:`run_demo` returns a :class:`DemoReport` (data); the CLI prints it.
 """
@@ -39,12 +41,15 @@ class DemoReport:
     kms_stats: KmsCallStats = field(default_factory=KmsCallStats)
     table_location: str = ""
     verification: TableReport | None = None
+    metadata_location: str = ""
+    jvm_free_rows: list[tuple] | None = None  # read back without a JVM; None without the [read] extra
 
     @property
     def ok(self) -> bool:
         kinds = {f.kind for f in self.files}
         return (bool(self.rows) and {"data", "manifest", "manifest-list"} <= kinds and all(f.ok for f in self.files)
-                and self.verification is not None and self.verification.ok)
+                and self.verification is not None and self.verification.ok
+                and self.jvm_free_rows in (None, self.rows))
 
 
 def build_session(workdir: Path):
@@ -98,10 +103,24 @@ def run_demo(workdir: str | os.PathLike = "demo-warehouse", *, keep: bool = Fals
         report.kms_stats = registration.stats.snapshot()
         log(f"Verifying {TABLE} with the independent pure-Python verifier (Spark tasks)...")
         report.verification = verify_table(spark, TABLE)
+        report.metadata_location = spark.sql(
+            f"SELECT file FROM {TABLE}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
         registration.close()
     finally:
         spark.stop()
+    report.jvm_free_rows = _read_without_a_jvm(report.metadata_location, kms, log)
     return report
+
+
+def _read_without_a_jvm(metadata_location: str, kms, log) -> list[tuple] | None:
+    try:
+        from pyiceberg_crypto.read import read_table
+    except ImportError:
+        log("(pip install 'pyiceberg-crypto[read]' to also read the table back without a JVM)")
+        return None
+    log(f"Spark stopped. Reading {TABLE} back without a JVM (pyiceberg_crypto.read.read_table)...")
+    table = read_table(metadata_location, kms).sort_by("id")
+    return [tuple(row.values()) for row in table.to_pylist()]
 
 
 def print_report(report: DemoReport, log=print) -> None:
@@ -117,6 +136,11 @@ def print_report(report: DemoReport, log=print) -> None:
 
         log("\nVerification report (pyiceberg_crypto.verify.verify_table):")
         log(format_report(report.verification))
+    if report.jvm_free_rows is not None:
+        same = "the same rows as Spark's SELECT" if report.jvm_free_rows == report.rows else "DIFFERENT rows from Spark's"
+        log(f"\nRead without a JVM (pyiceberg_crypto.read): {len(report.jvm_free_rows)} rows, {same}")
+        for row in report.jvm_free_rows:
+            log(f"       {row}")
     if report.ok:
         log("OK: every file is encrypted (PARE / AGS1), authenticated and of its trusted length.")
     else:

@@ -117,6 +117,7 @@ def test_pip_install_then_the_readme_and_the_demo_work(dist, tmp_path, line, pla
 
     demo = run([str(venv / "bin" / "pyiceberg-crypto"), "demo"], cwd=empty, env=env)
     assert "OK: every file is encrypted, authentic and in its place" in demo.stdout
+    assert "pip install 'pyiceberg-crypto[read]' to also read the table back without a JVM" in demo.stdout
     show = run([str(venv / "bin" / "pyiceberg-crypto"), "jars", "show"], cwd=empty, env=env).stdout
     assert f"iceberg-spark-runtime-{line}_" in show and str(venv) in show  # the jar inside the wheel
     # Without the [read] extra (no PyArrow: pyspark does not require it), the reader says what to install.

@@ -88,3 +88,4 @@ def test_demo_writes_verifies_and_reports(tmp_path):
     assert "deletion-vector" in out and "table checks" in out
     assert "OK              metadata-hash" in out
     assert "OK: every file is encrypted, authentic and in its place" in out
+    assert "Read without a JVM (pyiceberg_crypto.read): 3 rows, the same rows as Spark's SELECT" in out
