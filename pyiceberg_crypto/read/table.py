@@ -22,6 +22,7 @@ import os
 from collections import deque
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
 
 import pyarrow as pa
 
@@ -187,21 +188,19 @@ def _read_one(task: ReadTask, schema: IcebergSchema, file_io: FileIO, caches: De
 
 def _batches(tasks: list[ReadTask], schema: IcebergSchema, file_io: FileIO, workers: int,
              batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """Files read by ``workers`` threads, ``2 * workers`` ahead of the consumer, yielded in order."""
     caches = DeleteCaches()
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pyiceberg-crypto-read") as pool:
-        pending: deque = deque()
+        def submit(task: ReadTask):
+            return pool.submit(_read_one, task, schema, file_io, caches)
+
         queue = iter(tasks)
+        pending = deque(submit(task) for task in islice(queue, 2 * workers))
         try:
-            for task in queue:
-                pending.append(pool.submit(_read_one, task, schema, file_io, caches))
-                if len(pending) >= 2 * workers:
-                    break
             while pending:
                 table = pending.popleft().result()
-                for task in queue:  # keep the pool busy: one new file per file consumed
-                    pending.append(pool.submit(_read_one, task, schema, file_io, caches))
-                    break
+                pending.extend(submit(task) for task in islice(queue, 1))  # one in for each one out
                 yield from table.to_batches(max_chunksize=batch_rows)
         finally:
-            for future in pending:
+            for future in pending:  # the consumer stopped early, or a file failed: read no more
                 future.cancel()
