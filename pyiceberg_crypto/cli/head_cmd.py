@@ -1,7 +1,8 @@
 """``pyiceberg-crypto head``: the first rows of an encrypted table, without Spark or a JVM.
 
     pyiceberg-crypto head /wh/db.db/orders/metadata/00007-....metadata.json --kms keystore \\
-        --kms-property keystore.path=keys.json [-n 10] [--columns id,amount] [--snapshot ID] [--json]
+        --kms-property keystore.path=keys.json [-n 10] [--columns id,amount] [--snapshot ID] [--json] \\
+        [--io-property s3.endpoint=https://...]
     pyiceberg-crypto head db.orders --metastore thrift://127.0.0.1:9083 --kms ...
 
 Stops reading once ``-n`` rows are out (files are read in order; each one is authenticated before
@@ -31,6 +32,8 @@ def add_head_parser(sub) -> None:
     head.add_argument("--columns", metavar="A,B", help="only these top-level columns (comma-separated)")
     head.add_argument("--snapshot", type=int, metavar="ID", help="read this snapshot, with its schema")
     head.add_argument("--metastore", metavar="URI", help="thrift://host:port of the Hive metastore naming DB.TABLE")
+    head.add_argument("--io-property", action="append", default=[], metavar="KEY=VALUE",
+                      help="a storage property (s3.endpoint, s3.region, ...: as the catalog's) (repeatable)")
     head.add_argument("--allow-location", action="append", default=[], metavar="URI",
                       help="also read files under this location (a table that spans several)")
     head.add_argument("--json", action="store_true", help="print one JSON object per row")
@@ -51,8 +54,13 @@ def run_head(args: argparse.Namespace) -> int:
         return _fail(f"the KMS factory {args.kms!r} failed: {exception_line(exc)}")
     columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
     try:
+        io_properties = parse_properties(args.io_property, "--io-property")
+    except ValueError as exc:
+        return _fail(str(exc))
+    try:
         reader = scan(args.source, kms, snapshot_id=args.snapshot, columns=columns, metastore=args.metastore,
-                      allowed_locations=args.allow_location, batch_rows=args.rows, max_workers=2)
+                      properties=io_properties, allowed_locations=args.allow_location, batch_rows=args.rows,
+                      max_workers=2)
         rows = _first_rows(reader, args.rows)
     except ReadIntegrityError as exc:
         print(f"pyiceberg-crypto: not authentic: {escape_text(str(exc))}", file=sys.stderr)

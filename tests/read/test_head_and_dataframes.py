@@ -80,6 +80,8 @@ def test_head_exit_statuses(spark, orders, kms_env, capsys, tmp_path):
     assert code == 2 and "no column 'nope'" in err
     code, _, err = _head(capsys, str(tmp_path / "missing.metadata.json"), "--kms", KMS_SPEC)
     assert code == 2 and "table metadata not found" in err
+    code, _, err = _head(capsys, location, "--kms", KMS_SPEC, "--io-property", "no-equals-sign")
+    assert code == 2 and "--io-property" in err
     data_file = spark.sql(f"SELECT file_path FROM {orders}.files").first()[0]
     with tampered(Path(data_file.removeprefix("file:")), flip(60)):
         code, out, err = _head(capsys, location, "--kms", KMS_SPEC)
