@@ -19,7 +19,7 @@ import pytest
 
 from pyiceberg_crypto import config
 from pyiceberg_crypto.kms import InMemoryKms
-from pyiceberg_crypto.read import ReadInputError, read_table, scan
+from pyiceberg_crypto.read import ReadInputError, ReadIntegrityError, read_table, scan
 from tests.conftest import CATALOG
 
 MOR = {"write.delete.mode": "merge-on-read", "write.update.mode": "merge-on-read", "write.merge.mode": "merge-on-read"}
@@ -141,6 +141,15 @@ def test_overwrite_avro_and_empty_tables(spark, kms_registration, kms):
     files = spark.sql(f"SELECT file_format FROM {avro}.data_files").collect()
     assert {r[0] for r in files} == {"AVRO"}
     _assert_same(read_table(metadata_location(spark, avro), kms), spark.sql(f"SELECT * FROM {avro}").toArrow())
+    avro_file = Path(spark.sql(f"SELECT file_path FROM {avro}.data_files").first()[0].removeprefix("file:"))
+    original = avro_file.read_bytes()
+    avro_file.write_bytes(original[:100] + bytes([original[100] ^ 1]) + original[101:])
+    try:
+        with pytest.raises(ReadIntegrityError) as caught:
+            read_table(metadata_location(spark, avro), kms)
+    finally:
+        avro_file.write_bytes(original)
+    assert caught.value.file.endswith(avro_file.name) and "block 0" in str(caught.value)
 
     empty = _create(spark, "empty", "id bigint, v string")
     location = spark.sql(f"DESCRIBE TABLE EXTENDED {empty}").where("col_name = 'Location'").first()[1]
