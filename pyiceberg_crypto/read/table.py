@@ -21,6 +21,7 @@ import json
 import os
 from collections import deque
 from collections.abc import Iterator, Mapping
+from datetime import datetime, timezone
 from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 
@@ -50,6 +51,7 @@ def scan(
     kms,
     *,
     snapshot_id: int | None = None,
+    as_of: datetime | None = None,
     columns: list[str] | None = None,
     metastore: str | None = None,
     file_io: FileIO | None = None,
@@ -69,6 +71,8 @@ def scan(
             (``"keystore"``, ``"module:factory"``) initialized with ``properties``.
         snapshot_id: read this snapshot, with the schema it was written with (default: the current
             snapshot, with the current schema).
+        as_of: read the snapshot that was current at this time (Spark's ``TIMESTAMP AS OF``: the
+            table's snapshot log), with its schema; a naive datetime is taken as UTC.
         columns: top-level columns to read, by their current names (default: all); only their
             column chunks are read and decrypted.
         metastore: ``thrift://host:port`` of the Hive metastore that names the table.
@@ -79,7 +83,7 @@ def scan(
         ReadInputError: before any file is read (see the class).
         ReadIntegrityError: while reading, for the first file that is not authentic.
     """
-    prepared = _prepare(source, kms, snapshot_id=snapshot_id, columns=columns, metastore=metastore,
+    prepared = _prepare(source, kms, snapshot_id=snapshot_id, as_of=as_of, columns=columns, metastore=metastore,
                         file_io=file_io, properties=properties, allowed_locations=allowed_locations,
                         max_metadata_bytes=max_metadata_bytes, kms_timeout=kms_timeout)
     schema, tasks, io = prepared
@@ -93,6 +97,7 @@ def read_table(
     kms,
     *,
     snapshot_id: int | None = None,
+    as_of: datetime | None = None,
     columns: list[str] | None = None,
     metastore: str | None = None,
     file_io: FileIO | None = None,
@@ -105,13 +110,15 @@ def read_table(
     """The table (or ``columns`` of it) as one ``pyarrow.Table``; the arguments are :func:`scan`'s.
 
     Nothing is returned unless every file read was authentic."""
-    return scan(source, kms, snapshot_id=snapshot_id, columns=columns, metastore=metastore, file_io=file_io,
-                properties=properties, allowed_locations=allowed_locations, max_workers=max_workers,
+    return scan(source, kms, snapshot_id=snapshot_id, as_of=as_of, columns=columns, metastore=metastore,
+                file_io=file_io, properties=properties, allowed_locations=allowed_locations, max_workers=max_workers,
                 max_metadata_bytes=max_metadata_bytes, kms_timeout=kms_timeout).read_all()
 
 
-def _prepare(source, kms, *, snapshot_id, columns, metastore, file_io, properties, allowed_locations,
+def _prepare(source, kms, *, snapshot_id, as_of, columns, metastore, file_io, properties, allowed_locations,
              max_metadata_bytes, kms_timeout) -> tuple[IcebergSchema, list[ReadTask], FileIO]:
+    if snapshot_id is not None and as_of is not None:
+        raise ReadInputError("choose snapshot_id or as_of, not both")
     expected_hash = None
     location = source
     if metastore is not None:
@@ -128,6 +135,8 @@ def _prepare(source, kms, *, snapshot_id, columns, metastore, file_io, propertie
     try:
         meta = TableMetadata.parse(raw, location)
         doc = json.loads(raw)
+        if as_of is not None:
+            snapshot_id = _snapshot_as_of(doc, as_of)
         snapshot = meta.select_snapshots(snapshot_id)[0] if snapshot_id is not None else meta.current_snapshot
         schema_id = _snapshot_schema_id(doc, snapshot_id) if snapshot_id is not None else None
         schema = IcebergSchema.from_metadata(doc, schema_id).select(columns)
@@ -140,6 +149,19 @@ def _prepare(source, kms, *, snapshot_id, columns, metastore, file_io, propertie
     confinement = Confinement.for_table(meta.table_location, meta.properties, allowed_locations)
     tasks = plan_read(snapshot, keys, file_io, confinement, unpartitioned_spec_ids(doc))
     return schema, tasks, file_io
+
+
+def _snapshot_as_of(doc: dict, as_of: datetime) -> int:
+    """The snapshot id the table's ``snapshot-log`` names as current at ``as_of``."""
+    moment = as_of if as_of.tzinfo else as_of.replace(tzinfo=timezone.utc)
+    millis = int(moment.timestamp() * 1000)
+    log = [e for e in doc.get("snapshot-log") or [] if isinstance(e, dict)]
+    earlier = [e for e in log if isinstance(e.get("timestamp-ms"), int) and e["timestamp-ms"] <= millis]
+    if not earlier:
+        first = min((e.get("timestamp-ms") for e in log if isinstance(e.get("timestamp-ms"), int)), default=None)
+        since = f"; its first snapshot is from {datetime.fromtimestamp(first / 1000, timezone.utc).isoformat()}" if first else ""
+        raise ReadInputError(f"the table had no snapshot at {moment.isoformat()}{since}")
+    return max(earlier, key=lambda e: e["timestamp-ms"])["snapshot-id"]
 
 
 def _snapshot_schema_id(doc: dict, snapshot_id: int) -> int | None:

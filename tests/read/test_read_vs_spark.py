@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
@@ -105,6 +106,14 @@ def test_time_travel_reads_the_snapshot_with_its_schema(spark, evolving, kms):
     ours = read_table(metadata_location(spark, evolving["table"]), kms, snapshot_id=evolving["first"])
     _assert_same(ours, evolving["first_rows"])
     assert "flag" in ours.column_names and "data" in ours.column_names and ours.schema.field("id").type == pa.int32()
+    # By time, as Spark's TIMESTAMP AS OF: the snapshot current at the first commit's time, 1 ms later.
+    location = metadata_location(spark, evolving["table"])
+    doc = json.loads(Path(location.removeprefix("file:")).read_text())
+    first_ms = next(s["timestamp-ms"] for s in doc["snapshots"] if s["snapshot-id"] == evolving["first"])
+    at = datetime.fromtimestamp((first_ms + 1) / 1000, timezone.utc)
+    _assert_same(read_table(location, kms, as_of=at), evolving["first_rows"])
+    with pytest.raises(ReadInputError, match="the table had no snapshot at"):
+        read_table(location, kms, as_of=at - timedelta(days=1))
 
 
 def test_projection_reads_only_the_columns_asked_for(spark, evolving, kms):
