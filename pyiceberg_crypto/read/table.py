@@ -23,7 +23,6 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from concurrent.futures import ThreadPoolExecutor
-from itertools import islice
 
 import pyarrow as pa
 
@@ -39,6 +38,8 @@ from pyiceberg_crypto.verify.metadata import MetadataError, TableMetadata
 from pyiceberg_crypto.verify.pipeline import VerifyInputError, metadata_hash, read_metadata
 
 DEFAULT_BATCH_ROWS = 131_072
+#: How far a scan reads ahead, in stored bytes of data files (decoded, a file takes a few times that).
+DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024
 
 
 class ReadInputError(ValueError):
@@ -59,11 +60,14 @@ def scan(
     allowed_locations: list[str] | tuple[str, ...] = (),
     max_workers: int | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
     max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
     kms_timeout: float | None = DEFAULT_KMS_TIMEOUT_SECONDS,
 ) -> pa.RecordBatchReader:
-    """A streaming reader of the table's rows (files read in parallel, at most ``2 * max_workers``
-    decrypted files in memory at once; batches come in file order).
+    """A streaming reader of the table's rows: files read in parallel threads, batches in file
+    order. Memory is bounded by how far it reads ahead: at most ``2 * max_workers`` files whose
+    stored sizes add up to ``max_buffered_bytes`` (one file at a time when a file is larger); each
+    file is decoded whole, so peak memory is about the decoded size of the files ahead.
 
     Args:
         source: a metadata.json location (local path, ``file:``, ``s3://``), or ``db.table`` with ``metastore``.
@@ -78,6 +82,9 @@ def scan(
         metastore: ``thrift://host:port`` of the Hive metastore that names the table.
         file_io / properties: how files are read (default: from the location's scheme and ``properties``).
         allowed_locations: locations the table spans besides its own (confinement, as the verifier).
+        max_workers: reading threads (default: CPUs + 2, at most 8).
+        batch_rows: rows per record batch at most.
+        max_buffered_bytes: stored bytes of data files read ahead at most (default 256 MiB).
 
     Raises:
         ReadInputError: before any file is read (see the class).
@@ -88,7 +95,7 @@ def scan(
                         max_metadata_bytes=max_metadata_bytes, kms_timeout=kms_timeout)
     schema, tasks, io = prepared
     workers = max_workers or min(8, (os.cpu_count() or 2) + 2)
-    batches = _batches(tasks, schema, io, workers, batch_rows)
+    batches = _batches(tasks, schema, io, workers, batch_rows, max_buffered_bytes)
     return pa.RecordBatchReader.from_batches(schema.arrow_schema, batches)
 
 
@@ -208,21 +215,34 @@ def _read_one(task: ReadTask, schema: IcebergSchema, file_io: FileIO, caches: De
                                  f"{type(exc).__name__}: {exc}", file=task.data.path, status="UNVERIFIABLE") from None
 
 
-def _batches(tasks: list[ReadTask], schema: IcebergSchema, file_io: FileIO, workers: int,
-             batch_rows: int) -> Iterator[pa.RecordBatch]:
-    """Files read by ``workers`` threads, ``2 * workers`` ahead of the consumer, yielded in order."""
+def _batches(tasks: list[ReadTask], schema: IcebergSchema, file_io: FileIO, workers: int, batch_rows: int,
+             max_buffered_bytes: int) -> Iterator[pa.RecordBatch]:
+    """Files read by ``workers`` threads ahead of the consumer, yielded in order. Files are taken
+    ahead while at most ``2 * workers`` are pending and their stored sizes stay within
+    ``max_buffered_bytes`` (one file is always allowed, however large)."""
     caches = DeleteCaches()
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pyiceberg-crypto-read") as pool:
-        def submit(task: ReadTask):
-            return pool.submit(_read_one, task, schema, file_io, caches)
+        pending: deque = deque()  # (future, stored bytes)
+        buffered, next_task = 0, 0
 
-        queue = iter(tasks)
-        pending = deque(submit(task) for task in islice(queue, 2 * workers))
+        def refill() -> None:
+            nonlocal buffered, next_task
+            while next_task < len(tasks) and len(pending) < 2 * workers:
+                size = max(tasks[next_task].data.size, 0)
+                if pending and buffered + size > max_buffered_bytes:
+                    return
+                pending.append((pool.submit(_read_one, tasks[next_task], schema, file_io, caches), size))
+                buffered += size
+                next_task += 1
+
         try:
+            refill()
             while pending:
-                table = pending.popleft().result()
-                pending.extend(submit(task) for task in islice(queue, 1))  # one in for each one out
+                future, size = pending.popleft()
+                table = future.result()
+                buffered -= size
+                refill()
                 yield from table.to_batches(max_chunksize=batch_rows)
         finally:
-            for future in pending:  # the consumer stopped early, or a file failed: read no more
+            for future, _ in pending:  # the consumer stopped early, or a file failed: read no more
                 future.cancel()

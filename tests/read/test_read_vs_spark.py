@@ -126,10 +126,13 @@ def test_projection_reads_only_the_columns_asked_for(spark, evolving, kms):
 
 
 def test_scan_streams_batches_of_the_same_rows(spark, evolving, kms):
+    expected = spark.sql(f"SELECT count(*) FROM {evolving['table']}").first()[0]
     reader = scan(metadata_location(spark, evolving["table"]), kms, batch_rows=50, max_workers=2)
     batches = list(reader)
     assert batches and max(b.num_rows for b in batches) <= 50
-    assert sum(b.num_rows for b in batches) == spark.sql(f"SELECT count(*) FROM {evolving['table']}").first()[0]
+    assert sum(b.num_rows for b in batches) == expected
+    one_at_a_time = scan(metadata_location(spark, evolving["table"]), kms, max_buffered_bytes=1).read_all()
+    assert one_at_a_time.num_rows == expected and one_at_a_time.schema == reader.schema
 
 
 def test_overwrite_avro_and_empty_tables(spark, kms_registration, kms):
