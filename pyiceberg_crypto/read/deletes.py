@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from pyiceberg_crypto.formats.errors import FormatError
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.read.files import (
     OnceCache,
@@ -37,10 +38,19 @@ def apply_deletes(task: ReadTask, table: pa.Table, file_io: FileIO, caches: Dele
     if not (task.deletion_vectors or task.position_deletes or task.equality_deletes):
         return table
     rows = table.num_rows
-    keep = bytearray(b"\x01") * rows
-    for delete in task.deletion_vectors:
+    keep: bytearray | None = None
+    for delete in task.deletion_vectors:  # one per data file in a v3 table
         vector = read_deletion_vector(delete, file_io, caches.puffin)
-        _clear(keep, vector.positions(), delete.path, task.data.path)
+        if keep is None:
+            try:
+                keep = vector.keep_mask(rows)  # runs and bitmaps written as slices, not position by position
+            except FormatError as exc:
+                reason = getattr(exc, "reason", str(exc))
+                raise ReadIntegrityError(f"{reason} (data file {task.data.path})", file=delete.path) from None
+        else:
+            _clear(keep, vector.positions(), delete.path, task.data.path)
+    if keep is None:
+        keep = bytearray(b"\x01") * rows
     for delete in task.position_deletes:
         _clear(keep, read_position_deletes(delete, file_io, caches.positions).get(task.data.path, ()), delete.path,
                task.data.path)
