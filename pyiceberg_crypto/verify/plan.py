@@ -221,7 +221,7 @@ def _plan_snapshot(snapshot: Snapshot, keys: TableKeys, file_io: FileIO, plan: P
             plan.manifests_skipped += 1
             continue
         if path in plan.findings:  # verified for an earlier snapshot: record this one too
-            plan.findings[path].snapshot_ids = sorted({*plan.findings[path].snapshot_ids, snapshot.snapshot_id})
+            _also_in(plan.findings[path], snapshot.snapshot_id)
             for file_path in plan.files_by_manifest.get(path, []):
                 plan.tasks[file_path].snapshot_ids.add(snapshot.snapshot_id)
             _check_same_manifest(plan, path, record)
@@ -262,7 +262,7 @@ def _add_entry(plan: Plan, entry: dict, snapshot_id: int) -> str | None:
     key_metadata = _bytes(data_file.get("key_metadata"))
     if path in plan.findings:  # refused (outside the table) for an earlier entry, or not a data file
         finding = plan.findings[path]
-        finding.snapshot_ids = sorted({*finding.snapshot_ids, snapshot_id})
+        _also_in(finding, snapshot_id)
         if finding.kind in (MANIFEST, MANIFEST_LIST):  # its bytes were checked as that, never as this entry's file
             _conflict(finding, f"a manifest entry also names it as a {entry_kind(data_file)} file")
         return None
@@ -384,11 +384,16 @@ def _add_finding(findings: dict[str, FileFinding], finding: FileFinding) -> None
     if known is None:
         findings[finding.path] = finding
         return
-    known.snapshot_ids = sorted({*known.snapshot_ids, *finding.snapshot_ids})
+    _also_in(known, *finding.snapshot_ids)
     if known.status == OK and finding.status != OK:
         known.status, known.detail, known.location = finding.status, finding.detail, finding.location
         if known.kind != finding.kind:
             known.detail += f" (read as the {finding.kind} it is also named as)"
+
+
+def _also_in(finding: FileFinding, *snapshot_ids: int) -> None:
+    """Record that ``finding``'s file belongs to these snapshots too (ids kept sorted, unique)."""
+    finding.snapshot_ids = sorted({*finding.snapshot_ids, *snapshot_ids})
 
 
 def _conflict(finding: FileFinding, reason: str) -> None:
