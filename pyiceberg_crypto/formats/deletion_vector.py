@@ -43,7 +43,7 @@ import zlib
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
-from pyiceberg_crypto.formats.errors import FormatError
+from pyiceberg_crypto.formats.errors import FormatError, LocatedError
 
 __all__ = ["MAGIC", "DeletionVector", "DeletionVectorError", "parse_deletion_vector"]
 
@@ -72,7 +72,7 @@ _KEEP_FLAGS = bytes.maketrans(b"01", b"\x01\x00")
 _DELETED_FLAGS = bytes.maketrans(b"01", b"\x00\x01")
 
 
-class DeletionVectorError(FormatError):
+class DeletionVectorError(LocatedError, FormatError):
     """A ``deletion-vector-v1`` blob is malformed, corrupted or over the caller's limits.
 
     Attributes:
@@ -80,13 +80,6 @@ class DeletionVectorError(FormatError):
         location: where in the blob, e.g. ``"bitmap 1 (key 1), container 2 (chunk 0x0005)"``.
         reason: a short human-readable reason.
     """
-
-    def __init__(self, reason: str, *, file: str | None = None, location: str | None = None):
-        self.file = file
-        self.location = location
-        self.reason = reason
-        parts = [p for p in (file, location) if p]
-        super().__init__(f"{': '.join(parts)}: {reason}" if parts else reason)
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,9 @@ class FormatError(Exception):
     """The input is not a file of the expected format (or the caller's arguments are wrong)."""
 
 
-class IntegrityError(Exception):
-    """An encrypted file failed authentication or structural checks.
-
-    Attributes:
-        file: a name for the file (path or caller-supplied label), or None.
-        location: where in the file, e.g. ``"block 3"`` or ``"row group 0, column 'a', data page 2"``.
-        reason: a short human-readable reason.
-    """
+class LocatedError:
+    """Mixin of errors that say where: ``file``, ``location`` in it, and ``reason``; the message
+    is ``"file: location: reason"`` (the parts that are known)."""
 
     def __init__(self, reason: str, *, file: str | None = None, location: str | None = None):
         self.file = file
@@ -32,6 +27,16 @@ class IntegrityError(Exception):
         self.reason = reason
         parts = [p for p in (file, location) if p]
         super().__init__(f"{': '.join(parts)}: {reason}" if parts else reason)
+
+
+class IntegrityError(LocatedError, Exception):
+    """An encrypted file failed authentication or structural checks.
+
+    Attributes:
+        file: a name for the file (path or caller-supplied label), or None.
+        location: where in the file, e.g. ``"block 3"`` or ``"row group 0, column 'a', data page 2"``.
+        reason: a short human-readable reason.
+    """
 
 
 class BadMagicError(IntegrityError):
