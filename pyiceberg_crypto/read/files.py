@@ -31,14 +31,19 @@ import pyarrow.parquet as pq
 
 from pyiceberg_crypto.formats.deletion_vector import DeletionVector, parse_deletion_vector
 from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
-from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.formats.parquet import ParquetKeys, decrypt_parquet
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.read.avro import avro_to_arrow
 from pyiceberg_crypto.read.plan import ContentFile, ReadIntegrityError
 from pyiceberg_crypto.read.schema import Field, field_id, parquet_leaves
-from pyiceberg_crypto.verify.checks import PARQUET_ENCRYPTED_MAGIC, check_and_decrypt, plaintext_format, status_of
-from pyiceberg_crypto.verify.report import LENGTH_MISMATCH, MISSING, PLAINTEXT, TRUNCATED, UNVERIFIABLE
+from pyiceberg_crypto.verify.checks import (
+    PARQUET_ENCRYPTED_MAGIC,
+    check_and_decrypt,
+    preflight,
+    status_of,
+    stored_size,
+)
+from pyiceberg_crypto.verify.report import UNVERIFIABLE, FileFinding
 
 POSITION_DELETE_PATH_ID = 2147483546  # spec "Position Delete Files": file_path
 POSITION_DELETE_POS_ID = 2147483545  # pos
@@ -58,17 +63,25 @@ def read_data_file(content: ContentFile, file_io: FileIO, fields: tuple[Field, .
 
 def read_parquet(content: ContentFile, file_io: FileIO, field_ids: set[int] | None) -> pa.Table:
     """An encrypted Parquet file, authenticated module by module, decoded by PyArrow."""
-    key, trusted = _key_and_length(content, file_io)
+    task = content.task()
+    size = stored_size(task, file_io)
+    if isinstance(size, FileFinding):
+        raise ReadIntegrityError.from_finding(size)
     out = io.BytesIO()
-    keys = ParquetKeys(footer_key=key.encryption_key, aad_prefix=key.aad_prefix)
     leaves = (lambda elements: parquet_leaves(elements, field_ids)) if field_ids is not None else None
     try:
         with file_io.open(content.path) as handle:
-            magic = handle.read(4)
-            handle.seek(0)
+            checked = preflight(task, handle, size)  # the verifier's checks before any decryption
+            if isinstance(checked, FileFinding):
+                raise ReadIntegrityError.from_finding(checked)
+            key, trusted, magic = checked
             if magic != PARQUET_ENCRYPTED_MAGIC:
-                _refuse_magic(content, magic)
+                raise ReadIntegrityError(f"bad magic {magic!r}, expected {PARQUET_ENCRYPTED_MAGIC!r}",
+                                         file=content.path, location="header")
+            keys = ParquetKeys(footer_key=key.encryption_key, aad_prefix=key.aad_prefix)
             result = decrypt_parquet(handle, out, keys, name=content.path, expected_size=trusted, leaf_columns=leaves)
+    except ReadIntegrityError:
+        raise
     except IntegrityError as err:
         raise ReadIntegrityError(err.reason, file=content.path, location=err.location,
                                  status=status_of(err, True)) from None
@@ -85,38 +98,6 @@ def read_parquet(content: ContentFile, file_io: FileIO, field_ids: set[int] | No
     parquet = pq.ParquetFile(pa.BufferReader(out.getbuffer()))
     names = [f.name for f in parquet.schema_arrow if field_ids is None or field_id(f) in field_ids]
     return parquet.read(columns=names, use_threads=False)
-
-
-def _key_and_length(content: ContentFile, file_io: FileIO) -> tuple[StandardKeyMetadata, int]:
-    if content.key_metadata is None:
-        raise ReadIntegrityError("the table records no key metadata for this file", file=content.path,
-                                 status=UNVERIFIABLE)
-    try:
-        key = StandardKeyMetadata.parse(content.key_metadata)
-    except FormatError as exc:
-        raise ReadIntegrityError(f"its key metadata does not parse: {exc}", file=content.path) from None
-    trusted = key.file_length if key.file_length is not None else content.size
-    if key.file_length is not None and key.file_length != content.size:
-        raise ReadIntegrityError(f"the entry says {content.size} bytes, its key metadata says {key.file_length}",
-                                 file=content.path, status=LENGTH_MISMATCH)
-    try:
-        size = file_io.size(content.path)
-    except FileNotFoundError:
-        raise ReadIntegrityError("missing from storage", file=content.path, status=MISSING) from None
-    except (OSError, ValueError) as exc:
-        raise ReadIntegrityError(f"cannot stat it: {exc}", file=content.path, status=UNVERIFIABLE) from None
-    if size != trusted:
-        raise ReadIntegrityError(f"{size} bytes in storage, the trusted length is {trusted}", file=content.path,
-                                 status=TRUNCATED if size < trusted else LENGTH_MISMATCH)
-    return key, trusted
-
-
-def _refuse_magic(content: ContentFile, magic: bytes) -> None:
-    plain = plaintext_format(magic)
-    if plain:
-        raise ReadIntegrityError(f"a plaintext {plain} file in an encrypted table", file=content.path, status=PLAINTEXT)
-    raise ReadIntegrityError(f"bad magic {magic!r}, expected {PARQUET_ENCRYPTED_MAGIC!r}", file=content.path,
-                             location="header")
 
 
 def _ags1_plaintext(content: ContentFile, file_io: FileIO) -> bytes:

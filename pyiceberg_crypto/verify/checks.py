@@ -113,10 +113,9 @@ def check_and_decrypt(task: FileTask, file_io: FileIO) -> tuple[FileFinding, byt
 
 
 def _verify(task: FileTask, file_io: FileIO, keep_plaintext: bool) -> tuple[FileFinding, bytes | None]:
-    try:
-        size = file_io.size(task.path)
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte or unencodable text in the path
-        return _storage_failure(task, exc, "stat"), None
+    size = stored_size(task, file_io)
+    if isinstance(size, FileFinding):
+        return size, None
     try:
         with file_io.open(task.path) as handle:
             finding, plaintext = _check_open_file(task, handle, size, keep_plaintext)
@@ -124,6 +123,14 @@ def _verify(task: FileTask, file_io: FileIO, keep_plaintext: bool) -> tuple[File
         return _storage_failure(task, exc, "read", size), None
     finding.size = size
     return finding, plaintext
+
+
+def stored_size(task: FileTask, file_io: FileIO) -> int | FileFinding:
+    """The file's length in storage, or the finding for a file storage would not ``stat``."""
+    try:
+        return file_io.size(task.path)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte or unencodable text in the path
+        return _storage_failure(task, exc, "stat")
 
 
 def _storage_failure(task: FileTask, exc: OSError | ValueError, action: str, size: int | None = None) -> FileFinding:
@@ -135,29 +142,41 @@ def _storage_failure(task: FileTask, exc: OSError | ValueError, action: str, siz
     return finding_for(task, UNVERIFIABLE, f"cannot {action} the file: {exc}", size=size)
 
 
-def _check_open_file(task: FileTask, handle: BinaryIO, size: int,
-                     keep_plaintext: bool = False) -> tuple[FileFinding, bytes | None]:
+def preflight(task: FileTask, handle: BinaryIO, size: int) -> FileFinding | tuple[StandardKeyMetadata, int | None, bytes]:
+    """The checks before any decryption (the verifier's, and the reader's): not a plaintext file,
+    no conflicting entries, key metadata present and parsing, the entry's length and the key
+    metadata's agree, the stored ``size`` is the trusted length. Returns the file's key, trusted
+    length and first four bytes, or the finding that ends the check."""
     magic = handle.read(4)
     handle.seek(0)
     plain_format = plaintext_format(magic)
     if plain_format:
         return finding_for(task, PLAINTEXT, f"a plaintext {plain_format} file (starts with {quote_bytes(magic)}), "
-                                            "expected an encrypted one"), None
+                                            "expected an encrypted one")
     if task.conflict:
-        return finding_for(task, TAMPERED, task.conflict), None
+        return finding_for(task, TAMPERED, task.conflict)
     if task.key_metadata is None:
-        return finding_for(task, UNVERIFIABLE, NO_KEY_METADATA, reason=NO_KEY_METADATA_REASON), None
+        return finding_for(task, UNVERIFIABLE, NO_KEY_METADATA, reason=NO_KEY_METADATA_REASON)
     try:
         key = StandardKeyMetadata.parse(task.key_metadata)
     except FormatError as exc:
-        return finding_for(task, TAMPERED, f"its key metadata does not parse: {exc}"), None
+        return finding_for(task, TAMPERED, f"its key metadata does not parse: {exc}")
     trusted = key.file_length if key.file_length is not None else task.expected_size
     if task.expected_size is not None and key.file_length is not None and key.file_length != task.expected_size:
         return finding_for(task, LENGTH_MISMATCH, f"the entry says {task.expected_size} bytes, its key "
-                                                  f"metadata says {key.file_length}"), None
+                                                  f"metadata says {key.file_length}")
     if trusted is not None and size != trusted:
         status = TRUNCATED if size < trusted else LENGTH_MISMATCH
-        return finding_for(task, status, f"{size} bytes in storage, the trusted length is {trusted}"), None
+        return finding_for(task, status, f"{size} bytes in storage, the trusted length is {trusted}")
+    return key, trusted, magic
+
+
+def _check_open_file(task: FileTask, handle: BinaryIO, size: int,
+                     keep_plaintext: bool = False) -> tuple[FileFinding, bytes | None]:
+    checked = preflight(task, handle, size)
+    if isinstance(checked, FileFinding):
+        return checked, None
+    key, trusted, magic = checked
     if task.file_format == "PARQUET":
         return _check_parquet(task, handle, key, magic, trusted), None
     if task.file_format in ("AVRO", "PUFFIN"):

@@ -180,3 +180,16 @@ def test_files_outside_the_table_are_not_read(table, kms, tmp_path):
 def test_metadata_json_is_bounded(table, kms):
     with pytest.raises(ReadInputError, match="too large"):
         read_table(table["metadata"], kms, max_metadata_bytes=100)
+
+
+def test_a_plaintext_file_in_place_of_a_data_file_is_plaintext(table, kms, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    plain = tmp_path / "plain.parquet"
+    pq.write_table(pa.table({"id": [1], "name": ["leak"]}), plain)
+    path = table["data"][0]
+    with tampered(_local(path), lambda _: plain.read_bytes()):
+        with pytest.raises(ReadIntegrityError) as caught:
+            read_table(table["metadata"], kms)
+    assert caught.value.file == path and caught.value.status == "PLAINTEXT"
