@@ -17,7 +17,6 @@ field id. Every byte returned was authenticated; any failure raises
 
 from __future__ import annotations
 
-import json
 import os
 from collections import deque
 from collections.abc import Iterator, Mapping
@@ -34,7 +33,7 @@ from pyiceberg_crypto.read.files import read_data_file
 from pyiceberg_crypto.read.plan import ReadIntegrityError, ReadTask, plan_read, unpartitioned_spec_ids
 from pyiceberg_crypto.read.schema import IcebergSchema, SchemaError, project
 from pyiceberg_crypto.verify.keys import TableKeys
-from pyiceberg_crypto.verify.metadata import MetadataError, TableMetadata
+from pyiceberg_crypto.verify.metadata import MetadataError, TableMetadata, load_document
 from pyiceberg_crypto.verify.pipeline import VerifyInputError, metadata_hash, read_metadata
 
 DEFAULT_BATCH_ROWS = 131_072
@@ -140,8 +139,8 @@ def _prepare(source, kms, *, snapshot_id, as_of, columns, metastore, file_io, pr
         raise ReadIntegrityError("the metadata.json differs from the file the metastore recorded (SHA-256 != "
                                  "metadata_hash): modified or replaced", file=location, status="TAMPERED")
     try:
-        meta = TableMetadata.parse(raw, location)
-        doc = json.loads(raw)
+        doc = load_document(raw, location)  # decoded once: the metadata and the schemas both read it
+        meta = TableMetadata.from_document(doc, location)
         if as_of is not None:
             snapshot_id = _snapshot_as_of(doc, as_of)
         snapshot = meta.select_snapshots(snapshot_id)[0] if snapshot_id is not None else meta.current_snapshot

@@ -119,10 +119,11 @@ class TableMetadata:
 
     @classmethod
     def parse(cls, data: bytes | str, location: str) -> TableMetadata:
-        try:
-            doc = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise MetadataError(f"{location} is not JSON table metadata: {exc}") from None
+        return cls.from_document(load_document(data, location), location)
+
+    @classmethod
+    def from_document(cls, doc: Any, location: str) -> TableMetadata:
+        """The metadata of an already decoded metadata.json (see :func:`load_document`)."""
         if not isinstance(doc, dict) or "format-version" not in doc:
             raise MetadataError(f"{location} is not Iceberg table metadata (no format-version)")
         try:
@@ -149,6 +150,14 @@ class TableMetadata:
             raise MetadataError(f"{location}: current-snapshot-id {meta.current_snapshot_id} names no snapshot of the "
                                 f"table metadata (snapshots: {known})")
         return meta
+
+
+def load_document(data: bytes | str, location: str) -> Any:
+    """The JSON document of a metadata.json (MetadataError when it is not JSON)."""
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MetadataError(f"{location} is not JSON table metadata: {exc}") from None
 
 
 def _list(doc: dict[str, Any], name: str) -> list[dict[str, Any]]:
