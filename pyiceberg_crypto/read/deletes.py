@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from pyiceberg_crypto.formats.errors import FormatError
+from pyiceberg_crypto.formats.deletion_vector import DeletionVectorError
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.read.files import (
     OnceCache,
@@ -44,9 +44,8 @@ def apply_deletes(task: ReadTask, table: pa.Table, file_io: FileIO, caches: Dele
         if keep is None:
             try:
                 keep = vector.keep_mask(rows)  # runs and bitmaps written as slices, not position by position
-            except FormatError as exc:
-                reason = getattr(exc, "reason", str(exc))
-                raise ReadIntegrityError(f"{reason} (data file {task.data.path})", file=delete.path) from None
+            except DeletionVectorError as exc:
+                raise ReadIntegrityError(f"{exc.reason} (data file {task.data.path})", file=delete.path) from None
         else:
             _clear(keep, vector.positions(), delete.path, task.data.path)
     if keep is None:
