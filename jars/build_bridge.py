@@ -10,6 +10,12 @@ and by the Makefile. Standard library only: it runs inside pip's isolated build 
 The production jar holds ``io.pyicebergcrypto.bridge`` and ``io.pyicebergcrypto.services`` only;
 the test kit (``src/test/java``) is compiled and packaged only with ``--testkit``.
 
+Beside the jar, ``install`` lays out the same bytes as a one-artifact Maven repository
+(``_jars/maven/io/pyicebergcrypto/pyiceberg-crypto-bridge/<version>-<sha256 prefix>/``), so that a
+session can take the bridge from ``spark.jars.packages`` like the Iceberg runtime: one channel for
+every jar, which Spark ships to executors (``pyiceberg_crypto/jars.py`` says why). The content
+digest in the version keeps Ivy's cache from serving an older build under the same version.
+
 ``PYICEBERG_CRYPTO_BRIDGE_JAR=/path/to/pyiceberg-crypto-bridge.jar`` skips Maven and uses that
 jar (for packagers who build the Java side elsewhere); it must hold no test-kit class.
 """
@@ -17,6 +23,7 @@ jar (for packagers who build the Java side elsewhere); it must hold no test-kit 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import re
 import shutil
@@ -32,6 +39,10 @@ TARGET = JARS_DIR / "target"
 BRIDGE_JAR_NAME = "pyiceberg-crypto-bridge.jar"
 TESTKIT_JAR_NAME = "pyiceberg-crypto-bridge-tests.jar"
 DEFAULT_INTO = JARS_DIR.parent / "pyiceberg_crypto" / "_jars"
+#: The bridge as a Maven artifact (the repository layout ``install`` writes under ``_jars/maven``).
+MAVEN_DIR_NAME = "maven"
+BRIDGE_GROUP = "io.pyicebergcrypto"
+BRIDGE_ARTIFACT = "pyiceberg-crypto-bridge"
 #: javac must accept ``--release 11`` (pom.xml); JDK 11 or newer does.
 MIN_JDK = 11
 TESTKIT_PACKAGE = "io/pyicebergcrypto/testkit/"
@@ -111,7 +122,42 @@ def install(into: Path = DEFAULT_INTO, *, testkit: bool = False, quiet: bool = T
         tmp.write(source.read_bytes())
     os.chmod(tmp.name, 0o644)
     os.replace(tmp.name, into / BRIDGE_JAR_NAME)
+    write_maven_repository(into / MAVEN_DIR_NAME, (into / BRIDGE_JAR_NAME).read_bytes(), pom_version())
     return into / BRIDGE_JAR_NAME
+
+
+def pom_version() -> str:
+    """The bridge's version in ``pom.xml`` (``0.1.0``)."""
+    match = re.search(rf"<artifactId>{BRIDGE_ARTIFACT}</artifactId>\s*<version>([^<]+)</version>", POM.read_text())
+    if not match:
+        raise BuildError(f"{POM} has no <version> after <artifactId>{BRIDGE_ARTIFACT}</artifactId>")
+    return match.group(1).strip()
+
+
+def write_maven_repository(root: Path, jar: bytes, version: str) -> Path:
+    """Replace ``root`` with a Maven repository holding only the bridge ``jar`` and a minimal pom.
+
+    The artifact's version is ``<version>-<first 16 hex digits of the jar's SHA-256>``. Returns the
+    version directory. Written beside ``root`` and renamed into place, so a reader never sees half.
+    """
+    full_version = f"{version}-{hashlib.sha256(jar).hexdigest()[:16]}"
+    staging = Path(tempfile.mkdtemp(dir=root.parent, prefix=".maven-"))
+    directory = staging.joinpath(*BRIDGE_GROUP.split("."), BRIDGE_ARTIFACT, full_version)
+    directory.mkdir(parents=True)
+    stem = f"{BRIDGE_ARTIFACT}-{full_version}"
+    (directory / f"{stem}.jar").write_bytes(jar)
+    (directory / f"{stem}.pom").write_text(
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+        f"<groupId>{BRIDGE_GROUP}</groupId><artifactId>{BRIDGE_ARTIFACT}</artifactId>"
+        f"<version>{full_version}</version><packaging>jar</packaging></project>\n"
+    )
+    for path in [staging, *staging.rglob("*")]:
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    if root.exists():
+        shutil.rmtree(root)
+    os.replace(staging, root)
+    return root.joinpath(*BRIDGE_GROUP.split("."), BRIDGE_ARTIFACT, full_version)
 
 
 class _build_lock:

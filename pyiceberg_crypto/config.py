@@ -98,13 +98,14 @@ def spark_settings(
         metastore_dir: directory of the embedded Derby database (default: ``<warehouse>/../metastore``).
         kms_name: name under which the Python KMS is registered (see ``pyiceberg_crypto.bridge``).
         kms_impl: Java ``KeyManagementClient`` class; the Python bridge by default.
-        jars: where the Iceberg runtime (and AWS bundle) jars come from. ``"packages"``: their
-            Maven coordinates in ``spark.jars.packages``, resolved by Spark (from Maven Central or
-            ``spark.jars.repositories``) and shipped to executors by Spark. ``"local"``: jar files
-            in ``jars_dir`` (or ``$PYICEBERG_CRYPTO_JARS``), for offline clusters (``pyiceberg-crypto
-            jars download DIR`` fills it). ``"auto"`` (default): ``"local"`` when a directory is
-            given or ``$PYICEBERG_CRYPTO_JARS`` is set, else ``"packages"``. The bridge jar always
-            comes from this package.
+        jars: how the jars reach the driver and executors. ``"packages"``: every jar as a Maven
+            coordinate in ``spark.jars.packages``, resolved by Spark (the Iceberg runtime from
+            Maven Central or your ``spark.jars.repositories`` mirror, the bridge from the
+            repository inside this package) and shipped to executors by Spark. ``"local"``: jar
+            files in ``spark.jars``, from ``jars_dir`` (or ``$PYICEBERG_CRYPTO_JARS``), for offline
+            clusters (``pyiceberg-crypto jars download DIR`` fills it). ``"auto"`` (default):
+            ``"local"`` when a directory is given or ``$PYICEBERG_CRYPTO_JARS`` is set, else
+            ``"packages"``. The bridge jar always comes from this package.
         jars_dir: directory of local jars (implies ``jars="local"`` under ``"auto"``).
         spark_version: the pyspark version the settings are for (default: the installed one);
             it picks the runtime (Spark 3.5 -> ``..-3.5_2.12``, 4.1 -> ``..-4.1_2.13``).
@@ -314,19 +315,34 @@ def spark_defaults_lines(settings: Mapping[str, str]) -> str:
     return "\n".join(f"{k} {v}" for k, v in settings.items())
 
 
+#: Settings that hold comma-separated lists: merged with a value already on the builder.
+LIST_SETTINGS = ("spark.jars", "spark.jars.packages", "spark.jars.repositories")
+
+
 def configure_spark_with_encryption(builder, settings: Mapping[str, str]):
     """Apply ``settings`` to a ``SparkSession.Builder`` and return the builder (composable).
 
-    ``spark.jars``, ``spark.jars.packages`` and ``spark.driver.extraJavaOptions`` already set on
-    the builder (e.g. by delta-spark's helper) are merged, not overwritten.
+    ``spark.jars``, ``spark.jars.packages``, ``spark.jars.repositories`` and
+    ``spark.driver.extraJavaOptions`` already set on the builder (e.g. by delta-spark's helper) are
+    merged, not overwritten. A builder that ends up with both ``spark.jars`` and
+    ``spark.jars.packages`` gets a warning: PySpark then ships only ``spark.jars`` to executors
+    (see :mod:`pyiceberg_crypto.jars`), so the packages would be missing on a cluster.
     """
     existing = getattr(builder, "_options", {})
     for key, value in settings.items():
-        if key in ("spark.jars", "spark.jars.packages") and existing.get(key):
+        if key in LIST_SETTINGS and existing.get(key):
             value = ",".join(dict.fromkeys(existing[key].split(",") + value.split(",")))
         elif key == "spark.driver.extraJavaOptions" and existing.get(key):
             value = f"{existing[key]} {value}"
         builder = builder.config(key, value)
+    options = getattr(builder, "_options", {})
+    if options.get("spark.jars") and options.get("spark.jars.packages"):
+        log.warning(
+            "this SparkSession.Builder sets both spark.jars and spark.jars.packages: PySpark ships only "
+            "spark.jars to executors, so the packages (%s) will be missing on a cluster "
+            "(ClassNotFoundException in tasks). Use one channel: jar files only (jars='local', "
+            "PYICEBERG_CRYPTO_JARS) or Maven coordinates only (jars='packages', your jars as packages).",
+            options["spark.jars.packages"])
     return builder
 
 
@@ -339,7 +355,11 @@ def jar_settings(
 ) -> dict[str, str]:
     """Only the jar settings: the bridge jar, plus the Iceberg runtime for the pyspark line.
 
-    >>> jar_settings("packages", spark_version="3.5.9")["spark.jars.packages"]
+    ``"packages"``: every jar as a Maven coordinate (the bridge's from the repository inside this
+    package); ``"local"``: every jar as a file in ``spark.jars``. Never both channels at once: a
+    PySpark builder with both ships only ``spark.jars`` to executors (:mod:`pyiceberg_crypto.jars`).
+
+    >>> jar_settings("packages", spark_version="3.5.9")["spark.jars.packages"].split(",")[0]
     'org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0'
 
     Raises:
@@ -348,19 +368,21 @@ def jar_settings(
     """
     line = _jars.spark_line(spark_version)
     artifacts = _jars.artifacts(line, aws=aws)
-    bridge = str(_jars.bridge_jar())
     directory = Path(jars_dir) if jars_dir is not None else _jars.local_jars_dir()
     if jars == "auto":
         jars = "local" if directory is not None else "packages"
-    if jars == "packages":
-        return {"spark.jars": bridge, "spark.jars.packages": ",".join(a.coordinate for a in artifacts)}
+    if jars == "packages":  # one channel for every jar, the bridge's included (pyiceberg_crypto.jars)
+        return {
+            "spark.jars.packages": ",".join(a.coordinate for a in [*artifacts, _jars.bridge_artifact()]),
+            "spark.jars.repositories": _jars.bridge_repository().as_uri(),
+        }
     if directory is None:
         raise _jars.JarNotFoundError(
             f"jars='local' needs a directory of jars: pass jars_dir=... or set {_jars.JARS_DIR_ENV} "
             "(fill it with `pyiceberg-crypto jars download DIR`)"
         )
     local = [str(_jars.local_jar(directory, artifact)) for artifact in artifacts]
-    return {"spark.jars": ",".join([bridge, *local])}
+    return {"spark.jars": ",".join([str(_jars.bridge_jar()), *local])}
 
 
 def _uses_s3(warehouse: str | Path, *s3_arguments) -> bool:

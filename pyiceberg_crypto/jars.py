@@ -2,14 +2,24 @@
 
 - **The bridge jar** (``pyiceberg-crypto-bridge.jar``: the Python-KMS ``KeyManagementClient`` and
   the loopback metastore) ships inside this package (``_jars/``), built by Maven when the wheel is
-  built. It matches this package's version and runs on Java 11+.
+  built. It matches this package's version and runs on Java 11+. The build also lays it out as a
+  one-artifact Maven repository (``_jars/maven``, :func:`bridge_artifact`).
 - **The Iceberg Spark runtime** (and ``iceberg-aws-bundle`` when S3 or AWS KMS is used) is chosen
   by the pyspark line: Spark 3.5 -> ``iceberg-spark-runtime-3.5_2.12:1.12.0``, Spark 4.1 ->
-  ``iceberg-spark-runtime-4.1_2.13:1.12.0``. By default Spark resolves them from their Maven
-  coordinates (``spark.jars.packages``, shipped to executors the way Spark ships packages).
-  Offline / air-gapped: download the pinned jars once into a directory (``pyiceberg-crypto jars
-  download DIR``, checked against SHA-256 sums pinned here) and set ``PYICEBERG_CRYPTO_JARS=DIR``
-  (or pass ``jars_dir=`` to :func:`pyiceberg_crypto.config.spark_settings`)::
+  ``iceberg-spark-runtime-4.1_2.13:1.12.0``.
+
+Every jar of a session travels by **one channel**, so that Spark ships all of them to executors:
+
+- ``packages`` (default): Maven coordinates in ``spark.jars.packages``, the bridge's from the
+  package's own repository (``spark.jars.repositories=file://.../_jars/maven``), the Iceberg
+  runtime's from Maven Central (or your mirror). Never ``spark.jars`` beside them: a PySpark
+  builder that sets both replaces the jar list spark-submit resolved with its own ``spark.jars``,
+  so executors in other JVMs never fetch the packages (``ClassNotFoundException`` on the first
+  write; measured on local-cluster and a standalone cluster, FINDINGS.md).
+- ``local`` (offline / air-gapped): jar files in ``spark.jars``: download the pinned jars once
+  into a directory (``pyiceberg-crypto jars download DIR``, checked against SHA-256 sums pinned
+  here) and set ``PYICEBERG_CRYPTO_JARS=DIR`` (or pass ``jars_dir=`` to
+  :func:`pyiceberg_crypto.config.spark_settings`)::
 
       >>> runtime_artifact(spark_line("3.5.9")).coordinate
       'org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0'
@@ -28,6 +38,9 @@ from pathlib import Path
 
 ICEBERG_VERSION = "1.12.0"
 BRIDGE_JAR_NAME = "pyiceberg-crypto-bridge.jar"
+#: The bridge as a Maven artifact: group and artifact id (its version carries the jar's digest).
+BRIDGE_GROUP = "io.pyicebergcrypto"
+BRIDGE_ARTIFACT = "pyiceberg-crypto-bridge"
 #: Environment variable naming a directory of local jars (offline clusters).
 JARS_DIR_ENV = "PYICEBERG_CRYPTO_JARS"
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
@@ -171,6 +184,35 @@ def bridge_jar() -> Path:
             "built wheel (pip builds one with Maven from the sdist), or in a checkout run `make jars`"
         )
     return path
+
+
+def bridge_repository() -> Path:
+    """The Maven repository inside this package that holds the bridge jar (``_jars/maven``)."""
+    return bridge_jar().parent / "maven"
+
+
+def bridge_artifact() -> MavenArtifact:
+    """The bridge jar as a Maven artifact of :func:`bridge_repository`, for ``spark.jars.packages``.
+
+    Its version is ``<bridge version>-<SHA-256 prefix of the jar>``; the artifact is checked to hold
+    the same bytes as :func:`bridge_jar`, so both channels always ship the same classes.
+
+    Raises:
+        JarNotFoundError: the repository is missing or stale (an install without its Java part,
+            or a checkout whose jar was rebuilt by hand): the message says how to rebuild.
+    """
+    jar = bridge_jar()
+    digest = _file_digest(jar, "sha256")
+    versions = bridge_repository().joinpath(*BRIDGE_GROUP.split("."), BRIDGE_ARTIFACT)
+    for directory in sorted(versions.glob(f"*-{digest[:16]}")):
+        artifact = MavenArtifact(BRIDGE_GROUP, BRIDGE_ARTIFACT, directory.name)
+        candidate = directory / artifact.file_name
+        if candidate.is_file() and _file_digest(candidate, "sha256") == digest:
+            return artifact
+    raise JarNotFoundError(
+        f"{versions} holds no copy of {jar} (SHA-256 {digest[:16]}...): the bridge's Maven layout is missing "
+        "or stale. Reinstall the wheel, or in a checkout run `make jars`"
+    )
 
 
 def local_jars_dir() -> Path | None:

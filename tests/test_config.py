@@ -17,9 +17,12 @@ def test_spark_settings_embedded_metastore_exact(tmp_path, monkeypatch):
     settings = config.spark_settings("lake", warehouse=tmp_path / "wh", kms_name="prod")
     meta = (tmp_path / "wh-metastore").absolute()
     line = jars.spark_line()
+    bridge = jars.bridge_artifact()
+    assert bridge.coordinate.startswith("io.pyicebergcrypto:pyiceberg-crypto-bridge:0.1.0-")
     assert settings == {
-        "spark.jars": str(jars.bridge_jar()),
-        "spark.jars.packages": f"org.apache.iceberg:iceberg-spark-runtime-{line.spark}_{line.scala}:1.12.0",
+        "spark.jars.packages": f"org.apache.iceberg:iceberg-spark-runtime-{line.spark}_{line.scala}:1.12.0,"
+                               + bridge.coordinate,
+        "spark.jars.repositories": (jars.bridge_jar().parent / "maven").as_uri(),
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
         "spark.sql.catalog.lake.type": "hive",
@@ -49,8 +52,9 @@ def test_external_metastore_is_one_argument(tmp_path):
 def test_packages_mode_and_hive_lock_option(tmp_path):
     settings = config.spark_settings("c", warehouse=tmp_path, jars="packages", hive_lock=True,
                                      spark_version="4.1.4")
-    assert settings["spark.jars.packages"] == "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"
-    assert settings["spark.jars"] == str(jars.bridge_jar())
+    assert settings["spark.jars.packages"].split(",") == [
+        "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0", jars.bridge_artifact().coordinate]
+    assert "spark.jars" not in settings  # one channel: PySpark would drop the packages from executors
     assert settings["spark.sql.catalog.c.hadoop.iceberg.engine.hive.lock-enabled"] == "true"
 
 
@@ -105,16 +109,33 @@ def test_conf_renderings(tmp_path):
     assert config.spark_defaults_lines(settings) == "spark.a 1\nspark.b x y"
 
 
-def test_configure_builder_merges_jars_and_java_options(tmp_path):
+def test_configure_builder_merges_jars_and_java_options(tmp_path, caplog):
     builder = SparkSession.builder.config("spark.jars", "/opt/other.jar").config(
         "spark.driver.extraJavaOptions", "-Dfoo=1"
     )
-    settings = config.spark_settings("c", warehouse=tmp_path)
-    builder = config.configure_spark_with_encryption(builder, settings)
+    (tmp_path / "jars").mkdir()
+    for artifact in jars.artifacts(jars.spark_line()):
+        (tmp_path / "jars" / artifact.file_name).write_bytes(b"PK")
+    settings = config.spark_settings("c", warehouse=tmp_path, jars_dir=tmp_path / "jars")
+    with caplog.at_level("WARNING", logger="pyiceberg_crypto.config"):
+        builder = config.configure_spark_with_encryption(builder, settings)
     options = builder._options
     assert options["spark.jars"].split(",") == ["/opt/other.jar", *settings["spark.jars"].split(",")]
     assert options["spark.driver.extraJavaOptions"].startswith("-Dfoo=1 -Dderby.stream.error.file=")
     assert options["spark.sql.catalog.c.encryption.kms-impl"] == config.PYTHON_KMS_IMPL
+    assert not caplog.records  # one channel (files): nothing to warn about
+
+
+def test_configure_builder_warns_when_both_jar_channels_are_set(tmp_path, caplog, monkeypatch):
+    """A user's spark.jars beside our packages: PySpark would ship only spark.jars to executors."""
+    monkeypatch.delenv(jars.JARS_DIR_ENV, raising=False)
+    builder = SparkSession.builder.config("spark.jars", "/opt/jdbc-driver.jar")
+    with caplog.at_level("WARNING", logger="pyiceberg_crypto.config"):
+        options = config.configure_spark_with_encryption(builder, config.spark_settings("c", warehouse=tmp_path))._options
+    assert options["spark.jars"] == "/opt/jdbc-driver.jar"
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "sets both spark.jars and spark.jars.packages" in warning and "missing on a cluster" in warning
+    assert jars.bridge_artifact().coordinate in warning
 
 
 def test_missing_local_jar_explains_how_to_download(tmp_path, monkeypatch):
@@ -129,12 +150,16 @@ def test_local_mode_without_a_directory_says_how_to_get_one(tmp_path, monkeypatc
         config.spark_settings("c", warehouse=tmp_path, jars="local")
 
 
-def test_configure_builder_merges_packages(tmp_path):
-    builder = SparkSession.builder.config("spark.jars.packages", "io.delta:delta-spark_2.13:4.0.0")
+def test_configure_builder_merges_packages_and_repositories(tmp_path):
+    builder = (SparkSession.builder.config("spark.jars.packages", "io.delta:delta-spark_2.13:4.0.0")
+               .config("spark.jars.repositories", "https://mirror.example/maven2"))
     settings = config.spark_settings("c", warehouse=tmp_path, jars="packages", spark_version="4.1.0")
     options = config.configure_spark_with_encryption(builder, settings)._options
     assert options["spark.jars.packages"].split(",") == [
-        "io.delta:delta-spark_2.13:4.0.0", "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"]
+        "io.delta:delta-spark_2.13:4.0.0", "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0",
+        jars.bridge_artifact().coordinate]
+    assert options["spark.jars.repositories"].split(",") == [
+        "https://mirror.example/maven2", jars.bridge_repository().as_uri()]
 
 
 def test_spark_35_embedded_metastore_warns_that_commits_have_no_swap(tmp_path, caplog):

@@ -6,11 +6,13 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 
 import pytest
 
 from pyiceberg_crypto import config, jars
 from pyiceberg_crypto.cli.main import main
+from tests.testkit import ROOT
 
 pytestmark = pytest.mark.spine
 
@@ -27,7 +29,7 @@ pytestmark = pytest.mark.spine
 def test_the_spark_line_picks_the_runtime(version, coordinate):
     assert jars.runtime_artifact(jars.spark_line(version)).coordinate == coordinate
     settings = config.jar_settings("packages", spark_version=version)
-    assert settings["spark.jars.packages"] == coordinate
+    assert settings["spark.jars.packages"] == f"{coordinate},{jars.bridge_artifact().coordinate}"
 
 
 @pytest.mark.parametrize("version", ["3.4.4", "4.0.1", "4.2.0", "4.3.0", "2.4.8", "nonsense"])
@@ -127,7 +129,30 @@ def test_jars_show_names_the_coordinates_for_a_spark_version(capsys, monkeypatch
     assert main(["jars", "show", "--spark", "3.5.9", "--aws", "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["packages"] == ["org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0",
-                                    "org.apache.iceberg:iceberg-aws-bundle:1.12.0"]
+                                    "org.apache.iceberg:iceberg-aws-bundle:1.12.0", jars.bridge_artifact().coordinate]
+    assert document["repositories"] == [jars.bridge_repository().as_uri()]
     assert document["mode"] == "packages" and document["bridge_jar"].endswith("pyiceberg-crypto-bridge.jar")
     assert main(["jars", "show", "--spark", "4.0.0"]) == 2
     assert "Spark 3.5.x (Scala 2.12) and Spark 4.1.x (Scala 2.13)" in capsys.readouterr().err
+
+
+def test_the_bridge_artifact_is_the_shipped_jar_under_a_digest_version(tmp_path, monkeypatch):
+    """The Maven copy of the bridge must hold the jar's own bytes: a stale copy is refused, by name."""
+    sys.path.insert(0, str(ROOT / "jars"))
+    import build_bridge
+
+    jar = tmp_path / jars.BRIDGE_JAR_NAME
+    jar.write_bytes(b"PK first build")
+    monkeypatch.setattr(jars, "bridge_jar", lambda: jar)
+    with pytest.raises(jars.JarNotFoundError, match="missing or stale.*make jars"):
+        jars.bridge_artifact()
+    build_bridge.write_maven_repository(tmp_path / "maven", jar.read_bytes(), "0.1.0")
+    first = jars.bridge_artifact()
+    digest = hashlib.sha256(b"PK first build").hexdigest()[:16]
+    assert first.coordinate == f"io.pyicebergcrypto:pyiceberg-crypto-bridge:0.1.0-{digest}"
+    jar.write_bytes(b"PK rebuilt")  # a rebuild without its Maven copy: never ship the old classes
+    with pytest.raises(jars.JarNotFoundError, match="stale"):
+        jars.bridge_artifact()
+    build_bridge.write_maven_repository(tmp_path / "maven", jar.read_bytes(), "0.1.0")
+    assert jars.bridge_artifact().version != first.version
+    assert [p.name for p in (tmp_path / "maven").rglob("*.jar")] == [f"pyiceberg-crypto-bridge-{jars.bridge_artifact().version}.jar"]

@@ -30,6 +30,28 @@ PROJECT_ENV = ("PYICEBERG_CRYPTO_JARS", "PYICEBERG_CRYPTO_SKIP_JAR_BUILD", "PYIC
 ENCRYPTED_MAGICS = (b"PARE", b"AGS1")
 
 
+#: The public API on a local-cluster master (executors are separate JVMs), default jar path.
+LOCAL_CLUSTER_APP = """
+from pyspark.sql import SparkSession
+from pyiceberg_crypto import bridge, config, kms
+settings = config.spark_settings("c", warehouse="cluster-wh")
+builder = SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
+spark = config.configure_spark_with_encryption(builder, settings).getOrCreate()
+bridge.register_kms(spark, kms.InMemoryKms.with_random_keys("k"))
+spark.sql("CREATE NAMESPACE IF NOT EXISTS c.db")
+spark.sql("CREATE TABLE c.db.t (id bigint) USING iceberg " + config.tblproperties_sql(config.table_properties("k")))
+spark.sql("INSERT INTO c.db.t SELECT id FROM range(0, 500, 1, 4)")
+spark.sql("INSERT INTO c.db.t SELECT id FROM range(500, 1000, 1, 4)")
+jars = [j for j in spark.sparkContext._jsc.sc().listJars().mkString(",").split(",")]
+print("JARS", " ".join(n for n in ("iceberg-spark-runtime", "bridge") if any(n in j for j in jars)))
+print("EXECUTORS", spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1)
+print("ROWS", *spark.sql("SELECT count(*), sum(id) FROM c.db.t").first())
+spark.sql("CALL c.system.expire_snapshots(table => 'db.t', retain_last => 1, older_than => TIMESTAMP '2999-01-01')")
+print("EXPIRED OK")
+spark.stop()
+"""
+
+
 def pinned_pyspark(line: str) -> str:
     """The tested pyspark of a line, from the project's constraints file."""
     text = (ROOT / "constraints" / f"spark-{line}.txt").read_text()
@@ -63,8 +85,13 @@ def test_the_wheel_is_pure_python_and_carries_the_production_jar_only(dist):
     assert dist["wheel"].name.endswith("-py3-none-any.whl")
     with zipfile.ZipFile(dist["wheel"]) as wheel:
         names = wheel.namelist()
-        assert "pyiceberg_crypto/_jars/pyiceberg-crypto-bridge.jar" in names
-        assert [n for n in names if n.endswith(".jar")] == ["pyiceberg_crypto/_jars/pyiceberg-crypto-bridge.jar"]
+        jar_names = sorted(n for n in names if n.endswith(".jar"))
+        # The jar, and the same bytes as a Maven artifact (spark.jars.packages: pyiceberg_crypto/jars.py).
+        assert len(jar_names) == 2 and "pyiceberg_crypto/_jars/pyiceberg-crypto-bridge.jar" in jar_names
+        assert re.fullmatch(r"pyiceberg_crypto/_jars/maven/io/pyicebergcrypto/pyiceberg-crypto-bridge/"
+                            r"0\.1\.0-[0-9a-f]{16}/pyiceberg-crypto-bridge-0\.1\.0-[0-9a-f]{16}\.jar", jar_names[0])
+        assert wheel.read(jar_names[0]) == wheel.read(jar_names[1])
+        assert any(n.endswith(".pom") for n in names)
         metadata = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     requires = re.findall(r"^Requires-Dist: (.*)$", metadata, re.M)
     [pyspark] = [r for r in requires if r.startswith("pyspark")]
@@ -114,6 +141,13 @@ def test_pip_install_then_the_readme_and_the_demo_work(dist, tmp_path, line, pla
     assert {p.parent.name for p in files} == {"data", "metadata"}
     not_encrypted = [(str(p), p.read_bytes()[:4]) for p in files if p.read_bytes()[:4] not in ENCRYPTED_MAGICS]
     assert not not_encrypted
+
+    # Executors in separate JVMs with the default jar path (spark.jars.packages): they must load the
+    # Iceberg runtime and the bridge (the KMS is called from executors by expire_snapshots).
+    cluster = run([str(venv / "bin" / "python"), "-c", LOCAL_CLUSTER_APP], cwd=empty, env=env).stdout
+    assert "ROWS 1000 499500" in cluster and "EXECUTORS 2" in cluster and "EXPIRED OK" in cluster, cluster[-2000:]
+    assert "JARS iceberg-spark-runtime bridge" in cluster, cluster[-2000:]
+    assert not [p for p in (empty / "cluster-wh").rglob("*.parquet") if p.read_bytes()[:4] != b"PARE"]
 
     demo = run([str(venv / "bin" / "pyiceberg-crypto"), "demo"], cwd=empty, env=env)
     assert "OK: every file is encrypted, authentic and in its place" in demo.stdout

@@ -4,8 +4,9 @@
     pyiceberg-crypto jars download DIR [--spark 3.5|4.1 ...] [--aws] [--repository URL]
 
 ``show`` says what :func:`pyiceberg_crypto.config.spark_settings` puts on the classpath for the
-installed pyspark (or ``--spark``): the bridge jar from this package and the Iceberg runtime's
-Maven coordinates, or the local files when ``$PYICEBERG_CRYPTO_JARS`` is set. ``download`` fills a
+installed pyspark (or ``--spark``): the Maven coordinates of the Iceberg runtime and of the bridge
+jar (from the repository inside this package), or the local files when ``$PYICEBERG_CRYPTO_JARS``
+is set. ``download`` fills a
 directory for offline / air-gapped clusters (each jar checked against its pinned SHA-256); then
 ``export PYICEBERG_CRYPTO_JARS=DIR``. Exit status: 0 done, 2 unsupported Spark, missing jar,
 download or checksum failure.
@@ -55,8 +56,11 @@ def _show(args: argparse.Namespace) -> int:
     directory = jars.local_jars_dir()
     try:
         bridge = str(jars.bridge_jar())
+        bridge_packages = [jars.bridge_artifact().coordinate]
+        repositories = [jars.bridge_repository().as_uri()]
     except jars.JarNotFoundError as exc:
         bridge = f"MISSING ({exc})"
+        bridge_packages, repositories = [], []
     document = {
         "pyspark": version,
         "spark_line": line.spark,
@@ -64,7 +68,8 @@ def _show(args: argparse.Namespace) -> int:
         "java": list(line.java),
         "iceberg": jars.ICEBERG_VERSION,
         "bridge_jar": bridge,
-        "packages": [a.coordinate for a in artifacts],
+        "packages": [a.coordinate for a in artifacts] + ([] if directory else bridge_packages),
+        "repositories": [] if directory else repositories,
         "mode": "local" if directory else "packages",
         "local_jars": [str(directory / a.file_name) for a in artifacts] if directory else [],
     }
@@ -79,9 +84,11 @@ def _show(args: argparse.Namespace) -> int:
         for path in document["local_jars"]:
             print(f"            {path}")
     else:
-        print("packages    (spark.jars.packages, resolved by Spark)")
+        print("packages    (spark.jars.packages, resolved by Spark and shipped to executors)")
         for coordinate in document["packages"]:
             print(f"            {coordinate}")
+        for repository in document["repositories"]:
+            print(f"repository  {repository}  (spark.jars.repositories: the bridge jar's)")
     return EXIT_OK
 
 
