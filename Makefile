@@ -24,8 +24,8 @@ RUNTIME_JARS := .cache/jars
 export PYICEBERG_CRYPTO_JARS := $(CURDIR)/$(RUNTIME_JARS)
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-spark3.5 venv venv-spark3.5 jars runtime-jars demo test test-fast test-spark3.5 \
-	bench bench-quick dist clean fuzz
+.PHONY: setup setup-spark3.5 venv venv-spark3.5 jars runtime-jars system-packages demo test test-fast \
+	test-spark3.5 bench bench-quick dist clean fuzz
 
 setup: venv jars runtime-jars
 
@@ -64,11 +64,24 @@ $(RUNTIME_JARS)/.complete: pyiceberg_crypto/jars.py | venv
 demo: setup
 	$(VENV)/bin/pyiceberg-crypto demo
 
+# The network-namespace cluster tests (tests/cluster) need iptables (a firewall rule in one node)
+# and tcpdump (what crosses the bridge), from Debian's packages. Installed when missing and this is
+# root with apt-get (CI, the project's machines); elsewhere those tests skip and say why.
+SYSTEM_PACKAGES := iptables tcpdump
+system-packages:
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do command -v $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing $$missing (Debian packages, for tests/cluster)"; \
+		apt-get install -y -q --no-install-recommends $$missing >/dev/null || \
+		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $$missing >/dev/null; }; \
+	else echo "not installing $$missing (needs root and apt-get): the cluster tests will skip"; fi
+
 # The Spark 3.5 spine runs beside the Spark 4.1 suite (its log is printed at the end): most of
 # both is waiting on JVMs, so the pair fits the CI budget on 2 cores. Fails if either fails.
 SPARK35_LOG := .cache/test-spark3.5.log
 
-test: setup setup-spark3.5
+test: setup setup-spark3.5 system-packages
 	@mkdir -p .cache
 	$(PY35) -m pytest -m spine -p no:cacheprovider $(PYTEST_ARGS) > $(SPARK35_LOG) 2>&1 & spark35=$$!; \
 	status=0; \

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from pyiceberg_crypto import config
-from tests.testkit import testkit_jar
+from tests.testkit import build_dist, testkit_jar
 
 CATALOG = "local"
 
@@ -36,6 +36,12 @@ def spark(spark_dirs):
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def dist(tmp_path_factory):
+    """The sdist and wheel built from the working tree, once per test run (newcomer and cluster tests)."""
+    return build_dist(tmp_path_factory.mktemp("dist"))
 
 
 @pytest.fixture(scope="session")

@@ -20,13 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.testkit import ROOT
+from tests.testkit import PROJECT_ENV, ROOT
 
 pytestmark = [pytest.mark.newcomer, pytest.mark.slow]
 
-#: Variables of the project's own environment that a newcomer does not have.
-PROJECT_ENV = ("PYICEBERG_CRYPTO_JARS", "PYICEBERG_CRYPTO_SKIP_JAR_BUILD", "PYICEBERG_CRYPTO_BRIDGE_JAR",
-               "PYTHONPATH", "VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")
 ENCRYPTED_MAGICS = (b"PARE", b"AGS1")
 
 
@@ -69,16 +66,6 @@ def run(command, *, cwd: Path, env: dict[str, str], timeout: int = 900) -> subpr
     result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, f"{command} failed ({result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
     return result
-
-
-@pytest.fixture(scope="module")
-def dist(tmp_path_factory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("dist")
-    env = {k: v for k, v in os.environ.items() if k not in PROJECT_ENV}
-    run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], cwd=out, env=env)
-    [wheel] = out.glob("*.whl")
-    [sdist] = out.glob("*.tar.gz")
-    return {"wheel": wheel, "sdist": sdist}
 
 
 def test_the_wheel_is_pure_python_and_carries_the_production_jar_only(dist):

@@ -7,6 +7,8 @@ wheel. Tests and benchmarks add it to their sessions' ``spark.jars`` (or a plain
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from pyiceberg_crypto import jars
@@ -20,6 +22,23 @@ def testkit_jar() -> Path:
     if not TESTKIT_JAR.is_file():
         raise jars.JarNotFoundError(f"{TESTKIT_JAR} is missing: run `make jars` (builds it with the test kit)")
     return TESTKIT_JAR
+
+
+#: Variables of the project's own environment that a user of the built wheel does not have.
+PROJECT_ENV = ("PYICEBERG_CRYPTO_JARS", "PYICEBERG_CRYPTO_SKIP_JAR_BUILD", "PYICEBERG_CRYPTO_BRIDGE_JAR",
+               "PYTHONPATH", "VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")
+
+
+def build_dist(out: Path) -> dict[str, Path]:
+    """``python -m build`` of the working tree into ``out`` (as a user would, without the project's
+    environment): ``{"wheel": ..., "sdist": ...}``."""
+    env = {k: v for k, v in os.environ.items() if k not in PROJECT_ENV}
+    result = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], cwd=out, env=env,
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, f"python -m build failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+    [wheel] = out.glob("*.whl")
+    [sdist] = out.glob("*.tar.gz")
+    return {"wheel": wheel, "sdist": sdist}
 
 
 def java_classpath() -> str:

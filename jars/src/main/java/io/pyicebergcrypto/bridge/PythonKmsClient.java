@@ -113,14 +113,14 @@ public class PythonKmsClient implements KeyManagementClient {
     try {
       endpoint.ensureInitialized(forwardedProperties);
     } catch (RuntimeException e) {
-      throw failure("initialize (before it could " + operation + ")", keyId, pythonMessage(e));
+      throw failure("initialize (before it could " + operation + ")", keyId, pythonMessage(e, endpoint));
     }
     try {
       return body.apply(endpoint.proxy());
     } catch (PythonKmsException e) {
       throw e;
     } catch (RuntimeException e) {
-      throw failure(operation, keyId, pythonMessage(e));
+      throw failure(operation, keyId, pythonMessage(e, endpoint));
     }
   }
 
@@ -139,11 +139,12 @@ public class PythonKmsClient implements KeyManagementClient {
 
   /**
    * Py4J reports a Python exception as "An exception was raised by the Python Proxy. Return
-   * Message: ExceptionType: message": keep that last line. Network failures (Python side gone,
-   * no answer within the timeout) are named as such. Never returns Py4J's network messages: they
-   * contain the whole command, i.e. key bytes.
+   * Message: ExceptionType: message": keep that last line. Network failures (Python side gone or
+   * unreachable, no answer within the timeout) are named as such, with the endpoint's address so
+   * that the person reading a task failure knows which listener this JVM could not reach. Never
+   * returns Py4J's network messages: they contain the whole command, i.e. key bytes.
    */
-  static String pythonMessage(Throwable error) {
+  static String pythonMessage(Throwable error, PythonKmsEndpoint endpoint) {
     String message = String.valueOf(error.getMessage());
     if (message.contains("Return Message:")) {
       String[] lines = message.strip().split("\n");
@@ -151,25 +152,46 @@ public class PythonKmsClient implements KeyManagementClient {
       int marker = last.indexOf("Return Message:");
       return marker >= 0 ? last.substring(marker + "Return Message:".length()).strip() : last;
     }
+    ShippedEndpoint at = endpoint.address();
+    String where = at.host + ":" + at.port + (at.certificate == null ? "" : ", TLS");
     for (Throwable t = error; t != null; t = t.getCause()) {
       if (t instanceof java.net.SocketTimeoutException) {
-        return "no answer from the Python KMS within its timeout (register_kms(..., timeout_seconds=...))";
+        if (String.valueOf(t.getMessage()).toLowerCase(java.util.Locale.ROOT).contains("connect")) {
+          return "the Python KMS is unreachable at " + where + ": no connection within its timeout of "
+              + at.timeoutMillis + " ms (a firewall, or no route from this host to the driver?)"
+              + reachabilityHint(endpoint);
+        }
+        return "no answer from the Python KMS within its timeout (" + where
+            + "; register_kms(..., timeout_seconds=...))";
       }
       if (t instanceof javax.net.ssl.SSLException) {
         return "the TLS handshake with the Python KMS failed (not the listener registered for this"
-            + " name: " + t.getClass().getSimpleName() + ")";
+            + " name: " + t.getClass().getSimpleName() + ", at " + where + ")";
       }
       if (t instanceof java.net.ConnectException || t instanceof java.net.NoRouteToHostException) {
-        return "the Python KMS is unreachable (its callback server is stopped: was the Python"
-            + " process or SparkContext stopped, or the KMS unregistered? On a cluster, executors"
-            + " reach the driver only if the KMS was registered with bind_address=...)";
+        return "the Python KMS is unreachable at " + where + " (" + t.getClass().getSimpleName()
+            + ": its callback server is stopped, or not listening where this host can reach it: was the"
+            + " Python process or SparkContext stopped, or the KMS unregistered?)" + reachabilityHint(endpoint);
       }
     }
     if (error instanceof py4j.Py4JNetworkException || message.contains("sending a command")
         || message.contains("communication channel")) {
-      return "the Python KMS is unreachable or did not answer";
+      return "the Python KMS is unreachable or did not answer (" + where + ")";
     }
     return error.getClass().getSimpleName();
+  }
+
+  /** What to do when this JVM cannot reach the endpoint: loopback from another JVM says it all. */
+  private static String reachabilityHint(PythonKmsEndpoint endpoint) {
+    String host = endpoint.address().host;
+    boolean loopback = host.startsWith("127.") || host.equals("::1") || host.equals("localhost");
+    if (loopback && !endpoint.registeredHere()) {
+      return ". It was registered on loopback (" + host + "), which executors on other machines cannot"
+          + " reach: register it with register_kms(..., bind_address=<the driver's address, reachable"
+          + " from executors>)";
+    }
+    return ". On a cluster, executors reach the driver only if the KMS was registered with"
+        + " bind_address=<the driver's address, reachable from executors>";
   }
 
   static String encodeForwarded(Map<String, String> properties) {
