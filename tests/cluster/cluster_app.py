@@ -78,6 +78,8 @@ def session(settings: dict, cluster_conf: dict, app_name: str, max_failures: int
     for key, value in cluster_conf.items():
         builder = builder.config(key, value)
     builder = builder.config("spark.task.maxFailures", str(max_failures))
+    if max_failures == 1:  # tasks go to any free executor at once: each worker gets one of two tasks
+        builder = builder.config("spark.locality.wait", "0")
     spark = config.configure_spark_with_encryption(builder, settings).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -137,6 +137,7 @@ def test_kms_port_blocked_from_one_worker_fails_naming_the_kms_and_its_address(f
     error = failed(steps, "kms blocked from one worker")
     assert "Python KMS 'default' failed to unwrap a key with key id 'orders-key'" in error
     assert f"is unreachable at {netns_cluster.driver.address}:{port}, TLS: no connection within its timeout" in error
+    assert f"({netns_cluster.workers[0].address} executor" in error  # the blocked worker's task failed
     ok(steps, "blocked: nothing removed, nothing committed")
     ok(steps, "unblocked: the same session works")
     ok(steps, "unblocked: orphan removed")
@@ -156,6 +157,7 @@ def main_run(netns_cluster, keystore, tmp_path_factory, faults_run):
         run = run_app(netns_cluster, "main", workdir, keystore)
     run["capture"] = capture
     yield run
+    capture.unlink()  # ~150 MB: the jars, tasks and results of a whole application
     netns_cluster.ensure_workers()  # the scenario killed worker 1
 
 
@@ -267,7 +269,11 @@ def test_the_verification_job_through_spark_submit_with_a_packed_environment(mai
     assert result.returncode == 0, result.stderr[-4000:]
     report = json.loads((tmp_path / "report.json").read_text())
     statuses = {f["status"] for f in report["files"]}
-    assert statuses == {"OK"} and len(report["files"]) > 5
+    assert report["ok"] and statuses == {"OK"} and len(report["files"]) > 5
+    # The workers' executors unpacked the archive and ran the file checks with its Python.
+    unpacked = [w.name for w in netns_cluster.workers
+                if list((netns_cluster.workdir / w.name / "work").glob("app-*/*/env/bin/python"))]
+    assert unpacked, "no worker unpacked env.tar.gz"
 
 
 def test_the_jvm_free_reader_and_the_cli_read_the_cluster_table(main_run, keystore):
