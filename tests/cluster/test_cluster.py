@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ import pytest
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.kms.keystore import Keystore
 from tests.cluster.netns import read_pcap_payloads
+from tests.integration.kms_cluster_app import ok, results_of
 from tests.testkit import PROJECT_ENV, ROOT
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -92,20 +92,9 @@ def run_app(cluster, scenario: str, workdir: Path, keystore: Path, timeout: int 
         stop.set()
     (workdir / "driver-stdout.txt").write_text(result.stdout)
     (workdir / "driver-stderr.txt").write_text(result.stderr)
-    steps = {}
-    for line in result.stdout.splitlines():
-        if line.startswith("RESULT "):
-            entry = json.loads(line.removeprefix("RESULT "))
-            steps[entry["step"]] = entry
     assert result.returncode == 0, result.stderr[-4000:]
-    return {"steps": steps, "workdir": workdir, "handled": handled,
+    return {"steps": results_of(result.stdout), "workdir": workdir, "handled": handled,
             "secrets": json.loads((workdir / "secrets.json").read_text())}
-
-
-def ok(steps: dict, name: str) -> dict:
-    assert name in steps, f"step {name!r} did not run"
-    assert steps[name]["ok"], steps[name]
-    return steps[name]
 
 
 def failed(steps: dict, name: str) -> str:

@@ -243,5 +243,18 @@ def report(name: str, ok: bool, **details) -> None:
     print("RESULT " + json.dumps({"step": name, "ok": ok, **details}), flush=True)
 
 
+def results_of(stdout: str) -> dict[str, dict]:
+    """The :func:`report` lines of an application's output, by step name."""
+    return {entry["step"]: entry for entry in (json.loads(line.removeprefix("RESULT "))
+                                               for line in stdout.splitlines() if line.startswith("RESULT "))}
+
+
+def ok(steps: dict[str, dict], name: str) -> dict:
+    """The step ``name``, asserted to have run and succeeded."""
+    assert name in steps, f"step {name!r} did not run"
+    assert steps[name]["ok"], steps[name]
+    return steps[name]
+
+
 if __name__ == "__main__":
     main(Path(sys.argv[1]).absolute())

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.kms_cluster_app import ok, results_of
+
 ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("kms_cluster_app.py")
 
@@ -30,11 +32,7 @@ def cluster_run(tmp_path_factory):
                             capture_output=True, text=True, timeout=900)
     (workdir / "driver-stdout.txt").write_text(result.stdout)
     (workdir / "driver-stderr.txt").write_text(result.stderr)
-    steps = {}
-    for line in result.stdout.splitlines():
-        if line.startswith("RESULT "):
-            entry = json.loads(line.removeprefix("RESULT "))
-            steps[entry["step"]] = entry
+    steps = results_of(result.stdout)
     work_dir = Path(steps["application"]["work_dir"]) if "application" in steps else None
     executor_logs = {}
     if work_dir is not None and work_dir.is_dir():  # executor stdout/stderr, then drop the jar copies
@@ -44,26 +42,20 @@ def cluster_run(tmp_path_factory):
     yield {"steps": steps, "workdir": workdir, "executor_logs": executor_logs}
 
 
-def _ok(steps, name):
-    assert name in steps, f"step {name!r} did not run"
-    assert steps[name]["ok"], steps[name]
-    return steps[name]
-
-
 def test_operations_that_call_the_kms_on_executors_work(cluster_run):
     steps = cluster_run["steps"]
-    assert _ok(steps, "executors")["executors"] == 2
+    assert ok(steps, "executors")["executors"] == 2
     for name in ("files", "entries", "position_deletes", "rewrite_position_delete_files", "rewrite_data_files",
                  "rewrite_manifests", "expire_snapshots", "remove_orphan_files", "rows after maintenance",
                  "orphan removed", "drop table purge", "purge deleted files"):
-        _ok(steps, name)
+        ok(steps, name)
     # Executors called the driver's KMS (maintenance reads manifest lists there, apache/iceberg#14764).
     assert steps["expire_snapshots kms calls"]["unwrap"] >= 1
     assert steps["remove_orphan_files kms calls"]["unwrap"] >= 1
 
 
 def test_catalog_properties_are_forwarded_to_initialize_once(cluster_run):
-    initialized = _ok(cluster_run["steps"], "forwarded properties")["initialized"]
+    initialized = ok(cluster_run["steps"], "forwarded properties")["initialized"]
     assert initialized == [{"region": "test-region", "endpoint": "https://kms.example/a?b=c&d"}]
 
 
@@ -80,18 +72,18 @@ def test_executor_faults_fail_with_kms_operation_and_key_id_then_recover(cluster
     assert reason in failed["error"]
     assert "executor" in failed["error"]  # it really failed in an executor JVM
     if fault == "unreachable":
-        _ok(steps, "re-registered with TLS")  # executors switched to the new endpoint, over TLS
+        ok(steps, "re-registered with TLS")  # executors switched to the new endpoint, over TLS
     recovered = "recovered after re-registration" if fault == "unreachable" else f"recovered after {fault}"
-    assert "orphan.parquet" not in _ok(steps, recovered)["value"]  # dry run finds nothing left to remove
+    assert "orphan.parquet" not in ok(steps, recovered)["value"]  # dry run finds nothing left to remove
 
 
 def test_faults_commit_nothing_and_the_table_still_reads(cluster_run):
     steps = cluster_run["steps"]
-    _ok(steps, "snapshot unchanged by faults")
-    _ok(steps, "rows after faults")
+    ok(steps, "snapshot unchanged by faults")
+    ok(steps, "rows after faults")
     failed = steps["driver fault raise"]
     assert not failed["ok"] and "Python KMS 'default' failed to unwrap a key with key id 'k'" in failed["error"]
-    _ok(steps, "driver fault committed nothing")
+    ok(steps, "driver fault committed nothing")
 
 
 def test_no_token_or_key_in_debug_logs_or_the_spark_event_log(cluster_run):
