@@ -10,6 +10,7 @@ Iceberg runtime comes from ``spark.jars.packages``), no Maven afterwards.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -34,7 +35,7 @@ from pyiceberg_crypto import bridge, config, kms
 settings = config.spark_settings("c", warehouse="cluster-wh")
 builder = SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
 spark = config.configure_spark_with_encryption(builder, settings).getOrCreate()
-bridge.register_kms(spark, kms.InMemoryKms.with_random_keys("k"))
+bridge.register_kms(spark, kms.KeystoreKms("keys.json"))
 spark.sql("CREATE NAMESPACE IF NOT EXISTS c.db")
 spark.sql("CREATE TABLE c.db.t (id bigint) USING iceberg " + config.tblproperties_sql(config.table_properties("k")))
 spark.sql("INSERT INTO c.db.t SELECT id FROM range(0, 500, 1, 4)")
@@ -131,10 +132,19 @@ def test_pip_install_then_the_readme_and_the_demo_work(dist, tmp_path, line, pla
 
     # Executors in separate JVMs with the default jar path (spark.jars.packages): they must load the
     # Iceberg runtime and the bridge (the KMS is called from executors by expire_snapshots).
+    cli = str(venv / "bin" / "pyiceberg-crypto")
+    run([cli, "keystore", "create", "keys.json"], cwd=empty, env=env)
+    run([cli, "keystore", "add", "keys.json", "k"], cwd=empty, env=env)
     cluster = run([str(venv / "bin" / "python"), "-c", LOCAL_CLUSTER_APP], cwd=empty, env=env).stdout
     assert "ROWS 1000 499500" in cluster and "EXECUTORS 2" in cluster and "EXPIRED OK" in cluster, cluster[-2000:]
     assert "JARS iceberg-spark-runtime bridge" in cluster, cluster[-2000:]
     assert not [p for p in (empty / "cluster-wh").rglob("*.parquet") if p.read_bytes()[:4] != b"PARE"]
+    # The verification job's own session (session_for_catalog, default jars) on local-cluster too.
+    run([str(venv / "bin" / "python"), "-m", "pyiceberg_crypto.verify.job", "--table", "c.db.t",
+         "--warehouse", "cluster-wh", "--master", "local-cluster[2,1,1024]", "--kms", "keystore",
+         "--kms-property", "keystore.path=keys.json", "--output", "job.json"], cwd=empty, env=env)
+    job = json.loads((empty / "job.json").read_text())
+    assert job["ok"] and {f["status"] for f in job["files"]} == {"OK"} and len(job["files"]) >= 5
 
     demo = run([str(venv / "bin" / "pyiceberg-crypto"), "demo"], cwd=empty, env=env)
     assert "OK: every file is encrypted, authentic and in its place" in demo.stdout

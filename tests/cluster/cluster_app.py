@@ -238,11 +238,12 @@ def worker_killed_during_insert(spark, cfg: dict, workdir: Path, model: dict) ->
         if any(s and s.numCompletedTasks >= 1 and s.numActiveTasks >= 1 for s in stages):
             break
         time.sleep(0.1)
+    running_at_kill = thread.is_alive()
     killed = ask(workdir, "kill_worker", index=0)
     thread.join(300)
     model.update({i: "late" for i in range(10000, 12000)})
     report("insert survived a worker kill", outcome.get("ok", False) and not thread.is_alive(),
-           killed=killed, error=outcome.get("error"))
+           killed=killed, running_at_kill=running_at_kill, error=outcome.get("error"))
     report("every row once", totals(spark, "lake.db.t") == [len(model), sum(model), len(model)],
            totals=totals(spark, "lake.db.t"), expected=[len(model), sum(model), len(model)],
            snapshot_changed=current_snapshot(spark, "lake.db.t") != snapshot)

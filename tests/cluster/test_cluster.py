@@ -176,7 +176,7 @@ def test_executors_switch_to_a_re_registered_kms(main_run):
 
 def test_a_worker_killed_during_an_insert_loses_and_duplicates_nothing(main_run):
     steps = main_run["steps"]
-    ok(steps, "insert survived a worker kill")
+    assert ok(steps, "insert survived a worker kill")["running_at_kill"]
     every = ok(steps, "every row once")
     assert every["snapshot_changed"]
     assert [a["action"] for a in main_run["handled"]] == ["kill_worker"]
@@ -195,6 +195,8 @@ def test_nothing_secret_crosses_the_bridge_and_the_kms_port_speaks_only_tls(main
     # Executors on both workers reached the KMS (the capture saw them), and only over TLS.
     clients = {p[0] for p in kms_packets if p[3] in kms_ports}
     assert clients == {w.address for w in netns_cluster.workers}, clients
+    new_port = steps["re-registered"]["port"]  # after re-registration, executors used the new listener
+    assert {p[0] for p in kms_packets if p[3] == new_port} & clients
     streams: dict[tuple, bytes] = {}
     for src, sport, dst, dport, payload in kms_packets:
         streams[(src, sport, dst, dport)] = streams.get((src, sport, dst, dport), b"") + payload
