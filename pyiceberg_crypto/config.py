@@ -57,6 +57,8 @@ SECRET_PROPERTIES = ("s3.access-key-id", "s3.secret-access-key", "s3.session-tok
 PYTHON_KMS_IMPL = "io.pyicebergcrypto.bridge.PythonKmsClient"
 #: Catalog property naming the registered Python KMS the bridge should call.
 KMS_NAME_PROPERTY = "pyiceberg-crypto.kms-name"
+#: Catalog property naming a ``pyiceberg-crypto kms serve`` service (HOST:PORT) instead.
+KMS_SERVICE_PROPERTY = "pyiceberg-crypto.kms-service"
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,9 @@ def spark_settings(
     s3_region: str | None = None,
     s3_path_style_access: bool | None = None,
     extra_catalog_properties: Mapping[str, str] | None = None,
+    kms_service: str | None = None,
+    kms_token_file: str | Path | None = None,
+    kms_certificate_sha256: str | None = None,
 ) -> dict[str, str]:
     """Spark settings for an Iceberg catalog whose tables are encrypted through a KMS.
 
@@ -114,6 +119,12 @@ def spark_settings(
         s3_region: ``client.region`` of the S3 client.
         s3_path_style_access: ``http://endpoint/bucket/key`` addressing (MinIO, moto need it).
         extra_catalog_properties: more ``spark.sql.catalog.<catalog>.*`` properties.
+        kms_service: ``HOST:PORT`` of a ``pyiceberg-crypto kms serve`` service: every JVM calls it
+            directly, with no Python driver (``spark-sql``, Spark Connect, the Thrift server, JVM
+            jobs). Instead of ``kms_name``; see :func:`kms_service_properties`.
+        kms_token_file: the service's ``--token-file`` (required with ``kms_service``); the JVMs
+            read the token from it, it never becomes a setting.
+        kms_certificate_sha256: the pin the service prints (required unless it listens on loopback).
 
     Returns:
         A new dict of Spark configuration keys to string values.
@@ -143,6 +154,9 @@ def spark_settings(
             s3_region=s3_region,
             s3_path_style_access=s3_path_style_access,
             extra_catalog_properties=extra_catalog_properties,
+            kms_service=kms_service,
+            kms_token_file=kms_token_file,
+            kms_certificate_sha256=kms_certificate_sha256,
         )
     )
     if metastore_uri is None:
@@ -169,6 +183,9 @@ def catalog_settings(
     s3_region: str | None = None,
     s3_path_style_access: bool | None = None,
     extra_catalog_properties: Mapping[str, str] | None = None,
+    kms_service: str | None = None,
+    kms_token_file: str | Path | None = None,
+    kms_certificate_sha256: str | None = None,
 ) -> dict[str, str]:
     """Only the ``spark.sql.catalog.<catalog>*`` settings (no jars, extensions or metastore).
 
@@ -195,6 +212,15 @@ def catalog_settings(
         f"{prefix}.{KMS_NAME_PROPERTY}": kms_name,
         f"{prefix}.hadoop.iceberg.engine.hive.lock-enabled": "true" if hive_lock else "false",
     }
+    if kms_service is not None or kms_token_file is not None:
+        del settings[f"{prefix}.{KMS_NAME_PROPERTY}"]  # a service, not a registered name
+        if kms_service is None or kms_token_file is None:
+            raise ConfigError("kms_service and kms_token_file go together: the service's HOST:PORT and "
+                              "the file its --token-file wrote")
+        for key, value in kms_service_properties(kms_service, kms_token_file, kms_certificate_sha256).items():
+            settings[f"{prefix}.{key}"] = value
+    elif kms_certificate_sha256 is not None:
+        raise ConfigError("kms_certificate_sha256 pins a KMS service's certificate: pass kms_service too")
     if metastore_uri is not None:
         settings[f"{prefix}.uri"] = metastore_uri
     if _uses_s3(warehouse, s3_endpoint, s3_region, s3_path_style_access):
@@ -209,6 +235,44 @@ def catalog_settings(
     for key, value in (extra_catalog_properties or {}).items():
         settings[f"{prefix}.{key}"] = str(value)
     return settings
+
+
+def kms_service_properties(
+    address: str, token_file: str | Path, certificate_sha256: str | None = None, timeout_ms: int | None = None
+) -> dict[str, str]:
+    """Catalog properties with which the bridge's ``PythonKmsClient`` calls a ``kms serve`` service.
+
+    >>> kms_service_properties("127.0.0.1:9600", "/run/lake/kms.token")  # doctest: +NORMALIZE_WHITESPACE
+    {'pyiceberg-crypto.kms-service': '127.0.0.1:9600',
+     'pyiceberg-crypto.kms-service.token-file': '/run/lake/kms.token'}
+
+    The token is read from ``token_file`` by each JVM that can (the driver always must); executors
+    that cannot get it inside their tasks, from the driver. A service on any address but loopback
+    speaks TLS: ``certificate_sha256`` (printed by ``kms serve``) pins its certificate.
+    """
+    host, sep, port = address.strip().rpartition(":")
+    bare_host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not bare_host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"kms_service must be HOST:PORT (e.g. 127.0.0.1:9600), got {address!r}")
+    loopback = bare_host.startswith("127.") or bare_host in ("::1", "localhost")
+    properties = {
+        KMS_SERVICE_PROPERTY: address.strip(),
+        f"{KMS_SERVICE_PROPERTY}.token-file": str(Path(token_file).absolute()),
+    }
+    if certificate_sha256 is not None:
+        pin = certificate_sha256.strip().replace(":", "").lower()
+        if len(pin) != 64 or any(c not in "0123456789abcdef" for c in pin):
+            raise ConfigError("kms_certificate_sha256 must be the 64 hex digits kms serve prints, "
+                              f"got {len(certificate_sha256)} characters")
+        properties[f"{KMS_SERVICE_PROPERTY}.certificate-sha256"] = pin
+    elif not loopback:
+        raise ConfigError(f"the KMS service {address} is not on loopback, so it speaks TLS: pass "
+                          "kms_certificate_sha256 (kms serve prints it, and writes it to its status file)")
+    if timeout_ms is not None:
+        if timeout_ms <= 0:
+            raise ConfigError(f"timeout_ms must be positive, got {timeout_ms}")
+        properties[f"{KMS_SERVICE_PROPERTY}.timeout-ms"] = str(int(timeout_ms))
+    return properties
 
 
 def s3_catalog_properties(

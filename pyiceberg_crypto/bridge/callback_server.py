@@ -5,10 +5,12 @@ connections *without* an auth token, so any local process could call a registere
 FINDINGS.md), and ``shutdown_callback_server()`` can hang. This server:
 
 - listens on 127.0.0.1 on an ephemeral port, and requires a fresh 256-bit token (Py4J's ``A``
-  auth command) before any call; a connection that does not authenticate first is dropped;
-- on any other address (the opt-in for executors on other machines) speaks TLS with a fresh
-  self-signed certificate that JVMs pin (it travels with the endpoint), so neither the token nor
-  key bytes cross the network in clear;
+  auth command, compared in constant time) before any call; a connection that does not
+  authenticate first is dropped (and reported to ``on_refused``, without the token);
+- on any other address (the opt-in for executors on other machines) speaks TLS with a
+  self-signed certificate that JVMs pin (fresh per registration, where it travels with the
+  endpoint; kept in files by ``kms serve``, whose clients pin its SHA-256), so neither the token
+  nor key bytes cross the network in clear;
 - exposes exactly one object with an allow-list of methods (no ``getattr`` on arbitrary names);
 - reports Python exceptions to Java as one ``ExceptionType: message`` line (no traceback, nothing
   logged by Py4J), which the Java bridge turns into a Spark error naming the operation and key id;
@@ -17,14 +19,26 @@ FINDINGS.md), and ``shutdown_callback_server()`` can hang. This server:
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import hashlib
+import hmac
 import os
 import secrets
 import ssl
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 
 from py4j import protocol as proto
-from py4j.java_gateway import CallbackConnection, CallbackServer, CallbackServerParameters, PythonProxyPool
+from py4j.java_gateway import (
+    CallbackConnection,
+    CallbackServer,
+    CallbackServerParameters,
+    GatewayClient,
+    PythonProxyPool,
+)
 from py4j.protocol import get_command_part, smart_decode
 
 LOOPBACK = "127.0.0.1"
@@ -32,29 +46,66 @@ TLS_HANDSHAKE_TIMEOUT_SECONDS = 10
 
 
 class _KmsCallbackConnection(CallbackConnection):
-    """One JVM connection; calls only allow-listed methods of the pooled object."""
-
-    tls_context: ssl.SSLContext | None = None
+    """One JVM connection: TLS (when configured), the token, then allow-listed calls only."""
 
     def run(self):
+        server: _KmsCallbackServer = self.callback_server
+        peer = _peer_host(self.socket)
         # TLS handshake here, in the connection's thread: in py4j's accept loop a silent or
         # plaintext peer would stall or stop the server.
-        if self.tls_context is not None:
+        if server.tls_context is not None:
             raw = self.socket
             try:
                 raw.settimeout(TLS_HANDSHAKE_TIMEOUT_SECONDS)
                 self.input.close()
-                self.socket = self.tls_context.wrap_socket(raw, server_side=True)
-                self.socket.settimeout(None)
+                self.socket = server.tls_context.wrap_socket(raw, server_side=True)
                 self.input = self.socket.makefile("rb")
             except (OSError, ValueError):
                 raw.close()
                 return
-        super().run()
+        try:
+            self.socket.settimeout(TLS_HANDSHAKE_TIMEOUT_SECONDS)  # a silent peer must not hold a thread
+            if not self._authenticate(server, peer):
+                self.close(reset=True)
+                return
+            self.socket.settimeout(None)
+            while True:
+                command = smart_decode(self.input.readline())[:-1]
+                obj_id = smart_decode(self.input.readline())[:-1]
+                if not obj_id.strip():
+                    break
+                if command == proto.CALL_PROXY_COMMAND_NAME:
+                    self.socket.sendall(self._call_proxy(obj_id, self.input, peer).encode("utf-8"))
+                elif command == proto.GARBAGE_COLLECT_PROXY_COMMAND_NAME:
+                    self.input.readline()  # the KMS object is never released by a JVM's GC
+                    self.socket.sendall(proto.SUCCESS_RETURN_MESSAGE.encode("utf-8"))
+                else:
+                    self.socket.sendall(proto.ERROR_RETURN_MESSAGE.encode("utf-8"))
+                    break
+        except (OSError, ValueError):  # the JVM closed the connection, or the server stopped
+            pass
+        self.close()
 
-    def _call_proxy(self, obj_id, input):  # noqa: A002 - py4j's signature
+    def _authenticate(self, server: _KmsCallbackServer, peer: str) -> bool:
+        """Py4J's ``A`` command with the token, compared in constant time (py4j compares with ==)."""
+        command = smart_decode(self.input.readline())[:-1]
+        token = smart_decode(self.input.readline())[:-1] if command == proto.AUTH_COMMAND_NAME else ""
+        if command == proto.AUTH_COMMAND_NAME:
+            self.input.readline()  # END marker
+        if command == proto.AUTH_COMMAND_NAME and hmac.compare_digest(token.encode(), server.auth_token.encode()):
+            self.socket.sendall(proto.OUTPUT_VOID_COMMAND.encode("utf-8"))
+            return True
+        if command == proto.AUTH_COMMAND_NAME:  # without an auth command: dropped without a word
+            self.socket.sendall(proto.ERROR_RETURN_MESSAGE.encode("utf-8"))
+        if server.on_refused is not None:
+            server.on_refused(peer, "no token" if command != proto.AUTH_COMMAND_NAME else "wrong or old token")
+        return False
+
+    def _call_proxy(self, obj_id, input, peer=""):  # noqa: A002 - py4j's signature
         if obj_id not in self.pool:
             return proto.RETURN_MESSAGE + proto.ERROR + get_command_part("Object ID unknown", self.pool)
+        method = "?"
+        failed = True
         try:
             method = smart_decode(input.readline())[:-1]
             params = self._get_params(input)
@@ -62,48 +113,108 @@ class _KmsCallbackConnection(CallbackConnection):
             if method not in getattr(target, "ALLOWED_METHODS", ()):
                 raise PermissionError(f"method {method!r} is not callable over the KMS bridge")
             value = getattr(target, method)(*params)
+            failed = False
             return proto.RETURN_MESSAGE + proto.SUCCESS + get_command_part(value, self.pool)
         except Exception as exc:  # reported to Java as one line, without traceback or secrets
             message = f"{type(exc).__name__}: {exc}".replace("\n", " ")
             return proto.RETURN_MESSAGE + proto.ERROR + get_command_part(message, self.pool)
+        finally:
+            if self.callback_server.on_call is not None:
+                self.callback_server.on_call(peer, method, failed)
 
 
 class _KmsCallbackServer(CallbackServer):
     tls_context: ssl.SSLContext | None = None
+    auth_token: str = ""
+    on_call: Callable[[str, str, bool], None] | None = None
+    on_refused: Callable[[str, str], None] | None = None
 
     def _create_connection(self, socket_instance, stream):
-        connection = _KmsCallbackConnection(
+        return _KmsCallbackConnection(
             self.pool, stream, socket_instance, self.gateway_client, self.callback_server_parameters, self
         )
-        connection.tls_context = self.tls_context
-        return connection
+
+
+def _peer_host(sock) -> str:
+    try:
+        return str(sock.getpeername()[0])
+    except (OSError, IndexError, TypeError):
+        return "?"
+
+
+@dataclass(frozen=True)
+class TlsIdentity:
+    """The listener's TLS key and self-signed certificate (DER), which JVMs pin.
+
+    :meth:`fresh` makes a throw-away one (``register_kms``: the certificate travels with the
+    endpoint); :meth:`load_or_create` keeps one in two files, so that a restarted KMS service keeps
+    the pin its clients were configured with.
+    """
+
+    context: ssl.SSLContext
+    certificate: bytes
+
+    @property
+    def sha256(self) -> str:
+        """The pin clients are configured with: SHA-256 of the DER certificate, hex."""
+        return hashlib.sha256(self.certificate).hexdigest()
+
+    @classmethod
+    def fresh(cls) -> TlsIdentity:
+        key_pem, cert_pem = _self_signed_pem()
+        return cls(_server_context(key_pem, cert_pem), _der(cert_pem))
+
+    @classmethod
+    def load_or_create(cls, key_file: str | os.PathLike, certificate_file: str | os.PathLike) -> TlsIdentity:
+        """Read the key (PEM, must be mode 0600) and certificate, or create both when neither exists."""
+        key_path, cert_path = Path(key_file), Path(certificate_file)
+        if not key_path.exists() and not cert_path.exists():
+            key_pem, cert_pem = _self_signed_pem()
+            key_path.parent.mkdir(parents=True, exist_ok=True)
+            write_private_file(key_path, key_pem)
+            cert_path.write_bytes(cert_pem)
+        key_pem, cert_pem = key_path.read_bytes(), cert_path.read_bytes()
+        if key_path.stat().st_mode & 0o077:
+            raise PermissionError(f"the TLS key {key_path} is readable by other users: chmod 600 it")
+        return cls(_server_context(key_pem, cert_pem), _der(cert_pem))
 
 
 class KmsCallbackServer:
-    """Serve one Python object to JVMs over an authenticated loopback Py4J callback server.
+    """Serve one Python object to JVMs over an authenticated Py4J callback server.
 
-    ``gateway_client`` is the PySpark gateway's client (only used to decode Java object
-    references, which the KMS protocol never sends).
+    ``gateway_client``: the PySpark gateway's client (only used to decode Java object references,
+    which the KMS protocol never sends); None for a server without a JVM of its own (``kms serve``).
+    ``tls``: the TLS identity for a non-loopback address (a fresh one when not given).
+    ``on_call(peer, method, failed)`` / ``on_refused(peer, reason)``: hooks for counting and
+    logging (they never receive the token).
     """
 
-    def __init__(self, target, gateway_client, *, address: str = LOOPBACK):
-        self.auth_token = secrets.token_hex(32)
+    def __init__(self, target, gateway_client=None, *, address: str = LOOPBACK, port: int = 0,
+                 auth_token: str | None = None, tls: TlsIdentity | None = None, object_id: str | None = None,
+                 on_call: Callable[[str, str, bool], None] | None = None,
+                 on_refused: Callable[[str, str], None] | None = None):
+        self.auth_token = auth_token or secrets.token_hex(32)
         #: DER certificate JVMs must pin (None on 127.0.0.1, where the channel never leaves the host).
         self.certificate: bytes | None = None
         self._pool = PythonProxyPool()
-        self.object_id = self._pool.put(target)
+        self.object_id = self._pool.put(target, object_id)
         params = CallbackServerParameters(
             address=address,
-            port=0,
+            port=port,
             daemonize=True,
             daemonize_connections=True,
             eager_load=False,
             accept_timeout=0.2,
             auth_token=self.auth_token,
         )
+        if gateway_client is None:  # never connected: the KMS protocol has no Java references
+            gateway_client = GatewayClient(address=LOOPBACK, port=1)
         self._server = _KmsCallbackServer(self._pool, gateway_client, callback_server_parameters=params)
+        self._server.auth_token = self.auth_token
+        self._server.on_call, self._server.on_refused = on_call, on_refused
         if address != LOOPBACK:
-            self._server.tls_context, self.certificate = _self_signed_tls_context()
+            identity = tls or TlsIdentity.fresh()
+            self._server.tls_context, self.certificate = identity.context, identity.certificate
         self._server.start()
         self.address = address
         self.port = self._server.get_listening_port()
@@ -127,11 +238,25 @@ class KmsCallbackServer:
         return f"KmsCallbackServer({self.address}:{self.port}, closed={self._closed})"
 
 
-def _self_signed_tls_context() -> tuple[ssl.SSLContext, bytes]:
-    """A server TLS context with a fresh EC P-256 key and self-signed certificate (DER returned).
+def write_private_file(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` with mode 0600, atomically (a reader sees the old or the new file)."""
+    path = Path(path)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
-    Nothing to distribute: the JVMs receive the certificate with the endpoint and pin it exactly.
-    """
+
+def _self_signed_pem() -> tuple[bytes, bytes]:
+    """A fresh EC P-256 key and a self-signed certificate, PEM (no CA, no host name: the pin is the identity)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -147,15 +272,27 @@ def _self_signed_tls_context() -> tuple[ssl.SSLContext, bytes]:
         .not_valid_after(now + datetime.timedelta(days=3650))
         .sign(key, hashes.SHA256())
     )
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return key_pem, certificate.public_bytes(serialization.Encoding.PEM)
+
+
+def _der(certificate_pem: bytes) -> bytes:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    return x509.load_pem_x509_certificate(certificate_pem).public_bytes(serialization.Encoding.DER)
+
+
+def _server_context(key_pem: bytes, certificate_pem: bytes) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     # ssl loads keys only from files: a private directory, removed at once.
     with tempfile.TemporaryDirectory(prefix="pyiceberg-crypto-tls-") as directory:
         key_path, cert_path = os.path.join(directory, "key.pem"), os.path.join(directory, "cert.pem")
         with open(os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
-            handle.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+            handle.write(key_pem)
         with open(cert_path, "wb") as handle:
-            handle.write(certificate.public_bytes(serialization.Encoding.PEM))
+            handle.write(certificate_pem)
         context.load_cert_chain(cert_path, key_path)
-    return context, certificate.public_bytes(serialization.Encoding.DER)
+    return context

@@ -60,6 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     from pyiceberg_crypto.cli.head_cmd import add_head_parser
 
     add_head_parser(sub)
+
+    from pyiceberg_crypto.cli.kms_cmd import add_kms_parser
+
+    add_kms_parser(sub)
     return parser
 
 
@@ -117,6 +121,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pyiceberg_crypto.cli.head_cmd import run_head
 
         return run_head(args)
+    if args.command == "kms":
+        from pyiceberg_crypto.cli.kms_cmd import run_kms
+
+        return run_kms(args)
     if args.command == "jars":
         from pyiceberg_crypto.cli.jars_cmd import run_jars
 

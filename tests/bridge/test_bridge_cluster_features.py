@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from pyiceberg_crypto.bridge import register_kms
-from pyiceberg_crypto.bridge.callback_server import _self_signed_tls_context
+from pyiceberg_crypto.bridge.callback_server import TlsIdentity
 from pyiceberg_crypto.bridge.registration import _advertised_host
 from pyiceberg_crypto.kms import InMemoryKms, KmsError
 
@@ -146,7 +146,7 @@ def test_any_other_listen_address_speaks_tls_with_a_pinned_certificate(spark, jv
         silent.close()
 
         # A JVM pinning another certificate (a listener impersonating the KMS) refuses to talk.
-        _, other_certificate = _self_signed_tls_context()
+        other_certificate = TlsIdentity.fresh().certificate
         jvm.io.pyicebergcrypto.bridge.PythonKmsRegistry.register(
             "impostor", "127.0.0.2", registration.port, server.auth_token, server.object_id, 5000,
             base64.b64encode(other_certificate).decode())

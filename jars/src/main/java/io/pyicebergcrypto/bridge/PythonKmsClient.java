@@ -5,6 +5,8 @@ import java.io.ObjectOutputStream;
 import java.net.URLEncoder;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.Map;
 import java.util.StringJoiner;
@@ -30,6 +32,13 @@ import org.apache.iceberg.encryption.KeyManagementClient;
  * installs the endpoint in its own {@link PythonKmsRegistry} and calls the driver's Python KMS
  * directly. The token therefore travels only inside serialized tasks and broadcasts (Spark RPC),
  * never in a Spark conf, log or the UI; {@link #toString()} does not show it.
+ *
+ * <p>Or, with the catalog property {@code pyiceberg-crypto.kms-service=HOST:PORT} (and {@code
+ * .token-file}, {@code .certificate-sha256}; see {@link KmsServiceAddress}), it calls a {@code
+ * pyiceberg-crypto kms serve} service: no Python process in the application (spark-sql, the
+ * Thrift server, Spark Connect, JVM jobs). Each JVM reads the token from the file; one that
+ * cannot (an executor on a host without the file) uses the token the driver's client carries
+ * inside the task, as above.
  */
 public class PythonKmsClient implements KeyManagementClient {
   private static final long serialVersionUID = 2L;
@@ -43,13 +52,26 @@ public class PythonKmsClient implements KeyManagementClient {
   // Refreshed whenever the client is used or serialized in a JVM where the name is registered; a
   // plain field (not only writeObject) so that field-based serializers such as Kryo carry it too.
   private volatile ShippedEndpoint shipped;
+  // A kms serve service (null: a KMS registered by a PySpark driver) and the token this client last
+  // used for it, carried to executors like the endpoint above.
+  private KmsServiceAddress service;
+  private volatile String serviceToken;
 
   @Override
   public void initialize(Map<String, String> properties) {
     String name = properties == null ? null : properties.get(KMS_NAME_PROPERTY);
     this.kmsName = (name == null || name.isBlank()) ? DEFAULT_KMS_NAME : name;
     this.forwardedProperties = encodeForwarded(properties);
-    this.shipped = PythonKmsRegistry.shippable(kmsName);
+    this.service = KmsServiceAddress.fromProperties(properties);
+    if (service == null) {
+      this.shipped = PythonKmsRegistry.shippable(kmsName);
+    } else {
+      try {
+        this.serviceToken = KmsServiceConnections.token(service, null, false);
+      } catch (PythonKmsException e) {
+        this.serviceToken = null; // reported at the first key operation, where Iceberg names it
+      }
+    }
   }
 
   public String kmsName() {
@@ -100,7 +122,17 @@ public class PythonKmsClient implements KeyManagementClient {
     return new KeyGenerationResult(key, wrapped);
   }
 
-  private PythonKmsEndpoint endpoint() {
+  private PythonKmsEndpoint endpoint(boolean rereadToken) {
+    if (service != null) {
+      String token;
+      try {
+        token = KmsServiceConnections.token(service, serviceToken, rereadToken);
+      } catch (PythonKmsException e) {
+        throw new PythonKmsException(label() + ": " + e.getMessage());
+      }
+      this.serviceToken = token;
+      return KmsServiceConnections.endpoint(label(), service, token);
+    }
     PythonKmsEndpoint endpoint = PythonKmsRegistry.resolve(kmsName, shipped);
     if (endpoint.registeredHere()) {
       this.shipped = endpoint.address();
@@ -109,10 +141,34 @@ public class PythonKmsClient implements KeyManagementClient {
   }
 
   private <T> T call(String operation, String keyId, Function<PythonKms, T> body) {
-    PythonKmsEndpoint endpoint = endpoint();
+    PythonKmsEndpoint endpoint = endpoint(false);
+    try {
+      return attempt(endpoint, operation, keyId, body);
+    } catch (TokenRefused refused) {
+      // A kms serve service restarted with a new token: re-read the file and try once more (the
+      // call never reached the KMS, so repeating it is safe).
+      PythonKmsEndpoint again = endpoint(true);
+      if (again != endpoint) {
+        try {
+          return attempt(again, operation, keyId, body);
+        } catch (TokenRefused stillRefused) {
+          // fall through
+        }
+      }
+      throw failure(operation, keyId, "the service refused this JVM's token (" + service.tokenFile
+          + " re-read just now" + (Files.isReadable(Path.of(service.tokenFile)) ? "" : ": unreadable on this host,"
+          + " so the token came with the task from the driver") + "). Was the service restarted with a"
+          + " new token? JVMs re-read the token file when it changes and when a call is refused; an"
+          + " executor without the file gets the new token with the next job's tasks");
+    }
+  }
+
+  private <T> T attempt(PythonKmsEndpoint endpoint, String operation, String keyId, Function<PythonKms, T> body)
+      throws TokenRefused {
     try {
       endpoint.ensureInitialized(forwardedProperties);
     } catch (RuntimeException e) {
+      refusedToken(e);
       throw failure("initialize (before it could " + operation + ")", keyId, pythonMessage(e, endpoint));
     }
     try {
@@ -120,14 +176,42 @@ public class PythonKmsClient implements KeyManagementClient {
     } catch (PythonKmsException e) {
       throw e;
     } catch (RuntimeException e) {
+      refusedToken(e);
       throw failure(operation, keyId, pythonMessage(e, endpoint));
     }
+  }
+
+  /** A KMS service refused the token (Py4J's failed {@code A} command), as opposed to any other failure. */
+  private void refusedToken(Throwable error) throws TokenRefused {
+    if (service == null) {
+      return;
+    }
+    for (Throwable t = error; t != null; t = t.getCause()) {
+      String message = String.valueOf(t.getMessage());
+      if (message.contains("Authentication with callback server unsuccessful")
+          || message.contains("Could not authenticate connection")) {
+        throw new TokenRefused();
+      }
+    }
+  }
+
+  private static final class TokenRefused extends Exception {
+    private static final long serialVersionUID = 1L;
+
+    TokenRefused() {
+      super(null, null, false, false);
+    }
+  }
+
+  /** How errors name this KMS: the registered name, or the service's address. */
+  private String label() {
+    return service == null ? "Python KMS '" + kmsName + "'" : "KMS service " + service.key() + " (pyiceberg-crypto kms serve)";
   }
 
   private PythonKmsException failure(String operation, String keyId, String reason) {
     // No cause attached on purpose: Py4J's messages embed whole commands (key bytes) or tracebacks.
     return new PythonKmsException(
-        String.format("Python KMS '%s' failed to %s with key id '%s': %s", kmsName, operation, keyId, reason));
+        String.format("%s failed to %s with key id '%s': %s", label(), operation, keyId, reason));
   }
 
   private byte[] requireNonEmpty(byte[] bytes, String operation, String keyId) {
@@ -153,7 +237,7 @@ public class PythonKmsClient implements KeyManagementClient {
       return marker >= 0 ? last.substring(marker + "Return Message:".length()).strip() : last;
     }
     ShippedEndpoint at = endpoint.address();
-    String where = at.host + ":" + at.port + (at.certificate == null ? "" : ", TLS");
+    String where = at.host + ":" + at.port + (at.tls() ? ", TLS" : "");
     for (Throwable t = error; t != null; t = t.getCause()) {
       if (t instanceof java.net.SocketTimeoutException) {
         if (String.valueOf(t.getMessage()).toLowerCase(java.util.Locale.ROOT).contains("connect")) {
@@ -184,6 +268,9 @@ public class PythonKmsClient implements KeyManagementClient {
   /** What to do when this JVM cannot reach the endpoint: loopback from another JVM says it all. */
   private static String reachabilityHint(PythonKmsEndpoint endpoint) {
     String host = endpoint.address().host;
+    if (endpoint.address().isService()) {
+      return ". Is pyiceberg-crypto kms serve running there, listening on an address this host can reach?";
+    }
     boolean loopback = host.startsWith("127.") || host.equals("::1") || host.equals("localhost");
     if (loopback && !endpoint.registeredHere()) {
       return ". It was registered on loopback (" + host + "), which executors on other machines cannot"
@@ -217,9 +304,17 @@ public class PythonKmsClient implements KeyManagementClient {
   }
 
   private void writeObject(ObjectOutputStream out) throws IOException {
-    ShippedEndpoint current = PythonKmsRegistry.shippable(kmsName);
-    if (current != null) {
-      this.shipped = current;
+    if (service == null) {
+      ShippedEndpoint current = PythonKmsRegistry.shippable(kmsName);
+      if (current != null) {
+        this.shipped = current;
+      }
+    } else if (serviceToken == null) {
+      try {
+        this.serviceToken = KmsServiceConnections.token(service, null, false);
+      } catch (PythonKmsException e) {
+        // unreadable here too: the receiving JVM reports it at its first key operation
+      }
     }
     out.defaultWriteObject();
   }
@@ -233,6 +328,8 @@ public class PythonKmsClient implements KeyManagementClient {
 
   @Override
   public String toString() {
-    return "PythonKmsClient{kmsName=" + kmsName + "}";
+    return service == null
+        ? "PythonKmsClient{kmsName=" + kmsName + "}"
+        : "PythonKmsClient{service=" + service + "}";
   }
 }

@@ -67,7 +67,8 @@ final class PythonKmsEndpoint {
             address.authToken,
             CallbackClient.DEFAULT_MIN_CONNECTION_TIME,
             TimeUnit.SECONDS,
-            new BoundedSocketFactory(address.timeoutMillis, pinnedTls(address.certificate)),
+            new BoundedSocketFactory(
+                address.timeoutMillis, pinnedTls(address.certificate, address.certificateSha256)),
             false,
             address.timeoutMillis);
     Gateway gateway = new Gateway(null, client);
@@ -125,10 +126,12 @@ final class PythonKmsEndpoint {
 
   /**
    * TLS that trusts exactly one certificate: the one the Python side generated for this
-   * registration (no CA, no host name: the pin is the identity). Null for plain loopback.
+   * registration, or the one whose SHA-256 a KMS service's clients are configured with (no CA, no
+   * host name: the pin is the identity). Null for plain loopback.
    */
-  private static SSLSocketFactory pinnedTls(byte[] certificate) throws GeneralSecurityException {
-    if (certificate == null) {
+  private static SSLSocketFactory pinnedTls(byte[] certificate, byte[] certificateSha256)
+      throws GeneralSecurityException {
+    if (certificate == null && certificateSha256 == null) {
       return null;
     }
     X509TrustManager pinned =
@@ -136,9 +139,21 @@ final class PythonKmsEndpoint {
           @Override
           public void checkServerTrusted(X509Certificate[] chain, String authType)
               throws CertificateException {
-            if (chain == null || chain.length == 0 || !Arrays.equals(chain[0].getEncoded(), certificate)) {
+            if (chain == null || chain.length == 0 || !pinned(chain[0].getEncoded())) {
               throw new CertificateException(
                   "the Python KMS listener presented another certificate than the registered one");
+            }
+          }
+
+          private boolean pinned(byte[] presented) throws CertificateException {
+            if (certificate != null) {
+              return Arrays.equals(presented, certificate);
+            }
+            try {
+              return java.security.MessageDigest.isEqual(
+                  java.security.MessageDigest.getInstance("SHA-256").digest(presented), certificateSha256);
+            } catch (java.security.NoSuchAlgorithmException e) {
+              throw new CertificateException(e);
             }
           }
 

@@ -12,10 +12,12 @@ import java.util.UUID;
  * <p>{@link #toString()} never shows the token.
  */
 final class ShippedEndpoint implements Serializable {
-  private static final long serialVersionUID = 1L;
+  private static final long serialVersionUID = 2L;
 
   /** Identifies this JVM, so the driver never installs copies of its own registrations. */
   static final String THIS_JVM = UUID.randomUUID().toString();
+  /** The origin of endpoints of a {@code kms serve} service (made from catalog properties). */
+  static final String SERVICE = "kms-service";
 
   final String originJvm;
   final long generation;
@@ -24,12 +26,20 @@ final class ShippedEndpoint implements Serializable {
   final String authToken;
   final String objectId;
   final int timeoutMillis;
-  /** DER certificate of the Python side's TLS listener, pinned by the client; null: plain loopback. */
+  /** DER certificate of the Python side's TLS listener, pinned by the client; null: see below. */
   final byte[] certificate;
+  /** Or the SHA-256 of that certificate (a KMS service's pin, from a catalog property). */
+  final byte[] certificateSha256;
 
   ShippedEndpoint(
       String originJvm, long generation, String host, int port, String authToken, String objectId,
       int timeoutMillis, byte[] certificate) {
+    this(originJvm, generation, host, port, authToken, objectId, timeoutMillis, certificate, null);
+  }
+
+  ShippedEndpoint(
+      String originJvm, long generation, String host, int port, String authToken, String objectId,
+      int timeoutMillis, byte[] certificate, byte[] certificateSha256) {
     this.originJvm = originJvm;
     this.generation = generation;
     this.host = host;
@@ -38,6 +48,17 @@ final class ShippedEndpoint implements Serializable {
     this.objectId = objectId;
     this.timeoutMillis = timeoutMillis;
     this.certificate = certificate;
+    this.certificateSha256 = certificateSha256;
+  }
+
+  /** True when the channel is TLS (a pinned certificate); plain loopback otherwise. */
+  boolean tls() {
+    return certificate != null || certificateSha256 != null;
+  }
+
+  /** True for a {@code kms serve} service rather than a PySpark driver's registration. */
+  boolean isService() {
+    return SERVICE.equals(originJvm);
   }
 
   boolean fromThisJvm() {
@@ -51,7 +72,7 @@ final class ShippedEndpoint implements Serializable {
 
   @Override
   public String toString() {
-    return "ShippedEndpoint{" + host + ":" + port + (certificate == null ? "" : " (TLS)")
+    return "ShippedEndpoint{" + host + ":" + port + (tls() ? " (TLS)" : "")
         + ", generation=" + generation + "}";
   }
 }

@@ -1,0 +1,137 @@
+package io.pyicebergcrypto.bridge;
+
+import java.io.Serializable;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * Where a {@code pyiceberg-crypto kms serve} service listens and how a JVM authenticates to it,
+ * from catalog properties alone (no Python process in this application):
+ *
+ * <pre>
+ *   pyiceberg-crypto.kms-service                     = HOST:PORT
+ *   pyiceberg-crypto.kms-service.token-file          = /run/lake/kms.token   (read by each JVM)
+ *   pyiceberg-crypto.kms-service.certificate-sha256  = hex SHA-256 of the service's certificate
+ *                                                      (required unless HOST is loopback)
+ *   pyiceberg-crypto.kms-service.timeout-ms          = 60000 (connect and per call)
+ * </pre>
+ *
+ * <p>Holds no secret: the token is read from the file when the client needs it ({@link
+ * KmsServiceConnections}), never kept in a property, so it cannot reach a Spark conf, the UI or a
+ * log.
+ */
+final class KmsServiceAddress implements Serializable {
+  private static final long serialVersionUID = 1L;
+  static final String PROPERTY = "pyiceberg-crypto.kms-service";
+  static final String TOKEN_FILE_PROPERTY = PROPERTY + ".token-file";
+  static final String CERTIFICATE_SHA256_PROPERTY = PROPERTY + ".certificate-sha256";
+  static final String TIMEOUT_PROPERTY = PROPERTY + ".timeout-ms";
+  static final int DEFAULT_TIMEOUT_MILLIS = 60_000;
+  /** The id the service registers its KMS object under (Py4J object id). */
+  static final String OBJECT_ID = "pyiceberg-crypto-kms";
+
+  final String host;
+  final int port;
+  final String tokenFile;
+  final byte[] certificateSha256;
+  final int timeoutMillis;
+
+  private KmsServiceAddress(String host, int port, String tokenFile, byte[] certificateSha256, int timeoutMillis) {
+    this.host = host;
+    this.port = port;
+    this.tokenFile = tokenFile;
+    this.certificateSha256 = certificateSha256;
+    this.timeoutMillis = timeoutMillis;
+  }
+
+  /** The service named by {@code properties}, or null when they name none (a registered KMS). */
+  static KmsServiceAddress fromProperties(Map<String, String> properties) {
+    String service = properties == null ? null : properties.get(PROPERTY);
+    if (service == null || service.isBlank()) {
+      return null;
+    }
+    service = service.strip();
+    int colon = service.lastIndexOf(':');
+    if (colon <= 0 || colon == service.length() - 1) {
+      throw invalid(PROPERTY + " must be HOST:PORT, got '" + service + "'");
+    }
+    String host = service.substring(0, colon);
+    if (host.startsWith("[") && host.endsWith("]")) {
+      host = host.substring(1, host.length() - 1);
+    }
+    int port;
+    try {
+      port = Integer.parseInt(service.substring(colon + 1));
+    } catch (NumberFormatException e) {
+      throw invalid(PROPERTY + " must be HOST:PORT, got '" + service + "'");
+    }
+    if (port < 1 || port > 65535) {
+      throw invalid(PROPERTY + " has an invalid port: " + port);
+    }
+    String tokenFile = properties.get(TOKEN_FILE_PROPERTY);
+    if (tokenFile == null || tokenFile.isBlank()) {
+      throw invalid(PROPERTY + " is set but " + TOKEN_FILE_PROPERTY + " is not: the JVMs read the"
+          + " service's token from that file (written by pyiceberg-crypto kms serve --token-file)");
+    }
+    String pin = properties.get(CERTIFICATE_SHA256_PROPERTY);
+    byte[] sha256 = null;
+    if (pin != null && !pin.isBlank()) {
+      sha256 = parseHex(pin.strip().replace(":", "").toLowerCase(Locale.ROOT));
+      if (sha256 == null || sha256.length != 32) {
+        throw invalid(CERTIFICATE_SHA256_PROPERTY + " must be 64 hex digits (the SHA-256 that"
+            + " pyiceberg-crypto kms serve prints), got " + pin.strip().length() + " characters");
+      }
+    } else if (!isLoopback(host)) {
+      throw invalid("the KMS service " + host + ":" + port + " is not on loopback, so it speaks TLS and"
+          + " clients must pin its certificate: set " + CERTIFICATE_SHA256_PROPERTY + " (printed by"
+          + " pyiceberg-crypto kms serve, and in its status file)");
+    }
+    int timeout = DEFAULT_TIMEOUT_MILLIS;
+    String timeoutValue = properties.get(TIMEOUT_PROPERTY);
+    if (timeoutValue != null && !timeoutValue.isBlank()) {
+      try {
+        timeout = Integer.parseInt(timeoutValue.strip());
+      } catch (NumberFormatException e) {
+        timeout = -1;
+      }
+      if (timeout <= 0) {
+        throw invalid(TIMEOUT_PROPERTY + " must be a positive number of milliseconds, got '" + timeoutValue + "'");
+      }
+    }
+    return new KmsServiceAddress(host.strip(), port, tokenFile.strip(), sha256, timeout);
+  }
+
+  /** Hex digits to bytes; null when not an even number of hex digits (Java 11 has no HexFormat). */
+  static byte[] parseHex(String hex) {
+    if (hex.length() % 2 != 0) {
+      return null;
+    }
+    byte[] bytes = new byte[hex.length() / 2];
+    for (int i = 0; i < bytes.length; i++) {
+      int high = Character.digit(hex.charAt(2 * i), 16);
+      int low = Character.digit(hex.charAt(2 * i + 1), 16);
+      if (high < 0 || low < 0) {
+        return null;
+      }
+      bytes[i] = (byte) ((high << 4) | low);
+    }
+    return bytes;
+  }
+
+  static boolean isLoopback(String host) {
+    return host.startsWith("127.") || host.equals("::1") || host.equalsIgnoreCase("localhost");
+  }
+
+  String key() {
+    return host + ":" + port;
+  }
+
+  @Override
+  public String toString() {
+    return host + ":" + port + (certificateSha256 == null ? "" : ", TLS");
+  }
+
+  private static IllegalArgumentException invalid(String message) {
+    return new IllegalArgumentException("pyiceberg-crypto: " + message);
+  }
+}

@@ -1,0 +1,140 @@
+package io.pyicebergcrypto.bridge;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * Per-JVM connections to {@code pyiceberg-crypto kms serve} services, one per HOST:PORT, and the
+ * tokens read from their token files.
+ *
+ * <p>When this JVM re-reads the token file: on first use, when the file's modification time or size
+ * changed (checked at most every {@link #RECHECK_MILLIS} ms, a cheap {@code stat}), and at once
+ * when the service refuses the token (it was restarted with a new one). A JVM that cannot read the
+ * file (an executor on a host without it) uses the token the driver shipped inside the task's
+ * serialized KMS client; the token never travels any other way.
+ */
+final class KmsServiceConnections {
+  static final long RECHECK_MILLIS = 1000;
+
+  private static final Map<String, Connection> CONNECTIONS = new ConcurrentHashMap<>();
+  private static final Map<String, TokenFile> TOKENS = new ConcurrentHashMap<>();
+
+  private KmsServiceConnections() {}
+
+  private static final class Connection {
+    final String token;
+    final PythonKmsEndpoint endpoint;
+
+    Connection(String token, PythonKmsEndpoint endpoint) {
+      this.token = token;
+      this.endpoint = endpoint;
+    }
+  }
+
+  /** What this JVM last read from a token file, and when it looked. */
+  private static final class TokenFile {
+    final String token;  // null: unreadable here
+    final String problem;  // why it is unreadable (no secret)
+    final long modified;
+    final long size;
+    final long checkedAt;
+
+    TokenFile(String token, String problem, long modified, long size, long checkedAt) {
+      this.token = token;
+      this.problem = problem;
+      this.modified = modified;
+      this.size = size;
+      this.checkedAt = checkedAt;
+    }
+  }
+
+  /**
+   * The token this JVM should present to {@code service}: the file's (re-read when it changed, or
+   * now if {@code reread}), else the driver's {@code shipped} one.
+   *
+   * @throws PythonKmsException when neither is available (naming the file and why)
+   */
+  static String token(KmsServiceAddress service, String shipped, boolean reread) {
+    TokenFile file = readToken(service.tokenFile, reread);
+    if (file.token != null) {
+      return file.token;
+    }
+    if (shipped != null) {
+      return shipped;
+    }
+    throw new PythonKmsException(
+        "cannot read the token of the KMS service " + service + " from " + service.tokenFile + " on this"
+            + " host (" + file.problem + "). pyiceberg-crypto kms serve --token-file writes it; every JVM"
+            + " that plans Iceberg work (the driver) must be able to read it, executors get it with their"
+            + " tasks");
+  }
+
+  /** The connection for {@code service} authenticated with {@code token} (replaced when the token changed). */
+  static PythonKmsEndpoint endpoint(String label, KmsServiceAddress service, String token) {
+    Connection current = CONNECTIONS.get(service.key());
+    if (current != null && current.token.equals(token)) {
+      return current.endpoint;
+    }
+    Connection[] replaced = new Connection[1];
+    Connection made =
+        CONNECTIONS.compute(
+            service.key(),
+            (key, existing) -> {
+              if (existing != null && existing.token.equals(token)) {
+                return existing;
+              }
+              replaced[0] = existing;
+              ShippedEndpoint address =
+                  new ShippedEndpoint(
+                      ShippedEndpoint.SERVICE, 0, service.host, service.port, token,
+                      KmsServiceAddress.OBJECT_ID, service.timeoutMillis, null, service.certificateSha256);
+              try {
+                return new Connection(token, new PythonKmsEndpoint(label, address, false));
+              } catch (java.net.UnknownHostException | java.security.GeneralSecurityException e) {
+                throw new PythonKmsException(
+                    "cannot set up the client of the KMS service " + service + ": " + e.getMessage());
+              }
+            });
+    if (replaced[0] != null) {
+      replaced[0].endpoint.close();
+    }
+    return made.endpoint;
+  }
+
+  private static TokenFile readToken(String path, boolean force) {
+    long now = System.currentTimeMillis();
+    TokenFile known = TOKENS.get(path);
+    if (!force && known != null && now - known.checkedAt < RECHECK_MILLIS) {
+      return known;
+    }
+    TokenFile fresh;
+    try {
+      Path file = Path.of(path);
+      BasicFileAttributes attributes = Files.readAttributes(file, BasicFileAttributes.class);
+      long modified = attributes.lastModifiedTime().toMillis();
+      if (!force && known != null && known.token != null && known.modified == modified
+          && known.size == attributes.size()) {
+        fresh = new TokenFile(known.token, null, modified, known.size, now);
+      } else {
+        String token = new String(Files.readAllBytes(file), StandardCharsets.US_ASCII).strip();
+        fresh = token.isEmpty()
+            ? new TokenFile(null, "the file is empty", modified, attributes.size(), now)
+            : new TokenFile(token, null, modified, attributes.size(), now);
+      }
+    } catch (NoSuchFileException e) {
+      fresh = new TokenFile(null, "no such file", 0, 0, now);
+    } catch (java.nio.file.AccessDeniedException e) {
+      fresh = new TokenFile(null, "permission denied", 0, 0, now);
+    } catch (IOException | SecurityException | java.nio.file.InvalidPathException e) {
+      fresh = new TokenFile(null, e.getClass().getSimpleName(), 0, 0, now);
+    }
+    TOKENS.put(path, fresh);
+    return fresh;
+  }
+}

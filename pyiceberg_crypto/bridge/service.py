@@ -1,0 +1,235 @@
+"""A KMS service: any Python KMS served to every JVM that has the service's catalog properties,
+with no Python process in the application (``spark-sql``, the Thrift server, Spark Connect, JVM jobs).
+
+    service = KmsService(lambda: load_kms("keystore", {"keystore.path": "/etc/lake/keys.json"}),
+                         listen="127.0.0.1:9600", token_file="/run/lake/kms.token")
+    service.start()        # writes a fresh token (0600, atomically), then accepts calls
+    service.reload()       # a changed keystore: new calls use the new KMS, nobody is dropped
+    service.status()       # calls per operation and per client, refused clients
+    service.close()        # stops listening, removes the token file
+
+The command line is ``pyiceberg-crypto kms serve`` (:mod:`pyiceberg_crypto.cli.kms_cmd`). The JVM
+side is the bridge's ``PythonKmsClient`` configured by catalog properties that
+:func:`pyiceberg_crypto.config.kms_service_properties` renders.
+
+Security model: the token authenticates callers (a JVM that reads the token file, or an executor
+that got the token inside its task from a driver that read it); the service listens on loopback
+unless told otherwise and speaks TLS on any other address, with a certificate kept in two files
+next to the token file so that a restart keeps the pin clients are configured with. Every call is
+bounded by ``call_timeout``. Nothing logged carries key bytes or the token.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter
+from pyiceberg_crypto.bridge.callback_server import LOOPBACK, KmsCallbackServer, TlsIdentity, write_private_file
+from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient
+from pyiceberg_crypto.kms.bounded import call_with_timeout
+
+#: The Py4J object id the JVM client calls (``KmsServiceAddress.OBJECT_ID`` in the bridge jar).
+OBJECT_ID = "pyiceberg-crypto-kms"
+DEFAULT_CALL_TIMEOUT_SECONDS = 30.0
+#: Java method names -> the operations counted.
+_OPERATIONS = {"wrapKey": "wrap", "unwrapKey": "unwrap", "generateKey": "generate",
+               "supportsKeyGeneration": "supports-generation", "initialize": "initialize"}
+
+log = logging.getLogger(__name__)
+
+
+class KmsServiceError(RuntimeError):
+    """The service cannot start (address in use, unwritable token file, unreadable TLS key...)."""
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``"HOST:PORT"`` (``[::1]:9600`` for IPv6) -> (host, port); port 0 picks a free port."""
+    host, sep, port = listen.strip().rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"--listen must be HOST:PORT (e.g. 127.0.0.1:9600), got {listen!r}")
+    return host, int(port)
+
+
+def tls_files(token_file: str | os.PathLike) -> tuple[Path, Path]:
+    """Where the service keeps its TLS key and certificate by default: beside the token file."""
+    token = Path(token_file)
+    return token.with_name(token.name + ".tls-key.pem"), token.with_name(token.name + ".tls-cert.pem")
+
+
+class _TimeBoundKms(KeyManagementClient):
+    """The served KMS with every call bounded by ``timeout`` (a hung KMS fails the call, clearly)."""
+
+    def __init__(self, kms: KeyManagementClient, timeout: float):
+        self.kms = kms
+        self.timeout = timeout
+
+    def wrap_key(self, key: bytes, wrapping_key_id: str) -> bytes:
+        return call_with_timeout(self.kms.wrap_key, key, wrapping_key_id, timeout=self.timeout,
+                                 what="the KMS call wrap_key")
+
+    def unwrap_key(self, wrapped_key: bytes, wrapping_key_id: str) -> bytes:
+        return call_with_timeout(self.kms.unwrap_key, wrapped_key, wrapping_key_id, timeout=self.timeout,
+                                 what="the KMS call unwrap_key")
+
+    def supports_key_generation(self) -> bool:
+        return bool(self.kms.supports_key_generation())
+
+    def generate_key(self, wrapping_key_id: str) -> KeyGenerationResult:
+        return call_with_timeout(self.kms.generate_key, wrapping_key_id, timeout=self.timeout,
+                                 what="the KMS call generate_key")
+
+    def initialize(self, properties: dict[str, str]) -> None:
+        call_with_timeout(self.kms.initialize, properties, timeout=self.timeout, what="the KMS call initialize")
+
+
+class KmsService:
+    """One Python KMS behind an authenticated listener, for many JVMs at once (see module doc)."""
+
+    def __init__(self, kms_factory: Callable[[], KeyManagementClient], *, token_file: str | os.PathLike,
+                 listen: str = f"{LOOPBACK}:9600", call_timeout: float = DEFAULT_CALL_TIMEOUT_SECONDS,
+                 tls_key_file: str | os.PathLike | None = None,
+                 tls_certificate_file: str | os.PathLike | None = None, name: str = "kms"):
+        if call_timeout <= 0:
+            raise ValueError("call_timeout must be positive")
+        self.host, self.requested_port = parse_listen(listen)
+        self.token_file = Path(token_file).absolute()
+        self.call_timeout = call_timeout
+        self.name = name
+        default_key, default_certificate = tls_files(self.token_file)
+        self.tls_key_file = Path(tls_key_file or default_key)
+        self.tls_certificate_file = Path(tls_certificate_file or default_certificate)
+        self._factory = kms_factory
+        self._adapter: KmsCallbackAdapter | None = None
+        self._server: KmsCallbackServer | None = None
+        self._tls: TlsIdentity | None = None
+        self._lock = threading.Lock()
+        self._clients: dict[str, Counter] = defaultdict(Counter)
+        self._refused: Counter = Counter()
+        self._reloads = 0
+        self._started_at = 0.0
+        self._token = ""
+
+    # --- life cycle --------------------------------------------------------------------------
+
+    def start(self) -> KmsService:
+        """Build the KMS, write a fresh token, then listen. Raises :class:`KmsServiceError`."""
+        kms = self._factory()
+        self._adapter = KmsCallbackAdapter(_TimeBoundKms(kms, self.call_timeout))
+        if self.host != LOOPBACK:
+            try:
+                self._tls = TlsIdentity.load_or_create(self.tls_key_file, self.tls_certificate_file)
+            except (OSError, ValueError) as exc:
+                raise KmsServiceError(f"cannot load the TLS key/certificate {self.tls_key_file}, "
+                                      f"{self.tls_certificate_file}: {exc}") from None
+        token = self._token = secrets.token_hex(32)
+        try:
+            self.token_file.parent.mkdir(parents=True, exist_ok=True)
+            write_private_file(self.token_file, (token + "\n").encode())
+        except OSError as exc:
+            raise KmsServiceError(f"cannot write the token file {self.token_file}: {exc}") from None
+        try:
+            self._server = KmsCallbackServer(
+                self._adapter, address=self.host, port=self.requested_port, auth_token=token, tls=self._tls,
+                object_id=OBJECT_ID, on_call=self._count_call, on_refused=self._refuse)
+        except Exception as exc:  # py4j wraps bind errors (address in use, not an address of this host)
+            self._remove_token_file()
+            cause = exc.__cause__ or getattr(exc, "cause", None) or exc
+            raise KmsServiceError(f"cannot listen on {self.host}:{self.requested_port}: {cause}") from None
+        self._started_at = time.time()
+        log.info("KMS service %r listening on %s:%d%s; token in %s", self.name, self.host, self.port,
+                 f" (TLS, certificate sha256 {self._tls.sha256})" if self._tls else "", self.token_file)
+        return self
+
+    def reload(self) -> None:
+        """Rebuild the KMS from its factory (a changed keystore); calls in flight finish on the old one.
+
+        On failure the old KMS keeps serving and the error is raised."""
+        kms = self._factory()
+        assert self._adapter is not None, "start() first"
+        old, self._adapter.kms = self._adapter.kms, _TimeBoundKms(kms, self.call_timeout)
+        with self._lock:
+            self._reloads += 1
+        log.info("KMS service %r reloaded its KMS (%s)", self.name, type(kms).__name__)
+        del old  # calls in flight hold their own reference; the old KMS is not closed under them
+
+    def close(self) -> None:
+        """Stop listening, drop connections, remove the token file (idempotent)."""
+        if self._server is not None and not self._server.closed:
+            self._server.close()
+            self._remove_token_file()
+            log.info("KMS service %r stopped", self.name)
+
+    def __enter__(self) -> KmsService:
+        return self.start() if self._server is None else self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- what clients need ---------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        return self._server.port if self._server else self.requested_port
+
+    @property
+    def address(self) -> str:
+        """``HOST:PORT`` as clients write it (``pyiceberg-crypto.kms-service``)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    @property
+    def certificate_sha256(self) -> str | None:
+        """The pin clients need on a non-loopback address (None on loopback: no TLS)."""
+        return self._tls.sha256 if self._tls else None
+
+    def status(self) -> dict[str, Any]:
+        """Calls per operation and per client (peer address), refused connections; no secrets."""
+        stats = self._adapter.stats.to_dict() if self._adapter else {}
+        with self._lock:
+            clients = {peer: dict(counts) for peer, counts in sorted(self._clients.items())}
+            refused = dict(self._refused)
+            reloads = self._reloads
+        return {
+            "name": self.name, "pid": os.getpid(), "listen": self.address, "tls": self._tls is not None,
+            "certificate_sha256": self.certificate_sha256, "token_file": str(self.token_file),
+            "started_at": self._started_at, "running": bool(self._server and not self._server.closed),
+            "operations": stats, "clients": clients, "refused": refused, "reloads": reloads,
+        }
+
+    def write_status(self, path: str | os.PathLike) -> None:
+        """:meth:`status` as JSON, replaced atomically (what monitoring and the tests read)."""
+        write_private_file(path, (json.dumps(self.status(), indent=2, sort_keys=True) + "\n").encode())
+
+    # --- hooks of the callback server ------------------------------------------------------------
+
+    def _count_call(self, peer: str, method: str, failed: bool) -> None:
+        operation = _OPERATIONS.get(method, "other")
+        with self._lock:
+            self._clients[peer][operation] += 1
+            if failed:
+                self._clients[peer]["failures"] += 1
+
+    def _refuse(self, peer: str, reason: str) -> None:
+        with self._lock:
+            self._refused[peer] += 1
+        log.warning("KMS service %r refused a connection from %s: %s", self.name, peer, reason)
+
+    def _remove_token_file(self) -> None:
+        """Remove the token file if it still holds this service's token (not a successor's)."""
+        try:
+            if self.token_file.read_text().strip() == self._token:
+                self.token_file.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("could not remove the token file %s: %s", self.token_file, exc)

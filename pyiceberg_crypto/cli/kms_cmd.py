@@ -1,0 +1,131 @@
+"""``pyiceberg-crypto kms serve``: a KMS service for JVMs without a Python driver.
+
+    pyiceberg-crypto kms serve --kms keystore --kms-property keystore.path=/etc/lake/keys.json \\
+        --listen 127.0.0.1:9600 --token-file /run/lake/kms.token [--status-file /run/lake/kms.json]
+
+It prints the catalog properties clients need, writes a fresh token (0600) and serves until
+SIGTERM / SIGINT (clean stop: the token file is removed). SIGHUP rebuilds the KMS (a changed
+keystore) without dropping clients; SIGUSR1 logs the call counts and rewrites the status file,
+which is also rewritten every few seconds while calls arrive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from pyiceberg_crypto.exit_status import ExitStatus
+from pyiceberg_crypto.verify.arguments import add_kms_arguments, parse_properties, positive_seconds
+
+STATUS_INTERVAL_SECONDS = 2.0
+
+log = logging.getLogger("pyiceberg_crypto.kms.serve")
+
+
+def add_kms_parser(sub) -> None:
+    kms = sub.add_parser("kms", help="serve a Python KMS to Spark JVMs (spark-sql, Connect, JDBC, JVM jobs)")
+    commands = kms.add_subparsers(dest="kms_command", metavar="COMMAND")
+    serve = commands.add_parser("serve", help="run an authenticated KMS service until SIGTERM")
+    add_kms_arguments(serve)
+    serve.add_argument("--listen", default="127.0.0.1:9600", metavar="HOST:PORT",
+                       help="where to listen (default: %(default)s). Any address but 127.0.0.1 gets TLS "
+                            "with a certificate clients pin; port 0 picks a free port")
+    serve.add_argument("--token-file", required=True, metavar="PATH",
+                       help="where to write the fresh token at each start (mode 0600); JVMs read it")
+    serve.add_argument("--status-file", metavar="PATH",
+                       help="JSON status (address, pin, calls per operation and client), kept up to date")
+    serve.add_argument("--call-timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
+                       help="longest a KMS call may take before it fails (default: %(default)s)")
+    serve.add_argument("--tls-key-file", metavar="PATH",
+                       help="TLS private key (default: beside the token file; created once, kept across restarts)")
+    serve.add_argument("--tls-certificate-file", metavar="PATH", help="TLS certificate (default: beside the token file)")
+
+
+def run_kms(args: argparse.Namespace) -> int:
+    if args.kms_command != "serve":
+        print("usage: pyiceberg-crypto kms serve --kms SPEC --token-file PATH [--listen HOST:PORT]", file=sys.stderr)
+        return ExitStatus.USAGE
+    return _serve(args)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from pyiceberg_crypto.bridge.service import KmsService, KmsServiceError
+    from pyiceberg_crypto.config import PYTHON_KMS_IMPL, ConfigError, kms_service_properties
+    from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
+    from pyiceberg_crypto.verify.text import exception_line
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines say nothing a user needs
+    try:
+        properties = parse_properties(args.kms_property)
+        service = KmsService(lambda: load_kms(args.kms, properties), listen=args.listen, token_file=args.token_file,
+                             call_timeout=args.call_timeout, tls_key_file=args.tls_key_file,
+                             tls_certificate_file=args.tls_certificate_file, name=args.kms)
+        service.start()
+    except (ValueError, KmsServiceError, KmsLoadError) as exc:
+        print(f"pyiceberg-crypto kms serve: {exc}", file=sys.stderr)
+        return ExitStatus.USAGE
+    except Exception as exc:  # the KMS factory failed: one line, no traceback (it may hold paths, never keys)
+        print(f"pyiceberg-crypto kms serve: the KMS factory {args.kms!r} failed: {exception_line(exc)}",
+              file=sys.stderr)
+        return ExitStatus.USAGE
+
+    stop, wake = threading.Event(), threading.Event()
+    pending: list[str] = []
+
+    def on_signal(signum, _frame):
+        pending.append(signal.Signals(signum).name)
+        wake.set()
+
+    for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1"):
+        signal.signal(getattr(signal, name), on_signal)
+
+    try:
+        client_properties = kms_service_properties(service.address, service.token_file, service.certificate_sha256)
+    except ConfigError:  # a wildcard listen address: clients name a reachable address of this host
+        client_properties = {}
+    print(f"KMS service {args.kms!r} on {service.address}" + (" (TLS)" if service.certificate_sha256 else ""),
+          flush=True)
+    if service.certificate_sha256:
+        print(f"  certificate sha256: {service.certificate_sha256}", flush=True)
+    print(f"  token file: {service.token_file} (rewritten at each start)", flush=True)
+    print("  catalog properties (spark.sql.catalog.<catalog>.<property>, or config.spark_settings("
+          "kms_service=..., kms_token_file=..., kms_certificate_sha256=...)):", flush=True)
+    for key, value in {"encryption.kms-impl": PYTHON_KMS_IMPL, **client_properties}.items():
+        print(f"    {key}={value}", flush=True)
+    print("  SIGHUP reloads the KMS, SIGUSR1 logs the call counts, SIGTERM stops.", flush=True)
+
+    def write_status() -> None:
+        if args.status_file:
+            try:
+                service.write_status(args.status_file)
+            except OSError as exc:
+                log.warning("cannot write the status file %s: %s", args.status_file, exc)
+
+    write_status()
+    try:
+        while not stop.is_set():
+            wake.wait(STATUS_INTERVAL_SECONDS)
+            wake.clear()
+            while pending:
+                name = pending.pop(0)
+                if name in ("SIGTERM", "SIGINT"):
+                    stop.set()
+                elif name == "SIGHUP":
+                    try:
+                        service.reload()
+                    except Exception as exc:  # keep serving with the old KMS
+                        log.error("reload failed, still serving the previous KMS: %s", exception_line(exc))
+                elif name == "SIGUSR1":
+                    current = service.status()
+                    log.info("calls: %s; clients: %s; refused: %s",
+                             {op: v["calls"] for op, v in current["operations"].items()},
+                             current["clients"], current["refused"])
+            write_status()
+    finally:
+        service.close()
+        write_status()
+    return ExitStatus.OK
