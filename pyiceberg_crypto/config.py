@@ -254,7 +254,7 @@ def kms_service_properties(
     bare_host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     if not sep or not bare_host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"kms_service must be HOST:PORT (e.g. 127.0.0.1:9600), got {address!r}")
-    loopback = bare_host.startswith("127.") or bare_host in ("::1", "localhost")
+    loopback = bare_host in ("127.0.0.1", "localhost")  # where kms serve listens without TLS
     properties = {
         KMS_SERVICE_PROPERTY: address.strip(),
         f"{KMS_SERVICE_PROPERTY}.token-file": str(Path(token_file).absolute()),

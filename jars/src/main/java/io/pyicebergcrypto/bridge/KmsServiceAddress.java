@@ -118,12 +118,25 @@ final class KmsServiceAddress implements Serializable {
     return bytes;
   }
 
+  /** The one address where {@code kms serve} listens without TLS (any other gets TLS). */
   static boolean isLoopback(String host) {
-    return host.startsWith("127.") || host.equals("::1") || host.equalsIgnoreCase("localhost");
+    return host.equals("127.0.0.1") || host.equalsIgnoreCase("localhost");
   }
 
+  /** HOST:PORT, as errors name the service. */
   String key() {
     return host + ":" + port;
+  }
+
+  /** What distinguishes two connections to the service (clients may differ in pin and timeout). */
+  String connectionKey() {
+    StringBuilder pin = new StringBuilder();
+    if (certificateSha256 != null) {
+      for (byte b : certificateSha256) {
+        pin.append(String.format("%02x", b));
+      }
+    }
+    return key() + "|" + pin + "|" + timeoutMillis;
   }
 
   @Override

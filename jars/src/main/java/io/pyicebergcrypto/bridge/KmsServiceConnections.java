@@ -77,14 +77,14 @@ final class KmsServiceConnections {
 
   /** The connection for {@code service} authenticated with {@code token} (replaced when the token changed). */
   static PythonKmsEndpoint endpoint(String label, KmsServiceAddress service, String token) {
-    Connection current = CONNECTIONS.get(service.key());
+    Connection current = CONNECTIONS.get(service.connectionKey());
     if (current != null && current.token.equals(token)) {
       return current.endpoint;
     }
     Connection[] replaced = new Connection[1];
     Connection made =
         CONNECTIONS.compute(
-            service.key(),
+            service.connectionKey(),
             (key, existing) -> {
               if (existing != null && existing.token.equals(token)) {
                 return existing;

@@ -143,17 +143,16 @@ public class PythonKmsClient implements KeyManagementClient {
   private <T> T call(String operation, String keyId, Function<PythonKms, T> body) {
     PythonKmsEndpoint endpoint = endpoint(false);
     try {
-      return attempt(endpoint, operation, keyId, body);
-    } catch (TokenRefused refused) {
-      // A kms serve service restarted with a new token: re-read the file and try once more (the
-      // call never reached the KMS, so repeating it is safe).
+      return attempt(endpoint, operation, keyId, body, false);
+    } catch (RetryableServiceFailure first) {
+      // A kms serve service restarted (new token; our pooled connections are dead) or refused the
+      // token: re-read the file and try once more on a fresh connection. Key operations may be
+      // repeated safely (a wrap gives another valid wrapped key; nothing is stored).
       PythonKmsEndpoint again = endpoint(true);
-      if (again != endpoint) {
-        try {
-          return attempt(again, operation, keyId, body);
-        } catch (TokenRefused stillRefused) {
-          // fall through
-        }
+      try {
+        return attempt(again, operation, keyId, body, true);
+      } catch (RetryableServiceFailure second) {
+        // only a refused token comes back here: the last attempt reports network failures itself
       }
       throw failure(operation, keyId, "the service refused this JVM's token (" + service.tokenFile
           + " re-read just now" + (Files.isReadable(Path.of(service.tokenFile)) ? "" : ": unreadable on this host,"
@@ -163,12 +162,13 @@ public class PythonKmsClient implements KeyManagementClient {
     }
   }
 
-  private <T> T attempt(PythonKmsEndpoint endpoint, String operation, String keyId, Function<PythonKms, T> body)
-      throws TokenRefused {
+  private <T> T attempt(
+      PythonKmsEndpoint endpoint, String operation, String keyId, Function<PythonKms, T> body, boolean last)
+      throws RetryableServiceFailure {
     try {
       endpoint.ensureInitialized(forwardedProperties);
     } catch (RuntimeException e) {
-      refusedToken(e);
+      retryable(e, last);
       throw failure("initialize (before it could " + operation + ")", keyId, pythonMessage(e, endpoint));
     }
     try {
@@ -176,29 +176,36 @@ public class PythonKmsClient implements KeyManagementClient {
     } catch (PythonKmsException e) {
       throw e;
     } catch (RuntimeException e) {
-      refusedToken(e);
+      retryable(e, last);
       throw failure(operation, keyId, pythonMessage(e, endpoint));
     }
   }
 
-  /** A KMS service refused the token (Py4J's failed {@code A} command), as opposed to any other failure. */
-  private void refusedToken(Throwable error) throws TokenRefused {
-    if (service == null) {
+  /**
+   * For a KMS service only: a refused token (Py4J's failed {@code A} command), or, on a first
+   * attempt, a network failure (a pooled connection to a stopped or restarted service). Errors the
+   * Python KMS raised are never retried.
+   */
+  private void retryable(Throwable error, boolean last) throws RetryableServiceFailure {
+    if (service == null || String.valueOf(error.getMessage()).contains("Return Message:")) {
       return;
     }
     for (Throwable t = error; t != null; t = t.getCause()) {
       String message = String.valueOf(t.getMessage());
       if (message.contains("Authentication with callback server unsuccessful")
           || message.contains("Could not authenticate connection")) {
-        throw new TokenRefused();
+        throw new RetryableServiceFailure();
       }
+    }
+    if (!last && error instanceof py4j.Py4JException) {
+      throw new RetryableServiceFailure();
     }
   }
 
-  private static final class TokenRefused extends Exception {
+  private static final class RetryableServiceFailure extends Exception {
     private static final long serialVersionUID = 1L;
 
-    TokenRefused() {
+    RetryableServiceFailure() {
       super(null, null, false, false);
     }
   }
@@ -260,7 +267,8 @@ public class PythonKmsClient implements KeyManagementClient {
     }
     if (error instanceof py4j.Py4JNetworkException || message.contains("sending a command")
         || message.contains("communication channel")) {
-      return "the Python KMS is unreachable or did not answer (" + where + ")";
+      return "the Python KMS is unreachable or did not answer (" + where + ")"
+          + (at.isService() ? reachabilityHint(endpoint) : "");
     }
     return error.getClass().getSimpleName();
   }

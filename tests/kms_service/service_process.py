@@ -1,0 +1,136 @@
+"""A ``pyiceberg-crypto kms serve`` process for the tests: started as users start it (the console
+script's module, its own process), read through its status file, stopped by signal.
+
+    service = ServiceProcess.start(tmp_path, keystore)       # loopback, free port
+    settings = config.spark_settings("lake", warehouse=..., **service.client_settings())
+    service.status()["clients"]                               # calls per peer
+    service.stop()                                            # SIGTERM, waits, token file gone
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyiceberg_crypto.kms.keystore import Keystore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def make_keystore(path: Path, *key_ids: str) -> Path:
+    """A keystore file with one random master key per id (mode 0600)."""
+    store = Keystore(path)
+    store.create()
+    for key_id in key_ids:
+        store.add_key(key_id)
+    return path
+
+
+@dataclass
+class ServiceProcess:
+    workdir: Path
+    process: subprocess.Popen
+    token_file: Path
+    status_file: Path
+    log_file: Path
+    args: list[str] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, workdir: Path, keystore: Path | None = None, *, listen: str = "127.0.0.1:0",
+              kms: str = "keystore", properties: dict[str, str] | None = None, extra: list[str] = (),
+              token_file: Path | None = None, name: str = "kms", timeout: float = 60.0) -> ServiceProcess:
+        workdir.mkdir(parents=True, exist_ok=True)
+        props = dict(properties or {})
+        if keystore is not None:
+            props.setdefault("keystore.path", str(keystore))
+        token_file = token_file or workdir / f"{name}.token"
+        status_file = workdir / f"{name}.status.json"
+        status_file.unlink(missing_ok=True)
+        args = [sys.executable, "-m", "pyiceberg_crypto.cli.main", "kms", "serve", "--kms", kms,
+                *[f"--kms-property={k}={v}" for k, v in props.items()], "--listen", listen,
+                "--token-file", str(token_file), "--status-file", str(status_file), *extra]
+        log_file = workdir / f"{name}.log"
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        with open(log_file, "ab") as log:
+            process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir)
+        service = cls(workdir, process, token_file, status_file, log_file, args)
+        service.wait_until(lambda s: s.get("running"), timeout, "the service to start")
+        return service
+
+    def restart(self, timeout: float = 60.0) -> None:
+        """Stop (SIGTERM) and start again with the same arguments (same port: a new token)."""
+        listen = self.status()["listen"]
+        self.stop()
+        args = list(self.args)
+        args[args.index("--listen") + 1] = listen
+        self.status_file.unlink(missing_ok=True)
+        with open(self.log_file, "ab") as log:
+            self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir,
+                                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        self.wait_until(lambda s: s.get("running"), timeout, "the service to restart")
+
+    def status(self) -> dict:
+        try:
+            return json.loads(self.status_file.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+
+    def wait_until(self, predicate, timeout: float, what: str) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = self.status()
+            if status and predicate(status):
+                return status
+            if self.process.poll() is not None:
+                raise AssertionError(f"kms serve exited ({self.process.returncode}) waiting for {what}:\n{self.log()}")
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {what}:\n{self.log()}")
+
+    def signal(self, signum: int) -> None:
+        self.process.send_signal(signum)
+
+    def refresh_status(self) -> dict:
+        """Ask for a fresh status (SIGUSR1) and return it once written."""
+        before = self.status_file.stat().st_mtime_ns if self.status_file.exists() else 0
+        self.signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.status_file.exists() and self.status_file.stat().st_mtime_ns != before:
+                time.sleep(0.05)
+                return self.status()
+            time.sleep(0.05)
+        return self.status()
+
+    @property
+    def address(self) -> str:
+        return self.status()["listen"]
+
+    @property
+    def certificate_sha256(self) -> str | None:
+        return self.status().get("certificate_sha256")
+
+    def client_settings(self) -> dict[str, str]:
+        """The keyword arguments of config.spark_settings / catalog_settings for this service."""
+        settings = {"kms_service": self.address, "kms_token_file": str(self.token_file)}
+        if self.certificate_sha256:
+            settings["kms_certificate_sha256"] = self.certificate_sha256
+        return settings
+
+    def log(self) -> str:
+        return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
+
+    def stop(self, timeout: float = 30.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        return self.process.returncode
