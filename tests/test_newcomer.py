@@ -139,12 +139,13 @@ def test_pip_install_then_the_readme_and_the_demo_work(dist, tmp_path, line, pla
     assert "ROWS 1000 499500" in cluster and "EXECUTORS 2" in cluster and "EXPIRED OK" in cluster, cluster[-2000:]
     assert "JARS iceberg-spark-runtime bridge" in cluster, cluster[-2000:]
     assert not [p for p in (empty / "cluster-wh").rglob("*.parquet") if p.read_bytes()[:4] != b"PARE"]
-    # The verification job's own session (session_for_catalog, default jars) on local-cluster too.
-    run([str(venv / "bin" / "python"), "-m", "pyiceberg_crypto.verify.job", "--table", "c.db.t",
-         "--warehouse", "cluster-wh", "--master", "local-cluster[2,1,1024]", "--kms", "keystore",
-         "--kms-property", "keystore.path=keys.json", "--output", "job.json"], cwd=empty, env=env)
-    job = json.loads((empty / "job.json").read_text())
-    assert job["ok"] and {f["status"] for f in job["files"]} == {"OK"} and len(job["files"]) >= 5
+    if line == "4.1":  # (one line is enough: the job's session comes from the same builders)
+        # The verification job's own session (session_for_catalog, default jars) on local-cluster too.
+        run([str(venv / "bin" / "python"), "-m", "pyiceberg_crypto.verify.job", "--table", "c.db.t",
+             "--warehouse", "cluster-wh", "--master", "local-cluster[2,1,1024]", "--kms", "keystore",
+             "--kms-property", "keystore.path=keys.json", "--output", "job.json"], cwd=empty, env=env)
+        job = json.loads((empty / "job.json").read_text())
+        assert job["ok"] and {f["status"] for f in job["files"]} == {"OK"} and len(job["files"]) >= 5
 
     demo = run([str(venv / "bin" / "pyiceberg-crypto"), "demo"], cwd=empty, env=env)
     assert "OK: every file is encrypted, authentic and in its place" in demo.stdout

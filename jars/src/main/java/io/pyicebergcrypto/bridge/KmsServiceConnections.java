@@ -70,9 +70,9 @@ final class KmsServiceConnections {
     }
     throw new PythonKmsException(
         "cannot read the token of the KMS service " + service + " from " + service.tokenFile + " on this"
-            + " host (" + file.problem + "). pyiceberg-crypto kms serve --token-file writes it; every JVM"
-            + " that plans Iceberg work (the driver) must be able to read it, executors get it with their"
-            + " tasks");
+            + " host (" + file.problem + "). pyiceberg-crypto kms serve --token-file writes it at start and"
+            + " removes it when it stops: is the service running? Every JVM that plans Iceberg work (the"
+            + " driver) must be able to read the file; executors get the token with their tasks");
   }
 
   /** The connection for {@code service} authenticated with {@code token} (replaced when the token changed). */

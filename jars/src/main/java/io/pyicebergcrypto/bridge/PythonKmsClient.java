@@ -125,11 +125,7 @@ public class PythonKmsClient implements KeyManagementClient {
   private PythonKmsEndpoint endpoint(boolean rereadToken) {
     if (service != null) {
       String token;
-      try {
-        token = KmsServiceConnections.token(service, serviceToken, rereadToken);
-      } catch (PythonKmsException e) {
-        throw new PythonKmsException(label() + ": " + e.getMessage());
-      }
+      token = KmsServiceConnections.token(service, serviceToken, rereadToken);
       this.serviceToken = token;
       return KmsServiceConnections.endpoint(label(), service, token);
     }
@@ -141,7 +137,15 @@ public class PythonKmsClient implements KeyManagementClient {
   }
 
   private <T> T call(String operation, String keyId, Function<PythonKms, T> body) {
-    PythonKmsEndpoint endpoint = endpoint(false);
+    PythonKmsEndpoint endpoint;
+    try {
+      endpoint = endpoint(false);
+    } catch (PythonKmsException e) {
+      if (service == null) {
+        throw e; // the registry's message says what to register
+      }
+      throw failure(operation, keyId, e.getMessage());
+    }
     try {
       return attempt(endpoint, operation, keyId, body, false);
     } catch (RetryableServiceFailure first) {

@@ -11,6 +11,9 @@ import java.security.cert.X509Certificate;
 import java.util.Arrays;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.logging.Level;
 import java.util.logging.Logger;
@@ -61,7 +64,7 @@ final class PythonKmsEndpoint {
     this.registeredHere = registeredHere;
     // Memory management off: the Python object must not be released when a Java proxy is GC'd.
     this.client =
-        new CallbackClient(
+        new DaemonCleanedCallbackClient(
             address.port,
             InetAddress.getByName(address.host),
             address.authToken,
@@ -122,6 +125,44 @@ final class PythonKmsEndpoint {
   @Override
   public String toString() {
     return "PythonKmsEndpoint{name=" + name + ", " + address + "}";
+  }
+
+  /**
+   * Py4J's client closes idle connections from a thread of its own pool, which is not a daemon:
+   * a JVM-only application (spark-submit of a Java job calling a kms serve service) would never
+   * exit after its main method. Same cleanup, on one shared daemon thread.
+   */
+  private static final class DaemonCleanedCallbackClient extends CallbackClient {
+    private static final ScheduledExecutorService CLEANER =
+        Executors.newSingleThreadScheduledExecutor(
+            task -> {
+              Thread thread = new Thread(task, "pyiceberg-crypto-kms-connection-cleaner");
+              thread.setDaemon(true);
+              return thread;
+            });
+    private ScheduledFuture<?> cleaning; // set from the super constructor (setupCleaner): no initializer
+
+    DaemonCleanedCallbackClient(
+        int port, InetAddress address, String authToken, long minConnectionTime, TimeUnit unit,
+        SocketFactory socketFactory, boolean enableMemoryManagement, int readTimeout) {
+      super(port, address, authToken, minConnectionTime, unit, socketFactory, enableMemoryManagement, readTimeout);
+    }
+
+    @Override
+    protected void setupCleaner() {
+      if (minConnectionTime > 0) {
+        cleaning = CLEANER.scheduleAtFixedRate(
+            this::periodicCleanup, minConnectionTime, minConnectionTime, minConnectionTimeUnit);
+      }
+    }
+
+    @Override
+    public void shutdown() {
+      if (cleaning != null) {
+        cleaning.cancel(false);
+      }
+      super.shutdown();
+    }
   }
 
   /**
