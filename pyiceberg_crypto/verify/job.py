@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--output", metavar="FILE", help="also write the JSON report to FILE")
     parser.add_argument("--parallelism", type=int, help="Spark tasks for data and delete files")
+    parser.add_argument("--driver-max-files", type=int, default=None, metavar="N",
+                        help="check at most N files on the driver instead of in Spark tasks "
+                             "(default: 32; 0: always Spark tasks)")
     add_limit_arguments(parser)
     local = parser.add_argument_group("a local session (instead of spark-submit settings)")
     local.add_argument("--warehouse", help="build a local Spark session for this warehouse")
@@ -76,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail("kms", str(exc))
     spark = _session(args)
     try:
+        if args.driver_max_files is not None:
+            options["driver_max_files"] = args.driver_max_files
         report = verify_table(spark, args.table, kms=kms, parallelism=args.parallelism, **options)
     except VerifyInputError as exc:
         return fail("unreadable", str(exc))

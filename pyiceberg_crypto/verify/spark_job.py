@@ -26,9 +26,12 @@ from pyiceberg_crypto.verify.metastore import MetastoreError, catalog_properties
 from pyiceberg_crypto.verify.pipeline import VerifyInputError, verify_metadata
 from pyiceberg_crypto.verify.plan import Progress
 from pyiceberg_crypto.verify.report import OK, UNVERIFIABLE, FileFinding, TableCheck, TableReport
-from pyiceberg_crypto.verify.run import Runner
+from pyiceberg_crypto.verify.run import Runner, local_runner
 
 KMS_NAME_PROPERTY = "pyiceberg-crypto.kms-name"
+#: Task lists this small are checked on the driver (a Spark job costs ~0.5-1 s to schedule).
+DEFAULT_DRIVER_MAX_FILES = 32
+DRIVER_MAX_BYTES = 256 * 1024 * 1024
 
 
 def verify_table(
@@ -43,6 +46,7 @@ def verify_table(
     accept_history: bool = False,
     allowed_locations: list[str] | tuple[str, ...] = (),
     parallelism: int | None = None,
+    driver_max_files: int = DEFAULT_DRIVER_MAX_FILES,
     progress: Progress | None = None,
     max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
     kms_timeout: float | None = DEFAULT_KMS_TIMEOUT_SECONDS,
@@ -59,6 +63,9 @@ def verify_table(
         allowed_locations: as in :func:`~pyiceberg_crypto.verify.verify_metadata`; the plan is made on
             the driver, so Spark tasks only ever receive files inside the table's locations.
         parallelism: number of Spark tasks for data and delete files (default: from the cluster).
+        driver_max_files: at most this many files (and at most 256 MiB in all) are checked on the
+            driver, with the same code, instead of in Spark tasks: scheduling a Spark job costs more
+            than checking a few files (a post-write ``since`` check of one commit). 0: always Spark tasks.
         max_metadata_bytes / kms_timeout: as in :func:`~pyiceberg_crypto.verify.verify_metadata`
             (the KMS is called on the driver only).
 
@@ -86,7 +93,8 @@ def verify_table(
         file_io=file_io,
         expected_metadata_hash=expected_hash,
         source_checks=source,
-        runner=spark_runner(spark, file_io, parallelism, description=f"pyiceberg-crypto verify {table}"),
+        runner=spark_runner(spark, file_io, parallelism, description=f"pyiceberg-crypto verify {table}",
+                            driver_max_files=driver_max_files),
         progress=progress,
         max_metadata_bytes=max_metadata_bytes,
         kms_timeout=kms_timeout,
@@ -136,6 +144,13 @@ def split_table_name(spark, table: str) -> tuple[str, str, str]:
 def registered_kms(properties: dict[str, str], catalog: str):
     from pyiceberg_crypto.bridge import registered
 
+    service = properties.get("pyiceberg-crypto.kms-service")
+    if service:
+        raise VerifyInputError(
+            f"catalog {catalog!r} uses the KMS service {service} (pyiceberg-crypto kms serve), which serves "
+            "JVMs only: pass the same KMS to verify_table(..., kms=load_kms(...)) (the verifier unwraps keys "
+            "in Python), or --kms to the verification job"
+        )
     name = properties.get(KMS_NAME_PROPERTY, "default")
     registration = registered(name)
     if registration is None or not registration.active:
@@ -146,12 +161,17 @@ def registered_kms(properties: dict[str, str], catalog: str):
     return registration.kms
 
 
-def spark_runner(spark, file_io: FileIO, parallelism: int | None = None, description: str | None = None) -> Runner:
-    """A runner that verifies files in Spark tasks (Python workers running this package)."""
+def spark_runner(spark, file_io: FileIO, parallelism: int | None = None, description: str | None = None,
+                 driver_max_files: int = 0) -> Runner:
+    """A runner that verifies files in Spark tasks (Python workers running this package); task
+    lists of at most ``driver_max_files`` files and :data:`DRIVER_MAX_BYTES` run in the driver."""
+    on_driver = local_runner(file_io, threads=2)
 
     def run(tasks: list[FileTask]) -> list[FileFinding]:
         if not tasks:
             return []
+        if len(tasks) <= driver_max_files and sum(t.expected_size or 0 for t in tasks) <= DRIVER_MAX_BYTES:
+            return on_driver(tasks)
         sc = spark.sparkContext
         slices = parallelism or max(1, min(len(tasks), sc.defaultParallelism * 4))
         if description:

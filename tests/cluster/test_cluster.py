@@ -254,7 +254,8 @@ def test_the_verification_job_through_spark_submit_with_a_packed_environment(mai
     command = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--archives", f"{archive}#env",
                "--conf", "spark.pyspark.python=./env/bin/python", "--conf", f"spark.pyspark.driver.python={sys.executable}",
                *config.spark_conf_args(conf), str(job), "--table", "lake.db.t", "--kms", "keystore",
-               "--kms-property", f"keystore.path={keystore}", "--json", "--output", str(tmp_path / "report.json")]
+               "--kms-property", f"keystore.path={keystore}", "--json", "--output", str(tmp_path / "report.json"),
+               "--driver-max-files", "0"]
     result = netns_cluster.run(netns_cluster.driver, command, env=default_jar_env(netns_cluster), cwd=tmp_path,
                                timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]

@@ -138,6 +138,26 @@ def test_cli_since_and_verify_table_give_the_same_files(capsys, spark, history):
     assert all(status == OK for _, status in cli)
 
 
+def test_a_small_since_scope_is_checked_on_the_driver_a_larger_one_in_spark_tasks(spark, history):
+    """Scheduling a Spark job costs more than checking a few files: small task lists stay on the
+    driver (same check_file), the rest go to Spark tasks; the findings are the same."""
+    table, steps = history
+    sc = spark.sparkContext
+
+    def spark_jobs_of(group: str, **options) -> tuple[int, set]:
+        sc.setJobGroup(group, "verify_table")
+        try:
+            report = verify_table(spark, table, since_snapshot_id=steps["append2"], **options)
+        finally:
+            sc.setJobGroup(None, None)
+        assert report.ok
+        return len(sc.statusTracker().getJobIdsForGroup(group)), {(f.path, f.status) for f in report.files}
+
+    driver_jobs, on_driver = spark_jobs_of("since-small")
+    task_jobs, in_tasks = spark_jobs_of("since-tasks", driver_max_files=0)
+    assert (driver_jobs, task_jobs) == (0, 1) and on_driver == in_tasks and on_driver
+
+
 def test_since_an_unknown_snapshot_is_a_usage_error(capsys, spark, history):
     table, _ = history
     code = main(["verify", metadata_location(spark, table), "--kms", KMS, "--since", "12345", "--json"])

@@ -45,14 +45,15 @@ CLUSTER_VERIFY = textwrap.dedent(
     second = job.main(ledger_job + ["--output", "ledger-second.json"])
     print("LEDGER", first, second)
     location = spark.sql("SELECT file FROM c.db.t.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
-    clean = verify_table(spark, "c.db.t")
+    clean = verify_table(spark, "c.db.t", driver_max_files=0)  # file checks in the executors
     victim = sorted(r[0] for r in spark.sql("SELECT file_path FROM c.db.t.files WHERE content = 0").collect())[0]
     path = victim.removeprefix("file:")
     data = bytearray(open(path, "rb").read()); data[len(data) // 2] ^= 1
     open(path, "wb").write(bytes(data))
-    spark_report = verify_table(spark, "c.db.t")
+    spark_report = verify_table(spark, "c.db.t", driver_max_files=0)
     local_report = verify_metadata(location, make())
-    code = job.main(["--table", "c.db.t", "--kms", "cluster_kms:make", "--json", "--output", "job.json"])
+    code = job.main(["--table", "c.db.t", "--kms", "cluster_kms:make", "--json", "--output", "job.json",
+                     "--driver-max-files", "0"])
     print("EXECUTORS", spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1)
     print("CLEAN", clean.ok, clean.summary()["by_status"])
     print("VICTIM", victim)
