@@ -189,3 +189,24 @@ def test_since_across_expired_snapshots_covers_what_is_still_reachable(spark, hi
     live = {r.path for r in spark.sql(f"SELECT data_file.file_path AS path FROM {table}.all_entries "
                                       f"WHERE status != 2 AND file_sequence_number > {after}").collect()}
     assert reported(report)["files"] == live
+
+
+def test_worker_processes_find_what_threads_find_on_a_tampered_table(spark, history, master_keys, monkeypatch):
+    """Long task lists go to worker processes (one per core): same findings as the thread pool,
+    a tampered file included."""
+    from pyiceberg_crypto.io import LocalFileIO
+    from pyiceberg_crypto.verify import run
+
+    table, _ = history
+    location = metadata_location(spark, table)
+    kms = InMemoryKms(master_keys)
+    victim = next(f.path for f in verify_metadata(location, kms).files if f.kind == DATA)
+    monkeypatch.setattr(run, "PROCESS_MIN_TASKS", 1)
+    monkeypatch.setattr(run, "CHUNK_TASKS", 2)  # several chunks, on two processes
+    with replaced(victim, flipped(Path(local(victim)).read_bytes(), 100)):
+        in_processes = verify_metadata(location, kms, runner=run.local_runner(LocalFileIO(), processes=2))
+        in_threads = verify_metadata(location, kms, runner=run.local_runner(LocalFileIO(), processes=1))
+    assert len(in_processes.files) > 4
+    assert sorted((f.path, f.status, f.detail) for f in in_processes.files) == \
+        sorted((f.path, f.status, f.detail) for f in in_threads.files)
+    assert [(f.path, f.status) for f in in_processes.not_ok()] == [(victim, TAMPERED)]
