@@ -31,6 +31,9 @@ def add_head_parser(sub) -> None:
     head.add_argument("-n", "--rows", type=positive_int, default=10, metavar="N", help="rows to print (default: 10)")
     head.add_argument("--columns", metavar="A,B", help="only these top-level columns (comma-separated)")
     head.add_argument("--snapshot", type=int, metavar="ID", help="read this snapshot, with its schema")
+    head.add_argument("--where", action="append", default=[], metavar="'COLUMN OP VALUE'",
+                      help="only rows where this holds (repeatable: all must hold); op: == != < <= > >= in, "
+                           "not in; files whose column bounds rule it out are not read")
     head.add_argument("--metastore", metavar="URI", help="thrift://host:port of the Hive metastore naming DB.TABLE")
     head.add_argument("--io-property", action="append", default=[], metavar="KEY=VALUE",
                       help="a storage property (s3.endpoint, s3.region, ...: as the catalog's) (repeatable)")
@@ -55,10 +58,14 @@ def run_head(args: argparse.Namespace) -> int:
     columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
     try:
         io_properties = parse_properties(args.io_property, "--io-property")
+        from pyiceberg_crypto.read.filter import parse_predicate
+
+        row_filter = [parse_predicate(text) for text in args.where] or None
     except ValueError as exc:
         return _fail(str(exc))
     try:
-        reader = scan(args.source, kms, snapshot_id=args.snapshot, columns=columns, metastore=args.metastore,
+        reader = scan(args.source, kms, snapshot_id=args.snapshot, columns=columns, row_filter=row_filter,
+                      metastore=args.metastore,
                       properties=io_properties, allowed_locations=args.allow_location, batch_rows=args.rows,
                       max_workers=2)
         rows = _first_rows(reader, args.rows)

@@ -68,6 +68,9 @@ class ContentFile:
     referenced_data_file: str | None = None
     content_offset: int | None = None  # DV: where its blob sits in the Puffin file
     content_size: int | None = None
+    # Column bounds by field id, Iceberg's single-value serialization (row filters skip files by them).
+    lower_bounds: dict = field(default_factory=dict, repr=False)
+    upper_bounds: dict = field(default_factory=dict, repr=False)
 
     def task(self) -> FileTask:
         """The verifier's unit of work for this file (the checks the read relies on)."""
@@ -204,7 +207,20 @@ def _content_file(entry: dict, manifest_sequence_number: int, spec_id: int) -> C
         referenced_data_file=data_file.get("referenced_data_file"),
         content_offset=data_file.get("content_offset"),
         content_size=data_file.get("content_size_in_bytes"),
+        lower_bounds=_bound_map(data_file.get("lower_bounds")),
+        upper_bounds=_bound_map(data_file.get("upper_bounds")),
     )
+
+
+def _bound_map(value) -> dict[int, bytes]:
+    """A manifest's ``map<int, binary>`` (Avro: an array of key/value records) as a dict."""
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = ((item.get("key"), item.get("value")) for item in value if isinstance(item, dict))
+    else:
+        return {}
+    return {int(k): bytes(v) for k, v in items if isinstance(k, int) and isinstance(v, (bytes, bytearray))}
 
 
 def unpartitioned_spec_ids(doc: dict) -> set[int]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from concurrent.futures import ThreadPoolExecutor
 
@@ -30,6 +31,7 @@ from pyiceberg_crypto.io.confinement import Confinement
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.read.deletes import DeleteCaches, apply_deletes, equality_field_ids
 from pyiceberg_crypto.read.files import read_data_file
+from pyiceberg_crypto.read.filter import RowFilter, RowFilterError
 from pyiceberg_crypto.read.plan import ReadIntegrityError, ReadTask, plan_read, unpartitioned_spec_ids
 from pyiceberg_crypto.read.schema import IcebergSchema, SchemaError, project
 from pyiceberg_crypto.verify.keys import TableKeys
@@ -53,6 +55,7 @@ def scan(
     snapshot_id: int | None = None,
     as_of: datetime | None = None,
     columns: list[str] | None = None,
+    row_filter=None,
     metastore: str | None = None,
     file_io: FileIO | None = None,
     properties: Mapping[str, str] | None = None,
@@ -78,6 +81,9 @@ def scan(
             table's snapshot log), with its schema; a naive datetime is taken as UTC.
         columns: top-level columns to read, by their current names (default: all); only their
             column chunks are read and decrypted.
+        row_filter: rows to return, ``[(column, op, value), ...]`` ANDed (``op``: ``== != < <= > >=
+            in``, ``not in``); files whose manifest column bounds rule the filter out are not read
+            (:mod:`pyiceberg_crypto.read.filter`). The filter's columns need not be in ``columns``.
         metastore: ``thrift://host:port`` of the Hive metastore that names the table.
         file_io / properties: how files are read (default: from the location's scheme and ``properties``).
         allowed_locations: locations the table spans besides its own (confinement, as the verifier).
@@ -89,13 +95,13 @@ def scan(
         ReadInputError: before any file is read (see the class).
         ReadIntegrityError: while reading, for the first file that is not authentic.
     """
-    prepared = _prepare(source, kms, snapshot_id=snapshot_id, as_of=as_of, columns=columns, metastore=metastore,
-                        file_io=file_io, properties=properties, allowed_locations=allowed_locations,
-                        max_metadata_bytes=max_metadata_bytes, kms_timeout=kms_timeout)
-    schema, tasks, io = prepared
+    prepared = _prepare(source, kms, snapshot_id=snapshot_id, as_of=as_of, columns=columns, row_filter=row_filter,
+                        metastore=metastore, file_io=file_io, properties=properties,
+                        allowed_locations=allowed_locations, max_metadata_bytes=max_metadata_bytes,
+                        kms_timeout=kms_timeout)
     workers = max_workers or min(8, (os.cpu_count() or 2) + 2)
-    batches = _batches(tasks, schema, io, workers, batch_rows, max_buffered_bytes)
-    return pa.RecordBatchReader.from_batches(schema.arrow_schema, batches)
+    batches = _batches(prepared, workers, batch_rows, max_buffered_bytes)
+    return pa.RecordBatchReader.from_batches(prepared.output.arrow_schema, batches)
 
 
 def read_table(
@@ -105,6 +111,7 @@ def read_table(
     snapshot_id: int | None = None,
     as_of: datetime | None = None,
     columns: list[str] | None = None,
+    row_filter=None,
     metastore: str | None = None,
     file_io: FileIO | None = None,
     properties: Mapping[str, str] | None = None,
@@ -116,13 +123,27 @@ def read_table(
     """The table (or ``columns`` of it) as one ``pyarrow.Table``; the arguments are :func:`scan`'s.
 
     Nothing is returned unless every file read was authentic."""
-    return scan(source, kms, snapshot_id=snapshot_id, as_of=as_of, columns=columns, metastore=metastore,
+    return scan(source, kms, snapshot_id=snapshot_id, as_of=as_of, columns=columns, row_filter=row_filter,
+                metastore=metastore,
                 file_io=file_io, properties=properties, allowed_locations=allowed_locations, max_workers=max_workers,
                 max_metadata_bytes=max_metadata_bytes, kms_timeout=kms_timeout).read_all()
 
 
+@dataclass(frozen=True)
+class PreparedRead:
+    """What a read needs once the metadata is read: the schemas, the files left after the row
+    filter's pruning (and how many it skipped), the FileIO."""
+
+    output: IcebergSchema  # the columns returned
+    read: IcebergSchema  # the columns read: output + the filter's own
+    tasks: list[ReadTask]
+    file_io: FileIO
+    row_filter: RowFilter | None = None
+    skipped_files: int = 0
+
+
 def _prepare(source, kms, *, snapshot_id, as_of, columns, metastore, file_io, properties, allowed_locations,
-             max_metadata_bytes, kms_timeout) -> tuple[IcebergSchema, list[ReadTask], FileIO]:
+             max_metadata_bytes, kms_timeout, row_filter=None) -> PreparedRead:
     if snapshot_id is not None and as_of is not None:
         raise ReadInputError("choose snapshot_id or as_of, not both")
     expected_hash = None
@@ -145,8 +166,15 @@ def _prepare(source, kms, *, snapshot_id, as_of, columns, metastore, file_io, pr
             snapshot_id = _snapshot_as_of(doc, as_of)
         snapshot = meta.select_snapshots(snapshot_id)[0] if snapshot_id is not None else meta.current_snapshot
         schema_id = _snapshot_schema_id(doc, snapshot_id) if snapshot_id is not None else None
-        schema = IcebergSchema.from_metadata(doc, schema_id).select(columns)
-    except (MetadataError, SchemaError) as exc:
+        full = IcebergSchema.from_metadata(doc, schema_id)
+        schema = full.select(columns)
+        row_filter = RowFilter.of(row_filter)
+        read_schema = schema
+        if row_filter is not None:
+            full.select(row_filter.columns)  # unknown filter columns: SchemaError, before any file is read
+            extra = [c for c in row_filter.columns if c not in {f.name for f in schema.fields}]
+            read_schema = IcebergSchema(schema.schema_id, schema.fields + full.select(extra).fields)
+    except (MetadataError, SchemaError, RowFilterError) as exc:
         raise ReadInputError(str(exc)) from None
     if not meta.key_id:
         raise ReadIntegrityError("the table has no encryption.key-id: it is not encrypted (this reader reads "
@@ -154,7 +182,12 @@ def _prepare(source, kms, *, snapshot_id, as_of, columns, metastore, file_io, pr
     keys = TableKeys(meta, kms, kms_timeout)
     confinement = Confinement.for_table(meta.table_location, meta.properties, allowed_locations)
     tasks = plan_read(snapshot, keys, file_io, confinement, unpartitioned_spec_ids(doc))
-    return schema, tasks, file_io
+    skipped = 0
+    if row_filter is not None:
+        fields = {f.name: (f.field_id, f.type) for f in read_schema.fields}
+        kept = [t for t in tasks if row_filter.may_match(t.data.lower_bounds, t.data.upper_bounds, fields)]
+        skipped, tasks = len(tasks) - len(kept), kept
+    return PreparedRead(schema, read_schema, tasks, file_io, row_filter, skipped)
 
 
 def _snapshot_as_of(doc: dict, as_of: datetime) -> int:
@@ -201,25 +234,35 @@ def _from_metastore(uri: str, name: str) -> tuple[str, str | None]:
     return params["metadata_location"], params.get("metadata_hash")
 
 
-def _read_one(task: ReadTask, schema: IcebergSchema, file_io: FileIO, caches: DeleteCaches) -> pa.Table:
+def _read_one(task: ReadTask, prepared: PreparedRead, caches: DeleteCaches) -> pa.Table:
+    schema = prepared.read
     wanted = {f.field_id for f in schema.fields}
     try:
-        table = read_data_file(task.data, file_io, schema.fields, wanted | equality_field_ids(task))
-        table = apply_deletes(task, table, file_io, caches)
-        return project(table, schema.fields)
+        table = read_data_file(task.data, prepared.file_io, schema.fields, wanted | equality_field_ids(task))
+        table = apply_deletes(task, table, prepared.file_io, caches)
+        table = project(table, schema.fields)
     except (pa.ArrowException, SchemaError, KeyError, IndexError, TypeError, ValueError) as exc:
         # Authentic bytes that do not decode as the schema says (PyArrow's decoding, a column of
         # another type): the file is named, never a stack trace from inside PyArrow.
         raise ReadIntegrityError(f"authenticated, but not readable as this table's data file: "
                                  f"{type(exc).__name__}: {exc}", file=task.data.path, status="UNVERIFIABLE") from None
+    if prepared.row_filter is None:
+        return table
+    try:
+        table = prepared.row_filter.apply(table)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise ReadInputError(f"the row filter cannot apply to this table's columns: {type(exc).__name__}: "
+                             f"{exc}") from None
+    return table.select([f.name for f in prepared.output.fields])
 
 
-def _batches(tasks: list[ReadTask], schema: IcebergSchema, file_io: FileIO, workers: int, batch_rows: int,
+def _batches(prepared: PreparedRead, workers: int, batch_rows: int,
              max_buffered_bytes: int) -> Iterator[pa.RecordBatch]:
     """Files read by ``workers`` threads ahead of the consumer, yielded in order. Files are taken
     ahead while at most ``2 * workers`` are pending and their stored sizes stay within
     ``max_buffered_bytes`` (one file is always allowed, however large)."""
     caches = DeleteCaches()
+    tasks = prepared.tasks
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pyiceberg-crypto-read") as pool:
         pending: deque = deque()  # (future, stored bytes)
         buffered, next_task = 0, 0
@@ -230,7 +273,7 @@ def _batches(tasks: list[ReadTask], schema: IcebergSchema, file_io: FileIO, work
                 size = max(tasks[next_task].data.size, 0)
                 if pending and buffered + size > max_buffered_bytes:
                     return
-                pending.append((pool.submit(_read_one, tasks[next_task], schema, file_io, caches), size))
+                pending.append((pool.submit(_read_one, tasks[next_task], prepared, caches), size))
                 buffered += size
                 next_task += 1
 

@@ -1,0 +1,250 @@
+"""Row filters of the JVM-free reader: which files it can skip, and exactly which rows it returns.
+
+    read_table(location, kms, row_filter=[("day", "==", date(2026, 11, 24)), ("id", ">=", 1000)])
+
+A filter is a conjunction (AND) of ``(column, op, value)`` predicates, ``op`` one of
+``== != < <= > >= in not in`` (PyArrow's ``filters`` notation). Two uses:
+
+- **Skipping files**: a data file is not read when its manifest entry's column bounds (Iceberg's
+  ``lower_bounds`` / ``upper_bounds``, from the decrypted manifests) prove that no row can match
+  one predicate. Bounds cover non-null values, and a comparison never matches a null, so this is
+  exact; a file without bounds for the column is read. Identity partitions have bounds too.
+- **Exact rows**: every row returned matches (the filter is applied to each file read, after its
+  deletes), so the result equals ``SELECT ... WHERE`` of the same predicates.
+
+Only the bytes of files actually read are decrypted and authenticated: a skipped file is never
+opened, so a filter cannot make the reader accept a file it would refuse.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+OPERATORS = ("==", "!=", "<", "<=", ">", ">=", "in", "not in")
+_EPOCH_DATE = _dt.date(1970, 1, 1)
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+class RowFilterError(ValueError):
+    """A row filter that cannot be used: malformed predicate, unknown column, unusable value."""
+
+
+@dataclass(frozen=True)
+class Predicate:
+    column: str
+    op: str
+    value: Any
+
+    def expression(self) -> pc.Expression:
+        field = pc.field(self.column)
+        if self.op == "in":
+            return field.isin(list(self.value))
+        if self.op == "not in":
+            return ~field.isin(list(self.value))
+        return {"==": field.__eq__, "!=": field.__ne__, "<": field.__lt__, "<=": field.__le__,
+                ">": field.__gt__, ">=": field.__ge__}[self.op](self.value)
+
+
+@dataclass(frozen=True)
+class RowFilter:
+    """A conjunction of predicates; see the module documentation."""
+
+    predicates: tuple[Predicate, ...]
+
+    @classmethod
+    def of(cls, row_filter: RowFilter | Iterable | None) -> RowFilter | None:
+        """``None``, a ``RowFilter``, one ``(column, op, value)`` tuple or a list of them."""
+        if row_filter is None or isinstance(row_filter, RowFilter):
+            return row_filter
+        items = list(row_filter)
+        if len(items) == 3 and isinstance(items[0], str) and isinstance(items[1], str):
+            items = [tuple(items)]  # one predicate
+        predicates = []
+        for item in items:
+            if not (isinstance(item, (tuple, list)) and len(item) == 3 and isinstance(item[0], str)):
+                raise RowFilterError(f"a row filter predicate is (column, op, value), got {item!r}")
+            column, op, value = item
+            op = "==" if op == "=" else str(op).lower()
+            if op not in OPERATORS:
+                raise RowFilterError(f"unknown operator {item[1]!r} in {item!r} (use one of {', '.join(OPERATORS)})")
+            if op in ("in", "not in"):
+                if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+                    raise RowFilterError(f"{op!r} takes a list of values, got {value!r}")
+                value = tuple(value)
+            elif value is None:
+                raise RowFilterError(f"{column} {op} None never matches (comparisons with null are null)")
+            predicates.append(Predicate(column, op, value))
+        if not predicates:
+            return None
+        return cls(tuple(predicates))
+
+    @property
+    def columns(self) -> list[str]:
+        return list(dict.fromkeys(p.column for p in self.predicates))
+
+    def expression(self) -> pc.Expression:
+        expression = self.predicates[0].expression()
+        for predicate in self.predicates[1:]:
+            expression = expression & predicate.expression()
+        return expression
+
+    def apply(self, table: pa.Table) -> pa.Table:
+        return table.filter(self.expression())
+
+    def may_match(self, lower_bounds: Mapping[int, bytes], upper_bounds: Mapping[int, bytes],
+                  fields: Mapping[str, tuple[int, Any]]) -> bool:
+        """False when the bounds prove that no row of the file matches; ``fields``: column name ->
+        (field id, Iceberg type)."""
+        for predicate in self.predicates:
+            field_id, iceberg_type = fields[predicate.column]
+            low = decode_bound(iceberg_type, lower_bounds.get(field_id))
+            high = decode_bound(iceberg_type, upper_bounds.get(field_id))
+            if low is None or high is None:
+                continue
+            try:
+                if not _may_match(predicate, low, high, iceberg_type):
+                    return False
+            except (TypeError, ValueError, OverflowError):
+                continue  # a value the bounds cannot be compared with: read the file, filter exactly
+        return True
+
+
+def _may_match(predicate: Predicate, low, high, iceberg_type) -> bool:
+    op = predicate.op
+    if op in ("in", "not in"):
+        values = [comparable(iceberg_type, v) for v in predicate.value]
+        if op == "in":
+            return any(low <= v <= high for v in values)
+        return not (low == high and low in values)
+    value = comparable(iceberg_type, predicate.value)
+    if op == "==":
+        return low <= value <= high
+    if op == "!=":
+        return not (low == high == value)
+    if op == "<":
+        return low < value
+    if op == "<=":
+        return low <= value
+    if op == ">":
+        return high > value
+    return high >= value  # >=
+
+
+# Iceberg spec, Appendix D "Single-value serialization": the binary form of bounds.
+_LITTLE_ENDIAN = {"int": "<i", "date": "<i", "long": "<q", "time": "<q", "timestamp": "<q", "timestamptz": "<q",
+                  "timestamp_ns": "<q", "timestamptz_ns": "<q", "float": "<f", "double": "<d"}
+
+
+def decode_bound(iceberg_type, raw: bytes | None):
+    """A bound as a comparable Python value, or None (absent, or a type bounds are not used for)."""
+    if raw is None or not isinstance(iceberg_type, str):
+        return None
+    if iceberg_type in _LITTLE_ENDIAN:
+        fmt = _LITTLE_ENDIAN[iceberg_type]
+        if len(raw) == 4 and iceberg_type in ("long", "double"):  # written before an int/float promotion
+            fmt = "<i" if iceberg_type == "long" else "<f"
+        if len(raw) != struct.calcsize(fmt):
+            return None
+        value = struct.unpack(fmt, raw)[0]
+        return None if isinstance(value, float) and math.isnan(value) else value
+    if iceberg_type == "string":
+        # Upper bounds may be truncated (and incremented): still a bound, compared as text.
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if iceberg_type == "boolean":
+        return bool(raw[0]) if len(raw) == 1 else None
+    return None
+
+
+_PREDICATE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(==|=|!=|<=|>=|<|>|not\s+in\b|in\b)\s*(.+?)\s*$",
+                        re.IGNORECASE)
+
+
+def parse_predicate(text: str) -> tuple[str, str, Any]:
+    """``"id >= 100"``, ``"category in ('a', 'b')"``, ``"d < 2024-03-01"`` -> a predicate tuple.
+
+    Values: integers, decimals (as floats), ``'quoted'`` or bare text, ``true`` / ``false``,
+    ISO dates (``2024-03-01``) and date-times (``2024-03-01T12:00:00+00:00``)."""
+    match = _PREDICATE.match(text)
+    if not match:
+        raise RowFilterError(f"a filter is COLUMN OP VALUE (op: {', '.join(OPERATORS)}), got {text!r}")
+    column, op, raw = match.group(1), " ".join(match.group(2).lower().split()), match.group(3)
+    if op in ("in", "not in"):
+        inner = raw[1:-1] if raw.startswith("(") and raw.endswith(")") else raw
+        return column, op, [_literal(part) for part in _split_list(inner)]
+    return column, op, _literal(raw)
+
+
+def _split_list(text: str) -> list[str]:
+    parts, current, quote = [], "", None
+    for char in text:
+        if quote:
+            current += char
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote, current = char, current + char
+        elif char == ",":
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _literal(text: str):
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        return _dt.date.fromisoformat(text)
+    try:
+        return _dt.datetime.fromisoformat(text)
+    except ValueError:
+        return text
+
+
+def comparable(iceberg_type, value):
+    """``value`` in the representation :func:`decode_bound` returns for ``iceberg_type``."""
+    if iceberg_type == "date":
+        if isinstance(value, _dt.datetime):
+            raise TypeError("a datetime for a date column")
+        return (value - _EPOCH_DATE).days if isinstance(value, _dt.date) else int(value)
+    if iceberg_type in ("timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns"):
+        if isinstance(value, _dt.datetime):
+            aware = value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
+            delta = aware - _EPOCH
+            micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+            return micros * 1000 if iceberg_type.endswith("_ns") else micros
+        raise TypeError("timestamps compare with datetime values")
+    if iceberg_type in ("int", "long", "time"):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError("an integer column")
+        return value
+    if iceberg_type in ("float", "double"):
+        return float(value)
+    if iceberg_type == "string":
+        if not isinstance(value, str):
+            raise TypeError("a string column")
+        return value
+    if iceberg_type == "boolean":
+        return bool(value)
+    raise TypeError(f"no bounds for {iceberg_type}")

@@ -1,0 +1,117 @@
+"""Row filters of the JVM-free reader: exactly the rows Spark's WHERE returns, and files whose
+manifest column bounds rule the filter out are never opened (a tampered one is not even noticed),
+while every file that is read is still authenticated."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from pyiceberg_crypto import config
+from pyiceberg_crypto.cli.main import main
+from pyiceberg_crypto.kms import InMemoryKms
+from pyiceberg_crypto.read import ReadInputError, ReadIntegrityError, read_table
+from pyiceberg_crypto.read.filter import RowFilter, RowFilterError, decode_bound, parse_predicate
+from tests.conftest import CATALOG
+from tests.read.kms_factory import VARIABLE
+from tests.verify.test_tamper import flipped, replaced
+
+pytest.importorskip("pyarrow")
+KMS_SPEC = "tests.read.kms_factory:from_environment"
+
+
+def metadata_location(spark, table: str) -> str:
+    return spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
+
+
+@pytest.fixture(scope="module")
+def events(spark, kms_registration, master_keys):
+    """Four appends with disjoint id ranges (one file each per category), a merge-on-read DELETE."""
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.db")
+    table = f"{CATALOG}.db.events_{uuid.uuid4().hex[:8]}"
+    props = config.table_properties("k1", extra={"write.delete.mode": "merge-on-read"})
+    spark.sql(f"CREATE TABLE {table} (id bigint, category string, d date, ts timestamp, score double) "
+              f"USING iceberg PARTITIONED BY (category) {config.tblproperties_sql(props)}")
+    for start in range(0, 400, 100):
+        spark.sql(f"""INSERT INTO {table} SELECT id, IF(id % 2 = 0, 'even', 'odd'), date_add(DATE'2024-01-01', CAST(id AS int)),
+                      timestamp_seconds(1700000000 + id * 3600), id / 4.0
+                      FROM range({start}, {start + 100}, 1, 1)""")
+    spark.sql(f"DELETE FROM {table} WHERE id % 9 = 0")
+    return table, metadata_location(spark, table), InMemoryKms(master_keys)
+
+
+PREDICATES = [
+    ([("id", ">=", 250)], "id >= 250"),
+    ([("id", "in", [3, 150, 399, 1000])], "id IN (3, 150, 399, 1000)"),
+    ([("category", "==", "odd"), ("id", "<", 120)], "category = 'odd' AND id < 120"),
+    ([("d", "<=", date(2024, 2, 1))], "d <= DATE'2024-02-01'"),
+    ([("ts", ">", datetime(2023, 11, 30, tzinfo=timezone.utc))], "ts > TIMESTAMP'2023-11-30 00:00:00 UTC'"),
+    ([("score", ">", 95.0), ("id", "!=", 390)], "score > 95.0 AND id != 390"),
+    ([("category", "not in", ["even"])], "category NOT IN ('even')"),
+]
+
+
+@pytest.mark.parametrize(("row_filter", "where"), PREDICATES, ids=[w for _, w in PREDICATES])
+def test_the_filtered_rows_are_spark_s_where(spark, events, row_filter, where):
+    table, location, kms = events
+    ours = read_table(location, kms, columns=["id", "category"], row_filter=row_filter).sort_by("id")
+    spark_rows = spark.sql(f"SELECT id, category FROM {table} WHERE {where} ORDER BY id").toArrow()
+    assert ours.column_names == ["id", "category"]  # the filter's own columns are not returned
+    assert ours.column("id").to_pylist() == spark_rows.column("id").to_pylist()
+    assert ours.column("category").to_pylist() == spark_rows.column("category").to_pylist()
+
+
+def test_files_ruled_out_by_their_bounds_are_not_opened(spark, events):
+    table, location, kms = events
+    files = spark.sql(f"SELECT file_path, lower_bounds[1] AS low FROM {table}.files WHERE content = 0").collect()
+    outside = next(r.file_path for r in files if int.from_bytes(r.low, "little") < 100)  # ids 0..99
+    path = outside.removeprefix("file:")
+    with replaced(outside, flipped(Path(path).read_bytes(), 200)):
+        kept = read_table(location, kms, row_filter=[("id", ">=", 300)])  # never opens the tampered file
+        assert kept.num_rows == spark.sql(f"SELECT count(*) FROM {table} WHERE id >= 300").first()[0]
+        with pytest.raises(ReadIntegrityError) as excinfo:  # a filter that needs it reads (and refuses) it
+            read_table(location, kms, row_filter=[("id", "<", 50)])
+        assert excinfo.value.file == outside
+        with pytest.raises(ReadIntegrityError):
+            read_table(location, kms)
+
+
+def test_bad_filters_fail_before_any_file_is_read(events):
+    _, location, kms = events
+    with pytest.raises(ReadInputError, match="no column 'nope'"):
+        read_table(location, kms, row_filter=[("nope", "==", 1)])
+    with pytest.raises(ReadInputError, match="unknown operator"):
+        read_table(location, kms, row_filter=[("id", "~", 1)])
+    with pytest.raises(ReadInputError, match="never matches"):
+        read_table(location, kms, row_filter=[("id", "==", None)])
+
+
+def test_head_where(capsys, events, master_keys, monkeypatch):
+    _, location, _ = events
+    monkeypatch.setenv(VARIABLE, json.dumps({k: v.hex() for k, v in master_keys.items()}))
+    code = main(["head", location, "--kms", KMS_SPEC, "--where", "id >= 395",
+                 "--where", "category = odd", "--columns", "id", "--json"])
+    out = capsys.readouterr().out
+    assert code == 0 and [line for line in out.splitlines() if line] == ['{"id": 395}', '{"id": 397}', '{"id": 399}']
+    assert main(["head", location, "--kms", KMS_SPEC, "--where", "id ~ 3"]) == 2
+    assert "a filter is COLUMN OP VALUE" in capsys.readouterr().err
+
+
+def test_bounds_and_predicates_without_spark():
+    assert decode_bound("long", (7).to_bytes(4, "little")) == 7  # written as int before a promotion
+    assert decode_bound("date", (3).to_bytes(4, "little")) == 3 and decode_bound("binary", b"x") is None
+    fields = {"id": (1, "long"), "name": (2, "string")}
+    lower, upper = {1: (10).to_bytes(8, "little"), 2: b"apple"}, {1: (20).to_bytes(8, "little"), 2: b"melon"}
+    may = lambda *p: RowFilter.of(list(p)).may_match(lower, upper, fields)  # noqa: E731
+    assert may(("id", ">=", 20)) and not may(("id", ">", 20)) and not may(("id", "<", 10))
+    assert may(("id", "in", [1, 15])) and not may(("id", "in", [1, 25]))
+    assert may(("name", "==", "banana")) and not may(("name", "==", "zebra"))
+    assert may(("id", "==", "not a number"))  # not comparable with the bounds: read, filter exactly
+    assert not may(("id", ">", 5), ("name", "<", "aaa"))  # AND: one predicate ruling out is enough
+    assert parse_predicate("tags not in ('a', 'b')") == ("tags", "not in", ["a", "b"])
+    with pytest.raises(RowFilterError):
+        RowFilter.of([("id", "in", 5)])
