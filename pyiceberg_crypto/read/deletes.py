@@ -8,6 +8,7 @@ Which delete files apply was decided by the plan (:mod:`pyiceberg_crypto.read.pl
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pyiceberg_crypto.formats.deletion_vector import DeletionVectorError
 from pyiceberg_crypto.io import FileIO
@@ -53,18 +54,50 @@ def apply_deletes(task: ReadTask, table: pa.Table, file_io: FileIO, caches: Dele
     for delete in task.position_deletes:
         _clear(keep, read_position_deletes(delete, file_io, caches.positions).get(task.data.path, ()), delete.path,
                task.data.path)
+    mask = pa.Array.from_buffers(pa.uint8(), rows, [None, pa.py_buffer(keep)]).cast(pa.bool_())
     if task.equality_deletes:
         by_id = {field_id(f): i for i, f in enumerate(table.schema)}
         for delete in task.equality_deletes:
             deleted = read_equality_deletes(delete, file_io, caches.equality)
-            if not deleted:
+            if deleted.num_rows == 0:
                 continue
-            columns = [table.column(by_id[i]).to_pylist() if i in by_id else [None] * rows for i in delete.equality_ids]
-            for row, key in enumerate(zip(*columns)):
-                if key in deleted:
-                    keep[row] = 0
-    mask = pa.Array.from_buffers(pa.uint8(), rows, [None, pa.py_buffer(keep)]).cast(pa.bool_())
+            columns = [table.column(by_id[i]) if i in by_id else pa.nulls(rows, deleted.column(n).type)
+                       for n, i in enumerate(delete.equality_ids)]
+            mask = pc.and_(mask, pc.invert(equality_deleted(columns, deleted)))
     return table.filter(mask)
+
+
+def equality_deleted(columns: list, deleted: pa.Table) -> pa.Array:
+    """Which rows (``columns``: the data file's equality columns) equal a deleted key tuple, null
+    matching null, as a boolean array: a hash semi-join in Arrow (one column: ``is_in``)."""
+    rows = len(columns[0])
+    keys = [deleted.column(n).cast(column.type) for n, column in enumerate(columns)]  # int -> long etc.
+    if len(columns) == 1:
+        return pc.is_in(columns[0], value_set=keys[0].combine_chunks(), skip_nulls=False)
+    names = [f"k{n}" for n in range(len(columns))]
+    # Arrow's joins never match null keys: rows with a null key are compared in Python (few, usually).
+    has_null = _any([pc.is_null(c) for c in columns])
+    left = pa.table({**dict(zip(names, columns)), "__row": pa.array(range(rows), pa.int64())})
+    right = pa.table(dict(zip(names, keys))).group_by(names).aggregate([])
+    hit = left.join(right, keys=names, join_type="left semi").column("__row")
+    deleted_rows = bytearray(rows)
+    for row in hit.to_pylist():
+        deleted_rows[row] = 1
+    null_rows = pc.indices_nonzero(has_null).to_pylist()
+    if null_rows:
+        tuples = set(zip(*[k.to_pylist() for k in keys]))
+        values = [c.take(pa.array(null_rows)).to_pylist() for c in columns]
+        for row, key in zip(null_rows, zip(*values)):
+            if key in tuples:
+                deleted_rows[row] = 1
+    return pa.Array.from_buffers(pa.uint8(), rows, [None, pa.py_buffer(deleted_rows)]).cast(pa.bool_())
+
+
+def _any(masks: list) -> pa.Array:
+    result = masks[0]
+    for mask in masks[1:]:
+        result = pc.or_(result, mask)
+    return result
 
 
 def _clear(keep: bytearray, positions, delete_path: str, data_path: str) -> None:

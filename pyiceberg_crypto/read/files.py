@@ -169,10 +169,10 @@ def read_position_deletes(content: ContentFile, file_io: FileIO, cache: OnceCach
     return cache.get(content.path, load)
 
 
-def read_equality_deletes(content: ContentFile, file_io: FileIO, cache: OnceCache) -> set[tuple]:
-    """An equality delete file as the set of deleted key tuples (values of ``equality_ids``, in
-    that order; None for null: Iceberg's equality deletes match null to null)."""
-    def load() -> set[tuple]:
+def read_equality_deletes(content: ContentFile, file_io: FileIO, cache: OnceCache) -> pa.Table:
+    """An equality delete file as an Arrow table of the deleted key tuples: one column per
+    ``equality_ids`` entry, in that order (nulls kept: Iceberg's equality deletes match null to null)."""
+    def load() -> pa.Table:
         ids = set(content.equality_ids)
         if content.file_format == "PARQUET":
             table = read_parquet(content, file_io, ids)
@@ -183,8 +183,7 @@ def read_equality_deletes(content: ContentFile, file_io: FileIO, cache: OnceCach
         missing = [i for i in content.equality_ids if i not in by_id]
         if missing:
             raise ReadIntegrityError(f"equality delete file lacks equality field(s) {missing}", file=content.path)
-        columns = [table.column(by_id[i]).to_pylist() for i in content.equality_ids]
-        return set(zip(*columns))
+        return pa.table({f"k{n}": table.column(by_id[i]) for n, i in enumerate(content.equality_ids)})
     return cache.get(content.path, load)
 
 
