@@ -22,6 +22,7 @@ from pyiceberg_crypto.kms.base import KeyManagementClient
 SHIPPED: dict[str, str] = {
     "keystore": "pyiceberg_crypto.kms.keystore:keystore_kms",
     "aws": "pyiceberg_crypto.kms.aws:aws_kms",
+    "vault": "pyiceberg_crypto.kms.vault:vault_kms",
 }
 
 
