@@ -4,6 +4,7 @@ Shipped KMSs (short names for :func:`~pyiceberg_crypto.kms.loader.load_kms` and 
 
 - ``keystore``: :class:`KeystoreKms`, master keys in a local keystore file, with rotation;
 - ``aws``: :class:`AwsKms`, AWS KMS through boto3 (``pip install pyiceberg-crypto[aws]``);
+- ``vault``: :class:`VaultTransitKms`, Vault / OpenBao Transit through hvac (``pip install pyiceberg-crypto[vault]``);
 - :class:`InMemoryKms` for demos and tests.
 """
 
@@ -11,6 +12,7 @@ from pyiceberg_crypto.kms.aws import AwsKms
 from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, KmsError, UnknownKeyError
 from pyiceberg_crypto.kms.keystore import InsecureKeystoreError, KeystoreError, KeystoreKms, MalformedKeystoreError
 from pyiceberg_crypto.kms.memory import InMemoryKms
+from pyiceberg_crypto.kms.vault import VaultTransitKms
 
 __all__ = [
     "AwsKms",
@@ -23,4 +25,5 @@ __all__ = [
     "KmsError",
     "MalformedKeystoreError",
     "UnknownKeyError",
+    "VaultTransitKms",
 ]
