@@ -73,5 +73,12 @@ def test_vault_transit_spark_spine(spark, tmp_path, monkeypatch):
 
         arrow = read_table(after, kms)
         assert sorted(zip(arrow.column("id").to_pylist(), arrow.column("v").to_pylist())) == rows
+        # The CLI, with the KMS by short name and properties (token from VAULT_TOKEN).
+        from pyiceberg_crypto.cli.main import main
+
+        assert main(["verify", after, "--kms", "vault", "--kms-property", f"vault.address={vault.address}",
+                     "--json"]) == 0
+        # The metadata before the re-wrap has only v1-wrapped KEKs, which v1's retirement makes unreadable.
+        assert verify_metadata(before, kms).ok is False
     finally:
         vault.close()
