@@ -1,13 +1,16 @@
-"""``pyiceberg-crypto keys list | rewrap``: the keys a table depends on, and re-wrapping its KEKs.
+"""``pyiceberg-crypto keys list | rewrap | prune``: the keys a table depends on, re-wrapping its
+KEKs, removing the entries no snapshot needs.
 
     pyiceberg-crypto keys list METADATA_JSON --kms keystore --kms-property keystore.path=keys.json [--json]
     pyiceberg-crypto keys rewrap lake.db.orders --kms keystore --kms-property keystore.path=keys.json \\
         --warehouse /data/wh [--metastore-uri thrift://...] [--dry-run] [--all] [--json]
+    pyiceberg-crypto keys prune lake.db.orders --kms keystore --kms-property keystore.path=keys.json \\
+        --warehouse /data/wh [--dry-run] [--json]
 
-``list`` needs no JVM (the KMS is optional: without it, no master key versions). ``rewrap`` commits
-through the table's catalog, so it starts Spark: a local session with ``--warehouse``, else the
-session spark-submit configured. Exit status: 0 done (or nothing to do), 2 usage error, unreadable
-input or a re-wrap that committed nothing.
+``list`` needs no JVM (the KMS is optional: without it, no master key versions). ``rewrap`` and
+``prune`` commit through the table's catalog (whose KMS every commit needs), so they start Spark: a
+local session with ``--warehouse``, else the session spark-submit configured. Exit status: 0 done (or nothing to do), 2 usage error, unreadable
+input or a re-wrap / prune that committed nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pyiceberg_crypto.verify.text import escape_text, exception_line
 
 
 def add_keys_parser(sub) -> None:
-    keys = sub.add_parser("keys", help="list a table's keys; re-wrap its KEKs after a master key rotation")
+    keys = sub.add_parser("keys", help="list a table's keys; re-wrap its KEKs after a master key rotation; prune unused ones")
     actions = keys.add_subparsers(dest="keys_action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="every KEK: age, master key and version, the snapshots it seals")
     listing.add_argument("metadata", metavar="METADATA_JSON", help="the table's metadata.json (path or URI)")
@@ -30,14 +33,22 @@ def add_keys_parser(sub) -> None:
     listing.add_argument("--kms-timeout", type=positive_seconds, default=60.0, metavar="SECONDS")
     listing.add_argument("--json", action="store_true", help="print JSON")
     rewrap = actions.add_parser("rewrap", help="re-wrap KEKs under the master key's current version (one commit)")
-    rewrap.add_argument("table", metavar="CATALOG.DB.TABLE")
-    add_kms_arguments(rewrap)
+    _add_table_arguments(rewrap)
     rewrap.add_argument("--dry-run", action="store_true", help="say what would change; no wrap, no commit")
     rewrap.add_argument("--all", action="store_true", help="re-wrap every KEK, also those already current")
-    rewrap.add_argument("--warehouse", help="build a local Spark session for this warehouse")
-    rewrap.add_argument("--metastore-dir", help="embedded metastore directory (default: next to the warehouse)")
-    rewrap.add_argument("--metastore-uri", help="thrift://host:port of a metastore")
-    rewrap.add_argument("--json", action="store_true", help="print JSON")
+    prune = actions.add_parser("prune", help="remove encryption-keys entries no snapshot needs (one commit)")
+    _add_table_arguments(prune)
+    prune.add_argument("--dry-run", action="store_true", help="say what would be removed; no commit")
+
+
+def _add_table_arguments(parser) -> None:
+    """A table committed to through its catalog: the KMS, the Spark session, --json."""
+    parser.add_argument("table", metavar="CATALOG.DB.TABLE")
+    add_kms_arguments(parser)
+    parser.add_argument("--warehouse", help="build a local Spark session for this warehouse")
+    parser.add_argument("--metastore-dir", help="embedded metastore directory (default: next to the warehouse)")
+    parser.add_argument("--metastore-uri", help="thrift://host:port of a metastore")
+    parser.add_argument("--json", action="store_true", help="print JSON")
 
 
 def run_keys(args: argparse.Namespace) -> int:
@@ -51,7 +62,7 @@ def run_keys(args: argparse.Namespace) -> int:
         return _fail(f"the KMS factory {args.kms!r} failed: {exception_line(exc)}")
     if args.keys_action == "list":
         return _list(args, kms)
-    return _rewrap(args, kms)
+    return _commit(args, kms)
 
 
 def _list(args: argparse.Namespace, kms) -> int:
@@ -83,33 +94,57 @@ def _list(args: argparse.Namespace, kms) -> int:
     return ExitStatus.OK
 
 
-def _rewrap(args: argparse.Namespace, kms) -> int:
+def _commit(args: argparse.Namespace, kms) -> int:
+    """``rewrap`` or ``prune``: a commit through the table's catalog, in a Spark session."""
     from pyiceberg_crypto.bridge import register_kms
     from pyiceberg_crypto.config import session_for_catalog
+    from pyiceberg_crypto.keys.prune import PruneError, prune_keys
     from pyiceberg_crypto.keys.rewrap import RewrapError, rewrap_keks
+    from pyiceberg_crypto.verify.pipeline import VerifyInputError
 
     catalog = args.table.split(".")[0]
     spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
                                 metastore_uri=args.metastore_uri, app_name="pyiceberg-crypto-keys")
     try:
         with register_kms(spark, kms):
-            result = rewrap_keks(spark, args.table, kms=kms, dry_run=args.dry_run, all_keks=args.all)
-    except RewrapError as exc:
+            if args.keys_action == "prune":
+                result = prune_keys(spark, args.table, dry_run=args.dry_run)
+            else:
+                result = rewrap_keks(spark, args.table, kms=kms, dry_run=args.dry_run, all_keks=args.all)
+    except (RewrapError, PruneError, VerifyInputError) as exc:
         return _fail(str(exc))
     finally:
         if args.warehouse:
             spark.stop()
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
+    elif args.keys_action == "prune":
+        _print_prune(result)
     else:
-        verb = "would re-wrap" if result.dry_run else ("re-wrapped" if result.committed else "nothing to re-wrap:")
-        print(f"{escape_text(result.table)}: {verb} {len(result.changes)} KEK(s); {len(result.unchanged)} already current")
-        for change in result.changes:
-            print(f"  KEK {escape_text(change.key_id)}: master key {escape_text(change.master_key_id)!r} version "
-                  f"{change.old_version} -> {change.new_version}")
-        if result.committed:
-            print(f"  committed: {escape_text(result.metadata_location or '')}")
+        _print_rewrap(result)
     return ExitStatus.OK
+
+
+def _print_rewrap(result) -> None:
+    verb = "would re-wrap" if result.dry_run else ("re-wrapped" if result.committed else "nothing to re-wrap:")
+    print(f"{escape_text(result.table)}: {verb} {len(result.changes)} KEK(s); {len(result.unchanged)} already current")
+    for change in result.changes:
+        print(f"  KEK {escape_text(change.key_id)}: master key {escape_text(change.master_key_id)!r} version "
+              f"{change.old_version} -> {change.new_version}")
+    if result.committed:
+        print(f"  committed: {escape_text(result.metadata_location or '')}")
+
+
+def _print_prune(result) -> None:
+    verb = "would remove" if result.dry_run else ("removed" if result.committed else "nothing to remove:")
+    print(f"{escape_text(result.table)}: {verb} {len(result.removed_keks)} KEK(s) and "
+          f"{len(result.removed_entries)} manifest-list key(s) no snapshot needs; {len(result.kept_keks)} KEK(s) kept")
+    for key_id in result.removed_keks:
+        print(f"  KEK {escape_text(key_id)}")
+    if result.not_removed:
+        print(f"  still in the committed metadata (the catalog wrote them back): {len(result.not_removed)}")
+    if result.committed:
+        print(f"  committed: {escape_text(result.metadata_location or '')}")
 
 
 def _fail(message: str) -> int:

@@ -1,20 +1,23 @@
-"""Key lifecycle: see every key a table depends on, and re-wrap its KEKs under a rotated master key
-without rewriting data::
+"""Key lifecycle: see every key a table depends on, re-wrap its KEKs under a rotated master key
+without rewriting data, and remove the entries no snapshot needs::
 
-    from pyiceberg_crypto.keys import inventory_from_metadata, key_inventory, rewrap_keks
+    from pyiceberg_crypto.keys import inventory_from_metadata, key_inventory, prune_keys, rewrap_keks
 
     inventory = key_inventory(spark, "lake.db.orders")          # through the metastore
     inventory = inventory_from_metadata(metadata_json, kms)      # no JVM
     [(k.key_id, k.master_key_version, k.outdated) for k in inventory.keks]
     result = rewrap_keks(spark, "lake.db.orders")                # one Iceberg commit
     result = rewrap_keks(spark, "lake.db.orders", dry_run=True)  # what would change
+    result = prune_keys(spark, "lake.db.orders")                 # drop entries no snapshot needs
 
 Modules: :mod:`.inventory` (KEKs, their age, master key versions, the snapshots they seal, unused
-entries; the verifier's ``kek-rotation`` check) and :mod:`.rewrap` (the commit through the catalog).
+entries; the verifier's ``kek-rotation`` check), :mod:`.rewrap` and :mod:`.prune` (commits through
+the catalog, :mod:`.commit`).
 """
 
 from pyiceberg_crypto.keys.inventory import KekInfo, KeyInventory, inventory_from_metadata, key_inventory
+from pyiceberg_crypto.keys.prune import PruneError, PruneResult, prune_keys
 from pyiceberg_crypto.keys.rewrap import RewrapError, RewrapResult, rewrap_keks
 
-__all__ = ["KekInfo", "KeyInventory", "RewrapError", "RewrapResult", "inventory_from_metadata", "key_inventory",
-           "rewrap_keks"]
+__all__ = ["KekInfo", "KeyInventory", "PruneError", "PruneResult", "RewrapError", "RewrapResult",
+           "inventory_from_metadata", "key_inventory", "prune_keys", "rewrap_keks"]

@@ -66,47 +66,31 @@ def rewrap_keks(spark, table: str, *, kms=None, dry_run: bool = False, all_keks:
     Raises:
         RewrapError: nothing was committed (the message says why).
     """
+    from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations
     from pyiceberg_crypto.verify.metastore import catalog_properties
-    from pyiceberg_crypto.verify.spark_job import registered_kms, split_table_name
+    from pyiceberg_crypto.verify.spark_job import registered_kms
 
-    catalog, database, name = split_table_name(spark, table)
-    full_name = f"{catalog}.{database}.{name}"
+    full_name, ops = load_operations(spark, table, RewrapError)
+    catalog = full_name.split(".")[0]
     if kms is None:
         kms = registered_kms(catalog_properties(spark, catalog), catalog)
     jvm = spark.sparkContext._jvm
-    try:
-        ops = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, full_name).operations()
-    except Exception as exc:
-        raise RewrapError(f"cannot load {full_name} as an Iceberg table: {_java_line(exc)}") from None
     result = RewrapResult(full_name, dry_run)
-    for attempt in range(1, max_attempts + 1):
-        result.attempts = attempt
-        base = ops.refresh()
-        plan, unchanged = _plan(jvm, base, kms, dry_run, all_keks)
+
+    def step(base):
+        plan, result.unchanged = _plan(jvm, base, kms, dry_run, all_keks)
         result.changes = [change for change, _ in plan]
-        result.unchanged = unchanged
-        result.metadata_location = base.metadataFileLocation()
         if dry_run or not plan:
-            return result
+            return None
         builder = jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
         for change, new_key in plan:
             builder.removeEncryptionKey(change.key_id)
             builder.addEncryptionKey(new_key)
-        try:
-            ops.commit(base, builder.build())
-        except Exception as exc:
-            kind = _java_class(exc)
-            if kind.endswith("CommitFailedException") and attempt < max_attempts:
-                continue  # a concurrent commit won: re-read the table and redo
-            if kind.endswith("CommitStateUnknownException"):
-                raise RewrapError(f"the commit of {full_name} may or may not have happened ({_java_line(exc)}): "
-                                  "check `pyiceberg-crypto keys list` before retrying") from None
-            raise RewrapError(f"the re-wrap of {full_name} was not committed: {_java_line(exc)}") from None
-        result.committed = True
-        result.metadata_location = ops.refresh().metadataFileLocation()
-        spark.sql(f"REFRESH TABLE {full_name}")
-        return result
-    raise RewrapError(f"the re-wrap of {full_name} was refused {max_attempts} times by concurrent commits")
+        return builder.build()
+
+    result.attempts, result.committed, result.metadata_location = commit_with_retries(
+        spark, ops, full_name, step, what="re-wrap", error=RewrapError, max_attempts=max_attempts)
+    return result
 
 
 def _plan(jvm, base, kms, dry_run: bool, all_keks: bool):
@@ -146,12 +130,3 @@ def _ask(call, *args, what: str):
     except Exception as exc:
         raise RewrapError(f"the KMS failed ({what}): {exception_line(exc)}; nothing was committed") from None
 
-
-def _java_class(exc: Exception) -> str:
-    java = getattr(exc, "java_exception", None)
-    return java.getClass().getName() if java is not None else type(exc).__name__
-
-
-def _java_line(exc: Exception) -> str:
-    text = str(getattr(exc, "java_exception", None) or exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

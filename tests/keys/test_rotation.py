@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import base64
 import json
-import uuid
-from pathlib import Path
 
 import pytest
 
-from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.cli.main import main
 from pyiceberg_crypto.keys import RewrapError, key_inventory, rewrap_keks
@@ -23,16 +20,9 @@ from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.verify import verify_metadata, verify_table
 from pyiceberg_crypto.verify.report import KEY_ERROR, OK, WARN
 from tests.conftest import add_catalog
+from tests.keys.tables import keystore_table, metadata_doc, metadata_location
 
 MASTER = "rot"
-
-
-def metadata_location(spark, table: str) -> str:
-    return spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
-
-
-def metadata_doc(location: str) -> dict:
-    return json.loads(Path(location.removeprefix("file:")).read_text())
 
 
 def kek_versions(location: str) -> dict[str, int]:
@@ -67,16 +57,7 @@ class InsertDuringWrap(KeystoreKms):
 def story(spark, tmp_path_factory):
     """A keystore, a catalog using it, and a table with several snapshots (all under version 1)."""
     work = tmp_path_factory.mktemp("rotation")
-    keystore = work / "keys.json"
-    assert main(["keystore", "create", str(keystore)]) == 0
-    assert main(["keystore", "add", str(keystore), MASTER]) == 0
-    suffix = uuid.uuid4().hex[:6]
-    catalog, kms_name = f"rot_{suffix}", f"rot-{suffix}"
-    registration = register_kms(spark, KeystoreKms(keystore), name=kms_name)
-    add_catalog(spark, catalog, warehouse=work / "wh", kms_name=kms_name)
-    table = f"{catalog}.db.t"
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.db")
-    spark.sql(f"CREATE TABLE {table} (id bigint) USING iceberg {config.tblproperties_sql(config.table_properties(MASTER))}")
+    keystore, table, registration = keystore_table(spark, work, MASTER, "rot")
     for start in (1, 10, 20):
         spark.sql(f"INSERT INTO {table} SELECT id FROM range({start}, {start + 3})")
     snapshots = [r.snapshot_id for r in spark.sql(f"SELECT snapshot_id FROM {table}.snapshots ORDER BY committed_at").collect()]

@@ -1,0 +1,64 @@
+"""One metadata change of a table's ``encryption-keys``, committed through its catalog with Iceberg
+Java over Py4J and redone on a concurrent commit (shared by :mod:`.rewrap` and :mod:`.prune`)::
+
+    full_name, ops = load_operations(spark, "lake.db.orders", RewrapError)
+    attempts, committed, location = commit_with_retries(spark, ops, full_name, step, what="re-wrap",
+                                                        error=RewrapError, max_attempts=4)
+
+``step(base)`` gets the freshly read ``TableMetadata`` and returns the new one (built with
+``TableMetadata.buildFrom(base)``) or None for nothing to commit. ``TableOperations.commit(base,
+new)`` is the metastore's compare-and-swap: when another writer committed in between, it raises
+``CommitFailedException`` and the table is re-read and ``step`` asked again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def load_operations(spark, table: str, error: type[Exception]) -> tuple[str, Any]:
+    """(catalog.db.table, its Iceberg ``TableOperations``), else ``error``."""
+    from pyiceberg_crypto.verify.spark_job import split_table_name
+
+    full_name = ".".join(split_table_name(spark, table))
+    jvm = spark.sparkContext._jvm
+    try:
+        ops = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, full_name).operations()
+    except Exception as exc:
+        raise error(f"cannot load {full_name} as an Iceberg table: {java_line(exc)}") from None
+    return full_name, ops
+
+
+def commit_with_retries(spark, ops, full_name: str, step: Callable[[Any], Any], *, what: str,
+                        error: type[Exception], max_attempts: int) -> tuple[int, bool, str]:
+    """(attempts, committed, metadata location after the commit or of the last table read)."""
+    for attempt in range(1, max_attempts + 1):
+        base = ops.refresh()
+        new = step(base)
+        if new is None:
+            return attempt, False, base.metadataFileLocation()
+        try:
+            ops.commit(base, new)
+        except Exception as exc:
+            kind = java_class(exc)
+            if kind.endswith("CommitFailedException") and attempt < max_attempts:
+                continue  # a concurrent commit won: re-read the table and redo
+            if kind.endswith("CommitStateUnknownException"):
+                raise error(f"the commit of {full_name} may or may not have happened ({java_line(exc)}): "
+                            "check `pyiceberg-crypto keys list` before retrying") from None
+            raise error(f"the {what} of {full_name} was not committed: {java_line(exc)}") from None
+        location = ops.refresh().metadataFileLocation()
+        spark.sql(f"REFRESH TABLE {full_name}")
+        return attempt, True, location
+    raise error(f"the {what} of {full_name} was refused {max_attempts} times by concurrent commits")
+
+
+def java_class(exc: Exception) -> str:
+    java = getattr(exc, "java_exception", None)
+    return java.getClass().getName() if java is not None else type(exc).__name__
+
+
+def java_line(exc: Exception) -> str:
+    text = str(getattr(exc, "java_exception", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,127 @@
+"""Remove the ``encryption-keys`` entries of a table that no snapshot needs any more, as one commit.
+
+Iceberg 1.12.0's ``expire_snapshots`` leaves every entry in place (apache/iceberg#16352): the
+sealed manifest-list key of each expired snapshot, and the KEKs that sealed only those, stay in
+every later metadata.json (``keys list`` shows them as unused). ``prune_keys`` removes them::
+
+    result = prune_keys(spark, "lake.db.orders")                # one Iceberg commit (or none)
+    result = prune_keys(spark, "lake.db.orders", dry_run=True)  # what would go, no commit
+    result.removed_keks, result.removed_entries, result.committed
+
+What is never removed (decided on the metadata as read, again after every refused commit):
+
+- the entry named by ``key-id`` of any snapshot in the metadata (all of them, not only the
+  current one: branches and tags point at snapshots of that list) and the KEK that seals it;
+- the KEK Iceberg uses for the next commit: ``StandardEncryptionManager`` takes the first KEK of
+  the table's master key younger than 730 days; kept are every KEK of the table's master key
+  younger than 731 days (a day of margin for clocks) and the newest one;
+- a KEK whose ``KEY_TIMESTAMP`` cannot be read, or that names no master key.
+
+No KMS call, no data file or manifest touched. A concurrent commit makes the metastore refuse ours;
+the table is re-read and the plan redone (``max_attempts``), so a snapshot committed meanwhile keeps
+its keys. A writer that read the table before the prune and seals its manifest list with a KEK the
+prune removed writes that KEK back: Iceberg 1.12.0's ``SnapshotProducer`` adds the KEK it used and
+the new manifest-list key to the metadata it commits. ``not_removed`` lists planned entries the
+committed metadata still holds (a catalog that writes keys back at commit; none with Iceberg 1.12.0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pyiceberg_crypto.keys.inventory import KEK_ROTATION_DAYS, build_inventory
+
+
+class PruneError(Exception):
+    """The prune did not commit (table not encrypted, inconsistent metadata, too many concurrent commits)."""
+
+
+@dataclass
+class PruneResult:
+    table: str
+    dry_run: bool
+    removed_keks: list[str] = field(default_factory=list)  # KEKs no snapshot needs (removed, or would be)
+    removed_entries: list[str] = field(default_factory=list)  # manifest-list keys of no snapshot
+    kept_keks: list[str] = field(default_factory=list)
+    not_removed: list[str] = field(default_factory=list)  # planned, yet still in the committed metadata
+    committed: bool = False
+    attempts: int = 0
+    metadata_location: str | None = None  # after the commit (or the current one)
+
+    @property
+    def removed(self) -> int:
+        return len(self.removed_keks) + len(self.removed_entries)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "removed": self.removed}
+
+
+def prune_keys(spark, table: str, *, dry_run: bool = False, max_attempts: int = 4) -> PruneResult:
+    """Remove the ``encryption-keys`` entries of ``catalog.db.table`` that no snapshot needs.
+
+    Args:
+        dry_run: say what would be removed; no commit.
+        max_attempts: commits refused by a concurrent writer are redone this many times in all.
+
+    Raises:
+        PruneError: nothing was committed (the message says why).
+    """
+    from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations
+
+    full_name, ops = load_operations(spark, table, PruneError)
+    jvm = spark.sparkContext._jvm
+    result = PruneResult(full_name, dry_run)
+
+    def step(base):
+        result.removed_keks, result.removed_entries, result.kept_keks = plan_prune(_parse(jvm, base))
+        removed = {*result.removed_keks, *result.removed_entries}
+        if dry_run or not removed:
+            return None
+        builder = jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
+        for key_id in removed:
+            builder.removeEncryptionKey(key_id)
+        return builder.build()
+
+    result.attempts, result.committed, result.metadata_location = commit_with_retries(
+        spark, ops, full_name, step, what="prune", error=PruneError, max_attempts=max_attempts)
+    if result.committed:  # what the committed metadata still lists (a catalog that writes keys back)
+        present = {key.keyId() for key in ops.current().encryptionKeys()}
+        result.not_removed = sorted(present & {*result.removed_keks, *result.removed_entries})
+    return result
+
+
+def plan_prune(meta, now_ms: int | None = None) -> tuple[list[str], list[str], list[str]]:
+    """(KEKs to remove, other entries to remove, KEKs kept) of parsed table metadata."""
+    if not meta.key_id:
+        raise PruneError("the table has no encryption.key-id: it is not encrypted")
+    for snapshot in meta.snapshots.values():
+        if snapshot.key_id and snapshot.key_id not in meta.encryption_keys:
+            raise PruneError(f"snapshot {snapshot.snapshot_id} names key-id {snapshot.key_id!r}, which is not in "
+                             "the table's encryption-keys: the metadata is inconsistent, nothing pruned")
+    inventory = build_inventory(meta, None, now_ms)
+    own = [k for k in inventory.keks if k.master_key_id == meta.key_id]
+    current = {k.key_id for k in own if k.age_days is None or k.age_days < KEK_ROTATION_DAYS + 1}
+    if own:
+        current.add(min(own, key=lambda k: k.age_days if k.age_days is not None else float("-inf")).key_id)
+    removed = [k.key_id for k in inventory.keks if not k.in_use and k.master_key_id and k.key_id not in current]
+    kept = [k.key_id for k in inventory.keks if k.key_id not in removed]
+    return removed, list(inventory.unused_entries), kept
+
+
+def _parse(jvm, base):
+    """The table metadata as read, parsed like a metadata.json (refs checked: each names a snapshot)."""
+    from pyiceberg_crypto.verify.metadata import MetadataError, TableMetadata, load_document
+
+    location = base.metadataFileLocation()
+    try:
+        doc = load_document(jvm.org.apache.iceberg.TableMetadataParser.toJson(base), location)
+        meta = TableMetadata.from_document(doc, location)
+    except MetadataError as exc:
+        raise PruneError(f"the table metadata cannot be used: {exc}") from None
+    for name, ref in (doc.get("refs") or {}).items():
+        if ref.get("snapshot-id") not in meta.snapshots:
+            raise PruneError(f"ref {name!r} names snapshot {ref.get('snapshot-id')}, which is not in the table "
+                             "metadata: nothing pruned")
+    return meta
+

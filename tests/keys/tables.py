@@ -1,0 +1,37 @@
+"""What the key lifecycle tests share: a keystore with one master key, a catalog whose KMS it is,
+and an encrypted table in it (the session's one metastore serves every catalog: table names differ)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+from pyiceberg_crypto import config
+from pyiceberg_crypto.bridge import register_kms
+from pyiceberg_crypto.cli.main import main
+from pyiceberg_crypto.kms import KeystoreKms
+from tests.conftest import add_catalog
+
+
+def keystore_table(spark, work: Path, master: str, prefix: str):
+    """(keystore path, catalog.db.name, the KMS registration to close) for a new, empty table."""
+    keystore = work / "keys.json"
+    assert main(["keystore", "create", str(keystore)]) == 0
+    assert main(["keystore", "add", str(keystore), master]) == 0
+    suffix = uuid.uuid4().hex[:6]
+    catalog, kms_name = f"{prefix}_{suffix}", f"{prefix}-{suffix}"
+    registration = register_kms(spark, KeystoreKms(keystore), name=kms_name)
+    add_catalog(spark, catalog, warehouse=work / "wh", kms_name=kms_name)
+    table = f"{catalog}.db.t_{suffix}"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.db")
+    spark.sql(f"CREATE TABLE {table} (id bigint) USING iceberg {config.tblproperties_sql(config.table_properties(master))}")
+    return keystore, table, registration
+
+
+def metadata_location(spark, table: str) -> str:
+    return spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
+
+
+def metadata_doc(location: str) -> dict:
+    return json.loads(Path(location.removeprefix("file:")).read_text())
