@@ -23,6 +23,7 @@ SHIPPED: dict[str, str] = {
     "keystore": "pyiceberg_crypto.kms.keystore:keystore_kms",
     "aws": "pyiceberg_crypto.kms.aws:aws_kms",
     "vault": "pyiceberg_crypto.kms.vault:vault_kms",
+    "kmip": "pyiceberg_crypto.kms.kmip:kmip_kms",
 }
 
 

@@ -1,0 +1,411 @@
+"""A KMS client for KMIP servers and HSMs (PyKMIP; ``pip install 'pyiceberg-crypto[kmip]'``).
+
+    from pyiceberg_crypto.kms.loader import load_kms
+    kms = load_kms("kmip", {"kmip.host": "kmip.example", "kmip.client-cert": "/etc/lake/kmip/client.crt",
+                            "kmip.client-key": "/etc/lake/kmip/client.key", "kmip.ca-cert": "/etc/lake/kmip/ca.crt"})
+    register_kms(spark, kms)   # tables: TBLPROPERTIES ('encryption.key-id'='lake-orders')
+
+**Keys.** The table's ``encryption.key-id`` names a symmetric (AES) key held by the KMIP server:
+by its Name attribute (``lake-orders``: the newest *Active* key with that Name wraps, so rotation
+is "create a new key with the same Name") or by Unique Identifier (``uid:<UID>``: always that
+key, no rotation).
+
+**Wrapping: AES-GCM inside the server.** ``wrap_key`` is one KMIP Encrypt, ``unwrap_key`` one
+Decrypt, with Cryptographic Parameters {Cryptographic Algorithm AES, Block Cipher Mode GCM, Tag
+Length 16} and the KEK as Data (KMIP 1.4 §4.29 Encrypt / §4.30 Decrypt, §3.6 Cryptographic
+Parameters). The authenticated modes' fields (Authenticated Encryption Additional Data and Tag)
+exist from KMIP 1.4 on, so requests are KMIP 1.4 (``kmip.version=2.0`` for 2.0). PyKMIP's server
+supports GCM (its crypto engine ``kmip/services/server/crypto/engine.py`` maps
+``BlockCipherMode.GCM`` to ``cryptography``'s GCM, takes the additional data and returns/checks
+the tag), as HSM-backed KMIP servers do, so no unauthenticated construction is needed. The IV is
+12 random bytes made by this client (NIST SP 800-38D §8.2.2) and sent as IV/Counter/Nonce, or,
+with ``kmip.iv=server`` (HSMs in FIPS mode that must generate GCM IVs themselves), whatever the
+server returns. The additional data binds the blob's header and the table's key id, so a blob
+whose header (key UID) was changed, or that was made for another key id, fails the Decrypt.
+
+**Wrapped-key format** (version 1)::
+
+    offset  size  field
+    0       4     b"PKM1" (magic and format version)
+    4       2     n = length of the wrapping key's Unique Identifier, big-endian
+    6       n     the Unique Identifier (UTF-8): which key wrapped this blob
+    6+n     1     m = IV length
+    7+n     m     IV/Counter/Nonce
+    7+n+m   16    GCM tag
+    23+n+m  ...   ciphertext (as long as the wrapped key)
+
+additional data = ``bytes[0 : 6+n] || UTF-8 key id``. ``key_version`` reads the UID from the
+header (no server call); ``current_key_version`` is the UID ``wrap_key`` would use now (Locate by
+Name and State Active; several: the newest Initial Date); ``unwrap_key_version`` decrypts with the
+UID in the header, so blobs wrapped before a rotation keep unwrapping while their key is Active.
+
+**Connection.** Mutual TLS (TLS 1.2 or newer) to ``kmip.host:kmip.port``: the client certificate and
+key authenticate this client (the KMIP server maps the certificate to an identity and its
+permissions), the CA file verifies the server's certificate and the server's name
+(``kmip.server-name``, default the host). One short connection per operation (no state shared
+between threads); every connect, send and receive is bounded by ``kmip.timeout``.
+
+=========================  ================================================================
+``kmip.host``              server host; else ``PYICEBERG_CRYPTO_KMIP_HOST``
+``kmip.port``              server port (default 5696, IANA's KMIP port); else ``..._KMIP_PORT``
+``kmip.client-cert``       client certificate (PEM); else ``..._KMIP_CLIENT_CERT``
+``kmip.client-key``        its private key (PEM, unencrypted, readable only by this user); else
+                           ``..._KMIP_CLIENT_KEY``
+``kmip.ca-cert``           CA bundle for the server's certificate; else ``..._KMIP_CA_CERT``
+``kmip.server-name``       name checked in the server certificate (default ``kmip.host``)
+``kmip.timeout``           seconds per connection step (default 10; below the bridge timeout)
+``kmip.version``           KMIP protocol version of requests, ``1.4`` (default) or ``2.0``
+``kmip.iv``                ``client`` (default, 12 random bytes) or ``server``
+=========================  ================================================================
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import struct
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
+
+PROVIDER = "KMIP"
+DEFAULT_PORT = 5696
+DEFAULT_TIMEOUT_SECONDS = 10.0
+WRAPPED_MAGIC = b"PKM1"
+TAG_LENGTH = 16
+CLIENT_IV_LENGTH = 12
+UID_PREFIX = "uid:"
+ENV_PREFIX = "PYICEBERG_CRYPTO_KMIP_"
+_UID_LENGTH = struct.Struct(">H")
+_TTLV_HEADER = 8  # tag (3) + type (1) + length (4), KMIP 1.4 §9.1.1
+_MAX_MESSAGE = 1 << 20
+IV_SOURCES = ("client", "server")
+VERSIONS = ("1.4", "2.0")
+
+
+def _setting(properties: Mapping[str, str], name: str, default: str | None = None) -> str | None:
+    value = properties.get(f"kmip.{name}")
+    if value:
+        return value
+    return os.environ.get(ENV_PREFIX + name.upper().replace("-", "_")) or default
+
+
+class KmipKms(KeyManagementClient):
+    """KMIP Encrypt/Decrypt (AES-GCM) with a key held by a KMIP server, over mutual TLS.
+
+    ``repr`` shows the server and the certificate path, never key material. See the module docs
+    for the key ids, the wrapped-key format and the settings.
+
+    Args:
+        host, port: the KMIP server. client_cert, client_key: this client's certificate and key
+        (PEM files). ca_cert: CA bundle verifying the server. server_name: the name checked in the
+        server's certificate (default ``host``). timeout: seconds per connect / send / receive.
+        version: ``"1.4"`` or ``"2.0"``. iv: ``"client"`` or ``"server"`` (who makes the GCM IV).
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        client_cert: str,
+        client_key: str,
+        ca_cert: str,
+        port: int = DEFAULT_PORT,
+        server_name: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        version: str = "1.4",
+        iv: str = "client",
+    ):
+        try:
+            from kmip.core import enums
+        except ImportError:
+            raise KmsError("the KMIP KMS client needs PyKMIP: pip install 'pyiceberg-crypto[kmip]'") from None
+        if version not in VERSIONS:
+            raise KmsError(f"{PROVIDER}: kmip.version must be one of {VERSIONS}, got {version!r}")
+        if iv not in IV_SOURCES:
+            raise KmsError(f"{PROVIDER}: kmip.iv must be one of {IV_SOURCES}, got {iv!r}")
+        if timeout <= 0:
+            raise KmsError(f"{PROVIDER}: kmip.timeout must be positive, got {timeout!r}")
+        self.host, self.port = host, int(port)
+        self.server_name = server_name or host
+        self.timeout = float(timeout)
+        self.version = version
+        self.iv = iv
+        self.client_cert = client_cert
+        self._kmip_version = enums.KMIPVersion.KMIP_1_4 if version == "1.4" else enums.KMIPVersion.KMIP_2_0
+        self._context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+        self._context.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            self._context.load_verify_locations(cafile=ca_cert)
+        except (OSError, ssl.SSLError) as exc:
+            raise KmsError(f"{PROVIDER}: cannot load the CA file {ca_cert!r} (kmip.ca-cert): {_reason(exc)}") \
+                from None
+        try:
+            self._context.load_cert_chain(client_cert, client_key)
+        except (OSError, ssl.SSLError) as exc:
+            raise KmsError(f"{PROVIDER}: cannot load the client certificate {client_cert!r} and key "
+                           f"{client_key!r} (kmip.client-cert, kmip.client-key): {_reason(exc)}") from None
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str]) -> KmipKms:
+        """Build from ``kmip.*`` properties, else ``PYICEBERG_CRYPTO_KMIP_*`` variables (module docs)."""
+        p = dict(properties)
+        missing = [f"kmip.{n}" for n in ("host", "client-cert", "client-key", "ca-cert") if not _setting(p, n)]
+        if missing:
+            raise KmsError(f"{PROVIDER}: missing settings {', '.join(missing)} (properties or "
+                           f"{ENV_PREFIX}* environment variables)")
+        numbers: dict[str, float] = {}
+        for name, default, kind in (("port", str(DEFAULT_PORT), int), ("timeout", "10", float)):
+            raw = _setting(p, name, default)
+            try:
+                numbers[name] = kind(raw)
+            except (TypeError, ValueError):
+                raise KmsError(f"{PROVIDER}: kmip.{name} must be a number, got {raw!r}") from None
+        return cls(
+            host=_setting(p, "host"), port=int(numbers["port"]), client_cert=_setting(p, "client-cert"),
+            client_key=_setting(p, "client-key"), ca_cert=_setting(p, "ca-cert"),
+            server_name=_setting(p, "server-name"), timeout=numbers["timeout"],
+            version=_setting(p, "version", "1.4"), iv=_setting(p, "iv", "client"),
+        )
+
+    # --- KeyManagementClient ------------------------------------------------------------------
+
+    def wrap_key(self, key: bytes, wrapping_key_id: str) -> bytes:
+        from kmip.core.messages import payloads
+
+        with self._connection("Encrypt", wrapping_key_id) as call:
+            uid = self._current_uid(call, wrapping_key_id)
+            header = WRAPPED_MAGIC + _UID_LENGTH.pack(len(uid.encode())) + uid.encode()
+            iv = os.urandom(CLIENT_IV_LENGTH) if self.iv == "client" else None
+            reply = call("Encrypt", uid, payloads.EncryptRequestPayload(
+                unique_identifier=uid, cryptographic_parameters=self._gcm(), data=bytes(key),
+                iv_counter_nonce=iv, auth_additional_data=header + wrapping_key_id.encode()))
+        iv = iv or reply.iv_counter_nonce
+        tag, ciphertext = reply.auth_tag, reply.data
+        if not iv or not tag or len(tag) != TAG_LENGTH or ciphertext is None or len(ciphertext) != len(key):
+            raise KmsError(f"{PROVIDER} Encrypt with key id {wrapping_key_id!r} (key UID {uid}) at {self._where()}: "
+                           "the reply has no GCM IV and 16-byte tag (does the server support AES-GCM?)")
+        return header + bytes([len(iv)]) + iv + tag + ciphertext
+
+    def unwrap_key(self, wrapped: bytes, wrapping_key_id: str) -> bytes:
+        from kmip.core.messages import payloads
+
+        header, uid, iv, tag, ciphertext = _parse(bytes(wrapped), wrapping_key_id)
+        with self._connection("Decrypt", wrapping_key_id, uid) as call:
+            reply = call("Decrypt", uid, payloads.DecryptRequestPayload(
+                unique_identifier=uid, cryptographic_parameters=self._gcm(), data=ciphertext, iv_counter_nonce=iv,
+                auth_additional_data=header + wrapping_key_id.encode(), auth_tag=tag))
+        if reply.data is None or len(reply.data) != len(ciphertext):
+            raise KmsError(f"{PROVIDER} Decrypt with key id {wrapping_key_id!r} (key UID {uid}): no plaintext in "
+                           "the reply")
+        return bytes(reply.data)
+
+    def key_version(self, wrapped: bytes, wrapping_key_id: str) -> str | None:
+        """The Unique Identifier of the KMIP key that wrapped ``wrapped`` (from its header, no server call)."""
+        try:
+            return _parse(bytes(wrapped), wrapping_key_id)[1]
+        except KmsError:
+            return None
+
+    def current_key_version(self, wrapping_key_id: str) -> str | None:
+        """The Unique Identifier :meth:`wrap_key` uses now: the newest Active key with that Name."""
+        with self._connection("Locate", wrapping_key_id) as call:
+            return self._current_uid(call, wrapping_key_id)
+
+    def unwrap_key_version(self, wrapped: bytes, wrapping_key_id: str, version: str | None) -> bytes:
+        """Decrypt with the key UID in the blob's header (``version`` is that UID)."""
+        return self.unwrap_key(wrapped, wrapping_key_id)
+
+    def __repr__(self) -> str:
+        return f"KmipKms(server={self._where()!r}, client_cert={self.client_cert!r}, version={self.version!r})"
+
+    # --- internals ----------------------------------------------------------------------------
+
+    def _where(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def _gcm(self) -> Any:
+        from kmip.core import attributes, enums
+
+        return attributes.CryptographicParameters(
+            block_cipher_mode=enums.BlockCipherMode.GCM, cryptographic_algorithm=enums.CryptographicAlgorithm.AES,
+            tag_length=TAG_LENGTH, random_iv=self.iv == "server")
+
+    def _current_uid(self, call: Any, key_id: str) -> str:
+        if key_id.startswith(UID_PREFIX):
+            uid = key_id[len(UID_PREFIX):]
+            if not uid:
+                raise UnknownKeyError(f"{PROVIDER}: key id {key_id!r} names no UID")
+            return uid
+        if not key_id:
+            raise UnknownKeyError(f"{PROVIDER}: empty key id")
+        from kmip.core import enums
+        from kmip.core.factories.attributes import AttributeFactory
+        from kmip.core.messages import payloads
+
+        factory = AttributeFactory()
+        located = call("Locate", None, payloads.LocateRequestPayload(attributes=[
+            factory.create_attribute(enums.AttributeType.NAME, key_id),
+            factory.create_attribute(enums.AttributeType.STATE, enums.State.ACTIVE),
+            factory.create_attribute(enums.AttributeType.OBJECT_TYPE, enums.ObjectType.SYMMETRIC_KEY),
+        ])).unique_identifiers or []
+        if not located:
+            raise UnknownKeyError(f"{PROVIDER} Locate with key id {key_id!r} at {self._where()}: no Active symmetric "
+                                  "key has this Name (or this client may not see it)")
+        if len(located) == 1:
+            return located[0]
+        # Several Active keys share the Name (a rotation that left the old key Active): the newest
+        # Initial Date (KMIP 1.4 §3.23) wraps; equal dates keep Locate's order (later wins).
+        newest: tuple[int, int, str] | None = None
+        for position, uid in enumerate(located):
+            attrs = call("Get Attributes", uid, payloads.GetAttributesRequestPayload(
+                unique_identifier=uid, attribute_names=["Initial Date"])).attributes or []
+            date = next((a.attribute_value.value for a in attrs if a.attribute_name.value == "Initial Date"), 0)
+            candidate = (int(date or 0), position, uid)
+            newest = candidate if newest is None or candidate > newest else newest
+        return newest[2]
+
+    @contextmanager
+    def _connection(self, operation: str, key_id: str, uid: str | None = None) -> Iterator[Any]:
+        """One mutual-TLS connection; yields ``call(operation, uid, payload) -> response payload``.
+        Every failure becomes one ``KmsError`` naming the provider, operation, key id and server."""
+        where = f"{PROVIDER} {operation} with key id {key_id!r}" + (f" (key UID {uid})" if uid else "")
+        deadline = time.monotonic() + self.timeout
+        try:
+            raw = socket.create_connection((self.host, self.port), timeout=self.timeout)
+        except TimeoutError:
+            raise KmsError(f"{where} failed: no connection to {self._where()} within {self.timeout:g}s "
+                           "(kmip.timeout)") from None
+        except OSError as exc:
+            raise KmsError(f"{where} failed: cannot reach {self._where()}: {_reason(exc)}") from None
+        try:
+            try:
+                raw.settimeout(max(deadline - time.monotonic(), 0.001))  # connect + handshake + reply <= timeout
+                tls = self._context.wrap_socket(raw, server_hostname=self.server_name)
+            except ssl.SSLCertVerificationError as exc:
+                raise KmsError(f"{where} failed: the server certificate of {self._where()} is not trusted "
+                               f"(kmip.ca-cert, kmip.server-name): {exc.verify_message}") from None
+            except (ssl.SSLError, ConnectionError) as exc:
+                raise KmsError(f"{where} failed: TLS handshake with {self._where()} refused ({_reason(exc)}); is "
+                               "the client certificate (kmip.client-cert) issued by a CA the server trusts?") from None
+            except TimeoutError:
+                raise KmsError(f"{where} failed: no TLS handshake with {self._where()} within {self.timeout:g}s "
+                               "(kmip.timeout)") from None
+            raw = tls
+
+            def call(name: str, target: str | None, payload: Any) -> Any:
+                step = f"{PROVIDER} {name} with key id {key_id!r}" + (f" (key UID {target})" if target else "")
+                return self._exchange(tls, name, payload, step, deadline)
+
+            yield call
+        finally:
+            try:
+                raw.close()
+            except OSError:
+                pass
+
+    def _exchange(self, tls: ssl.SSLSocket, name: str, payload: Any, where: str, deadline: float) -> Any:
+        from kmip.core import enums, primitives, utils
+        from kmip.core.messages import contents, messages
+
+        operation = {"Encrypt": enums.Operation.ENCRYPT, "Decrypt": enums.Operation.DECRYPT,
+                     "Locate": enums.Operation.LOCATE, "Get Attributes": enums.Operation.GET_ATTRIBUTES}[name]
+        major, minor = (int(x) for x in self.version.split("."))
+        request = messages.RequestMessage(
+            request_header=messages.RequestHeader(protocol_version=contents.ProtocolVersion(major, minor),
+                                                  batch_count=contents.BatchCount(1)),
+            batch_items=[messages.RequestBatchItem(
+                operation=primitives.Enumeration(enums.Operation, operation, tag=enums.Tags.OPERATION),
+                request_payload=payload)])
+        stream = utils.BytearrayStream()
+        request.write(stream, self._kmip_version)
+        try:
+            tls.settimeout(max(deadline - time.monotonic(), 0.001))
+            tls.sendall(bytes(stream.buffer))
+            header = _recv_exact(tls, _TTLV_HEADER, deadline)
+            length = struct.unpack(">I", header[4:])[0]
+            if length > _MAX_MESSAGE:
+                raise KmsError(f"{where} failed: reply of {length} bytes from {self._where()} is too large")
+            body = _recv_exact(tls, length, deadline)
+        except TimeoutError:
+            raise KmsError(f"{where} failed: no answer from {self._where()} within {self.timeout:g}s "
+                           "(kmip.timeout)") from None
+        except (ssl.SSLError, OSError, EOFError) as exc:
+            # TLS 1.3 servers report a refused client certificate on the first read, not in the handshake.
+            raise KmsError(f"{where} failed: the connection to {self._where()} was closed ({_reason(exc)}); is the "
+                           "client certificate (kmip.client-cert) issued by a CA the server trusts?") from None
+        response = messages.ResponseMessage()
+        try:
+            response.read(utils.BytearrayStream(header + body), self._kmip_version)
+        except Exception as exc:  # noqa: BLE001 - any decoding failure is one clear error
+            raise KmsError(f"{where} failed: cannot decode the reply from {self._where()}: "
+                           f"{type(exc).__name__}") from None
+        if len(response.batch_items) != 1:
+            raise KmsError(f"{where} failed: the reply has {len(response.batch_items)} batch items, expected 1")
+        item = response.batch_items[0]
+        if item.result_status.value != enums.ResultStatus.SUCCESS:
+            reason = item.result_reason.value if item.result_reason is not None else None
+            message = str(item.result_message.value)[:300] if item.result_message is not None else ""
+            reason_name = reason.name.replace("_", " ").lower() if reason is not None else "failed"
+            text = f"{where} failed at {self._where()}: {reason_name}: {message}".rstrip(": ")
+            if reason in (enums.ResultReason.ITEM_NOT_FOUND,):
+                raise UnknownKeyError(text + " (destroyed, or never existed)")
+            if reason in (enums.ResultReason.PERMISSION_DENIED,):
+                raise KmsError(text + " (the key must be Active, and this client identity allowed to use it)")
+            if reason in (enums.ResultReason.AUTHENTICATION_NOT_SUCCESSFUL,):
+                raise KmsError(text + " (the server refused this client certificate)")
+            if name == "Decrypt" and reason in (enums.ResultReason.GENERAL_FAILURE,
+                                                enums.ResultReason.CRYPTOGRAPHIC_FAILURE):
+                raise KmsError(text + " (a wrapped key that does not authenticate: tampered, or wrapped for "
+                                      "another key id, fails this way)")
+            raise KmsError(text)
+        return item.response_payload
+
+
+def _recv_exact(tls: ssl.SSLSocket, size: int, deadline: float) -> bytes:
+    chunks, received = [], 0
+    while received < size:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        tls.settimeout(remaining)
+        chunk = tls.recv(min(size - received, 65536))
+        if not chunk:
+            raise EOFError("the server closed the connection")
+        chunks.append(chunk)
+        received += len(chunk)
+    return b"".join(chunks)
+
+
+def _parse(wrapped: bytes, key_id: str) -> tuple[bytes, str, bytes, bytes, bytes]:
+    """(header, uid, iv, tag, ciphertext) of a ``PKM1`` blob; ``KmsError`` naming the key id if malformed."""
+    bad = KmsError(f"{PROVIDER}: the wrapped key for key id {key_id!r} is not a KMIP-wrapped key (PKM1)")
+    if len(wrapped) < 7 or not wrapped.startswith(WRAPPED_MAGIC):
+        raise bad
+    (uid_length,) = _UID_LENGTH.unpack_from(wrapped, 4)
+    end = 6 + uid_length
+    if uid_length == 0 or len(wrapped) < end + 1:
+        raise bad
+    try:
+        uid = wrapped[6:end].decode("utf-8")
+    except UnicodeDecodeError:
+        raise bad from None
+    iv_length = wrapped[end]
+    body = end + 1 + iv_length
+    if iv_length == 0 or len(wrapped) <= body + TAG_LENGTH:
+        raise bad
+    return wrapped[:end], uid, wrapped[end + 1:body], wrapped[body:body + TAG_LENGTH], wrapped[body + TAG_LENGTH:]
+
+
+def _reason(exc: BaseException) -> str:
+    text = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or str(exc)
+    return f"{type(exc).__name__}: {text}"[:200]
+
+
+def kmip_kms(properties: Mapping[str, str] | None = None) -> KmipKms:
+    """Factory for ``load_kms("kmip", properties)``: :meth:`KmipKms.from_properties`."""
+    return KmipKms.from_properties(properties or {})
