@@ -5,6 +5,7 @@ Shipped KMSs (short names for :func:`~pyiceberg_crypto.kms.loader.load_kms` and 
 - ``keystore``: :class:`KeystoreKms`, master keys in a local keystore file, with rotation;
 - ``aws``: :class:`AwsKms`, AWS KMS through boto3 (``pip install pyiceberg-crypto[aws]``);
 - ``vault``: :class:`VaultTransitKms`, Vault / OpenBao Transit through hvac (``pip install pyiceberg-crypto[vault]``);
+- ``gcp``: :class:`GcpKms`, Google Cloud KMS through google-cloud-kms (``pip install pyiceberg-crypto[gcp]``);
 - ``kmip``: :class:`KmipKms`, a KMIP server or HSM (AES-GCM Encrypt/Decrypt over mutual TLS) through PyKMIP
   (``pip install pyiceberg-crypto[kmip]``);
 - :class:`InMemoryKms` for demos and tests.
@@ -12,6 +13,7 @@ Shipped KMSs (short names for :func:`~pyiceberg_crypto.kms.loader.load_kms` and 
 
 from pyiceberg_crypto.kms.aws import AwsKms
 from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, KmsError, UnknownKeyError
+from pyiceberg_crypto.kms.gcp import GcpKms
 from pyiceberg_crypto.kms.keystore import InsecureKeystoreError, KeystoreError, KeystoreKms, MalformedKeystoreError
 from pyiceberg_crypto.kms.kmip import KmipKms
 from pyiceberg_crypto.kms.memory import InMemoryKms
@@ -19,6 +21,7 @@ from pyiceberg_crypto.kms.vault import VaultTransitKms
 
 __all__ = [
     "AwsKms",
+    "GcpKms",
     "InMemoryKms",
     "InsecureKeystoreError",
     "KeyGenerationResult",

@@ -24,6 +24,7 @@ SHIPPED: dict[str, str] = {
     "aws": "pyiceberg_crypto.kms.aws:aws_kms",
     "vault": "pyiceberg_crypto.kms.vault:vault_kms",
     "kmip": "pyiceberg_crypto.kms.kmip:kmip_kms",
+    "gcp": "pyiceberg_crypto.kms.gcp:gcp_kms",
 }
 
 
