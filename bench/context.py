@@ -37,6 +37,8 @@ class Sizes:
     incremental_files_per_commit: int  # ... of this many data files each ...
     incremental_new_files: int  # ... then one commit of this many: what --since verifies
     incremental_repeats: int
+    cluster_kms_calls_per_thread: int  # section 8: unwraps per JVM thread on one executor ...
+    cluster_snapshots: int  # ... and snapshots (one data file each) that expire_snapshots removes
 
 
 FULL = Sizes(
@@ -54,6 +56,8 @@ FULL = Sizes(
     incremental_files_per_commit=100,
     incremental_new_files=10,
     incremental_repeats=3,
+    cluster_kms_calls_per_thread=2_000,
+    cluster_snapshots=100,
 )
 
 QUICK = Sizes(
@@ -71,6 +75,8 @@ QUICK = Sizes(
     incremental_files_per_commit=10,
     incremental_new_files=10,
     incremental_repeats=2,
+    cluster_kms_calls_per_thread=200,
+    cluster_snapshots=10,
 )
 
 
