@@ -6,12 +6,15 @@ Shipped KMSs (short names for :func:`~pyiceberg_crypto.kms.loader.load_kms` and 
 - ``aws``: :class:`AwsKms`, AWS KMS through boto3 (``pip install pyiceberg-crypto[aws]``);
 - ``vault``: :class:`VaultTransitKms`, Vault / OpenBao Transit through hvac (``pip install pyiceberg-crypto[vault]``);
 - ``gcp``: :class:`GcpKms`, Google Cloud KMS through google-cloud-kms (``pip install pyiceberg-crypto[gcp]``);
+- ``azure``: :class:`AzureKeyVaultKms`, Azure Key Vault / Managed HSM keys through azure-keyvault-keys
+  (``pip install pyiceberg-crypto[azure]``);
 - ``kmip``: :class:`KmipKms`, a KMIP server or HSM (AES-GCM Encrypt/Decrypt over mutual TLS) through PyKMIP
   (``pip install pyiceberg-crypto[kmip]``);
 - :class:`InMemoryKms` for demos and tests.
 """
 
 from pyiceberg_crypto.kms.aws import AwsKms
+from pyiceberg_crypto.kms.azure import AzureKeyVaultKms
 from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, KmsError, UnknownKeyError
 from pyiceberg_crypto.kms.gcp import GcpKms
 from pyiceberg_crypto.kms.keystore import InsecureKeystoreError, KeystoreError, KeystoreKms, MalformedKeystoreError
@@ -21,6 +24,7 @@ from pyiceberg_crypto.kms.vault import VaultTransitKms
 
 __all__ = [
     "AwsKms",
+    "AzureKeyVaultKms",
     "GcpKms",
     "InMemoryKms",
     "InsecureKeystoreError",

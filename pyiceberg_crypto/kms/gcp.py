@@ -35,16 +35,15 @@ Settings come from properties or the environment (REST transport; ``repr`` shows
 
 from __future__ import annotations
 
-import ipaddress
 import re
 import threading
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlparse
 
 from pyiceberg_crypto.kms import envelope
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
 from pyiceberg_crypto.kms.crc32c import crc32c
+from pyiceberg_crypto.kms.loopback import is_loopback_url
 
 PROVIDER = "Google Cloud KMS"
 MAGIC = b"PGC1"
@@ -53,20 +52,6 @@ CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 AUTH_METHODS = ("default", "anonymous")
 PROPERTY_PREFIX = "gcp."
 _CRYPTO_KEY = re.compile(r"^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$")
-
-
-def is_loopback_url(url: str | None) -> bool:
-    """True for an http(s) URL whose host is a loopback address or ``localhost``."""
-    if not url:
-        return False
-    parsed = urlparse(url if "://" in url else f"https://{url}")
-    host = parsed.hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class GcpKms(KeyManagementClient):

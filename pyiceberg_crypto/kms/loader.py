@@ -25,6 +25,7 @@ SHIPPED: dict[str, str] = {
     "vault": "pyiceberg_crypto.kms.vault:vault_kms",
     "kmip": "pyiceberg_crypto.kms.kmip:kmip_kms",
     "gcp": "pyiceberg_crypto.kms.gcp:gcp_kms",
+    "azure": "pyiceberg_crypto.kms.azure:azure_kms",
 }
 
 
