@@ -68,6 +68,7 @@ import struct
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
@@ -87,11 +88,75 @@ IV_SOURCES = ("client", "server")
 VERSIONS = ("1.4", "2.0")
 
 
+_SETTING_NAMES = ("host", "port", "client-cert", "client-key", "ca-cert", "server-name", "timeout", "version", "iv")
+
+
 def _setting(properties: Mapping[str, str], name: str, default: str | None = None) -> str | None:
     value = properties.get(f"kmip.{name}")
     if value:
         return value
     return os.environ.get(ENV_PREFIX + name.upper().replace("-", "_")) or default
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """Everything one connection needs, swapped as a whole by :meth:`KmipKms.initialize`."""
+
+    host: str
+    port: int
+    server_name: str
+    timeout: float
+    version: str
+    iv: str
+    client_cert: str
+    context: ssl.SSLContext = field(repr=False)
+    kmip_version: Any = field(repr=False)
+
+    @property
+    def where(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def _build_settings(*, host: str, client_cert: str, client_key: str, ca_cert: str, port: int, server_name: str | None,
+                    timeout: float, version: str, iv: str) -> _Settings:
+    try:
+        from kmip.core import enums
+    except ImportError:
+        raise KmsError("the KMIP KMS client needs PyKMIP: pip install 'pyiceberg-crypto[kmip]'") from None
+    if version not in VERSIONS:
+        raise KmsError(f"{PROVIDER}: kmip.version must be one of {VERSIONS}, got {version!r}")
+    if iv not in IV_SOURCES:
+        raise KmsError(f"{PROVIDER}: kmip.iv must be one of {IV_SOURCES}, got {iv!r}")
+    if timeout <= 0:
+        raise KmsError(f"{PROVIDER}: kmip.timeout must be positive, got {timeout!r}")
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)  # verifies the chain and the server's name
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_verify_locations(cafile=ca_cert)
+    except (OSError, ssl.SSLError) as exc:
+        raise KmsError(f"{PROVIDER}: cannot load the CA file {ca_cert!r} (kmip.ca-cert): {_reason(exc)}") from None
+    try:
+        context.load_cert_chain(client_cert, client_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise KmsError(f"{PROVIDER}: cannot load the client certificate {client_cert!r} and key {client_key!r} "
+                       f"(kmip.client-cert, kmip.client-key): {_reason(exc)}") from None
+    return _Settings(host=host, port=int(port), server_name=server_name or host, timeout=float(timeout),
+                     version=version, iv=iv, client_cert=client_cert, context=context,
+                     kmip_version=enums.KMIPVersion.KMIP_1_4 if version == "1.4" else enums.KMIPVersion.KMIP_2_0)
+
+
+def _arguments(properties: Mapping[str, str], *, environment: bool) -> dict[str, Any]:
+    """``KmipKms`` keyword arguments from ``kmip.*`` properties (and the environment when asked)."""
+    p = dict(properties)
+    raw = {name: (_setting(p, name) if environment else p.get(f"kmip.{name}") or None) for name in _SETTING_NAMES}
+    arguments: dict[str, Any] = {name.replace("-", "_"): value for name, value in raw.items() if value is not None}
+    for name, kind in (("port", int), ("timeout", float)):
+        if name in arguments:
+            try:
+                arguments[name] = kind(arguments[name])
+            except ValueError:
+                raise KmsError(f"{PROVIDER}: kmip.{name} must be a number, got {raw[name]!r}") from None
+    return arguments
 
 
 class KmipKms(KeyManagementClient):
@@ -120,85 +185,75 @@ class KmipKms(KeyManagementClient):
         version: str = "1.4",
         iv: str = "client",
     ):
-        try:
-            from kmip.core import enums
-        except ImportError:
-            raise KmsError("the KMIP KMS client needs PyKMIP: pip install 'pyiceberg-crypto[kmip]'") from None
-        if version not in VERSIONS:
-            raise KmsError(f"{PROVIDER}: kmip.version must be one of {VERSIONS}, got {version!r}")
-        if iv not in IV_SOURCES:
-            raise KmsError(f"{PROVIDER}: kmip.iv must be one of {IV_SOURCES}, got {iv!r}")
-        if timeout <= 0:
-            raise KmsError(f"{PROVIDER}: kmip.timeout must be positive, got {timeout!r}")
-        self.host, self.port = host, int(port)
-        self.server_name = server_name or host
-        self.timeout = float(timeout)
-        self.version = version
-        self.iv = iv
-        self.client_cert = client_cert
-        self._kmip_version = enums.KMIPVersion.KMIP_1_4 if version == "1.4" else enums.KMIPVersion.KMIP_2_0
-        self._context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
-        self._context.minimum_version = ssl.TLSVersion.TLSv1_2
-        try:
-            self._context.load_verify_locations(cafile=ca_cert)
-        except (OSError, ssl.SSLError) as exc:
-            raise KmsError(f"{PROVIDER}: cannot load the CA file {ca_cert!r} (kmip.ca-cert): {_reason(exc)}") \
-                from None
-        try:
-            self._context.load_cert_chain(client_cert, client_key)
-        except (OSError, ssl.SSLError) as exc:
-            raise KmsError(f"{PROVIDER}: cannot load the client certificate {client_cert!r} and key "
-                           f"{client_key!r} (kmip.client-cert, kmip.client-key): {_reason(exc)}") from None
+        self._arguments: dict[str, Any] = dict(host=host, client_cert=client_cert, client_key=client_key,
+                                               ca_cert=ca_cert, port=port, server_name=server_name, timeout=timeout,
+                                               version=version, iv=iv)
+        self._settings = _build_settings(**self._arguments)
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> KmipKms:
         """Build from ``kmip.*`` properties, else ``PYICEBERG_CRYPTO_KMIP_*`` variables (module docs)."""
-        p = dict(properties)
-        missing = [f"kmip.{n}" for n in ("host", "client-cert", "client-key", "ca-cert") if not _setting(p, n)]
+        arguments = _arguments(properties, environment=True)
+        missing = [f"kmip.{n}" for n in ("host", "client-cert", "client-key", "ca-cert")
+                   if n.replace("-", "_") not in arguments]
         if missing:
             raise KmsError(f"{PROVIDER}: missing settings {', '.join(missing)} (properties or "
                            f"{ENV_PREFIX}* environment variables)")
-        numbers: dict[str, float] = {}
-        for name, default, kind in (("port", str(DEFAULT_PORT), int), ("timeout", "10", float)):
-            raw = _setting(p, name, default)
-            try:
-                numbers[name] = kind(raw)
-            except (TypeError, ValueError):
-                raise KmsError(f"{PROVIDER}: kmip.{name} must be a number, got {raw!r}") from None
-        return cls(
-            host=_setting(p, "host"), port=int(numbers["port"]), client_cert=_setting(p, "client-cert"),
-            client_key=_setting(p, "client-key"), ca_cert=_setting(p, "ca-cert"),
-            server_name=_setting(p, "server-name"), timeout=numbers["timeout"],
-            version=_setting(p, "version", "1.4"), iv=_setting(p, "iv", "client"),
-        )
+        return cls(**arguments)
+
+    def initialize(self, properties: Mapping[str, str]) -> None:
+        """Apply ``kmip.*`` properties over the current settings (catalog properties
+        ``pyiceberg-crypto.kms.kmip.*`` arrive here with the prefix removed); others are ignored.
+        Calls already under way finish with the settings they started with."""
+        changes = _arguments(properties, environment=False)
+        if changes:
+            arguments = {**self._arguments, **changes}
+            self._settings = _build_settings(**arguments)
+            self._arguments = arguments
+
+    @property
+    def host(self) -> str:
+        """The KMIP server's host."""
+        return self._settings.host
+
+    @property
+    def port(self) -> int:
+        """The KMIP server's port."""
+        return self._settings.port
+
+    @property
+    def timeout(self) -> float:
+        """Seconds allowed for one operation (connect, TLS handshake, request and reply)."""
+        return self._settings.timeout
 
     # --- KeyManagementClient ------------------------------------------------------------------
 
     def wrap_key(self, key: bytes, wrapping_key_id: str) -> bytes:
         from kmip.core.messages import payloads
 
-        with self._connection("Encrypt", wrapping_key_id) as call:
-            uid = self._current_uid(call, wrapping_key_id)
+        with self._connection("Encrypt", wrapping_key_id) as session:
+            uid = _current_uid(session, wrapping_key_id)
             header = WRAPPED_MAGIC + _UID_LENGTH.pack(len(uid.encode())) + uid.encode()
-            iv = os.urandom(CLIENT_IV_LENGTH) if self.iv == "client" else None
-            reply = call("Encrypt", uid, payloads.EncryptRequestPayload(
-                unique_identifier=uid, cryptographic_parameters=self._gcm(), data=bytes(key),
+            iv = os.urandom(CLIENT_IV_LENGTH) if session.settings.iv == "client" else None
+            reply = session.call("Encrypt", uid, payloads.EncryptRequestPayload(
+                unique_identifier=uid, cryptographic_parameters=_gcm(session.settings), data=bytes(key),
                 iv_counter_nonce=iv, auth_additional_data=header + wrapping_key_id.encode()))
         iv = iv or reply.iv_counter_nonce
         tag, ciphertext = reply.auth_tag, reply.data
         if not iv or not tag or len(tag) != TAG_LENGTH or ciphertext is None or len(ciphertext) != len(key):
-            raise KmsError(f"{PROVIDER} Encrypt with key id {wrapping_key_id!r} (key UID {uid}) at {self._where()}: "
-                           "the reply has no GCM IV and 16-byte tag (does the server support AES-GCM?)")
+            raise KmsError(f"{PROVIDER} Encrypt with key id {wrapping_key_id!r} (key UID {uid}) at "
+                           f"{session.settings.where}: the reply has no GCM IV and 16-byte tag (does the server "
+                           "support AES-GCM?)")
         return header + bytes([len(iv)]) + iv + tag + ciphertext
 
     def unwrap_key(self, wrapped: bytes, wrapping_key_id: str) -> bytes:
         from kmip.core.messages import payloads
 
         header, uid, iv, tag, ciphertext = _parse(bytes(wrapped), wrapping_key_id)
-        with self._connection("Decrypt", wrapping_key_id, uid) as call:
-            reply = call("Decrypt", uid, payloads.DecryptRequestPayload(
-                unique_identifier=uid, cryptographic_parameters=self._gcm(), data=ciphertext, iv_counter_nonce=iv,
-                auth_additional_data=header + wrapping_key_id.encode(), auth_tag=tag))
+        with self._connection("Decrypt", wrapping_key_id, uid) as session:
+            reply = session.call("Decrypt", uid, payloads.DecryptRequestPayload(
+                unique_identifier=uid, cryptographic_parameters=_gcm(session.settings), data=ciphertext,
+                iv_counter_nonce=iv, auth_additional_data=header + wrapping_key_id.encode(), auth_tag=tag))
         if reply.data is None or len(reply.data) != len(ciphertext):
             raise KmsError(f"{PROVIDER} Decrypt with key id {wrapping_key_id!r} (key UID {uid}): no plaintext in "
                            "the reply")
@@ -213,108 +268,73 @@ class KmipKms(KeyManagementClient):
 
     def current_key_version(self, wrapping_key_id: str) -> str | None:
         """The Unique Identifier :meth:`wrap_key` uses now: the newest Active key with that Name."""
-        with self._connection("Locate", wrapping_key_id) as call:
-            return self._current_uid(call, wrapping_key_id)
+        with self._connection("Locate", wrapping_key_id) as session:
+            return _current_uid(session, wrapping_key_id)
 
     def unwrap_key_version(self, wrapped: bytes, wrapping_key_id: str, version: str | None) -> bytes:
         """Decrypt with the key UID in the blob's header (``version`` is that UID)."""
         return self.unwrap_key(wrapped, wrapping_key_id)
 
     def __repr__(self) -> str:
-        return f"KmipKms(server={self._where()!r}, client_cert={self.client_cert!r}, version={self.version!r})"
+        cfg = self._settings
+        return f"KmipKms(server={cfg.where!r}, client_cert={cfg.client_cert!r}, version={cfg.version!r})"
 
     # --- internals ----------------------------------------------------------------------------
 
-    def _where(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    def _gcm(self) -> Any:
-        from kmip.core import attributes, enums
-
-        return attributes.CryptographicParameters(
-            block_cipher_mode=enums.BlockCipherMode.GCM, cryptographic_algorithm=enums.CryptographicAlgorithm.AES,
-            tag_length=TAG_LENGTH, random_iv=self.iv == "server")
-
-    def _current_uid(self, call: Any, key_id: str) -> str:
-        if key_id.startswith(UID_PREFIX):
-            uid = key_id[len(UID_PREFIX):]
-            if not uid:
-                raise UnknownKeyError(f"{PROVIDER}: key id {key_id!r} names no UID")
-            return uid
-        if not key_id:
-            raise UnknownKeyError(f"{PROVIDER}: empty key id")
-        from kmip.core import enums
-        from kmip.core.factories.attributes import AttributeFactory
-        from kmip.core.messages import payloads
-
-        factory = AttributeFactory()
-        located = call("Locate", None, payloads.LocateRequestPayload(attributes=[
-            factory.create_attribute(enums.AttributeType.NAME, key_id),
-            factory.create_attribute(enums.AttributeType.STATE, enums.State.ACTIVE),
-            factory.create_attribute(enums.AttributeType.OBJECT_TYPE, enums.ObjectType.SYMMETRIC_KEY),
-        ])).unique_identifiers or []
-        if not located:
-            raise UnknownKeyError(f"{PROVIDER} Locate with key id {key_id!r} at {self._where()}: no Active symmetric "
-                                  "key has this Name (or this client may not see it)")
-        if len(located) == 1:
-            return located[0]
-        # Several Active keys share the Name (a rotation that left the old key Active): the newest
-        # Initial Date (KMIP 1.4 §3.23) wraps; equal dates keep Locate's order (later wins).
-        newest: tuple[int, int, str] | None = None
-        for position, uid in enumerate(located):
-            attrs = call("Get Attributes", uid, payloads.GetAttributesRequestPayload(
-                unique_identifier=uid, attribute_names=["Initial Date"])).attributes or []
-            date = next((a.attribute_value.value for a in attrs if a.attribute_name.value == "Initial Date"), 0)
-            candidate = (int(date or 0), position, uid)
-            newest = candidate if newest is None or candidate > newest else newest
-        return newest[2]
-
     @contextmanager
-    def _connection(self, operation: str, key_id: str, uid: str | None = None) -> Iterator[Any]:
-        """One mutual-TLS connection; yields ``call(operation, uid, payload) -> response payload``.
-        Every failure becomes one ``KmsError`` naming the provider, operation, key id and server."""
+    def _connection(self, operation: str, key_id: str, uid: str | None = None) -> Iterator[_Session]:
+        """One mutual-TLS connection with the settings of this moment; every failure becomes one
+        ``KmsError`` naming the provider, operation, key id and server."""
+        cfg = self._settings
         where = f"{PROVIDER} {operation} with key id {key_id!r}" + (f" (key UID {uid})" if uid else "")
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + cfg.timeout
         try:
-            raw = socket.create_connection((self.host, self.port), timeout=self.timeout)
+            raw = socket.create_connection((cfg.host, cfg.port), timeout=cfg.timeout)
         except TimeoutError:
-            raise KmsError(f"{where} failed: no connection to {self._where()} within {self.timeout:g}s "
+            raise KmsError(f"{where} failed: no connection to {cfg.where} within {cfg.timeout:g}s "
                            "(kmip.timeout)") from None
         except OSError as exc:
-            raise KmsError(f"{where} failed: cannot reach {self._where()}: {_reason(exc)}") from None
+            raise KmsError(f"{where} failed: cannot reach {cfg.where}: {_reason(exc)}") from None
         try:
             try:
                 raw.settimeout(max(deadline - time.monotonic(), 0.001))  # connect + handshake + reply <= timeout
-                tls = self._context.wrap_socket(raw, server_hostname=self.server_name)
+                tls = cfg.context.wrap_socket(raw, server_hostname=cfg.server_name)
             except ssl.SSLCertVerificationError as exc:
-                raise KmsError(f"{where} failed: the server certificate of {self._where()} is not trusted "
+                raise KmsError(f"{where} failed: the server certificate of {cfg.where} is not trusted "
                                f"(kmip.ca-cert, kmip.server-name): {exc.verify_message}") from None
             except (ssl.SSLError, ConnectionError) as exc:
-                raise KmsError(f"{where} failed: TLS handshake with {self._where()} refused ({_reason(exc)}); is "
+                raise KmsError(f"{where} failed: TLS handshake with {cfg.where} refused ({_reason(exc)}); is "
                                "the client certificate (kmip.client-cert) issued by a CA the server trusts?") from None
             except TimeoutError:
-                raise KmsError(f"{where} failed: no TLS handshake with {self._where()} within {self.timeout:g}s "
+                raise KmsError(f"{where} failed: no TLS handshake with {cfg.where} within {cfg.timeout:g}s "
                                "(kmip.timeout)") from None
             raw = tls
-
-            def call(name: str, target: str | None, payload: Any) -> Any:
-                step = f"{PROVIDER} {name} with key id {key_id!r}" + (f" (key UID {target})" if target else "")
-                return self._exchange(tls, name, payload, step, deadline)
-
-            yield call
+            yield _Session(cfg, tls, key_id, deadline)
         finally:
             try:
                 raw.close()
             except OSError:
                 pass
 
-    def _exchange(self, tls: ssl.SSLSocket, name: str, payload: Any, where: str, deadline: float) -> Any:
+
+@dataclass
+class _Session:
+    """One open connection: :meth:`call` sends one request message and returns its response payload."""
+
+    settings: _Settings
+    tls: ssl.SSLSocket
+    key_id: str
+    deadline: float
+
+    def call(self, name: str, uid: str | None, payload: Any) -> Any:
         from kmip.core import enums, primitives, utils
         from kmip.core.messages import contents, messages
 
+        cfg = self.settings
+        where = f"{PROVIDER} {name} with key id {self.key_id!r}" + (f" (key UID {uid})" if uid else "")
         operation = {"Encrypt": enums.Operation.ENCRYPT, "Decrypt": enums.Operation.DECRYPT,
                      "Locate": enums.Operation.LOCATE, "Get Attributes": enums.Operation.GET_ATTRIBUTES}[name]
-        major, minor = (int(x) for x in self.version.split("."))
+        major, minor = (int(x) for x in cfg.version.split("."))
         request = messages.RequestMessage(
             request_header=messages.RequestHeader(protocol_version=contents.ProtocolVersion(major, minor),
                                                   batch_count=contents.BatchCount(1)),
@@ -322,48 +342,100 @@ class KmipKms(KeyManagementClient):
                 operation=primitives.Enumeration(enums.Operation, operation, tag=enums.Tags.OPERATION),
                 request_payload=payload)])
         stream = utils.BytearrayStream()
-        request.write(stream, self._kmip_version)
+        request.write(stream, cfg.kmip_version)
         try:
-            tls.settimeout(max(deadline - time.monotonic(), 0.001))
-            tls.sendall(bytes(stream.buffer))
-            header = _recv_exact(tls, _TTLV_HEADER, deadline)
+            self.tls.settimeout(max(self.deadline - time.monotonic(), 0.001))
+            self.tls.sendall(bytes(stream.buffer))
+            header = _recv_exact(self.tls, _TTLV_HEADER, self.deadline)
             length = struct.unpack(">I", header[4:])[0]
             if length > _MAX_MESSAGE:
-                raise KmsError(f"{where} failed: reply of {length} bytes from {self._where()} is too large")
-            body = _recv_exact(tls, length, deadline)
+                raise KmsError(f"{where} failed: reply of {length} bytes from {cfg.where} is too large")
+            body = _recv_exact(self.tls, length, self.deadline)
         except TimeoutError:
-            raise KmsError(f"{where} failed: no answer from {self._where()} within {self.timeout:g}s "
+            raise KmsError(f"{where} failed: no answer from {cfg.where} within {cfg.timeout:g}s "
                            "(kmip.timeout)") from None
         except (ssl.SSLError, OSError, EOFError) as exc:
             # TLS 1.3 servers report a refused client certificate on the first read, not in the handshake.
-            raise KmsError(f"{where} failed: the connection to {self._where()} was closed ({_reason(exc)}); is the "
+            raise KmsError(f"{where} failed: the connection to {cfg.where} was closed ({_reason(exc)}); is the "
                            "client certificate (kmip.client-cert) issued by a CA the server trusts?") from None
         response = messages.ResponseMessage()
         try:
-            response.read(utils.BytearrayStream(header + body), self._kmip_version)
+            response.read(utils.BytearrayStream(header + body), cfg.kmip_version)
         except Exception as exc:  # noqa: BLE001 - any decoding failure is one clear error
-            raise KmsError(f"{where} failed: cannot decode the reply from {self._where()}: "
+            raise KmsError(f"{where} failed: cannot decode the reply from {cfg.where}: "
                            f"{type(exc).__name__}") from None
         if len(response.batch_items) != 1:
             raise KmsError(f"{where} failed: the reply has {len(response.batch_items)} batch items, expected 1")
         item = response.batch_items[0]
         if item.result_status.value != enums.ResultStatus.SUCCESS:
-            reason = item.result_reason.value if item.result_reason is not None else None
-            message = str(item.result_message.value)[:300] if item.result_message is not None else ""
-            reason_name = reason.name.replace("_", " ").lower() if reason is not None else "failed"
-            text = f"{where} failed at {self._where()}: {reason_name}: {message}".rstrip(": ")
-            if reason in (enums.ResultReason.ITEM_NOT_FOUND,):
-                raise UnknownKeyError(text + " (destroyed, or never existed)")
-            if reason in (enums.ResultReason.PERMISSION_DENIED,):
-                raise KmsError(text + " (the key must be Active, and this client identity allowed to use it)")
-            if reason in (enums.ResultReason.AUTHENTICATION_NOT_SUCCESSFUL,):
-                raise KmsError(text + " (the server refused this client certificate)")
-            if name == "Decrypt" and reason in (enums.ResultReason.GENERAL_FAILURE,
-                                                enums.ResultReason.CRYPTOGRAPHIC_FAILURE):
-                raise KmsError(text + " (a wrapped key that does not authenticate: tampered, or wrapped for "
-                                      "another key id, fails this way)")
-            raise KmsError(text)
+            _raise_failure(item, name, f"{where} failed at {cfg.where}")
         return item.response_payload
+
+
+def _raise_failure(item: Any, operation: str, where: str) -> None:
+    """One ``KmsError`` for a failed batch item: KMIP's Result Reason and Result Message (KMIP 1.4 §6.9-6.11)."""
+    from kmip.core import enums
+
+    reason = item.result_reason.value if item.result_reason is not None else None
+    message = str(item.result_message.value)[:300] if item.result_message is not None else ""
+    reason_name = reason.name.replace("_", " ").lower() if reason is not None else "failed"
+    text = f"{where}: {reason_name}: {message}".rstrip(": ")
+    if reason == enums.ResultReason.ITEM_NOT_FOUND:
+        raise UnknownKeyError(text + " (destroyed, or never existed)")
+    if reason == enums.ResultReason.PERMISSION_DENIED:
+        raise KmsError(text + " (the key must be Active, and this client identity allowed to use it)")
+    if reason == enums.ResultReason.AUTHENTICATION_NOT_SUCCESSFUL:
+        raise KmsError(text + " (the server refused this client certificate)")
+    if operation == "Decrypt" and reason in (enums.ResultReason.GENERAL_FAILURE,
+                                             enums.ResultReason.CRYPTOGRAPHIC_FAILURE):
+        raise KmsError(text + " (a wrapped key that does not authenticate: tampered, or wrapped for another key "
+                              "id, fails this way)")
+    raise KmsError(text)
+
+
+def _gcm(cfg: _Settings) -> Any:
+    """Cryptographic Parameters for AES-GCM with a 16-byte tag (KMIP 1.4 §3.6)."""
+    from kmip.core import attributes, enums
+
+    return attributes.CryptographicParameters(
+        block_cipher_mode=enums.BlockCipherMode.GCM, cryptographic_algorithm=enums.CryptographicAlgorithm.AES,
+        tag_length=TAG_LENGTH, random_iv=cfg.iv == "server")
+
+
+def _current_uid(session: _Session, key_id: str) -> str:
+    """The UID that wraps for ``key_id`` now: ``uid:<UID>`` itself, else the newest Active key with that Name."""
+    if key_id.startswith(UID_PREFIX):
+        uid = key_id[len(UID_PREFIX):]
+        if not uid:
+            raise UnknownKeyError(f"{PROVIDER}: key id {key_id!r} names no UID")
+        return uid
+    if not key_id:
+        raise UnknownKeyError(f"{PROVIDER}: empty key id")
+    from kmip.core import enums
+    from kmip.core.factories.attributes import AttributeFactory
+    from kmip.core.messages import payloads
+
+    factory = AttributeFactory()
+    located = session.call("Locate", None, payloads.LocateRequestPayload(attributes=[
+        factory.create_attribute(enums.AttributeType.NAME, key_id),
+        factory.create_attribute(enums.AttributeType.STATE, enums.State.ACTIVE),
+        factory.create_attribute(enums.AttributeType.OBJECT_TYPE, enums.ObjectType.SYMMETRIC_KEY),
+    ])).unique_identifiers or []
+    if not located:
+        raise UnknownKeyError(f"{PROVIDER} Locate with key id {key_id!r} at {session.settings.where}: no Active "
+                              "symmetric key has this Name (or this client may not see it)")
+    if len(located) == 1:
+        return located[0]
+    # Several Active keys share the Name (a rotation that left the old key Active): the newest
+    # Initial Date (KMIP 1.4 §3.23) wraps; equal dates keep Locate's order (later wins).
+    newest: tuple[int, int, str] | None = None
+    for position, uid in enumerate(located):
+        attrs = session.call("Get Attributes", uid, payloads.GetAttributesRequestPayload(
+            unique_identifier=uid, attribute_names=["Initial Date"])).attributes or []
+        date = next((a.attribute_value.value for a in attrs if a.attribute_name.value == "Initial Date"), 0)
+        candidate = (int(date or 0), position, uid)
+        newest = candidate if newest is None or candidate > newest else newest
+    return newest[2]
 
 
 def _recv_exact(tls: ssl.SSLSocket, size: int, deadline: float) -> bytes:

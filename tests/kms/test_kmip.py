@@ -191,3 +191,20 @@ def test_settings_from_environment_and_errors(server, monkeypatch, tmp_path):
         load_kms("kmip", {**props, "kmip.client-key": str(tmp_path / "missing.key")})
     with pytest.raises(KmsError, match=r"cannot load the CA file '.*nothing\.crt' \(kmip\.ca-cert\)"):
         load_kms("kmip", {**props, "kmip.ca-cert": str(tmp_path / "nothing.crt")})
+
+
+def test_initialize_applies_kmip_properties(server):
+    """Catalog properties pyiceberg-crypto.kms.kmip.* reach initialize() with the prefix removed."""
+    server.create_key("configured")
+    props = server.client_properties()
+    kms = KmipKms(host="127.0.0.1", port=free_loopback_port(), client_cert=props["kmip.client-cert"],
+                  client_key=props["kmip.client-key"], ca_cert=props["kmip.ca-cert"], timeout=2)
+    with pytest.raises(KmsError, match="cannot reach"):
+        kms.current_key_version("configured")
+    kms.initialize({"kmip.port": str(server.port), "kmip.timeout": "3", "keystore.path": "/ignored"})
+    assert (kms.port, kms.timeout) == (server.port, 3.0)
+    assert kms.unwrap_key(kms.wrap_key(b"i" * 32, "configured"), "configured") == b"i" * 32
+    kms.initialize({"unrelated": "x"})  # no kmip.* property: nothing changes
+    with pytest.raises(KmsError, match=r"kmip\.timeout must be a number, got 'later'"):
+        kms.initialize({"kmip.timeout": "later"})
+    assert kms.timeout == 3.0 and kms.current_key_version("configured")

@@ -39,11 +39,15 @@ def test_kmip_spark_spine(spark, tmp_path):
     with KmipTestServer(tmp_path / "kmip") as server:
         first = server.create_key("lake-orders")
         props = server.client_properties(**{"kmip.timeout": "5"})
-        kms = load_kms("kmip", props)
+        # The driver's KMS starts with the wrong port; the catalog's pyiceberg-crypto.kms.kmip.* properties
+        # (prefix removed, through initialize) point it at the server before the first key operation.
+        kms = load_kms("kmip", {**props, "kmip.port": "1"})
+        catalog_props = {f"pyiceberg-crypto.kms.kmip.{name}": props[f"kmip.{name}"] for name in ("port", "timeout")}
         suffix = uuid.uuid4().hex[:6]
         catalog, table = f"kmip_{suffix}", f"kmip_{suffix}.db.orders"
         with register_kms(spark, kms, name=f"kmip-{suffix}") as registration:
-            add_catalog(spark, catalog, warehouse=tmp_path / "wh", kms_name=f"kmip-{suffix}")
+            add_catalog(spark, catalog, warehouse=tmp_path / "wh", kms_name=f"kmip-{suffix}",
+                        extra_catalog_properties=catalog_props)
             spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.db")
             tbl = config.tblproperties_sql(config.table_properties("lake-orders"))
             spark.sql(f"CREATE TABLE {table} (id bigint, v string) USING iceberg {tbl}")
@@ -51,6 +55,7 @@ def test_kmip_spark_spine(spark, tmp_path):
             rows = sorted(tuple(r) for r in spark.table(table).collect())
             assert rows == [(1, "a"), (2, "b")]
             assert registration.stats.wrap >= 1 and registration.stats.errors == 0
+            assert kms.port == server.port
             before = _current_metadata(spark, table)
             assert _wrapping_uids(kms, before, "lake-orders") == {first}
 
