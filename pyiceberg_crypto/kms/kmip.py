@@ -43,7 +43,12 @@ UID in the header, so blobs wrapped before a rotation keep unwrapping while thei
 key authenticate this client (the KMIP server maps the certificate to an identity and its
 permissions), the CA file verifies the server's certificate and the server's name
 (``kmip.server-name``, default the host). One short connection per operation (no state shared
-between threads); every connect, send and receive is bounded by ``kmip.timeout``.
+between threads); one operation (connect, TLS handshake, requests and replies) takes at most
+``kmip.timeout`` seconds.
+
+Settings come from ``kmip.*`` properties, else ``PYICEBERG_CRYPTO_KMIP_*`` environment variables;
+:meth:`KmipKms.initialize` applies ``kmip.*`` properties later (catalog properties
+``pyiceberg-crypto.kms.kmip.*`` arrive there with the prefix removed).
 
 =========================  ================================================================
 ``kmip.host``              server host; else ``PYICEBERG_CRYPTO_KMIP_HOST``
@@ -53,7 +58,7 @@ between threads); every connect, send and receive is bounded by ``kmip.timeout``
                            ``..._KMIP_CLIENT_KEY``
 ``kmip.ca-cert``           CA bundle for the server's certificate; else ``..._KMIP_CA_CERT``
 ``kmip.server-name``       name checked in the server certificate (default ``kmip.host``)
-``kmip.timeout``           seconds per connection step (default 10; below the bridge timeout)
+``kmip.timeout``           seconds for one operation (default 10; below the bridge timeout)
 ``kmip.version``           KMIP protocol version of requests, ``1.4`` (default) or ``2.0``
 ``kmip.iv``                ``client`` (default, 12 random bytes) or ``server``
 =========================  ================================================================

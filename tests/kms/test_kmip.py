@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import threading
 import time
 
 import pytest
@@ -208,3 +209,25 @@ def test_initialize_applies_kmip_properties(server):
     with pytest.raises(KmsError, match=r"kmip\.timeout must be a number, got 'later'"):
         kms.initialize({"kmip.timeout": "later"})
     assert kms.timeout == 3.0 and kms.current_key_version("configured")
+
+
+def test_concurrent_calls_from_threads(server, kms):
+    """The JVM calls from several threads at once: one connection per operation, nothing shared."""
+    server.create_key("busy")
+    keys = [os.urandom(32) for _ in range(6)]
+    results: dict[int, bytes] = {}
+    errors: list[BaseException] = []
+
+    def work(index: int) -> None:
+        try:
+            for _ in range(3):
+                results[index] = kms.unwrap_key(kms.wrap_key(keys[index], "busy"), "busy")
+        except BaseException as exc:  # handed to the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(keys))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors and results == dict(enumerate(keys))
