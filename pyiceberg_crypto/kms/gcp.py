@@ -78,11 +78,8 @@ class GcpKms(KeyManagementClient):
         additional_authenticated_data: str | None = DEFAULT_AAD,
     ):
         try:
-            import google.auth
-            import google.auth.exceptions
-            from google.api_core.client_options import ClientOptions
             from google.auth.credentials import AnonymousCredentials
-            from google.cloud import kms_v1
+            from google.cloud import kms_v1  # noqa: F401
         except ImportError:
             raise KmsError("the Google Cloud KMS client needs google-cloud-kms: "
                            "pip install 'pyiceberg-crypto[gcp]'") from None
@@ -99,10 +96,18 @@ class GcpKms(KeyManagementClient):
             credentials = AnonymousCredentials()
         elif credentials is None and credentials_file:
             credentials = _load_credentials_file(credentials_file)
-        options = ClientOptions(api_endpoint=endpoint) if endpoint else None
+        self._credentials = credentials
+        self._client: Any = None  # made at the first call: application default credentials are looked up then
+
+    def _make_client(self) -> Any:
+        import google.auth.exceptions
+        from google.api_core.client_options import ClientOptions
+        from google.cloud import kms_v1
+
+        options = ClientOptions(api_endpoint=self.endpoint) if self.endpoint else None
         try:
-            self._client = kms_v1.KeyManagementServiceClient(credentials=credentials, transport="rest",
-                                                             client_options=options)
+            return kms_v1.KeyManagementServiceClient(credentials=self._credentials, transport="rest",
+                                                     client_options=options)
         except google.auth.exceptions.DefaultCredentialsError:
             raise KmsError(f"{PROVIDER}: no credentials (set GOOGLE_APPLICATION_CREDENTIALS or "
                            "gcp.credentials-file, or run where application default credentials exist)") from None
@@ -133,7 +138,7 @@ class GcpKms(KeyManagementClient):
         fresh = GcpKms.from_properties(mine)
         with self._lock:
             self.endpoint, self.timeout, self.aad = fresh.endpoint, fresh.timeout, fresh.aad
-            self._client = fresh._client
+            self._credentials, self._client = fresh._credentials, None
             self._configured_with = mine
 
     # --- KeyManagementClient ------------------------------------------------------------------
@@ -188,7 +193,8 @@ class GcpKms(KeyManagementClient):
 
     def close(self) -> None:
         try:
-            self._client.transport.close()
+            if self._client is not None:
+                self._client.transport.close()
         except Exception:  # noqa: BLE001 - best effort
             pass
 
@@ -207,6 +213,11 @@ class GcpKms(KeyManagementClient):
                                   "(projects/P/locations/L/keyRings/R/cryptoKeys/K)")
         where = f"{PROVIDER} {operation} with key id {key_id!r}"
         with self._lock:
+            if self._client is None:
+                try:
+                    self._client = self._make_client()
+                except KmsError as exc:
+                    raise KmsError(f"{where} failed: {str(exc).removeprefix(PROVIDER + ': ')}") from None
             client, timeout = self._client, self.timeout
         try:
             return getattr(client, method)(request=request, retry=None, timeout=timeout)

@@ -21,6 +21,16 @@ from tests.kms.gcp_standin import ENCRYPTER_DECRYPTER, CloudKmsStandIn  # noqa: 
 pytestmark = pytest.mark.loopback
 
 
+@pytest.fixture(autouse=True)
+def _no_metadata_server(monkeypatch):
+    """Application default credentials must never probe the GCE metadata server (a link-local
+    address) from a test: every test passes credentials, and should one not, no probe is made."""
+    from google.auth.compute_engine import _metadata
+
+    monkeypatch.setattr(_metadata, "_NO_GCE_CHECK", True)  # google-auth reads NO_GCE_CHECK at import
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+
+
 @pytest.fixture
 def cloud():
     standin = CloudKmsStandIn()
@@ -160,6 +170,16 @@ def test_server_down_and_slow(cloud, props):
         slow.wrap_key(os.urandom(32), cloud.key)
     assert time.monotonic() - started < 1.9
     cloud.delay = 0.0
+
+
+def test_no_credentials(cloud, monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))  # no gcloud application default credentials either
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    kms = GcpKms(endpoint=cloud.address)  # constructing needs no credentials: they are looked up at the first call
+    with pytest.raises(KmsError, match=r"Google Cloud KMS encrypt with key id '.*lake-orders' failed: no credentials "
+                                       r"\(set GOOGLE_APPLICATION_CREDENTIALS or gcp.credentials-file"):
+        kms.wrap_key(os.urandom(32), cloud.key)
+    assert cloud.calls == []
 
 
 def test_catalog_properties_reach_initialize(cloud, props):

@@ -23,6 +23,16 @@ from tests.kms.gcp_standin import CloudKmsStandIn  # noqa: E402
 pytestmark = [pytest.mark.slow, pytest.mark.loopback]
 
 
+@pytest.fixture(autouse=True)
+def _no_metadata_server(monkeypatch):
+    """Application default credentials must never probe the GCE metadata server (a link-local
+    address) from a test: every test passes credentials, and should one not, no probe is made."""
+    from google.auth.compute_engine import _metadata
+
+    monkeypatch.setattr(_metadata, "_NO_GCE_CHECK", True)  # google-auth reads NO_GCE_CHECK at import
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+
+
 def _current_metadata(spark, table: str) -> str:
     return spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
 
