@@ -44,6 +44,23 @@ STATUSES = (OK, PLAINTEXT, TAMPERED, TRUNCATED, LENGTH_MISMATCH, WRONG_FILE, MIS
             UNVERIFIABLE, OUTSIDE_TABLE, DIVERGED)
 
 REPORT_VERSION = 1
+# The JSON Schema (draft 2020-12) of the report document and of the error document, shipped as
+# package data beside this module: see :func:`report_schema`.
+REPORT_SCHEMA = "report.schema.json"
+
+
+def report_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of :meth:`TableReport.to_dict` and of ``--json`` error documents.
+
+    Validate a report with any JSON Schema library, e.g. ``jsonschema``::
+
+        import jsonschema
+        jsonschema.validate(report.to_dict(), report_schema())
+    """
+    import json
+    from importlib.resources import files
+
+    return json.loads(files(__package__).joinpath(REPORT_SCHEMA).read_text(encoding="utf-8"))
 
 
 @dataclass

@@ -1,0 +1,330 @@
+"""Every fenced code block of README.md and docs/ is executed or checked, so the docs cannot drift.
+
+- ``python``: compiles; every ``pyiceberg_crypto`` import resolves, every attribute reached from an
+  imported name exists, and every keyword argument of a call to the package names a parameter.
+- ``sh``: ``bash -n``; each ``pyiceberg-crypto ...`` command is parsed by the CLI's real argparse
+  parser, the verification job's arguments by the job's parser (``spark-submit .../job.py ...``,
+  ``python -m pyiceberg_crypto.verify.job ...``), ``python -c`` code is checked as a python block,
+  ``pip install`` names existing extras and ``make`` existing targets. A block with none of these
+  needs an opt-out.
+- ``json`` parses; ``hcl`` has the form of a Vault policy; ``mermaid`` names its diagram type.
+- Any other block (``text``, no language) needs an opt-out: ``<!-- not-checked: REASON -->``.
+
+Blocks executed elsewhere (the front page's ten lines, the getting-started page, the reading
+example) are checked here too.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib
+import importlib.util
+import inspect
+import io
+import json
+import re
+import shlex
+import subprocess
+import tomllib
+
+import pytest
+
+from pyiceberg_crypto.cli.main import build_parser
+from pyiceberg_crypto.verify.job import build_parser as build_job_parser
+from tests.docs.blocks import ROOT, Block, all_blocks, blocks_of, opt_out_markers, python_block_after
+
+BLOCKS = all_blocks()
+CHECKED = [b for b in BLOCKS if b.opt_out is None]
+EXTRAS = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+MAKE_TARGETS = set(re.findall(r"^([\w.-]+)\s*:(?!=)", (ROOT / "Makefile").read_text(), re.M))
+MERMAID_TYPES = {"flowchart", "graph", "sequenceDiagram", "classDiagram", "stateDiagram-v2"}
+SHELL_SEPARATORS = {"&&", "||", ";", "|", "&", "(", ")", "$(", "`"}
+
+
+def _ids(blocks):
+    return [b.where for b in blocks]
+
+
+# --- python ---------------------------------------------------------------------------------
+def _import(module: str):
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise AssertionError(f"import of {module} fails: {exc}") from None
+
+
+def _assigned_names(tree: ast.AST) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+    return names
+
+
+def _chain(node: ast.AST) -> list[str] | None:
+    """``a.b.c`` -> ["a", "b", "c"]; None for anything but names and attributes."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return [node.id, *reversed(parts)]
+    return None
+
+
+def python_problems(code: str, where: str) -> list[str]:
+    """What is wrong with a python block: syntax, imports, attributes, keyword arguments."""
+    try:
+        tree = ast.parse(code, where)
+        compile(tree, where, "exec")
+    except SyntaxError as exc:
+        return [f"does not compile: {exc}"]
+    bound: dict[str, object] = {}
+    problems = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "pyiceberg_crypto":
+            module = _import(node.module)
+            for alias in node.names:
+                if hasattr(module, alias.name):
+                    bound[alias.asname or alias.name] = getattr(module, alias.name)
+                else:
+                    try:
+                        bound[alias.asname or alias.name] = importlib.import_module(f"{node.module}.{alias.name}")
+                    except ImportError:
+                        problems.append(f"from {node.module} import {alias.name}: no such name")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "pyiceberg_crypto":
+                    module = _import(alias.name)
+                    bound[alias.asname] = module if alias.asname else _import("pyiceberg_crypto")
+    for name in _assigned_names(tree) & set(bound):  # rebound later: no longer the package's object
+        del bound[name]
+    for node in ast.walk(tree):
+        target = node.func if isinstance(node, ast.Call) else node if isinstance(node, ast.Attribute) else None
+        chain = _chain(target) if target is not None else None
+        if not chain or chain[0] not in bound:
+            continue
+        obj = bound[chain[0]]
+        for depth, attr in enumerate(chain[1:], 1):
+            if not hasattr(obj, attr):
+                problems.append(f"{'.'.join(chain[:depth + 1])}: no such attribute")
+                obj = None
+                break
+            obj = getattr(obj, attr)
+        if obj is None or not isinstance(node, ast.Call) or not callable(obj):
+            continue
+        try:
+            signature = inspect.signature(obj)
+        except (TypeError, ValueError):
+            continue
+        parameters = signature.parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+            continue
+        for keyword in node.keywords:
+            if keyword.arg is not None and keyword.arg not in parameters:
+                problems.append(f"{'.'.join(chain)}(): no parameter {keyword.arg!r}")
+    return problems
+
+
+# --- sh -------------------------------------------------------------------------------------
+def _strip_comment(line: str) -> str:
+    """``line`` without its ``# comment`` (a ``#`` that starts a word, outside quotes)."""
+    quote = None
+    for i, char in enumerate(line):
+        if quote:
+            if char == quote:
+                quote = None
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i]
+    return line
+
+
+def shell_commands(code: str) -> list[list[str]]:
+    """The simple commands of a shell block: continuations joined, comments dropped, split at
+    ``&&``, ``|``, ``;``, ``$(``, ``(``; redirections and leading ``VAR=value`` removed."""
+    commands = []
+    for line in code.replace("\\\n", " ").splitlines():
+        lexer = shlex.shlex(_strip_comment(line), posix=True, punctuation_chars="();<>|&")
+        lexer.whitespace_split = True
+        lexer.commenters = ""
+        current: list[str] = []
+        tokens = iter(list(lexer))
+        for token in tokens:
+            if token in SHELL_SEPARATORS or token == "$":
+                if current:
+                    commands.append(current)
+                current = []
+            elif set(token) <= set("<>&") or re.fullmatch(r"\d?>+&?\d*", token):
+                next(tokens, None) if not re.fullmatch(r"\d?>&\d", token) else None
+            elif not current and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", token):
+                continue
+            else:
+                current.append(token)
+        if current:
+            commands.append(current)
+    return commands
+
+
+def _parse(parser, argv: list[str]) -> str | None:
+    """None when ``argv`` parses, else argparse's error message."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            parser.parse_args(argv)
+        except SystemExit as exc:
+            if exc.code:
+                return err.getvalue().strip().splitlines()[-1] if err.getvalue().strip() else f"exit {exc.code}"
+    return None
+
+
+def command_problems(argv: list[str]) -> tuple[bool, list[str]]:
+    """``(recognized, problems)`` for one simple command."""
+    program = argv[0].rsplit("/", 1)[-1]
+    if program == "pyiceberg-crypto":
+        error = _parse(build_parser(), argv[1:])
+        return True, [f"{shlex.join(argv)}: {error}"] if error else []
+    if program in ("python", "python3") and len(argv) > 2 and argv[1] == "-c":
+        return True, [f"python -c: {p}" for p in python_problems(argv[2], "python -c")]
+    if program in ("python", "python3") and len(argv) > 2 and argv[1] == "-m":
+        if argv[2] == "pyiceberg_crypto.verify.job":
+            error = _parse(build_job_parser(), argv[3:])
+            return True, [f"{shlex.join(argv)}: {error}"] if error else []
+        if argv[2].startswith("pyiceberg_crypto"):
+            return True, [] if importlib.util.find_spec(argv[2]) else [f"no module {argv[2]}"]
+        if argv[2] == "pip":
+            return command_problems(["pip", *argv[3:]])
+        return argv[2] in ("build", "venv"), []
+    if program == "spark-submit":
+        job = [i for i, token in enumerate(argv) if "verify.job" in token or token.endswith("verify/job.py")]
+        if job:
+            error = _parse(build_job_parser(), argv[job[0] + 1:])
+            return True, [f"the job's arguments {shlex.join(argv[job[0] + 1:])}: {error}"] if error else []
+        return False, []
+    if program == "pip" and len(argv) > 1 and argv[1] == "install":
+        problems = []
+        recognized = False
+        for requirement in argv[2:]:
+            match = re.fullmatch(r"pyiceberg-crypto(?:\[([\w,-]+)\])?", requirement)
+            if match:
+                recognized = True
+                problems += [f"pip install {requirement}: no extra {extra!r} in pyproject.toml"
+                             for extra in (match.group(1) or "").split(",") if extra and extra not in EXTRAS]
+            elif requirement.endswith(".whl") or "pyiceberg-crypto" in requirement:
+                recognized = True
+        return recognized, problems
+    if program == "make":
+        return True, [f"make {target}: no such target" for target in argv[1:] if "=" not in target
+                      and target not in MAKE_TARGETS]
+    return False, []
+
+
+def shell_problems(block: Block) -> list[str]:
+    syntax = subprocess.run(["bash", "-n"], input=block.code, capture_output=True, text=True)
+    if syntax.returncode != 0:
+        return [f"bash -n: {syntax.stderr.strip()}"]
+    problems, recognized = [], False
+    for argv in shell_commands(block.code):
+        known, found = command_problems(argv)
+        recognized |= known
+        problems += found
+    if not recognized:
+        problems.append("no command this test can check (pyiceberg-crypto, the verification job, python -c, "
+                        "pip install pyiceberg-crypto, make): check it or opt out with a reason")
+    return problems
+
+
+# --- the rest ---------------------------------------------------------------------------------
+HCL_LINE = re.compile(r'path "[\w/*+-]+"\s*\{\s*capabilities\s*=\s*\[\s*"(create|read|update|delete|list|sudo)"'
+                      r'(\s*,\s*"(create|read|update|delete|list|sudo)")*\s*\]\s*\}')
+
+
+def block_problems(block: Block) -> list[str]:
+    if block.language == "python":
+        return python_problems(block.code, block.where)
+    if block.language in ("sh", "bash", "shell"):
+        return shell_problems(block)
+    if block.language == "json":
+        try:
+            json.loads(block.code)
+        except json.JSONDecodeError as exc:
+            return [f"not JSON: {exc}"]
+        return []
+    if block.language == "hcl":
+        return [f"not a Vault policy line: {line!r}" for line in block.code.splitlines()
+                if line.strip() and not HCL_LINE.fullmatch(line.strip())]
+    if block.language == "mermaid":
+        first = block.code.split(None, 1)[0] if block.code.strip() else ""
+        unbalanced = block.code.count("subgraph") != len(re.findall(r"^\s*end\s*$", block.code, re.M))
+        return ([f"unknown Mermaid diagram type {first!r}"] if first not in MERMAID_TYPES else []) + \
+            (["subgraph without end"] if unbalanced else [])
+    return [f"a {block.language or 'plain'} block has no checker: check it, or opt out with a reason"]
+
+
+@pytest.mark.parametrize("block", CHECKED, ids=_ids(CHECKED))
+def test_every_block_is_checked(block):
+    problems = block_problems(block)
+    assert not problems, f"{block.where}: " + "; ".join(problems)
+
+
+def test_the_blocks_were_found():
+    assert len(BLOCKS) > 60 and len(CHECKED) > 50
+    languages = {b.language for b in CHECKED}
+    assert {"python", "sh", "json", "hcl", "mermaid"} <= languages
+
+
+def test_every_opt_out_has_a_reason_and_a_block():
+    markers = opt_out_markers()
+    assert markers, "the docs have no opt-out at all: then this test and the marker can go"
+    for path, line, reason, follows in markers:
+        where = f"{path.relative_to(ROOT)}:{line}"
+        assert follows, f"{where}: an opt-out marker must be on the line right before a code fence"
+        assert len(reason.split()) >= 4, f"{where}: the opt-out needs a reason (why it cannot be checked), got {reason!r}"
+
+
+def test_the_checkers_catch_drift():
+    """The checkers fail on what they are there to catch (a checker that passes everything is no check)."""
+    assert python_problems("from pyiceberg_crypto.verify import verify_tables\n", "x")
+    assert python_problems("from pyiceberg_crypto import config\nconfig.spark_settings('c', warehous='w')\n", "x")
+    assert python_problems("from pyiceberg_crypto import config\nconfig.spark_setting('c')\n", "x")
+    assert python_problems("print(\n", "x")
+    assert not python_problems("from pyiceberg_crypto import config\nconfig.spark_settings('c', warehouse='w')\n", "x")
+    assert command_problems(["pyiceberg-crypto", "verify", "m.json", "--kms", "k", "--no-such-option"])[1]
+    assert command_problems(["pyiceberg-crypto", "keystore", "frobnicate", "keys.json"])[1]
+    assert not command_problems(["pyiceberg-crypto", "verify", "m.json", "--kms", "k", "--json"])[1]
+    assert command_problems(["pip", "install", "pyiceberg-crypto[nope]"])[1]
+    assert command_problems(["make", "no-such-target"])[1]
+    assert command_problems(["spark-submit", "--conf", "a=b", "pyiceberg_crypto/verify/job.py", "--tabel", "t"])[1]
+    assert shell_commands('pyiceberg-crypto verify "$(ls m/*.json | tail -n 1)" --kms k > r.json  # c\n') == [
+        ["pyiceberg-crypto", "verify", "$(ls m/*.json | tail -n 1)", "--kms", "k"]]
+    assert ["python", "-c", "print(1)"] in shell_commands("spark-submit $(python -c 'print(1)') job.py\n")
+
+
+def test_the_front_page_ten_lines_are_the_docs_home_page_ten_lines():
+    """README.md's ten lines run in tests/integration/test_readme_and_cluster.py and tests/test_newcomer.py;
+    the docs' home page shows the same lines."""
+    readme = python_block_after(ROOT / "README.md", "Ten lines of PySpark")
+    home = python_block_after(ROOT / "docs" / "index.md", "Ten lines of PySpark")
+    assert readme == home
+    assert len([line for line in readme.splitlines() if line.strip()]) <= 10
+
+
+def test_the_readme_links_into_the_docs_resolve():
+    links = re.findall(r"\]\(((?!https?:|#)[^)#]+)(?:#[^)]*)?\)", (ROOT / "README.md").read_text())
+    assert any(link.startswith("docs/") for link in links)
+    missing = [link for link in links if not (ROOT / link).exists()]
+    assert not missing, f"README.md links to files that do not exist: {missing}"
+
+
+def test_blocks_inside_list_items_are_found(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("- item:\n\n  ```python\n  x = 1\n  ```\n\n<!-- not-checked: a reason of some words -->\n```text\nout\n```\n")
+    found = blocks_of(page)
+    assert [(b.language, b.code, b.opt_out) for b in found] == [
+        ("python", "x = 1\n", None), ("text", "out\n", "a reason of some words")]
