@@ -211,7 +211,7 @@ class KmipKms(KeyManagementClient):
         ``pyiceberg-crypto.kms.kmip.*`` arrive here with the prefix removed); others are ignored.
         Calls already under way finish with the settings they started with."""
         changes = _arguments(properties, environment=False)
-        if changes:
+        if any(self._arguments.get(name) != value for name, value in changes.items()):
             arguments = {**self._arguments, **changes}
             self._settings = _build_settings(**arguments)
             self._arguments = arguments
