@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import threading
 import time
 from collections.abc import Mapping
@@ -53,6 +54,10 @@ AUTH_METHODS = ("default", "client-secret", "managed-identity", "static-token")
 PROPERTY_PREFIX = "azure."
 #: Key type -> the wrap algorithm (https://learn.microsoft.com/rest/api/keyvault/keys/wrap-key/wrap-key#jsonwebkeyencryptionalgorithm).
 ALGORITHMS = {"RSA": "RSA-OAEP-256", "RSA-HSM": "RSA-OAEP-256", "oct": "A256KW", "oct-HSM": "A256KW"}
+#: Key names and versions as Key Vault makes them (names: 1-127 of 0-9, a-z, A-Z, -); anything else
+#: in a key id or a recorded kid (a crafted metadata.json) never reaches a request path.
+_NAME = re.compile(r"^[0-9A-Za-z-]{1,127}$")
+_VERSION = re.compile(r"^[0-9A-Za-z]{1,64}$")
 
 
 def _env(name: str) -> str | None:
@@ -188,7 +193,7 @@ class AzureKeyVaultKms(KeyManagementClient):
         reply = self._operation("wrapKey", wrapping_key_id, vault, f"/keys/{name}/{version}/wrapkey",
                                 algorithm, bytes(key))
         kid = str(reply.get("kid", ""))
-        if self._split_kid(kid, wrapping_key_id) != (vault.lower(), name, version):
+        if self._split_kid(kid, wrapping_key_id) != (vault.lower(), name.lower(), version):
             raise KmsError(f"{PROVIDER} wrapKey with key id {wrapping_key_id!r} failed: the result names key "
                            f"{kid!r}, not version {version} of that key")
         return envelope.pack(MAGIC, f"{algorithm} {kid}", _unb64url(reply["value"]))
@@ -201,7 +206,7 @@ class AzureKeyVaultKms(KeyManagementClient):
             raise KmsError(f"{PROVIDER}: the wrapped key for key id {wrapping_key_id!r} names algorithm "
                            f"{algorithm!r}, not one this KMS uses")
         kid_vault, kid_name, version = self._split_kid(kid, wrapping_key_id)
-        if (kid_vault, kid_name) != (vault.lower(), name) or not version:
+        if (kid_vault, kid_name) != (vault.lower(), name.lower()) or not version:
             raise KmsError(f"{PROVIDER}: the wrapped key for key id {wrapping_key_id!r} was made by {kid!r}, "
                            "another key")
         reply = self._operation(f"unwrapKey (version {version})", wrapping_key_id, vault,
@@ -248,7 +253,7 @@ class AzureKeyVaultKms(KeyManagementClient):
             parsed = KeyVaultKeyIdentifier(key_id)
         except (ValueError, TypeError, AttributeError):
             parsed = None
-        if parsed is None or not key_id.lower().startswith("https://") or not parsed.name:
+        if parsed is None or not key_id.lower().startswith("https://") or not _NAME.match(parsed.name or ""):
             raise UnknownKeyError(f"{PROVIDER}: key id {key_id!r} is not a key identifier "
                                   "(https://<vault>.vault.azure.net/keys/<name>)")
         if parsed.version:
@@ -263,8 +268,10 @@ class AzureKeyVaultKms(KeyManagementClient):
         try:
             parsed = KeyVaultKeyIdentifier(kid)
         except (ValueError, TypeError, AttributeError):
-            raise KmsError(f"{PROVIDER}: the wrapped key for key id {key_id!r} names an invalid kid") from None
-        return parsed.vault_url.lower(), parsed.name, parsed.version
+            parsed = None
+        if parsed is None or not _NAME.match(parsed.name or "") or not _VERSION.match(parsed.version or ""):
+            raise KmsError(f"{PROVIDER}: the wrapped key for key id {key_id!r} names an invalid kid {kid!r}")
+        return parsed.vault_url.lower(), parsed.name.lower(), parsed.version  # names are case-insensitive
 
     def _options(self, vault: str) -> dict[str, Any]:
         loopback = is_loopback_url(vault)

@@ -51,7 +51,10 @@ DEFAULT_AAD = "pyiceberg-crypto:iceberg-table-key-wrap"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 AUTH_METHODS = ("default", "anonymous")
 PROPERTY_PREFIX = "gcp."
-_CRYPTO_KEY = re.compile(r"^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$")
+# Resource ids as Cloud KMS allows them (https://cloud.google.com/kms/docs/resource-hierarchy#retrieve_resource_id);
+# project ids may carry a "domain:" prefix.
+_CRYPTO_KEY = re.compile(r"^projects/[A-Za-z0-9.:-]+/locations/[A-Za-z0-9-]+/keyRings/[A-Za-z0-9_-]{1,63}"
+                         r"/cryptoKeys/[A-Za-z0-9_-]{1,63}$")
 
 
 class GcpKms(KeyManagementClient):

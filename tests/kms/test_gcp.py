@@ -148,8 +148,9 @@ def test_missing_and_malformed_key(kms, cloud):
     missing = cloud.key.replace("lake-orders", "missing")
     with pytest.raises(UnknownKeyError, match=r"key id '.*cryptoKeys/missing' failed: NOT_FOUND"):
         kms.wrap_key(os.urandom(32), missing)
-    with pytest.raises(UnknownKeyError, match="not a CryptoKey resource name"):
-        kms.wrap_key(os.urandom(32), "lake-orders")
+    for bad in ("lake-orders", f"{cloud.key}/cryptoKeyVersions/1", f"{cloud.key}?alt=media", f"{cloud.key}/../x"):
+        with pytest.raises(UnknownKeyError, match="not a CryptoKey resource name"):
+            kms.wrap_key(os.urandom(32), bad)
     cloud.set_state(cloud.key, 1, "DISABLED")  # the primary version disabled: nothing can be wrapped
     with pytest.raises(KmsError, match="encrypt with key id .* FAILED_PRECONDITION: .* not enabled"):
         kms.wrap_key(os.urandom(32), cloud.key)
