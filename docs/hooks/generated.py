@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 from pathlib import Path
 
@@ -61,8 +62,12 @@ def _option_rows(parser: argparse.ArgumentParser) -> list[str]:
         notes = []
         if action.choices and not isinstance(action.choices, dict):
             notes.append("one of " + ", ".join(f"`{c}`" for c in action.choices))
-        if isinstance(action, argparse._AppendAction):
+        if isinstance(action, argparse._AppendAction) and "repeatable" not in help_text:
             notes.append("repeatable")
+        default = action.default
+        if (default not in (None, False, [], argparse.SUPPRESS) and action.option_strings
+                and "%(default)" not in (action.help or "") and "default" not in help_text):
+            notes.append(f"default: `{default}`")
         if action.required and action.option_strings:
             notes.append("required")
         detail = "; ".join(part for part in [help_text, *notes] if part)
@@ -91,14 +96,21 @@ def cli_reference() -> str:
     from pyiceberg_crypto.cli.main import build_parser
     from pyiceberg_crypto.verify.job import build_parser as build_job_parser
 
-    main = build_parser()
+    previous = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"  # argparse wraps usage lines to the terminal: the same width in every build
+    try:
+        main, job = build_parser(), build_job_parser()
+    finally:
+        if previous is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = previous
     lines = ["| command | what it does |", "|---|---|"]
     lines += [f"| [`pyiceberg-crypto {name}`](#pyiceberg-crypto-{name}) | {_cell(help_text)} |"
               for name, help_text, _ in _subcommands(main)]
     lines.append("")
     for name, help_text, sub in _subcommands(main):
         lines += _command_section(f"pyiceberg-crypto {name}", sub, help_text, 2)
-    job = build_job_parser()
     lines += ["## The verification job (`spark-submit`, `python -m pyiceberg_crypto.verify.job`)", "",
               "The same verification as `verify_table`, as a Spark application: run its file "
               "(`pyiceberg_crypto/verify/job.py`) with `spark-submit`, or `python -m pyiceberg_crypto.verify.job` "
