@@ -91,8 +91,6 @@ _TTLV_HEADER = 8  # tag (3) + type (1) + length (4), KMIP 1.4 §9.1.1
 _MAX_MESSAGE = 1 << 20
 IV_SOURCES = ("client", "server")
 VERSIONS = ("1.4", "2.0")
-
-
 _SETTING_NAMES = ("host", "port", "client-cert", "client-key", "ca-cert", "server-name", "timeout", "version", "iv")
 
 
@@ -134,7 +132,8 @@ def _build_settings(*, host: str, client_cert: str, client_key: str, ca_cert: st
         raise KmsError(f"{PROVIDER}: kmip.iv must be one of {IV_SOURCES}, got {iv!r}")
     if timeout <= 0:
         raise KmsError(f"{PROVIDER}: kmip.timeout must be positive, got {timeout!r}")
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)  # verifies the chain and the server's name
+    # Verifies the chain and the server's name; trusts kmip.ca-cert only (not the system's CAs).
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
         context.load_verify_locations(cafile=ca_cert)
@@ -168,13 +167,19 @@ class KmipKms(KeyManagementClient):
     """KMIP Encrypt/Decrypt (AES-GCM) with a key held by a KMIP server, over mutual TLS.
 
     ``repr`` shows the server and the certificate path, never key material. See the module docs
-    for the key ids, the wrapped-key format and the settings.
+    for the key ids, the wrapped-key format and the settings. Usage::
+
+        kms = KmipKms(host="kmip.example", client_cert="client.crt", client_key="client.key", ca_cert="ca.crt")
+        wrapped = kms.wrap_key(kek, "lake-orders")          # Encrypt with the newest Active 'lake-orders'
+        kms.key_version(wrapped, "lake-orders")             # the wrapping key's Unique Identifier
+        assert kms.unwrap_key(wrapped, "lake-orders") == kek
 
     Args:
         host, port: the KMIP server. client_cert, client_key: this client's certificate and key
-        (PEM files). ca_cert: CA bundle verifying the server. server_name: the name checked in the
-        server's certificate (default ``host``). timeout: seconds per connect / send / receive.
-        version: ``"1.4"`` or ``"2.0"``. iv: ``"client"`` or ``"server"`` (who makes the GCM IV).
+        (PEM files). ca_cert: CA bundle verifying the server (the only CAs trusted). server_name:
+        the name checked in the server's certificate (default ``host``). timeout: seconds for one
+        operation (connect, TLS handshake, requests and replies). version: ``"1.4"`` or ``"2.0"``.
+        iv: ``"client"`` or ``"server"`` (who makes the GCM IV).
     """
 
     def __init__(
