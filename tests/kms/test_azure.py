@@ -85,6 +85,10 @@ def test_round_trip_versions_rotate_rewrap_disable(kms, vault, key_id):
                                        "disabled"):
         kms.wrap_key(key, key_id)
     assert "token" not in repr(kms).lower().replace("static-token", "")
+    del vault.keys[name]  # az keyvault key delete (+ purge): every version is gone
+    with pytest.raises(UnknownKeyError, match=rf"unwrapKey \(version {second}\) with key id '{key_id}' failed: "
+                                              "KeyNotFound"):
+        kms.unwrap_key(rewrapped, key_id)
 
 
 def test_managed_hsm_oct_key_a256kw(vault, props):
