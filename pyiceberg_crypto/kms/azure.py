@@ -43,6 +43,7 @@ import threading
 import time
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlparse
 
 from pyiceberg_crypto.kms import envelope
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
@@ -253,13 +254,15 @@ class AzureKeyVaultKms(KeyManagementClient):
             parsed = KeyVaultKeyIdentifier(key_id)
         except (ValueError, TypeError, AttributeError):
             parsed = None
-        if parsed is None or not key_id.lower().startswith("https://") or not _NAME.match(parsed.name or ""):
+        segments = urlparse(key_id).path.strip("/").split("/")
+        if parsed is None or not key_id.lower().startswith("https://") or segments[0] != "keys" \
+                or not _NAME.match(parsed.name or ""):
             raise UnknownKeyError(f"{PROVIDER}: key id {key_id!r} is not a key identifier "
                                   "(https://<vault>.vault.azure.net/keys/<name>)")
         if parsed.version:
             raise UnknownKeyError(f"{PROVIDER}: key id {key_id!r} names a version; use the key without it "
                                   f"({parsed.vault_url}/keys/{parsed.name}) so rotation takes effect")
-        return parsed.vault_url, parsed.name
+        return _origin(parsed.vault_url), parsed.name
 
     @staticmethod
     def _split_kid(kid: str, key_id: str) -> tuple[str, str, str | None]:
@@ -271,7 +274,7 @@ class AzureKeyVaultKms(KeyManagementClient):
             parsed = None
         if parsed is None or not _NAME.match(parsed.name or "") or not _VERSION.match(parsed.version or ""):
             raise KmsError(f"{PROVIDER}: the wrapped key for key id {key_id!r} names an invalid kid {kid!r}")
-        return parsed.vault_url.lower(), parsed.name.lower(), parsed.version  # names are case-insensitive
+        return _origin(parsed.vault_url).lower(), parsed.name.lower(), parsed.version  # names are case-insensitive
 
     def _options(self, vault: str) -> dict[str, Any]:
         loopback = is_loopback_url(vault)
@@ -350,6 +353,11 @@ class AzureKeyVaultKms(KeyManagementClient):
             raise KmsError(f"{where} failed: {type(exc).__name__}: {_first_line(exc)}") from None
         except ServiceRequestError as exc:
             raise KmsError(f"{where} failed: cannot reach the vault: {_first_line(exc)}") from None
+
+
+def _origin(url: str) -> str:
+    """``https://host[:port]`` without the default port (Key Vault's kids never carry ``:443``)."""
+    return url[: -len(":443")] if url.endswith(":443") else url
 
 
 def _b64url(data: bytes) -> str:

@@ -159,13 +159,13 @@ class GcpKms(KeyManagementClient):
             raise KmsError(f"{where} failed: the request was corrupted in transit (CRC32C not verified)")
         if response.ciphertext_crc32c != crc32c(response.ciphertext):
             raise KmsError(f"{where} failed: the response was corrupted in transit (ciphertext CRC32C mismatch)")
-        if not response.name.startswith(wrapping_key_id + "/cryptoKeyVersions/"):
+        if not _version_of(response.name, wrapping_key_id):
             raise KmsError(f"{where} failed: the reply names key version {response.name!r}, not a version of that key")
         return envelope.pack(MAGIC, response.name, response.ciphertext)
 
     def unwrap_key(self, wrapped: bytes, wrapping_key_id: str) -> bytes:
         version, ciphertext = envelope.unpack(MAGIC, wrapped, PROVIDER, wrapping_key_id)
-        if not version.startswith(wrapping_key_id + "/cryptoKeyVersions/"):
+        if not _version_of(version, wrapping_key_id):
             raise KmsError(f"{PROVIDER}: the wrapped key for key id {wrapping_key_id!r} was made by "
                            f"{version!r}, another key")
         request: dict[str, Any] = {"name": wrapping_key_id, "ciphertext": ciphertext,
@@ -243,6 +243,15 @@ class GcpKms(KeyManagementClient):
 
     def _host(self) -> str:
         return self.endpoint or "https://cloudkms.googleapis.com"
+
+
+def _version_of(version_name: str, key_id: str) -> bool:
+    """Is ``version_name`` a CryptoKeyVersion of CryptoKey ``key_id``? The project part may differ
+    between project id and project number; everything after it must be equal."""
+    head = "/".join(key_id.split("/")[2:]) + "/cryptoKeyVersions/"
+    parts = version_name.split("/")
+    return len(parts) == 10 and parts[0] == "projects" and "/".join(parts[2:]).startswith(head) \
+        and parts[9].isdigit()
 
 
 def _load_credentials_file(path: str) -> Any:

@@ -123,8 +123,9 @@ def test_envelope_and_key_id_checks(kms, vault, key_id):
         kms.unwrap_key(crafted, key_id)
     with pytest.raises(UnknownKeyError, match="names a version; use the key without it"):
         kms.wrap_key(os.urandom(32), f"{key_id}/0123456789abcdef0123456789abcdef")
-    with pytest.raises(UnknownKeyError, match="is not a key identifier"):
-        kms.wrap_key(os.urandom(32), "lake-orders")
+    for bad in ("lake-orders", f"{vault.vault_url}/secrets/lake", key_id.replace("https://", "http://")):
+        with pytest.raises(UnknownKeyError, match="is not a key identifier"):
+            kms.wrap_key(os.urandom(32), bad)
     with pytest.raises(UnknownKeyError, match=r"key id '.*/keys/missing' failed: KeyNotFound: A key with \(name/id\) "
                                               "missing was not found"):
         kms.current_key_version(f"{vault.vault_url}/keys/missing")
