@@ -15,7 +15,7 @@ import pyiceberg_crypto
 from pyiceberg_crypto import jars
 
 EXTRA_ONLY_LIBRARIES = ("pytest", "_pytest", "moto", "hypothesis", "testcontainers", "boto3",  # test libraries, and boto3 (the [aws] extra) imported lazily
-                        "google.cloud.kms_v1", "azure.keyvault.keys", "azure.identity")  # [gcp], [azure]: lazily too
+                        "google.cloud.kms_v1", "azure.keyvault.keys", "azure.identity", "kmip")  # [gcp], [azure], [kmip]: lazily too
 #: The one module that is a pytest plugin by nature (behind the [services] / [test] extras).
 PYTEST_ONLY = {"pyiceberg_crypto.services.pytest_plugin"}
 
