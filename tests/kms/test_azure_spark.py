@@ -45,10 +45,11 @@ def test_azure_key_vault_spark_spine(spark, tmp_path):
                  "azure.timeout": "5"}
         kms = load_kms("azure", props)
         suffix = uuid.uuid4().hex[:6]
-        catalog, table = f"azure_{suffix}", f"azure_{suffix}.db.orders"
+        # One metastore serves every catalog of the session: a namespace of its own.
+        catalog, table = f"azure_{suffix}", f"azure_{suffix}.db_{suffix}.orders"
         with register_kms(spark, kms, name=f"azure-{suffix}") as registration:
             add_catalog(spark, catalog, warehouse=tmp_path / "wh", kms_name=f"azure-{suffix}")
-            spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.db")
+            spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.db_{suffix}")
             tbl = config.tblproperties_sql(config.table_properties(key_id))
             spark.sql(f"CREATE TABLE {table} (id bigint, v string) USING iceberg {tbl}")
             spark.sql(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b')")

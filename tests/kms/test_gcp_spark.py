@@ -51,10 +51,11 @@ def test_gcp_kms_spark_spine(spark, tmp_path):
                  "gcp.timeout": "5"}
         kms = load_kms("gcp", props)
         suffix = uuid.uuid4().hex[:6]
-        catalog, table = f"gcp_{suffix}", f"gcp_{suffix}.db.orders"
+        # One metastore serves every catalog of the session: a namespace of its own.
+        catalog, table = f"gcp_{suffix}", f"gcp_{suffix}.db_{suffix}.orders"
         with register_kms(spark, kms, name=f"gcp-{suffix}") as registration:
             add_catalog(spark, catalog, warehouse=tmp_path / "wh", kms_name=f"gcp-{suffix}")
-            spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.db")
+            spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.db_{suffix}")
             tbl = config.tblproperties_sql(config.table_properties(key_id))
             spark.sql(f"CREATE TABLE {table} (id bigint, v string) USING iceberg {tbl}")
             spark.sql(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b')")
