@@ -252,9 +252,16 @@ def block_problems(block: Block) -> list[str]:
         return shell_problems(block)
     if block.language == "json":
         try:
-            json.loads(block.code)
+            document = json.loads(block.code)
         except json.JSONDecodeError as exc:
             return [f"not JSON: {exc}"]
+        if isinstance(document, dict) and "error" in document and "version" in document:  # an error document
+            import jsonschema
+
+            from pyiceberg_crypto.verify.report import report_schema
+
+            return [f"not a valid error document: {e.message}"
+                    for e in jsonschema.Draft202012Validator(report_schema()).iter_errors(document)]
         return []
     if block.language == "hcl":
         return [f"not a Vault policy line: {line!r}" for line in block.code.splitlines()
