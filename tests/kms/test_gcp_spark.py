@@ -15,6 +15,7 @@ pytest.importorskip("google.cloud.kms_v1")
 from pyiceberg_crypto import config  # noqa: E402
 from pyiceberg_crypto.bridge import register_kms  # noqa: E402
 from pyiceberg_crypto.keys.rewrap import rewrap_keks  # noqa: E402
+from pyiceberg_crypto.kms.gcp import GcpKms  # noqa: E402
 from pyiceberg_crypto.kms.loader import load_kms  # noqa: E402
 from pyiceberg_crypto.verify import verify_metadata  # noqa: E402
 from tests.conftest import add_catalog  # noqa: E402
@@ -49,12 +50,16 @@ def test_gcp_kms_spark_spine(spark, tmp_path):
         key_id = cloud.create_key("lake-orders")
         props = {"gcp.endpoint": cloud.address, "gcp.credentials-file": str(cloud.service_account(tmp_path)),
                  "gcp.timeout": "5"}
-        kms = load_kms("gcp", props)
+        # The driver's KMS is registered without settings (and would need ADC); the catalog's
+        # pyiceberg-crypto.kms.gcp.* properties configure it before its first call.
+        kms = GcpKms()
+        catalog_props = {f"pyiceberg-crypto.kms.{k}": v for k, v in props.items()}
         suffix = uuid.uuid4().hex[:6]
         # One metastore serves every catalog of the session: a namespace of its own.
         catalog, table = f"gcp_{suffix}", f"gcp_{suffix}.db_{suffix}.orders"
         with register_kms(spark, kms, name=f"gcp-{suffix}") as registration:
-            add_catalog(spark, catalog, warehouse=tmp_path / "wh", kms_name=f"gcp-{suffix}")
+            add_catalog(spark, catalog, warehouse=tmp_path / "wh", kms_name=f"gcp-{suffix}",
+                        extra_catalog_properties=catalog_props)
             spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.db_{suffix}")
             tbl = config.tblproperties_sql(config.table_properties(key_id))
             spark.sql(f"CREATE TABLE {table} (id bigint, v string) USING iceberg {tbl}")
@@ -62,6 +67,7 @@ def test_gcp_kms_spark_spine(spark, tmp_path):
             rows = sorted(tuple(r) for r in spark.table(table).collect())
             assert rows == [(1, "a"), (2, "b")]
             assert registration.stats.wrap >= 1 and registration.stats.errors == 0
+            assert kms.endpoint == cloud.address
             before = _current_metadata(spark, table)
             assert _versions(before, key_id, kms) == {"1"}
 
