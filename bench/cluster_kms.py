@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -158,7 +159,8 @@ def _config(ctx: Context, name: str, spark_conf: dict, bind_address: str) -> Pat
     from tests.testkit import testkit_jar
 
     workdir = ctx.data_dir / f"cluster-kms-{name}"
-    workdir.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(workdir, ignore_errors=True)  # a fresh warehouse and metastore each run
+    workdir.mkdir(parents=True)
     path = workdir / "config.json"
     path.write_text(json.dumps({
         "workdir": str(workdir), "spark_conf": spark_conf, "bind_address": bind_address,
