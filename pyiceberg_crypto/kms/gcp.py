@@ -155,7 +155,8 @@ class GcpKms(KeyManagementClient):
         response = self._call("encrypt", wrapping_key_id, "encrypt", request)
         where = f"{PROVIDER} encrypt with key id {wrapping_key_id!r}"
         # https://cloud.google.com/kms/docs/data-integrity-guidelines#calculating_and_verifying_checksums
-        if not response.verified_plaintext_crc32c or (self.aad and not response.verified_additional_authenticated_data_crc32c):
+        verified_aad = response.verified_additional_authenticated_data_crc32c if self.aad else True
+        if not (response.verified_plaintext_crc32c and verified_aad):
             raise KmsError(f"{where} failed: the request was corrupted in transit (CRC32C not verified)")
         if response.ciphertext_crc32c != crc32c(response.ciphertext):
             raise KmsError(f"{where} failed: the response was corrupted in transit (ciphertext CRC32C mismatch)")

@@ -62,6 +62,7 @@ class CloudKmsStandIn:
         self.delay = 0.0
         self.unauthenticated = False  # reject every credential (a revoked or deleted account)
         self.corrupt = False  # flip a bit of the ciphertext / plaintext in replies (a damaged network path)
+        self.drops_checksums = False  # as if the *_crc32c request fields never arrived (a proxy dropped them)
         self.calls: list[str] = []
         self.lock = threading.Lock()
         standin = self
@@ -182,6 +183,8 @@ class CloudKmsStandIn:
         plaintext = base64.b64decode(body.get("plaintext", ""))
         aad = base64.b64decode(body.get("additionalAuthenticatedData", ""))
         # "If the checksum does not match, the request fails with INVALID_ARGUMENT" (EncryptRequest docs).
+        if self.drops_checksums:
+            body = {k: v for k, v in body.items() if not k.endswith("Crc32c")}
         if "plaintextCrc32c" in body and int(body["plaintextCrc32c"]) != crc32c(plaintext):
             return self._error(h, 400, "The checksum in field plaintext_crc32c did not match the data in field "
                                        "plaintext.")
@@ -197,7 +200,8 @@ class CloudKmsStandIn:
             ciphertext = bytes([ciphertext[0] ^ 1]) + ciphertext[1:]
         return self._reply(h, 200, {
             "name": f"{name}/cryptoKeyVersions/{version}", "ciphertext": base64.b64encode(ciphertext).decode(),
-            "ciphertextCrc32c": str(checksum), "verifiedPlaintextCrc32c": "plaintextCrc32c" in body,
+            "ciphertextCrc32c": str(checksum),
+            "verifiedPlaintextCrc32c": "plaintextCrc32c" in body,
             "verifiedAdditionalAuthenticatedDataCrc32c": "additionalAuthenticatedDataCrc32c" in body,
             "protectionLevel": "SOFTWARE"})
 

@@ -111,6 +111,9 @@ def test_crc32c_integrity_checked(kms, cloud):
         kms.wrap_key(os.urandom(32), cloud.key)
     with pytest.raises(KmsError, match=r"decrypt .* corrupted in transit \(plaintext CRC32C mismatch\)"):
         kms.unwrap_key(wrapped, cloud.key)
+    cloud.corrupt, cloud.drops_checksums = False, True  # the server never saw the request's checksums
+    with pytest.raises(KmsError, match=r"encrypt .* the request was corrupted in transit \(CRC32C not verified\)"):
+        kms.wrap_key(os.urandom(32), cloud.key)
 
 
 def test_auth_refused(cloud, props, tmp_path):
