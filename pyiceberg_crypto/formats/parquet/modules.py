@@ -26,7 +26,7 @@ LENGTH_PREFIX = 4
 SIGNATURE_LENGTH = NONCE_LENGTH + TAG_LENGTH
 GCM_OVERHEAD = NONCE_LENGTH + TAG_LENGTH  # per module body, excluding the length prefix
 CTR_INITIAL_COUNTER = b"\x00\x00\x00\x01"  # spec 4.2.2: 31 zero bits then a one bit
-_HAS_DECRYPT_INTO = hasattr(AESGCM, "decrypt_into")
+HAS_DECRYPT_INTO = hasattr(AESGCM, "decrypt_into")  # cryptography >= 45
 
 
 def valid_key_length(key: bytes) -> bool:
@@ -51,6 +51,13 @@ class ModuleCipher:
     def __repr__(self) -> str:  # never show key bytes
         return f"ModuleCipher(AES-{len(self._key) * 8})"
 
+    @property
+    def aead(self) -> AESGCM:
+        """The key's ``AESGCM`` object, for hot loops that call ``decrypt`` / ``decrypt_into`` on
+        nonce and ciphertext views themselves (they must check ``len(body) >= GCM_OVERHEAD``
+        first, as :meth:`decrypt_gcm` does)."""
+        return self._gcm
+
     def decrypt_gcm(self, body: bytes, aad: bytes) -> bytes:
         """Decrypt ``nonce | ciphertext | tag``; raises cryptography's InvalidTag on failure."""
         if len(body) < GCM_OVERHEAD:
@@ -64,7 +71,7 @@ class ModuleCipher:
         if len(body) < GCM_OVERHEAD:
             raise ValueError(f"GCM module of {len(body)} bytes is shorter than nonce + tag")
         view = memoryview(body)
-        if _HAS_DECRYPT_INTO:
+        if HAS_DECRYPT_INTO:
             self._gcm.decrypt_into(view[:NONCE_LENGTH], view[NONCE_LENGTH:], aad, out)
         else:
             out[:] = self._gcm.decrypt(view[:NONCE_LENGTH], view[NONCE_LENGTH:], aad)

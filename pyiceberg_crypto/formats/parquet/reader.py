@@ -42,7 +42,9 @@ from pyiceberg_crypto.formats.parquet.errors import (
 )
 from pyiceberg_crypto.formats.parquet.modules import (
     GCM_OVERHEAD,
+    HAS_DECRYPT_INTO,
     LENGTH_PREFIX,
+    NONCE_LENGTH,
     SIGNATURE_LENGTH,
     ModuleCipher,
     module_length,
@@ -69,6 +71,7 @@ _FOOTER = ModuleRef(ModuleType.FOOTER)
 _AUTH_FAILED = "authentication failed (tampered or moved module, wrong key, or wrong AAD prefix)"
 _PAGE_TYPES = {int(t): t for t in PageType}  # a dict lookup is cheaper than PageType(x), per page
 READ_WINDOW = 2 << 20  # reuse_buffers mode: one read serves the page modules of 2 MiB of the file
+_LENGTH = struct.Struct("<I")  # spec 5.1: a module's 4-byte little-endian length
 
 
 @dataclass(frozen=True, repr=False)
@@ -495,6 +498,9 @@ class ParquetFileReader:
             raise KeyRequiredError(f"{self.name or 'file'}: no key for column '{info.path}'")
         start, end = self.chunk_range(info)
         expect_dictionary = has_dictionary_page(info.meta)  # type: ignore[arg-type]
+        if reuse_buffers and info.encrypted and not self._ctr_pages:
+            yield from self._gcm_pages(info, start, end, expect_dictionary)
+            return
         pos, ordinal = start, 0
         while pos < end:
             if info.encrypted:
@@ -555,6 +561,140 @@ class ParquetFileReader:
             data = level_bytes + self._open_gcm(cipher, page_body, self._aad(info, page_type_, page_no), page_ref)
         page = Page(kind, page_no, header, data, pos - LENGTH_PREFIX - len(body), levels)
         return page, pos + stated
+
+    def _gcm_pages(self, info: ColumnChunkInfo, start: int, end: int, dictionary: bool) -> Iterator[Page]:
+        """:meth:`pages` of a GCM chunk with ``reuse_buffers``: the checks of :meth:`_encrypted_page`
+        (same errors, in the same order) with the per-page work inlined. This is the verifier's hot
+        loop: a 253 MiB file has ~1,600 pages, and each microsecond per page costs ~2 % against
+        raw AES-GCM of the same modules.
+
+        Module bodies are views into the read-ahead window (a module the window does not hold,
+        or one that fails a bound, takes the general :meth:`_module_at` path, which reports it);
+        page bodies are decrypted into one reused buffer; page AADs are the chunk's constant part
+        plus the page ordinal (spec 4.4.2); :class:`ModuleRef` objects are built only for errors.
+        """
+        cipher = info.cipher
+        assert cipher is not None
+        aead = cipher.aead
+        decrypt = aead.decrypt
+        decrypt_into = aead.decrypt_into if HAS_DECRYPT_INTO else None
+        unpack_from = _LENGTH.unpack_from
+        authenticated = self.authenticated
+        page_types = _PAGE_TYPES
+        header_base = page_base = b""  # the AADs less the page ordinal, made at the first data page
+        scratch = self._scratch_in
+        window, window_start, window_length = memoryview(scratch), self._window_start, self._window_length
+        out = memoryview(self._scratch_out)
+        pos, ordinal = start, 0
+        while pos < end:
+            if dictionary:
+                header_type, page_type_, page_no = ModuleType.DICTIONARY_PAGE_HEADER, ModuleType.DICTIONARY_PAGE, None
+                header_aad = self._aad(info, header_type)
+                page_aad = self._aad(info, page_type_)
+            else:
+                header_type, page_type_, page_no = ModuleType.DATA_PAGE_HEADER, ModuleType.DATA_PAGE, ordinal
+                if not header_base:
+                    header_base = self._aad(info, header_type, 0)[:-2]
+                    page_base = self._aad(info, page_type_, 0)[:-2]
+                if ordinal <= MAX_ORDINAL:
+                    suffix = ordinal.to_bytes(2, "little")
+                    header_aad, page_aad = header_base + suffix, page_base + suffix
+                else:  # module_aad reports the ordinal that does not fit
+                    header_aad = self._aad(info, header_type, ordinal)
+                    page_aad = self._aad(info, page_type_, ordinal)
+            # -- page header module (spec 5.1 framing; _module_at inlined for a window hit) --
+            at = pos - window_start
+            if at >= 0 and at + LENGTH_PREFIX <= window_length:
+                size = unpack_from(scratch, at)[0]
+                at += LENGTH_PREFIX
+                hit = LENGTH_PREFIX + size <= end - pos and at + size <= window_length
+            else:
+                hit = False
+            if hit:
+                body = window[at : at + size]
+            else:
+                body = self._module_at(pos, info.ref(header_type, page_no), end - pos, reuse=True)
+                size = len(body)
+                scratch = self._scratch_in
+                window, window_start, window_length = memoryview(scratch), self._window_start, self._window_length
+            try:
+                if size < GCM_OVERHEAD:  # ModuleCipher.decrypt_gcm's check
+                    raise ValueError("GCM module shorter than nonce + tag")
+                plain = decrypt(body[:NONCE_LENGTH], body[NONCE_LENGTH:], header_aad)
+            except (InvalidTag, ValueError):
+                raise self._fail(TagMismatchError, _AUTH_FAILED, info.ref(header_type, page_no)) from None
+            authenticated[header_type] += 1
+            try:
+                header = decode_struct(plain, 0)[0]
+            except ThriftError as exc:
+                raise self._fail(
+                    MalformedStructureError, f"PageHeader does not parse: {exc}", info.ref(header_type, page_no)
+                ) from None
+            header_start = pos
+            pos += LENGTH_PREFIX + size
+            kind = page_types.get(header.get(PageHeaderF.TYPE))
+            if kind is None or kind == PageType.INDEX_PAGE:
+                self._page_type(header, info.ref(header_type, page_no))  # raises
+            if (kind == PageType.DICTIONARY_PAGE) != dictionary:
+                raise self._fail(MalformedStructureError, f"unexpected {kind.name} here", info.ref(header_type, page_no))
+            stated = header.get(PageHeaderF.COMPRESSED_PAGE_SIZE, -1)
+            levels, level_bytes = 0, b""
+            if kind == PageType.DATA_PAGE_V2:
+                page_ref = info.ref(page_type_, page_no)
+                levels = self._plaintext_levels(header, pos, end, stated, page_ref)
+                if levels:
+                    level_bytes = self._read(pos, levels, page_ref)
+            # -- page module --
+            start_of_module = pos + levels
+            at = start_of_module - window_start
+            if at >= 0 and at + LENGTH_PREFIX <= window_length:
+                size = unpack_from(scratch, at)[0]
+                at += LENGTH_PREFIX
+                hit = LENGTH_PREFIX + size <= end - start_of_module and at + size <= window_length
+            else:
+                hit = False
+            if hit:
+                page_body = window[at : at + size]
+            else:
+                page_body = self._module_at(start_of_module, info.ref(page_type_, page_no), end - start_of_module, reuse=True)
+                size = len(page_body)
+                scratch = self._scratch_in
+                window, window_start, window_length = memoryview(scratch), self._window_start, self._window_length
+            if stated != levels + LENGTH_PREFIX + size:
+                raise self._fail(
+                    MalformedStructureError,
+                    f"page header says {stated} bytes, the encrypted page has {levels + LENGTH_PREFIX + size}",
+                    info.ref(page_type_, page_no),
+                )
+            try:
+                if size < GCM_OVERHEAD:
+                    raise ValueError("GCM module shorter than nonce + tag")
+                length = levels + size - GCM_OVERHEAD
+                if len(out) < length:
+                    self._scratch_out = bytearray(length)
+                    out = memoryview(self._scratch_out)
+                data = out[:length]
+                if levels:
+                    data[:levels] = level_bytes
+                if decrypt_into is not None:
+                    decrypt_into(page_body[:NONCE_LENGTH], page_body[NONCE_LENGTH:], page_aad, data[levels:])
+                else:  # cryptography < 45
+                    cipher.decrypt_gcm_into(page_body, page_aad, data[levels:])
+            except (InvalidTag, ValueError):
+                raise self._fail(TagMismatchError, _AUTH_FAILED, info.ref(page_type_, page_no)) from None
+            authenticated[page_type_] += 1
+            pos += stated
+            if dictionary:
+                dictionary = False
+            else:
+                ordinal += 1
+            yield Page(kind, page_no, header, data, header_start, levels)
+        if pos != end:
+            raise self._fail(
+                MalformedStructureError,
+                f"last page ends at {pos}, past the column chunk end {end}",
+                info.ref(ModuleType.DATA_PAGE, ordinal - 1),
+            )
 
     def _plaintext_levels(self, header: TStruct, pos: int, end: int, stated: int, ref: ModuleRef) -> int:
         """Bytes of plaintext levels before the encrypted part of a DATA_PAGE_V2.
