@@ -332,28 +332,36 @@ def _write_value(ttype: int, value: Any, out: bytearray) -> None:
 
 
 def _write_struct(struct: TStruct, out: bytearray) -> None:
+    # Integers, binaries and nested structs inlined: decrypt_parquet re-encodes every page header.
     last = 0
-    for fid in sorted(struct.fields):
-        ttype, value = struct.fields[fid]
-        wire = (_BOOL if value else _BOOL_FALSE) if ttype in (_BOOL, _BOOL_FALSE) else ttype
+    append = out.append
+    for fid, (ttype, value) in sorted(struct.fields.items()):
+        wire = ((_BOOL if value else _BOOL_FALSE) if ttype == _BOOL or ttype == _BOOL_FALSE else ttype)
         delta = fid - last
         if 0 < delta <= 15:
-            out.append((delta << 4) | wire)
+            append((delta << 4) | wire)
         else:
-            out.append(wire)
+            append(wire)
             _write_zigzag(fid, out)
         last = fid
-        if wire in _INTEGERS:  # the common case, inlined (page headers are re-encoded per page)
+        if wire == _I32 or wire == _I64 or wire == _I16:
             n = (value << 1) ^ (value >> 63)
-            if n < 0x80:
-                out.append(n)
-            else:
-                _write_varint(n, out)
+            while n > 0x7F:
+                append((n & 0x7F) | 0x80)
+                n >>= 7
+            append(n)
         elif wire == _STRUCT:
             _write_struct(value, out)
-        elif wire not in (_BOOL, _BOOL_FALSE):
+        elif wire == _BINARY:
+            n = len(value)
+            while n > 0x7F:
+                append((n & 0x7F) | 0x80)
+                n >>= 7
+            append(n)
+            out += value
+        elif wire != _BOOL and wire != _BOOL_FALSE:
             _write_value(ttype, value, out)
-    out.append(0)
+    append(0)
 
 
 def encode_struct(struct: TStruct) -> bytes:
