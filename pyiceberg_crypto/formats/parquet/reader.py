@@ -199,12 +199,18 @@ class ParquetFileReader:
                     TruncatedError, f"{length} bytes at offset {offset} lie outside the file", ref
                 )
             size = min(max(length, READ_WINDOW), self.file_size - offset)
+            # The part of the window at and after ``offset`` (a module that crosses the window's
+            # end) moves to the front instead of being read again.
+            kept = start + self._window_length - offset if start <= offset < start + self._window_length else 0
+            previous = memoryview(self._scratch_in)
             if len(self._scratch_in) < size:
                 self._scratch_in = bytearray(size)  # a new object: earlier views stay valid
             window = memoryview(self._scratch_in)[:size]
-            self._f.seek(offset)
+            if kept:
+                window[:kept] = previous[offset - start : offset - start + kept]  # memmove
+            self._f.seek(offset + kept)
             readinto = getattr(self._f, "readinto", None) or self._readinto_by_read
-            got = 0
+            got = kept
             while got < size:
                 n = readinto(window[got:])
                 if not n:

@@ -124,6 +124,8 @@ def _copy_value(ttype: int, value: Any) -> Any:
 _BOOL, _BOOL_FALSE, _BYTE, _I16, _I32, _I64, _DOUBLE = 1, 2, 3, 4, 5, 6, 7
 _BINARY, _LIST, _SET, _MAP, _STRUCT, _UUID = 8, 9, 10, 11, 12, 13
 _INTEGERS = frozenset({_I16, _I32, _I64})
+_IS_TRUE = (_BOOL).__eq__  # a list bool is one byte, 1 = true (as _value reads it)
+_TRUE_FIELD, _FALSE_FIELD = (TType.BOOL, True), (TType.BOOL, False)  # shared: tuples are immutable
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -190,6 +192,9 @@ def _value(buf: bytes, pos: int, ttype: int, depth: int) -> tuple[Any, int]:
             for _ in range(size):
                 item, pos = _struct_at(buf, pos, depth + 2)
                 append(item)
+        elif elem == _BOOL:  # ColumnIndex.null_pages: one byte each, 1 = true (size fits: checked above)
+            items = list(map(_IS_TRUE, buf[pos : pos + size]))
+            pos += size
         else:
             for _ in range(size):
                 item, pos = _value(buf, pos, elem, depth + 1)
@@ -264,7 +269,7 @@ def _struct_at(buf: bytes, pos: int, depth: int) -> tuple[TStruct, int]:
             value, pos = _struct_at(buf, pos, depth + 1)
             fields[fid] = (ttype, value)
         elif ttype == 1 or ttype == 2:  # field bools live in the type nibble
-            fields[fid] = (TType.BOOL, ttype == 1)
+            fields[fid] = _TRUE_FIELD if ttype == 1 else _FALSE_FIELD
         else:
             value, pos = _value(buf, pos, ttype, depth)
             fields[fid] = (ttype, value)
