@@ -82,8 +82,8 @@ class _KmsCallbackConnection(CallbackConnection):
                 else:
                     self.socket.sendall(proto.ERROR_RETURN_MESSAGE.encode("utf-8"))
                     break
-        except (OSError, ValueError):  # the JVM closed the connection, or the server stopped
-            pass
+        except (OSError, ValueError, AttributeError):  # the JVM closed the connection, or the server
+            pass  # stopped (its shutdown closes the stream under this thread: input becomes None)
         self.close()
 
     def _authenticate(self, server: _KmsCallbackServer, peer: str) -> bool:
@@ -216,6 +216,9 @@ class KmsCallbackServer:
             identity = tls or TlsIdentity.fresh()
             self._server.tls_context, self.certificate = identity.context, identity.certificate
         self._server.start()
+        # py4j calls listen() in its accept thread: listen here too (a second listen() is harmless),
+        # so a JVM connecting as soon as the port is known is never refused on a busy machine.
+        self._server.server_socket.listen(5)
         self.address = address
         self.port = self._server.get_listening_port()
         self._closed = False

@@ -40,10 +40,11 @@ def test_vault_transit_spark_spine(spark, tmp_path, monkeypatch):
         monkeypatch.setenv("VAULT_TOKEN", vault.root_token)
         props = {"vault.address": vault.address, "vault.timeout": "5"}
         suffix = uuid.uuid4().hex[:6]
-        catalog, table = f"vault_{suffix}", f"vault_{suffix}.db.orders"
+        # The catalogs of one session share its metastore: a namespace of its own (tests/keys has db.orders).
+        catalog, table = f"vault_{suffix}", f"vault_{suffix}.vault_{suffix}.orders"
         with register_kms(spark, load_kms("vault", props), name=f"vault-{suffix}") as registration:
             add_catalog(spark, catalog, warehouse=tmp_path / "wh", kms_name=f"vault-{suffix}")
-            spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.db")
+            spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.vault_{suffix}")
             tbl = config.tblproperties_sql(config.table_properties("lake-orders"))
             spark.sql(f"CREATE TABLE {table} (id bigint, v string) USING iceberg {tbl}")
             spark.sql(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b')")
