@@ -695,6 +695,10 @@ class ParquetFileReader:
             else:
                 ordinal += 1
             yield Page(kind, page_no, header, data, header_start, levels)
+            if (self._scratch_in is not scratch or self._window_start != window_start
+                    or self._window_length != window_length):  # the caller read elsewhere meanwhile
+                scratch = self._scratch_in
+                window, window_start, window_length = memoryview(scratch), self._window_start, self._window_length
         if pos != end:
             raise self._fail(
                 MalformedStructureError,

@@ -6,6 +6,7 @@ bytes from every window move, and the same failure (class and module) for a flip
 from __future__ import annotations
 
 import io
+import itertools
 import random
 
 import pytest
@@ -75,6 +76,27 @@ def test_read_view_returns_the_file_bytes_after_every_window_move(parquet_vector
         length = rng.choice((0, 1, 4, 17, 64, 65, 300))
         length = min(length, len(data) - offset)
         assert bytes(reader._read_view(offset, length, ref)) == data[offset : offset + length], (offset, length)
+
+
+@pytest.mark.parametrize("window", [4096, 2 << 20])
+def test_interleaved_walks_give_the_pages_of_the_general_path(parquet_vector_by_name, monkeypatch, window):
+    """Two chunks walked in turns with ``reuse_buffers`` (each walk moves the shared window) give
+    the same pages as the general path (a fresh copy of every page, no window)."""
+    monkeypatch.setattr(reader_module, "READ_WINDOW", window)
+    for mode in (m.name for m in MODES if m.algorithm == "AES_GCM_V1"):
+        vector = parquet_vector_by_name[mode]
+        data, keys = vector.path.read_bytes(), keys_of(vector)
+        general = ParquetFileReader(io.BytesIO(data), keys)
+        chunks = [info for info in general.column_chunks() if info.encrypted][:2]
+        expected = [[(p.page_type, p.ordinal, p.offset, bytes(p.data)) for p in general.pages(info)] for info in chunks]
+        reader = ParquetFileReader(io.BytesIO(data), keys)
+        walks = [reader.pages(reader.column_chunk(info.row_group, info.column), reuse_buffers=True) for info in chunks]
+        got: list[list] = [[] for _ in walks]
+        for k in itertools.islice(itertools.cycle(range(len(walks))), 4 * sum(map(len, expected))):
+            page = next(walks[k], None)  # one page at a time: page.data is valid until the next page
+            if page is not None:
+                got[k].append((page.page_type, page.ordinal, page.offset, bytes(page.data)))
+        assert got == expected, mode
 
 
 def page_module_offsets(data: bytes, keys: ParquetKeys) -> list[int]:
