@@ -144,8 +144,9 @@ def _column_report(info: ColumnChunkInfo) -> ColumnReport:
 
 
 def _check_chunk(reader: ParquetFileReader, info: ColumnChunkInfo, report: VerificationReport) -> None:
+    encrypted = info.encrypted
     for page in reader.pages(info, reuse_buffers=True):  # authenticate, keep nothing
-        if not info.encrypted:
+        if not encrypted:
             report.plaintext_pages += 1
         elif page.plaintext_levels:
             report.v2_pages_with_plaintext_levels += 1
