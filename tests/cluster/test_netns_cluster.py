@@ -16,7 +16,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 LISTENER = """
 import socket, sys
-server = socket.socket(); server.bind((sys.argv[1], int(sys.argv[2]))); server.listen(8)
+server = socket.socket(); server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the previous test's
+server.bind((sys.argv[1], int(sys.argv[2]))); server.listen(8)  # listener left TIME_WAIT connections on the port
 server.settimeout(30)
 while True:
     try:
@@ -51,8 +52,10 @@ def listener(netns_cluster, tmp_path):
     process = netns_cluster.popen(netns_cluster.driver, [sys.executable, "-c", LISTENER, netns_cluster.driver.address,
                                                          "9999", str(received)])
     time.sleep(1)
+    assert process.poll() is None, "the listener did not start (see the captured stderr)"
     yield received
     process.kill()
+    process.wait(10)
 
 
 def send(cluster, node, marker: str) -> str:

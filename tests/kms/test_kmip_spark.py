@@ -44,11 +44,12 @@ def test_kmip_spark_spine(spark, tmp_path):
         kms = load_kms("kmip", {**props, "kmip.port": "1"})
         catalog_props = {f"pyiceberg-crypto.kms.kmip.{name}": props[f"kmip.{name}"] for name in ("port", "timeout")}
         suffix = uuid.uuid4().hex[:6]
-        catalog, table = f"kmip_{suffix}", f"kmip_{suffix}.db.orders"
+        # The catalogs of one session share its metastore: a namespace of its own (tests/keys has db.orders).
+        catalog, table = f"kmip_{suffix}", f"kmip_{suffix}.kmip_{suffix}.orders"
         with register_kms(spark, kms, name=f"kmip-{suffix}") as registration:
             add_catalog(spark, catalog, warehouse=tmp_path / "wh", kms_name=f"kmip-{suffix}",
                         extra_catalog_properties=catalog_props)
-            spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.db")
+            spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.kmip_{suffix}")
             tbl = config.tblproperties_sql(config.table_properties("lake-orders"))
             spark.sql(f"CREATE TABLE {table} (id bigint, v string) USING iceberg {tbl}")
             spark.sql(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b')")
