@@ -35,7 +35,6 @@ import ssl
 import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from cryptography import x509
@@ -43,6 +42,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap, aes_key_wrap
 from cryptography.x509.oid import NameOID
+
+from tests.kms.http_standin import HttpStandIn
 
 CRYPTO_USER = "Key Vault Crypto Service Encryption User"
 READER = "Key Vault Reader"
@@ -76,7 +77,7 @@ def _self_signed(directory: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-class KeyVaultStandIn:
+class KeyVaultStandIn(HttpStandIn):
     """``vault_url`` = ``https://127.0.0.1:PORT``; trust ``ca_cert`` (``azure.ca-cert``)."""
 
     def __init__(self):
@@ -89,30 +90,13 @@ class KeyVaultStandIn:
         self.delay = 0.0
         self.calls: list[str] = []
         self.lock = threading.Lock()
-        standin = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                standin._handle(self, "GET")
-
-            def do_POST(self):
-                standin._handle(self, "POST")
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(str(cert), str(key))
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.vault_url = f"https://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.start(context)
+        self.vault_url = self.base_url
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        super().close()
         self._dir.cleanup()
 
     # --- admin (what az keyvault key create / rotate / set-attributes and role assignments do) ---

@@ -31,7 +31,6 @@ import secrets
 import struct
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs
 
@@ -40,6 +39,8 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from pyiceberg_crypto.kms.crc32c import crc32c
+
+from tests.kms.http_standin import HttpStandIn
 
 ENCRYPTER_DECRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
 VIEWER = "roles/cloudkms.viewer"
@@ -50,7 +51,7 @@ def _b64url(data: bytes) -> bytes:
     return base64.urlsafe_b64decode(data + b"=" * (-len(data) % 4))
 
 
-class CloudKmsStandIn:
+class CloudKmsStandIn(HttpStandIn):
     """``address`` = ``http://127.0.0.1:PORT`` (set it as ``gcp.endpoint``)."""
 
     def __init__(self, project: str = "lake-project", location: str = "europe-west1", key_ring: str = "lake"):
@@ -65,27 +66,8 @@ class CloudKmsStandIn:
         self.drops_checksums = False  # as if the *_crc32c request fields never arrived (a proxy dropped them)
         self.calls: list[str] = []
         self.lock = threading.Lock()
-        standin = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                standin._handle(self, "GET")
-
-            def do_POST(self):
-                standin._handle(self, "POST")
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.address = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.start()
+        self.address = self.base_url
 
     # --- admin (what gcloud kms keys create / versions create|disable|destroy and IAM bindings do) ---
 

@@ -14,12 +14,13 @@ import os
 import secrets
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from tests.kms.http_standin import HttpStandIn
 
-class TransitStandIn:
+
+class TransitStandIn(HttpStandIn):
     def __init__(self, mount: str = "transit"):
         self.mount = mount
         self.tokens = {"root-" + secrets.token_hex(8)}
@@ -29,33 +30,8 @@ class TransitStandIn:
         self.keys: dict[str, dict] = {}
         self.delay = 0.0
         self.lock = threading.Lock()
-        standin = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                standin._handle(self, "GET")
-
-            def do_POST(self):
-                standin._handle(self, "POST")
-
-            def do_PUT(self):
-                standin._handle(self, "POST")
-
-            def do_DELETE(self):
-                standin._handle(self, "DELETE")
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.address = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.start()
+        self.address = self.base_url
 
     # admin helpers (what `vault write transit/keys/<k>` etc. do)
     def create_key(self, name: str):
