@@ -166,7 +166,7 @@ def spark_settings(
             log.warning(
                 "Spark %s bundles the Hive 2.3.9 metastore, which lacks HIVE-26882: the embedded metastore "
                 "commits without compare-and-swap, safe for one writer at a time only. For concurrent writers "
-                "use metastore_uri= of a Hive 2.3.10+/4.x metastore server (README, Install).", line.spark)
+                "use metastore_uri= of a Hive 2.3.10+/4.x metastore server (docs: Installation, Spark 3.5).", line.spark)
     return settings
 
 

@@ -133,7 +133,7 @@ def register_kms(
             executors on this machine only. On a real cluster pass the driver's address reachable
             by executors (or ``"0.0.0.0"``: executors are then told ``spark.driver.host``). Any
             address but 127.0.0.1 gets TLS with a per-registration certificate that the JVMs
-            pin (see README, "The Python KMS on a cluster").
+            pin (docs: "Run on a cluster").
     """
     if not hasattr(kms, "wrap_key") or not hasattr(kms, "unwrap_key"):
         raise TypeError(f"kms must implement wrap_key/unwrap_key (a KeyManagementClient), got {type(kms).__name__}")
