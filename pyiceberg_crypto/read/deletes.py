@@ -34,11 +34,35 @@ def equality_field_ids(task: ReadTask) -> set[int]:
     return {i for delete in task.equality_deletes for i in delete.equality_ids}
 
 
-def apply_deletes(task: ReadTask, table: pa.Table, file_io: FileIO, caches: DeleteCaches) -> pa.Table:
-    """``table`` (all rows of ``task.data``, in file order) without its deleted rows."""
+def apply_deletes(task: ReadTask, table: pa.Table, file_io: FileIO, caches: DeleteCaches,
+                  row_ranges: list[tuple[int, int]] | None = None) -> pa.Table:
+    """``table`` (all rows of ``task.data`` in file order, or the rows of ``row_ranges``: the
+    positions it holds when row groups were skipped) without its deleted rows."""
     if not (task.deletion_vectors or task.position_deletes or task.equality_deletes):
         return table
     rows = table.num_rows
+    mask = None
+    if task.deletion_vectors or task.position_deletes:
+        positions = task.data.record_count if row_ranges is not None else rows
+        keep = _position_keep(task, positions, file_io, caches)
+        if row_ranges is not None:
+            keep = b"".join(keep[start:end] for start, end in row_ranges)
+        mask = pa.Array.from_buffers(pa.uint8(), rows, [None, pa.py_buffer(keep)]).cast(pa.bool_())
+    if task.equality_deletes:
+        by_id = {field_id(f): i for i, f in enumerate(table.schema)}
+        for delete in task.equality_deletes:
+            deleted = read_equality_deletes(delete, file_io, caches.equality)
+            if deleted.num_rows == 0 or rows == 0:
+                continue
+            columns = [table.column(by_id[i]) if i in by_id else pa.nulls(rows, deleted.column(n).type)
+                       for n, i in enumerate(delete.equality_ids)]
+            hit = pc.invert(equality_deleted(columns, deleted))
+            mask = hit if mask is None else pc.and_(mask, hit)
+    return table if mask is None else table.filter(mask)
+
+
+def _position_keep(task: ReadTask, rows: int, file_io: FileIO, caches: DeleteCaches) -> bytearray:
+    """One byte per row position of the data file: 1 kept, 0 deleted by a DV or position delete."""
     keep: bytearray | None = None
     for delete in task.deletion_vectors:  # one per data file in a v3 table
         vector = read_deletion_vector(delete, file_io, caches.puffin)
@@ -54,17 +78,7 @@ def apply_deletes(task: ReadTask, table: pa.Table, file_io: FileIO, caches: Dele
     for delete in task.position_deletes:
         _clear(keep, read_position_deletes(delete, file_io, caches.positions).get(task.data.path, ()), delete.path,
                task.data.path)
-    mask = pa.Array.from_buffers(pa.uint8(), rows, [None, pa.py_buffer(keep)]).cast(pa.bool_())
-    if task.equality_deletes:
-        by_id = {field_id(f): i for i, f in enumerate(table.schema)}
-        for delete in task.equality_deletes:
-            deleted = read_equality_deletes(delete, file_io, caches.equality)
-            if deleted.num_rows == 0:
-                continue
-            columns = [table.column(by_id[i]) if i in by_id else pa.nulls(rows, deleted.column(n).type)
-                       for n, i in enumerate(delete.equality_ids)]
-            mask = pc.and_(mask, pc.invert(equality_deleted(columns, deleted)))
-    return table.filter(mask)
+    return keep
 
 
 def equality_deleted(columns: list, deleted: pa.Table) -> pa.Array:

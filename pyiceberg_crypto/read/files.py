@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 from pyiceberg_crypto.formats.deletion_vector import DeletionVector, DeletionVectorError, parse_deletion_vector
 from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
 from pyiceberg_crypto.formats.parquet import ParquetKeys, decrypt_parquet
+from pyiceberg_crypto.formats.parquet.decrypt import RowGroups
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.read.avro import avro_to_arrow
 from pyiceberg_crypto.read.plan import ContentFile, ReadIntegrityError
@@ -49,20 +50,34 @@ POSITION_DELETE_PATH_ID = 2147483546  # spec "Position Delete Files": file_path
 POSITION_DELETE_POS_ID = 2147483545  # pos
 
 
-def read_data_file(content: ContentFile, file_io: FileIO, fields: tuple[Field, ...], field_ids: set[int]) -> pa.Table:
+#: Row ranges ``[(first position, end position), ...]`` of a file that a table holds, in order.
+RowRanges = list[tuple[int, int]]
+
+
+def read_data_file(content: ContentFile, file_io: FileIO, fields: tuple[Field, ...], field_ids: set[int],
+                   row_groups: RowGroups | None = None) -> tuple[pa.Table, RowRanges | None]:
     """The file's columns with the given top-level field ids (file names and types, field ids in
-    the Arrow field metadata); ``fields`` is the read schema (used for Avro)."""
+    the Arrow field metadata); ``fields`` is the read schema (used for Avro). ``row_groups``: a
+    Parquet row group selection (:func:`decrypt_parquet`); the ranges of the file's row positions
+    the table holds come back with it (None: every row)."""
     if content.file_format == "PARQUET":
-        return read_parquet(content, file_io, field_ids)
+        return read_parquet_row_groups(content, file_io, field_ids, row_groups)
     if content.file_format == "AVRO":
         return avro_to_arrow(_ags1_plaintext(content, file_io), content.path, fields, field_ids,
-                             content.record_count)
+                             content.record_count), None
     raise ReadIntegrityError(f"{content.file_format} data files are not read (Iceberg encrypts Parquet and Avro)",
                              file=content.path, status=UNVERIFIABLE)
 
 
 def read_parquet(content: ContentFile, file_io: FileIO, field_ids: set[int] | None) -> pa.Table:
     """An encrypted Parquet file, authenticated module by module, decoded by PyArrow."""
+    return read_parquet_row_groups(content, file_io, field_ids)[0]
+
+
+def read_parquet_row_groups(content: ContentFile, file_io: FileIO, field_ids: set[int] | None,
+                            row_groups: RowGroups | None = None) -> tuple[pa.Table, RowRanges | None]:
+    """:func:`read_parquet` of the selected row groups only, with the row ranges they hold (None:
+    all of them were selected)."""
     task = content.task()
     size = stored_size(task, file_io)
     if isinstance(size, FileFinding):
@@ -79,7 +94,8 @@ def read_parquet(content: ContentFile, file_io: FileIO, field_ids: set[int] | No
                 raise ReadIntegrityError(f"bad magic {magic!r}, expected {PARQUET_ENCRYPTED_MAGIC!r}",
                                          file=content.path, location="header")
             keys = ParquetKeys(footer_key=key.encryption_key, aad_prefix=key.aad_prefix)
-            result = decrypt_parquet(handle, out, keys, name=content.path, expected_size=trusted, leaf_columns=leaves)
+            result = decrypt_parquet(handle, out, keys, name=content.path, expected_size=trusted, leaf_columns=leaves,
+                                     row_groups=row_groups)
     except ReadIntegrityError:
         raise
     except IntegrityError as err:
@@ -97,7 +113,16 @@ def read_parquet(content: ContentFile, file_io: FileIO, field_ids: set[int] | No
                                  f"{content.record_count}", file=content.path, location="footer")
     parquet = pq.ParquetFile(pa.BufferReader(out.getbuffer()))
     names = [f.name for f in parquet.schema_arrow if field_ids is None or field_id(f) in field_ids]
-    return parquet.read(columns=names, use_threads=False)
+    if not result.skipped_row_groups:
+        return parquet.read(columns=names, use_threads=False), None
+    kept = result.selected_row_groups or []
+    starts = [0]
+    for index in range(parquet.metadata.num_row_groups):
+        starts.append(starts[-1] + parquet.metadata.row_group(index).num_rows)
+    ranges = [(starts[i], starts[i + 1]) for i in kept]
+    if not kept:
+        return parquet.schema_arrow.empty_table().select(names), ranges
+    return parquet.read_row_groups(kept, columns=names, use_threads=False), ranges
 
 
 def _ags1_plaintext(content: ContentFile, file_io: FileIO) -> bytes:

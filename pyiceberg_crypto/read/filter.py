@@ -9,6 +9,9 @@ A filter is a conjunction (AND) of ``(column, op, value)`` predicates, ``op`` on
   ``lower_bounds`` / ``upper_bounds``, from the decrypted manifests) prove that no row can match
   one predicate. Bounds cover non-null values, and a comparison never matches a null, so this is
   exact; a file without bounds for the column is read. Identity partitions have bounds too.
+- **Skipping row groups**: in a Parquet file that is read, a row group is not read (nor
+  decrypted) when its column chunk statistics (from the authenticated footer) prove the same;
+  row positions stay those of the file, so position deletes and deletion vectors still apply.
 - **Exact rows**: every row returned matches (the filter is applied to each file read, after its
   deletes), so the result equals ``SELECT ... WHERE`` of the same predicates.
 
@@ -28,6 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 OPERATORS = ("==", "!=", "<", "<=", ">", ">=", "in", "not in")
 _EPOCH_DATE = _dt.date(1970, 1, 1)
@@ -108,17 +112,71 @@ class RowFilter:
             field_id, iceberg_type = fields[predicate.column]
             low = decode_bound(iceberg_type, lower_bounds.get(field_id))
             high = decode_bound(iceberg_type, upper_bounds.get(field_id))
-            if low is None or high is None:
-                continue
-            try:
-                if not _may_match(predicate, low, high, iceberg_type):
-                    return False
-            except (TypeError, ValueError, OverflowError):
-                continue  # a value the bounds cannot be compared with: read the file, filter exactly
+            if not _may_match(predicate, low, high, iceberg_type):
+                return False
         return True
+
+    def row_groups(self, fields: Mapping[str, tuple[int, Any]]):
+        """A ``decrypt_parquet(row_groups=...)`` selector: the indexes of the row groups whose
+        column chunk statistics do not prove that no row matches (``fields`` as for :meth:`may_match`)."""
+        def select(footer_file: bytes) -> list[int]:
+            metadata = pq.ParquetFile(pa.BufferReader(footer_file)).metadata
+            leaves = _top_level_leaves(metadata)
+            kept = []
+            for index in range(metadata.num_row_groups):
+                group = metadata.row_group(index)
+                if all(_may_match(p, *_statistics(group, leaves.get(fields[p.column][0]), fields[p.column][1]),
+                                  fields[p.column][1]) for p in self.predicates):
+                    kept.append(index)
+            return kept
+        return select
+
+
+def _top_level_leaves(metadata: pq.FileMetaData) -> dict[int, int]:
+    """Field id -> leaf column ordinal, for the file's top-level primitive columns."""
+    ordinals = {metadata.schema.column(j).path: j for j in range(metadata.num_columns)}
+    leaves = {}
+    for arrow_field in metadata.schema.to_arrow_schema():
+        raw = (arrow_field.metadata or {}).get(b"PARQUET:field_id")
+        if raw is not None and arrow_field.name in ordinals and not pa.types.is_nested(arrow_field.type):
+            leaves[int(raw)] = ordinals[arrow_field.name]
+    return leaves
+
+
+def _statistics(group, ordinal: int | None, iceberg_type) -> tuple[Any, Any]:
+    """A chunk's (min, max) as :func:`decode_bound` would give them, or (None, None). Physical
+    values (``min_raw``): dates as days, timestamps in the column's unit, strings as UTF-8."""
+    if ordinal is None:
+        return None, None
+    statistics = group.column(ordinal).statistics
+    if statistics is None or not statistics.has_min_max:
+        return None, None
+    low, high = statistics.min_raw, statistics.max_raw
+    if iceberg_type == "string":
+        try:
+            low, high = low.decode("utf-8"), high.decode("utf-8")
+        except (AttributeError, UnicodeDecodeError):
+            return None, None
+    elif iceberg_type not in _LITTLE_ENDIAN and iceberg_type != "boolean":
+        return None, None  # decimals, binary, uuid...: not compared
+    if any(isinstance(v, float) and math.isnan(v) for v in (low, high)):
+        return None, None
+    return low, high
 
 
 def _may_match(predicate: Predicate, low, high, iceberg_type) -> bool:
+    """False when ``low``/``high`` (bounds of non-null values; None: unknown) prove no row matches."""
+    if low is None or high is None:
+        return True
+    if iceberg_type in ("float", "double") and predicate.op in ("!=", "not in"):
+        return True  # bounds leave NaN out, and NaN != x holds: never ruled out by them
+    try:
+        return _bounds_may_match(predicate, low, high, iceberg_type)
+    except (TypeError, ValueError, OverflowError):
+        return True  # a value the bounds cannot be compared with: read it, filter exactly
+
+
+def _bounds_may_match(predicate: Predicate, low, high, iceberg_type) -> bool:
     op = predicate.op
     if op in ("in", "not in"):
         values = [comparable(iceberg_type, v) for v in predicate.value]

@@ -82,8 +82,8 @@ def scan(
         columns: top-level columns to read, by their current names (default: all); only their
             column chunks are read and decrypted.
         row_filter: rows to return, ``[(column, op, value), ...]`` ANDed (``op``: ``== != < <= > >=
-            in``, ``not in``); files whose manifest column bounds rule the filter out are not read
-            (:mod:`pyiceberg_crypto.read.filter`). The filter's columns need not be in ``columns``.
+            in``, ``not in``); files whose manifest column bounds rule the filter out are not read,
+            nor row groups whose Parquet statistics do (:mod:`pyiceberg_crypto.read.filter`). The filter's columns need not be in ``columns``.
         metastore: ``thrift://host:port`` of the Hive metastore that names the table.
         file_io / properties: how files are read (default: from the location's scheme and ``properties``).
         allowed_locations: locations the table spans besides its own (confinement, as the verifier).
@@ -238,8 +238,12 @@ def _read_one(task: ReadTask, prepared: PreparedRead, caches: DeleteCaches) -> p
     schema = prepared.read
     wanted = {f.field_id for f in schema.fields}
     try:
-        table = read_data_file(task.data, prepared.file_io, schema.fields, wanted | equality_field_ids(task))
-        table = apply_deletes(task, table, prepared.file_io, caches)
+        row_groups = None
+        if prepared.row_filter is not None:
+            row_groups = prepared.row_filter.row_groups({f.name: (f.field_id, f.type) for f in schema.fields})
+        table, row_ranges = read_data_file(task.data, prepared.file_io, schema.fields,
+                                           wanted | equality_field_ids(task), row_groups)
+        table = apply_deletes(task, table, prepared.file_io, caches, row_ranges)
         table = project(table, schema.fields)
     except (pa.ArrowException, SchemaError, KeyError, IndexError, TypeError, ValueError) as exc:
         # Authentic bytes that do not decode as the schema says (PyArrow's decoding, a column of

@@ -5,6 +5,7 @@ while every file that is read is still authenticated."""
 from __future__ import annotations
 
 import json
+import struct
 import uuid
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -115,3 +116,74 @@ def test_bounds_and_predicates_without_spark():
     assert parse_predicate("tags not in ('a', 'b')") == ("tags", "not in", ["a", "b"])
     with pytest.raises(RowFilterError):
         RowFilter.of([("id", "in", 5)])
+
+
+# --- row groups -------------------------------------------------------------------------------
+ROW_GROUP_PROPERTIES = {  # Iceberg checks the row group size every 100 rows: a group per 100 rows
+    "write.parquet.row-group-size-bytes": "1",
+    "write.parquet.row-group-check-min-record-count": "100",
+    "write.parquet.row-group-check-max-record-count": "100",
+    "write.delete.mode": "merge-on-read",
+}
+
+
+@pytest.fixture(scope="module")
+def row_groups(spark, kms_registration, master_keys):
+    """One data file of 1,000 rows in id order, a row group per 100 rows, then a merge-on-read
+    DELETE (a deletion vector: positions in the file)."""
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.db")
+    table = f"{CATALOG}.db.groups_{uuid.uuid4().hex[:8]}"
+    props = config.table_properties("k1", extra=ROW_GROUP_PROPERTIES)
+    spark.sql(f"CREATE TABLE {table} (id bigint, name string, score double) USING iceberg "
+              f"{config.tblproperties_sql(props)}")
+    spark.sql(f"INSERT INTO {table} SELECT id, concat('n', CAST(id AS string)), id / 4.0 FROM range(0, 1000, 1, 1)")
+    spark.sql(f"DELETE FROM {table} WHERE id % 7 = 0 OR id = 955")
+    [data_file] = [r.file_path for r in spark.sql(f"SELECT file_path FROM {table}.files WHERE content = 0").collect()]
+    return table, metadata_location(spark, table), InMemoryKms(master_keys), data_file
+
+
+ROW_GROUP_PREDICATES = [
+    ([("id", ">=", 950)], "id >= 950"),
+    ([("id", ">", 100), ("id", "<", 130)], "id > 100 AND id < 130"),
+    ([("id", "in", [5, 955, 999])], "id IN (5, 955, 999)"),
+    ([("name", "==", "n960")], "name = 'n960'"),
+    ([("score", ">=", 240.0)], "score >= 240.0"),
+    ([("id", "<", 0)], "id < 0"),
+]
+
+
+@pytest.mark.parametrize(("row_filter", "where"), ROW_GROUP_PREDICATES, ids=[w for _, w in ROW_GROUP_PREDICATES])
+def test_rows_of_a_pruned_file_are_spark_s_where_with_its_deletion_vector(spark, row_groups, row_filter, where):
+    table, location, kms, _ = row_groups
+    ours = read_table(location, kms, columns=["id", "name"], row_filter=row_filter).sort_by("id")
+    expected = spark.sql(f"SELECT id, name FROM {table} WHERE {where} ORDER BY id").toArrow()
+    assert ours.column("id").to_pylist() == expected.column("id").to_pylist()
+    assert ours.column("name").to_pylist() == expected.column("name").to_pylist()
+
+
+def test_row_groups_ruled_out_by_their_statistics_are_never_decrypted(spark, row_groups):
+    """A flipped byte in the first row group (ids 0..99): a filter for ids >= 900 reads the file's
+    last row group only and never sees it; a filter that needs the first group refuses the file."""
+    table, location, kms, data_file = row_groups
+    expected = spark.sql(f"SELECT id FROM {table} WHERE id >= 900 ORDER BY id").toArrow().column("id").to_pylist()
+    assert len(expected) > 80
+    path = data_file.removeprefix("file:")
+    with replaced(data_file, flipped(Path(path).read_bytes(), 200)):  # inside the first group's first page
+        kept = read_table(location, kms, row_filter=[("id", ">=", 900)]).sort_by("id")
+        assert kept.column("id").to_pylist() == expected
+        with pytest.raises(ReadIntegrityError) as excinfo:
+            read_table(location, kms, row_filter=[("id", "<", 50)])
+        assert excinfo.value.file == data_file
+        with pytest.raises(ReadIntegrityError):
+            read_table(location, kms)
+
+
+def test_float_inequality_is_never_ruled_out_by_bounds():
+    """Bounds and statistics leave NaN out, and NaN != x is true: != / not in on floats read the file."""
+    fields = {"x": (1, "double")}
+    lower = upper = {1: struct.pack("<d", 1.0)}
+    assert RowFilter.of([("x", "!=", 1.0)]).may_match(lower, upper, fields)
+    assert RowFilter.of([("x", "not in", [1.0])]).may_match(lower, upper, fields)
+    assert not RowFilter.of([("x", ">", 1.0)]).may_match(lower, upper, fields)
+    assert not RowFilter.of([("id", "!=", 1)]).may_match({1: (1).to_bytes(8, "little")}, {1: (1).to_bytes(8, "little")},
+                                                        {"id": (1, "long")})

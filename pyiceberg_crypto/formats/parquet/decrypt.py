@@ -23,6 +23,12 @@ Projection: ``leaf_columns`` (leaf column ordinals, or a function of the authent
 schema returning them) copies only those column chunks; the others keep their ColumnMetaData but
 no pages (offset 4, size 0, no indexes), so a reader asked for the selected columns only never
 touches them, and their modules are neither read nor decrypted.
+
+Row groups: ``row_groups`` (row group indexes, or a function of the authenticated footer as a
+page-less plaintext Parquet file, which PyArrow opens to read each chunk's statistics) copies the
+pages of those row groups only; the others keep their metadata (row counts, statistics) with no
+pages, so row positions in the file stay what they were and a reader reads the selected row groups
+(``pyarrow.parquet.ParquetFile.read_row_groups``). Skipped row groups are never read nor decrypted.
 """
 
 from __future__ import annotations
@@ -61,6 +67,8 @@ except ImportError:  # pragma: no cover - exercised where zlib-ng is not install
 
 #: Which leaf columns to copy: ordinals, or a function of the footer's SchemaElement list.
 LeafColumns = Union[Collection[int], Callable[[list[TStruct]], Collection[int]]]
+#: Which row groups to copy: indexes, or a function of the footer as a page-less PAR1 file.
+RowGroups = Union[Collection[int], Callable[[bytes], Collection[int]]]
 
 
 @dataclass
@@ -75,7 +83,9 @@ class DecryptResult:
     unauthenticated: dict[str, int] = field(default_factory=dict)  # CTR pages
     row_groups: int = 0
     column_chunks: int = 0
-    skipped_chunks: int = 0  # not selected by ``leaf_columns``: not read
+    skipped_chunks: int = 0  # not selected by ``leaf_columns`` or ``row_groups``: not read
+    skipped_row_groups: int = 0  # not selected by ``row_groups``: not read
+    selected_row_groups: list[int] | None = None  # the row groups copied, when ``row_groups`` was given
     num_rows: int | None = None  # what the authenticated footer says
 
 
@@ -109,6 +119,7 @@ def decrypt_parquet(
     name: str | None = None,
     expected_size: int | None = None,
     leaf_columns: LeafColumns | None = None,
+    row_groups: RowGroups | None = None,
 ) -> DecryptResult:
     """Write the plaintext Parquet version of ``fileobj`` to ``out``; see the module docstring."""
     reader = ParquetFileReader(fileobj, keys, name, expected_size)
@@ -118,14 +129,20 @@ def decrypt_parquet(
     metadata = footer.metadata.copy()
     metadata.remove(FileMetaDataF.ENCRYPTION_ALGORITHM)
     metadata.remove(FileMetaDataF.FOOTER_SIGNING_KEY_METADATA)
-    row_groups = metadata.get(FileMetaDataF.ROW_GROUPS)
+    groups = metadata.get(FileMetaDataF.ROW_GROUPS)
     selected = _selected(leaf_columns, metadata)
-    skipped = 0
+    kept_groups = _kept_row_groups(row_groups, reader, metadata)
+    skipped = skipped_groups = 0
     sink = _Out(out)
     sink.write(MAGIC_PLAIN)
     pending: list[_PendingChunk] = []
-    for rg_index, rg in enumerate(row_groups.items if row_groups else []):
+    for rg_index, rg in enumerate(groups.items if groups else []):
         columns = rg.get(RowGroupF.COLUMNS)
+        if kept_groups is not None and rg_index not in kept_groups:
+            _without_pages_row_group(reader, rg_index, rg)
+            skipped += len(columns.items) if columns else 0
+            skipped_groups += 1
+            continue
         rg_start, compressed, uncompressed = sink.pos, 0, 0
         for col in range(len(columns.items) if columns else 0):
             info = reader.column_chunk(rg_index, col)
@@ -160,9 +177,12 @@ def decrypt_parquet(
         algorithm=footer.algorithm.name if footer.algorithm else None,
         authenticated={t.label: n for t, n in sorted(reader.authenticated.items())},
         unauthenticated={t.label: n for t, n in sorted(reader.unauthenticated.items())},
-        row_groups=len(row_groups.items) if row_groups else 0,
+        row_groups=len(groups.items) if groups else 0,
         column_chunks=len(pending),
         skipped_chunks=skipped,
+        skipped_row_groups=skipped_groups,
+        selected_row_groups=None if kept_groups is None else sorted(i for i in kept_groups
+                                                                      if 0 <= i < len(groups.items if groups else [])),
         num_rows=metadata.get(FileMetaDataF.NUM_ROWS),
     )
 
@@ -174,6 +194,37 @@ def _selected(leaf_columns: LeafColumns | None, metadata: TStruct) -> set[int] |
         schema = metadata.get(FileMetaDataF.SCHEMA)
         leaf_columns = leaf_columns(list(schema.items) if schema else [])
     return set(leaf_columns)
+
+
+def _kept_row_groups(row_groups: RowGroups | None, reader: ParquetFileReader, metadata: TStruct) -> set[int] | None:
+    if row_groups is None:
+        return None
+    if callable(row_groups):
+        row_groups = row_groups(page_less_file(reader, metadata))
+    return set(row_groups)
+
+
+def page_less_file(reader: ParquetFileReader, metadata: TStruct) -> bytes:
+    """The authenticated footer as a plaintext Parquet file without pages (every chunk as
+    :func:`_without_pages` leaves it): enough for a Parquet library to read the schema, row counts
+    and statistics."""
+    footer = metadata.copy()
+    groups = footer.get(FileMetaDataF.ROW_GROUPS)
+    for rg_index, rg in enumerate(groups.items if groups else []):
+        _without_pages_row_group(reader, rg_index, rg)
+    serialized = encode_struct(footer)
+    return MAGIC_PLAIN + serialized + struct.pack("<I", len(serialized)) + MAGIC_PLAIN
+
+
+def _without_pages_row_group(reader: ParquetFileReader, rg_index: int, rg: TStruct) -> None:
+    """A row group not copied: every chunk without pages, the group at offset 4 with size 0."""
+    columns = rg.get(RowGroupF.COLUMNS)
+    for col in range(len(columns.items) if columns else 0):
+        columns.items[col] = _without_pages(reader.column_chunk(rg_index, col))
+    if rg.has(RowGroupF.FILE_OFFSET):
+        rg.set(RowGroupF.FILE_OFFSET, TType.I64, len(MAGIC_PLAIN))
+    if rg.has(RowGroupF.TOTAL_COMPRESSED_SIZE):
+        rg.set(RowGroupF.TOTAL_COMPRESSED_SIZE, TType.I64, 0)
 
 
 def _without_pages(info: ColumnChunkInfo) -> TStruct:
