@@ -57,7 +57,7 @@ from pyiceberg_crypto.formats.parquet.structs import (
     PageType,
     RowGroupF,
 )
-from pyiceberg_crypto.formats.parquet.thrift import TStruct, TType, encode_struct
+from pyiceberg_crypto.formats.parquet.thrift import TList, TStruct, TType, encode_struct
 
 try:  # the same CRC-32 (IEEE 802.3, as zlib), ~20x faster than zlib 1.2's: extra [speed]
     from zlib_ng.zlib_ng import crc32
@@ -126,7 +126,7 @@ def decrypt_parquet(
     footer = reader.footer
     if footer.encrypted and not footer.encrypted_footer and footer.signature_verified is None:
         raise KeyRequiredError(f"{reader.name or 'file'}: the footer key is needed to check the footer signature")
-    metadata = footer.metadata.copy()
+    metadata = _output_footer(footer.metadata)
     metadata.remove(FileMetaDataF.ENCRYPTION_ALGORITHM)
     metadata.remove(FileMetaDataF.FOOTER_SIGNING_KEY_METADATA)
     groups = metadata.get(FileMetaDataF.ROW_GROUPS)
@@ -200,6 +200,9 @@ def _kept_row_groups(row_groups: RowGroups | None, reader: ParquetFileReader, me
     if row_groups is None:
         return None
     if callable(row_groups):
+        groups = metadata.get(FileMetaDataF.ROW_GROUPS)
+        if groups is None or len(groups.items) <= 1:
+            return None  # nothing to choose between: the file as a whole was already chosen
         row_groups = row_groups(page_less_file(reader, metadata))
     return set(row_groups)
 
@@ -208,12 +211,31 @@ def page_less_file(reader: ParquetFileReader, metadata: TStruct) -> bytes:
     """The authenticated footer as a plaintext Parquet file without pages (every chunk as
     :func:`_without_pages` leaves it): enough for a Parquet library to read the schema, row counts
     and statistics."""
-    footer = metadata.copy()
+    footer = _output_footer(metadata)
     groups = footer.get(FileMetaDataF.ROW_GROUPS)
     for rg_index, rg in enumerate(groups.items if groups else []):
         _without_pages_row_group(reader, rg_index, rg)
     serialized = encode_struct(footer)
     return MAGIC_PLAIN + serialized + struct.pack("<I", len(serialized)) + MAGIC_PLAIN
+
+
+def _output_footer(metadata: TStruct) -> TStruct:
+    """A copy of the footer to rewrite: the FileMetaData, its row groups and their column lists are
+    new objects; everything below them is shared, because column chunks are replaced (by
+    :func:`_copy_chunk` / :func:`_without_pages`, from shallow copies), never changed in place.
+    (A deep copy of a footer of many row groups cost more than decrypting their pages.)"""
+    out = metadata.shallow_copy()
+    groups = out.get(FileMetaDataF.ROW_GROUPS)
+    if groups is not None:
+        copied = []
+        for rg in groups.items:
+            rg = rg.shallow_copy()
+            columns = rg.get(RowGroupF.COLUMNS)
+            if columns is not None:
+                rg.set(RowGroupF.COLUMNS, TType.LIST, TList(columns.elem_type, list(columns.items), columns.is_set))
+            copied.append(rg)
+        out.set(FileMetaDataF.ROW_GROUPS, TType.LIST, TList(groups.elem_type, copied, groups.is_set))
+    return out
 
 
 def _without_pages_row_group(reader: ParquetFileReader, rg_index: int, rg: TStruct) -> None:
@@ -231,14 +253,14 @@ def _without_pages(info: ColumnChunkInfo) -> TStruct:
     """A column chunk not copied: its ColumnMetaData (types, counts, statistics) with no pages."""
     if info.meta is None:
         raise KeyRequiredError(f"no ColumnMetaData for column '{info.path}'")
-    meta = info.meta.copy()
+    meta = info.meta.shallow_copy()
     for f in (ColumnMetaDataF.DICTIONARY_PAGE_OFFSET, ColumnMetaDataF.INDEX_PAGE_OFFSET,
               ColumnMetaDataF.BLOOM_FILTER_OFFSET, ColumnMetaDataF.BLOOM_FILTER_LENGTH):
         meta.remove(f)
     meta.set(ColumnMetaDataF.DATA_PAGE_OFFSET, TType.I64, len(MAGIC_PLAIN))
     meta.set(ColumnMetaDataF.TOTAL_COMPRESSED_SIZE, TType.I64, 0)
     meta.set(ColumnMetaDataF.TOTAL_UNCOMPRESSED_SIZE, TType.I64, 0)
-    chunk = info.chunk.copy()
+    chunk = info.chunk.shallow_copy()
     for f in (ColumnChunkF.CRYPTO_METADATA, ColumnChunkF.ENCRYPTED_COLUMN_METADATA, ColumnChunkF.OFFSET_INDEX_OFFSET,
               ColumnChunkF.OFFSET_INDEX_LENGTH, ColumnChunkF.COLUMN_INDEX_OFFSET, ColumnChunkF.COLUMN_INDEX_LENGTH):
         chunk.remove(f)
@@ -252,8 +274,8 @@ def _signed32(value: int) -> int:
 
 
 def _copy_chunk(reader: ParquetFileReader, info: ColumnChunkInfo, sink: _Out) -> _PendingChunk:
-    meta = info.meta.copy()  # type: ignore[union-attr]
-    chunk = info.chunk.copy()
+    meta = info.meta.shallow_copy()  # type: ignore[union-attr]
+    chunk = info.chunk.shallow_copy()
     start = sink.pos
     uncompressed = 0
     locations: list[tuple[int, int]] = []

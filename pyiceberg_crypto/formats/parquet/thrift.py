@@ -91,6 +91,10 @@ class TStruct:
     def remove(self, fid: int) -> None:
         self.fields.pop(fid, None)
 
+    def shallow_copy(self) -> TStruct:
+        """A new struct with the same field values (for changing top-level fields only)."""
+        return TStruct(dict(self.fields))
+
     def copy(self) -> TStruct:
         """A deep copy (structs, lists and maps are copied; scalars are immutable)."""
         return TStruct({fid: (t, _copy_value(t, v)) for fid, (t, v) in self.fields.items()})
