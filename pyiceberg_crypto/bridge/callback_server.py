@@ -19,6 +19,8 @@ FINDINGS.md), and ``shutdown_callback_server()`` can hang. This server:
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import datetime
 import hashlib
@@ -108,12 +110,14 @@ class _KmsCallbackConnection(CallbackConnection):
         failed = True
         try:
             method = smart_decode(input.readline())[:-1]
-            params = self._get_params(input)
+            params = read_params(input)
             target = self.pool[obj_id]
             if method not in getattr(target, "ALLOWED_METHODS", ()):
                 raise PermissionError(f"method {method!r} is not callable over the KMS bridge")
             value = getattr(target, method)(*params)
             failed = False
+            if isinstance(value, bytes):  # the answer of wrapKey / unwrapKey / generateKey
+                return f"{proto.RETURN_MESSAGE}{proto.SUCCESS}{proto.BYTES_TYPE}{base64.standard_b64encode(value).decode('ascii')}\n"
             return proto.RETURN_MESSAGE + proto.SUCCESS + get_command_part(value, self.pool)
         except Exception as exc:  # reported to Java as one line, without traceback or secrets
             message = f"{type(exc).__name__}: {exc}".replace("\n", " ")
@@ -121,6 +125,42 @@ class _KmsCallbackConnection(CallbackConnection):
         finally:
             if self.callback_server.on_call is not None:
                 self.callback_server.on_call(peer, method, failed)
+
+
+def read_params(input) -> list:  # noqa: A002 - py4j's name
+    """A call's parameters: one typed line each (Py4J protocol), up to the ``e`` line.
+
+    The KMS protocol passes byte arrays and strings only (:class:`PythonKms` in Java), so this
+    decodes those (and the other scalars) directly, instead of py4j's generic path: that turns byte
+    arrays into bytearrays byte by byte in Python and, in a PySpark driver, goes through PySpark's
+    exception-capturing wrapper once per parameter, together most of a call's Python time. A Java
+    object reference, which a KMS call never sends, is refused (the rest of the call is still read,
+    so the connection stays in step)."""
+    params: list = []
+    refused = None
+    while True:
+        line = input.readline()
+        if not line:
+            raise EOFError("the JVM closed the connection during a call")
+        line = line.decode("utf-8")[:-1]
+        if line == proto.END:
+            break
+        kind, value = line[:1], line[1:]
+        if kind == proto.BYTES_TYPE:
+            params.append(binascii.a2b_base64(value))
+        elif kind == proto.STRING_TYPE:
+            params.append(proto.unescape_new_line(value) if "\\" in value else value)
+        elif kind == proto.NULL_TYPE:
+            params.append(None)
+        elif kind == proto.BOOLEAN_TYPE:
+            params.append(value.lower() == "true")
+        elif kind in (proto.INTEGER_TYPE, proto.LONG_TYPE):
+            params.append(int(value))
+        else:
+            refused = refused or kind
+    if refused is not None:
+        raise TypeError(f"a parameter of Py4J type {refused!r} is not part of the KMS protocol")
+    return params
 
 
 class _KmsCallbackServer(CallbackServer):

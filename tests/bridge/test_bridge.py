@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import io
 import socket
 import threading
 
 import pytest
 
 from pyiceberg_crypto.bridge import BridgeError, register_kms, registered
-from pyiceberg_crypto.bridge.callback_server import LOOPBACK
+from pyiceberg_crypto.bridge.callback_server import LOOPBACK, read_params
 from pyiceberg_crypto.kms import InMemoryKms
 
 pytestmark = pytest.mark.spine  # the core path: make test also runs it on Spark 3.5
@@ -199,3 +201,18 @@ def test_a_kms_call_that_exceeds_the_timeout_fails_instead_of_hanging(spark, jvm
         message = str(excinfo.value)
         assert "Python KMS 'slow' failed to unwrap a key with key id 'm1'" in message
         assert "no answer from the Python KMS within its timeout" in message
+
+
+def test_call_parameters_are_decoded_as_py4j_encodes_them_and_references_are_refused():
+    """The bridge's own decoder of Py4J call parameters (the KMS protocol: byte arrays, strings)."""
+    key = bytes(range(256))
+    stream = io.BytesIO(("j" + base64.b64encode(key).decode() + "\n" + "skey\\nid\n" + "n\n" + "btrue\n"
+                         + "i-7\n" + "e\n" + "snext call\n").encode())
+    assert read_params(stream) == [key, "key\nid", None, True, -7]
+    assert stream.readline() == b"snext call\n"  # stopped at the end marker
+    stream = io.BytesIO(b"ro123\nsid\ne\nafter\n")
+    with pytest.raises(TypeError, match="type 'r' is not part of the KMS protocol"):
+        read_params(stream)
+    assert stream.readline() == b"after\n"  # the refused call was read to its end: still in step
+    with pytest.raises(EOFError):
+        read_params(io.BytesIO(b"sid\n"))
