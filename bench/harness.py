@@ -44,13 +44,48 @@ class Row:
         return statistics.median(self.samples)
 
 
+@dataclass(frozen=True)
+class Goal:
+    """A speed goal on the rows of one section: the ratio of row ``key``'s median to row ``ref``'s
+    (or ``key``'s median itself when ``ref`` is empty) must be at least (``at_most``: at most)
+    ``target``. ``why`` is printed when the run falls short (what limits it, as measured)."""
+
+    what: str
+    key: str
+    target: float
+    ref: str = ""
+    at_most: bool = False
+    why: str = ""
+
+    def measure(self, rows: Sequence[Row]) -> float | None:
+        by_key = {row.key: row for row in rows}
+        if self.key not in by_key or (self.ref and self.ref not in by_key):
+            return None
+        return ratio(by_key[self.key], by_key[self.ref]) if self.ref else by_key[self.key].median
+
+    def render(self, rows: Sequence[Row]) -> str:
+        value = self.measure(rows)
+        by_key = {row.key: row for row in rows}
+        unit = "x" if self.ref else f" {by_key[self.key].unit}" if self.key in by_key else ""
+        wanted = f"{'<=' if self.at_most else '>='} {_number(self.target)}{unit}"
+        if value is None:
+            return f"- {self.what}: goal {wanted}: not measured in this run"
+        met = value <= self.target if self.at_most else value >= self.target
+        if met:
+            return f"- {self.what}: {_number(value)}{unit}, goal {wanted}: **met**"
+        short = (value / self.target - 1) if self.at_most else (1 - value / self.target)
+        why = f" {self.why}" if self.why else ""
+        return f"- {self.what}: {_number(value)}{unit}, goal {wanted}: **short by {100 * short:.0f} %**.{why}"
+
+
 @dataclass
 class Section:
-    """A section's heading text: what was measured and how."""
+    """A section's heading text: what was measured and how, its rows and its goals."""
 
     title: str
     description: str = ""
     rows: list[Row] = field(default_factory=list)
+    goals: list[Goal] = field(default_factory=list)
 
 
 def time_runs(fn: Callable[[], object], repeats: int, warmup: int = 1) -> list[float]:
@@ -157,6 +192,11 @@ def key_ratios(sections: Sequence[Section]) -> str:
     return "\n".join(lines)
 
 
+def goal_lines(sections: Sequence[Section]) -> str:
+    """Each goal of each section: met, or short by how much and why."""
+    return "\n".join(goal.render(section.rows) for section in sections for goal in section.goals)
+
+
 def machine_description() -> list[str]:
     """Lines describing the machine and the software versions, for the results header."""
     cpu = platform.processor() or platform.machine()
@@ -227,6 +267,9 @@ def render_results(sections: Sequence[Section], *, mode: str, elapsed_seconds: f
         header.append(f"> {note}")
     if notes:
         header.append("")
+    goals = goal_lines(sections)
+    if goals:
+        header += ["## Goals", "", goals, ""]
     headlines = key_ratios(sections)
     if headlines:
         header += ["## Key ratios", "", headlines, "", "## All rows", ""]

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from bench.context import KMS_NAME, MASTER_KEY_ID, Context
-from bench.harness import Row, Section
+from bench.harness import Goal, Row, Section
 from bench.workloads import FILES_COLUMNS, FILES_PROPERTIES, create_table, insert_files
 
 TITLE = "3. KMS over Py4J: JVM -> Python round trips, KMS calls per commit and per table load"
@@ -88,4 +88,15 @@ def run(ctx: Context) -> Section:
         "registration's stats around one INSERT writing N files into a new encrypted table, and around "
         "`REFRESH TABLE` + a full scan; reference: the 1-file table.",
         rows,
+        GOALS,
     )
+
+
+#: Issue 24, item 3.
+GOALS = [
+    Goal("Python KMS calls/s, 8 JVM threads vs 1", "py_throughput_8", 2.0, ref="py_throughput_1",
+         why="Each JVM connection is served by its own Python thread: on 2 vCPUs eight JVM and eight Python "
+             "threads take turns for the cores and the GIL, and every call is a cross-thread wake-up."),
+    Goal("p50 latency of the Python KMS, 8 JVM threads", "py_p50 latency_8", 150.0, at_most=True,
+         why="The same hand-offs (see above)."),
+]

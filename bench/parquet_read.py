@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pyarrow.parquet import encryption as pe
 
 from bench.context import CATALOG, MASTER_KEY_ID, Context
-from bench.harness import Row, Section, per_second, time_interleaved
+from bench.harness import Goal, Row, Section, per_second, time_interleaved
 from pyiceberg_crypto import config
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.formats.parquet.decrypt import decrypt_parquet
@@ -220,4 +220,17 @@ def run(ctx: Context) -> Section:
     section.rows += file_rows("Iceberg file", "", iceberg_path, iceberg_keys, sizes.repeats)
     ctx.log("PARE: timing the PyArrow-written file")
     section.rows += file_rows("PyArrow file", "_arrow", arrow_path, arrow_keys, sizes.repeats)
+    section.goals = GOALS
     return section
+
+
+_PYTHON_PER_PAGE = ("What remains is Python work per page: decoding page headers, per-page bookkeeping and, on "
+                    "the Iceberg file, its column and offset indexes (profile: bench/README.md).")
+#: Issue 24, item 1.
+GOALS = [
+    Goal("`verify_parquet` vs raw AES-GCM, Iceberg file", "verify", 0.90, ref="raw", why=_PYTHON_PER_PAGE),
+    Goal("`verify_parquet` vs raw AES-GCM, PyArrow file", "verify_arrow", 0.90, ref="raw_arrow", why=_PYTHON_PER_PAGE),
+    Goal("`decrypt_parquet` vs raw AES-GCM, Iceberg file", "decrypt", 0.60, ref="raw", why=_PYTHON_PER_PAGE),
+    Goal("`decrypt_parquet` vs raw AES-GCM, PyArrow file", "decrypt_arrow", 0.60, ref="raw_arrow",
+         why=_PYTHON_PER_PAGE),
+]

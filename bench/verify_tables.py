@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from bench.context import FULL, KMS_NAME, QUICK, Context
-from bench.harness import Row, Section
+from bench.harness import Goal, Row, Section
 from bench.workloads import current_metadata_json, table_with_rolled_files
 
 TITLE = "5. Whole-table verification: local walk vs Spark job (local-cluster)"
@@ -158,6 +158,8 @@ def run(ctx: Context) -> Section:
                     "verify", f"{prefix}_{key}_{files}", f"{title}, {label}, {files:,} data files", unit,
                     metric(measured[files]), refs=() if files == first else (f"{prefix}_{key}_{first}",),
                     short=f"{first:,} data files", headline=headline and files == last))
+    section.goals.append(Goal(f"files/s of the local walk at {last:,} data files vs {first:,}", f"fps_local_{last}",
+                              0.80, ref=f"fps_local_{first}"))
     return section
 
 

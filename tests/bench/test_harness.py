@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.harness import Row, Section, ratio, render_results, render_table
+from bench.harness import Goal, Row, Section, ratio, render_results, render_table
 
 
 def rows():
@@ -44,3 +44,19 @@ def test_results_document_has_date_machine_and_every_section():
     assert "## Key ratios\n\n- our reader: 5.00 GB/s = **2.50x** Java, **0.50x** raw ceiling; 1 thread\n" in text
     assert "### 1. First\n\nwhat was measured\n\n| measurement" in text
     assert "### 2. Broken\n\nFAILED: boom\n\n(no rows: skipped)" in text
+
+
+def test_goals_say_met_or_short_by_how_much_and_why():
+    goals = [
+        Goal("ours vs Java", "ours", 2.0, ref="java"),
+        Goal("ours vs raw", "ours", 0.9, ref="raw", why="Python work per page."),
+        Goal("raw median", "raw", 8.0, at_most=True, why="too fast"),
+        Goal("absent row", "nope", 1.0, ref="java"),
+    ]
+    text = render_results([Section("1. First", "what", rows(), goals)], mode="full sizes", elapsed_seconds=60,
+                          command="make bench")
+    block = text[text.index("## Goals"):text.index("## Key ratios")]
+    assert "- ours vs Java: 2.50x, goal >= 2.00x: **met**" in block
+    assert "- ours vs raw: 0.50x, goal >= 0.90x: **short by 44 %**. Python work per page." in block
+    assert "- raw median: 10.0 GB/s, goal <= 8.00 GB/s: **short by 25 %**. too fast" in block
+    assert "- absent row: goal >= 1.00x: not measured in this run" in block
