@@ -52,24 +52,36 @@ def _check(report, what: str, data_files: int) -> int:
 Measured = dict[int, tuple[list[float], int, list[float]]]
 
 
-def _local_walk(ctx: Context, tables: dict[int, tuple[str, str]]) -> Measured:
+def _local_walk(ctx: Context, tables: dict[int, tuple[str, str]]) -> tuple[Measured, Measured]:
+    """The local walk of every table (its defaults: worker processes, one per core, for long task
+    lists), and of the largest with one process (the issue 24 goal: cores used), taking turns."""
+    from pyiceberg_crypto.io import file_io_for
     from pyiceberg_crypto.kms import InMemoryKms
     from pyiceberg_crypto.verify import verify_metadata
+    from pyiceberg_crypto.verify.run import local_runner
 
     kms = InMemoryKms(ctx.master_keys)
-    out = {}
+    out, one_process = {}, {}
     verify_metadata(tables[min(tables)][1], kms)  # warm-up (imports, first KMS call)
+    largest = max(tables)
     for files, (_, metadata_json) in tables.items():
-        samples, plans, count = [], [], 0
+        contenders = {"default": {}}
+        if files == largest:
+            contenders["one"] = {"runner": local_runner(file_io_for(metadata_json), processes=1)}
+        measured = {name: ([], 0, []) for name in contenders}
         for _ in range(ctx.sizes.verify_repeats):
-            start = time.perf_counter()
-            report = verify_metadata(metadata_json, kms)
-            samples.append(time.perf_counter() - start)
-            plans.append(report.timings["plan"])
-            count = _check(report, f"local walk of {files} files", files)
-        out[files] = (samples, count, plans)
-        ctx.log(f"verify: local walk, {files} files: {statistics.median(samples):.2f} s")
-    return out
+            for name, options in contenders.items():
+                samples, _, plans = measured[name]
+                start = time.perf_counter()
+                report = verify_metadata(metadata_json, kms, **options)
+                samples.append(time.perf_counter() - start)
+                plans.append(report.timings["plan"])
+                measured[name] = (samples, _check(report, f"local walk of {files} files ({name})", files), plans)
+        out[files] = measured["default"]
+        if "one" in measured:
+            one_process[files] = measured["one"]
+        ctx.log(f"verify: local walk, {files} files: {statistics.median(out[files][0]):.2f} s")
+    return out, one_process
 
 
 def _spark_job(ctx: Context, executors: int, tables: dict[int, tuple[str, str]]) -> Measured:
@@ -117,7 +129,7 @@ def run(ctx: Context) -> Section:
         ctx.log(f"verify: {files} files written in {time.perf_counter() - start:.0f} s")
     ctx.stop_spark()
     ctx.log("verify: local walk")
-    local = _local_walk(ctx, tables)
+    local, one_process = _local_walk(ctx, tables)
     spark = {}
     for executors in EXECUTORS:
         ctx.log(f"verify: Spark job, local-cluster with {executors} executor(s)")
@@ -158,6 +170,17 @@ def run(ctx: Context) -> Section:
                     "verify", f"{prefix}_{key}_{files}", f"{title}, {label}, {files:,} data files", unit,
                     metric(measured[files]), refs=() if files == first else (f"{prefix}_{key}_{first}",),
                     short=f"{first:,} data files", headline=headline and files == last))
+    for files, measured in one_process.items():
+        section.rows.append(Row(
+            "verify", f"fps_local1_{files}", f"files/s, local walk in one process, {files:,} data files", "files/s",
+            _files_per_second(measured), short="one process"))
+        section.rows.append(Row(
+            "verify", f"fps_localcores_{files}",
+            f"files/s, local walk in {os.cpu_count()} worker processes (its default), {files:,} data files", "files/s",
+            _files_per_second(local[files]), refs=(f"fps_local1_{files}",), headline=True))
+        section.goals.append(Goal(f"files/s of the local walk with {os.cpu_count()} worker processes vs one, "
+                                  f"{files:,} data files", f"fps_localcores_{files}", 1.7, ref=f"fps_local1_{files}",
+                                  why="The driver's share (reading the manifests) stays in one process."))
     section.goals.append(Goal(f"files/s of the local walk at {last:,} data files vs {first:,}", f"fps_local_{last}",
                               0.80, ref=f"fps_local_{first}"))
     return section

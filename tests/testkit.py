@@ -48,3 +48,8 @@ def java_classpath() -> str:
         raise jars.JarNotFoundError(f"plain java runs need {jars.JARS_DIR_ENV} (make sets it)")
     runtime = jars.local_jar(directory, jars.runtime_artifact(jars.spark_line()))
     return os.pathsep.join(str(p) for p in (testkit_jar(), jars.bridge_jar(), runtime))
+
+
+def metadata_location(spark, table: str) -> str:
+    """The table's current metadata.json, as Spark's ``metadata_log_entries`` lists it last."""
+    return spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]

@@ -12,6 +12,7 @@ from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.cli.main import main
 from pyiceberg_crypto.kms import KeystoreKms
 from tests.conftest import add_catalog
+from tests.testkit import metadata_location
 
 
 def keystore_table(spark, work: Path, master: str, prefix: str):
@@ -27,10 +28,6 @@ def keystore_table(spark, work: Path, master: str, prefix: str):
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.db")
     spark.sql(f"CREATE TABLE {table} (id bigint) USING iceberg {config.tblproperties_sql(config.table_properties(master))}")
     return keystore, table, registration
-
-
-def metadata_location(spark, table: str) -> str:
-    return spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
 
 
 def metadata_doc(location: str) -> dict:

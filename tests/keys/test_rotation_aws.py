@@ -17,12 +17,9 @@ from pyiceberg_crypto.verify import verify_metadata
 from pyiceberg_crypto.verify.report import KEY_ERROR, WARN
 from tests.conftest import add_catalog
 from tests.kms.conftest import aws_properties, kms_admin, moto_kms_endpoint  # noqa: F401 (fixtures)
+from tests.testkit import metadata_location
 
 pytestmark = pytest.mark.loopback
-
-
-def metadata_location(spark, table: str) -> str:
-    return spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
 
 
 def test_alias_moved_to_a_new_key_rewrap_then_disable_the_old_key(spark, tmp_path, kms_admin, aws_properties):

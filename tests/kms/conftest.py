@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import socket
 import subprocess
 import sys
@@ -79,3 +81,10 @@ def kms_admin(aws_properties):
 def aws_key(kms_admin):
     """A fresh symmetric KMS key: its metadata (``KeyId``, ``Arn``)."""
     return kms_admin.create_key(Description="pyiceberg-crypto test")["KeyMetadata"]
+
+
+def kek_versions(metadata: str, key_id: str, kms) -> set[str | None]:
+    """The master key versions (``kms.key_version``) of the table's KEKs wrapped by ``key_id``."""
+    document = json.loads(Path(metadata.removeprefix("file:")).read_text())
+    return {kms.key_version(base64.b64decode(k["encrypted-key-metadata"]), key_id)
+            for k in document["encryption-keys"] if k.get("encrypted-by-id") == key_id}

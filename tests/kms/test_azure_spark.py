@@ -4,10 +4,7 @@ without a JVM."""
 
 from __future__ import annotations
 
-import base64
-import json
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -20,18 +17,10 @@ from pyiceberg_crypto.kms.loader import load_kms  # noqa: E402
 from pyiceberg_crypto.verify import verify_metadata  # noqa: E402
 from tests.conftest import add_catalog  # noqa: E402
 from tests.kms.azure_standin import KeyVaultStandIn  # noqa: E402
+from tests.kms.conftest import kek_versions  # noqa: E402
+from tests.testkit import metadata_location  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.loopback]
-
-
-def _current_metadata(spark, table: str) -> str:
-    return spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
-
-
-def _versions(metadata: str, key_id: str, kms) -> set[str | None]:
-    document = json.loads(Path(metadata.removeprefix("file:")).read_text())
-    return {kms.key_version(base64.b64decode(k["encrypted-key-metadata"]), key_id)
-            for k in document["encryption-keys"] if k.get("encrypted-by-id") == key_id}
 
 
 def test_azure_key_vault_spark_spine(spark, tmp_path):
@@ -56,8 +45,8 @@ def test_azure_key_vault_spark_spine(spark, tmp_path):
             rows = sorted(tuple(r) for r in spark.table(table).collect())
             assert rows == [(1, "a"), (2, "b")]
             assert registration.stats.wrap >= 1 and registration.stats.errors == 0
-            before = _current_metadata(spark, table)
-            assert _versions(before, key_id, kms) == {first}
+            before = metadata_location(spark, table)
+            assert kek_versions(before, key_id, kms) == {first}
 
             second = vault.rotate("lake-orders")  # az keyvault key rotate --name lake-orders
             result = rewrap_keks(spark, table)
@@ -65,9 +54,9 @@ def test_azure_key_vault_spark_spine(spark, tmp_path):
             assert all(c.old_version == first and c.new_version == second for c in result.changes)
             spark.sql(f"INSERT INTO {table} VALUES (3, 'c')")
             rows = sorted(tuple(r) for r in spark.table(table).collect())
-            after = _current_metadata(spark, table)
+            after = metadata_location(spark, table)
         assert rows == [(1, "a"), (2, "b"), (3, "c")]
-        assert _versions(after, key_id, kms) == {second}
+        assert kek_versions(after, key_id, kms) == {second}
 
         # The first version no longer needed: disable it, then verify and read without a JVM.
         vault.set_enabled("lake-orders", first, False)  # az keyvault key set-attributes --version ... --enabled false

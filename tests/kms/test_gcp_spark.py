@@ -3,10 +3,7 @@ REST API: create, write, read, rotate (new primary version), re-wrap the KEKs, v
 
 from __future__ import annotations
 
-import base64
-import json
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -20,6 +17,8 @@ from pyiceberg_crypto.kms.loader import load_kms  # noqa: E402
 from pyiceberg_crypto.verify import verify_metadata  # noqa: E402
 from tests.conftest import add_catalog  # noqa: E402
 from tests.kms.gcp_standin import CloudKmsStandIn  # noqa: E402
+from tests.kms.conftest import kek_versions  # noqa: E402
+from tests.testkit import metadata_location  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.loopback]
 
@@ -32,16 +31,6 @@ def _no_metadata_server(monkeypatch):
 
     monkeypatch.setattr(_metadata, "_NO_GCE_CHECK", True)  # google-auth reads NO_GCE_CHECK at import
     monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
-
-
-def _current_metadata(spark, table: str) -> str:
-    return spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
-
-
-def _versions(metadata: str, key_id: str, kms) -> set[str | None]:
-    document = json.loads(Path(metadata.removeprefix("file:")).read_text())
-    return {kms.key_version(base64.b64decode(k["encrypted-key-metadata"]), key_id)
-            for k in document["encryption-keys"] if k.get("encrypted-by-id") == key_id}
 
 
 def test_gcp_kms_spark_spine(spark, tmp_path):
@@ -68,8 +57,8 @@ def test_gcp_kms_spark_spine(spark, tmp_path):
             assert rows == [(1, "a"), (2, "b")]
             assert registration.stats.wrap >= 1 and registration.stats.errors == 0
             assert kms.endpoint == cloud.address
-            before = _current_metadata(spark, table)
-            assert _versions(before, key_id, kms) == {"1"}
+            before = metadata_location(spark, table)
+            assert kek_versions(before, key_id, kms) == {"1"}
 
             cloud.rotate(key_id)  # gcloud kms keys versions create --key lake-orders --primary
             result = rewrap_keks(spark, table)
@@ -77,9 +66,9 @@ def test_gcp_kms_spark_spine(spark, tmp_path):
             assert all(c.old_version == "1" and c.new_version == "2" for c in result.changes)
             spark.sql(f"INSERT INTO {table} VALUES (3, 'c')")
             rows = sorted(tuple(r) for r in spark.table(table).collect())
-            after = _current_metadata(spark, table)
+            after = metadata_location(spark, table)
         assert rows == [(1, "a"), (2, "b"), (3, "c")]
-        assert _versions(after, key_id, kms) == {"2"}
+        assert kek_versions(after, key_id, kms) == {"2"}
 
         # Version 1 no longer needed: disable it, then verify and read without a JVM.
         cloud.set_state(key_id, 1, "DISABLED")  # gcloud kms keys versions disable 1

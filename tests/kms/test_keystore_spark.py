@@ -15,10 +15,7 @@ from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.cli.main import main
 from pyiceberg_crypto.kms import KeystoreKms
 from tests.conftest import add_catalog
-
-
-def _current_metadata(spark, table: str) -> str:
-    return spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
+from tests.testkit import metadata_location
 
 
 def test_rotation_between_tables_then_restart_and_verify(spark, tmp_path, capsys):
@@ -40,7 +37,7 @@ def test_rotation_between_tables_then_restart_and_verify(spark, tmp_path, capsys
         spark.sql(f"INSERT INTO {after} VALUES (3)")
         spark.sql(f"INSERT INTO {before} VALUES (4)")
         assert registration.stats.wrap >= 2 and registration.stats.errors == 0
-        metadata = {t: _current_metadata(spark, t) for t in (before, after)}
+        metadata = {t: metadata_location(spark, t) for t in (before, after)}
 
     # The wrapped KEKs in the metadata record version 1 (before) and version 2 (after the rotation).
     for table, version in ((before, 1), (after, 2)):

@@ -21,12 +21,9 @@ from pyiceberg_crypto.kms.loader import load_kms  # noqa: E402
 from pyiceberg_crypto.verify import verify_metadata  # noqa: E402
 from tests.conftest import add_catalog  # noqa: E402
 from tests.kms.kmip_server import KmipTestServer  # noqa: E402
+from tests.testkit import metadata_location  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.loopback]
-
-
-def _current_metadata(spark, table: str) -> str:
-    return spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
 
 
 def _wrapping_uids(kms, metadata: str, key_id: str) -> set[str]:
@@ -57,7 +54,7 @@ def test_kmip_spark_spine(spark, tmp_path):
             assert rows == [(1, "a"), (2, "b")]
             assert registration.stats.wrap >= 1 and registration.stats.errors == 0
             assert kms.port == server.port
-            before = _current_metadata(spark, table)
+            before = metadata_location(spark, table)
             assert _wrapping_uids(kms, before, "lake-orders") == {first}
 
             time.sleep(1.1)  # Initial Date has one-second resolution
@@ -67,7 +64,7 @@ def test_kmip_spark_spine(spark, tmp_path):
             assert all(c.old_version == first and c.new_version == second for c in result.changes)
             spark.sql(f"INSERT INTO {table} VALUES (3, 'c')")
             rows = sorted(tuple(r) for r in spark.table(table).collect())
-            after = _current_metadata(spark, table)
+            after = metadata_location(spark, table)
         assert rows == [(1, "a"), (2, "b"), (3, "c")]
         assert _wrapping_uids(kms, after, "lake-orders") == {second}
 

@@ -19,12 +19,9 @@ from pyiceberg_crypto.kms.loader import load_kms  # noqa: E402
 from pyiceberg_crypto.verify import verify_metadata  # noqa: E402
 from tests.conftest import add_catalog  # noqa: E402
 from tests.kms.vault_standin import TransitStandIn  # noqa: E402
+from tests.testkit import metadata_location  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.loopback]
-
-
-def _current_metadata(spark, table: str) -> str:
-    return spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
 
 
 def _versions(metadata: str, key_id: str) -> list[bytes]:
@@ -51,7 +48,7 @@ def test_vault_transit_spark_spine(spark, tmp_path, monkeypatch):
             rows = sorted(tuple(r) for r in spark.table(table).collect())
             assert rows == [(1, "a"), (2, "b")]
             assert registration.stats.wrap >= 1 and registration.stats.errors == 0
-            before = _current_metadata(spark, table)
+            before = metadata_location(spark, table)
             assert _versions(before, "lake-orders") and all(
                 w.startswith(b"vault:v1:") for w in _versions(before, "lake-orders"))
 
@@ -61,7 +58,7 @@ def test_vault_transit_spark_spine(spark, tmp_path, monkeypatch):
             assert all(c.old_version == "v1" and c.new_version == "v2" for c in result.changes)
             spark.sql(f"INSERT INTO {table} VALUES (3, 'c')")
             rows = sorted(tuple(r) for r in spark.table(table).collect())
-            after = _current_metadata(spark, table)
+            after = metadata_location(spark, table)
         assert rows == [(1, "a"), (2, "b"), (3, "c")]
         assert all(w.startswith(b"vault:v2:") for w in _versions(after, "lake-orders"))
 

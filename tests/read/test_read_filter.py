@@ -20,13 +20,10 @@ from pyiceberg_crypto.read.filter import RowFilter, RowFilterError, decode_bound
 from tests.conftest import CATALOG
 from tests.read.kms_factory import VARIABLE
 from tests.verify.test_tamper import flipped, replaced
+from tests.testkit import metadata_location
 
 pytest.importorskip("pyarrow")
 KMS_SPEC = "tests.read.kms_factory:from_environment"
-
-
-def metadata_location(spark, table: str) -> str:
-    return spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
 
 
 @pytest.fixture(scope="module")

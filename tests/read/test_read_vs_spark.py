@@ -22,6 +22,7 @@ from pyiceberg_crypto import config
 from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.read import ReadInputError, ReadIntegrityError, read_table, scan
 from tests.conftest import CATALOG
+from tests.testkit import metadata_location
 
 MOR = {"write.delete.mode": "merge-on-read", "write.update.mode": "merge-on-read", "write.merge.mode": "merge-on-read"}
 
@@ -32,10 +33,6 @@ def _create(spark, name: str, columns: str, partitioned_by: str = "", **extra) -
     props = config.table_properties("k1", extra={**MOR, **extra})
     spark.sql(f"CREATE TABLE {table} ({columns}) USING iceberg {partitioned_by} " + config.tblproperties_sql(props))
     return table
-
-
-def metadata_location(spark, table: str) -> str:
-    return spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
 
 
 def current_snapshot(spark, table: str) -> int:
