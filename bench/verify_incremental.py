@@ -205,8 +205,8 @@ def run(ctx: Context) -> Section:
                                     "runs/s", [1 / s for s in seconds[f"since_{where}"]], refs=(full_key,),
                                     note=notes[f"since_{where}"], headline=True))
             section.goals.append(Goal(f"{label}: since vs full, {how}", since_key, 50.0, ref=full_key,
-                                      why="A `verify_table` call has a fixed cost of about 0.1 s (the "
-                                          "metastore lookup and the catalog's settings, through the JVM; a "
-                                          "10-file increment is checked on the driver, no Spark job) against a "
-                                          "full run of only a few seconds at 10,000 files."))
+                                      why="A `verify_table` call has a fixed cost (the metastore lookup and "
+                                          "the catalog's settings, through the JVM; a 10-file increment is "
+                                          "checked on the driver, no Spark job) against a full run of only a "
+                                          "few seconds at 10,000 files."))
     return section

@@ -11,6 +11,8 @@ metadata.json, and the point is to report *that* as a finding::
 
 from __future__ import annotations
 
+import threading
+
 from pyiceberg_crypto.io.hive_metastore import MetastoreError  # one error for both ways of asking
 
 __all__ = ["MetastoreError", "catalog_properties", "table_parameters"]
@@ -19,7 +21,8 @@ __all__ = ["MetastoreError", "catalog_properties", "table_parameters"]
 def catalog_properties(spark, catalog: str) -> dict[str, str]:
     """The ``spark.sql.catalog.<catalog>.*`` settings, without the prefix (``uri``, ``warehouse``...)."""
     prefix = f"spark.sql.catalog.{catalog}"
-    conf = dict(spark.sparkContext.getConf().getAll())
+    # The SparkContext's settings under the prefix only (its getAll() costs a JVM call per entry).
+    conf = {prefix + suffix: value for suffix, value in _with_prefix(spark, prefix)}
     conf.update(_session_conf(spark))
     if prefix not in conf:
         raise MetastoreError(f"no Spark catalog named {catalog!r} (spark.sql.catalog.{catalog} is not set)")
@@ -27,6 +30,11 @@ def catalog_properties(spark, catalog: str) -> dict[str, str]:
     if props.get("type", "hive") != "hive" and "catalog-impl" not in props:
         raise MetastoreError(f"catalog {catalog!r} is of type {props.get('type')!r}: the verifier reads Hive catalogs")
     return props
+
+
+def _with_prefix(spark, prefix: str) -> list[tuple[str, str]]:
+    """``SparkConf.getAllWithPrefix``: (key without the prefix, value) of the SparkContext's settings."""
+    return [(entry._1(), entry._2()) for entry in spark.sparkContext._jsc.getConf().getAllWithPrefix(prefix)]
 
 
 def _session_conf(spark) -> dict[str, str]:
@@ -43,8 +51,49 @@ def _session_conf(spark) -> dict[str, str]:
     return conf
 
 
+#: The table parameters Iceberg's Hive catalog keeps that the verifier reads.
+ICEBERG_PARAMETERS = ("table_type", "metadata_location", "metadata_hash", "previous_metadata_location")
+
+
 def table_parameters(spark, properties: dict[str, str], database: str, table: str) -> dict[str, str]:
-    """The metastore's table parameters of ``database.table`` (raises MetastoreError)."""
+    """The metastore's Iceberg parameters of ``database.table`` (:data:`ICEBERG_PARAMETERS` that it
+    has; raises MetastoreError).
+
+    The metastore client is made once per Spark application and catalog settings and kept (a new
+    ``HiveConf`` and client cost most of a post-write ``since`` check); a call that fails on a kept
+    client is tried once more on a new one (a remote metastore may have dropped the connection)."""
+    application = str(spark.sparkContext.applicationId)
+    key = (application, tuple(sorted(properties.items())))
+    with _CLIENTS_LOCK:
+        for stale in [k for k in _CLIENTS if k[0] != application]:  # clients of stopped SparkContexts
+            _forget(stale)
+        for attempt in (1, 2):
+            client = _CLIENTS.get(key)
+            reused = client is not None
+            try:
+                if client is None:
+                    client = _CLIENTS[key] = _new_client(spark, properties)
+                found = client.getTable(database, table).getParameters()
+                params = {name: found.get(name) for name in ICEBERG_PARAMETERS}  # one JVM call each
+                params = {name: value for name, value in params.items() if value is not None}
+                break
+            except Exception as exc:
+                _forget(key)
+                if reused and attempt == 1 and not _is_no_such_object(exc):
+                    continue
+                raise MetastoreError(f"the metastore cannot give table {database}.{table}: {_java_message(exc)}") from None
+    if params.get("table_type", "").upper() != "ICEBERG" or "metadata_location" not in params:
+        raise MetastoreError(f"{database}.{table} is not an Iceberg table in the metastore")
+    return {str(k): str(v) for k, v in params.items()}
+
+
+#: Kept metastore clients: (Spark application id, catalog settings) -> HiveMetaStoreClient (JVM).
+#: A client is used by one thread at a time (the lock): Hive's client is not thread-safe.
+_CLIENTS: dict = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _new_client(spark, properties: dict[str, str]):
     jvm = spark.sparkContext._jvm
     hive_conf_class = jvm.org.apache.hadoop.hive.conf.HiveConf
     conf = hive_conf_class(spark.sparkContext._jsc.hadoopConfiguration(), hive_conf_class._java_lang_class)
@@ -53,21 +102,27 @@ def table_parameters(spark, properties: dict[str, str], database: str, table: st
             conf.set(key[len("hadoop."):], value)
     if properties.get("uri"):
         conf.set("hive.metastore.uris", properties["uri"])
-    client = None
-    try:
-        client = jvm.org.apache.hadoop.hive.metastore.HiveMetaStoreClient(conf)
-        params = dict(client.getTable(database, table).getParameters())
-    except Exception as exc:
-        raise MetastoreError(f"the metastore cannot give table {database}.{table}: {_java_message(exc)}") from None
-    finally:
-        if client is not None:
-            try:
-                client.close()
-            except Exception:
-                pass
-    if params.get("table_type", "").upper() != "ICEBERG" or "metadata_location" not in params:
-        raise MetastoreError(f"{database}.{table} is not an Iceberg table in the metastore")
-    return {str(k): str(v) for k, v in params.items()}
+    return jvm.org.apache.hadoop.hive.metastore.HiveMetaStoreClient(conf)
+
+
+def _forget(key) -> None:
+    client = _CLIENTS.pop(key, None)
+    if client is not None:
+        try:
+            client.close()
+        except Exception:  # a client of a stopped JVM, or one whose connection is gone
+            pass
+
+
+def close_clients() -> None:
+    """Close the kept metastore clients (before a SparkContext stops; harmless at any time)."""
+    with _CLIENTS_LOCK:
+        for key in list(_CLIENTS):
+            _forget(key)
+
+
+def _is_no_such_object(exc: Exception) -> bool:
+    return "NoSuchObjectException" in str(getattr(exc, "java_exception", None) or exc)
 
 
 def _java_message(exc: Exception) -> str:
