@@ -21,6 +21,7 @@ DELETE that writes deletion vectors, three snapshots) and copied once into a scr
 from __future__ import annotations
 
 import os
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,12 @@ def fuzz_table(fuzz_source, master_keys, tmp_path_factory) -> FuzzTable:
     report = verify_metadata(table.metadata_location, table.kms(), all_snapshots=True)
     assert report.ok, [(f.path, f.status, f.detail) for f in report.not_ok()] + report.failed_checks()
     return table
+
+
+@pytest.fixture(scope="package", autouse=True)
+def tracing_for_the_fuzz_tests_only():
+    """The harness's memory bound keeps tracemalloc on across the fuzz tests; off for the rest of
+    the session (it slows every allocation), stopped once here rather than once per case."""
+    yield
+    if tracemalloc.is_tracing():
+        tracemalloc.stop()
