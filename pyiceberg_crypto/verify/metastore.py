@@ -62,10 +62,9 @@ def table_parameters(spark, properties: dict[str, str], database: str, table: st
     The metastore client is made once per Spark application and catalog settings and kept (a new
     ``HiveConf`` and client cost most of a post-write ``since`` check); a call that fails on a kept
     client is tried once more on a new one (a remote metastore may have dropped the connection)."""
-    application = str(spark.sparkContext.applicationId)
-    key = (application, tuple(sorted(properties.items())))
+    key = client_key(spark, properties)
     with _CLIENTS_LOCK:
-        for stale in [k for k in _CLIENTS if k[0] != application]:  # clients of stopped SparkContexts
+        for stale in [k for k in _CLIENTS if k[0] != key[0]]:  # clients of stopped SparkContexts
             _forget(stale)
         for attempt in (1, 2):
             client = _CLIENTS.get(key)
@@ -91,6 +90,11 @@ def table_parameters(spark, properties: dict[str, str], database: str, table: st
 #: A client is used by one thread at a time (the lock): Hive's client is not thread-safe.
 _CLIENTS: dict = {}
 _CLIENTS_LOCK = threading.Lock()
+
+
+def client_key(spark, properties: dict[str, str]) -> tuple:
+    """Which kept client serves a lookup: the Spark application's and the catalog settings'."""
+    return str(spark.sparkContext.applicationId), tuple(sorted(properties.items()))
 
 
 def _new_client(spark, properties: dict[str, str]):
