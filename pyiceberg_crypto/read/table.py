@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from concurrent.futures import ThreadPoolExecutor
@@ -140,6 +140,7 @@ class PreparedRead:
     file_io: FileIO
     row_filter: RowFilter | None = None
     skipped_files: int = 0
+    row_groups: Callable[[bytes], list[int]] | None = None  # the filter's row group selector
 
 
 def _prepare(source, kms, *, snapshot_id, as_of, columns, metastore, file_io, properties, allowed_locations,
@@ -182,12 +183,13 @@ def _prepare(source, kms, *, snapshot_id, as_of, columns, metastore, file_io, pr
     keys = TableKeys(meta, kms, kms_timeout)
     confinement = Confinement.for_table(meta.table_location, meta.properties, allowed_locations)
     tasks = plan_read(snapshot, keys, file_io, confinement, unpartitioned_spec_ids(doc))
-    skipped = 0
+    skipped, row_groups = 0, None
     if row_filter is not None:
         fields = {f.name: (f.field_id, f.type) for f in read_schema.fields}
         kept = [t for t in tasks if row_filter.may_match(t.data.lower_bounds, t.data.upper_bounds, fields)]
         skipped, tasks = len(tasks) - len(kept), kept
-    return PreparedRead(schema, read_schema, tasks, file_io, row_filter, skipped)
+        row_groups = row_filter.row_groups(fields)
+    return PreparedRead(schema, read_schema, tasks, file_io, row_filter, skipped, row_groups)
 
 
 def _snapshot_as_of(doc: dict, as_of: datetime) -> int:
@@ -238,11 +240,8 @@ def _read_one(task: ReadTask, prepared: PreparedRead, caches: DeleteCaches) -> p
     schema = prepared.read
     wanted = {f.field_id for f in schema.fields}
     try:
-        row_groups = None
-        if prepared.row_filter is not None:
-            row_groups = prepared.row_filter.row_groups({f.name: (f.field_id, f.type) for f in schema.fields})
         table, row_ranges = read_data_file(task.data, prepared.file_io, schema.fields,
-                                           wanted | equality_field_ids(task), row_groups)
+                                           wanted | equality_field_ids(task), prepared.row_groups)
         table = apply_deletes(task, table, prepared.file_io, caches, row_ranges)
         table = project(table, schema.fields)
     except (pa.ArrowException, SchemaError, KeyError, IndexError, TypeError, ValueError) as exc:
