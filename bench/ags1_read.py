@@ -25,6 +25,7 @@ from bench.context import Context
 from bench.harness import Row, Section, per_second, time_runs
 from tests.testkit import java_classpath
 from pyiceberg_crypto.formats import ags1
+from pyiceberg_crypto.testing import Ags1Writer
 
 MIB = 1024 * 1024
 TITLE = "1. AGS1: verify one AES GCM Stream file"
@@ -32,7 +33,7 @@ TITLE = "1. AGS1: verify one AES GCM Stream file"
 
 def write_file(path: Path, size_mib: int, key: bytes, aad: bytes) -> int:
     """A ``size_mib`` MiB AGS1 file of random plaintext; returns the plaintext length."""
-    with ags1.Ags1Writer(str(path), key, aad) as writer:
+    with Ags1Writer(str(path), key, aad) as writer:
         for _ in range(size_mib):
             writer.write(os.urandom(MIB))
     return writer.plaintext_length

@@ -40,7 +40,7 @@ TITLE = "6. Incremental verification: --since the previous snapshot vs the whole
 
 
 def _current_snapshot_id(ctx: Context, table: str) -> int:
-    from pyiceberg_crypto.verify.metadata import TableMetadata
+    from pyiceberg_crypto.table.metadata import TableMetadata
 
     location = current_metadata_json(ctx, table)
     with open(location.removeprefix("file:"), "rb") as handle:

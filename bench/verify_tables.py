@@ -58,7 +58,7 @@ def _local_walk(ctx: Context, tables: dict[int, tuple[str, str]]) -> tuple[Measu
     from pyiceberg_crypto.io import file_io_for
     from pyiceberg_crypto.kms import InMemoryKms
     from pyiceberg_crypto.verify import verify_metadata
-    from pyiceberg_crypto.verify.run import local_runner
+    from pyiceberg_crypto.verify.runners import local_runner
 
     kms = InMemoryKms(ctx.master_keys)
     out, one_process = {}, {}

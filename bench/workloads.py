@@ -81,7 +81,7 @@ def table_with_files(ctx: Context, files: int) -> str:
 
 def table_location(ctx: Context, table: str) -> Path:
     """The local directory of ``table``."""
-    from pyiceberg_crypto.verify.files import table_location as location
+    from pyiceberg_crypto.verify.magic_scan import table_location as location
 
     return Path(location(ctx.spark, table).removeprefix("file:"))
 

@@ -45,6 +45,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pyiceberg_crypto import jars as _jars
+from pyiceberg_crypto.errors import PyicebergCryptoError
 
 ICEBERG_VERSION = _jars.ICEBERG_VERSION
 JAR_MODES = ("auto", "packages", "local")
@@ -68,7 +69,7 @@ LINES_WITHOUT_METASTORE_SWAP = ("3.5",)
 VALID_DATA_KEY_LENGTHS = (16, 24, 32)
 
 
-class ConfigError(ValueError):
+class ConfigError(PyicebergCryptoError, ValueError):
     """Invalid configuration input; the message says which argument and why."""
 
 

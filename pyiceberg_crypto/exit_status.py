@@ -1,5 +1,5 @@
 """The exit status contract of every ``pyiceberg-crypto`` command and of the verification job
-(:mod:`pyiceberg_crypto.verify.job`), in one place::
+(:mod:`pyiceberg_crypto.cli.verify_job`), in one place::
 
     sys.exit(ExitStatus.of(report))
 """

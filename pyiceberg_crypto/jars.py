@@ -36,6 +36,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyiceberg_crypto.errors import PyicebergCryptoError
+
 ICEBERG_VERSION = "1.12.0"
 BRIDGE_JAR_NAME = "pyiceberg-crypto-bridge.jar"
 #: The bridge as a Maven artifact: group and artifact id (its version carries the jar's digest).
@@ -94,19 +96,19 @@ PINNED_SHA256 = {
 }
 
 
-class JarNotFoundError(FileNotFoundError):
+class JarNotFoundError(PyicebergCryptoError, FileNotFoundError):
     """A required jar is missing; the message says how to build or fetch it."""
 
 
-class UnsupportedSparkError(RuntimeError):
+class UnsupportedSparkError(PyicebergCryptoError, RuntimeError):
     """The installed pyspark is not a line Iceberg ships a runtime for; the message lists them."""
 
 
-class UnsupportedJavaError(RuntimeError):
+class UnsupportedJavaError(PyicebergCryptoError, RuntimeError):
     """The JVM is too old for the bridge jar (or for the Spark line); the message says which is needed."""
 
 
-class ChecksumError(RuntimeError):
+class ChecksumError(PyicebergCryptoError, RuntimeError):
     """A downloaded jar does not match its pinned SHA-256."""
 
 

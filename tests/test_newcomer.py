@@ -141,7 +141,7 @@ def test_pip_install_then_the_readme_and_the_demo_work(dist, tmp_path, line, pla
     assert not [p for p in (empty / "cluster-wh").rglob("*.parquet") if p.read_bytes()[:4] != b"PARE"]
     if line == "4.1":  # (one line is enough: the job's session comes from the same builders)
         # The verification job's own session (session_for_catalog, default jars) on local-cluster too.
-        run([str(venv / "bin" / "python"), "-m", "pyiceberg_crypto.verify.job", "--table", "c.db.t",
+        run([str(venv / "bin" / "python"), "-m", "pyiceberg_crypto.cli.verify_job", "--table", "c.db.t",
              "--warehouse", "cluster-wh", "--master", "local-cluster[2,1,1024]", "--kms", "keystore",
              "--kms-property", "keystore.path=keys.json", "--output", "job.json"], cwd=empty, env=env)
         job = json.loads((empty / "job.json").read_text())

@@ -94,7 +94,7 @@ def _command_section(prog: str, parser: argparse.ArgumentParser, help_text: str,
 def cli_reference() -> str:
     """The CLI reference as Markdown, from the parsers the console script and the job use."""
     from pyiceberg_crypto.cli.main import build_parser
-    from pyiceberg_crypto.verify.job import build_parser as build_job_parser
+    from pyiceberg_crypto.cli.verify_job import build_parser as build_job_parser
 
     previous = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"  # argparse wraps usage lines to the terminal: the same width in every build
@@ -111,11 +111,11 @@ def cli_reference() -> str:
     lines.append("")
     for name, help_text, sub in _subcommands(main):
         lines += _command_section(f"pyiceberg-crypto {name}", sub, help_text, 2)
-    lines += ["## The verification job (`spark-submit`, `python -m pyiceberg_crypto.verify.job`)", "",
+    lines += ["## The verification job (`spark-submit`, `python -m pyiceberg_crypto.cli.verify_job`)", "",
               "The same verification as `verify_table`, as a Spark application: run its file "
-              "(`pyiceberg_crypto/verify/job.py`) with `spark-submit`, or `python -m pyiceberg_crypto.verify.job` "
+              "(`pyiceberg_crypto/cli/verify_job.py`) with `spark-submit`, or `python -m pyiceberg_crypto.cli.verify_job` "
               "for a local session.", ""]
-    lines += _command_section("python -m pyiceberg_crypto.verify.job", job, "", 3)[2:]
+    lines += _command_section("python -m pyiceberg_crypto.cli.verify_job", job, "", 3)[2:]
     return "\n".join(lines) + "\n"
 
 

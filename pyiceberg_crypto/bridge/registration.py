@@ -34,6 +34,7 @@ from pyiceberg_crypto.bridge.callback_server import LOOPBACK, KmsCallbackServer
 from pyiceberg_crypto.bridge.redaction import redact_in_py4j_logs
 from pyiceberg_crypto.jars import check_java_version
 from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.errors import PyicebergCryptoError
 
 REGISTRY_CLASS = "io.pyicebergcrypto.bridge.PythonKmsRegistry"
 DEFAULT_TIMEOUT_SECONDS = 60.0
@@ -45,7 +46,7 @@ _lock = threading.RLock()
 _registrations: dict[str, KmsRegistration] = {}
 
 
-class BridgeError(RuntimeError):
+class BridgeError(PyicebergCryptoError, RuntimeError):
     """The bridge cannot be set up (no JVM, jar missing from the classpath, ...)."""
 
 

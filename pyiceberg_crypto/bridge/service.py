@@ -36,6 +36,7 @@ from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter
 from pyiceberg_crypto.bridge.callback_server import LOOPBACK, KmsCallbackServer, TlsIdentity, write_private_file
 from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient
 from pyiceberg_crypto.kms.bounded import call_with_timeout
+from pyiceberg_crypto.errors import PyicebergCryptoError
 
 #: The Py4J object id the JVM client calls (``KmsServiceAddress.OBJECT_ID`` in the bridge jar).
 OBJECT_ID = "pyiceberg-crypto-kms"
@@ -47,7 +48,7 @@ _OPERATIONS = {"wrapKey": "wrap", "unwrapKey": "unwrap", "generateKey": "generat
 log = logging.getLogger(__name__)
 
 
-class KmsServiceError(RuntimeError):
+class KmsServiceError(PyicebergCryptoError, RuntimeError):
     """The service cannot start (address in use, unwritable token file, unreadable TLS key...)."""
 
 

@@ -15,7 +15,7 @@ import os
 import tempfile
 
 from pyiceberg_crypto.cli.inspect_parquet import keys_from_args
-from pyiceberg_crypto.cli.exit_codes import EXIT_OK
+from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.options import (
     UsageError,
     error_dict,
@@ -71,4 +71,4 @@ def run_decrypt(args: argparse.Namespace) -> int:
         )
         if result.unauthenticated:
             print(f"  note: {sum(result.unauthenticated.values())} AES_GCM_CTR_V1 pages were decrypted without authentication")
-    return EXIT_OK
+    return ExitStatus.OK

@@ -1,11 +1,11 @@
-"""``pyiceberg-crypto demo``: run :mod:`pyiceberg_crypto.demo` and exit non-zero unless all is encrypted."""
+"""``pyiceberg-crypto demo``: run :mod:`pyiceberg_crypto.demo.local` and exit non-zero unless all is encrypted."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from pyiceberg_crypto.cli.exit_codes import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE
+from pyiceberg_crypto.exit_status import ExitStatus
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -16,6 +16,6 @@ def run_demo(args: argparse.Namespace) -> int:
         report = demo.run_demo(args.workdir, keep=args.keep)
     except JarNotFoundError as exc:
         print(f"pyiceberg-crypto demo: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitStatus.USAGE
     demo.print_report(report)
-    return EXIT_OK if report.ok else EXIT_INTEGRITY
+    return ExitStatus.OK if report.ok else ExitStatus.INTEGRITY

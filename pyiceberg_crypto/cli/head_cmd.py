@@ -17,8 +17,8 @@ import json
 import sys
 
 from pyiceberg_crypto.exit_status import ExitStatus
-from pyiceberg_crypto.verify.arguments import add_kms_arguments, parse_properties, positive_int
-from pyiceberg_crypto.verify.text import escape_text, exception_line
+from pyiceberg_crypto.cli.arguments import add_kms_arguments, parse_properties, positive_int
+from pyiceberg_crypto.safe_text import escape_text, exception_line
 
 MAX_CELL = 40  # characters of one value in the text table
 

@@ -13,7 +13,7 @@ import argparse
 import dataclasses
 import json
 
-from pyiceberg_crypto.cli.exit_codes import EXIT_OK
+from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.options import (
     UsageError,
     error_dict,
@@ -126,4 +126,4 @@ def inspect_ags1(args: argparse.Namespace) -> int:
         print(json.dumps({"format": "AGS1", "ok": True, **dataclasses.asdict(report)}))
     else:
         print(format_report(report, keys))
-    return EXIT_OK
+    return ExitStatus.OK

@@ -19,7 +19,7 @@ import dataclasses
 import json
 from typing import Any
 
-from pyiceberg_crypto.cli.exit_codes import EXIT_OK
+from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.options import (
     VALID_KEY_LENGTHS,
     UsageError,
@@ -134,4 +134,4 @@ def inspect_parquet(args: argparse.Namespace) -> int:
         return integrity_failure(report.failures[0])
     if report.not_verifiable:
         return usage_failure(f"{args.file}: not verifiable without more keys: " + "; ".join(report.not_verifiable))  # the JSON report is already printed
-    return EXIT_OK
+    return ExitStatus.OK

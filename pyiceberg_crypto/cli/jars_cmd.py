@@ -19,7 +19,7 @@ import json
 import sys
 
 from pyiceberg_crypto import jars
-from pyiceberg_crypto.cli.exit_codes import EXIT_OK, EXIT_USAGE
+from pyiceberg_crypto.exit_status import ExitStatus
 
 
 def add_jars_parser(sub) -> None:
@@ -46,7 +46,7 @@ def run_jars(args: argparse.Namespace) -> int:
         return _download(args)
     except (jars.UnsupportedSparkError, jars.JarNotFoundError, jars.ChecksumError, OSError) as exc:
         print(f"pyiceberg-crypto jars: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitStatus.USAGE
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -75,7 +75,7 @@ def _show(args: argparse.Namespace) -> int:
     }
     if args.json:
         print(json.dumps(document, indent=2))
-        return EXIT_OK
+        return ExitStatus.OK
     print(f"pyspark {version}: Spark {line.spark} (Scala {line.scala}, Java {' or '.join(map(str, line.java))}), "
           f"Iceberg {jars.ICEBERG_VERSION}")
     print(f"bridge jar  {bridge}")
@@ -89,7 +89,7 @@ def _show(args: argparse.Namespace) -> int:
             print(f"            {coordinate}")
         for repository in document["repositories"]:
             print(f"repository  {repository}  (spark.jars.repositories: the bridge jar's)")
-    return EXIT_OK
+    return ExitStatus.OK
 
 
 def _download(args: argparse.Namespace) -> int:
@@ -98,4 +98,4 @@ def _download(args: argparse.Namespace) -> int:
     paths = jars.download(args.directory, wanted, repository=args.repository, log=print)
     print(f"{len(paths)} jar(s) in {args.directory}, SHA-256 checked; use them with: "
           f"export {jars.JARS_DIR_ENV}={args.directory}")
-    return EXIT_OK
+    return ExitStatus.OK

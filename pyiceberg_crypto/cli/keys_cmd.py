@@ -19,9 +19,10 @@ import argparse
 import json
 import sys
 
+from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.exit_status import ExitStatus
-from pyiceberg_crypto.verify.arguments import add_kms_arguments, parse_properties, positive_seconds
-from pyiceberg_crypto.verify.text import escape_text, exception_line
+from pyiceberg_crypto.cli.arguments import add_kms_arguments, parse_properties, positive_seconds
+from pyiceberg_crypto.safe_text import escape_text, exception_line
 
 
 def add_keys_parser(sub) -> None:
@@ -65,10 +66,10 @@ def run_keys(args: argparse.Namespace) -> int:
     return _commit(args, kms)
 
 
-def _list(args: argparse.Namespace, kms) -> int:
+def _list(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
     from pyiceberg_crypto.keys.inventory import inventory_from_metadata
     from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
-    from pyiceberg_crypto.verify.pipeline import VerifyInputError
+    from pyiceberg_crypto.errors import TableInputError as VerifyInputError
 
     try:
         inventory = call_with_timeout(inventory_from_metadata, args.metadata, kms, timeout=args.kms_timeout,
@@ -94,13 +95,13 @@ def _list(args: argparse.Namespace, kms) -> int:
     return ExitStatus.OK
 
 
-def _commit(args: argparse.Namespace, kms) -> int:
+def _commit(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
     """``rewrap`` or ``prune``: a commit through the table's catalog, in a Spark session."""
     from pyiceberg_crypto.bridge import register_kms
     from pyiceberg_crypto.config import session_for_catalog
     from pyiceberg_crypto.keys.prune import PruneError, prune_keys
     from pyiceberg_crypto.keys.rewrap import RewrapError, rewrap_keks
-    from pyiceberg_crypto.verify.pipeline import VerifyInputError
+    from pyiceberg_crypto.errors import TableInputError as VerifyInputError
 
     catalog = args.table.split(".")[0]
     spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,

@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 
-from pyiceberg_crypto.cli.exit_codes import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE
+from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.kms.base import UnknownKeyError
 from pyiceberg_crypto.kms.keystore import (
     DEFAULT_KEY_LENGTH,
@@ -73,11 +73,11 @@ def run_keystore(args: argparse.Namespace) -> int:
             _print_listing(keystore, as_json=args.json)
     except (InsecureKeystoreError, MalformedKeystoreError) as exc:
         print(f"pyiceberg-crypto keystore: {exc}", file=sys.stderr)
-        return EXIT_INTEGRITY
+        return ExitStatus.INTEGRITY
     except (UnknownKeyError, KeystoreError) as exc:
         print(f"pyiceberg-crypto keystore: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    return EXIT_OK
+        return ExitStatus.USAGE
+    return ExitStatus.OK
 
 
 def _print_listing(keystore: Keystore, *, as_json: bool) -> None:

@@ -18,7 +18,7 @@ import sys
 import threading
 
 from pyiceberg_crypto.exit_status import ExitStatus
-from pyiceberg_crypto.verify.arguments import add_kms_arguments, parse_properties, positive_seconds
+from pyiceberg_crypto.cli.arguments import add_kms_arguments, parse_properties, positive_seconds
 
 STATUS_INTERVAL_SECONDS = 2.0
 
@@ -55,7 +55,7 @@ def _serve(args: argparse.Namespace) -> int:
     from pyiceberg_crypto.bridge.service import KmsService, KmsServiceError
     from pyiceberg_crypto.config import PYTHON_KMS_IMPL, ConfigError, kms_service_properties
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
-    from pyiceberg_crypto.verify.text import exception_line
+    from pyiceberg_crypto.safe_text import exception_line
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines say nothing a user needs

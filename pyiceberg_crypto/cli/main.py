@@ -12,7 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from pyiceberg_crypto.cli.exit_codes import EXIT_INTEGRITY, EXIT_OK, EXIT_USAGE  # noqa: F401 (re-exported)
+from pyiceberg_crypto.exit_status import ExitStatus
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     if args.command is None:
         parser.print_help(sys.stderr)
-        return EXIT_USAGE
+        return ExitStatus.USAGE
     if args.command == "inspect":
         from pyiceberg_crypto.cli.inspect_cmd import run_inspect
 
@@ -130,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_jars(args)
     parser.error(f"unknown command {args.command!r}")
-    return EXIT_USAGE
+    return ExitStatus.USAGE
 
 
 if __name__ == "__main__":

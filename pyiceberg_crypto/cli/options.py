@@ -9,14 +9,15 @@ import json
 import sys
 from typing import Any
 
-from pyiceberg_crypto.cli.exit_codes import EXIT_INTEGRITY, EXIT_USAGE
+from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
+from pyiceberg_crypto.errors import PyicebergCryptoError
 
 VALID_KEY_LENGTHS = (16, 24, 32)
 
 
-class UsageError(Exception):
+class UsageError(PyicebergCryptoError):
     """Bad or inconsistent command-line input (exit status 2)."""
 
 
@@ -69,7 +70,7 @@ def usage_failure(message: object, args: Any = None, kind: str = "usage") -> int
         print(json.dumps({"file": getattr(args, "file", None), "ok": False,
                           "error": {"type": kind, "reason": str(message)}}))
     print(f"pyiceberg-crypto: {message}", file=sys.stderr)
-    return EXIT_USAGE
+    return ExitStatus.USAGE
 
 
 def unreadable_failure(path: str, exc: OSError, args: Any = None) -> int:
@@ -83,4 +84,4 @@ def integrity_failure(exc: object, args: Any = None, error: dict[str, Any] | Non
     if error is not None and getattr(args, "json", False):
         print(json.dumps({"file": getattr(args, "file", None), "ok": False, "error": error}))
     print(f"pyiceberg-crypto: integrity failure: {exc}", file=sys.stderr)
-    return EXIT_INTEGRITY
+    return ExitStatus.INTEGRITY

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable
 
 from pyiceberg_crypto.exit_status import ExitStatus
-from pyiceberg_crypto.verify.arguments import (
+from pyiceberg_crypto.cli.arguments import (
     add_kms_arguments,
     add_limit_arguments,
     add_scope_arguments,
@@ -30,7 +30,7 @@ from pyiceberg_crypto.verify.arguments import (
     verification_options,
 )
 from pyiceberg_crypto.verify.render import error_document, write_report
-from pyiceberg_crypto.verify.text import escape_text, exception_line
+from pyiceberg_crypto.safe_text import escape_text, exception_line
 
 
 def add_verify_parser(sub) -> None:
@@ -52,7 +52,8 @@ def run_verify(args: argparse.Namespace) -> int:
     from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
     from pyiceberg_crypto.verify.ledger import LedgerError
-    from pyiceberg_crypto.verify.pipeline import VerifyInputError, verify_metadata
+    from pyiceberg_crypto.errors import TableInputError as VerifyInputError
+    from pyiceberg_crypto.verify.pipeline import verify_metadata
 
     try:
         options = verification_options(args)

@@ -12,8 +12,10 @@ Subclasses narrow the reason so callers and tests can match precisely.
 
 from __future__ import annotations
 
+from pyiceberg_crypto.errors import PyicebergCryptoError
 
-class FormatError(Exception):
+
+class FormatError(PyicebergCryptoError):
     """The input is not a file of the expected format (or the caller's arguments are wrong)."""
 
 
@@ -29,7 +31,7 @@ class LocatedError:
         super().__init__(f"{': '.join(parts)}: {reason}" if parts else reason)
 
 
-class IntegrityError(LocatedError, Exception):
+class IntegrityError(LocatedError, PyicebergCryptoError):
     """An encrypted file failed authentication or structural checks.
 
     Attributes:

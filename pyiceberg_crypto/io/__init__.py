@@ -25,6 +25,8 @@ import stat
 from collections.abc import Mapping
 from typing import BinaryIO, Protocol, runtime_checkable
 
+from pyiceberg_crypto.errors import PyicebergCryptoError
+
 
 @runtime_checkable
 class FileIO(Protocol):
@@ -49,7 +51,7 @@ def local_path(uri: str) -> str:
     return uri
 
 
-class NotRegularFileError(OSError):
+class NotRegularFileError(PyicebergCryptoError, OSError):
     """The path names a FIFO, device, socket or directory: refused, never read (it could block or
     never end). ``file_type`` says what it is (``"FIFO"``, ``"character device"``, ...)."""
 
@@ -62,7 +64,7 @@ class NotRegularFileError(OSError):
         return self.strerror
 
 
-class FileTooLargeError(OSError):
+class FileTooLargeError(PyicebergCryptoError, OSError):
     """A file is larger than the limit set for it (e.g. ``--max-metadata-bytes``)."""
 
     def __init__(self, size: int | None, limit: int):

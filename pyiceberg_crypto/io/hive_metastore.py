@@ -20,8 +20,10 @@ import struct
 import time
 from urllib.parse import urlsplit
 
+from pyiceberg_crypto.errors import PyicebergCryptoError
 
-class MetastoreError(Exception):
+
+class MetastoreError(PyicebergCryptoError):
     """The metastore cannot be asked, or does not know the table as an Iceberg table."""
 
 
@@ -41,15 +43,15 @@ _METHOD = "get_table"
 _SEQID = 1
 
 
-class _ProtocolError(Exception):
+class _ProtocolError(PyicebergCryptoError):
     """The reply is not valid Thrift (turned into a MetastoreError naming the server)."""
 
 
-class _Closed(Exception):
+class _Closed(PyicebergCryptoError):
     """The server closed the connection before the reply was complete."""
 
 
-class _ServerError(Exception):
+class _ServerError(PyicebergCryptoError):
     """The metastore answered with an exception (TApplicationException or a declared one)."""
 
     def __init__(self, kind: str, text: str):

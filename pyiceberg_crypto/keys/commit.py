@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pyiceberg_crypto.table.catalog import split_table_name
+
 
 def load_operations(spark, table: str, error: type[Exception]) -> tuple[str, Any]:
     """(catalog.db.table, its Iceberg ``TableOperations``), else ``error``."""
-    from pyiceberg_crypto.verify.spark_job import split_table_name
-
     full_name = ".".join(split_table_name(spark, table))
     jvm = spark.sparkContext._jvm
     try:

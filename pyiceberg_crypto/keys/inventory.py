@@ -1,190 +1,45 @@
-"""The key inventory of a table: every KEK, how old it is, which master key (and version) wraps it,
-which snapshots' manifest-list keys it seals, and the entries no live snapshot uses any more.
+"""The key inventory of a table, by metadata.json or by catalog name (the inventory itself is
+:mod:`pyiceberg_crypto.table.key_inventory`, re-exported here)::
 
     inventory = inventory_from_metadata("file:/wh/db.db/t/metadata/00007-....metadata.json", kms)
+    inventory = key_inventory(spark, "lake.db.orders")     # the current metadata.json, from the metastore
     inventory.master_key_versions()        # {("orders-key", "1"), ("orders-key", "2")}
     inventory.to_dict()                    # what ``pyiceberg-crypto keys list --json`` prints
-
-It reads only the plaintext metadata.json and asks the KMS, where it can tell, which master key
-version wrapped each KEK (:meth:`~pyiceberg_crypto.kms.KeyManagementClient.key_version`: the
-keystore reads its blob header, AWS KMS reports the key ARN) and which version it uses now. It
-never unwraps for the caller and never holds or prints key bytes.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import time
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
-from typing import Any
-
 from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO, file_io_for
-from pyiceberg_crypto.verify.metadata import EncryptionKey, TableMetadata
-from pyiceberg_crypto.verify.text import exception_line
+from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.table.catalog import metastore_table
+from pyiceberg_crypto.table.key_inventory import (
+    DAY_MS,
+    KEK_ROTATION_DAYS,
+    KekInfo,
+    KeyInventory,
+    build_inventory,
+    kek_entries,
+)
+from pyiceberg_crypto.table.metadata import TableMetadata, read_metadata
 
-#: Iceberg rotates a table's KEK when it is older than this (StandardEncryptionManager: 730 days).
-KEK_ROTATION_DAYS = 730
-DAY_MS = 86_400_000
-
-
-@dataclass
-class KekInfo:
-    """One key-encryption key of a table (no key bytes)."""
-
-    key_id: str
-    master_key_id: str | None
-    created: str | None  # ISO 8601 from KEY_TIMESTAMP
-    age_days: float | None
-    rotation_due: bool  # older than Iceberg's 730 days: Iceberg makes a new KEK at the next commit
-    master_key_version: str | None = None  # as the KMS reports it (None: it cannot tell)
-    current_master_key_version: str | None = None
-    snapshot_ids: list[int] = field(default_factory=list)  # live snapshots whose manifest-list keys it seals
-    sealed_keys: int = 0  # encryption-keys entries it seals
-    note: str | None = None  # why a version is unknown (KMS error, no KMS)
-
-    @property
-    def outdated(self) -> bool | None:
-        """Wrapped by another master key version than the KMS's current one (None: unknown)."""
-        if self.master_key_version is None or self.current_master_key_version is None:
-            return None
-        return self.master_key_version != self.current_master_key_version
-
-    @property
-    def in_use(self) -> bool:
-        return bool(self.snapshot_ids)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "outdated": self.outdated, "in_use": self.in_use}
+__all__ = ["DAY_MS", "KEK_ROTATION_DAYS", "KekInfo", "KeyInventory", "build_inventory", "inventory_from_metadata",
+           "kek_entries", "key_inventory"]
 
 
-@dataclass
-class KeyInventory:
-    metadata_location: str
-    table_location: str | None
-    table_uuid: str | None
-    master_key_id: str | None  # the table's encryption.key-id
-    keks: list[KekInfo] = field(default_factory=list)
-    unused_entries: list[str] = field(default_factory=list)  # sealed manifest-list keys of no live snapshot
-
-    def master_key_versions(self) -> set[tuple[str | None, str | None]]:
-        """(master key id, version) pairs the table still needs."""
-        return {(k.master_key_id, k.master_key_version) for k in self.keks}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"metadata_location": self.metadata_location, "table_location": self.table_location,
-                "table_uuid": self.table_uuid, "master_key_id": self.master_key_id,
-                "rotation_days": KEK_ROTATION_DAYS, "keks": [k.to_dict() for k in self.keks],
-                "unused_entries": list(self.unused_entries)}
-
-
-def kek_entries(meta: TableMetadata) -> list[EncryptionKey]:
-    """Entries wrapped by the KMS (not sealed by another entry of the table), as the verifier sees them."""
-    from pyiceberg_crypto.verify.keys import TableKeys
-
-    return TableKeys(meta, None).kek_entries()
-
-
-def build_inventory(meta: TableMetadata, kms=None, now_ms: int | None = None) -> KeyInventory:
-    """The inventory of parsed table metadata (``kms`` optional: without it, no versions)."""
-    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-    inventory = KeyInventory(meta.location, meta.table_location, meta.table_uuid, meta.key_id)
-    keks = kek_entries(meta)
-    kek_ids = {k.key_id for k in keks}
-    live = {s.key_id: s.snapshot_id for s in meta.snapshots.values() if s.key_id}
-    current_versions: dict[str, str | None] = {}
-    for entry in keks:
-        info = KekInfo(entry.key_id, entry.encrypted_by_id, *_age(entry.timestamp, now_ms))
-        sealed = [e for e in meta.encryption_keys.values() if e.encrypted_by_id == entry.key_id]
-        info.sealed_keys = len(sealed)
-        info.snapshot_ids = sorted(live[e.key_id] for e in sealed if e.key_id in live)
-        _versions(info, entry, kms, current_versions)
-        inventory.keks.append(info)
-    inventory.unused_entries = sorted(e.key_id for e in meta.encryption_keys.values()
-                                      if e.key_id not in kek_ids and e.key_id not in live)
-    return inventory
-
-
-def _age(timestamp: str | None, now_ms: int) -> tuple[str | None, float | None, bool]:
-    try:
-        created_ms = int(timestamp) if timestamp is not None else None
-    except ValueError:
-        created_ms = None
-    if created_ms is None:
-        return None, None, False
-    age = (now_ms - created_ms) / DAY_MS
-    created = datetime.fromtimestamp(created_ms / 1000, timezone.utc).isoformat(timespec="seconds")
-    return created, round(age, 2), age >= KEK_ROTATION_DAYS
-
-
-def _versions(info: KekInfo, entry: EncryptionKey, kms, current: dict[str, str | None]) -> None:
-    if kms is None or not entry.encrypted_by_id:
-        info.note = "no KMS given: master key versions unknown" if kms is None else None
-        return
-    try:
-        wrapped = base64.b64decode(entry.encrypted_key_metadata, validate=True)
-    except (binascii.Error, ValueError):
-        info.note = "the wrapped KEK is not valid base64"
-        return
-    try:
-        info.master_key_version = kms.key_version(wrapped, entry.encrypted_by_id)
-        if entry.encrypted_by_id not in current:
-            current[entry.encrypted_by_id] = kms.current_key_version(entry.encrypted_by_id)
-        info.current_master_key_version = current[entry.encrypted_by_id]
-    except Exception as exc:  # a KMS that cannot tell: the inventory still lists the KEK
-        info.note = f"the KMS could not tell the master key version: {exception_line(exc)}"
-    if info.master_key_version is None and info.note is None:
-        info.note = "this KMS does not report master key versions"
-
-
-def inventory_from_metadata(metadata_location: str, kms=None, *, file_io: FileIO | None = None,
+def inventory_from_metadata(metadata_location: str, kms: KeyManagementClient | None = None, *, file_io: FileIO | None = None,
                             properties: dict[str, str] | None = None,
                             max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES) -> KeyInventory:
     """The key inventory of the table whose metadata.json is at ``metadata_location`` (no JVM).
 
-    Raises pyiceberg_crypto.verify.VerifyInputError for a metadata.json that cannot be read or used.
+    Raises pyiceberg_crypto.errors.TableInputError for a metadata.json that cannot be read or used.
     """
-    from pyiceberg_crypto.verify.metadata import MetadataError
-    from pyiceberg_crypto.verify.pipeline import VerifyInputError, read_metadata
-
     file_io = file_io or file_io_for(metadata_location, properties)
     raw = read_metadata(file_io, metadata_location, max_metadata_bytes)
-    try:
-        meta = TableMetadata.parse(raw, metadata_location)
-    except MetadataError as exc:
-        raise VerifyInputError(str(exc)) from None
-    return build_inventory(meta, kms)
+    return build_inventory(TableMetadata.parse(raw, metadata_location), kms)
 
 
-def key_inventory(spark, table: str, kms=None) -> KeyInventory:
+def key_inventory(spark, table: str, kms: KeyManagementClient | None = None) -> KeyInventory:
     """The key inventory of ``catalog.db.table`` (its current metadata.json from the metastore;
     ``kms`` defaults to the Python KMS registered for the catalog)."""
-    from pyiceberg_crypto.verify.spark_job import metastore_table
-
     entry = metastore_table(spark, table, kms)
     return inventory_from_metadata(entry.metadata_location, entry.kms, file_io=entry.file_io)
-
-
-def rotation_check(meta: TableMetadata, kms, now_ms: int | None = None):
-    """The verifier's ``kek-rotation`` table check: WARN when a KEK is past Iceberg's rotation age
-    or wrapped by an older master key version than the KMS's current one (re-wrap it), else OK."""
-    from pyiceberg_crypto.verify.report import OK, WARN, TableCheck
-
-    inventory = build_inventory(meta, kms, now_ms)
-    warnings = []
-    for kek in inventory.keks:
-        if kek.outdated:
-            warnings.append(f"KEK {kek.key_id} is wrapped by version {kek.master_key_version} of master key "
-                            f"{kek.master_key_id!r}, the KMS now uses {kek.current_master_key_version} "
-                            "(re-wrap: pyiceberg-crypto keys rewrap)")
-        if kek.rotation_due:
-            warnings.append(f"KEK {kek.key_id} is {kek.age_days:.0f} days old, past Iceberg's "
-                            f"{KEK_ROTATION_DAYS}-day rotation (the next commit makes a new one)")
-    if warnings:
-        return TableCheck("kek-rotation", WARN, "; ".join(warnings))
-    known = [k for k in inventory.keks if k.master_key_version is not None]
-    detail = (f"{len(inventory.keks)} KEK(s) younger than {KEK_ROTATION_DAYS} days"
-              + (", wrapped by the master key's current version" if known and len(known) == len(inventory.keks)
-                 else " (this KMS does not report master key versions)" if inventory.keks else ""))
-    return TableCheck("kek-rotation", OK, detail)

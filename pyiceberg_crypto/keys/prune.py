@@ -30,10 +30,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pyiceberg_crypto.keys.inventory import KEK_ROTATION_DAYS, build_inventory
+from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations
+from pyiceberg_crypto.table.key_inventory import KEK_ROTATION_DAYS, build_inventory
+from pyiceberg_crypto.errors import MetadataError, PyicebergCryptoError
+from pyiceberg_crypto.table.metadata import TableMetadata, load_document
 
 
-class PruneError(Exception):
+class PruneError(PyicebergCryptoError):
     """The prune did not commit (table not encrypted, inconsistent metadata, too many concurrent commits)."""
 
 
@@ -67,8 +70,6 @@ def prune_keys(spark, table: str, *, dry_run: bool = False, max_attempts: int = 
     Raises:
         PruneError: nothing was committed (the message says why).
     """
-    from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations
-
     full_name, ops = load_operations(spark, table, PruneError)
     jvm = spark.sparkContext._jvm
     result = PruneResult(full_name, dry_run)
@@ -111,8 +112,6 @@ def plan_prune(meta, now_ms: int | None = None) -> tuple[list[str], list[str], l
 
 def _parse(jvm, base):
     """The table metadata as read, parsed like a metadata.json (refs checked: each names a snapshot)."""
-    from pyiceberg_crypto.verify.metadata import MetadataError, TableMetadata, load_document
-
     location = base.metadataFileLocation()
     try:
         doc = load_document(jvm.org.apache.iceberg.TableMetadataParser.toJson(base), location)

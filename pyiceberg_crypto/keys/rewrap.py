@@ -24,10 +24,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pyiceberg_crypto.verify.text import exception_line
+from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations
+from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.safe_text import exception_line
+from pyiceberg_crypto.table.catalog import catalog_properties, registered_kms
+from pyiceberg_crypto.errors import PyicebergCryptoError
 
 
-class RewrapError(Exception):
+class RewrapError(PyicebergCryptoError):
     """The re-wrap did not commit (KMS failure, table not encrypted, too many concurrent commits)."""
 
 
@@ -53,7 +57,7 @@ class RewrapResult:
         return {**asdict(self), "changes": [asdict(c) for c in self.changes]}
 
 
-def rewrap_keks(spark, table: str, *, kms=None, dry_run: bool = False, all_keks: bool = False,
+def rewrap_keks(spark, table: str, *, kms: KeyManagementClient | None = None, dry_run: bool = False, all_keks: bool = False,
                 max_attempts: int = 4) -> RewrapResult:
     """Re-wrap the KEKs of ``catalog.db.table`` that an older master key version wraps.
 
@@ -66,10 +70,6 @@ def rewrap_keks(spark, table: str, *, kms=None, dry_run: bool = False, all_keks:
     Raises:
         RewrapError: nothing was committed (the message says why).
     """
-    from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations
-    from pyiceberg_crypto.verify.metastore import catalog_properties
-    from pyiceberg_crypto.verify.spark_job import registered_kms
-
     full_name, ops = load_operations(spark, table, RewrapError)
     catalog = full_name.split(".")[0]
     if kms is None:
@@ -93,7 +93,7 @@ def rewrap_keks(spark, table: str, *, kms=None, dry_run: bool = False, all_keks:
     return result
 
 
-def _plan(jvm, base, kms, dry_run: bool, all_keks: bool):
+def _plan(jvm, base, kms: KeyManagementClient, dry_run: bool, all_keks: bool):
     """[(change, new BaseEncryptedKey)] for the KEKs to re-wrap (all KMS calls happen here)."""
     table_key_id = base.properties().get("encryption.key-id")
     if not table_key_id:

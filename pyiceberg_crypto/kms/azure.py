@@ -12,7 +12,7 @@
   ``KeyClient``'s pipeline (challenge auth, TLS, api-version);
 - unwrap = ``POST {vault}/keys/{name}/{version}/unwrapkey`` with the **exact version** that wrapped
   (only the unwrapKey permission needed);
-- the wrapped bytes are an envelope (:mod:`pyiceberg_crypto.kms.envelope`, magic ``PAZ1``) holding
+- the wrapped bytes are an envelope (:mod:`pyiceberg_crypto.kms.version_label`, magic ``PAZ1``) holding
   ``"<algorithm> <kid>"`` from the wrap result and the wrapped key: :meth:`AzureKeyVaultKms.key_version`
   is the kid's version (no service call), :meth:`AzureKeyVaultKms.current_key_version` the key's
   current version.
@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlparse
 
-from pyiceberg_crypto.kms import envelope
+from pyiceberg_crypto.kms import version_label
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
 from pyiceberg_crypto.kms.loopback import is_loopback_url
 
@@ -197,11 +197,11 @@ class AzureKeyVaultKms(KeyManagementClient):
         if self._split_kid(kid, wrapping_key_id) != (vault.lower(), name.lower(), version):
             raise KmsError(f"{PROVIDER} wrapKey with key id {wrapping_key_id!r} failed: the result names key "
                            f"{kid!r}, not version {version} of that key")
-        return envelope.pack(MAGIC, f"{algorithm} {kid}", _unb64url(reply["value"]))
+        return version_label.pack(MAGIC, f"{algorithm} {kid}", _unb64url(reply["value"]))
 
     def unwrap_key(self, wrapped: bytes, wrapping_key_id: str) -> bytes:
         vault, name = self._parse(wrapping_key_id)
-        label, encrypted = envelope.unpack(MAGIC, wrapped, PROVIDER, wrapping_key_id)
+        label, encrypted = version_label.unpack(MAGIC, wrapped, PROVIDER, wrapping_key_id)
         algorithm, _, kid = label.partition(" ")
         if algorithm not in set(ALGORITHMS.values()):
             raise KmsError(f"{PROVIDER}: the wrapped key for key id {wrapping_key_id!r} names algorithm "
@@ -216,7 +216,7 @@ class AzureKeyVaultKms(KeyManagementClient):
 
     def key_version(self, wrapped: bytes, wrapping_key_id: str) -> str | None:
         """The key version in the wrap result's ``kid``, recorded in the envelope (no service call)."""
-        label = envelope.peek_label(MAGIC, wrapped)
+        label = version_label.peek_label(MAGIC, wrapped)
         if not label or " " not in label:
             return None
         return label.partition(" ")[2].rstrip("/").rpartition("/")[2] or None

@@ -24,8 +24,10 @@ import abc
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pyiceberg_crypto.errors import PyicebergCryptoError
 
-class KmsError(Exception):
+
+class KmsError(PyicebergCryptoError):
     """A KMS refused or failed an operation. Messages name the key id, never key bytes."""
 
 

@@ -13,13 +13,15 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from pyiceberg_crypto.errors import PyicebergCryptoError
+
 #: Default seconds to wait for one KMS call (as the bridge waits in the JVM).
 DEFAULT_KMS_TIMEOUT_SECONDS = 60.0
 
 T = TypeVar("T")
 
 
-class KmsTimeoutError(TimeoutError):
+class KmsTimeoutError(PyicebergCryptoError, TimeoutError):
     """A KMS call did not return in time; the message says which call and the timeout."""
 
 

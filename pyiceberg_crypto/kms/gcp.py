@@ -12,7 +12,7 @@
   ``plaintext_crc32c`` / ``additional_authenticated_data_crc32c`` sent and ``verified_*`` checked on
   encrypt, ``ciphertext_crc32c`` checked on the reply and sent with decrypt, ``plaintext_crc32c``
   checked on the decrypt reply;
-- the wrapped bytes are an envelope (:mod:`pyiceberg_crypto.kms.envelope`, magic ``PGC1``) holding
+- the wrapped bytes are an envelope (:mod:`pyiceberg_crypto.kms.version_label`, magic ``PGC1``) holding
   the CryptoKeyVersion named in the EncryptResponse ``name`` and Cloud KMS's ciphertext:
   :meth:`GcpKms.key_version` is that version's id (``"3"``, no server call); decrypt names the
   CryptoKey and Cloud KMS picks the version from its ciphertext; :meth:`GcpKms.current_key_version`
@@ -40,7 +40,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from pyiceberg_crypto.kms import envelope
+from pyiceberg_crypto.kms import version_label
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
 from pyiceberg_crypto.kms.crc32c import crc32c
 from pyiceberg_crypto.kms.loopback import is_loopback_url
@@ -162,10 +162,10 @@ class GcpKms(KeyManagementClient):
             raise KmsError(f"{where} failed: the response was corrupted in transit (ciphertext CRC32C mismatch)")
         if not _version_of(response.name, wrapping_key_id):
             raise KmsError(f"{where} failed: the reply names key version {response.name!r}, not a version of that key")
-        return envelope.pack(MAGIC, response.name, response.ciphertext)
+        return version_label.pack(MAGIC, response.name, response.ciphertext)
 
     def unwrap_key(self, wrapped: bytes, wrapping_key_id: str) -> bytes:
-        version, ciphertext = envelope.unpack(MAGIC, wrapped, PROVIDER, wrapping_key_id)
+        version, ciphertext = version_label.unpack(MAGIC, wrapped, PROVIDER, wrapping_key_id)
         if not _version_of(version, wrapping_key_id):
             raise KmsError(f"{PROVIDER}: the wrapped key for key id {wrapping_key_id!r} was made by "
                            f"{version!r}, another key")
@@ -182,7 +182,7 @@ class GcpKms(KeyManagementClient):
 
     def key_version(self, wrapped: bytes, wrapping_key_id: str) -> str | None:
         """The CryptoKeyVersion id (``"3"``) recorded in the envelope at encrypt time (no server call)."""
-        label = envelope.peek_label(MAGIC, wrapped)
+        label = version_label.peek_label(MAGIC, wrapped)
         return label.rpartition("/cryptoKeyVersions/")[2] or None if label else None
 
     def current_key_version(self, wrapping_key_id: str) -> str | None:

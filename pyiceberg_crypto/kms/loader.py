@@ -17,6 +17,7 @@ import inspect
 from collections.abc import Mapping
 
 from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.errors import PyicebergCryptoError
 
 #: Short name -> "module:factory" of the KMSs shipped with the package.
 SHIPPED: dict[str, str] = {
@@ -29,7 +30,7 @@ SHIPPED: dict[str, str] = {
 }
 
 
-class KmsLoadError(ValueError):
+class KmsLoadError(PyicebergCryptoError, ValueError):
     """The KMS spec cannot be resolved to a KMS; the message says why and what to write instead."""
 
 

@@ -18,6 +18,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from pyiceberg_crypto.read.plan import ReadIntegrityError
 from pyiceberg_crypto.read.schema import SchemaError
-from pyiceberg_crypto.read.table import ReadInputError, read_table, scan
+from pyiceberg_crypto.errors import ReadInputError
+from pyiceberg_crypto.read.table import read_table, scan
 
 __all__ = ["ReadInputError", "ReadIntegrityError", "SchemaError", "read_table", "scan"]

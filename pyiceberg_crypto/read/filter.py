@@ -33,12 +33,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pyiceberg_crypto.errors import PyicebergCryptoError
+
 OPERATORS = ("==", "!=", "<", "<=", ">", ">=", "in", "not in")
 _EPOCH_DATE = _dt.date(1970, 1, 1)
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
 
-class RowFilterError(ValueError):
+class RowFilterError(PyicebergCryptoError, ValueError):
     """A row filter that cannot be used: malformed predicate, unknown column, unusable value."""
 
 

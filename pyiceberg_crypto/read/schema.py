@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from pyiceberg_crypto.formats.parquet.structs import SchemaElementF
+from pyiceberg_crypto.errors import PyicebergCryptoError
 
 FIELD_ID_KEY = b"PARQUET:field_id"  # how PyArrow exposes a Parquet field id on an Arrow field
 _DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
@@ -35,7 +36,7 @@ _PRIMITIVES = {
 }
 
 
-class SchemaError(ValueError):
+class SchemaError(PyicebergCryptoError, ValueError):
     """The table metadata's schema, or a requested column, cannot be read."""
 
 

@@ -26,31 +26,36 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
-from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO, file_io_for
+from pyiceberg_crypto.errors import ReadInputError, TableInputError
+from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO
 from pyiceberg_crypto.io.confinement import Confinement
+from pyiceberg_crypto.io.hive_metastore import MetastoreError, table_parameters
+from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
+from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
 from pyiceberg_crypto.read.deletes import DeleteCaches, apply_deletes, equality_field_ids
 from pyiceberg_crypto.read.files import read_data_file
 from pyiceberg_crypto.read.filter import RowFilter, RowFilterError
 from pyiceberg_crypto.read.plan import ReadIntegrityError, ReadTask, plan_read, unpartitioned_spec_ids
 from pyiceberg_crypto.read.schema import IcebergSchema, SchemaError, project
-from pyiceberg_crypto.verify.keys import TableKeys
-from pyiceberg_crypto.verify.metadata import MetadataError, TableMetadata, load_document
-from pyiceberg_crypto.verify.pipeline import VerifyInputError, metadata_hash, read_metadata
+from pyiceberg_crypto.table.keys import TableKeys
+from pyiceberg_crypto.table.limits import Limits
+from pyiceberg_crypto.table.metadata import TableMetadata, load_document, metadata_hash, read_metadata
 
 DEFAULT_BATCH_ROWS = 131_072
 #: How far a scan reads ahead, in stored bytes of data files (decoded, a file takes a few times that).
 DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024
 
 
-class ReadInputError(ValueError):
-    """The read cannot start: metadata.json missing or not table metadata, unknown snapshot or
-    column, bad KMS spec, unreachable metastore. (Problems with table files are integrity errors.)"""
+# ``ReadInputError`` (an alias of :class:`pyiceberg_crypto.errors.TableInputError`): the read cannot
+# start (metadata.json missing or not table metadata, unknown snapshot or column, bad KMS spec,
+# unreachable metastore). Problems with table files are integrity errors.
+__all__ = ["DEFAULT_BATCH_ROWS", "DEFAULT_MAX_BUFFERED_BYTES", "PreparedRead", "ReadInputError", "read_table", "scan"]
 
 
 def scan(
     source: str,
-    kms,
+    kms: KeyManagementClient | str | None,
     *,
     snapshot_id: int | None = None,
     as_of: datetime | None = None,
@@ -65,6 +70,7 @@ def scan(
     max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
     max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
     kms_timeout: float | None = DEFAULT_KMS_TIMEOUT_SECONDS,
+    limits: Limits | None = None,
 ) -> pa.RecordBatchReader:
     """A streaming reader of the table's rows: files read in parallel threads, batches in file
     order. Memory is bounded by how far it reads ahead: at most ``2 * max_workers`` files whose
@@ -90,15 +96,18 @@ def scan(
         max_workers: reading threads (default: CPUs + 2, at most 8).
         batch_rows: rows per record batch at most.
         max_buffered_bytes: stored bytes of data files read ahead at most (default 256 MiB).
+        max_metadata_bytes / kms_timeout: a larger metadata.json is refused; seconds per KMS call.
+        limits: ``file_io``, ``properties``, ``allowed_locations``, ``max_metadata_bytes`` and
+            ``kms_timeout`` in one :class:`~pyiceberg_crypto.table.Limits` (instead of the keywords).
 
     Raises:
         ReadInputError: before any file is read (see the class).
         ReadIntegrityError: while reading, for the first file that is not authentic.
     """
+    limits = Limits.of(limits, file_io=file_io, properties=properties, allowed_locations=allowed_locations,
+                       max_metadata_bytes=max_metadata_bytes, kms_timeout=kms_timeout)
     prepared = _prepare(source, kms, snapshot_id=snapshot_id, as_of=as_of, columns=columns, row_filter=row_filter,
-                        metastore=metastore, file_io=file_io, properties=properties,
-                        allowed_locations=allowed_locations, max_metadata_bytes=max_metadata_bytes,
-                        kms_timeout=kms_timeout)
+                        metastore=metastore, limits=limits)
     workers = max_workers or min(8, (os.cpu_count() or 2) + 2)
     batches = _batches(prepared, workers, batch_rows, max_buffered_bytes)
     return pa.RecordBatchReader.from_batches(prepared.output.arrow_schema, batches)
@@ -106,7 +115,7 @@ def scan(
 
 def read_table(
     source: str,
-    kms,
+    kms: KeyManagementClient | str | None,
     *,
     snapshot_id: int | None = None,
     as_of: datetime | None = None,
@@ -119,14 +128,15 @@ def read_table(
     max_workers: int | None = None,
     max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
     kms_timeout: float | None = DEFAULT_KMS_TIMEOUT_SECONDS,
+    limits: Limits | None = None,
 ) -> pa.Table:
     """The table (or ``columns`` of it) as one ``pyarrow.Table``; the arguments are :func:`scan`'s.
 
     Nothing is returned unless every file read was authentic."""
+    limits = Limits.of(limits, file_io=file_io, properties=properties, allowed_locations=allowed_locations,
+                       max_metadata_bytes=max_metadata_bytes, kms_timeout=kms_timeout)
     return scan(source, kms, snapshot_id=snapshot_id, as_of=as_of, columns=columns, row_filter=row_filter,
-                metastore=metastore,
-                file_io=file_io, properties=properties, allowed_locations=allowed_locations, max_workers=max_workers,
-                max_metadata_bytes=max_metadata_bytes, kms_timeout=kms_timeout).read_all()
+                metastore=metastore, max_workers=max_workers, limits=limits).read_all()
 
 
 @dataclass(frozen=True)
@@ -143,20 +153,17 @@ class PreparedRead:
     row_groups: Callable[[bytes], list[int]] | None = None  # the filter's row group selector
 
 
-def _prepare(source, kms, *, snapshot_id, as_of, columns, metastore, file_io, properties, allowed_locations,
-             max_metadata_bytes, kms_timeout, row_filter=None) -> PreparedRead:
+def _prepare(source: str, kms: KeyManagementClient | str | None, *, snapshot_id, as_of, columns, metastore, limits: Limits,
+             row_filter=None) -> PreparedRead:
     if snapshot_id is not None and as_of is not None:
         raise ReadInputError("choose snapshot_id or as_of, not both")
     expected_hash = None
     location = source
     if metastore is not None:
         location, expected_hash = _from_metastore(metastore, source)
-    kms = _kms(kms, properties)
-    file_io = file_io or file_io_for(location, properties)
-    try:
-        raw = read_metadata(file_io, location, max_metadata_bytes)
-    except VerifyInputError as exc:
-        raise ReadInputError(str(exc)) from None
+    kms = _kms(kms, limits.properties)
+    file_io = limits.file_io_for(location)
+    raw = read_metadata(file_io, location, limits.max_metadata_bytes)
     if expected_hash is not None and metadata_hash(raw) != expected_hash:
         raise ReadIntegrityError("the metadata.json differs from the file the metastore recorded (SHA-256 != "
                                  "metadata_hash): modified or replaced", file=location, status="TAMPERED")
@@ -175,13 +182,13 @@ def _prepare(source, kms, *, snapshot_id, as_of, columns, metastore, file_io, pr
             full.select(row_filter.columns)  # unknown filter columns: SchemaError, before any file is read
             extra = [c for c in row_filter.columns if c not in {f.name for f in schema.fields}]
             read_schema = IcebergSchema(schema.schema_id, schema.fields + full.select(extra).fields)
-    except (MetadataError, SchemaError, RowFilterError) as exc:
-        raise ReadInputError(str(exc)) from None
+    except (SchemaError, RowFilterError) as exc:
+        raise TableInputError(str(exc)) from None
     if not meta.key_id:
         raise ReadIntegrityError("the table has no encryption.key-id: it is not encrypted (this reader reads "
                                  "encrypted tables only)", file=location, status="PLAINTEXT")
-    keys = TableKeys(meta, kms, kms_timeout)
-    confinement = Confinement.for_table(meta.table_location, meta.properties, allowed_locations)
+    keys = TableKeys(meta, kms, limits.kms_timeout)
+    confinement = Confinement.for_table(meta.table_location, meta.properties, limits.allowed_locations)
     tasks = plan_read(snapshot, keys, file_io, confinement, unpartitioned_spec_ids(doc))
     skipped, row_groups = 0, None
     if row_filter is not None:
@@ -212,10 +219,8 @@ def _snapshot_schema_id(doc: dict, snapshot_id: int) -> int | None:
     return None
 
 
-def _kms(kms, properties: Mapping[str, str] | None):
+def _kms(kms: KeyManagementClient | str | None, properties: Mapping[str, str] | None) -> KeyManagementClient | None:
     if isinstance(kms, str):
-        from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
-
         try:
             return load_kms(kms, properties)
         except KmsLoadError as exc:
@@ -224,8 +229,6 @@ def _kms(kms, properties: Mapping[str, str] | None):
 
 
 def _from_metastore(uri: str, name: str) -> tuple[str, str | None]:
-    from pyiceberg_crypto.io.hive_metastore import MetastoreError, table_parameters
-
     database, _, table = name.rpartition(".")
     if not database:
         raise ReadInputError(f"with a metastore, name the table as DATABASE.TABLE, got {name!r}")

@@ -18,13 +18,15 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from pyiceberg_crypto.errors import PyicebergCryptoError
+
 LOOPBACK = "127.0.0.1"
 
 #: Services started by this interpreter and not yet stopped: killed at exit so none outlives it.
 _RUNNING: set["ServiceProcess"] = set()
 
 
-class ServiceError(RuntimeError):
+class ServiceError(PyicebergCryptoError, RuntimeError):
     """A service did not start, died, or did not become ready; the message quotes its log's tail."""
 
 

@@ -9,29 +9,29 @@ writer (pure Python + ``cryptography``)::
     report = verify_table(spark, "lake.db.orders", state="/var/lib/verify/orders.json")   # incremental
     report.ok, report.not_ok(), report.to_dict()
 
+It builds on the table model (:mod:`pyiceberg_crypto.table`: metadata, keys, catalog, manifests).
 Modules, top-down as a verification runs (:mod:`.pipeline` calls them in this order):
-- :mod:`.metadata`  the metadata.json view (snapshots, ancestry, encryption-keys, statistics files)
-- :mod:`.ledger`    the verifier's memory: what an earlier OK run proved, and the ``history`` check
-- :mod:`.keys`      master key -> KEKs -> each snapshot's manifest-list key
-- :mod:`.plan`      scope (current / snapshot / all / since) -> manifest lists -> manifests -> one task per file
-- :mod:`.run`       runners: threads here, Spark tasks in :mod:`.spark_job`
-- :mod:`.checks`    one file against its key metadata (the unit every runner runs)
-- :mod:`.forensics` failing files that authenticate as other files: swaps and replays
-- :mod:`.report`    findings and the report document; :mod:`.render` text, JSON, error documents
-- :mod:`.spark_job` ``verify_table``: metastore + Spark tasks; :mod:`.job` its spark-submit entry point
-- :mod:`.files`     the key-less magic scan (what the demo prints before verifying)
+
+- :mod:`.pipeline`     ``verify_metadata``: the whole walk of one metadata.json
+- :mod:`.ledger`       the verifier's memory: what an earlier OK run proved, and the ``history`` check
+- :mod:`.table_checks` format version, key id, KEKs, snapshots, metadata hash, KEK rotation
+- :mod:`.plan`         scope (current / snapshot / all / since) -> manifest lists -> manifests -> one task per file
+- :mod:`.runners`      where file checks run: threads here, Spark tasks in :mod:`.spark`
+- :mod:`.checks`       one file against its key metadata (the unit every runner runs)
+- :mod:`.forensics`    failing files that authenticate as other files: swaps and replays
+- :mod:`.report`       findings and the report document; :mod:`.render` text, JSON, error documents
+- :mod:`.spark`        ``verify_table``: the metastore entry, then Spark tasks
+- :mod:`.magic_scan`   the key-less magic scan (what the demo prints before verifying)
+
+The spark-submit job is :mod:`pyiceberg_crypto.cli.verify_job`.
 """
 
+from pyiceberg_crypto.errors import TableInputError, VerifyInputError
+from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.verify.ledger import LedgerError
-from pyiceberg_crypto.verify.pipeline import VerifyInputError, verify_metadata
+from pyiceberg_crypto.verify.pipeline import verify_metadata
 from pyiceberg_crypto.verify.report import FileFinding, TableCheck, TableReport
+from pyiceberg_crypto.verify.spark import verify_table
 
-
-def verify_table(spark, table: str, **kwargs) -> TableReport:
-    """Verify ``catalog.db.table`` through Spark; see :func:`pyiceberg_crypto.verify.spark_job.verify_table`."""
-    from pyiceberg_crypto.verify.spark_job import verify_table as _verify_table
-
-    return _verify_table(spark, table, **kwargs)
-
-
-__all__ = ["FileFinding", "LedgerError", "TableCheck", "TableReport", "VerifyInputError", "verify_metadata", "verify_table"]
+__all__ = ["FileFinding", "LedgerError", "Limits", "TableCheck", "TableInputError", "TableReport", "VerifyInputError",
+           "verify_metadata", "verify_table"]

@@ -41,7 +41,7 @@ from pyiceberg_crypto.verify.report import (
     UNVERIFIABLE,
     FileFinding,
 )
-from pyiceberg_crypto.verify.text import quote_bytes
+from pyiceberg_crypto.safe_text import quote_bytes
 
 AGS1_MAGIC = ags1.MAGIC
 PARQUET_ENCRYPTED_MAGIC = MAGIC_ENCRYPTED

@@ -30,8 +30,9 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
 from pyiceberg_crypto.io import open_regular_file
-from pyiceberg_crypto.verify.metadata import TableMetadata
+from pyiceberg_crypto.table.metadata import TableMetadata
 from pyiceberg_crypto.verify.report import DIVERGED, OK, TableCheck
+from pyiceberg_crypto.errors import PyicebergCryptoError
 
 LEDGER_FORMAT = "pyiceberg-crypto-ledger"
 LEDGER_VERSION = 1
@@ -39,7 +40,7 @@ HISTORY_KEPT = 50  # earlier entries kept in the file for audit (the newest is `
 MAX_LEDGER_BYTES = 1 << 20
 
 
-class LedgerError(Exception):
+class LedgerError(PyicebergCryptoError):
     """The ledger cannot be used: unreadable, corrupt, or the memory of another table."""
 
 

@@ -32,18 +32,16 @@ import fastavro
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.io.confinement import Confinement
 from pyiceberg_crypto.verify.checks import NO_KEY_METADATA_REASON, FileTask, check_and_decrypt, finding_for
-from pyiceberg_crypto.verify.keys import KeyLookupError, TableKeys
-from pyiceberg_crypto.verify.metadata import MetadataError, Snapshot, StatisticsFile, TableMetadata
+from pyiceberg_crypto.table.keys import KeyLookupError, TableKeys
+from pyiceberg_crypto.errors import MetadataError
+from pyiceberg_crypto.table.manifests import ENTRY_ADDED, ENTRY_DELETED, checked_records, entry_kind
+from pyiceberg_crypto.table.metadata import Snapshot, StatisticsFile, TableMetadata
 from pyiceberg_crypto.verify.report import (
-    DATA,
-    DELETION_VECTOR,
-    EQUALITY_DELETE,
     MANIFEST,
     MANIFEST_LIST,
     OK,
     OUTSIDE_TABLE,
     PLAINTEXT,
-    POSITION_DELETE,
     STATISTICS,
     TAMPERED,
     UNVERIFIABLE,
@@ -52,9 +50,6 @@ from pyiceberg_crypto.verify.report import (
 
 #: ``progress(stage, done, total)``: called as the verification advances (the CLI draws a bar with it).
 Progress = Callable[[str, int, int], None]
-
-ENTRY_ADDED = 1  # manifest entry status: the file entered the table in that manifest's snapshot
-ENTRY_DELETED = 2  # the file left the table in that snapshot
 
 
 @dataclass
@@ -296,16 +291,6 @@ def _add_entry(plan: Plan, entry: dict, snapshot_id: int) -> str | None:
     return path
 
 
-def entry_kind(data_file: dict) -> str:
-    """Report kind of a manifest entry's file (content 0 data, 1 position deletes, 2 equality deletes)."""
-    content = data_file.get("content", 0)
-    if content == 0:
-        return DATA
-    if content == 2:
-        return EQUALITY_DELETE
-    return DELETION_VECTOR if str(data_file.get("file_format", "")).upper() == "PUFFIN" else POSITION_DELETE
-
-
 def read_avro(task: FileTask, file_io: FileIO) -> tuple[FileFinding, list[dict] | None]:
     """Verify an AGS1-encrypted Avro file (manifest list, manifest) and return its records.
 
@@ -317,52 +302,15 @@ def read_avro(task: FileTask, file_io: FileIO) -> tuple[FileFinding, list[dict] 
     finding, plaintext = check_and_decrypt(task, file_io)
     try:
         if finding.status == OK and plaintext is not None:
-            return finding, _checked_records(task.kind, list(fastavro.reader(io.BytesIO(plaintext))))
+            return finding, checked_records(task.kind, list(fastavro.reader(io.BytesIO(plaintext))))
         if finding.status == PLAINTEXT and task.key_metadata is None:
             finding.detail += "; the table records no key for it (written unencrypted)"
             with file_io.open(task.path) as handle:
-                return finding, _checked_records(task.kind, list(fastavro.reader(handle)))
+                return finding, checked_records(task.kind, list(fastavro.reader(handle)))
     except Exception as exc:  # authentic bytes that are not the Avro Iceberg wrote
         finding.status = UNVERIFIABLE
         finding.detail = f"authenticated, but not a readable Iceberg {task.kind}: {type(exc).__name__}: {exc}"
     return finding, None
-
-
-#: The fields the walk reads, and the Python types fastavro gives them in a file Iceberg wrote
-#: (None: the field may be absent or null; a bool is not an int here). A file with another shape
-#: is authentic but unusable.
-_LIST_FIELDS = {"manifest_path": (str,), "manifest_length": (int,), "key_metadata": (bytes, None),
-                "sequence_number": (int, None), "content": (int, None)}
-_ENTRY_FIELDS = {"status": (int,), "file_sequence_number": (int, None), "data_file": (dict,)}
-_DATA_FILE_FIELDS = {"file_path": (str,), "file_format": (str,), "key_metadata": (bytes, None),
-                     "file_size_in_bytes": (int,), "record_count": (int,), "content": (int, None)}
-
-
-def _shape_error(record, fields: dict[str, tuple], what: str) -> str | None:
-    if not isinstance(record, dict):
-        return f"a {what} is {type(record).__name__}, not a record"
-    for name, kinds in fields.items():
-        value = record.get(name)
-        if value is None:
-            if None in kinds:
-                continue
-            return f"{what} field {name!r} is missing or null"
-        if isinstance(value, bool) or not isinstance(value, tuple(k for k in kinds if k is not None)):
-            return f"{what} field {name!r} is {type(value).__name__}"
-    return None
-
-
-def _checked_records(kind: str, records: list) -> list[dict]:
-    """``records`` if each has the shape the walk relies on, else ValueError naming the field."""
-    for record in records:
-        if kind == MANIFEST_LIST:
-            error = _shape_error(record, _LIST_FIELDS, "manifest list entry")
-        else:
-            error = (_shape_error(record, _ENTRY_FIELDS, "manifest entry")
-                     or _shape_error(record["data_file"], _DATA_FILE_FIELDS, "data_file"))
-        if error:
-            raise ValueError(error)
-    return records
 
 
 def statistics_task(stats: StatisticsFile) -> FileTask:

@@ -14,7 +14,7 @@ import json
 from typing import Any, TextIO
 
 from pyiceberg_crypto.verify.report import KINDS, REPORT_VERSION, STATUSES, TableReport
-from pyiceberg_crypto.verify.text import escape_text
+from pyiceberg_crypto.safe_text import escape_text
 
 
 def error_document(kind: str, message: str) -> dict[str, Any]:

@@ -15,33 +15,35 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-# --- what a file is (from the manifest entry or table metadata that references it) -----------
-DATA = "data"
-POSITION_DELETE = "position-delete"
-EQUALITY_DELETE = "equality-delete"
-DELETION_VECTOR = "deletion-vector"
-MANIFEST = "manifest"
-MANIFEST_LIST = "manifest-list"
-STATISTICS = "statistics"
-PARTITION_STATISTICS = "partition-statistics"
-KINDS = (DATA, POSITION_DELETE, EQUALITY_DELETE, DELETION_VECTOR, MANIFEST, MANIFEST_LIST,
-         STATISTICS, PARTITION_STATISTICS)
+# --- what a file is: the table model's vocabulary (:mod:`pyiceberg_crypto.table.file_kinds`) ----
+from pyiceberg_crypto.table.file_kinds import (  # noqa: E402  (re-exported: the report names them)
+    DATA,
+    DELETION_VECTOR,
+    EQUALITY_DELETE,
+    KINDS,
+    MANIFEST,
+    MANIFEST_LIST,
+    PARTITION_STATISTICS,
+    POSITION_DELETE,
+    STATISTICS,
+)
 
-# --- what the verifier found -----------------------------------------------------------------
-OK = "OK"  # encrypted, every block/module authenticated, trusted length, own AAD
-PLAINTEXT = "PLAINTEXT"  # should be encrypted and is not
-TAMPERED = "TAMPERED"  # a GCM tag failed or the structure is corrupt: names the block/module
-TRUNCATED = "TRUNCATED"  # shorter than its trusted length
-LENGTH_MISMATCH = "LENGTH_MISMATCH"  # longer than, or otherwise not, its trusted length
-WRONG_FILE = "WRONG_FILE"  # authenticates only as another file of the table (swap / replay)
-MISSING = "MISSING"  # referenced but not found
-KEY_ERROR = "KEY_ERROR"  # the KMS refused, or the key id is unknown
-UNVERIFIABLE = "UNVERIFIABLE"  # could not be checked (e.g. no key for it): never counted as OK
-OUTSIDE_TABLE = "OUTSIDE_TABLE"  # named by the table but outside its locations: never opened
-DIVERGED = "DIVERGED"  # table check "history": not a continuation of what the ledger verified
-WARN = "WARN"  # table check only: fine today, act soon (e.g. "kek-rotation": re-wrap); counts as OK
-STATUSES = (OK, PLAINTEXT, TAMPERED, TRUNCATED, LENGTH_MISMATCH, WRONG_FILE, MISSING, KEY_ERROR,
-            UNVERIFIABLE, OUTSIDE_TABLE, DIVERGED)
+# --- what the verifier found: the shared verdicts (:mod:`pyiceberg_crypto.table.statuses`) ---------
+from pyiceberg_crypto.table.statuses import (  # noqa: E402  (re-exported: the report names them)
+    DIVERGED,
+    KEY_ERROR,
+    LENGTH_MISMATCH,
+    MISSING,
+    OK,
+    OUTSIDE_TABLE,
+    PLAINTEXT,
+    STATUSES,
+    TAMPERED,
+    TRUNCATED,
+    UNVERIFIABLE,
+    WARN,
+    WRONG_FILE,
+)
 
 REPORT_VERSION = 1
 # The JSON Schema (draft 2020-12) of the report document and of the error document, shipped as

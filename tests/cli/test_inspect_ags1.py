@@ -13,6 +13,7 @@ import pytest
 
 from pyiceberg_crypto.cli.main import main
 from pyiceberg_crypto.formats import ags1
+from pyiceberg_crypto.testing import encrypt_bytes
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 
 KEY = bytes(range(32))
@@ -24,7 +25,7 @@ CONSOLE = Path(sys.executable).parent / "pyiceberg-crypto"
 @pytest.fixture
 def ags1_file(tmp_path) -> Path:
     path = tmp_path / "m.avro"
-    path.write_bytes(ags1.encrypt_bytes(PLAIN, KEY, AAD, block_size=4096))
+    path.write_bytes(encrypt_bytes(PLAIN, KEY, AAD, block_size=4096))
     return path
 
 

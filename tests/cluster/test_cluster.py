@@ -250,7 +250,7 @@ def test_the_verification_job_through_spark_submit_with_a_packed_environment(mai
 
     settings = config.spark_settings("lake", warehouse=main_run["workdir"] / "wh")
     conf = {**netns_cluster.driver_conf(), **settings}
-    job = Path(__import__("pyiceberg_crypto.verify.job", fromlist=["job"]).__file__)
+    job = Path(__import__("pyiceberg_crypto.cli.verify_job", fromlist=["job"]).__file__)
     command = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--archives", f"{archive}#env",
                "--conf", "spark.pyspark.python=./env/bin/python", "--conf", f"spark.pyspark.driver.python={sys.executable}",
                *config.spark_conf_args(conf), str(job), "--table", "lake.db.t", "--kms", "keystore",

@@ -4,7 +4,7 @@
   imported name exists, and every keyword argument of a call to the package names a parameter.
 - ``sh``: ``bash -n``; each ``pyiceberg-crypto ...`` command is parsed by the CLI's real argparse
   parser, the verification job's arguments by the job's parser (``spark-submit .../job.py ...``,
-  ``python -m pyiceberg_crypto.verify.job ...``), ``python -c`` code is checked as a python block,
+  ``python -m pyiceberg_crypto.cli.verify_job ...``), ``python -c`` code is checked as a python block,
   ``pip install`` names existing extras and ``make`` existing targets. A block with none of these
   needs an opt-out.
 - ``json`` parses; ``hcl`` has the form of a Vault policy; ``mermaid`` names its diagram type.
@@ -31,7 +31,7 @@ import tomllib
 import pytest
 
 from pyiceberg_crypto.cli.main import build_parser
-from pyiceberg_crypto.verify.job import build_parser as build_job_parser
+from pyiceberg_crypto.cli.verify_job import build_parser as build_job_parser
 from tests.docs.blocks import ROOT, Block, all_blocks, blocks_of, opt_out_markers, python_block_after
 
 BLOCKS = all_blocks()
@@ -193,7 +193,7 @@ def command_problems(argv: list[str]) -> tuple[bool, list[str]]:
     if program in ("python", "python3") and len(argv) > 2 and argv[1] == "-c":
         return True, [f"python -c: {p}" for p in python_problems(argv[2], "python -c")]
     if program in ("python", "python3") and len(argv) > 2 and argv[1] == "-m":
-        if argv[2] == "pyiceberg_crypto.verify.job":
+        if argv[2] == "pyiceberg_crypto.cli.verify_job":
             error = _parse(build_job_parser(), argv[3:])
             return True, [f"{shlex.join(argv)}: {error}"] if error else []
         if argv[2].startswith("pyiceberg_crypto"):
@@ -202,7 +202,7 @@ def command_problems(argv: list[str]) -> tuple[bool, list[str]]:
             return command_problems(["pip", *argv[3:]])
         return argv[2] in ("build", "venv"), []
     if program == "spark-submit":
-        job = [i for i, token in enumerate(argv) if "verify.job" in token or token.endswith("verify/job.py")]
+        job = [i for i, token in enumerate(argv) if "verify_job" in token or token.endswith("cli/verify_job.py")]
         if job:
             error = _parse(build_job_parser(), argv[job[0] + 1:])
             return True, [f"the job's arguments {shlex.join(argv[job[0] + 1:])}: {error}"] if error else []
@@ -307,7 +307,7 @@ def test_the_checkers_catch_drift():
     assert not command_problems(["pyiceberg-crypto", "verify", "m.json", "--kms", "k", "--json"])[1]
     assert command_problems(["pip", "install", "pyiceberg-crypto[nope]"])[1]
     assert command_problems(["make", "no-such-target"])[1]
-    assert command_problems(["spark-submit", "--conf", "a=b", "pyiceberg_crypto/verify/job.py", "--tabel", "t"])[1]
+    assert command_problems(["spark-submit", "--conf", "a=b", "pyiceberg_crypto/cli/verify_job.py", "--tabel", "t"])[1]
     assert shell_commands('pyiceberg-crypto verify "$(ls m/*.json | tail -n 1)" --kms k > r.json  # c\n') == [
         ["pyiceberg-crypto", "verify", "$(ls m/*.json | tail -n 1)", "--kms", "k"]]
     assert ["python", "-c", "print(1)"] in shell_commands("spark-submit $(python -c 'print(1)') job.py\n")

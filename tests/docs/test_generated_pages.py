@@ -9,7 +9,7 @@ import importlib.util
 
 from pyiceberg_crypto.cli.main import build_parser
 from pyiceberg_crypto.exit_status import ExitStatus
-from pyiceberg_crypto.verify.job import build_parser as build_job_parser
+from pyiceberg_crypto.cli.verify_job import build_parser as build_job_parser
 from tests.docs.blocks import DOCS, ROOT
 
 _spec = importlib.util.spec_from_file_location("docs_hooks_generated", DOCS / "hooks" / "generated.py")
@@ -26,7 +26,7 @@ def _parsers(parser: argparse.ArgumentParser, prog: str):
 def test_the_cli_reference_has_every_command_and_option():
     reference = generated.cli_reference()
     commands = list(_parsers(build_parser(), "pyiceberg-crypto"))[1:] + [  # [1:]: the top level has no options
-        ("python -m pyiceberg_crypto.verify.job", build_job_parser())]
+        ("python -m pyiceberg_crypto.cli.verify_job", build_job_parser())]
     assert len(commands) > 15  # inspect, decrypt, verify, keystore create|add|..., keys list|rewrap|prune, kms serve, ...
     for prog, parser in commands:
         assert f"`{prog}`" in reference, prog

@@ -14,6 +14,7 @@ import pytest
 from py4j.protocol import Py4JJavaError
 
 from pyiceberg_crypto.formats import ags1
+from pyiceberg_crypto.testing import Ags1Writer, decrypt_bytes, encrypt_bytes
 from pyiceberg_crypto.formats.errors import FormatError, TagMismatchError
 from tests.formats.ags1_helpers import MIB, java_vectors, random_bytes, write
 
@@ -54,7 +55,7 @@ def test_java_writes_python_reads(V, tmp_path, key_length, size):
 def test_python_writes_java_reads(V, tmp_path, key_length, size):
     key, aad, plaintext = random_bytes(key_length), random_bytes(16), random_bytes(size)
     encrypted = tmp_path / "py.ags1"
-    with ags1.Ags1Writer(str(encrypted), key, aad) as writer:
+    with Ags1Writer(str(encrypted), key, aad) as writer:
         for start in range(0, size, 300_001):  # odd-sized writes straddle block boundaries
             writer.write(plaintext[start : start + 300_001])
     assert writer.plaintext_length == size
@@ -72,7 +73,7 @@ def test_empty_plaintext_is_header_plus_one_empty_block_in_java(V, tmp_path):
     path = _java_write(V, tmp_path, b"", key, aad)
     data = (tmp_path / "java.ags1").read_bytes()
     assert len(data) == 36 and data[:8] == ags1.build_header()
-    assert ags1.encrypt_bytes(b"", key, aad)[:8] == data[:8] and len(ags1.encrypt_bytes(b"", key, aad)) == 36
+    assert encrypt_bytes(b"", key, aad)[:8] == data[:8] and len(encrypt_bytes(b"", key, aad)) == 36
     assert ags1.verify_ags1(path, key, aad, 0).block_count == 1
 
 
@@ -81,7 +82,7 @@ def test_header_only_file_reads_as_empty_but_java_rejects_it(V, tmp_path):
     key = random_bytes(16)
     path = write(tmp_path / "h.ags1", ags1.build_header())
     assert ags1.verify_ags1(path, key, b"", 0).block_count == 0
-    assert ags1.decrypt_bytes(ags1.build_header(), key) == b""
+    assert decrypt_bytes(ags1.build_header(), key) == b""
     with pytest.raises(Py4JJavaError, match="shorter than the minimum"):
         V.readBytes(path, key, b"")
 
@@ -89,8 +90,8 @@ def test_header_only_file_reads_as_empty_but_java_rejects_it(V, tmp_path):
 def test_null_aad_prefix_in_java_is_empty_prefix_in_python(V, tmp_path):
     key, plaintext = random_bytes(32), random_bytes(5000)
     path = _java_write(V, tmp_path, plaintext, key, None)
-    assert ags1.decrypt_bytes(open(path, "rb").read(), key, b"") == plaintext
-    out = ags1.encrypt_bytes(plaintext, key, b"")
+    assert decrypt_bytes(open(path, "rb").read(), key, b"") == plaintext
+    out = encrypt_bytes(plaintext, key, b"")
     assert V.readBytes(write(tmp_path / "p.ags1", out), key, None) == plaintext
 
 
@@ -116,21 +117,21 @@ def test_other_block_sizes_java_framing_to_python(V, block_size, size):
     stream = bytes(V.writeWithBlockSize(plaintext, block_size, key, aad))
     assert ags1.parse_header(stream[:8]) == block_size
     assert len(stream) == ags1.encrypted_length(len(plaintext), block_size)
-    assert ags1.decrypt_bytes(stream, key, aad, length=len(plaintext), file_length=len(stream)) == plaintext
+    assert decrypt_bytes(stream, key, aad, length=len(plaintext), file_length=len(stream)) == plaintext
     assert ags1.verify_ags1(io.BytesIO(stream), key, aad, len(plaintext)).block_size == block_size
 
 
 @pytest.mark.parametrize("block_size", [1, 1000, 4096, 3 * MIB])
 def test_other_block_sizes_python_to_java_framing(V, block_size):
     key, aad, plaintext = random_bytes(16), random_bytes(16), random_bytes(5000)
-    stream = ags1.encrypt_bytes(plaintext, key, aad, block_size=block_size)
+    stream = encrypt_bytes(plaintext, key, aad, block_size=block_size)
     assert bytes(V.readWithBlockSize(stream, key, aad)) == plaintext
 
 
 def test_iceberg_stream_rejects_non_default_block_size(V, tmp_path):
     """A fact worth knowing: Iceberg's AesGcmInputStream only reads 1 MiB blocks (spec allows any)."""
     key = random_bytes(16)
-    path = write(tmp_path / "small.ags1", ags1.encrypt_bytes(b"x" * 100, key, b"", block_size=64))
+    path = write(tmp_path / "small.ags1", encrypt_bytes(b"x" * 100, key, b"", block_size=64))
     with pytest.raises(Py4JJavaError, match=r"Invalid GCM stream: block size (.*\[64, 1048576\]|64 != 1048576)"):
         V.readBytes(path, key, b"")
 
@@ -138,7 +139,7 @@ def test_iceberg_stream_rejects_non_default_block_size(V, tmp_path):
 def test_key_length_is_checked():
     for bad in (b"", b"k" * 15, b"k" * 20, b"k" * 33):
         with pytest.raises(FormatError, match="key length"):
-            ags1.Ags1Writer(io.BytesIO(), bad)
+            Ags1Writer(io.BytesIO(), bad)
         with pytest.raises(FormatError, match="key length"):
             ags1.verify_ags1(io.BytesIO(ags1.build_header()), bad)
 
@@ -146,13 +147,13 @@ def test_key_length_is_checked():
 def test_block_size_is_checked():
     for bad in (0, -1, 2**31):
         with pytest.raises(ValueError, match="block size"):
-            ags1.Ags1Writer(io.BytesIO(), b"k" * 16, block_size=bad)
+            Ags1Writer(io.BytesIO(), b"k" * 16, block_size=bad)
 
 
 def test_reprs_do_not_leak_keys(tmp_path):
     key = bytes.fromhex("00112233445566778899aabbccddeeff")
-    data = ags1.encrypt_bytes(b"abc", key, b"p")
-    writer = ags1.Ags1Writer(io.BytesIO(), key)
+    data = encrypt_bytes(b"abc", key, b"p")
+    writer = Ags1Writer(io.BytesIO(), key)
     reader = ags1.Ags1Reader(io.BytesIO(data), key, b"p")
     for text in (repr(writer), repr(reader), str(vars(reader)), str(vars(writer))):
         assert "00112233" not in text and "\\x00\\x11" not in text
@@ -172,7 +173,7 @@ def test_fast_path_without_decrypt_into(monkeypatch):
     """Older cryptography (< 45) has no decrypt_into: the fallback gives the same results."""
     monkeypatch.setattr(ags1, "_HAS_DECRYPT_INTO", False)
     key, plaintext = random_bytes(16), random_bytes(5000)
-    data = ags1.encrypt_bytes(plaintext, key, b"p", block_size=1000)
+    data = encrypt_bytes(plaintext, key, b"p", block_size=1000)
     assert ags1.verify_ags1(io.BytesIO(data), key, b"p", 5000).block_count == 5
     tampered = data[:2000] + bytes([data[2000] ^ 1]) + data[2001:]
     with pytest.raises(TagMismatchError) as err:

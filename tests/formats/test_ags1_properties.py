@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pyiceberg_crypto.formats import ags1
+from pyiceberg_crypto.testing import Ags1Writer, decrypt_bytes, encrypt_bytes
 
 KEY = bytes(range(32))
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -25,14 +26,14 @@ plaintexts = st.binary(min_size=0, max_size=4000)
 )
 def test_round_trip(plaintext, block_size, aad, chunk):
     out = io.BytesIO()
-    with ags1.Ags1Writer(out, KEY[:16], aad, block_size=block_size) as writer:
+    with Ags1Writer(out, KEY[:16], aad, block_size=block_size) as writer:
         for start in range(0, len(plaintext), chunk):
             writer.write(plaintext[start : start + chunk])
     data = out.getvalue()
     assert len(data) == writer.encrypted_length == ags1.encrypted_length(len(plaintext), block_size)
     assert writer.plaintext_length == len(plaintext)
     trusted = {"length": len(plaintext), "file_length": len(data)}
-    assert ags1.decrypt_bytes(data, KEY[:16], aad, **trusted) == plaintext
+    assert decrypt_bytes(data, KEY[:16], aad, **trusted) == plaintext
     report = ags1.verify_ags1(io.BytesIO(data), KEY[:16], aad, len(plaintext), file_length=len(data))
     assert report.block_count == max(1, -(-len(plaintext) // block_size))
     geometry = ags1.layout(block_size, len(data))
@@ -46,7 +47,7 @@ seek_ops = st.lists(st.tuples(WHENCE, st.integers(-5000, 5000), st.integers(0, 1
 @FAST
 @given(plaintext=plaintexts, block_size=block_sizes, ops=seek_ops)
 def test_seek_and_read_like_bytesio(plaintext, block_size, ops):
-    data = ags1.encrypt_bytes(plaintext, KEY, b"prefix", block_size=block_size)
+    data = encrypt_bytes(plaintext, KEY, b"prefix", block_size=block_size)
     expected = io.BytesIO(plaintext)
     cached, decrypts = -1, 0  # model of the reader's one-block cache
     with ags1.Ags1Reader(io.BytesIO(data), KEY, b"prefix") as reader:
@@ -71,7 +72,7 @@ def test_seek_and_read_like_bytesio(plaintext, block_size, ops):
 def test_single_read_decrypts_only_its_blocks(plaintext, block_size, data):
     pos = data.draw(st.integers(0, len(plaintext) - 1))
     size = data.draw(st.integers(1, len(plaintext) - pos))
-    stream = ags1.encrypt_bytes(plaintext, KEY, b"", block_size=block_size)
+    stream = encrypt_bytes(plaintext, KEY, b"", block_size=block_size)
     with ags1.Ags1Reader(io.BytesIO(stream), KEY, b"") as reader:
         reader.seek(pos)
         assert reader.read(size) == plaintext[pos : pos + size]
@@ -82,7 +83,7 @@ def test_single_read_decrypts_only_its_blocks(plaintext, block_size, data):
 @given(plaintext=plaintexts, block_size=block_sizes)
 def test_buffered_reader_and_writer(plaintext, block_size):
     raw = io.BytesIO()
-    writer = ags1.Ags1Writer(raw, KEY[:24], b"a", block_size=block_size)
+    writer = Ags1Writer(raw, KEY[:24], b"a", block_size=block_size)
     with io.BufferedWriter(writer, buffer_size=97) as buffered:
         buffered.write(plaintext)
     stream = raw.getvalue()

@@ -13,6 +13,7 @@ import struct
 import pytest
 
 from pyiceberg_crypto.formats import ags1
+from pyiceberg_crypto.testing import decrypt_bytes
 from pyiceberg_crypto.formats.errors import (
     BadBlockLengthError,
     BadMagicError,
@@ -85,7 +86,7 @@ def test_untouched_files_verify(files):
         aad = OLD_AAD if name == "other" else AAD
         report = ags1.verify_ags1(io.BytesIO(files[name]), KEY, aad, file_length=len(files[name]))
         assert report.authenticated and report.plaintext_length == len(files[name + ".plain"])
-        assert ags1.decrypt_bytes(files[name], KEY, aad) == files[name + ".plain"]
+        assert decrypt_bytes(files[name], KEY, aad) == files[name + ".plain"]
 
 
 # Header ------------------------------------------------------------------------------------

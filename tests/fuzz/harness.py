@@ -37,13 +37,14 @@ from typing import Any
 import fastavro
 
 from pyiceberg_crypto.formats import ags1
-from pyiceberg_crypto.formats.envelope import encrypt_manifest_list_key_metadata
+from pyiceberg_crypto.testing import decrypt_bytes, encrypt_bytes
+from pyiceberg_crypto.testing import encrypt_manifest_list_key_metadata
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.io import LocalFileIO, local_path
 from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.verify.checks import FileTask
-from pyiceberg_crypto.verify.keys import TableKeys
-from pyiceberg_crypto.verify.metadata import TableMetadata
+from pyiceberg_crypto.table.keys import TableKeys
+from pyiceberg_crypto.table.metadata import TableMetadata
 from pyiceberg_crypto.verify.plan import read_avro
 from pyiceberg_crypto.verify.report import MANIFEST, MANIFEST_LIST
 
@@ -168,7 +169,7 @@ class AvroFile:
         task = FileTask(path, kind, "AVRO", key_metadata=key.serialize(), expected_size=key.file_length)
         finding, _ = read_avro(task, LocalFileIO())
         assert finding.ok, finding
-        plaintext = ags1.decrypt_bytes(Path(local_path(path)).read_bytes(), key.encryption_key,
+        plaintext = decrypt_bytes(Path(local_path(path)).read_bytes(), key.encryption_key,
                                        key.aad_prefix or b"", file_length=key.file_length)
         reader = fastavro.reader(io.BytesIO(plaintext))
         records = list(reader)
@@ -186,7 +187,7 @@ class AvroFile:
 
     def write_encrypted(self, path: str, records: list[dict]) -> StandardKeyMetadata:
         """Encrypt ``records`` under this file's key and AAD prefix to ``path``; its new key metadata."""
-        data = ags1.encrypt_bytes(self.encode(records), self.key.encryption_key, self.key.aad_prefix or b"")
+        data = encrypt_bytes(self.encode(records), self.key.encryption_key, self.key.aad_prefix or b"")
         Path(local_path(path)).write_bytes(data)
         return self.key.with_file_length(len(data))
 

@@ -12,7 +12,7 @@ import pytest
 from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.kms import InMemoryKms, KmsError
-from pyiceberg_crypto.verify.files import scan_table_files, table_location
+from pyiceberg_crypto.verify.magic_scan import scan_table_files, table_location
 from tests.conftest import CATALOG, add_catalog
 
 pytestmark = pytest.mark.spine  # the core path: make test also runs it on Spark 3.5

@@ -19,7 +19,7 @@ import pytest
 
 from pyiceberg_crypto import config
 from pyiceberg_crypto.formats.ags1 import Ags1Reader
-from pyiceberg_crypto.formats.envelope import decrypt_manifest_list_key_metadata
+from pyiceberg_crypto.formats.manifest_list_key import decrypt_manifest_list_key_metadata
 from pyiceberg_crypto.formats.errors import TagMismatchError
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.formats.parquet.decrypt import decrypt_parquet

@@ -44,7 +44,7 @@ CLUSTER_JOB = textwrap.dedent(
     from pyiceberg_crypto import config
     from pyiceberg_crypto.bridge import register_kms
     from pyiceberg_crypto.kms import InMemoryKms
-    from pyiceberg_crypto.verify.files import scan_table_files
+    from pyiceberg_crypto.verify.magic_scan import scan_table_files
 
     settings = config.spark_settings("c", warehouse="wh")
     builder = config.local_spark_builder("cluster-test", master="local-cluster[2,1,1024]")

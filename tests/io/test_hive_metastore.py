@@ -15,7 +15,7 @@ import pytest
 
 from pyiceberg_crypto.io import hive_metastore as hms
 from pyiceberg_crypto.io.hive_metastore import MetastoreError, table_parameters
-from pyiceberg_crypto.verify import metastore as verify_metastore
+from pyiceberg_crypto.table import catalog as verify_metastore
 
 pytestmark = [pytest.mark.loopback]
 

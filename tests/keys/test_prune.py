@@ -19,7 +19,7 @@ from pyiceberg_crypto.keys import prune as prune_module
 from pyiceberg_crypto.keys.inventory import DAY_MS
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.verify import verify_metadata
-from pyiceberg_crypto.verify.metadata import TableMetadata
+from pyiceberg_crypto.table.metadata import TableMetadata
 from tests.conftest import add_catalog
 from tests.keys.tables import keystore_table, metadata_doc, metadata_location
 

@@ -18,7 +18,7 @@ from pyiceberg_crypto.io import file_io_for
 from pyiceberg_crypto.io.s3 import split_uri
 from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.verify import verify_metadata
-from pyiceberg_crypto.verify.files import EXPECTED_MAGIC, classify
+from pyiceberg_crypto.verify.magic_scan import EXPECTED_MAGIC, classify
 
 ROOT = Path(__file__).resolve().parents[2]
 APP_TIMEOUT = 420

@@ -17,7 +17,7 @@ import traceback
 from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.kms import InMemoryKms
-from pyiceberg_crypto.services.demo import run_demo
+from pyiceberg_crypto.demo.services import run_demo
 
 KMS_NAME = "test"
 

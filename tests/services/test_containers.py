@@ -157,7 +157,7 @@ def test_client_image_runs_the_demo_and_the_verifiers(image, network, minio, met
 
     client = (
         DockerContainer(str(image))
-        .with_command("python -m pyiceberg_crypto.services.demo")
+        .with_command("python -m pyiceberg_crypto.demo.services")
         .with_envs(**minio.environment(), METASTORE_URI="thrift://metastore:9083", WAREHOUSE="s3://warehouse/wh",
                    S3_ENDPOINT="http://minio:9000", S3_PATH_STYLE_ACCESS="true")
         .with_network(network)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pyiceberg_crypto.services import S3Server, ServiceError
-from pyiceberg_crypto.services.demo import DemoConfigError, settings_from_environment
+from pyiceberg_crypto.demo.services import DemoConfigError, settings_from_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 

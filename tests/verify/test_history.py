@@ -8,7 +8,7 @@ import json
 import pytest
 
 from pyiceberg_crypto.verify.ledger import LedgerEntry, descends_from, divergence, history_check
-from pyiceberg_crypto.verify.metadata import TableMetadata
+from pyiceberg_crypto.table.metadata import TableMetadata
 from pyiceberg_crypto.verify.plan import select_scope
 from pyiceberg_crypto.verify.report import DIVERGED, OK
 
@@ -78,7 +78,7 @@ def test_divergences(table, last, reason):
 
 
 def test_a_listed_snapshot_off_the_line_is_a_usage_error_without_a_ledger():
-    from pyiceberg_crypto.verify.metadata import MetadataError
+    from pyiceberg_crypto.table.metadata import MetadataError
 
     table = meta(7, [(1, 1, None), (2, 2, 1), (3, 3, 2), (5, 5, 3), (6, 6, 3), (7, 7, 6)])
     with pytest.raises(MetadataError, match="not an ancestor"):

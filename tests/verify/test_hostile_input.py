@@ -35,7 +35,7 @@ from pyiceberg_crypto.io import (
 from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.verify import VerifyInputError, verify_metadata
 from pyiceberg_crypto.verify.report import KEY_ERROR, MANIFEST_LIST, MISSING, STATISTICS, TAMPERED, UNVERIFIABLE
-from pyiceberg_crypto.verify.text import escape_text, exception_line, quote_bytes
+from pyiceberg_crypto.safe_text import escape_text, exception_line, quote_bytes
 from tests.verify import kms_factory
 
 REPO = Path(__file__).resolve().parents[2]

@@ -195,7 +195,7 @@ def test_worker_processes_find_what_threads_find_on_a_tampered_table(spark, hist
     """Long task lists go to worker processes (one per core): same findings as the thread pool,
     a tampered file included."""
     from pyiceberg_crypto.io import LocalFileIO
-    from pyiceberg_crypto.verify import run
+    from pyiceberg_crypto.verify import runners as run
 
     table, _ = history
     location = metadata_location(spark, table)

@@ -13,7 +13,7 @@ import pytest
 
 from pyiceberg_crypto.cli.main import main
 from pyiceberg_crypto.verify import LedgerError, verify_metadata, verify_table
-from pyiceberg_crypto.verify.pipeline import metadata_hash
+from pyiceberg_crypto.table.metadata import metadata_hash
 from pyiceberg_crypto.verify.report import DATA, DIVERGED, OK, TAMPERED
 from tests.verify.conftest import create_table, local, metadata_location
 from tests.verify.test_tamper import flipped, replaced
@@ -132,7 +132,7 @@ class metastore_points_at:
         self.spark, self.table, self.location = spark, table, location
 
     def _set(self, location: str) -> None:
-        from pyiceberg_crypto.verify.metastore import catalog_properties
+        from pyiceberg_crypto.table.catalog import catalog_properties
 
         catalog, database, name = self.table.split(".")
         jvm = self.spark.sparkContext._jvm

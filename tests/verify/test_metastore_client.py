@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pyiceberg_crypto.verify import metastore
-from pyiceberg_crypto.verify.metastore import MetastoreError, catalog_properties, table_parameters
+from pyiceberg_crypto.table import catalog as metastore
+from pyiceberg_crypto.table.catalog import MetastoreError, catalog_properties
+from pyiceberg_crypto.table.catalog import spark_table_parameters as table_parameters
 from tests.conftest import CATALOG
 from tests.verify.conftest import create_table
 

@@ -305,8 +305,8 @@ def test_verify_table_gives_the_cli_findings_and_no_key_bytes(capsys, spark, vic
 
 def _manifest_key(location: str, manifest_path: str, master_keys) -> StandardKeyMetadata:
     from pyiceberg_crypto.io import LocalFileIO
-    from pyiceberg_crypto.verify.keys import TableKeys
-    from pyiceberg_crypto.verify.metadata import TableMetadata
+    from pyiceberg_crypto.table.keys import TableKeys
+    from pyiceberg_crypto.table.metadata import TableMetadata
     from pyiceberg_crypto.verify.plan import read_avro
     from pyiceberg_crypto.verify.checks import FileTask
 
@@ -324,8 +324,8 @@ def _secrets(location: str, master_keys) -> list[bytes]:
     """Master keys, KEKs and every file's DEK of the current snapshot."""
     from pyiceberg_crypto.io import LocalFileIO
     from pyiceberg_crypto.verify.checks import FileTask
-    from pyiceberg_crypto.verify.keys import TableKeys
-    from pyiceberg_crypto.verify.metadata import TableMetadata
+    from pyiceberg_crypto.table.keys import TableKeys
+    from pyiceberg_crypto.table.metadata import TableMetadata
     from pyiceberg_crypto.verify.plan import read_avro
 
     meta = TableMetadata.parse(read(location), location)

@@ -27,8 +27,8 @@ from pyiceberg_crypto.io import LocalFileIO
 from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.verify import verify_metadata
 from pyiceberg_crypto.verify.checks import FileTask, check_file
-from pyiceberg_crypto.verify.keys import TableKeys
-from pyiceberg_crypto.verify.metadata import TableMetadata
+from pyiceberg_crypto.table.keys import TableKeys
+from pyiceberg_crypto.table.metadata import TableMetadata
 from pyiceberg_crypto.verify.report import (
     DATA,
     KEY_ERROR,

@@ -26,7 +26,7 @@ CLUSTER_VERIFY = textwrap.dedent(
     from pyiceberg_crypto import config
     from pyiceberg_crypto.bridge import register_kms
     from pyiceberg_crypto.verify import verify_metadata, verify_table
-    from pyiceberg_crypto.verify import job
+    from pyiceberg_crypto.cli import verify_job as job
     from cluster_kms import make
 
     settings = config.spark_settings("c", warehouse="wh")

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from pyiceberg_crypto.formats.errors import IntegrityError
-from pyiceberg_crypto.formats.parquet.aad import ModuleType
 from pyiceberg_crypto.formats.parquet.structs import FileMetaDataF
 from pyiceberg_crypto.formats.parquet.thrift import TList
 from pyiceberg_crypto.formats.parquet.reader import ColumnChunkInfo, ParquetFileReader, ParquetKeys
@@ -154,8 +153,3 @@ def _check_chunk(reader: ParquetFileReader, info: ColumnChunkInfo, report: Verif
     reader.column_index(info)
     reader.offset_index(info)
     reader.bloom_filter(info)
-
-
-def module_counts(report: VerificationReport) -> dict[str, int]:
-    """All module types with their authenticated counts (zero included), in spec order."""
-    return {t.label: report.authenticated.get(t.label, 0) for t in ModuleType}

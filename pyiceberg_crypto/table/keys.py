@@ -8,7 +8,7 @@ Usage::
 
     keys = TableKeys(meta, kms)
     list_key = keys.manifest_list_key(snapshot)      # StandardKeyMetadata, or raises KeyLookupError
-    keys.kek_checks()                                # one TableCheck per KEK
+    keys.kek(kek_id)                                 # an unwrapped KEK (bytes), or raises KeyLookupError
 
 KEKs are unwrapped once each (the KMS sees one call per KEK), each call bounded by ``kms_timeout``
 seconds; after a call that timed out, the KMS is not asked again (every further KEK is a KEY_ERROR
@@ -21,16 +21,18 @@ from __future__ import annotations
 import base64
 import binascii
 
-from pyiceberg_crypto.formats.envelope import decrypt_manifest_list_key_metadata
+from pyiceberg_crypto.formats.manifest_list_key import decrypt_manifest_list_key_metadata
 from pyiceberg_crypto.formats.errors import IntegrityError
 from pyiceberg_crypto.formats.key_metadata import KeyMetadataError, StandardKeyMetadata
+from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS, KmsTimeoutError, call_with_timeout
-from pyiceberg_crypto.verify.metadata import EncryptionKey, Snapshot, TableMetadata
-from pyiceberg_crypto.verify.report import KEY_ERROR, OK, TAMPERED, TableCheck
-from pyiceberg_crypto.verify.text import exception_line
+from pyiceberg_crypto.safe_text import exception_line
+from pyiceberg_crypto.table.metadata import EncryptionKey, Snapshot, TableMetadata
+from pyiceberg_crypto.table.statuses import KEY_ERROR, TAMPERED
 
 
-class KeyLookupError(Exception):
+class KeyLookupError(PyicebergCryptoError):
     """A key needed for the walk cannot be obtained; ``status`` is the report status to use."""
 
     def __init__(self, message: str, status: str = KEY_ERROR):
@@ -39,7 +41,9 @@ class KeyLookupError(Exception):
 
 
 class TableKeys:
-    def __init__(self, meta: TableMetadata, kms, kms_timeout: float | None = DEFAULT_KMS_TIMEOUT_SECONDS):
+    """The keys of one table's envelope, unwrapped on demand with ``kms`` (see the module docstring)."""
+
+    def __init__(self, meta: TableMetadata, kms: KeyManagementClient | None, kms_timeout: float | None = DEFAULT_KMS_TIMEOUT_SECONDS):
         self.meta = meta
         self.kms = kms
         self.kms_timeout = kms_timeout  # seconds per KMS call; None: no limit
@@ -95,26 +99,6 @@ class TableKeys:
         if not isinstance(key, (bytes, bytearray)) or len(key) not in (16, 24, 32):
             return KeyLookupError(f"the KMS returned no valid AES key for KEK {kek_id!r}")
         return bytes(key)
-
-    def kek_checks(self, only: set[str] | None = None) -> list[TableCheck]:
-        """Each KEK (or each of ``only``) must be wrapped by the table's ``encryption.key-id`` and
-        unwrap with the KMS."""
-        checks = []
-        for entry in self.kek_entries():
-            if only is not None and entry.key_id not in only:
-                continue
-            name, kek = "kek", f"KEK {entry.key_id}: "
-            if self.meta.key_id and entry.encrypted_by_id != self.meta.key_id:
-                checks.append(TableCheck(name, KEY_ERROR, kek + f"wrapped by master key {entry.encrypted_by_id!r}, "
-                                                          f"not the table's encryption.key-id {self.meta.key_id!r}"))
-                continue
-            try:
-                self.kek(entry.key_id)
-            except KeyLookupError as exc:
-                checks.append(TableCheck(name, exc.status, str(exc)))
-                continue
-            checks.append(TableCheck(name, OK, kek + f"wrapped by master key {entry.encrypted_by_id!r}, unwrapped by the KMS"))
-        return checks
 
     def manifest_list_key(self, snapshot: Snapshot) -> StandardKeyMetadata:
         """Open the sealed key metadata of ``snapshot``'s manifest list with its KEK."""

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from py4j.protocol import Py4JJavaError
 
-from pyiceberg_crypto.formats.envelope import (
+from pyiceberg_crypto.formats.manifest_list_key import (
     decrypt_manifest_list_key_metadata,
-    encrypt_manifest_list_key_metadata,
 )
 from pyiceberg_crypto.formats.errors import FormatError, TagMismatchError, TruncatedError
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
+from pyiceberg_crypto.testing import encrypt_manifest_list_key_metadata
 from tests.formats.ags1_helpers import java_vectors, random_bytes
 
 TIMESTAMP = "1731489600123"

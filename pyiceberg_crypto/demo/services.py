@@ -4,7 +4,7 @@ What ``docker compose run client`` runs (see ``docker/``); it works the same aga
 services of this package or any metastore + S3 store::
 
     METASTORE_URI=thrift://127.0.0.1:9083 WAREHOUSE=s3://warehouse/wh S3_ENDPOINT=http://127.0.0.1:9000 \\
-    AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... python -m pyiceberg_crypto.services.demo
+    AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... python -m pyiceberg_crypto.demo.services
 
 Steps: Spark with the catalog built by :func:`pyiceberg_crypto.config.spark_settings`; an
 :class:`~pyiceberg_crypto.kms.InMemoryKms` with a fresh master key; create an encrypted table,
@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pyiceberg_crypto import config
+from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.verify.report import TableReport
 
 CATALOG = "lake"
@@ -29,7 +31,7 @@ KEY_ID = "demo-master-key"
 EXPECTED_ROWS = [(1, "apple"), (3, "fig"), (4, "kiwi")]
 
 
-class DemoConfigError(ValueError):
+class DemoConfigError(PyicebergCryptoError, ValueError):
     """A required environment variable is missing or malformed."""
 
 
@@ -79,11 +81,11 @@ class ServicesDemoResult:
         return self.rows == EXPECTED_ROWS and self.in_spark.ok and self.pure_python.ok
 
 
-def run_demo(spark, kms, table: str, *, key_id: str = KEY_ID) -> ServicesDemoResult:
+def run_demo(spark, kms: KeyManagementClient, table: str, *, key_id: str = KEY_ID) -> ServicesDemoResult:
     """The round trip on ``table`` (catalog configured on ``spark``, ``kms`` registered for it),
     then both verifiers over every snapshot."""
     from pyiceberg_crypto.verify import verify_metadata, verify_table
-    from pyiceberg_crypto.verify.metastore import catalog_properties
+    from pyiceberg_crypto.table.catalog import catalog_properties
 
     rows = encrypted_round_trip(spark, table, key_id)
     in_spark = verify_table(spark, table, all_snapshots=True)

@@ -1,6 +1,6 @@
 """Step 2 of a verification: run the plan's file tasks. A *runner* is any
 ``runner(tasks) -> findings``; this module's runs in this machine's cores,
-:func:`pyiceberg_crypto.verify.spark_job.spark_runner` in Spark tasks. Both call the same
+:func:`pyiceberg_crypto.verify.spark.spark_runner` in Spark tasks. Both call the same
 :func:`~pyiceberg_crypto.verify.checks.check_file`::
 
     findings = local_runner(LocalFileIO())(plan.all_tasks())

@@ -1,22 +1,30 @@
-"""A read-only view of an Iceberg ``metadata.json``: the parts the verifier needs.
+"""A read-only view of an Iceberg ``metadata.json``: the table model every feature starts from.
 
 Table metadata is plaintext by design (no data, no stats); it names the snapshots, their
 manifest lists, the wrapped KEKs and sealed manifest-list key metadata (``encryption-keys``),
 and the statistics files::
 
-    meta = TableMetadata.parse(json_bytes, location="file:/wh/db.db/t/metadata/00003-x.metadata.json")
+    raw = read_metadata(file_io, location, limit=DEFAULT_MAX_METADATA_BYTES)   # bounded, regular file
+    meta = TableMetadata.parse(raw, location="file:/wh/db.db/t/metadata/00003-x.metadata.json")
     meta.key_id, meta.format_version, [s.snapshot_id for s in meta.select_snapshots()]
+    metadata_hash(raw)      # what Iceberg's Hive catalog stores as metadata_hash
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyiceberg_crypto.errors import MetadataError, TableInputError
+from pyiceberg_crypto.io import FileIO, FileTooLargeError, NotRegularFileError, read_bounded
+from pyiceberg_crypto.table.file_kinds import PARTITION_STATISTICS, STATISTICS
 
-class MetadataError(ValueError):
-    """The metadata.json cannot be used: not JSON, missing fields, unknown snapshot."""
+# ``MetadataError`` (an alias of TableInputError, kept for one release) is what this module raises.
+__all__ = ["EncryptionKey", "MetadataError", "Snapshot", "StatisticsFile", "TableMetadata", "load_document",
+           "metadata_hash", "read_metadata"]
 
 
 @dataclass(frozen=True)
@@ -45,7 +53,7 @@ class EncryptionKey:
 
 @dataclass(frozen=True)
 class StatisticsFile:
-    kind: str  # report.STATISTICS | report.PARTITION_STATISTICS
+    kind: str  # file_kinds.STATISTICS | file_kinds.PARTITION_STATISTICS
     path: str
     snapshot_id: int
     size: int | None
@@ -197,8 +205,6 @@ def _encryption_key(entry: dict[str, Any]) -> EncryptionKey:
 
 
 def _statistics(doc: dict[str, Any]) -> list[StatisticsFile]:
-    from pyiceberg_crypto.verify.report import PARTITION_STATISTICS, STATISTICS
-
     out = []
     for kind, name in ((STATISTICS, "statistics"), (PARTITION_STATISTICS, "partition-statistics")):
         for entry in _list(doc, name):
@@ -206,3 +212,23 @@ def _statistics(doc: dict[str, Any]) -> list[StatisticsFile]:
                                       _required(entry, "snapshot-id", int),
                                       _optional(entry, "file-size-in-bytes", int), _optional(entry, "key-metadata", str)))
     return out
+
+
+def read_metadata(file_io: FileIO, location: str, limit: int) -> bytes:
+    """The metadata.json's bytes: a regular file of at most ``limit`` bytes, read without blocking
+    (TableInputError when it is missing, too large, not a regular file or unreadable)."""
+    try:
+        return read_bounded(file_io, location, limit)
+    except FileNotFoundError:
+        raise TableInputError(f"table metadata not found: {location}") from None
+    except FileTooLargeError as exc:
+        raise TableInputError(f"table metadata {location} is too large: {exc} (max-metadata-bytes)") from None
+    except NotRegularFileError as exc:
+        raise TableInputError(f"cannot read table metadata {location}: {exc}") from None
+    except OSError as exc:
+        raise TableInputError(f"cannot read table metadata {location}: {exc.strerror or exc}") from None
+
+
+def metadata_hash(raw: bytes) -> str:
+    """What Iceberg's Hive catalog stores as ``metadata_hash``: Base64 of SHA-256 over the file."""
+    return base64.b64encode(hashlib.sha256(raw).digest()).decode("ascii")

@@ -1,21 +1,32 @@
-"""What the Hive metastore says about an Iceberg table: its current ``metadata_location`` and the
-``metadata_hash`` Iceberg stored with it (Base64 SHA-256 of the metadata.json).
+"""A table by its catalog name: what the Hive metastore says about it (its current
+``metadata_location`` and the ``metadata_hash`` Iceberg stored with it: Base64 SHA-256 of the
+metadata.json), the catalog's settings, and the Python KMS registered for that catalog::
+
+    entry = metastore_table(spark, "lake.db.orders")      # MetastoreTable
+    entry.metadata_location, entry.parameters.get("metadata_hash"), entry.kms, entry.file_io
 
 The verifier asks the metastore directly (a Hive ``HiveMetaStoreClient`` in the driver JVM, built
 from the same settings as the Iceberg catalog), not Iceberg: Iceberg refuses to load a modified
 metadata.json, and the point is to report *that* as a finding::
 
-    params = table_parameters(spark, catalog_properties(spark, "lake"), "db", "orders")
+    params = spark_table_parameters(spark, catalog_properties(spark, "lake"), "db", "orders")
     params["metadata_location"], params.get("metadata_hash")
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
+from pyiceberg_crypto.bridge import registered
+from pyiceberg_crypto.config import KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY
+from pyiceberg_crypto.errors import TableInputError
+from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.io.hive_metastore import MetastoreError  # one error for both ways of asking
+from pyiceberg_crypto.kms.base import KeyManagementClient
 
-__all__ = ["MetastoreError", "catalog_properties", "table_parameters"]
+__all__ = ["MetastoreError", "MetastoreTable", "catalog_properties", "metastore_table", "registered_kms",
+           "spark_table_parameters", "split_table_name"]
 
 
 def catalog_properties(spark, catalog: str) -> dict[str, str]:
@@ -55,7 +66,7 @@ def _session_conf(spark) -> dict[str, str]:
 ICEBERG_PARAMETERS = ("table_type", "metadata_location", "metadata_hash", "previous_metadata_location")
 
 
-def table_parameters(spark, properties: dict[str, str], database: str, table: str) -> dict[str, str]:
+def spark_table_parameters(spark, properties: dict[str, str], database: str, table: str) -> dict[str, str]:
     """The metastore's Iceberg parameters of ``database.table`` (:data:`ICEBERG_PARAMETERS` that it
     has; raises MetastoreError).
 
@@ -132,3 +143,64 @@ def _is_no_such_object(exc: Exception) -> bool:
 def _java_message(exc: Exception) -> str:
     text = str(getattr(exc, "java_exception", None) or exc)
     return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class MetastoreTable:
+    """What the metastore and the Spark catalog say about one table, and the KMS to use for it."""
+
+    name: str  # catalog.db.table
+    properties: dict[str, str]  # the catalog's settings
+    parameters: dict[str, str]  # the metastore's table parameters (metadata_location, metadata_hash, ...)
+    kms: KeyManagementClient
+
+    @property
+    def metadata_location(self) -> str:
+        return self.parameters["metadata_location"]
+
+    @property
+    def file_io(self) -> FileIO:
+        return file_io_for(self.metadata_location, self.properties)
+
+
+def metastore_table(spark, table: str, kms: KeyManagementClient | None = None) -> MetastoreTable:
+    """Look ``table`` up in its catalog's metastore; ``kms`` defaults to the Python KMS registered
+    for the catalog. Raises TableInputError (unknown catalog or table, no KMS)."""
+    catalog, database, name = split_table_name(spark, table)
+    try:
+        properties = catalog_properties(spark, catalog)
+        parameters = spark_table_parameters(spark, properties, database, name)
+    except MetastoreError as exc:
+        raise TableInputError(str(exc)) from None
+    kms = kms if kms is not None else registered_kms(properties, catalog)
+    return MetastoreTable(f"{catalog}.{database}.{name}", properties, parameters, kms)
+
+
+def split_table_name(spark, table: str) -> tuple[str, str, str]:
+    """(catalog, database, table) of ``catalog.db.table``, or of ``db.table`` in the current catalog."""
+    parts = table.split(".")
+    if len(parts) == 2:
+        parts = [spark.catalog.currentCatalog(), *parts]
+    if len(parts) != 3 or not all(parts):
+        raise TableInputError(f"table must be catalog.db.table, got {table!r}")
+    return parts[0], parts[1], parts[2]
+
+
+def registered_kms(properties: dict[str, str], catalog: str) -> KeyManagementClient:
+    """The Python KMS registered (:func:`pyiceberg_crypto.bridge.register_kms`) under the catalog's
+    ``pyiceberg-crypto.kms-name``; TableInputError when there is none, or the catalog uses a KMS service."""
+    service = properties.get(KMS_SERVICE_PROPERTY)
+    if service:
+        raise TableInputError(
+            f"catalog {catalog!r} uses the KMS service {service} (pyiceberg-crypto kms serve), which serves "
+            "JVMs only: pass the same KMS to verify_table(..., kms=load_kms(...)) (the verifier unwraps keys "
+            "in Python), or --kms to the verification job"
+        )
+    name = properties.get(KMS_NAME_PROPERTY, "default")
+    registration = registered(name)
+    if registration is None or not registration.active:
+        raise TableInputError(
+            f"no Python KMS is registered under {name!r} (catalog {catalog!r}): call "
+            f"register_kms(spark, kms, name={name!r}) first, or pass kms= to verify_table"
+        )
+    return registration.kms

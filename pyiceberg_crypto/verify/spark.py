@@ -16,19 +16,20 @@ checks (their DEKs and AAD prefixes), never a master key or a KEK.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 from functools import partial
 
-from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO, file_io_for
+from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO
+from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
+from pyiceberg_crypto.table.catalog import metastore_table
+from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.verify.checks import FileTask, check_file
-from pyiceberg_crypto.verify.metastore import MetastoreError, catalog_properties, table_parameters
-from pyiceberg_crypto.verify.pipeline import VerifyInputError, verify_metadata
+from pyiceberg_crypto.verify.pipeline import verify_metadata
 from pyiceberg_crypto.verify.plan import Progress
 from pyiceberg_crypto.verify.report import OK, UNVERIFIABLE, FileFinding, TableCheck, TableReport
-from pyiceberg_crypto.verify.run import Runner, local_runner
+from pyiceberg_crypto.verify.runners import Runner, local_runner
 
-KMS_NAME_PROPERTY = "pyiceberg-crypto.kms-name"
 #: Task lists this small are checked on the driver (a Spark job costs ~0.5-1 s to schedule).
 DEFAULT_DRIVER_MAX_FILES = 32
 DRIVER_MAX_BYTES = 256 * 1024 * 1024
@@ -38,7 +39,7 @@ def verify_table(
     spark,
     table: str,
     *,
-    kms=None,
+    kms: KeyManagementClient | None = None,
     snapshot_id: int | None = None,
     all_snapshots: bool = False,
     since_snapshot_id: int | None = None,
@@ -50,6 +51,7 @@ def verify_table(
     progress: Progress | None = None,
     max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
     kms_timeout: float | None = DEFAULT_KMS_TIMEOUT_SECONDS,
+    limits: Limits | None = None,
 ) -> TableReport:
     """Verify ``table`` (``catalog.db.table``) from its metastore entry down to every file.
 
@@ -68,11 +70,16 @@ def verify_table(
             than checking a few files (a post-write ``since`` check of one commit). 0: always Spark tasks.
         max_metadata_bytes / kms_timeout: as in :func:`~pyiceberg_crypto.verify.verify_metadata`
             (the KMS is called on the driver only).
+        limits: ``allowed_locations``, ``max_metadata_bytes`` and ``kms_timeout`` in one
+            :class:`~pyiceberg_crypto.table.Limits` (instead of the keywords); its ``file_io`` and
+            ``properties`` are ignored: files are read as the catalog's settings say.
 
     Raises:
-        VerifyInputError: unknown catalog or table, no KMS, unreadable metadata.json.
+        TableInputError: unknown catalog or table, no KMS, unreadable metadata.json.
         LedgerError: the ledger is unreadable, corrupt or another table's.
     """
+    limits = Limits.of(limits, allowed_locations=allowed_locations, max_metadata_bytes=max_metadata_bytes,
+                       kms_timeout=kms_timeout)
     entry = metastore_table(spark, table, kms)
     metadata_location = entry.metadata_location
     file_io = entry.file_io
@@ -88,77 +95,14 @@ def verify_table(
         since_snapshot_id=since_snapshot_id,
         state=state,
         accept_history=accept_history,
-        allowed_locations=allowed_locations,
         table_name=entry.name,
-        file_io=file_io,
         expected_metadata_hash=expected_hash,
         source_checks=source,
         runner=spark_runner(spark, file_io, parallelism, description=f"pyiceberg-crypto verify {table}",
                             driver_max_files=driver_max_files),
         progress=progress,
-        max_metadata_bytes=max_metadata_bytes,
-        kms_timeout=kms_timeout,
+        limits=replace(limits, file_io=file_io, properties=None),
     )
-
-
-@dataclass(frozen=True)
-class MetastoreTable:
-    """What the metastore and the Spark catalog say about one table, and the KMS to use for it."""
-
-    name: str  # catalog.db.table
-    properties: dict[str, str]  # the catalog's settings
-    parameters: dict[str, str]  # the metastore's table parameters (metadata_location, metadata_hash, ...)
-    kms: object
-
-    @property
-    def metadata_location(self) -> str:
-        return self.parameters["metadata_location"]
-
-    @property
-    def file_io(self) -> FileIO:
-        return file_io_for(self.metadata_location, self.properties)
-
-
-def metastore_table(spark, table: str, kms=None) -> MetastoreTable:
-    """Look ``table`` up in its catalog's metastore; ``kms`` defaults to the Python KMS registered
-    for the catalog. Raises VerifyInputError (unknown catalog or table, no KMS)."""
-    catalog, database, name = split_table_name(spark, table)
-    try:
-        properties = catalog_properties(spark, catalog)
-        parameters = table_parameters(spark, properties, database, name)
-    except MetastoreError as exc:
-        raise VerifyInputError(str(exc)) from None
-    kms = kms if kms is not None else registered_kms(properties, catalog)
-    return MetastoreTable(f"{catalog}.{database}.{name}", properties, parameters, kms)
-
-
-def split_table_name(spark, table: str) -> tuple[str, str, str]:
-    parts = table.split(".")
-    if len(parts) == 2:
-        parts = [spark.catalog.currentCatalog(), *parts]
-    if len(parts) != 3 or not all(parts):
-        raise VerifyInputError(f"table must be catalog.db.table, got {table!r}")
-    return parts[0], parts[1], parts[2]
-
-
-def registered_kms(properties: dict[str, str], catalog: str):
-    from pyiceberg_crypto.bridge import registered
-
-    service = properties.get("pyiceberg-crypto.kms-service")
-    if service:
-        raise VerifyInputError(
-            f"catalog {catalog!r} uses the KMS service {service} (pyiceberg-crypto kms serve), which serves "
-            "JVMs only: pass the same KMS to verify_table(..., kms=load_kms(...)) (the verifier unwraps keys "
-            "in Python), or --kms to the verification job"
-        )
-    name = properties.get(KMS_NAME_PROPERTY, "default")
-    registration = registered(name)
-    if registration is None or not registration.active:
-        raise VerifyInputError(
-            f"no Python KMS is registered under {name!r} (catalog {catalog!r}): call "
-            f"register_kms(spark, kms, name={name!r}) first, or pass kms= to verify_table"
-        )
-    return registration.kms
 
 
 def spark_runner(spark, file_io: FileIO, parallelism: int | None = None, description: str | None = None,

@@ -1,10 +1,10 @@
 """Scheduled verification as a Spark application::
 
     spark-submit --conf spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog ... \\
-        "$(python -c 'import pyiceberg_crypto.verify.job as j; print(j.__file__)')" \\
+        "$(python -c 'import pyiceberg_crypto.cli.verify_job as j; print(j.__file__)')" \\
         --table lake.db.orders --kms mycompany.kms:make_client --json --output report.json
 
-    python -m pyiceberg_crypto.verify.job --table lake.db.orders --kms keystore \\
+    python -m pyiceberg_crypto.cli.verify_job --table lake.db.orders --kms keystore \\
         --warehouse /data/warehouse            # builds a local session with the package's settings
 
 The Spark settings come from ``spark-submit`` (``--conf`` / ``spark-defaults.conf``); with
@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 
 from pyiceberg_crypto.exit_status import ExitStatus
-from pyiceberg_crypto.verify.arguments import (
+from pyiceberg_crypto.cli.arguments import (
     add_kms_arguments,
     add_limit_arguments,
     add_scope_arguments,
@@ -32,7 +32,7 @@ from pyiceberg_crypto.verify.arguments import (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pyiceberg_crypto.verify.job",
+    parser = argparse.ArgumentParser(prog="pyiceberg_crypto.cli.verify_job",
                                      description="Verify an encrypted Iceberg table with Spark tasks.")
     parser.add_argument("--table", required=True, help="catalog.db.table")
     add_kms_arguments(parser)
@@ -56,10 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
     from pyiceberg_crypto.verify.ledger import LedgerError
-    from pyiceberg_crypto.verify.pipeline import VerifyInputError
+    from pyiceberg_crypto.errors import TableInputError as VerifyInputError
     from pyiceberg_crypto.verify.render import error_document, write_report
-    from pyiceberg_crypto.verify.spark_job import verify_table
-    from pyiceberg_crypto.verify.text import escape_text, exception_line
+    from pyiceberg_crypto.verify.spark import verify_table
+    from pyiceberg_crypto.safe_text import escape_text, exception_line
 
     args = build_parser().parse_args(argv)
 

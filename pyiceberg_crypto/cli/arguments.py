@@ -1,5 +1,5 @@
 """Command-line options shared by ``pyiceberg-crypto verify`` and the Spark job
-(:mod:`pyiceberg_crypto.verify.job`): one definition, the same flags and defaults in both.
+(:mod:`pyiceberg_crypto.cli.verify_job`): one definition, the same flags and defaults in both.
 
     parser = argparse.ArgumentParser()
     add_kms_arguments(parser); add_scope_arguments(parser); add_limit_arguments(parser)

@@ -26,8 +26,9 @@ from pathlib import Path
 from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import KmsCallStats, register_kms
 from pyiceberg_crypto.kms import InMemoryKms
+from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.verify import TableReport, verify_table
-from pyiceberg_crypto.verify.files import MagicFinding, scan_table_files, table_location
+from pyiceberg_crypto.verify.magic_scan import MagicFinding, scan_table_files, table_location
 
 CATALOG = "demo"
 TABLE = f"{CATALOG}.shop.orders"
@@ -112,7 +113,7 @@ def run_demo(workdir: str | os.PathLike = "demo-warehouse", *, keep: bool = Fals
     return report
 
 
-def _read_without_a_jvm(metadata_location: str, kms, log) -> list[tuple] | None:
+def _read_without_a_jvm(metadata_location: str, kms: KeyManagementClient, log) -> list[tuple] | None:
     try:
         from pyiceberg_crypto.read import read_table
     except ImportError:

@@ -1,4 +1,4 @@
-"""The manifest-list key envelope: a manifest list's key metadata encrypted with a KEK.
+"""The manifest-list key seal: a manifest list's key metadata encrypted with a KEK.
 
 Iceberg 1.11.0 ``EncryptionUtil.encryptManifestListKeyMetadata`` /
 ``decryptManifestListKeyMetadata`` seal the serialized :class:`StandardKeyMetadata` of a
@@ -17,8 +17,6 @@ Usage::
 
 from __future__ import annotations
 
-import os
-
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -26,15 +24,6 @@ from pyiceberg_crypto.formats.ags1 import NONCE_LENGTH, TAG_LENGTH, check_key
 from pyiceberg_crypto.formats.errors import TagMismatchError, TruncatedError
 
 LOCATION = "manifest list key metadata"
-
-
-def encrypt_manifest_list_key_metadata(
-    kek: bytes, key_metadata: bytes, kek_timestamp: str
-) -> bytes:
-    """Seal ``key_metadata`` with ``kek`` (random nonce), AAD = ``kek_timestamp`` as UTF-8."""
-    nonce = os.urandom(NONCE_LENGTH)
-    aad = kek_timestamp.encode("utf-8")
-    return nonce + AESGCM(check_key(kek)).encrypt(nonce, bytes(key_metadata), aad)
 
 
 def decrypt_manifest_list_key_metadata(

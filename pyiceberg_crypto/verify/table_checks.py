@@ -1,0 +1,117 @@
+"""The table-level checks of a verification: what the metadata.json and the table's keys must
+satisfy before any file is opened (each a :class:`~pyiceberg_crypto.verify.report.TableCheck`)::
+
+    checks = table_checks(meta, keys, digest, expected_hash, scope)   # format, key id, KEKs, snapshots, hash
+    checks.append(kek_rotation_check(meta, kms, keys, kms_timeout))   # a warning, never a failure
+"""
+
+from __future__ import annotations
+
+from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
+from pyiceberg_crypto.table.key_inventory import KEK_ROTATION_DAYS, build_inventory
+from pyiceberg_crypto.table.keys import KeyLookupError, TableKeys
+from pyiceberg_crypto.table.metadata import TableMetadata
+from pyiceberg_crypto.verify.plan import Scope
+from pyiceberg_crypto.verify.report import KEY_ERROR, OK, PLAINTEXT, TAMPERED, WARN, TableCheck
+
+
+def table_checks(meta: TableMetadata, keys: TableKeys, digest: str, expected_hash: str | None,
+                 scope: Scope | None = None) -> list[TableCheck]:
+    """format-version >= 3, encryption.key-id set, KEKs wrapped by it (in ``since`` scope: the KEKs
+    of the newer snapshots), one manifest list and key per snapshot, and the metastore's hash."""
+    checks = []
+    if expected_hash is not None:
+        if digest == expected_hash:
+            checks.append(TableCheck("metadata-hash", OK, "metadata.json matches the metastore's metadata_hash"))
+        else:
+            checks.append(TableCheck("metadata-hash", TAMPERED, "metadata.json differs from the file the metastore "
+                                     "recorded (SHA-256 != metadata_hash): modified or replaced"))
+    if meta.format_version >= 3:
+        checks.append(TableCheck("format-version", OK, f"format-version {meta.format_version}"))
+    else:
+        checks.append(TableCheck("format-version", PLAINTEXT, f"format-version {meta.format_version}: "
+                                 "Iceberg encrypts tables of format-version 3 and later only"))
+    if meta.key_id:
+        checks.append(TableCheck("encryption.key-id", OK, f"master key id {meta.key_id!r}"))
+    else:
+        checks.append(TableCheck("encryption.key-id", PLAINTEXT, "no encryption.key-id: the table is not encrypted"))
+    only = None
+    if scope is not None and scope.mode == "since":
+        sealed = [meta.encryption_keys.get(s.key_id) for s in scope.snapshots if s.key_id]
+        only = {entry.encrypted_by_id for entry in sealed if entry is not None}
+    checks += kek_checks(keys, only)
+    checks += snapshot_checks(meta)
+    return checks
+
+
+def snapshot_checks(meta: TableMetadata) -> list[TableCheck]:
+    """Iceberg writes a new manifest list, with a new key, for every snapshot: two snapshots that
+    share one are an edited metadata.json (e.g. the current snapshot pointed at an older state)."""
+    checks = []
+    for field_name, value_of in (("manifest-list", lambda s: s.manifest_list), ("key-id", lambda s: s.key_id)):
+        owners: dict[str, list[int]] = {}
+        for snapshot in meta.snapshots.values():
+            if value_of(snapshot):
+                owners.setdefault(value_of(snapshot), []).append(snapshot.snapshot_id)
+        for value, ids in owners.items():
+            if len(ids) > 1:
+                checks.append(TableCheck("snapshot-keys", TAMPERED, f"snapshots {', '.join(map(str, sorted(ids)))} "
+                                         f"share the {field_name} {value!r}: Iceberg writes one per snapshot"))
+    return checks
+
+
+def kek_checks(keys: TableKeys, only: set[str] | None = None) -> list[TableCheck]:
+    """Each KEK (or each of ``only``) must be wrapped by the table's ``encryption.key-id`` and
+    unwrap with the KMS."""
+    checks = []
+    for entry in keys.kek_entries():
+        if only is not None and entry.key_id not in only:
+            continue
+        name, kek = "kek", f"KEK {entry.key_id}: "
+        if keys.meta.key_id and entry.encrypted_by_id != keys.meta.key_id:
+            checks.append(TableCheck(name, KEY_ERROR, kek + f"wrapped by master key {entry.encrypted_by_id!r}, "
+                                                      f"not the table's encryption.key-id {keys.meta.key_id!r}"))
+            continue
+        try:
+            keys.kek(entry.key_id)
+        except KeyLookupError as exc:
+            checks.append(TableCheck(name, exc.status, str(exc)))
+            continue
+        checks.append(TableCheck(name, OK, kek + f"wrapped by master key {entry.encrypted_by_id!r}, unwrapped by the KMS"))
+    return checks
+
+
+def kek_rotation_check(meta: TableMetadata, kms: KeyManagementClient | None, keys: TableKeys,
+                       kms_timeout: float | None) -> TableCheck:
+    """``kek-rotation`` (a warning, never a failure): KEKs past Iceberg's rotation age, or wrapped by
+    an older master key version than the KMS's current one."""
+    if kms is None or keys.kms_timed_out:
+        return rotation_check(meta, None)  # ages only
+    try:
+        return call_with_timeout(rotation_check, meta, kms, timeout=kms_timeout,
+                                 what="the KMS calls for master key versions")
+    except KmsTimeoutError as exc:
+        return TableCheck("kek-rotation", WARN, f"master key versions unknown: {exc}")
+
+
+def rotation_check(meta: TableMetadata, kms: KeyManagementClient | None, now_ms: int | None = None) -> TableCheck:
+    """The verifier's ``kek-rotation`` table check: WARN when a KEK is past Iceberg's rotation age
+    or wrapped by an older master key version than the KMS's current one (re-wrap it), else OK."""
+    inventory = build_inventory(meta, kms, now_ms)
+    warnings = []
+    for kek in inventory.keks:
+        if kek.outdated:
+            warnings.append(f"KEK {kek.key_id} is wrapped by version {kek.master_key_version} of master key "
+                            f"{kek.master_key_id!r}, the KMS now uses {kek.current_master_key_version} "
+                            "(re-wrap: pyiceberg-crypto keys rewrap)")
+        if kek.rotation_due:
+            warnings.append(f"KEK {kek.key_id} is {kek.age_days:.0f} days old, past Iceberg's "
+                            f"{KEK_ROTATION_DAYS}-day rotation (the next commit makes a new one)")
+    if warnings:
+        return TableCheck("kek-rotation", WARN, "; ".join(warnings))
+    known = [k for k in inventory.keks if k.master_key_version is not None]
+    detail = (f"{len(inventory.keks)} KEK(s) younger than {KEK_ROTATION_DAYS} days"
+              + (", wrapped by the master key's current version" if known and len(known) == len(inventory.keks)
+                 else " (this KMS does not report master key versions)" if inventory.keks else ""))
+    return TableCheck("kek-rotation", OK, detail)
