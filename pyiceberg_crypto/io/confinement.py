@@ -26,6 +26,8 @@ import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from pyiceberg_crypto.io import local_path
+
 #: Table properties that name where Iceberg writes the table's files.
 LOCATION_PROPERTIES = ("write.data.path", "write.metadata.path", "write.folder-storage.path",
                        "write.object-storage.path")
@@ -47,8 +49,6 @@ def _split(uri: str) -> tuple[str, str, str]:
     """(scheme, authority, path) as the FileIOs read them: no URL decoding, and ``?`` / ``#`` are
     part of the path (LocalFileIO opens the text after ``file:`` as it is; S3 keys are the text
     after the bucket). ``file:`` and bare paths are ``file``; s3a/s3n are s3."""
-    from pyiceberg_crypto.io import local_path
-
     scheme, sep, rest = uri.partition("://")
     if not sep:  # file:/a, a bare path, or a string that is not a URI: all local
         return "file", "", local_path(uri)

@@ -1,8 +1,8 @@
 """A verification, top-down, pure Python (no JVM)::
 
-    metadata.json -> ledger/history -> scope -> keys -> table checks
+    metadata.json (:mod:`pyiceberg_crypto.table`) -> ledger/history -> scope -> keys -> table checks (:mod:`.table_checks`)
         -> plan (manifest lists, manifests: one task per file)   :mod:`.plan`
-        -> run (threads here, Spark tasks in :mod:`.spark_job`)  :mod:`.run`
+        -> runners (threads here, Spark tasks in :mod:`.spark`)   :mod:`.runners`
         -> forensics (swaps, replays)                            :mod:`.forensics`
         -> report (+ the ledger advanced when OK)                :mod:`.report`, :mod:`.ledger`
 

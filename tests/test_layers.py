@@ -1,0 +1,168 @@
+"""The package's layers, enforced over its import graph (docs/explanation/architecture.md).
+
+    bottom    errors, safe_text, exit_status        (no imports from the package but the version)
+    base      formats, io, kms, jars                 bytes, storage, keys
+    platform  config, bridge, services               Spark settings, the Py4J bridge, loopback services
+    table     table                                  the table model every feature starts from
+    features  verify, read, keys                     never import one another, but read -> verify's
+                                                     file checks (the documented seam below)
+    apps      demo, testing                          demo: the two demo jobs; testing: writers for tests
+    cli       cli                                    the command line: nothing imports it
+
+Each rule is checked on the source (ast), so a forbidden import fails here even when nothing at
+run time happens to execute it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "pyiceberg_crypto"
+
+RANKS = {
+    "__init__": 0, "errors": 0, "safe_text": 0, "exit_status": 0,
+    "formats": 1, "io": 1, "kms": 1, "jars": 1,
+    "config": 2, "bridge": 2, "services": 2,
+    "table": 3,
+    "verify": 4, "read": 4, "keys": 4,
+    "demo": 5, "testing": 5,
+    "cli": 6,
+}
+#: Imports between two packages of the same rank that the architecture allows.
+SAME_RANK_ALLOWED = {
+    ("formats", "io"): False,
+    ("kms", "io"): False,
+    ("bridge", "config"): False,
+    ("config", "bridge"): False,
+}
+#: read/ may reuse the verifier's file checks: one file against its key metadata, and a manifest
+#: (list) read as the verifier authenticates it. Nothing else of verify/.
+READ_MAY_USE_FROM_VERIFY = {"pyiceberg_crypto.verify.checks", "pyiceberg_crypto.verify.report",
+                            "pyiceberg_crypto.verify.plan"}
+#: Packages whose modules import the package at module level only (no import inside a function,
+#: which is how an import circle hides).
+TOP_LEVEL_IMPORTS_ONLY = ("formats", "io", "table", "verify", "read", "keys", "errors", "safe_text")
+#: Function-level imports that are not circles: optional dependencies loaded when used.
+LAZY_ALLOWED: set[tuple[str, str]] = set()
+
+
+def modules() -> dict[str, Path]:
+    return {".".join(("pyiceberg_crypto", *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__"): p
+            for p in PACKAGE.rglob("*.py")}
+
+
+def top(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def imports(path: Path) -> list[tuple[str, bool, int]]:
+    """(imported pyiceberg_crypto module, at module level?, line) of one file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+
+    def visit(node: ast.AST, nested: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = nested or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if isinstance(child, ast.ImportFrom) and child.level == 0 and child.module \
+                    and child.module.split(".")[0] == "pyiceberg_crypto":
+                found.append((child.module, not nested, child.lineno))
+                for alias in child.names:  # "from pyiceberg_crypto.verify import spark" names a module
+                    candidate = f"{child.module}.{alias.name}"
+                    if candidate in MODULES:
+                        found.append((candidate, not nested, child.lineno))
+            elif isinstance(child, ast.Import):
+                found.extend((a.name, not nested, child.lineno) for a in child.names
+                             if a.name.split(".")[0] == "pyiceberg_crypto")
+            visit(child, inner)
+
+    visit(tree, False)
+    return found
+
+
+MODULES = modules()
+GRAPH = {name: imports(path) for name, path in MODULES.items()}
+
+
+def test_every_package_has_a_rank():
+    assert {top(m) for m in MODULES} <= set(RANKS), "a new top-level module needs a place in RANKS (and the docs)"
+
+
+def test_imports_point_down():
+    wrong = []
+    for module, found in GRAPH.items():
+        mine = top(module)
+        for target, _, line in found:
+            theirs = top(target)
+            if theirs == mine or target == "pyiceberg_crypto":
+                continue
+            if RANKS[theirs] > RANKS[mine] or (RANKS[theirs] == RANKS[mine]
+                                               and (mine, theirs) not in SAME_RANK_ALLOWED):
+                if mine == "read" and target in READ_MAY_USE_FROM_VERIFY:
+                    continue
+                wrong.append(f"{module}:{line} imports {target} ({mine} rank {RANKS[mine]} -> {theirs} rank {RANKS[theirs]})")
+    assert not wrong, "imports that point up or sideways:\n" + "\n".join(wrong)
+
+
+def test_nothing_imports_the_leaves():
+    wrong = [f"{module}:{line} imports {target}" for module, found in GRAPH.items() for target, _, line in found
+             if top(target) in ("cli", "testing") and top(module) != top(target)]
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("feature", ["verify", "read"])
+def test_what_checks_shares_nothing_with_a_writer(feature):
+    """The verifier and the reader never import the test writers (AGS1 writer, key sealing)."""
+    wrong = [f"{module}:{line}" for module, found in GRAPH.items() if top(module) == feature
+             for target, _, line in found if target == "pyiceberg_crypto.testing"]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_hidden_in_a_function():
+    wrong = [f"{module}:{line} imports {target} inside a function"
+             for module, found in GRAPH.items() if top(module) in TOP_LEVEL_IMPORTS_ONLY
+             for target, at_top, line in found if not at_top and (module, target) not in LAZY_ALLOWED]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_rules_catch_a_violation(tmp_path):
+    """The checker itself: an upward import and a function-level import are both seen."""
+    source = tmp_path / "example.py"
+    source.write_text("from pyiceberg_crypto.verify.report import OK\n\n"
+                      "def f():\n    from pyiceberg_crypto.cli.main import main\n", encoding="utf-8")
+    assert imports(source) == [("pyiceberg_crypto.verify.report", True, 1), ("pyiceberg_crypto.cli.main", False, 4)]
+
+
+def test_every_exception_has_the_package_root():
+    import importlib
+    import inspect
+
+    from pyiceberg_crypto.errors import PyicebergCryptoError
+
+    rootless = []
+    for name in MODULES:
+        if name.endswith("pytest_plugin") or name.startswith("pyiceberg_crypto.read"):
+            continue  # the plugin needs pytest; read/ is covered below (it needs pyarrow, always here in tests)
+        module = importlib.import_module(name)
+        rootless += [f"{name}.{attr}" for attr, value in vars(module).items()
+                     if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == name
+                     and not issubclass(value, PyicebergCryptoError)]
+    for name in [m for m in MODULES if m.startswith("pyiceberg_crypto.read")]:
+        module = importlib.import_module(name)
+        rootless += [f"{name}.{attr}" for attr, value in vars(module).items()
+                     if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == name
+                     and not issubclass(value, PyicebergCryptoError)]
+    assert not rootless, "exceptions outside PyicebergCryptoError: " + ", ".join(rootless)
+
+
+def test_bad_input_is_one_class_with_its_old_names():
+    from pyiceberg_crypto import errors
+    from pyiceberg_crypto.read import ReadInputError
+    from pyiceberg_crypto.table.metadata import MetadataError
+    from pyiceberg_crypto.verify import VerifyInputError
+
+    assert ReadInputError is MetadataError is VerifyInputError is errors.TableInputError
+    assert issubclass(errors.TableInputError, ValueError)
