@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO, file_io_for
+from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.table.catalog import metastore_table
 from pyiceberg_crypto.table.key_inventory import (
@@ -20,21 +20,25 @@ from pyiceberg_crypto.table.key_inventory import (
     build_inventory,
     kek_entries,
 )
+from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.table.metadata import TableMetadata, read_metadata
 
 __all__ = ["DAY_MS", "KEK_ROTATION_DAYS", "KekInfo", "KeyInventory", "build_inventory", "inventory_from_metadata",
            "kek_entries", "key_inventory"]
 
 
-def inventory_from_metadata(metadata_location: str, kms: KeyManagementClient | None = None, *, file_io: FileIO | None = None,
-                            properties: dict[str, str] | None = None,
-                            max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES) -> KeyInventory:
+def inventory_from_metadata(metadata_location: str, kms: KeyManagementClient | None = None, *,
+                            file_io: FileIO | None = None, properties: dict[str, str] | None = None,
+                            max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
+                            limits: Limits | None = None) -> KeyInventory:
     """The key inventory of the table whose metadata.json is at ``metadata_location`` (no JVM).
 
-    Raises pyiceberg_crypto.errors.TableInputError for a metadata.json that cannot be read or used.
+    ``limits`` (:class:`~pyiceberg_crypto.table.Limits`) may stand for ``file_io``, ``properties``
+    and ``max_metadata_bytes``. Raises :class:`pyiceberg_crypto.errors.TableInputError` for a
+    metadata.json that cannot be read or used.
     """
-    file_io = file_io or file_io_for(metadata_location, properties)
-    raw = read_metadata(file_io, metadata_location, max_metadata_bytes)
+    limits = Limits.of(limits, file_io=file_io, properties=properties, max_metadata_bytes=max_metadata_bytes)
+    raw = read_metadata(limits.file_io_for(metadata_location), metadata_location, limits.max_metadata_bytes)
     return build_inventory(TableMetadata.parse(raw, metadata_location), kms)
 
 

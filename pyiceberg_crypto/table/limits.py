@@ -52,12 +52,12 @@ class Limits:
     def of(cls, limits: Limits | None, **keywords: Any) -> Limits:
         """``limits`` (default: ``Limits()``) with the old separate keywords applied: each keyword
         left at its default is ignored; one that is set conflicts with an explicit ``limits``."""
-        defaults = cls()
-        given = {name: value for name, value in keywords.items()
-                 if _changed(value, getattr(defaults, name))}
         unknown = set(keywords) - {f.name for f in fields(cls)}
         if unknown:
             raise TypeError(f"not a limit: {', '.join(sorted(unknown))}")
+        defaults = cls()
+        given = {name: value for name, value in keywords.items()
+                 if _changed(value, getattr(defaults, name))}
         if limits is not None and given:
             raise TableInputError(f"pass limits=Limits(...) or the keyword(s) {', '.join(sorted(given))}, not both")
         return replace(limits if limits is not None else defaults, **given)
