@@ -12,7 +12,7 @@
   ``KeyClient``'s pipeline (challenge auth, TLS, api-version);
 - unwrap = ``POST {vault}/keys/{name}/{version}/unwrapkey`` with the **exact version** that wrapped
   (only the unwrapKey permission needed);
-- the wrapped bytes are an envelope (:mod:`pyiceberg_crypto.kms.version_label`, magic ``PAZ1``) holding
+- the wrapped bytes are an envelope (:mod:`pyiceberg_crypto.kms._version_label`, magic ``PAZ1``) holding
   ``"<algorithm> <kid>"`` from the wrap result and the wrapped key: :meth:`AzureKeyVaultKms.key_version`
   is the kid's version (no service call), :meth:`AzureKeyVaultKms.current_key_version` the key's
   current version.
@@ -45,9 +45,9 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlparse
 
-from pyiceberg_crypto.kms import version_label
+from pyiceberg_crypto.kms import _version_label as version_label
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
-from pyiceberg_crypto.kms.loopback import is_loopback_url
+from pyiceberg_crypto.kms._loopback import is_loopback_url
 
 PROVIDER = "Azure Key Vault"
 MAGIC = b"PAZ1"

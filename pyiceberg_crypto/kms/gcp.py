@@ -12,7 +12,7 @@
   ``plaintext_crc32c`` / ``additional_authenticated_data_crc32c`` sent and ``verified_*`` checked on
   encrypt, ``ciphertext_crc32c`` checked on the reply and sent with decrypt, ``plaintext_crc32c``
   checked on the decrypt reply;
-- the wrapped bytes are an envelope (:mod:`pyiceberg_crypto.kms.version_label`, magic ``PGC1``) holding
+- the wrapped bytes are an envelope (:mod:`pyiceberg_crypto.kms._version_label`, magic ``PGC1``) holding
   the CryptoKeyVersion named in the EncryptResponse ``name`` and Cloud KMS's ciphertext:
   :meth:`GcpKms.key_version` is that version's id (``"3"``, no server call); decrypt names the
   CryptoKey and Cloud KMS picks the version from its ciphertext; :meth:`GcpKms.current_key_version`
@@ -40,10 +40,10 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from pyiceberg_crypto.kms import version_label
+from pyiceberg_crypto.kms import _version_label as version_label
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
-from pyiceberg_crypto.kms.crc32c import crc32c
-from pyiceberg_crypto.kms.loopback import is_loopback_url
+from pyiceberg_crypto.kms._crc32c import crc32c
+from pyiceberg_crypto.kms._loopback import is_loopback_url
 
 PROVIDER = "Google Cloud KMS"
 MAGIC = b"PGC1"

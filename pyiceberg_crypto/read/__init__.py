@@ -7,8 +7,8 @@
     polars.from_arrow(table)               # Polars
 
 Modules: :mod:`.schema` (Iceberg schema -> Arrow, projection by field id), :mod:`.plan` (which
-files, which deletes), :mod:`.files` (one file authenticated and decoded), :mod:`.avro` (Avro data
-files), :mod:`.deletes` (row-level deletes), :mod:`.table` (``read_table`` / ``scan``).
+files, which deletes), :mod:`._files` (one file authenticated and decoded), :mod:`._avro` (Avro data
+files), :mod:`._deletes` (row-level deletes), :mod:`.table` (``read_table`` / ``scan``).
 """
 
 try:

@@ -33,8 +33,8 @@ from pyiceberg_crypto.io.hive_metastore import MetastoreError, table_parameters
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
-from pyiceberg_crypto.read.deletes import DeleteCaches, apply_deletes, equality_field_ids
-from pyiceberg_crypto.read.files import read_data_file
+from pyiceberg_crypto.read._deletes import DeleteCaches, apply_deletes, equality_field_ids
+from pyiceberg_crypto.read._files import read_data_file
 from pyiceberg_crypto.read.filter import RowFilter, RowFilterError
 from pyiceberg_crypto.read.plan import ReadIntegrityError, ReadTask, plan_read, unpartitioned_spec_ids
 from pyiceberg_crypto.read.schema import IcebergSchema, SchemaError, project

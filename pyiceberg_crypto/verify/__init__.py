@@ -18,7 +18,7 @@ Modules, top-down as a verification runs (:mod:`.pipeline` calls them in this or
 - :mod:`.plan`         scope (current / snapshot / all / since) -> manifest lists -> manifests -> one task per file
 - :mod:`.runners`      where file checks run: threads here, Spark tasks in :mod:`.spark`
 - :mod:`.checks`       one file against its key metadata (the unit every runner runs)
-- :mod:`.forensics`    failing files that authenticate as other files: swaps and replays
+- :mod:`._forensics`   failing files that authenticate as other files: swaps and replays
 - :mod:`.report`       findings and the report document; :mod:`.render` text, JSON, error documents
 - :mod:`.spark`        ``verify_table``: the metastore entry, then Spark tasks
 - :mod:`.magic_scan`   the key-less magic scan (what the demo prints before verifying)

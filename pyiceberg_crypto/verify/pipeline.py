@@ -3,7 +3,7 @@
     metadata.json (:mod:`pyiceberg_crypto.table`) -> ledger/history -> scope -> keys -> table checks (:mod:`.table_checks`)
         -> plan (manifest lists, manifests: one task per file)   :mod:`.plan`
         -> runners (threads here, Spark tasks in :mod:`.spark`)   :mod:`.runners`
-        -> forensics (swaps, replays)                            :mod:`.forensics`
+        -> forensics (swaps, replays)                            :mod:`._forensics`
         -> report (+ the ledger advanced when OK)                :mod:`.report`, :mod:`.ledger`
 
 Usage::
@@ -29,7 +29,7 @@ from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.table.keys import TableKeys
 from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.table.metadata import TableMetadata, metadata_hash, read_metadata
-from pyiceberg_crypto.verify.forensics import explain_statistics, identify_swaps
+from pyiceberg_crypto.verify._forensics import explain_statistics, identify_swaps
 from pyiceberg_crypto.verify.ledger import Ledger, LedgerEntry, divergence, history_check
 from pyiceberg_crypto.verify.plan import Progress, plan_verification, select_scope
 from pyiceberg_crypto.verify.report import (

@@ -7,7 +7,7 @@ Each changed file is checked as the verifier checks it, ``check_file(FileTask(..
 with the file's real key metadata, and once more with the trusted length removed from it (so that
 truncations and insertions reach the parsers instead of the length check). Properties: it never
 raises, stays within the time and memory bounds, and is never OK when the bytes changed; the swap
-detector's :func:`~pyiceberg_crypto.verify.forensics.authenticates_as` (which reads the footer or
+detector's :func:`~pyiceberg_crypto.verify._forensics.authenticates_as` (which reads the footer or
 the first block of a failing file) never raises either. (Single-byte changes of whole small files:
 ``tests/verify/test_tamper_more.py``.)
 """
@@ -29,7 +29,7 @@ from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.formats.parquet.reader import ParquetFileReader, ParquetKeys
 from pyiceberg_crypto.io import LocalFileIO, local_path
 from pyiceberg_crypto.verify.checks import FileTask, check_file
-from pyiceberg_crypto.verify.forensics import authenticates_as
+from pyiceberg_crypto.verify._forensics import authenticates_as
 from pyiceberg_crypto.verify.report import DATA, DELETION_VECTOR, MANIFEST, MANIFEST_LIST, OK
 from tests.fuzz.conftest import fuzz_settings
 from tests.fuzz.harness import FuzzTable, bounded

@@ -32,7 +32,7 @@ import pytest
 
 from pyiceberg_crypto.io import LocalFileIO, local_path
 from pyiceberg_crypto.verify.checks import FileTask, check_file
-from pyiceberg_crypto.verify.forensics import authenticates_as
+from pyiceberg_crypto.verify._forensics import authenticates_as
 from tests.fuzz.harness import FuzzTable, bounded, run_verifier
 
 CASES = sorted((Path(__file__).parent / "regressions").glob("*.json"))

@@ -38,7 +38,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from pyiceberg_crypto.kms.crc32c import crc32c
+from pyiceberg_crypto.kms._crc32c import crc32c
 
 from tests.kms.http_standin import HttpStandIn
 

@@ -116,7 +116,7 @@ def test_envelope_and_key_id_checks(kms, vault, key_id):
     with pytest.raises(KmsError, match="not a PAZ1 envelope"):
         kms.unwrap_key(b"PGC1" + os.urandom(40), key_id)
     assert kms.key_version(b"garbage", key_id) is None
-    from pyiceberg_crypto.kms import version_label
+    from pyiceberg_crypto.kms import _version_label as version_label
 
     crafted = version_label.pack(b"PAZ1", f"RSA-OAEP-256 {key_id}/..%2F..%2Fother", b"x" * 256)
     with pytest.raises(KmsError, match="names an invalid kid"):

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("google.cloud.kms_v1")
 
 from pyiceberg_crypto.kms import KmsError, UnknownKeyError  # noqa: E402
-from pyiceberg_crypto.kms.crc32c import crc32c  # noqa: E402
+from pyiceberg_crypto.kms._crc32c import crc32c  # noqa: E402
 from pyiceberg_crypto.kms.gcp import GcpKms  # noqa: E402
 from pyiceberg_crypto.kms.loader import load_kms  # noqa: E402
 from tests.kms.gcp_standin import ENCRYPTER_DECRYPTER, CloudKmsStandIn  # noqa: E402

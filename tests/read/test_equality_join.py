@@ -9,7 +9,7 @@ import random
 import pyarrow as pa
 import pytest
 
-from pyiceberg_crypto.read.deletes import equality_deleted
+from pyiceberg_crypto.read._deletes import equality_deleted
 
 
 def reference(columns: list[list], deleted: list[tuple]) -> list[bool]:

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from pyiceberg_crypto.formats.deletion_vector import DeletionVectorError
 from pyiceberg_crypto.io import FileIO
-from pyiceberg_crypto.read.files import (
+from pyiceberg_crypto.read._files import (
     OnceCache,
     read_deletion_vector,
     read_equality_deletes,

@@ -34,7 +34,7 @@ from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
 from pyiceberg_crypto.formats.parquet import ParquetKeys, decrypt_parquet
 from pyiceberg_crypto.formats.parquet.decrypt import RowGroups
 from pyiceberg_crypto.io import FileIO
-from pyiceberg_crypto.read.avro import avro_to_arrow
+from pyiceberg_crypto.read._avro import avro_to_arrow
 from pyiceberg_crypto.read.plan import ContentFile, ReadIntegrityError
 from pyiceberg_crypto.read.schema import Field, field_id, parquet_leaves
 from pyiceberg_crypto.verify.checks import (
