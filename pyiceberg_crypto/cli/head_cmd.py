@@ -70,7 +70,9 @@ def run_head(args: argparse.Namespace) -> int:
                       max_workers=2)
         rows = _first_rows(reader, args.rows)
     except ReadIntegrityError as exc:
-        print(f"pyiceberg-crypto: not authentic: {escape_text(str(exc))}", file=sys.stderr)
+        verdict = "KEY_ERROR (no key to open the table; its files were not judged)" if exc.status == "KEY_ERROR" \
+            else "not authentic"
+        print(f"pyiceberg-crypto: {verdict}: {escape_text(str(exc))}", file=sys.stderr)
         return ExitStatus.INTEGRITY
     except ReadInputError as exc:
         return _fail(str(exc))

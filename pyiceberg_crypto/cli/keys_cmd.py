@@ -1,11 +1,14 @@
-"""``pyiceberg-crypto keys list | rewrap | prune``: the keys a table depends on, re-wrapping its
-KEKs, removing the entries no snapshot needs.
+"""``pyiceberg-crypto keys list | rewrap | prune | where-used``: the keys a table depends on,
+re-wrapping its KEKs, removing the entries no snapshot needs, which tables need a master key.
 
     pyiceberg-crypto keys list METADATA_JSON --kms keystore --kms-property keystore.path=keys.json [--json]
     pyiceberg-crypto keys rewrap lake.db.orders --kms keystore --kms-property keystore.path=keys.json \\
         --warehouse /data/wh [--metastore-uri thrift://...] [--dry-run] [--all] [--json]
     pyiceberg-crypto keys prune lake.db.orders --kms keystore --kms-property keystore.path=keys.json \\
         --warehouse /data/wh [--dry-run] [--json]
+    pyiceberg-crypto keys where-used orders-key 1 --kms keystore --kms-property keystore.path=keys.json \
+        --catalog lake --warehouse /data/wh [--table lake.db.orders ...] [--json]
+    pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --table /wh/db/t/metadata/00042-x.metadata.json
 
 ``list`` needs no JVM (the KMS is optional: without it, no master key versions). ``rewrap`` and
 ``prune`` commit through the table's catalog (whose KMS every commit needs), so they start Spark: a
@@ -40,6 +43,70 @@ def add_keys_parser(sub) -> None:
     prune = actions.add_parser("prune", help="remove encryption-keys entries no snapshot needs (one commit)")
     _add_table_arguments(prune)
     prune.add_argument("--dry-run", action="store_true", help="say what would be removed; no commit")
+    where = actions.add_parser("where-used", help="which tables and snapshots need a master key (version), "
+                                                  "across a catalog")
+    where.add_argument("key_id", metavar="KEY_ID", help="the master key id (a table's encryption.key-id)")
+    where.add_argument("version", metavar="VERSION", nargs="?",
+                       help="one version of it (as `keys list` shows it; default: any version)")
+    add_kms_arguments(where)
+    add_catalog_arguments(where)
+    where.add_argument("--json", action="store_true", help="print JSON")
+
+
+def add_catalog_arguments(parser) -> None:
+    """Where the tables are for ``keys where-used`` and ``keystore retire``: a catalog to list (the
+    same session options as ``keys rewrap``), or the tables themselves."""
+    parser.add_argument("--catalog", metavar="NAME",
+                        help="the Spark catalog whose tables are checked (default: lake); without --warehouse, "
+                             "the session spark-submit configured")
+    parser.add_argument("--warehouse", help="build a local Spark session for this warehouse")
+    parser.add_argument("--metastore-dir", help="embedded metastore directory (default: next to the warehouse)")
+    parser.add_argument("--metastore-uri", help="thrift://host:port of a metastore")
+    parser.add_argument("--table", action="append", default=[], metavar="TABLE",
+                        help="check only this table: CATALOG.DB.TABLE, or its current metadata.json (path or URI; "
+                             "no Spark needed when every --table is one) (repeatable)")
+
+
+def catalog_given(args: argparse.Namespace) -> bool:
+    return bool(args.catalog or args.warehouse or args.metastore_dir or args.metastore_uri or args.table)
+
+
+def find_key_uses(args: argparse.Namespace, key_id: str, version: str | None, kms: KeyManagementClient | None):
+    """WhereUsed for these options: metadata.json files read directly, else a Spark session for the catalog."""
+    from pyiceberg_crypto.keys.where_used import where_used_in_catalog, where_used_in_metadata
+
+    locations = [t for t in args.table if _is_metadata_location(t)]
+    if args.table and len(locations) == len(args.table) and not args.warehouse and not args.metastore_uri:
+        return where_used_in_metadata(locations, key_id, version, kms)
+    if locations:
+        raise ValueError("give --table as CATALOG.DB.TABLE names or as metadata.json files, not both")
+    from pyiceberg_crypto.config import session_for_catalog
+
+    catalog = args.catalog or (args.table[0].split(".")[0] if args.table else "lake")
+    spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
+                                metastore_uri=args.metastore_uri, app_name="pyiceberg-crypto-keys")
+    try:  # only the metastore and the metadata.json files are read: no Iceberg load, no KMS in the JVM
+        return where_used_in_catalog(spark, catalog, key_id, version, kms, tables=args.table or None)
+    finally:
+        if args.warehouse:
+            spark.stop()
+
+
+def _is_metadata_location(table: str) -> bool:
+    return table.endswith(".json") or "/" in table
+
+
+def print_key_uses(result) -> None:
+    if not result.uses and not result.unchecked:
+        print(f"{result.what()}: no table of the {len(result.checked)} checked needs it")
+    for use in result.uses:
+        snapshots = ", ".join(map(str, use.snapshot_ids)) or "none live (Iceberg may use the KEK for the next commit)"
+        versions = ", ".join(v or "?" for v in use.versions)
+        print(f"{escape_text(use.table)}: KEK(s) {escape_text(', '.join(use.kek_ids))} (version {escape_text(versions)}); "
+              f"snapshots {snapshots}")
+        print(f"  metadata: {escape_text(use.metadata_location)}")
+    for table, why in result.unchecked.items():
+        print(f"{escape_text(table)}: NOT CHECKED: {escape_text(why)}")
 
 
 def _add_table_arguments(parser) -> None:
@@ -63,7 +130,24 @@ def run_keys(args: argparse.Namespace) -> int:
         return _fail(f"the KMS factory {args.kms!r} failed: {exception_line(exc)}")
     if args.keys_action == "list":
         return _list(args, kms)
+    if args.keys_action == "where-used":
+        return _where_used(args, kms)
     return _commit(args, kms)
+
+
+def _where_used(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
+    """Exit 0 with the answer (used or not); 2 when the catalog cannot be listed."""
+    from pyiceberg_crypto.errors import TableInputError
+
+    try:
+        result = find_key_uses(args, args.key_id, args.version, kms)
+    except (TableInputError, ValueError) as exc:
+        return _fail(str(exc))
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print_key_uses(result)
+    return ExitStatus.OK
 
 
 def _list(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:

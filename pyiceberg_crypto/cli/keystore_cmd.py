@@ -3,7 +3,11 @@
     pyiceberg-crypto keystore create PATH
     pyiceberg-crypto keystore add PATH KEY_ID [--length 16|24|32]
     pyiceberg-crypto keystore rotate PATH KEY_ID
+    pyiceberg-crypto keystore retire PATH KEY_ID VERSION --warehouse /data/wh [--catalog lake] [--table ...] [--force]
     pyiceberg-crypto keystore list PATH [--json]
+
+``retire`` refuses while any table still needs that version (it checks every table of the catalog,
+or the tables given, as ``keys where-used`` does), and backs the keystore up beside itself first.
 
 Key bytes are never printed: output names key ids, versions, lengths and creation times only.
 Exit status: 0 done; 1 the keystore file fails a check (accessible by group/others, malformed);
@@ -13,9 +17,12 @@ Exit status: 0 done; 1 the keystore file fails a check (accessible by group/othe
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 
+from pyiceberg_crypto.cli.keys_cmd import add_catalog_arguments, catalog_given, find_key_uses, print_key_uses
+from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.kms.base import UnknownKeyError
 from pyiceberg_crypto.kms.keystore import (
@@ -24,8 +31,10 @@ from pyiceberg_crypto.kms.keystore import (
     InsecureKeystoreError,
     Keystore,
     KeystoreError,
+    KeystoreKms,
     MalformedKeystoreError,
 )
+from pyiceberg_crypto.safe_text import escape_text
 
 
 def add_keystore_parser(sub) -> None:
@@ -42,11 +51,14 @@ def add_keystore_parser(sub) -> None:
     rotate = actions.add_parser("rotate", help="add a new version of a master key; old versions stay")
     rotate.add_argument("path", metavar="PATH")
     rotate.add_argument("key_id", metavar="KEY_ID")
-    retire = actions.add_parser("retire", help="delete an old version of a master key (after `keys rewrap` of "
-                                               "every table that used it: `keys list` shows none left)")
-    retire.add_argument("path", metavar="PATH")
-    retire.add_argument("key_id", metavar="KEY_ID")
-    retire.add_argument("version", metavar="VERSION", type=int)
+    retire = actions.add_parser("retire", help="delete an old version of a master key, once no table needs it "
+                                               "(checked across the catalog; a backup is written first)")
+    retire.add_argument("path", metavar="PATH", help="the keystore file")
+    retire.add_argument("key_id", metavar="KEY_ID", help="the master key id")
+    retire.add_argument("version", metavar="VERSION", type=int, help="the version to delete (never the newest)")
+    add_catalog_arguments(retire)
+    retire.add_argument("--force", action="store_true",
+                        help="retire without checking the tables (data wrapped by it becomes unreadable)")
     listing = actions.add_parser("list", help="list key ids and versions (never key bytes)")
     listing.add_argument("path", metavar="PATH")
     listing.add_argument("--json", action="store_true", help="print JSON")
@@ -66,9 +78,7 @@ def run_keystore(args: argparse.Namespace) -> int:
             print(f"rotated key id {added.key_id!r}: new version {added.version} "
                   f"(older versions kept for unwrapping) in {keystore.path}")
         elif args.keystore_action == "retire":
-            keystore.remove_version(args.key_id, args.version)
-            print(f"retired key id {args.key_id!r} version {args.version} from {keystore.path}: keys wrapped "
-                  "by it can no longer be unwrapped")
+            return _retire(keystore, args)
         else:
             _print_listing(keystore, as_json=args.json)
     except (InsecureKeystoreError, MalformedKeystoreError) as exc:
@@ -77,6 +87,40 @@ def run_keystore(args: argparse.Namespace) -> int:
     except (UnknownKeyError, KeystoreError) as exc:
         print(f"pyiceberg-crypto keystore: {exc}", file=sys.stderr)
         return ExitStatus.USAGE
+    return ExitStatus.OK
+
+
+def _retire(keystore: Keystore, args: argparse.Namespace) -> int:
+    """Refuse while a table needs the version (or cannot be checked); back up; remove it."""
+    what = f"key id {args.key_id!r} version {args.version}"
+    versions = {v.version for v in keystore.load().get(args.key_id, [])}
+    if args.version not in versions:  # the keystore's own message, before any catalog is read
+        keystore.remove_version(args.key_id, args.version, backup=False)
+    if not args.force:
+        if not catalog_given(args):
+            print(f"pyiceberg-crypto keystore: not retiring {what}: cannot tell which tables still need it. Give the "
+                  "catalog to check (--warehouse DIR or --metastore-uri thrift://..., or --catalog NAME in a "
+                  "spark-submit session) or the tables "
+                  f"(--table ...), e.g. `pyiceberg-crypto keystore retire {keystore.path} {args.key_id} {args.version} "
+                  "--warehouse /data/wh`; or --force to retire without a check (what it wrapped becomes unreadable)",
+                  file=sys.stderr)
+            return ExitStatus.USAGE
+        try:
+            result = find_key_uses(args, args.key_id, str(args.version), KeystoreKms(keystore.path))
+        except (TableInputError, ValueError) as exc:
+            print(f"pyiceberg-crypto keystore: not retiring {what}: {escape_text(str(exc))}", file=sys.stderr)
+            return ExitStatus.USAGE
+        if result.needed:
+            print(f"pyiceberg-crypto keystore: not retiring {what}: still needed (re-wrap these tables first: "
+                  "pyiceberg-crypto keys rewrap TABLE ...):", file=sys.stderr)
+            with contextlib.redirect_stdout(sys.stderr):
+                print_key_uses(result)
+            return ExitStatus.USAGE
+        print(f"no table of the {len(result.checked)} checked needs {what}")
+    saved = keystore.remove_version(args.key_id, args.version)
+    print(f"backed up keystore {keystore.path} to {saved} (mode 0600): restore it with `cp` if a table turns out "
+          "to need the version")
+    print(f"retired {what} from {keystore.path}: keys wrapped by it can no longer be unwrapped")
     return ExitStatus.OK
 
 

@@ -177,9 +177,12 @@ class Keystore:
             self._write(keys)
             return added
 
-    def remove_version(self, key_id: str, version: int) -> None:
+    def remove_version(self, key_id: str, version: int, *, backup: bool = True) -> Path | None:
         """Delete one old version of ``key_id`` (retire it after every table was re-wrapped).
 
+        Before the change, the file as it was is copied to a timestamped backup beside it (mode
+        0600; its path is returned): a retired version is otherwise gone for good. Check first that
+        no table needs the version (``pyiceberg-crypto keys where-used``; ``keystore retire`` does).
         The newest version is never removed (it wraps new keys). Raises UnknownKeyError for an
         unknown key id or version."""
         with self._locked():
@@ -193,8 +196,32 @@ class Keystore:
             if version == versions[-1].version:
                 raise KeystoreError(f"version {version} is the newest of key id {key_id!r}: it wraps new keys and "
                                     "cannot be retired (rotate first)")
+            saved = self._backup() if backup else None
             keys[key_id] = [v for v in versions if v.version != version]
             self._write(keys)
+            return saved
+
+    def _backup(self) -> Path:
+        """Copy the keystore as it is to ``<name>.<UTC time>.bak`` beside it (0600, never overwritten)."""
+        data = self.path.read_bytes()
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        for attempt in range(100):
+            target = self.path.with_name(f"{self.path.name}.{stamp}{f'.{attempt}' if attempt else ''}.bak")
+            try:
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise KeystoreError(f"cannot back up keystore {self.path} to {target}: {exc.strerror or exc}; "
+                                    "nothing changed") from None
+            try:
+                os.fchmod(fd, 0o600)
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            return target
+        raise KeystoreError(f"cannot back up keystore {self.path}: too many backups named {stamp}; nothing changed")
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -306,10 +333,12 @@ class KeystoreKms(KeyManagementClient):
         self._refresh()
         return added.version
 
-    def retire_version(self, key_id: str, version: int) -> None:
-        """Remove an old version of ``key_id`` from the file (see :meth:`Keystore.remove_version`)."""
-        self._keystore.remove_version(key_id, version)
+    def retire_version(self, key_id: str, version: int) -> Path | None:
+        """Remove an old version of ``key_id`` from the file, after a backup (see
+        :meth:`Keystore.remove_version`; check first with :mod:`pyiceberg_crypto.keys.where_used`)."""
+        saved = self._keystore.remove_version(key_id, version)
         self._refresh()
+        return saved
 
     # --- KeyManagementClient ------------------------------------------------------------------
 

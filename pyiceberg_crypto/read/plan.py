@@ -29,6 +29,7 @@ from pyiceberg_crypto.verify.report import (
     DATA,
     DELETION_VECTOR,
     EQUALITY_DELETE,
+    KEY_ERROR,
     MANIFEST,
     MANIFEST_LIST,
     OK,
@@ -50,6 +51,16 @@ class ReadIntegrityError(IntegrityError):
     def from_finding(cls, finding: FileFinding) -> ReadIntegrityError:
         return cls(f"{finding.status}: {finding.detail}", file=finding.path, location=finding.location,
                    status=finding.status)
+
+
+class ReadKeyError(ReadIntegrityError):
+    """A key the read needs cannot be had (``status`` ``KEY_ERROR``): the KMS refused, or the master
+    key or its version is unknown to it (retired too early?). Nothing is said about the files'
+    authenticity: they were never opened. (A ReadIntegrityError subclass, so ``except
+    ReadIntegrityError`` still stops every read that returned nothing.)"""
+
+    def __init__(self, reason: str, *, file: str | None = None, location: str | None = None):
+        super().__init__(reason, file=file, location=location, status=KEY_ERROR)
 
 
 @dataclass
@@ -156,6 +167,8 @@ def _live_files(snapshot: Snapshot, keys: TableKeys, file_io: FileIO, confinemen
     try:
         list_key = keys.manifest_list_key(snapshot)
     except KeyLookupError as exc:
+        if exc.status == KEY_ERROR:
+            raise ReadKeyError(str(exc), file=snapshot.manifest_list) from None
         raise ReadIntegrityError(str(exc), file=snapshot.manifest_list, status=exc.status) from None
     list_task.key_metadata, list_task.expected_size = list_key.serialize(), list_key.file_length
     for record in _records(list_task, file_io):

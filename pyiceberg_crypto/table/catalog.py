@@ -25,7 +25,7 @@ from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.io.hive_metastore import MetastoreError  # one error for both ways of asking
 from pyiceberg_crypto.kms.base import KeyManagementClient
 
-__all__ = ["MetastoreError", "MetastoreTable", "catalog_properties", "metastore_table", "registered_kms",
+__all__ = ["MetastoreError", "MetastoreTable", "catalog_properties", "list_tables", "metastore_table", "registered_kms",
            "spark_table_parameters", "split_table_name"]
 
 
@@ -204,3 +204,21 @@ def registered_kms(properties: dict[str, str], catalog: str) -> KeyManagementCli
             f"register_kms(spark, kms, name={name!r}) first, or pass kms= to verify_table"
         )
     return registration.kms
+
+
+def list_tables(spark, catalog: str) -> list[str]:
+    """Every Iceberg table of ``catalog`` as ``catalog.db.table``, namespace by namespace (Iceberg's
+    Hive catalog lists only Iceberg tables). TableInputError for an unknown catalog."""
+    try:
+        namespaces = [row[0] for row in spark.sql(f"SHOW NAMESPACES IN {_quoted(catalog)}").collect()]
+        tables = []
+        for namespace in sorted(namespaces):
+            rows = spark.sql(f"SHOW TABLES IN {_quoted(catalog)}.{_quoted(namespace)}").collect()
+            tables += [f"{catalog}.{namespace}.{row['tableName']}" for row in rows if not row["isTemporary"]]
+    except Exception as exc:
+        raise TableInputError(f"cannot list the tables of catalog {catalog!r}: {_java_message(exc)}") from None
+    return sorted(tables)
+
+
+def _quoted(identifier: str) -> str:
+    return "`" + identifier.replace("`", "``") + "`"

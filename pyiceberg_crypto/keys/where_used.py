@@ -1,0 +1,114 @@
+"""Which tables still need a master key, or one version of it: the check before a version is
+retired (``pyiceberg-crypto keys where-used``, ``pyiceberg-crypto keystore retire``)::
+
+    result = where_used_in_catalog(spark, "lake", "orders-key", "1", kms)     # every table of a catalog
+    result = where_used_in_metadata(["/wh/shop.db/orders/metadata/00042-....metadata.json"], "orders-key", "1", kms)
+    result.needed        # True: some table needs it, or a table could not be checked
+    for use in result.uses:
+        use.table, use.kek_ids, use.snapshot_ids
+
+A table needs a master key version when one of its KEKs (``encryption-keys`` wrapped by the KMS)
+is wrapped by it: without it that KEK can never be unwrapped, and every snapshot whose manifest
+list key the KEK seals becomes unreadable. Only the table's current metadata.json is read (it lists
+every KEK of every live snapshot); a KEK that seals no live snapshot still counts (Iceberg may use
+it for the next commit; ``keys prune`` removes the unused ones). A KEK whose version the KMS cannot
+tell counts as needing every version. Nothing here unwraps a key: versions come from the wrapped
+blobs (:meth:`~pyiceberg_crypto.kms.KeyManagementClient.key_version`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pyiceberg_crypto.errors import TableInputError
+from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.safe_text import exception_line
+from pyiceberg_crypto.table.catalog import list_tables, metastore_table
+from pyiceberg_crypto.table.key_inventory import KeyInventory
+from pyiceberg_crypto.table.limits import Limits
+from pyiceberg_crypto.keys.inventory import inventory_from_metadata
+
+
+@dataclass
+class KeyUse:
+    """One table that needs the key (version): which of its KEKs, and the snapshots they seal."""
+
+    table: str  # catalog.db.table, or the metadata.json location when no name is known
+    metadata_location: str
+    kek_ids: list[str]
+    snapshot_ids: list[int]
+    versions: list[str | None]  # the master key versions of those KEKs (None: the KMS cannot tell)
+
+
+@dataclass
+class WhereUsed:
+    key_id: str
+    version: str | None  # None: any version of the key
+    uses: list[KeyUse] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)  # tables read
+    unchecked: dict[str, str] = field(default_factory=dict)  # table -> why it could not be read
+
+    @property
+    def needed(self) -> bool:
+        """Some table needs the key (version), or some table could not be checked (not provably unused)."""
+        return bool(self.uses or self.unchecked)
+
+    def what(self) -> str:
+        return f"master key {self.key_id!r}" + (f" version {self.version}" if self.version is not None else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key_id": self.key_id, "version": self.version, "needed": self.needed,
+                "uses": [asdict(u) for u in self.uses], "checked": list(self.checked),
+                "unchecked": dict(self.unchecked)}
+
+
+def key_use(inventory: KeyInventory, table: str, key_id: str, version: str | None) -> KeyUse | None:
+    """The KEKs of ``inventory`` that need ``key_id`` (at ``version``; None: any), or None."""
+    keks = [k for k in inventory.keks if k.master_key_id == key_id
+            and (version is None or k.master_key_version is None or k.master_key_version == version)]
+    if not keks:
+        return None
+    return KeyUse(table, inventory.metadata_location, sorted(k.key_id for k in keks),
+                  sorted({s for k in keks for s in k.snapshot_ids}), [k.master_key_version for k in keks])
+
+
+def where_used_in_metadata(locations: list[str], key_id: str, version: str | int | None,
+                           kms: KeyManagementClient | None, *, limits: Limits | None = None) -> WhereUsed:
+    """Check the tables whose current metadata.json files are ``locations`` (no JVM)."""
+    result = WhereUsed(key_id, _version(version))
+    for location in locations:
+        _check(result, location, lambda loc=location: inventory_from_metadata(loc, kms, limits=limits))
+    return result
+
+
+def where_used_in_catalog(spark, catalog: str, key_id: str, version: str | int | None,
+                          kms: KeyManagementClient | None, *, tables: list[str] | None = None) -> WhereUsed:
+    """Check every Iceberg table of ``catalog`` (or only ``tables``, ``catalog.db.table`` names),
+    each at the metadata.json its metastore entry names."""
+    result = WhereUsed(key_id, _version(version))
+    for table in (tables if tables else list_tables(spark, catalog)):
+        def inventory(name: str = table) -> KeyInventory:
+            entry = metastore_table(spark, name, kms)
+            return inventory_from_metadata(entry.metadata_location, entry.kms, file_io=entry.file_io)
+        _check(result, table, inventory)
+    return result
+
+
+def _check(result: WhereUsed, table: str, inventory) -> None:
+    try:
+        found = inventory()
+    except TableInputError as exc:
+        result.unchecked[table] = str(exc)
+        return
+    except Exception as exc:  # a KMS or storage failure: the table is not provably free of the key
+        result.unchecked[table] = exception_line(exc)
+        return
+    result.checked.append(table)
+    use = key_use(found, table, result.key_id, result.version)
+    if use is not None:
+        result.uses.append(use)
+
+
+def _version(version: str | int | None) -> str | None:
+    return None if version is None else str(version)
