@@ -93,9 +93,7 @@ def run_keystore(args: argparse.Namespace) -> int:
 def _retire(keystore: Keystore, args: argparse.Namespace) -> int:
     """Refuse while a table needs the version (or cannot be checked); back up; remove it."""
     what = f"key id {args.key_id!r} version {args.version}"
-    versions = {v.version for v in keystore.load().get(args.key_id, [])}
-    if args.version not in versions:  # the keystore's own message, before any catalog is read
-        keystore.remove_version(args.key_id, args.version, backup=False)
+    keystore.check_removable(args.key_id, args.version)  # unknown or newest: said before any catalog is read
     if not args.force:
         if not catalog_given(args):
             print(f"pyiceberg-crypto keystore: not retiring {what}: cannot tell which tables still need it. Give the "

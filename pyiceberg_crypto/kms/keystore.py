@@ -187,19 +187,27 @@ class Keystore:
         unknown key id or version."""
         with self._locked():
             keys = self.load()
-            versions = keys.get(key_id)
-            if not versions:
-                raise UnknownKeyError(f"key id {key_id!r} is not in keystore {self.path}")
-            if version not in [v.version for v in versions]:
-                raise UnknownKeyError(f"key id {key_id!r} has no version {version} in keystore {self.path} "
-                                      f"(versions: {', '.join(str(v.version) for v in versions)})")
-            if version == versions[-1].version:
-                raise KeystoreError(f"version {version} is the newest of key id {key_id!r}: it wraps new keys and "
-                                    "cannot be retired (rotate first)")
+            versions = self._removable(keys, key_id, version)
             saved = self._backup() if backup else None
             keys[key_id] = [v for v in versions if v.version != version]
             self._write(keys)
             return saved
+
+    def check_removable(self, key_id: str, version: int) -> None:
+        """Raise what :meth:`remove_version` would (unknown key id or version, the newest version)."""
+        self._removable(self.load(), key_id, version)
+
+    def _removable(self, keys: dict[str, list[MasterKeyVersion]], key_id: str, version: int) -> list[MasterKeyVersion]:
+        versions = keys.get(key_id)
+        if not versions:
+            raise UnknownKeyError(f"key id {key_id!r} is not in keystore {self.path}")
+        if version not in [v.version for v in versions]:
+            raise UnknownKeyError(f"key id {key_id!r} has no version {version} in keystore {self.path} "
+                                  f"(versions: {', '.join(str(v.version) for v in versions)})")
+        if version == versions[-1].version:
+            raise KeystoreError(f"version {version} is the newest of key id {key_id!r}: it wraps new keys and "
+                                "cannot be retired (rotate first)")
+        return versions
 
     def _backup(self) -> Path:
         """Copy the keystore as it is to ``<name>.<UTC time>.bak`` beside it (0600, never overwritten)."""

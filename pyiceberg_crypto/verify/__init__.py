@@ -21,6 +21,7 @@ Modules, top-down as a verification runs (:mod:`.pipeline` calls them in this or
 - :mod:`._forensics`   failing files that authenticate as other files: swaps and replays
 - :mod:`.report`       findings and the report document; :mod:`.render` text, JSON, error documents
 - :mod:`.spark`        ``verify_table``: the metastore entry, then Spark tasks
+- :mod:`.each_commit`  ``VerifyEachCommit``: a streaming listener verifying each new snapshot (ledger)
 - :mod:`.magic_scan`   the key-less magic scan (what the demo prints before verifying)
 
 The spark-submit job is :mod:`pyiceberg_crypto.cli.verify_job`.
@@ -28,10 +29,11 @@ The spark-submit job is :mod:`pyiceberg_crypto.cli.verify_job`.
 
 from pyiceberg_crypto.errors import TableInputError, VerifyInputError
 from pyiceberg_crypto.table.limits import Limits
+from pyiceberg_crypto.verify.each_commit import VerifyEachCommit
 from pyiceberg_crypto.verify.ledger import LedgerError
 from pyiceberg_crypto.verify.pipeline import verify_metadata
 from pyiceberg_crypto.verify.report import FileFinding, TableCheck, TableReport
 from pyiceberg_crypto.verify.spark import verify_table
 
-__all__ = ["FileFinding", "LedgerError", "Limits", "TableCheck", "TableInputError", "TableReport", "VerifyInputError",
-           "verify_metadata", "verify_table"]
+__all__ = ["FileFinding", "LedgerError", "Limits", "TableCheck", "TableInputError", "TableReport", "VerifyEachCommit",
+           "VerifyInputError", "verify_metadata", "verify_table"]

@@ -144,7 +144,7 @@ def test_a_version_retired_anyway_is_a_key_error_not_an_integrity_failure(capsys
     assert "KEY_ERROR" in err and "not authentic" not in err and "has no version 1" in err
     assert main(["verify", location, *kms_args, "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
-    assert {c["status"] for c in report["checks"] if c["name"] == "kek"} == {"KEY_ERROR"}
+    assert {c["status"] for c in report["table"]["checks"] if c["name"] == "kek"} == {"KEY_ERROR"}
     from pyiceberg_crypto.read import ReadKeyError, read_table
 
     with pytest.raises(ReadKeyError) as caught:
