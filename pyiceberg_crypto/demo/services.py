@@ -84,8 +84,8 @@ class ServicesDemoResult:
 def run_demo(spark, kms: KeyManagementClient, table: str, *, key_id: str = KEY_ID) -> ServicesDemoResult:
     """The round trip on ``table`` (catalog configured on ``spark``, ``kms`` registered for it),
     then both verifiers over every snapshot."""
-    from pyiceberg_crypto.verify import verify_metadata, verify_table
     from pyiceberg_crypto.table.catalog import catalog_properties
+    from pyiceberg_crypto.verify import verify_metadata, verify_table
 
     rows = encrypted_round_trip(spark, table, key_id)
     in_spark = verify_table(spark, table, all_snapshots=True)

@@ -30,9 +30,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pyiceberg_crypto.errors import MetadataError, PyicebergCryptoError
 from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations
 from pyiceberg_crypto.table.key_inventory import KEK_ROTATION_DAYS, build_inventory
-from pyiceberg_crypto.errors import MetadataError, PyicebergCryptoError
 from pyiceberg_crypto.table.metadata import TableMetadata, load_document
 
 

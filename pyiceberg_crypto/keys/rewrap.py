@@ -24,11 +24,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.table.catalog import catalog_properties, registered_kms
-from pyiceberg_crypto.errors import PyicebergCryptoError
 
 
 class RewrapError(PyicebergCryptoError):

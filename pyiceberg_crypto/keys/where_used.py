@@ -22,12 +22,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pyiceberg_crypto.errors import TableInputError
+from pyiceberg_crypto.keys.inventory import inventory_from_metadata
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.table.catalog import list_tables, metastore_table
 from pyiceberg_crypto.table.key_inventory import KeyInventory
 from pyiceberg_crypto.table.limits import Limits
-from pyiceberg_crypto.keys.inventory import inventory_from_metadata
 
 
 @dataclass

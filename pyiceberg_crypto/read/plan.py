@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pyiceberg_crypto.formats.errors import IntegrityError
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.io.confinement import Confinement
-from pyiceberg_crypto.verify.checks import FileTask
 from pyiceberg_crypto.table.keys import KeyLookupError, TableKeys
-from pyiceberg_crypto.table.metadata import Snapshot
 from pyiceberg_crypto.table.manifests import ENTRY_ADDED, ENTRY_DELETED, entry_kind
+from pyiceberg_crypto.table.metadata import Snapshot
+from pyiceberg_crypto.verify.checks import FileTask
 from pyiceberg_crypto.verify.plan import read_avro  # the seam: manifests are read as the verifier checks them
 from pyiceberg_crypto.verify.report import (
     DATA,

@@ -20,9 +20,9 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 

@@ -29,7 +29,14 @@ import metastore_table``).
 
 from pyiceberg_crypto.table.keys import KeyLookupError, TableKeys
 from pyiceberg_crypto.table.limits import Limits
-from pyiceberg_crypto.table.metadata import EncryptionKey, Snapshot, StatisticsFile, TableMetadata, metadata_hash, read_metadata
+from pyiceberg_crypto.table.metadata import (
+    EncryptionKey,
+    Snapshot,
+    StatisticsFile,
+    TableMetadata,
+    metadata_hash,
+    read_metadata,
+)
 
 __all__ = ["EncryptionKey", "KeyLookupError", "Limits", "Snapshot", "StatisticsFile", "TableKeys", "TableMetadata",
            "metadata_hash", "read_metadata"]

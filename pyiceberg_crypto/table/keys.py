@@ -21,10 +21,10 @@ from __future__ import annotations
 import base64
 import binascii
 
-from pyiceberg_crypto.formats.manifest_list_key import decrypt_manifest_list_key_metadata
+from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.formats.errors import IntegrityError
 from pyiceberg_crypto.formats.key_metadata import KeyMetadataError, StandardKeyMetadata
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.formats.manifest_list_key import decrypt_manifest_list_key_metadata
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS, KmsTimeoutError, call_with_timeout
 from pyiceberg_crypto.safe_text import exception_line

@@ -20,9 +20,9 @@ from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.formats.parquet.reader import ParquetFileReader, ParquetKeys
 from pyiceberg_crypto.io import FileIO
-from pyiceberg_crypto.verify.checks import AGS1_MAGIC, NO_KEY_METADATA_REASON, FileTask
 from pyiceberg_crypto.table.keys import KeyLookupError, TableKeys
 from pyiceberg_crypto.table.metadata import TableMetadata
+from pyiceberg_crypto.verify.checks import AGS1_MAGIC, NO_KEY_METADATA_REASON, FileTask
 from pyiceberg_crypto.verify.plan import Plan
 from pyiceberg_crypto.verify.report import (
     LENGTH_MISMATCH,

@@ -31,6 +31,7 @@ from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.formats.parquet.reader import MAGIC_ENCRYPTED, MAGIC_PLAIN, ParquetKeys
 from pyiceberg_crypto.formats.parquet.verify import verify_parquet
 from pyiceberg_crypto.io import FileIO, NotRegularFileError
+from pyiceberg_crypto.safe_text import quote_bytes
 from pyiceberg_crypto.verify.report import (
     LENGTH_MISMATCH,
     MISSING,
@@ -41,7 +42,6 @@ from pyiceberg_crypto.verify.report import (
     UNVERIFIABLE,
     FileFinding,
 )
-from pyiceberg_crypto.safe_text import quote_bytes
 
 AGS1_MAGIC = ags1.MAGIC
 PARQUET_ENCRYPTED_MAGIC = MAGIC_ENCRYPTED

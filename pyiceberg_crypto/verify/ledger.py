@@ -29,10 +29,10 @@ import tempfile
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
+from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.io import open_regular_file
 from pyiceberg_crypto.table.metadata import TableMetadata
 from pyiceberg_crypto.verify.report import DIVERGED, OK, TableCheck
-from pyiceberg_crypto.errors import PyicebergCryptoError
 
 LEDGER_FORMAT = "pyiceberg-crypto-ledger"
 LEDGER_VERSION = 1

@@ -35,8 +35,8 @@ from pyiceberg_crypto.verify.plan import Progress, plan_verification, select_sco
 from pyiceberg_crypto.verify.report import (
     KINDS,
     OK,
-    STATISTICS,
     PARTITION_STATISTICS,
+    STATISTICS,
     UNVERIFIABLE,
     TableCheck,
     TableReport,

@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 
 import fastavro
 
+from pyiceberg_crypto.errors import MetadataError
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.io.confinement import Confinement
-from pyiceberg_crypto.verify.checks import NO_KEY_METADATA_REASON, FileTask, check_and_decrypt, finding_for
 from pyiceberg_crypto.table.keys import KeyLookupError, TableKeys
-from pyiceberg_crypto.errors import MetadataError
 from pyiceberg_crypto.table.manifests import ENTRY_ADDED, ENTRY_DELETED, checked_records, entry_kind
 from pyiceberg_crypto.table.metadata import Snapshot, StatisticsFile, TableMetadata
+from pyiceberg_crypto.verify.checks import NO_KEY_METADATA_REASON, FileTask, check_and_decrypt, finding_for
 from pyiceberg_crypto.verify.report import (
     MANIFEST,
     MANIFEST_LIST,

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
-from pyiceberg_crypto.verify.report import KINDS, REPORT_VERSION, STATUSES, TableReport
 from pyiceberg_crypto.safe_text import escape_text
+from pyiceberg_crypto.verify.report import KINDS, REPORT_VERSION, STATUSES, TableReport
 
 
 def error_document(kind: str, message: str) -> dict[str, Any]:
