@@ -42,7 +42,7 @@ from pyiceberg_crypto.verify.report import (
     TableReport,
 )
 from pyiceberg_crypto.verify.runners import Runner, local_runner
-from pyiceberg_crypto.verify.table_checks import kek_rotation_check, table_checks
+from pyiceberg_crypto.verify.table_checks import kek_rotation_check, metadata_location_check, table_checks
 
 # Old names: ``VerifyInputError`` is :class:`pyiceberg_crypto.errors.TableInputError`.
 __all__ = ["VerifyInputError", "metadata_hash", "read_metadata", "table_checks", "verify_metadata"]
@@ -142,6 +142,9 @@ def verify_metadata(
 
     started = time.perf_counter()
     confinement = Confinement.for_table(meta.table_location, meta.properties, limits.allowed_locations)
+    location_check = metadata_location_check(meta, confinement)
+    if location_check is not None:
+        report.checks.append(location_check)
     plan = plan_verification(meta, keys, scope, file_io, progress, confinement)
     planned = time.perf_counter()
     file_findings = (runner or local_runner(file_io, progress=progress))(plan.all_tasks())

@@ -7,6 +7,7 @@ satisfy before any file is opened (each a :class:`~pyiceberg_crypto.verify.repor
 
 from __future__ import annotations
 
+from pyiceberg_crypto.io.confinement import Confinement
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
 from pyiceberg_crypto.table.key_inventory import KEK_ROTATION_DAYS, build_inventory
@@ -115,3 +116,14 @@ def rotation_check(meta: TableMetadata, kms: KeyManagementClient | None, now_ms:
               + (", wrapped by the master key's current version" if known and len(known) == len(inventory.keks)
                  else " (this KMS does not report master key versions)" if inventory.keks else ""))
     return TableCheck("kek-rotation", OK, detail)
+
+
+def metadata_location_check(meta: TableMetadata, confinement: Confinement) -> TableCheck | None:
+    """``metadata-location`` (a warning): the metadata.json sits outside the table location it
+    describes, so every file it names is that other location's (a copied table directory keeps the
+    original's absolute paths: verifying the copy would check the original's files). None when inside."""
+    if not meta.table_location or confinement.refusal(meta.location) is None:
+        return None
+    return TableCheck("metadata-location", WARN, f"this metadata.json is outside the table location it describes "
+                      f"({meta.table_location}): the files it names are that location's, not the ones beside it "
+                      "(a copied table directory? Iceberg metadata holds absolute paths)")

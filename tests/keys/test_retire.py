@@ -44,7 +44,7 @@ def lake(spark, tmp_path_factory):
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.db")
     tables = {}
     for name, key in (("orders", KEY), ("returns", KEY), ("audit", OTHER)):
-        table = f"{catalog}.db.{name}"
+        table = f"{catalog}.db.{name}_{suffix}"  # one metastore serves every catalog of the session
         spark.sql(f"CREATE TABLE {table} (id bigint) USING iceberg {config.tblproperties_sql(config.table_properties(key))}")
         spark.sql(f"INSERT INTO {table} VALUES (1), (2)")
         spark.sql(f"INSERT INTO {table} VALUES (3)")

@@ -55,3 +55,4 @@ def test_every_entry_point_honours_limits(metadata, entry_point):
         call(metadata, None, max_metadata_bytes=16)  # the old keyword, same effect
     with pytest.raises(TableInputError, match="not both"):
         call(metadata, None, limits=small, max_metadata_bytes=32)
+

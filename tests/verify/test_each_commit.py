@@ -33,6 +33,7 @@ def drop_events(directory, ids: list[int]) -> None:
 
 
 def file_stream(spark, source):
+    source.mkdir(exist_ok=True)
     return spark.readStream.schema("id bigint").option("maxFilesPerTrigger", 1).json(str(source))
 
 
