@@ -134,7 +134,7 @@ class _KmsCallbackConnection(CallbackConnection):
             self.socket.settimeout(deadline)  # each read; the reaper bounds the whole authentication
             try:
                 self.role = self._authenticate(server, peer)
-            except (_Refused, OSError, ValueError, UnicodeDecodeError) as exc:
+            except (_Refused, OSError, ValueError, EOFError) as exc:
                 reason = str(exc) if isinstance(exc, _Refused) else (
                     "no authentication within the deadline" if self._expired or isinstance(exc, TimeoutError)
                     else "closed during authentication")

@@ -101,7 +101,7 @@ def test_a_token_holder_cannot_redirect_the_served_kms(tmp_path, keystore):
                 assert b"configured by its operator only" in reply
                 # Properties that look harmless are refused too; empty ones are a no-op.
                 assert attacker.call("initialize", "gcp.timeout=1").startswith(b"!x")
-                assert attacker.call("initialize", "") == b"!yv"
+                assert attacker.call("initialize", "").startswith(b"!y")
         with _client(service) as victim:
             wrapped = RawClient.bytes_of(victim.call("wrapKey", KEY, "k1"))
         assert KeystoreKms(keystore).unwrap_key(wrapped, "k1") == KEY  # the operator's KMS wrapped it
@@ -201,6 +201,16 @@ def _closed_within(sock: socket.socket, seconds: float) -> bool:
         return False
 
 
+def _refused(host: str, port: int) -> bool:
+    """A connection the listener closes at once (it may be reset before connect() returns)."""
+    try:
+        sock = socket.create_connection((host, port), timeout=5)
+    except ConnectionResetError:
+        return True
+    with sock:
+        return _closed_within(sock, 2)
+
+
 def _rss_kib(pid: int) -> int:
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmHWM:"):
@@ -251,9 +261,7 @@ def test_connection_caps_refuse_cleanly_and_legitimate_clients_get_in_afterwards
     host, port = _host_port(service)
     silent = [socket.create_connection((host, port), timeout=5) for _ in range(8)]
     time.sleep(0.3)
-    extra = socket.create_connection((host, port), timeout=5)
-    assert _closed_within(extra, 2)  # the 9th unauthenticated connection: closed at once
-    extra.close()
+    assert _refused(host, port)  # the 9th unauthenticated connection: closed at once
     time.sleep(2.0)  # the deadline reaps the silent ones
     for sock in silent:
         sock.close()
@@ -262,9 +270,7 @@ def test_connection_caps_refuse_cleanly_and_legitimate_clients_get_in_afterwards
     # Authenticated connections count against the total cap.
     clients = [_client(service) for _ in range(12)]
     try:
-        over = socket.create_connection((host, port), timeout=5)
-        assert _closed_within(over, 2)
-        over.close()
+        assert _refused(host, port)
     finally:
         for client in clients:
             client.close()
