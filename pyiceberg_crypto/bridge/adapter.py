@@ -9,10 +9,21 @@ import time
 from dataclasses import dataclass, field, replace
 from urllib.parse import parse_qsl
 
-from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError
 
 #: The operations counted, in the order they are shown.
 OPERATIONS = ("wrap", "unwrap", "generate", "initialize")
+#: Who may pass properties to the KMS's ``initialize()`` over the bridge:
+#: ``"operator"``: nobody (the KMS is configured where it is built: ``kms serve``'s default);
+#: ``"driver"``: the driver JVM only (its catalog properties; ``register_kms``'s default), never a
+#: connection made with the token executors receive in task data;
+#: ``"any"``: every token holder (the behaviour before issue 35; lets one job redirect the KMS).
+INITIALIZE_POLICIES = ("operator", "driver", "any")
+
+
+class KmsConfigurationRefused(KmsError):
+    """A client asked to reconfigure the served KMS (``initialize`` with properties), which its
+    policy does not allow: endpoints, hosts, ports, credentials and CAs are the operator's."""
 
 
 @dataclass
@@ -117,8 +128,11 @@ class KmsCallbackAdapter:
     class Java:
         implements = ["io.pyicebergcrypto.bridge.PythonKms"]
 
-    def __init__(self, kms: KeyManagementClient):
+    def __init__(self, kms: KeyManagementClient, *, initialize_policy: str = "driver"):
+        if initialize_policy not in INITIALIZE_POLICIES:
+            raise ValueError(f"initialize_policy must be one of {INITIALIZE_POLICIES}, got {initialize_policy!r}")
         self.kms = kms
+        self.initialize_policy = initialize_policy
         self.stats = KmsCallStats()
         self._lock = threading.Lock()
         self._initialized_with: set[frozenset] = set()
@@ -139,9 +153,11 @@ class KmsCallbackAdapter:
                 self.stats.operations[operation]._record(elapsed, failed)
 
     def wrapKey(self, key: bytes, wrapping_key_id: str) -> bytes:  # noqa: N802 - Java name
+        _check_params("wrapKey", key, wrapping_key_id)
         return self._run("wrap", lambda: _as_bytes(self.kms.wrap_key(bytes(key), wrapping_key_id), "wrap_key"))
 
     def unwrapKey(self, wrapped: bytes, wrapping_key_id: str) -> bytes:  # noqa: N802
+        _check_params("unwrapKey", wrapped, wrapping_key_id)
         return self._run("unwrap",
                          lambda: _as_bytes(self.kms.unwrap_key(bytes(wrapped), wrapping_key_id), "unwrap_key"))
 
@@ -149,6 +165,9 @@ class KmsCallbackAdapter:
         return bool(self.kms.supports_key_generation())
 
     def generateKey(self, wrapping_key_id: str) -> bytes:  # noqa: N802
+        if not isinstance(wrapping_key_id, str):
+            raise TypeError(f"generateKey takes a key id string, got {type(wrapping_key_id).__name__}")
+
         def generate() -> bytes:
             result = self.kms.generate_key(wrapping_key_id)
             key = _as_bytes(result.key, "generate_key")
@@ -157,15 +176,36 @@ class KmsCallbackAdapter:
 
         return self._run("generate", generate)
 
-    def initialize(self, encoded_properties: str) -> None:
+    def initialize(self, encoded_properties: str, *, privileged: bool = False) -> None:
         """Forwarded catalog properties (``pyiceberg-crypto.kms.*``, prefix removed): passed to the
-        KMS's ``initialize()`` once per distinct set, however many catalogs and JVMs send it."""
+        KMS's ``initialize()`` once per distinct set, however many catalogs send it, when the policy
+        allows this caller (``privileged``: the connection proved the driver token). Empty
+        properties are always a no-op."""
+        if encoded_properties is not None and not isinstance(encoded_properties, str):
+            raise TypeError(f"initialize takes a string, got {type(encoded_properties).__name__}")
         properties = dict(parse_qsl(encoded_properties or "", keep_blank_values=True))
+        if not properties:
+            return
+        if self.initialize_policy == "operator" or (self.initialize_policy == "driver" and not privileged):
+            names = ", ".join(sorted(properties)[:5]) + (", ..." if len(properties) > 5 else "")
+            raise KmsConfigurationRefused(
+                "this KMS is configured by its operator only and refuses properties from clients "
+                f"({names}): remove the catalog's pyiceberg-crypto.kms.* properties, or configure the KMS "
+                "where it is built" + (" (register_kms(..., initialize_policy=...) says who may)"
+                                       if self.initialize_policy == "driver" else " (kms serve --kms-property)"))
         signature = frozenset(properties.items())
         with self._initialize_lock:
             if signature not in self._initialized_with:
                 self._run("initialize", self.kms.initialize, properties)
                 self._initialized_with.add(signature)
+
+
+def _check_params(method: str, data, wrapping_key_id) -> None:
+    """Only the types of the Java interface: bytes and a key id string (never an integer, which
+    ``bytes(n)`` would turn into n zero bytes)."""
+    if not isinstance(data, (bytes, bytearray)) or not isinstance(wrapping_key_id, str):
+        raise TypeError(f"{method} takes bytes and a key id string, got {type(data).__name__} and "
+                        f"{type(wrapping_key_id).__name__}")
 
 
 def _as_bytes(value, method: str) -> bytes:

@@ -23,12 +23,20 @@ import base64
 import binascii
 import contextlib
 import datetime
+import errno
 import hashlib
 import hmac
+import logging
 import os
+import select
 import secrets
+import socket
 import ssl
+import stat
+import struct
 import tempfile
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,67 +49,186 @@ from py4j.java_gateway import (
     GatewayClient,
     PythonProxyPool,
 )
-from py4j.protocol import get_command_part, smart_decode
+from py4j.protocol import get_command_part
 
 LOOPBACK = "127.0.0.1"
 TLS_HANDSHAKE_TIMEOUT_SECONDS = 10
+#: Accept queue length (py4j's default of 5 made every 7th of 1,000 connect/close cycles wait 1 s).
+LISTEN_BACKLOG = 128
+#: What a connection may send before it is authenticated: the challenge-response of the bridge's
+#: JVM client (two short lines) or Py4J's ``A`` command (three short lines), with margin.
+MAX_AUTH_BYTES = 512
+#: The longest line after authentication: the largest legitimate parameter (a wrapped key, which
+#: cloud KMSs keep under a few KiB, base64-encoded) plus a wide margin.
+MAX_LINE_BYTES = 64 * 1024
+#: A KMS call has at most two parameters; a few more are read (and refused) to stay in step.
+MAX_PARAMS = 4
+#: The bridge's own authentication (the JVM client): a challenge-response in which the server
+#: proves it knows the token before the client sends anything else, and the token never crosses
+#: the wire (a listener squatting on the port after the KMS stopped learns nothing).
+HANDSHAKE_PROTOCOL = "pyiceberg-crypto-kms/1"
+#: Who may reconfigure the KMS through ``initialize``: the holder of the driver token only.
+DRIVER_ROLE, CLIENT_ROLE = "driver", "client"
+_BACKOFF_MIN_SECONDS, _BACKOFF_MAX_SECONDS = 0.05, 1.0
+_TRANSIENT_ACCEPT_ERRORS = {errno.ECONNABORTED, errno.EINTR, errno.EAGAIN, errno.EPROTO, errno.EPERM}
+_RESOURCE_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """Bounds of one listener. A connection beyond a cap is accepted and closed at once (refused)."""
+
+    #: Open connections, authenticated or not (each holds a thread).
+    max_connections: int = 256
+    #: Connections that have not authenticated yet.
+    max_unauthenticated: int = 64
+    #: The whole authentication, TLS handshake included, must finish within this.
+    auth_deadline_seconds: float = 5.0
+
+    def __post_init__(self):
+        if self.max_connections < 1 or self.max_unauthenticated < 1 or self.auth_deadline_seconds <= 0:
+            raise ValueError("connection limits must be positive")
+
+
+class _Refused(Exception):
+    """A peer broke the protocol or its bounds: the connection is closed (reason for the log)."""
 
 
 class _KmsCallbackConnection(CallbackConnection):
-    """One JVM connection: TLS (when configured), the token, then allow-listed calls only."""
+    """One JVM connection: TLS (when configured), authentication, then allow-listed calls only."""
+
+    role: str | None = None
+    _expired = False
 
     def run(self):
         server: _KmsCallbackServer = self.callback_server
         peer = _peer_host(self.socket)
+        try:
+            self._serve(server, peer)
+        finally:
+            server._forget(self)
+            if self.socket is not None:
+                self.close()
+
+    def _serve(self, server: _KmsCallbackServer, peer: str) -> None:
+        deadline = server.limits.auth_deadline_seconds
         # TLS handshake here, in the connection's thread: in py4j's accept loop a silent or
-        # plaintext peer would stall or stop the server.
+        # plaintext peer would stall or stop the server. It counts against the auth deadline.
         if server.tls_context is not None:
             raw = self.socket
             try:
-                raw.settimeout(TLS_HANDSHAKE_TIMEOUT_SECONDS)
+                raw.settimeout(min(deadline, TLS_HANDSHAKE_TIMEOUT_SECONDS))
                 self.input.close()
-                self.socket = server.tls_context.wrap_socket(raw, server_side=True)
+                self.socket = server.tls_context.wrap_socket(raw, server_side=True, do_handshake_on_connect=False)
+                if self._expired:
+                    raise OSError("authentication deadline")
+                self.socket.do_handshake()
                 self.input = self.socket.makefile("rb")
             except (OSError, ValueError):
-                raw.close()
+                with contextlib.suppress(OSError):
+                    self.socket.close()
                 return
         try:
-            self.socket.settimeout(TLS_HANDSHAKE_TIMEOUT_SECONDS)  # a silent peer must not hold a thread
-            if not self._authenticate(server, peer):
+            self.socket.settimeout(deadline)  # each read; the reaper bounds the whole authentication
+            try:
+                self.role = self._authenticate(server, peer)
+            except (_Refused, OSError, ValueError, EOFError) as exc:
+                reason = str(exc) if isinstance(exc, _Refused) else (
+                    "no authentication within the deadline" if self._expired or isinstance(exc, TimeoutError)
+                    else "closed during authentication")
+                server.refused(peer, reason)
+                self.role = None
+            if self.role is None:
                 self.close(reset=True)
                 return
+            server._authenticated(self)
             self.socket.settimeout(None)
             while True:
-                command = smart_decode(self.input.readline())[:-1]
-                obj_id = smart_decode(self.input.readline())[:-1]
+                command = _decode(self._line(MAX_LINE_BYTES, eof_ok=True))
+                obj_id = _decode(self._line(MAX_LINE_BYTES, eof_ok=True))
                 if not obj_id.strip():
                     break
                 if command == proto.CALL_PROXY_COMMAND_NAME:
                     self.socket.sendall(self._call_proxy(obj_id, self.input, peer).encode("utf-8"))
                 elif command == proto.GARBAGE_COLLECT_PROXY_COMMAND_NAME:
-                    self.input.readline()  # the KMS object is never released by a JVM's GC
+                    self._line(MAX_LINE_BYTES)  # the KMS object is never released by a JVM's GC
                     self.socket.sendall(proto.SUCCESS_RETURN_MESSAGE.encode("utf-8"))
                 else:
                     self.socket.sendall(proto.ERROR_RETURN_MESSAGE.encode("utf-8"))
                     break
-        except (OSError, ValueError, AttributeError):  # the JVM closed the connection, or the server
-            pass  # stopped (its shutdown closes the stream under this thread: input becomes None)
-        self.close()
+        except _Refused as exc:  # an authenticated peer broke the bounds: it learns only that
+            server.refused(peer, str(exc))
+            with contextlib.suppress(OSError, AttributeError):
+                self.socket.sendall(proto.ERROR_RETURN_MESSAGE.encode("utf-8"))
+        except (OSError, ValueError, AttributeError, EOFError):  # the JVM closed the connection, or
+            pass  # the server stopped (its shutdown closes the stream under this thread: input is None)
 
-    def _authenticate(self, server: _KmsCallbackServer, peer: str) -> bool:
-        """Py4J's ``A`` command with the token, compared in constant time (py4j compares with ==)."""
-        command = smart_decode(self.input.readline())[:-1]
-        token = smart_decode(self.input.readline())[:-1] if command == proto.AUTH_COMMAND_NAME else ""
-        if command == proto.AUTH_COMMAND_NAME:
-            self.input.readline()  # END marker
-        if command == proto.AUTH_COMMAND_NAME and hmac.compare_digest(token.encode(), server.auth_token.encode()):
-            self.socket.sendall(proto.OUTPUT_VOID_COMMAND.encode("utf-8"))
-            return True
-        if command == proto.AUTH_COMMAND_NAME:  # without an auth command: dropped without a word
+    def _line(self, limit: int, *, eof_ok: bool = False) -> bytes:
+        """One protocol line, at most ``limit`` bytes with its newline; the newline removed."""
+        line = self.input.readline(limit + 1)
+        if not line:
+            if eof_ok:
+                return b""
+            raise EOFError("the peer closed the connection")
+        if len(line) > limit or not line.endswith(b"\n"):
+            if len(line) > limit:
+                raise _Refused(f"a line longer than {limit} bytes")
+            raise EOFError("the peer closed the connection within a line")
+        return line[:-1]
+
+    def _authenticate(self, server: _KmsCallbackServer, peer: str) -> str | None:
+        """The bridge's challenge-response, or Py4J's ``A`` command (token compared in constant
+        time); the role whose token the peer proved, or None after telling it no."""
+        budget = [MAX_AUTH_BYTES]
+
+        def line() -> str:
+            raw = self._line(budget[0])
+            budget[0] -= len(raw) + 1
+            if budget[0] <= 0:
+                raise _Refused(f"more than {MAX_AUTH_BYTES} bytes before authenticating")
+            return raw.decode("ascii")
+
+        first = line()
+        if first.startswith(HANDSHAKE_PROTOCOL + " "):
+            return self._challenge(server, first, line)
+        if first != proto.AUTH_COMMAND_NAME:
+            raise _Refused("no token")  # dropped without a word
+        token = line()
+        line()  # END marker
+        for role, known in server.tokens.items():
+            if hmac.compare_digest(token.encode(), known.encode()):
+                self.socket.sendall(proto.OUTPUT_VOID_COMMAND.encode("utf-8"))
+                return role
+        self.socket.sendall(proto.ERROR_RETURN_MESSAGE.encode("utf-8"))
+        raise _Refused("wrong or old token")
+
+    def _challenge(self, server: _KmsCallbackServer, first: str, line) -> str | None:
+        """``pyiceberg-crypto-kms/1 ROLE NONCE`` -> ``NONCE' PROOF`` (the server knows the token)
+        -> the client's ``PROOF`` -> ``!yv`` (or ``!x`` and closed)."""
+        parts = first.split(" ")
+        if len(parts) != 3 or parts[1] not in server.tokens or not _is_nonce(parts[2]):
             self.socket.sendall(proto.ERROR_RETURN_MESSAGE.encode("utf-8"))
-        if server.on_refused is not None:
-            server.on_refused(peer, "no token" if command != proto.AUTH_COMMAND_NAME else "wrong or old token")
-        return False
+            raise _Refused("wrong or old token")
+        role, client_nonce = parts[1], parts[2]
+        server_nonce = secrets.token_hex(32)
+        token = server.tokens[role].encode()
+        self.socket.sendall(f"{server_nonce} {handshake_proof(token, 'server', role, client_nonce, server_nonce)}\n"
+                            .encode("ascii"))
+        answer = line()
+        if not hmac.compare_digest(answer.encode(), handshake_proof(token, "client", role, client_nonce,
+                                                                    server_nonce).encode()):
+            self.socket.sendall(proto.ERROR_RETURN_MESSAGE.encode("utf-8"))
+            raise _Refused("wrong or old token")
+        self.socket.sendall(proto.OUTPUT_VOID_COMMAND.encode("utf-8"))
+        return role
+
+    def expire(self) -> None:
+        """Called by the accept loop when the authentication deadline passed: unblock the reads."""
+        self._expired = True
+        with contextlib.suppress(OSError, AttributeError):
+            self.socket.shutdown(socket.SHUT_RDWR)
 
     def _call_proxy(self, obj_id, input, peer=""):  # noqa: A002 - py4j's signature
         if obj_id not in self.pool:
@@ -109,12 +236,25 @@ class _KmsCallbackConnection(CallbackConnection):
         method = "?"
         failed = True
         try:
-            method = smart_decode(input.readline())[:-1]
-            params = read_params(input)
+            method = _decode(self._line(MAX_LINE_BYTES))
+            try:
+                params = read_params(input, self._line)
+            except TypeError as exc:  # a refused type: the call was read to its end, still in step
+                params = exc
+        except BaseException:  # out of step, too long, or gone: the connection ends
+            if self.callback_server.on_call is not None:
+                self.callback_server.on_call(peer, method, True)
+            raise
+        try:
+            if isinstance(params, TypeError):
+                raise params
             target = self.pool[obj_id]
             if method not in getattr(target, "ALLOWED_METHODS", ()):
                 raise PermissionError(f"method {method!r} is not callable over the KMS bridge")
-            value = getattr(target, method)(*params)
+            if method == "initialize":
+                value = target.initialize(*params, privileged=self.role == DRIVER_ROLE)
+            else:
+                value = getattr(target, method)(*params)
             failed = False
             if isinstance(value, bytes):  # the answer of wrapKey / unwrapKey / generateKey
                 return f"{proto.RETURN_MESSAGE}{proto.SUCCESS}{proto.BYTES_TYPE}{base64.standard_b64encode(value).decode('ascii')}\n"
@@ -127,52 +267,230 @@ class _KmsCallbackConnection(CallbackConnection):
                 self.callback_server.on_call(peer, method, failed)
 
 
-def read_params(input) -> list:  # noqa: A002 - py4j's name
+def handshake_proof(token: bytes, side: str, role: str, client_nonce: str, server_nonce: str) -> str:
+    """HMAC-SHA256 under the token of who proves (``server``/``client``), the role and both nonces."""
+    message = f"{HANDSHAKE_PROTOCOL} {side} {role} {client_nonce} {server_nonce}".encode("ascii")
+    return hmac.new(token, message, hashlib.sha256).hexdigest()
+
+
+def _is_nonce(value: str) -> bool:
+    return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def _decode(line: bytes) -> str:
+    return line.decode("utf-8")
+
+
+def _readline_bounded(input, limit: int) -> bytes:  # noqa: A002 - py4j's name
+    line = input.readline(limit + 1)
+    if not line:
+        raise EOFError("the JVM closed the connection during a call")
+    if len(line) > limit:
+        raise _Refused(f"a line longer than {limit} bytes")
+    return line[:-1] if line.endswith(b"\n") else line
+
+
+def read_params(input, line=None) -> list:  # noqa: A002 - py4j's name
     """A call's parameters: one typed line each (Py4J protocol), up to the ``e`` line.
 
-    The KMS protocol passes byte arrays and strings only (:class:`PythonKms` in Java), so this
-    decodes those (and the other scalars) directly, instead of py4j's generic path: that turns byte
-    arrays into bytearrays byte by byte in Python and, in a PySpark driver, goes through PySpark's
-    exception-capturing wrapper once per parameter, together most of a call's Python time. A Java
-    object reference, which a KMS call never sends, is refused (the rest of the call is still read,
-    so the connection stays in step)."""
+    The KMS protocol passes byte arrays and strings only (:class:`PythonKms` in Java), and only
+    those are accepted: any other type (an integer, which Python would turn into a zero-filled
+    buffer of that size, a boolean, null, a Java object reference) is refused, after the rest of
+    the call is read so the connection stays in step. Lines are bounded (``MAX_LINE_BYTES``) and so
+    is their number (``MAX_PARAMS``). Decoded here rather than by py4j's generic path, which turns
+    byte arrays into bytearrays byte by byte and, in a PySpark driver, goes through PySpark's
+    exception-capturing wrapper once per parameter."""
+    if line is None:
+        def line(limit):
+            return _readline_bounded(input, limit)
     params: list = []
     refused = None
+    count = 0
     while True:
-        line = input.readline()
-        if not line:
-            raise EOFError("the JVM closed the connection during a call")
-        line = line.decode("utf-8")[:-1]
-        if line == proto.END:
+        raw = line(MAX_LINE_BYTES)
+        if raw == b"e":
             break
-        kind, value = line[:1], line[1:]
+        count += 1
+        if count > MAX_PARAMS:
+            raise _Refused(f"more than {MAX_PARAMS} parameters in a call")
+        text = raw.decode("utf-8")
+        kind, value = text[:1], text[1:]
         if kind == proto.BYTES_TYPE:
             params.append(binascii.a2b_base64(value))
         elif kind == proto.STRING_TYPE:
             params.append(proto.unescape_new_line(value) if "\\" in value else value)
-        elif kind == proto.NULL_TYPE:
-            params.append(None)
-        elif kind == proto.BOOLEAN_TYPE:
-            params.append(value.lower() == "true")
-        elif kind in (proto.INTEGER_TYPE, proto.LONG_TYPE):
-            params.append(int(value))
         else:
             refused = refused or kind
     if refused is not None:
-        raise TypeError(f"a parameter of Py4J type {refused!r} is not part of the KMS protocol")
+        raise TypeError(f"a parameter of Py4J type {refused!r} is not part of the KMS protocol "
+                        "(byte arrays and strings only)")
     return params
 
 
 class _KmsCallbackServer(CallbackServer):
     tls_context: ssl.SSLContext | None = None
-    auth_token: str = ""
+    tokens: dict[str, str]
+    limits: ConnectionLimits
     on_call: Callable[[str, str, bool], None] | None = None
     on_refused: Callable[[str, str], None] | None = None
+
+    def setup(self, limits: ConnectionLimits) -> None:
+        self.limits = limits
+        self.tokens = {}
+        self._book = threading.Lock()
+        self._pending: dict[_KmsCallbackConnection, float] = {}  # not yet authenticated -> deadline
+        self._open = 0
+        self.accepting = False
+        self.accept_failures = 0  # failed accepts / thread starts, over the server's life
 
     def _create_connection(self, socket_instance, stream):
         return _KmsCallbackConnection(
             self.pool, stream, socket_instance, self.gateway_client, self.callback_server_parameters, self
         )
+
+    def refused(self, peer: str, reason: str) -> None:
+        if self.on_refused is not None:
+            self.on_refused(peer, reason)
+
+    def _authenticated(self, connection: _KmsCallbackConnection) -> None:
+        with self._book:
+            self._pending.pop(connection, None)
+
+    def _forget(self, connection: _KmsCallbackConnection) -> None:
+        with self._book:
+            if getattr(connection, "_counted", False):
+                connection._counted = False
+                self._open -= 1
+            self._pending.pop(connection, None)
+
+    @property
+    def open_connections(self) -> int:
+        return self._open
+
+    @property
+    def unauthenticated_connections(self) -> int:
+        return len(self._pending)
+
+    def run(self):
+        """The accept loop, which nothing a peer does can end: out of file descriptors (EMFILE,
+        ENFILE), no thread for a connection, or any other error make it wait and retry (logged once
+        per burst); only shutdown() ends it. It also enforces the caps and the auth deadline."""
+        self.accepting = True
+        try:
+            with self.lock:
+                self.is_shutdown = False
+            self.server_socket.listen(LISTEN_BACKLOG)
+            trouble_since, trouble_count, backoff = 0.0, 0, _BACKOFF_MIN_SECONDS
+            while not self.is_shutdown:
+                try:
+                    readable, _, _ = select.select([self.server_socket], [], [],
+                                                   self.callback_server_parameters.accept_timeout)
+                except (OSError, ValueError, TypeError):
+                    if self.is_shutdown:
+                        break
+                    time.sleep(_BACKOFF_MIN_SECONDS)
+                    continue
+                self._expire_overdue()
+                if self.is_shutdown:
+                    break
+                if not readable:
+                    continue
+                try:
+                    socket_instance, address = self.server_socket.accept()
+                except OSError as exc:
+                    if self.is_shutdown:
+                        break
+                    if exc.errno in _TRANSIENT_ACCEPT_ERRORS:
+                        continue
+                    problem = exc
+                else:
+                    problem = self._admit(socket_instance, address)
+                if problem is None:
+                    if trouble_count:
+                        log.warning("KMS listener accepting connections again after %d failed attempts in %.1f s",
+                                    trouble_count, time.monotonic() - trouble_since)
+                        trouble_since, trouble_count, backoff = 0.0, 0, _BACKOFF_MIN_SECONDS
+                    continue
+                self.accept_failures += 1
+                if not trouble_count:
+                    trouble_since = time.monotonic()
+                    log.warning("KMS listener cannot take a connection (%s): retrying until it can%s",
+                                _describe(problem), "; out of file descriptors: raise the open-file limit"
+                                " (ulimit -n) or lower the connection caps" if getattr(problem, "errno", None)
+                                in _RESOURCE_ERRORS else "")
+                trouble_count += 1
+                # The connection may still wait in the queue: sleep, so the retry is no busy loop;
+                # connections finishing meanwhile (deadline reaped) give descriptors back.
+                deadline = time.monotonic() + backoff
+                while not self.is_shutdown and time.monotonic() < deadline:
+                    time.sleep(min(0.05, backoff))
+                    self._expire_overdue()
+                backoff = min(backoff * 2, _BACKOFF_MAX_SECONDS)
+        except BaseException:  # never expected: say so loudly, and the status shows it
+            if not self.is_shutdown:
+                log.exception("the KMS listener's accept loop stopped")
+        finally:
+            self.accepting = False
+
+    def _admit(self, socket_instance, address) -> BaseException | None:
+        """Start a connection thread, or refuse (close) beyond a cap. Returns what went wrong."""
+        peer = str(address[0]) if isinstance(address, tuple) and address else "?"
+        with self._book:
+            reason = None
+            if self._open >= self.limits.max_connections:
+                reason = f"too many connections (cap {self.limits.max_connections})"
+            elif len(self._pending) >= self.limits.max_unauthenticated:
+                reason = f"too many unauthenticated connections (cap {self.limits.max_unauthenticated})"
+            if reason is not None:
+                _drop(socket_instance)
+                refused = True
+            else:
+                refused = False
+        if refused:
+            self.refused(peer, reason)
+            return None
+        try:
+            stream = socket_instance.makefile("rb")
+            connection = self._create_connection(socket_instance, stream)
+            with self.lock, self._book:
+                if self.is_shutdown:
+                    _drop(socket_instance)
+                    return None
+                connection._counted = True
+                self._open += 1
+                self._pending[connection] = time.monotonic() + self.limits.auth_deadline_seconds
+                self.connections.add(connection)
+                try:
+                    connection.start()
+                except BaseException:
+                    connection._counted = False
+                    self._open -= 1
+                    self._pending.pop(connection, None)
+                    raise
+        except (RuntimeError, OSError, MemoryError) as exc:  # "can't start new thread", EMFILE...
+            _drop(socket_instance)
+            return exc
+        return None
+
+    def _expire_overdue(self) -> None:
+        now = time.monotonic()
+        with self._book:
+            overdue = [c for c, deadline in self._pending.items() if deadline <= now]
+        for connection in overdue:
+            connection.expire()
+
+
+def _drop(sock) -> None:
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        sock.close()
+
+
+def _describe(problem: BaseException) -> str:
+    if isinstance(problem, OSError) and problem.errno is not None:
+        return f"{errno.errorcode.get(problem.errno, problem.errno)}: {problem.strerror}"
+    return f"{type(problem).__name__}: {problem}"
 
 
 def _peer_host(sock) -> str:
@@ -206,17 +524,70 @@ class TlsIdentity:
 
     @classmethod
     def load_or_create(cls, key_file: str | os.PathLike, certificate_file: str | os.PathLike) -> TlsIdentity:
-        """Read the key (PEM, must be mode 0600) and certificate, or create both when neither exists."""
+        """Read the key (PEM, must be mode 0600) and certificate, or create both when neither exists.
+
+        Both files and their directories must belong to the running user and not be writable by
+        others (:func:`read_operator_file`): a key planted by another user is never adopted."""
         key_path, cert_path = Path(key_file), Path(certificate_file)
-        if not key_path.exists() and not cert_path.exists():
+        for path in (key_path, cert_path):
+            check_operator_directory(path.parent, "TLS")
+        if not os.path.lexists(key_path) and not os.path.lexists(cert_path):
             key_pem, cert_pem = _self_signed_pem()
-            key_path.parent.mkdir(parents=True, exist_ok=True)
             write_private_file(key_path, key_pem)
-            cert_path.write_bytes(cert_pem)
-        key_pem, cert_pem = key_path.read_bytes(), cert_path.read_bytes()
-        if key_path.stat().st_mode & 0o077:
-            raise PermissionError(f"the TLS key {key_path} is readable by other users: chmod 600 it")
+            write_private_file(cert_path, cert_pem, mode=0o644)
+        key_pem = read_operator_file(key_path, "TLS key", private=True)
+        cert_pem = read_operator_file(cert_path, "TLS certificate")
         return cls(_server_context(key_pem, cert_pem), _der(cert_pem))
+
+
+class UnsafeFileError(PermissionError):
+    """A token or TLS file, or its directory, that another user could have written or swapped."""
+
+
+def check_operator_directory(directory: str | os.PathLike, what: str) -> None:
+    """``directory`` (created 0700 if missing) must belong to the running user (or root) and not be
+    group- or world-writable: anyone who can write it can replace the files in it."""
+    directory = Path(directory)
+    if not directory.exists():
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = directory.stat()
+    if info.st_uid not in (os.geteuid(), 0):
+        raise UnsafeFileError(f"the {what} directory {directory} belongs to uid {info.st_uid}, not to this user "
+                              f"(uid {os.geteuid()}): its owner could replace the files in it")
+    if info.st_mode & 0o022:
+        raise UnsafeFileError(f"the {what} directory {directory} is writable by "
+                              f"{'everyone' if info.st_mode & 0o002 else 'its group'} (mode "
+                              f"{stat.S_IMODE(info.st_mode):o}): other users could replace the files in it; "
+                              "use a directory only this user can write (chmod go-w, or another directory)")
+
+
+def read_operator_file(path: str | os.PathLike, what: str, *, private: bool = False, limit: int = 1 << 20) -> bytes:
+    """Read a file that must belong to the running user, without following a symlink (O_NOFOLLOW),
+    a regular file of at most ``limit`` bytes; ``private``: not readable by others either."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeFileError(f"the {what} {path} is a symlink: refused (point the option at the file itself)") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafeFileError(f"the {what} {path} is not a regular file")
+        if info.st_uid != os.geteuid():
+            raise UnsafeFileError(f"the {what} {path} belongs to uid {info.st_uid}, not to this user "
+                                  f"(uid {os.geteuid()}): refused, another user may have planted it")
+        if private and info.st_mode & 0o077:
+            raise UnsafeFileError(f"the {what} {path} is readable by other users: chmod 600 it")
+        if info.st_mode & 0o022:
+            raise UnsafeFileError(f"the {what} {path} is writable by other users: chmod go-w it")
+        if info.st_size > limit:
+            raise UnsafeFileError(f"the {what} {path} is larger than {limit} bytes")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(limit + 1)
+    finally:
+        os.close(fd)
 
 
 class KmsCallbackServer:
@@ -225,6 +596,9 @@ class KmsCallbackServer:
     ``gateway_client``: the PySpark gateway's client (only used to decode Java object references,
     which the KMS protocol never sends); None for a server without a JVM of its own (``kms serve``).
     ``tls``: the TLS identity for a non-loopback address (a fresh one when not given).
+    ``auth_token``: the token every client holds (shipped to executors); ``driver_token``: a second
+    one, kept by the driver JVM only, whose connections alone may call ``initialize`` (None: none).
+    ``limits``: connection caps and the authentication deadline.
     ``on_call(peer, method, failed)`` / ``on_refused(peer, reason)``: hooks for counting and
     logging (they never receive the token).
     """
@@ -232,8 +606,10 @@ class KmsCallbackServer:
     def __init__(self, target, gateway_client=None, *, address: str = LOOPBACK, port: int = 0,
                  auth_token: str | None = None, tls: TlsIdentity | None = None, object_id: str | None = None,
                  on_call: Callable[[str, str, bool], None] | None = None,
-                 on_refused: Callable[[str, str], None] | None = None):
+                 on_refused: Callable[[str, str], None] | None = None,
+                 driver_token: str | None = None, limits: ConnectionLimits | None = None):
         self.auth_token = auth_token or secrets.token_hex(32)
+        self.driver_token = driver_token
         #: DER certificate JVMs must pin (None on 127.0.0.1, where the channel never leaves the host).
         self.certificate: bytes | None = None
         self._pool = PythonProxyPool()
@@ -250,15 +626,18 @@ class KmsCallbackServer:
         if gateway_client is None:  # never connected: the KMS protocol has no Java references
             gateway_client = GatewayClient(address=LOOPBACK, port=1)
         self._server = _KmsCallbackServer(self._pool, gateway_client, callback_server_parameters=params)
-        self._server.auth_token = self.auth_token
+        self._server.setup(limits or ConnectionLimits())
+        self._server.tokens = {CLIENT_ROLE: self.auth_token}
+        if driver_token:
+            self._server.tokens[DRIVER_ROLE] = driver_token
         self._server.on_call, self._server.on_refused = on_call, on_refused
         if address != LOOPBACK:
             identity = tls or TlsIdentity.fresh()
             self._server.tls_context, self.certificate = identity.context, identity.certificate
         self._server.start()
-        # py4j calls listen() in its accept thread: listen here too (a second listen() is harmless),
-        # so a JVM connecting as soon as the port is known is never refused on a busy machine.
-        self._server.server_socket.listen(5)
+        # The accept thread calls listen() too: listen here already (a second listen() is
+        # harmless), so a JVM connecting as soon as the port is known is never refused.
+        self._server.server_socket.listen(LISTEN_BACKLOG)
         self.address = address
         self.port = self._server.get_listening_port()
         self._closed = False
@@ -274,6 +653,17 @@ class KmsCallbackServer:
         return self.certificate is not None
 
     @property
+    def accepting(self) -> bool:
+        """True while the accept thread runs (it survives peers; only close() ends it)."""
+        thread = getattr(self._server, "thread", None)
+        return bool(not self._closed and self._server.accepting and thread is not None and thread.is_alive())
+
+    def connection_counts(self) -> dict[str, int]:
+        return {"open": self._server.open_connections,
+                "unauthenticated": self._server.unauthenticated_connections,
+                "accept_failures": self._server.accept_failures}
+
+    @property
     def closed(self) -> bool:
         return self._closed
 
@@ -281,12 +671,13 @@ class KmsCallbackServer:
         return f"KmsCallbackServer({self.address}:{self.port}, closed={self._closed})"
 
 
-def write_private_file(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` with mode 0600, atomically (a reader sees the old or the new file)."""
+def write_private_file(path: str | os.PathLike, data: bytes, *, mode: int = 0o600) -> None:
+    """Write ``data`` to ``path`` with ``mode`` (0600), atomically (a reader sees the old or the new
+    file; a symlink at ``path`` is replaced, never followed)."""
     path = Path(path)
     fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        os.fchmod(fd, 0o600)
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

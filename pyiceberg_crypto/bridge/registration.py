@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import base64
 import logging
+import secrets
 import threading
 import weakref
 
@@ -61,7 +62,7 @@ class KmsRegistration:
         self._adapter = adapter
         self._jvm_ref = jvm
         self._closed = False
-        self._options: tuple = ()  # (bind_address, timeout_seconds) it was registered with
+        self._options: tuple = ()  # (bind_address, timeout_seconds, initialize_policy) it was registered with
 
     @property
     def stats(self) -> KmsCallStats:
@@ -118,6 +119,7 @@ def register_kms(
     *,
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     bind_address: str = LOOPBACK,
+    initialize_policy: str = "driver",
 ) -> KmsRegistration:
     """Register ``kms`` in the driver JVM of ``spark`` under ``name``; return the registration.
 
@@ -135,6 +137,11 @@ def register_kms(
             by executors (or ``"0.0.0.0"``: executors are then told ``spark.driver.host``). Any
             address but 127.0.0.1 gets TLS with a per-registration certificate that the JVMs
             pin (docs: "Run on a cluster").
+        initialize_policy: who may pass the catalog's ``pyiceberg-crypto.kms.*`` properties to
+            ``kms.initialize()``. ``"driver"`` (default): the driver JVM's catalogs only, over a
+            token that never leaves the driver JVM; executors (whose token travels in task data)
+            cannot reconfigure the KMS. ``"operator"``: nobody (configure the KMS in Python).
+            ``"any"``: every token holder (before issue 35; not recommended).
     """
     if not hasattr(kms, "wrap_key") or not hasattr(kms, "unwrap_key"):
         raise TypeError(f"kms must implement wrap_key/unwrap_key (a KeyManagementClient), got {type(kms).__name__}")
@@ -152,20 +159,24 @@ def register_kms(
     registry = _registry(jvm)
     with _lock:
         existing = _registrations.get(name)
-        options = (bind_address, timeout_seconds)
+        options = (bind_address, timeout_seconds, initialize_policy)
         if (existing is not None and existing.active and existing.kms is kms and not existing._server.closed
                 and existing._options == options):
             return existing
         if existing is not None:
             existing.close()
-        adapter = KmsCallbackAdapter(kms)
-        server = KmsCallbackServer(adapter, sc._gateway._gateway_client, address=bind_address)
+        adapter = KmsCallbackAdapter(kms, initialize_policy=initialize_policy)
+        # Two tokens: the driver JVM's (never shipped; may initialize) and the one executors get.
+        driver_token = secrets.token_hex(32)
+        server = KmsCallbackServer(adapter, sc._gateway._gateway_client, address=bind_address,
+                                   driver_token=driver_token)
         redact_in_py4j_logs(server.auth_token)  # Py4J logs the command that carries it at DEBUG
+        redact_in_py4j_logs(driver_token)
         _redact_gateway_token(sc)
         try:
             certificate = base64.b64encode(server.certificate).decode() if server.certificate else ""
-            registry.register(name, advertised, server.port, server.auth_token, server.object_id,
-                              max(1, int(timeout_seconds * 1000)), certificate)
+            registry.register(name, advertised, server.port, driver_token, server.object_id,
+                              max(1, int(timeout_seconds * 1000)), certificate, server.auth_token)
         except Exception:
             server.close()
             raise

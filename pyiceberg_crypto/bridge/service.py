@@ -33,9 +33,16 @@ from pathlib import Path
 from typing import Any
 
 from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter
-from pyiceberg_crypto.bridge.callback_server import LOOPBACK, KmsCallbackServer, TlsIdentity, write_private_file
-from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient
-from pyiceberg_crypto.kms.bounded import call_with_timeout
+from pyiceberg_crypto.bridge.callback_server import (
+    LOOPBACK,
+    ConnectionLimits,
+    KmsCallbackServer,
+    TlsIdentity,
+    check_operator_directory,
+    write_private_file,
+)
+from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, KmsError, UnknownKeyError
+from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
 from pyiceberg_crypto.errors import PyicebergCryptoError
 
 #: The Py4J object id the JVM client calls (``KmsServiceAddress.OBJECT_ID`` in the bridge jar).
@@ -67,27 +74,66 @@ def tls_files(token_file: str | os.PathLike) -> tuple[Path, Path]:
     return token.with_name(token.name + ".tls-key.pem"), token.with_name(token.name + ".tls-cert.pem")
 
 
-class _TimeBoundKms(KeyManagementClient):
-    """The served KMS with every call bounded by ``timeout`` (a hung KMS fails the call, clearly)."""
+class RateLimitedLog:
+    """At most one line per ``interval`` seconds per kind; the next line says how many were left out
+    (1,000 refused connections are a few lines, not 1,000)."""
 
-    def __init__(self, kms: KeyManagementClient, timeout: float):
+    def __init__(self, logger: logging.Logger, interval: float = 10.0):
+        self.logger, self.interval = logger, interval
+        self._last: dict[str, float] = {}
+        self._suppressed: Counter = Counter()
+        self._lock = threading.Lock()
+
+    def warning(self, kind: str, message: str, *args) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last.get(kind, -1e18) < self.interval:
+                self._suppressed[kind] += 1
+                return
+            self._last[kind] = now
+            left_out = self._suppressed.pop(kind, 0)
+        if left_out:
+            message += f" ({left_out} more like it in the last {self.interval:g} s not logged)"
+        self.logger.warning(message, *args)
+
+
+class _TimeBoundKms(KeyManagementClient):
+    """The served KMS with every call bounded by ``timeout`` (a hung KMS fails the call, clearly),
+    and errors told to clients by key id only: the detail (a keystore's path, its versions, a cloud
+    endpoint) goes to the service's log, not to every token holder."""
+
+    def __init__(self, kms: KeyManagementClient, timeout: float, errors: RateLimitedLog | None = None):
         self.kms = kms
         self.timeout = timeout
+        self.errors = errors or RateLimitedLog(log)
+
+    def _call(self, operation: str, wrapping_key_id: str, fn, *args):
+        try:
+            return call_with_timeout(fn, *args, timeout=self.timeout, what=f"the KMS call {operation}")
+        except KmsTimeoutError:
+            raise
+        except Exception as exc:
+            detail = f"{type(exc).__name__}: {exc}".replace("\n", " ")
+            self.errors.warning(f"call-{operation}", "KMS call %s with key id %r failed: %s", operation,
+                                wrapping_key_id, detail)
+            if isinstance(exc, UnknownKeyError):
+                raise UnknownKeyError(f"key id {wrapping_key_id!r} (or the version the wrapped key names) is not "
+                                      "known to this KMS service") from None
+            kind = type(exc).__name__ if isinstance(exc, KmsError) else "KmsError"
+            raise KmsError(f"{operation} with key id {wrapping_key_id!r} failed ({kind}; the KMS service's log "
+                           "has the detail)") from None
 
     def wrap_key(self, key: bytes, wrapping_key_id: str) -> bytes:
-        return call_with_timeout(self.kms.wrap_key, key, wrapping_key_id, timeout=self.timeout,
-                                 what="the KMS call wrap_key")
+        return self._call("wrap_key", wrapping_key_id, self.kms.wrap_key, key, wrapping_key_id)
 
     def unwrap_key(self, wrapped_key: bytes, wrapping_key_id: str) -> bytes:
-        return call_with_timeout(self.kms.unwrap_key, wrapped_key, wrapping_key_id, timeout=self.timeout,
-                                 what="the KMS call unwrap_key")
+        return self._call("unwrap_key", wrapping_key_id, self.kms.unwrap_key, wrapped_key, wrapping_key_id)
 
     def supports_key_generation(self) -> bool:
         return bool(self.kms.supports_key_generation())
 
     def generate_key(self, wrapping_key_id: str) -> KeyGenerationResult:
-        return call_with_timeout(self.kms.generate_key, wrapping_key_id, timeout=self.timeout,
-                                 what="the KMS call generate_key")
+        return self._call("generate_key", wrapping_key_id, self.kms.generate_key, wrapping_key_id)
 
     def initialize(self, properties: dict[str, str]) -> None:
         call_with_timeout(self.kms.initialize, properties, timeout=self.timeout, what="the KMS call initialize")
@@ -99,7 +145,8 @@ class KmsService:
     def __init__(self, kms_factory: Callable[[], KeyManagementClient], *, token_file: str | os.PathLike,
                  listen: str = f"{LOOPBACK}:9600", call_timeout: float = DEFAULT_CALL_TIMEOUT_SECONDS,
                  tls_key_file: str | os.PathLike | None = None,
-                 tls_certificate_file: str | os.PathLike | None = None, name: str = "kms"):
+                 tls_certificate_file: str | os.PathLike | None = None, name: str = "kms",
+                 limits: ConnectionLimits | None = None):
         if call_timeout <= 0:
             raise ValueError("call_timeout must be positive")
         self.host, self.requested_port = parse_listen(listen)
@@ -116,6 +163,10 @@ class KmsService:
         self._lock = threading.Lock()
         self._clients: dict[str, Counter] = defaultdict(Counter)
         self._refused: Counter = Counter()
+        self._refused_reasons: Counter = Counter()
+        self.limits = limits or ConnectionLimits()
+        self._log = RateLimitedLog(log)
+        self._token_stat: tuple[int, int] | None = None
         self._reloads = 0
         self._started_at = 0.0
         self._token = ""
@@ -125,7 +176,9 @@ class KmsService:
     def start(self) -> KmsService:
         """Build the KMS, write a fresh token, then listen. Raises :class:`KmsServiceError`."""
         kms = self._factory()
-        self._adapter = KmsCallbackAdapter(_TimeBoundKms(kms, self.call_timeout))
+        # Configured by its operator only: no client may pass properties to initialize().
+        self._adapter = KmsCallbackAdapter(_TimeBoundKms(kms, self.call_timeout, self._log),
+                                           initialize_policy="operator")
         if self.host != LOOPBACK:
             try:
                 self._tls = TlsIdentity.load_or_create(self.tls_key_file, self.tls_certificate_file)
@@ -134,14 +187,16 @@ class KmsService:
                                       f"{self.tls_certificate_file}: {exc}") from None
         token = self._token = secrets.token_hex(32)
         try:
-            self.token_file.parent.mkdir(parents=True, exist_ok=True)
+            check_operator_directory(self.token_file.parent, "token")
             write_private_file(self.token_file, (token + "\n").encode())
+            written = os.stat(self.token_file, follow_symlinks=False)
+            self._token_stat = (written.st_dev, written.st_ino)
         except OSError as exc:
             raise KmsServiceError(f"cannot write the token file {self.token_file}: {exc}") from None
         try:
             self._server = KmsCallbackServer(
                 self._adapter, address=self.host, port=self.requested_port, auth_token=token, tls=self._tls,
-                object_id=OBJECT_ID, on_call=self._count_call, on_refused=self._refuse)
+                object_id=OBJECT_ID, on_call=self._count_call, on_refused=self._refuse, limits=self.limits)
         except Exception as exc:  # py4j wraps bind errors (address in use, not an address of this host)
             self._remove_token_file()
             cause = exc.__cause__ or getattr(exc, "cause", None) or exc
@@ -157,7 +212,7 @@ class KmsService:
         On failure the old KMS keeps serving and the error is raised."""
         kms = self._factory()
         assert self._adapter is not None, "start() first"
-        old, self._adapter.kms = self._adapter.kms, _TimeBoundKms(kms, self.call_timeout)
+        old, self._adapter.kms = self._adapter.kms, _TimeBoundKms(kms, self.call_timeout, self._log)
         with self._lock:
             self._reloads += 1
         log.info("KMS service %r reloaded its KMS (%s)", self.name, type(kms).__name__)
@@ -193,19 +248,54 @@ class KmsService:
         """The pin clients need on a non-loopback address (None on loopback: no TLS)."""
         return self._tls.sha256 if self._tls else None
 
+    @property
+    def accepting(self) -> bool:
+        """True while the listener's accept thread is alive (what a health check asks)."""
+        return bool(self._server and self._server.accepting)
+
     def status(self) -> dict[str, Any]:
-        """Calls per operation and per client (peer address), refused connections; no secrets."""
+        """Calls per operation and per client (peer address), refused connections (per peer and
+        per reason), whether the accept thread is alive, open connections; no secrets."""
         stats = self._adapter.stats.to_dict() if self._adapter else {}
         with self._lock:
             clients = {peer: dict(counts) for peer, counts in sorted(self._clients.items())}
             refused = dict(self._refused)
+            reasons = dict(self._refused_reasons)
             reloads = self._reloads
+        open_ = bool(self._server and not self._server.closed)
+        accepting = self.accepting
         return {
             "name": self.name, "pid": os.getpid(), "listen": self.address, "tls": self._tls is not None,
             "certificate_sha256": self.certificate_sha256, "token_file": str(self.token_file),
-            "started_at": self._started_at, "running": bool(self._server and not self._server.closed),
-            "operations": stats, "clients": clients, "refused": refused, "reloads": reloads,
+            "started_at": self._started_at, "running": open_ and accepting, "accepting": accepting,
+            "connections": self._server.connection_counts() if self._server else {},
+            "limits": {"max_connections": self.limits.max_connections,
+                       "max_unauthenticated": self.limits.max_unauthenticated,
+                       "auth_deadline_seconds": self.limits.auth_deadline_seconds},
+            "operations": stats, "clients": clients, "refused": refused, "refused_reasons": reasons,
+            "reloads": reloads,
         }
+
+    def check_token_file(self) -> bool:
+        """True if the token file is still the one this service wrote; else warn and write it again
+        (replaced or removed by someone else: clients reading it would fail to authenticate)."""
+        try:
+            info = os.stat(self.token_file, follow_symlinks=False)
+            same = self._token_stat == (info.st_dev, info.st_ino)
+        except OSError:
+            same = False
+        if same or self._server is None or self._server.closed:
+            return True
+        self._log.warning("token-file", "the token file %s was replaced or removed by someone else since the "
+                          "service wrote it: writing this service's token again", self.token_file)
+        try:
+            check_operator_directory(self.token_file.parent, "token")
+            write_private_file(self.token_file, (self._token + "\n").encode())
+            written = os.stat(self.token_file, follow_symlinks=False)
+            self._token_stat = (written.st_dev, written.st_ino)
+        except OSError as exc:
+            self._log.warning("token-file-write", "cannot write the token file %s again: %s", self.token_file, exc)
+        return False
 
     def write_status(self, path: str | os.PathLike) -> None:
         """:meth:`status` as JSON, replaced atomically (what monitoring and the tests read)."""
@@ -223,7 +313,8 @@ class KmsService:
     def _refuse(self, peer: str, reason: str) -> None:
         with self._lock:
             self._refused[peer] += 1
-        log.warning("KMS service %r refused a connection from %s: %s", self.name, peer, reason)
+            self._refused_reasons[reason] += 1
+        self._log.warning("refused", "KMS service %r refused a connection from %s: %s", self.name, peer, reason)
 
     def _remove_token_file(self) -> None:
         """Remove the token file if it still holds this service's token (not a successor's)."""

@@ -42,6 +42,22 @@ def add_kms_parser(sub) -> None:
     serve.add_argument("--tls-key-file", metavar="PATH",
                        help="TLS private key (default: beside the token file; created once, kept across restarts)")
     serve.add_argument("--tls-certificate-file", metavar="PATH", help="TLS certificate (default: beside the token file)")
+    serve.add_argument("--max-connections", type=_positive_int, default=256, metavar="N",
+                       help="open connections at most; more are refused (default: %(default)s)")
+    serve.add_argument("--max-unauthenticated", type=_positive_int, default=64, metavar="N",
+                       help="connections still authenticating at most; more are refused (default: %(default)s)")
+    serve.add_argument("--auth-deadline", type=positive_seconds, default=5.0, metavar="SECONDS",
+                       help="a connection must authenticate (TLS included) within this (default: %(default)s)")
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}")
+    return number
 
 
 def run_kms(args: argparse.Namespace) -> int:
@@ -52,6 +68,7 @@ def run_kms(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from pyiceberg_crypto.bridge.callback_server import ConnectionLimits
     from pyiceberg_crypto.bridge.service import KmsService, KmsServiceError
     from pyiceberg_crypto.config import PYTHON_KMS_IMPL, ConfigError, kms_service_properties
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
@@ -63,7 +80,10 @@ def _serve(args: argparse.Namespace) -> int:
         properties = parse_properties(args.kms_property)
         service = KmsService(lambda: load_kms(args.kms, properties), listen=args.listen, token_file=args.token_file,
                              call_timeout=args.call_timeout, tls_key_file=args.tls_key_file,
-                             tls_certificate_file=args.tls_certificate_file, name=args.kms)
+                             tls_certificate_file=args.tls_certificate_file, name=args.kms,
+                             limits=ConnectionLimits(max_connections=args.max_connections,
+                                                     max_unauthenticated=args.max_unauthenticated,
+                                                     auth_deadline_seconds=args.auth_deadline))
         service.start()
     except (ValueError, KmsServiceError, KmsLoadError) as exc:
         print(f"pyiceberg-crypto kms serve: {exc}", file=sys.stderr)
@@ -106,10 +126,16 @@ def _serve(args: argparse.Namespace) -> int:
                 log.warning("cannot write the status file %s: %s", args.status_file, exc)
 
     write_status()
+    status = ExitStatus.OK
     try:
         while not stop.is_set():
             wake.wait(STATUS_INTERVAL_SECONDS)
             wake.clear()
+            service.check_token_file()
+            if not service.accepting:  # never expected (the loop survives peers): let a supervisor restart us
+                log.error("the listener's accept thread is dead: stopping, so that a supervisor restarts the service")
+                status = ExitStatus.INTEGRITY
+                stop.set()
             while pending:
                 name = pending.pop(0)
                 if name in ("SIGTERM", "SIGINT"):
@@ -128,4 +154,4 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         service.close()
         write_status()
-    return ExitStatus.OK
+    return status

@@ -206,10 +206,15 @@ def test_a_kms_call_that_exceeds_the_timeout_fails_instead_of_hanging(spark, jvm
 def test_call_parameters_are_decoded_as_py4j_encodes_them_and_references_are_refused():
     """The bridge's own decoder of Py4J call parameters (the KMS protocol: byte arrays, strings)."""
     key = bytes(range(256))
-    stream = io.BytesIO(("j" + base64.b64encode(key).decode() + "\n" + "skey\\nid\n" + "n\n" + "btrue\n"
-                         + "i-7\n" + "e\n" + "snext call\n").encode())
-    assert read_params(stream) == [key, "key\nid", None, True, -7]
+    stream = io.BytesIO(("j" + base64.b64encode(key).decode() + "\n" + "skey\\nid\n" + "e\n" + "snext call\n").encode())
+    assert read_params(stream) == [key, "key\nid"]
     assert stream.readline() == b"snext call\n"  # stopped at the end marker
+    # Only byte arrays and strings: an integer would become bytes(n) (i500000000: 500 MB).
+    for other in ("i500000000", "L7", "n", "btrue", "d1.5"):
+        stream = io.BytesIO(f"{other}\nsid\ne\nafter\n".encode())
+        with pytest.raises(TypeError, match=f"type '{other[0]}' is not part of the KMS protocol"):
+            read_params(stream)
+        assert stream.readline() == b"after\n"
     stream = io.BytesIO(b"ro123\nsid\ne\nafter\n")
     with pytest.raises(TypeError, match="type 'r' is not part of the KMS protocol"):
         read_params(stream)

@@ -131,7 +131,7 @@ public class PythonKmsClient implements KeyManagementClient {
     }
     PythonKmsEndpoint endpoint = PythonKmsRegistry.resolve(kmsName, shipped);
     if (endpoint.registeredHere()) {
-      this.shipped = endpoint.address();
+      this.shipped = endpoint.address().forShipping();
     }
     return endpoint;
   }
@@ -170,7 +170,12 @@ public class PythonKmsClient implements KeyManagementClient {
       PythonKmsEndpoint endpoint, String operation, String keyId, Function<PythonKms, T> body, boolean last)
       throws RetryableServiceFailure {
     try {
-      endpoint.ensureInitialized(forwardedProperties);
+      // Only the driver JVM forwards its catalog properties (over the driver token): a kms serve
+      // service is configured by its operator, and executors carry the driver's properties, which
+      // the driver sent before shipping them (writeObject).
+      if (service == null) {
+        endpoint.ensureInitialized(forwardedProperties);
+      }
     } catch (RuntimeException e) {
       retryable(e, last);
       throw failure("initialize (before it could " + operation + ")", keyId, pythonMessage(e, endpoint));
@@ -250,6 +255,11 @@ public class PythonKmsClient implements KeyManagementClient {
     ShippedEndpoint at = endpoint.address();
     String where = at.host + ":" + at.port + (at.tls() ? ", TLS" : "");
     for (Throwable t = error; t != null; t = t.getCause()) {
+      if (t instanceof PythonKmsEndpoint.HandshakeException) {
+        return t.getMessage() + " (" + where + ")";  // our own text: no secret in it
+      }
+    }
+    for (Throwable t = error; t != null; t = t.getCause()) {
       if (t instanceof java.net.SocketTimeoutException) {
         if (String.valueOf(t.getMessage()).toLowerCase(java.util.Locale.ROOT).contains("connect")) {
           return "the Python KMS is unreachable at " + where + ": no connection within its timeout of "
@@ -320,6 +330,17 @@ public class PythonKmsClient implements KeyManagementClient {
       ShippedEndpoint current = PythonKmsRegistry.shippable(kmsName);
       if (current != null) {
         this.shipped = current;
+        // Executors never initialize the driver's KMS (their token may not): the driver does it
+        // now, before its properties travel, if no key operation did yet. Best effort: a failure
+        // shows at the first key operation.
+        try {
+          PythonKmsEndpoint here = PythonKmsRegistry.lookup(kmsName);
+          if (here.registeredHere()) {
+            here.ensureInitialized(forwardedProperties);
+          }
+        } catch (RuntimeException e) {
+          // reported by the key operation that needs it
+        }
       }
     } else if (serviceToken == null) {
       try {

@@ -5,6 +5,8 @@ import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.net.UnknownHostException;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
 import java.security.GeneralSecurityException;
 import java.security.cert.CertificateException;
 import java.security.cert.X509Certificate;
@@ -17,6 +19,8 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.logging.Level;
 import java.util.logging.Logger;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
 import javax.net.SocketFactory;
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.SSLSocket;
@@ -67,11 +71,12 @@ final class PythonKmsEndpoint {
         new DaemonCleanedCallbackClient(
             address.port,
             InetAddress.getByName(address.host),
-            address.authToken,
+            null, // Py4J's "A" command would send the token to whoever listens: see Handshake
             CallbackClient.DEFAULT_MIN_CONNECTION_TIME,
             TimeUnit.SECONDS,
             new BoundedSocketFactory(
-                address.timeoutMillis, pinnedTls(address.certificate, address.certificateSha256)),
+                address.timeoutMillis, pinnedTls(address.certificate, address.certificateSha256),
+                address.authToken, address.role()),
             false,
             address.timeoutMillis);
     Gateway gateway = new Gateway(null, client);
@@ -107,7 +112,8 @@ final class PythonKmsEndpoint {
    * endpoint and distinct property set (the Python side also ignores repeats).
    */
   void ensureInitialized(String encodedProperties) {
-    if (encodedProperties.isEmpty() || initializedWith.contains(encodedProperties)) {
+    if (!ShippedEndpoint.DRIVER_ROLE.equals(address.role()) || encodedProperties.isEmpty()
+        || initializedWith.contains(encodedProperties)) {
       return;
     }
     synchronized (initializedWith) {
@@ -214,17 +220,112 @@ final class PythonKmsEndpoint {
     return context.getSocketFactory();
   }
 
+  /** The listener did not prove it knows the token, or refused ours: nothing else was sent. */
+  static final class HandshakeException extends IOException {
+    private static final long serialVersionUID = 1L;
+
+    HandshakeException(String message) {
+      super(message);
+    }
+  }
+
   /**
-   * Sockets whose connect() and TLS handshake are bounded by the call timeout (an unreachable
-   * driver must not stall a task), over TLS when the endpoint has a certificate.
+   * The bridge's mutual authentication, before Py4J sends anything: the listener must prove it
+   * knows the token (HMAC-SHA256 over both sides' nonces) before this JVM proves it too, so the
+   * token never crosses the wire and a listener squatting on the port of a stopped KMS learns
+   * nothing and cannot answer calls. The Python side is {@code callback_server._challenge}.
+   */
+  static final class Handshake {
+    static final String PROTOCOL = "pyiceberg-crypto-kms/1";
+    private static final java.security.SecureRandom RANDOM = new java.security.SecureRandom();
+
+    private Handshake() {}
+
+    static void run(Socket socket, String token, String role, int timeoutMillis) throws IOException {
+      socket.setSoTimeout(timeoutMillis);
+      byte[] nonce = new byte[32];
+      RANDOM.nextBytes(nonce);
+      String clientNonce = hex(nonce);
+      java.io.OutputStream out = socket.getOutputStream();
+      java.io.InputStream in = socket.getInputStream();
+      out.write((PROTOCOL + " " + role + " " + clientNonce + "\n").getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      String reply = readLine(in, 160);
+      if (reply.startsWith("!")) {
+        throw new HandshakeException("Could not authenticate connection: the KMS listener refused this JVM's token");
+      }
+      String[] parts = reply.split(" ");
+      if (parts.length != 2
+          || !MessageDigest.isEqual(
+              proof(token, "server", role, clientNonce, parts[0]).getBytes(StandardCharsets.US_ASCII),
+              parts[1].getBytes(StandardCharsets.US_ASCII))) {
+        throw new HandshakeException("Could not authenticate connection: the listener did not prove it knows"
+            + " this JVM's token (not the KMS registered for it, or a KMS restarted with another token);"
+            + " nothing was sent to it");
+      }
+      out.write((proof(token, "client", role, clientNonce, parts[0]) + "\n").getBytes(StandardCharsets.US_ASCII));
+      out.flush();
+      if (!"!yv".equals(readLine(in, 16))) {
+        throw new HandshakeException("Could not authenticate connection: the KMS listener refused this JVM's token");
+      }
+    }
+
+    static String proof(String token, String side, String role, String clientNonce, String serverNonce)
+        throws IOException {
+      try {
+        Mac mac = Mac.getInstance("HmacSHA256");
+        mac.init(new SecretKeySpec(token.getBytes(StandardCharsets.US_ASCII), "HmacSHA256"));
+        return hex(mac.doFinal((PROTOCOL + " " + side + " " + role + " " + clientNonce + " " + serverNonce)
+            .getBytes(StandardCharsets.US_ASCII)));
+      } catch (GeneralSecurityException e) {
+        throw new IOException("HMAC-SHA256 is not available: " + e.getMessage());
+      }
+    }
+
+    /** One line, byte by byte (Py4J reads the stream after us: nothing may be buffered away). */
+    private static String readLine(java.io.InputStream in, int limit) throws IOException {
+      StringBuilder line = new StringBuilder();
+      while (true) {
+        int b = in.read();
+        if (b < 0) {
+          throw new HandshakeException("Could not authenticate connection: the listener closed the"
+              + " connection during the handshake (a stopped KMS, or not a KMS)");
+        }
+        if (b == '\n') {
+          return line.toString();
+        }
+        if (line.length() >= limit) {
+          throw new HandshakeException("Could not authenticate connection: the listener's answer is not"
+              + " the KMS handshake");
+        }
+        line.append((char) b);
+      }
+    }
+
+    private static String hex(byte[] bytes) {
+      StringBuilder out = new StringBuilder(bytes.length * 2);
+      for (byte b : bytes) {
+        out.append(Character.forDigit((b >> 4) & 0xf, 16)).append(Character.forDigit(b & 0xf, 16));
+      }
+      return out.toString();
+    }
+  }
+
+  /**
+   * Sockets whose connect(), TLS handshake and authentication are bounded by the call timeout (an
+   * unreachable driver must not stall a task), over TLS when the endpoint has a certificate.
    */
   private static final class BoundedSocketFactory extends SocketFactory {
     private final int timeoutMillis;
     private final SSLSocketFactory tls;
+    private final String token;
+    private final String role;
 
-    BoundedSocketFactory(int timeoutMillis, SSLSocketFactory tls) {
+    BoundedSocketFactory(int timeoutMillis, SSLSocketFactory tls, String token, String role) {
       this.timeoutMillis = timeoutMillis;
       this.tls = tls;
+      this.token = token;
+      this.role = role;
     }
 
     @Override
@@ -237,13 +338,15 @@ final class PythonKmsEndpoint {
       Socket socket = new Socket();
       try {
         socket.connect(new InetSocketAddress(host, port), timeoutMillis);
-        if (tls == null) {
-          return socket;
+        Socket channel = socket;
+        if (tls != null) {
+          SSLSocket secured = (SSLSocket) tls.createSocket(socket, host.getHostAddress(), port, true);
+          secured.setSoTimeout(timeoutMillis);
+          secured.startHandshake();
+          channel = secured;
         }
-        SSLSocket secured = (SSLSocket) tls.createSocket(socket, host.getHostAddress(), port, true);
-        secured.setSoTimeout(timeoutMillis);
-        secured.startHandshake();
-        return secured;
+        Handshake.run(channel, token, role, timeoutMillis);
+        return channel;
       } catch (IOException e) {
         socket.close();
         throw e;

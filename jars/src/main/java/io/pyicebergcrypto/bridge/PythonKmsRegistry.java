@@ -34,14 +34,31 @@ public final class PythonKmsRegistry {
       String name, String host, int port, String authToken, String objectId, int timeoutMillis,
       String certificateBase64)
       throws Exception {
+    register(name, host, port, authToken, objectId, timeoutMillis, certificateBase64, null);
+  }
+
+  /**
+   * Register (or replace) the endpoint for {@code name} in this JVM, with two tokens: {@code
+   * driverToken}, which this JVM's connections use and which alone lets the Python side's {@code
+   * initialize} through, and {@code clientToken}, the one serialized clients carry to executors.
+   * {@code clientToken} null: one token for both (the client role).
+   */
+  public static void register(
+      String name, String host, int port, String driverToken, String objectId, int timeoutMillis,
+      String certificateBase64, String clientToken)
+      throws Exception {
     byte[] certificate =
         certificateBase64 == null || certificateBase64.isEmpty()
             ? null
             : java.util.Base64.getDecoder().decode(certificateBase64);
     ShippedEndpoint address =
-        new ShippedEndpoint(
-            ShippedEndpoint.THIS_JVM, GENERATIONS.incrementAndGet(), host, port, authToken, objectId,
-            timeoutMillis, certificate);
+        clientToken == null
+            ? new ShippedEndpoint(
+                ShippedEndpoint.THIS_JVM, GENERATIONS.incrementAndGet(), host, port, driverToken, objectId,
+                timeoutMillis, certificate)
+            : new ShippedEndpoint(
+                ShippedEndpoint.THIS_JVM, GENERATIONS.incrementAndGet(), host, port, driverToken, objectId,
+                timeoutMillis, certificate, null, ShippedEndpoint.DRIVER_ROLE, clientToken);
     PythonKmsEndpoint previous = ENDPOINTS.put(name, new PythonKmsEndpoint(name, address, true));
     if (previous != null) {
       previous.close();
@@ -71,7 +88,7 @@ public final class PythonKmsRegistry {
   /** The endpoint a client serialized in this JVM should carry, or null if none is known. */
   static ShippedEndpoint shippable(String name) {
     PythonKmsEndpoint endpoint = ENDPOINTS.get(name);
-    return endpoint == null ? null : endpoint.address();
+    return endpoint == null ? null : endpoint.address().forShipping();
   }
 
   /**

@@ -12,7 +12,11 @@ import java.util.UUID;
  * <p>{@link #toString()} never shows the token.
  */
 final class ShippedEndpoint implements Serializable {
-  private static final long serialVersionUID = 2L;
+  private static final long serialVersionUID = 3L;
+  /** The role of the driver JVM's own connections: the only ones the Python side lets initialize. */
+  static final String DRIVER_ROLE = "driver";
+  /** Every other JVM's role (executors, a kms serve service's clients). */
+  static final String CLIENT_ROLE = "client";
 
   /** Identifies this JVM, so the driver never installs copies of its own registrations. */
   static final String THIS_JVM = UUID.randomUUID().toString();
@@ -30,6 +34,10 @@ final class ShippedEndpoint implements Serializable {
   final byte[] certificate;
   /** Or the SHA-256 of that certificate (a KMS service's pin, from a catalog property). */
   final byte[] certificateSha256;
+  /** Which of the Python side's tokens {@link #authToken} is ({@link #DRIVER_ROLE}: never shipped). */
+  final String role;
+  /** For the driver's own endpoint: the token executors get instead (null otherwise). */
+  private final transient String shippedToken;
 
   ShippedEndpoint(
       String originJvm, long generation, String host, int port, String authToken, String objectId,
@@ -40,6 +48,15 @@ final class ShippedEndpoint implements Serializable {
   ShippedEndpoint(
       String originJvm, long generation, String host, int port, String authToken, String objectId,
       int timeoutMillis, byte[] certificate, byte[] certificateSha256) {
+    this(originJvm, generation, host, port, authToken, objectId, timeoutMillis, certificate,
+        certificateSha256, CLIENT_ROLE, null);
+  }
+
+  ShippedEndpoint(
+      String originJvm, long generation, String host, int port, String authToken, String objectId,
+      int timeoutMillis, byte[] certificate, byte[] certificateSha256, String role, String shippedToken) {
+    this.role = role;
+    this.shippedToken = shippedToken;
     this.originJvm = originJvm;
     this.generation = generation;
     this.host = host;
@@ -49,6 +66,30 @@ final class ShippedEndpoint implements Serializable {
     this.timeoutMillis = timeoutMillis;
     this.certificate = certificate;
     this.certificateSha256 = certificateSha256;
+  }
+
+  /** The role this endpoint authenticates with (a shipped copy from an older jar: client). */
+  String role() {
+    return DRIVER_ROLE.equals(role) ? DRIVER_ROLE : CLIENT_ROLE;
+  }
+
+  /**
+   * What a serialized client carries to other JVMs: for the driver's own endpoint a copy with the
+   * executors' token (the driver token never leaves this JVM); any other endpoint as it is.
+   */
+  ShippedEndpoint forShipping() {
+    if (!DRIVER_ROLE.equals(role)) {
+      return this;
+    }
+    return new ShippedEndpoint(originJvm, generation, host, port, shippedToken, objectId, timeoutMillis,
+        certificate, certificateSha256, CLIENT_ROLE, null);
+  }
+
+  private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+    if (DRIVER_ROLE.equals(role)) {
+      throw new java.io.NotSerializableException("the driver's own KMS endpoint is never shipped");
+    }
+    out.defaultWriteObject();
   }
 
   /** True when the channel is TLS (a pinned certificate); plain loopback otherwise. */

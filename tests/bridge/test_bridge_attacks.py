@@ -1,0 +1,99 @@
+"""Issue 35 for ``register_kms``'s callback server: executors' token cannot reconfigure the KMS,
+the driver token never travels, and the listener's bounds hold (raw clients on a real server)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import pytest
+
+from pyiceberg_crypto.bridge import register_kms
+from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter
+from pyiceberg_crypto.bridge.callback_server import ConnectionLimits, KmsCallbackServer
+from pyiceberg_crypto.kms import InMemoryKms
+from tests.kms_service.raw_client import RawClient
+
+
+class ConfiguredKms(InMemoryKms):
+    def __init__(self, master_keys):
+        super().__init__(master_keys)
+        self.initialized: list[dict] = []
+
+    def initialize(self, properties):
+        self.initialized.append(dict(properties))
+
+
+def test_the_shipped_token_cannot_initialize_only_the_driver_token_can(spark, jvm):
+    kms = ConfiguredKms({"m1": os.urandom(16)})
+    with register_kms(spark, kms, name="two-tokens") as registration:
+        server = registration._server
+        assert server.driver_token and server.driver_token != server.auth_token
+        with RawClient("127.0.0.1", registration.port) as executor:  # what a compromised executor holds
+            assert executor.handshake(server.auth_token) == b"!yv"
+            reply = executor.call("initialize", "endpoint=http://127.0.0.1:9/", object_id=server.object_id)
+            assert reply.startswith(b"!x") and b"KmsConfigurationRefused" in reply
+            assert executor.call("initialize", "", object_id=server.object_id).startswith(b"!y")
+            # Nor can it claim the driver's role with its token.
+            with RawClient("127.0.0.1", registration.port) as claim:
+                assert claim.handshake(server.auth_token, role="driver") == b"server not proven"
+        assert kms.initialized == []
+        # The driver JVM's catalog properties still arrive (over the driver token).
+        client = jvm.io.pyicebergcrypto.bridge.PythonKmsClient()
+        client.initialize({"pyiceberg-crypto.kms-name": "two-tokens", "pyiceberg-crypto.kms.region": "r1"})
+        client.wrapKey(jvm.java.nio.ByteBuffer.wrap(b"k" * 16), "m1")
+        assert kms.initialized == [{"region": "r1"}]
+        # A serialized client (task data) carries the executors' token, never the driver's.
+        out = jvm.java.io.ByteArrayOutputStream()
+        stream = jvm.java.io.ObjectOutputStream(out)
+        stream.writeObject(client)
+        stream.close()
+        shipped = bytes(out.toByteArray())
+        assert server.auth_token.encode() in shipped and server.driver_token.encode() not in shipped
+
+
+def test_initialize_policy_operator_refuses_even_the_driver(spark, jvm):
+    kms = ConfiguredKms({"m1": os.urandom(16)})
+    with register_kms(spark, kms, name="operator-only", initialize_policy="operator"):
+        client = jvm.io.pyicebergcrypto.bridge.PythonKmsClient()
+        client.initialize({"pyiceberg-crypto.kms-name": "operator-only", "pyiceberg-crypto.kms.region": "r1"})
+        with pytest.raises(Exception, match="configured by its operator only"):
+            client.wrapKey(jvm.java.nio.ByteBuffer.wrap(b"k" * 16), "m1")
+    assert kms.initialized == []
+    with pytest.raises(ValueError, match="initialize_policy"):
+        KmsCallbackAdapter(kms, initialize_policy="anyone")
+
+
+def test_the_callback_server_bounds_hold_without_a_jvm():
+    """The same listener code as kms serve: caps, deadline, bytes before the token, types."""
+    kms = InMemoryKms.with_random_keys("m1")
+    refused: list[str] = []
+    server = KmsCallbackServer(KmsCallbackAdapter(kms), limits=ConnectionLimits(
+        max_connections=6, max_unauthenticated=3, auth_deadline_seconds=1.0),
+        on_refused=lambda peer, reason: refused.append(reason))
+    try:
+        silent = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(3)]
+        time.sleep(0.2)
+        assert server.connection_counts()["unauthenticated"] == 3
+        try:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=5) as over:
+                over.settimeout(2)
+                assert over.recv(10) == b""
+        except ConnectionResetError:
+            pass
+        time.sleep(1.5)
+        assert server.connection_counts()["unauthenticated"] == 0  # reaped at the deadline
+        for sock in silent:
+            sock.close()
+        with RawClient("127.0.0.1", server.port) as client:
+            assert client.handshake(server.auth_token) == b"!yv"
+            wrapped = RawClient.bytes_of(client.call("wrapKey", b"k" * 16, "m1", object_id=server.object_id))
+            assert kms.unwrap_key(wrapped, "m1") == b"k" * 16
+            assert client.call("wrapKey", "@i500000000", "m1", object_id=server.object_id).startswith(b"!x")
+        assert server.accepting
+        assert "too many unauthenticated connections (cap 3)" in refused
+        assert "no authentication within the deadline" in refused
+    finally:
+        server.close()
+    assert not server.accepting
