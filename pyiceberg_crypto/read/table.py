@@ -175,6 +175,7 @@ def _prepare(source, kms, *, snapshot_id, as_of, columns, metastore, file_io, pr
             full.select(row_filter.columns)  # unknown filter columns: SchemaError, before any file is read
             extra = [c for c in row_filter.columns if c not in {f.name for f in schema.fields}]
             read_schema = IcebergSchema(schema.schema_id, schema.fields + full.select(extra).fields)
+            row_filter = row_filter.bind({f.name: f.type for f in read_schema.fields})  # decimal literals
     except (MetadataError, SchemaError, RowFilterError) as exc:
         raise ReadInputError(str(exc)) from None
     if not meta.key_id:
