@@ -50,9 +50,16 @@ def documentation_files() -> list[Path]:
     return [ROOT / "README.md", *sorted(p for p in DOCS.rglob("*.md") if "hooks" not in p.parts)]
 
 
+GENERATED = re.compile(r"<!-- generated: (\w[\w-]*)[^>]*-->\n.*?<!-- end generated: \1 -->", re.S)
+
+
 def blocks_of(path: Path) -> list[Block]:
-    """Every fenced block of ``path``, with its indentation removed (blocks inside list items)."""
-    lines = path.read_text().splitlines()
+    """Every fenced block of ``path``, with its indentation removed (blocks inside list items).
+    Sections generated from the code into the file (``<!-- generated: NAME ... -->`` to
+    ``<!-- end generated: NAME -->``, the CLI reference) are not documentation blocks: a test
+    compares them with what the code generates (tests/docs/test_generated_pages.py)."""
+    text = GENERATED.sub(lambda m: "\n" * m.group(0).count("\n"), path.read_text())
+    lines = text.splitlines()
     out: list[Block] = []
     i = 0
     while i < len(lines):
