@@ -448,13 +448,12 @@ def _starting(builder, settings: Mapping[str, str]) -> None:
     if SparkContext._active_spark_context is not None:
         return
     packages = (getattr(builder, "_options", {}) or {}).get("spark.jars.packages") or settings.get("spark.jars.packages")
-    note = "; later starts take a few seconds"
     if packages and not _resolved_before(packages):
-        what = ("the first time, Spark downloads the Iceberg runtime (about 45 MB, from Maven Central or "
-                "spark.jars.repositories) into its Ivy cache" + note)
+        what = (" (first start: Spark downloads the Iceberg runtime, about 45 MB, from Maven Central or "
+                "spark.jars.repositories into its Ivy cache; later starts skip that)")
     else:
-        what = "about 10 s"
-    print(f"pyiceberg-crypto: starting Spark ({what})...", file=sys.stderr, flush=True)
+        what = ""
+    print(f"pyiceberg-crypto: starting Spark{what}...", file=sys.stderr, flush=True)
 
 
 def _resolved_before(packages: str) -> bool:

@@ -189,3 +189,27 @@ def test_quiet_logs_is_a_log4j_file_the_builder_s_own_overrides(tmp_path):
     mine = SparkSession.builder.config("spark.driver.extraJavaOptions", "-Dlog4j2.configurationFile=mine.properties")
     options = config.configure_spark_with_encryption(mine, quiet)._options["spark.driver.extraJavaOptions"]
     assert options.count("log4j2.configurationFile") == 1 and "mine.properties" in options and "derby" in options
+
+
+def test_a_starting_jvm_gets_one_progress_line_on_stderr(tmp_path, monkeypatch, capsys):
+    """issue 34: a first run showed nothing for 14 s while the jars resolved and the JVM started."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
+    monkeypatch.setenv("HOME", str(tmp_path))  # an empty Ivy cache: the first start
+    monkeypatch.delenv("PYICEBERG_CRYPTO_QUIET", raising=False)
+    settings = config.spark_settings("lake", warehouse=tmp_path / "wh", jars="packages")
+    config.configure_spark_with_encryption(SparkSession.builder, settings)
+    err = capsys.readouterr().err
+    assert err.startswith("pyiceberg-crypto: starting Spark (first start: Spark downloads the Iceberg runtime")
+    runtime = settings["spark.jars.packages"].split(",")
+    (tmp_path / ".ivy2.5.2" / "jars").mkdir(parents=True)
+    for coordinate in runtime:
+        group, artifact, version = coordinate.split(":")
+        (tmp_path / ".ivy2.5.2" / "jars" / f"{group}_{artifact}-{version}.jar").write_bytes(b"")
+    config.configure_spark_with_encryption(SparkSession.builder, settings)
+    assert capsys.readouterr().err == "pyiceberg-crypto: starting Spark...\n"
+    monkeypatch.setenv("PYICEBERG_CRYPTO_QUIET", "1")
+    config.configure_spark_with_encryption(SparkSession.builder, settings)
+    assert capsys.readouterr().err == ""
