@@ -82,7 +82,8 @@ system-packages:
 # waits on JVMs starting, so on 2 cores they overlap well:
 #   - the Spark 3.5 spine (-m spine on .venv-spark3.5);
 #   - the multi-host tests (-m 'cluster or newcomer': the namespace cluster, wheels installed into
-#     fresh environments; they share one built wheel);
+#     fresh environments, the docs walk that runs the pages from the installed wheel; they share
+#     one built wheel);
 #   - everything else on Spark 4.1.
 # Each has its own --basetemp, so their temporary directories never collide.
 SPARK35_LOG := .cache/test-spark3.5.log

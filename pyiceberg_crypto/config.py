@@ -63,6 +63,11 @@ KMS_SERVICE_PROPERTY = "pyiceberg-crypto.kms-service"
 
 log = logging.getLogger(__name__)
 
+#: The log4j 2 configuration ``spark_settings(quiet_logs=True)`` gives the driver (shipped in the package).
+QUIET_LOG4J = Path(__file__).resolve().parent / "_log" / "log4j2-quiet.properties"
+LOG4J_OPTION = "-Dlog4j2.configurationFile"
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
 SUPPORTED_CATALOG_TYPES = ("hive",)
 #: Spark lines whose bundled Hive metastore lacks HIVE-26882 (pyspark 3.5: hive-metastore-2.3.9).
 LINES_WITHOUT_METASTORE_SWAP = ("3.5",)
@@ -93,6 +98,7 @@ def spark_settings(
     kms_service: str | None = None,
     kms_token_file: str | Path | None = None,
     kms_certificate_sha256: str | None = None,
+    quiet_logs: bool = True,
 ) -> dict[str, str]:
     """Spark settings for an Iceberg catalog whose tables are encrypted through a KMS.
 
@@ -126,6 +132,12 @@ def spark_settings(
         kms_token_file: the service's ``--token-file`` (required with ``kms_service``); the JVMs
             read the token from it, it never becomes a setting.
         kms_certificate_sha256: the pin the service prints (required unless it listens on loopback).
+        quiet_logs: give the driver JVM this package's log4j 2 configuration
+            (:data:`QUIET_LOG4J`: Spark's WARN level without the embedded metastore's, DataNucleus'
+            and Hadoop's start-up chatter) through ``-Dlog4j2.configurationFile`` in
+            ``spark.driver.extraJavaOptions``. ``False``: Spark's own logging (its defaults, or your
+            ``log4j2.properties``). A builder whose ``spark.driver.extraJavaOptions`` already names a
+            ``-Dlog4j2.configurationFile`` keeps it (:func:`configure_spark_with_encryption`).
 
     Returns:
         A new dict of Spark configuration keys to string values.
@@ -168,7 +180,14 @@ def spark_settings(
                 "Spark %s bundles the Hive 2.3.9 metastore, which lacks HIVE-26882: the embedded metastore "
                 "commits without compare-and-swap, safe for one writer at a time only. For concurrent writers "
                 "use metastore_uri= of a Hive 2.3.10+/4.x metastore server (docs: Installation, Spark 3.5).", line.spark)
+    if quiet_logs:
+        _add_java_option(settings, f"{LOG4J_OPTION}={QUIET_LOG4J.as_uri()}")
     return settings
+
+
+def _add_java_option(settings: dict[str, str], option: str) -> None:
+    existing = settings.get(DRIVER_JAVA_OPTIONS)
+    settings[DRIVER_JAVA_OPTIONS] = f"{existing} {option}" if existing else option
 
 
 def catalog_settings(
@@ -397,9 +416,12 @@ def configure_spark_with_encryption(builder, settings: Mapping[str, str]):
     for key, value in settings.items():
         if key in LIST_SETTINGS and existing.get(key):
             value = ",".join(dict.fromkeys(existing[key].split(",") + value.split(",")))
-        elif key == "spark.driver.extraJavaOptions" and existing.get(key):
-            value = f"{existing[key]} {value}"
+        elif key == DRIVER_JAVA_OPTIONS and existing.get(key):
+            if LOG4J_OPTION + "=" in existing[key]:  # the builder's own log4j configuration wins
+                value = " ".join(o for o in shlex.split(value) if not o.startswith(LOG4J_OPTION + "="))
+            value = f"{existing[key]} {value}".strip()
         builder = builder.config(key, value)
+    _starting(builder, settings)
     options = getattr(builder, "_options", {})
     if options.get("spark.jars") and options.get("spark.jars.packages"):
         log.warning(
@@ -409,6 +431,44 @@ def configure_spark_with_encryption(builder, settings: Mapping[str, str]):
             "PYICEBERG_CRYPTO_JARS) or Maven coordinates only (jars='packages', your jars as packages).",
             options["spark.jars.packages"])
     return builder
+
+
+def _starting(builder, settings: Mapping[str, str]) -> None:
+    """One line on stderr when this builder is about to start a JVM (no SparkContext yet): the
+    first start resolves the jars and takes a while, and Spark itself shows nothing meanwhile.
+    ``PYICEBERG_CRYPTO_QUIET=1`` turns it off."""
+    import os
+    import sys
+
+    if os.environ.get("PYICEBERG_CRYPTO_QUIET") == "1":
+        return
+    try:
+        from pyspark import SparkContext
+    except ImportError:
+        return
+    if SparkContext._active_spark_context is not None:
+        return
+    packages = (getattr(builder, "_options", {}) or {}).get("spark.jars.packages") or settings.get("spark.jars.packages")
+    if packages and not _resolved_before(packages):
+        what = (" (first start: Spark downloads the Iceberg runtime, about 45 MB, from Maven Central or "
+                "spark.jars.repositories into its Ivy cache; later starts skip that)")
+    else:
+        what = ""
+    print(f"pyiceberg-crypto: starting Spark{what}...", file=sys.stderr, flush=True)
+
+
+def _resolved_before(packages: str) -> bool:
+    """Whether Ivy's cache already holds every ``group:artifact:version`` of ``packages``."""
+    home = Path.home()
+    caches = [home / ".ivy2.5.2" / "jars", home / ".ivy2" / "jars"]
+    for coordinate in packages.split(","):
+        parts = coordinate.strip().split(":")
+        if len(parts) != 3:
+            continue
+        name = f"{parts[0]}_{parts[1]}-{parts[2]}.jar"
+        if not any((cache / name).exists() for cache in caches):
+            return False
+    return True
 
 
 def jar_settings(

@@ -35,7 +35,8 @@ def test_spark_settings_embedded_metastore_exact(tmp_path, monkeypatch):
         "spark.hadoop.hive.metastore.schema.verification": "false",
         "spark.hadoop.hive.metastore.warehouse.dir": (meta / "hive-warehouse").as_uri(),
         "spark.hadoop.hive.metastore.disallow.incompatible.col.type.changes": "false",
-        "spark.driver.extraJavaOptions": f"-Dderby.stream.error.file={meta}/derby.log",
+        "spark.driver.extraJavaOptions": f"-Dderby.stream.error.file={meta}/derby.log "
+                                         f"-Dlog4j2.configurationFile={config.QUIET_LOG4J.as_uri()}",
     }
 
 
@@ -171,3 +172,44 @@ def test_spark_35_embedded_metastore_warns_that_commits_have_no_swap(tmp_path, c
                               metastore_uri="thrift://127.0.0.1:9083")
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1 and "HIVE-26882" in warnings[0] and "Spark 3.5" in warnings[0]
+
+
+def test_quiet_logs_is_a_log4j_file_the_builder_s_own_overrides(tmp_path):
+    """issue 34: the embedded metastore's start-up chatter is kept out of the terminal by default, by a
+    log4j 2 file shipped in the package; quiet_logs=False, or a builder that names its own file, wins."""
+    from pyspark.sql import SparkSession
+
+    quiet = config.spark_settings("lake", warehouse=tmp_path / "wh")
+    assert config.QUIET_LOG4J.is_file() and "DataNucleus" in config.QUIET_LOG4J.read_text()
+    assert quiet["spark.driver.extraJavaOptions"].endswith(f"-Dlog4j2.configurationFile={config.QUIET_LOG4J.as_uri()}")
+    loud = config.spark_settings("lake", warehouse=tmp_path / "wh", quiet_logs=False)
+    assert "log4j2" not in loud["spark.driver.extraJavaOptions"]
+    external = config.spark_settings("lake", warehouse="s3a://b/wh", metastore_uri="thrift://h:9083")
+    assert external["spark.driver.extraJavaOptions"] == f"-Dlog4j2.configurationFile={config.QUIET_LOG4J.as_uri()}"
+    mine = SparkSession.builder.config("spark.driver.extraJavaOptions", "-Dlog4j2.configurationFile=mine.properties")
+    options = config.configure_spark_with_encryption(mine, quiet)._options["spark.driver.extraJavaOptions"]
+    assert options.count("log4j2.configurationFile") == 1 and "mine.properties" in options and "derby" in options
+
+
+def test_a_starting_jvm_gets_one_progress_line_on_stderr(tmp_path, monkeypatch, capsys):
+    """issue 34: a first run showed nothing for 14 s while the jars resolved and the JVM started."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
+    monkeypatch.setenv("HOME", str(tmp_path))  # an empty Ivy cache: the first start
+    monkeypatch.delenv("PYICEBERG_CRYPTO_QUIET", raising=False)
+    settings = config.spark_settings("lake", warehouse=tmp_path / "wh", jars="packages")
+    config.configure_spark_with_encryption(SparkSession.builder, settings)
+    err = capsys.readouterr().err
+    assert err.startswith("pyiceberg-crypto: starting Spark (first start: Spark downloads the Iceberg runtime")
+    runtime = settings["spark.jars.packages"].split(",")
+    (tmp_path / ".ivy2.5.2" / "jars").mkdir(parents=True)
+    for coordinate in runtime:
+        group, artifact, version = coordinate.split(":")
+        (tmp_path / ".ivy2.5.2" / "jars" / f"{group}_{artifact}-{version}.jar").write_bytes(b"")
+    config.configure_spark_with_encryption(SparkSession.builder, settings)
+    assert capsys.readouterr().err == "pyiceberg-crypto: starting Spark...\n"
+    monkeypatch.setenv("PYICEBERG_CRYPTO_QUIET", "1")
+    config.configure_spark_with_encryption(SparkSession.builder, settings)
+    assert capsys.readouterr().err == ""

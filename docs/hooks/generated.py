@@ -1,8 +1,12 @@
 """MkDocs hook: the pages that are generated from the code at build time, so they cannot drift.
 
-- ``<!-- generated: cli -->`` becomes the CLI reference, read from the real argparse parsers
-  (``pyiceberg_crypto.cli.main.build_parser`` and the verification job's ``build_parser``):
-  every command and subcommand, its usage, description and options with their help and defaults.
+- The CLI reference, read from the real argparse parsers (``pyiceberg_crypto.cli.main.build_parser``
+  and the verification job's ``build_parser``): every command and subcommand, its usage,
+  description and options with their help and defaults. It is written into
+  ``docs/reference/cli.md`` itself, between ``<!-- generated: cli ... -->`` and
+  ``<!-- end generated: cli -->``, so the file reads complete in the repository too:
+  ``python docs/hooks/generated.py`` rewrites it, ``tests/docs/test_generated_pages.py`` fails when
+  it is not current, and the build renders the section from the parsers again.
 - ``<!-- generated: report-schema -->`` becomes the verification report's JSON Schema
   (``pyiceberg_crypto/verify/report.schema.json``, shipped in the package), and the schema file
   itself is published next to the page (``reference/report.schema.json``).
@@ -182,6 +186,19 @@ def kms_pages() -> str:
     return "\n".join(lines) + "\n"
 
 
+CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"
+CLI_BEGIN = "<!-- generated: cli (python docs/hooks/generated.py rewrites this section from the parsers; do not edit) -->"
+CLI_END = "<!-- end generated: cli -->"
+_CLI_SECTION = re.compile(re.escape(CLI_BEGIN) + r"\n.*?" + re.escape(CLI_END), re.S)
+
+
+def with_cli_reference(page: str) -> str:
+    """``page`` (the text of cli.md) with its generated section made current."""
+    if CLI_BEGIN not in page or CLI_END not in page:
+        raise ValueError(f"{CLI_PAGE} has lost its markers {CLI_BEGIN!r} ... {CLI_END!r}")
+    return _CLI_SECTION.sub(lambda _: f"{CLI_BEGIN}\n\n{cli_reference()}\n{CLI_END}", page)
+
+
 GENERATORS = {
     "<!-- generated: kms-pages -->": kms_pages,
     "<!-- generated: cli -->": cli_reference,
@@ -191,6 +208,8 @@ GENERATORS = {
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
+    if CLI_BEGIN in markdown:
+        markdown = with_cli_reference(markdown)
     for marker, generate in GENERATORS.items():
         if marker in markdown:
             markdown = markdown.replace(marker, generate())
@@ -246,3 +265,16 @@ def on_files(files, config):
 
     files.append(File.generated(config, SCHEMA_URL, abs_src_path=str(SCHEMA_PATH)))
     return files
+
+
+if __name__ == "__main__":  # python docs/hooks/generated.py: rewrite the CLI reference in docs/reference/cli.md
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    current = CLI_PAGE.read_text()
+    updated = with_cli_reference(current)
+    if updated != current:
+        CLI_PAGE.write_text(updated)
+        print(f"rewrote {CLI_PAGE.relative_to(ROOT)}")
+    else:
+        print(f"{CLI_PAGE.relative_to(ROOT)} is current")

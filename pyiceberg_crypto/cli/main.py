@@ -26,14 +26,14 @@ def build_parser() -> argparse.ArgumentParser:
         "inspect",
         help="describe an encrypted file (AGS1 or Parquet) and authenticate it when keys are given",
     )
-    inspect.add_argument("file", metavar="FILE")
+    inspect.add_argument("file", metavar="FILE", help="the file: a manifest or manifest list (AGS1) or a Parquet data file")
     _add_key_options(inspect)
     inspect.add_argument("--length", type=int, metavar="N", help="trusted plaintext length (AGS1)")
     inspect.add_argument("--json", action="store_true", help="print a JSON report")
 
     decrypt = sub.add_parser("decrypt", help="decrypt an encrypted Parquet file to plaintext Parquet")
-    decrypt.add_argument("file", metavar="FILE")
-    decrypt.add_argument("out", metavar="OUT")
+    decrypt.add_argument("file", metavar="FILE", help="the encrypted Parquet file (PARE)")
+    decrypt.add_argument("out", metavar="OUT", help="where to write the plaintext Parquet file (PAR1)")
     _add_key_options(decrypt)
     decrypt.add_argument("--json", action="store_true", help="print a JSON report")
 
@@ -64,7 +64,32 @@ def build_parser() -> argparse.ArgumentParser:
     from pyiceberg_crypto.cli.kms_cmd import add_kms_parser
 
     add_kms_parser(sub)
+    _describe(parser)
     return parser
+
+
+#: Help for positional arguments a subcommand declares without one, by their name (dest).
+POSITIONAL_HELP = {
+    "path": "the keystore file (JSON, mode 0600)",
+    "key_id": "the master key's id, as tables name it in encryption.key-id",
+    "version": "the master key version (an integer; `keystore list` shows them)",
+    "directory": "the directory to download into (created if missing)",
+    "table": "the table, as CATALOG.DB.TABLE",
+}
+
+
+def _describe(parser: argparse.ArgumentParser) -> None:
+    """Every subcommand's ``--help`` starts with its one-line description (the help its parent
+    lists it with), and every positional argument has help text."""
+    for action in parser._actions:  # argparse has no public API for this
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                if not sub.description and helps.get(name):
+                    sub.description = helps[name][0].upper() + helps[name][1:] + "."
+                _describe(sub)
+        elif not action.option_strings and not action.help and action.dest in POSITIONAL_HELP:
+            action.help = POSITIONAL_HELP[action.dest]
 
 
 def _add_key_options(parser: argparse.ArgumentParser) -> None:

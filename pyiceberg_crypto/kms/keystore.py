@@ -430,7 +430,8 @@ class KeystoreKms(KeyManagementClient):
         try:
             return self._keys[key_id]
         except KeyError:
-            raise UnknownKeyError(f"key id {key_id!r} is not in keystore {self.path}") from None
+            raise UnknownKeyError(f"key id {key_id!r} is not in keystore {self.path} (add it: "
+                                  f"pyiceberg-crypto keystore add {self.path} {key_id})") from None
 
     def _cipher(self, master: MasterKeyVersion) -> AESGCM:
         slot = (master.key_id, master.version)

@@ -45,7 +45,7 @@ def load_kms(spec: str, properties: Mapping[str, str] | None = None) -> KeyManag
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise KmsLoadError(f"cannot import KMS module {module_name!r}: {exc}") from None
+        raise KmsLoadError(_import_hint(module_name, exc)) from None
     factory = getattr(module, factory_name, None)
     if not callable(factory):
         raise KmsLoadError(f"{module_name!r} has no callable {factory_name!r}")
@@ -59,3 +59,24 @@ def load_kms(spec: str, properties: Mapping[str, str] | None = None) -> KeyManag
     if props and hasattr(kms, "initialize"):
         kms.initialize(props)
     return kms
+
+
+def _import_hint(module_name: str, exc: ImportError) -> str:
+    """Why ``module_name`` cannot be imported, and what to do: a console script (``pyiceberg-crypto``)
+    does not put the current directory on ``sys.path``, so a module beside the user is not found
+    unless ``PYTHONPATH`` names its directory."""
+    import os
+
+    message = f"cannot import KMS module {module_name!r}: {exc}"
+    missing = getattr(exc, "name", None)
+    if missing and not (module_name == missing or module_name.startswith(missing + ".")):
+        return message + " (the module itself was found; it imports something that is not installed)"
+    top = module_name.split(".")[0]
+    here = os.getcwd()
+    beside = os.path.exists(os.path.join(here, top + ".py")) or os.path.isdir(os.path.join(here, top))
+    hint = (f"; {top!r} is in the current directory ({here}), which is not on the import path of a "
+            f"console script: run with PYTHONPATH=. (or PYTHONPATH={here})" if beside else
+            "; the module must be importable by this Python: install it, or put its directory on "
+            "PYTHONPATH (e.g. PYTHONPATH=. for a module in the current directory, which a console "
+            "script does not search)")
+    return message + hint

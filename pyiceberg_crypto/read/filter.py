@@ -22,6 +22,7 @@ opened, so a filter cannot make the reader accept a file it would refuse.
 from __future__ import annotations
 
 import datetime as _dt
+import decimal as _decimal
 import math
 import re
 import struct
@@ -52,12 +53,14 @@ class Predicate:
 
     def expression(self) -> pc.Expression:
         field = pc.field(self.column)
-        if self.op == "in":
-            return field.isin(list(self.value))
-        if self.op == "not in":
-            return ~field.isin(list(self.value))
+        if self.op in ("in", "not in"):
+            values = [v.scalar() if isinstance(v, _DecimalLiteral) else v for v in self.value]
+            if values and all(isinstance(v, _DecimalLiteral) for v in self.value):
+                values = pa.array([v.value for v in self.value], type=values[0].type)
+            return field.isin(values) if self.op == "in" else ~field.isin(values)
+        value = self.value.scalar() if isinstance(self.value, _DecimalLiteral) else self.value
         return {"==": field.__eq__, "!=": field.__ne__, "<": field.__lt__, "<=": field.__le__,
-                ">": field.__gt__, ">=": field.__ge__}[self.op](self.value)
+                ">": field.__gt__, ">=": field.__ge__}[self.op](value)
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,27 @@ class RowFilter:
     def columns(self) -> list[str]:
         return list(dict.fromkeys(p.column for p in self.predicates))
 
+    def bind(self, types: Mapping[str, Any]) -> RowFilter:
+        """The filter with its values in the types of their columns (``types``: column name ->
+        Iceberg type). A ``decimal(P,S)`` column takes an int or float literal when it is that
+        decimal exactly (a float as its shortest decimal form: ``0.1`` is ``0.1``), as Spark's
+        ``WHERE amount > 100`` does; otherwise :class:`RowFilterError` says to compare with a
+        :class:`~decimal.Decimal`. Other columns are left as they are."""
+        bound = []
+        for predicate in self.predicates:
+            decimal = _DECIMAL_TYPE.fullmatch(types.get(predicate.column) or "") if isinstance(
+                types.get(predicate.column), str) else None
+            if decimal is None:
+                bound.append(predicate)
+                continue
+            precision, scale = int(decimal.group(1)), int(decimal.group(2))
+            if predicate.op in ("in", "not in"):
+                value = tuple(_as_decimal(predicate.column, v, precision, scale) for v in predicate.value)
+            else:
+                value = _as_decimal(predicate.column, predicate.value, precision, scale)
+            bound.append(Predicate(predicate.column, predicate.op, value))
+        return RowFilter(tuple(bound))
+
     def expression(self) -> pc.Expression:
         expression = self.predicates[0].expression()
         for predicate in self.predicates[1:]:
@@ -132,6 +156,50 @@ class RowFilter:
                     kept.append(index)
             return kept
         return select
+
+
+_DECIMAL_TYPE = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+
+
+@dataclass(frozen=True)
+class _DecimalLiteral:
+    """A literal already in its decimal column's type: compared as ``decimal128(P, S)``, so Arrow
+    never has to widen an int64 or a double against the column (``Precision is not great enough``)."""
+
+    value: _decimal.Decimal
+    precision: int
+    scale: int
+
+    def scalar(self) -> pa.Scalar:
+        return pa.scalar(self.value, type=pa.decimal128(self.precision, self.scale))
+
+
+def _as_decimal(column: str, value, precision: int, scale: int):
+    if isinstance(value, _DecimalLiteral):
+        return value
+    if isinstance(value, bool):
+        raise RowFilterError(f"compare decimal column {column} with a Decimal, not {value!r}")
+    if isinstance(value, int):
+        exact = _decimal.Decimal(value)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise RowFilterError(f"compare decimal column {column} with a Decimal, not {value!r}")
+        exact = _decimal.Decimal(repr(value))
+    elif isinstance(value, _decimal.Decimal):
+        exact = value
+    else:
+        raise RowFilterError(f"compare decimal column {column} with a Decimal, not {value!r} "
+                             f"({type(value).__name__})")
+    try:
+        fitted = exact.quantize(_decimal.Decimal(1).scaleb(-scale), context=_decimal.Context(prec=precision))
+    except _decimal.InvalidOperation:
+        fitted = None
+    if fitted is None or fitted != exact:
+        if isinstance(value, _decimal.Decimal):
+            return value  # compared as it is (Arrow widens a Decimal exactly)
+        raise RowFilterError(f"compare decimal column {column} with a Decimal: {value!r} is not a "
+                             f"decimal({precision},{scale}) exactly (e.g. Decimal({str(exact)!r}))")
+    return _DecimalLiteral(fitted, precision, scale)
 
 
 def _top_level_leaves(metadata: pq.FileMetaData) -> dict[int, int]:

@@ -182,6 +182,7 @@ def _prepare(source: str, kms: KeyManagementClient | str | None, *, snapshot_id,
             full.select(row_filter.columns)  # unknown filter columns: SchemaError, before any file is read
             extra = [c for c in row_filter.columns if c not in {f.name for f in schema.fields}]
             read_schema = IcebergSchema(schema.schema_id, schema.fields + full.select(extra).fields)
+            row_filter = row_filter.bind({f.name: f.type for f in read_schema.fields})  # decimal literals
     except (SchemaError, RowFilterError) as exc:
         raise TableInputError(str(exc)) from None
     if not meta.key_id:

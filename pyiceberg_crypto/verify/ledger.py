@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import tempfile
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -97,7 +98,11 @@ class Ledger:
                 raise LedgerError(f"ledger {path} is larger than {MAX_LEDGER_BYTES} bytes: not a ledger")
         except FileNotFoundError:
             if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-                raise LedgerError(f"ledger {path}: its directory does not exist") from None
+                # Not created here: where the ledger lives is a choice (see above), and a mistyped path
+                # would silently start a second ledger.
+                directory = os.path.dirname(os.path.abspath(path))
+                raise LedgerError(f"ledger {path}: its directory {directory} does not exist; create it "
+                                  f"(mkdir -p -m 700 {shlex.quote(directory)}), then run again") from None
             return cls(path)
         except OSError as exc:
             raise LedgerError(f"ledger {path} cannot be read: {exc.strerror or exc}") from None

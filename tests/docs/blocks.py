@@ -6,6 +6,11 @@ A block that cannot be checked says so on the line right before its fence, with 
     ```sh
     spark-sql <conf> -e "..."
     ```
+
+The docs walk (``tests/docs/test_docs_walk.py``) runs the getting-started and how-to pages' ``sh``
+and ``python`` blocks in order; a block it does not run (a checked block, or one opted out above)
+says so the same way: ``<!-- not-run: REASON -->``. A page the walk does not run says why in a
+page marker anywhere on the page: ``<!-- not-walked: REASON -->``.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 OPT_OUT = re.compile(r"^\s*<!--\s*not-checked:(.*?)-->\s*$")
+NOT_RUN = re.compile(r"^\s*<!--\s*not-run:(.*?)-->\s*$")
+NOT_WALKED = re.compile(r"^\s*<!--\s*not-walked:(.*?)-->\s*$", re.M)
 FENCE = re.compile(r"^(\s*)(```+|~~~+)\s*([\w+-]*)\s*$")
 
 
@@ -27,6 +34,12 @@ class Block:
     language: str
     code: str
     opt_out: str | None  # the reason given, or None when the block is checked
+    not_run: str | None = None  # why the docs walk does not run it, or None
+
+    @property
+    def runs(self) -> bool:
+        """Whether the docs walk runs it: a sh or python block, checked, not marked not-run."""
+        return self.language in ("sh", "python") and self.opt_out is None and self.not_run is None
 
     @property
     def where(self) -> str:
@@ -37,9 +50,16 @@ def documentation_files() -> list[Path]:
     return [ROOT / "README.md", *sorted(p for p in DOCS.rglob("*.md") if "hooks" not in p.parts)]
 
 
+GENERATED = re.compile(r"<!-- generated: (\w[\w-]*)[^>]*-->\n.*?<!-- end generated: \1 -->", re.S)
+
+
 def blocks_of(path: Path) -> list[Block]:
-    """Every fenced block of ``path``, with its indentation removed (blocks inside list items)."""
-    lines = path.read_text().splitlines()
+    """Every fenced block of ``path``, with its indentation removed (blocks inside list items).
+    Sections generated from the code into the file (``<!-- generated: NAME ... -->`` to
+    ``<!-- end generated: NAME -->``, the CLI reference) are not documentation blocks: a test
+    compares them with what the code generates (tests/docs/test_generated_pages.py)."""
+    text = GENERATED.sub(lambda m: "\n" * m.group(0).count("\n"), path.read_text())
+    lines = text.splitlines()
     out: list[Block] = []
     i = 0
     while i < len(lines):
@@ -49,6 +69,7 @@ def blocks_of(path: Path) -> list[Block]:
             continue
         indent, fence, language = opening.groups()
         marker = OPT_OUT.match(lines[i - 1]) if i > 0 else None
+        not_run = NOT_RUN.match(lines[i - 1]) if i > 0 else None
         body = []
         j = i + 1
         while j < len(lines) and not re.match(rf"^\s*{re.escape(fence)}\s*$", lines[j]):
@@ -57,7 +78,8 @@ def blocks_of(path: Path) -> list[Block]:
         if j == len(lines):
             raise AssertionError(f"{path}:{i + 1}: a code fence that is never closed")
         out.append(Block(path, i + 1, language.lower(), "\n".join(body) + "\n",
-                         marker.group(1).strip() if marker else None))
+                         marker.group(1).strip() if marker else None,
+                         not_run.group(1).strip() if not_run else None))
         i = j + 1
     return out
 
@@ -86,3 +108,9 @@ def python_block_after(path: Path, heading: str) -> str:
     if match is None:
         raise AssertionError(f"no python block after the heading {heading!r} in {path}")
     return match.group(1)
+
+
+def not_walked(path: Path) -> str | None:
+    """The reason a page gives for the docs walk not running it, or None."""
+    match = NOT_WALKED.search(path.read_text())
+    return match.group(1).strip() if match else None

@@ -59,3 +59,19 @@ def test_included_repository_files_lose_their_title_and_links():
     original = (ROOT / "bench" / "README.md").read_text()
     assert original.startswith("# ") and not included.startswith("# ")
     assert "](RESULTS.md)" in original and "](RESULTS.md)" not in included and "`bench/RESULTS.md`" in included
+
+
+def test_the_cli_reference_in_the_file_is_current():
+    """issue 34: docs/reference/cli.md is readable in the repository, and current."""
+    page = generated.CLI_PAGE.read_text()
+    assert generated.with_cli_reference(page) == page, (
+        "docs/reference/cli.md is not what the parsers generate: run `python docs/hooks/generated.py`")
+    assert "## `pyiceberg-crypto keystore`" in page and "`KEY_ID`" in page
+
+
+def test_every_subcommand_has_a_description_and_every_positional_argument_help():
+    for prog, parser in list(_parsers(build_parser(), "pyiceberg-crypto"))[1:]:
+        assert parser.description, f"{prog} --help has no one-line description"
+        for action in parser._actions:
+            if not action.option_strings and not isinstance(action, argparse._SubParsersAction):
+                assert action.help, f"{prog}: positional {action.metavar or action.dest} has no help"

@@ -184,3 +184,64 @@ def test_float_inequality_is_never_ruled_out_by_bounds():
     assert not RowFilter.of([("x", ">", 1.0)]).may_match(lower, upper, fields)
     assert not RowFilter.of([("id", "!=", 1)]).may_match({1: (1).to_bytes(8, "little")}, {1: (1).to_bytes(8, "little")},
                                                         {"id": (1, "long")})
+
+
+# --- decimal columns: int and float literals as Spark's WHERE takes them (issue 34) ----------------
+@pytest.fixture(scope="module")
+def amounts(spark, kms_registration, master_keys):
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.db")
+    table = f"{CATALOG}.db.amounts_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE TABLE {table} (id bigint, amount decimal(10,2)) USING iceberg "
+              + config.tblproperties_sql(config.table_properties("k1")))
+    spark.sql(f"INSERT INTO {table} SELECT id, CAST(id * 1.25 AS decimal(10,2)) FROM range(0, 200)")
+    return table, metadata_location(spark, table), InMemoryKms(master_keys)
+
+
+DECIMAL_PREDICATES = [
+    ([("amount", ">", 100)], "amount > 100"),
+    ([("amount", "<=", 12.5)], "amount <= 12.5"),
+    ([("amount", "==", 25)], "amount = 25"),
+    ([("amount", "!=", 2.5), ("id", "<", 10)], "amount != 2.5 AND id < 10"),
+    ([("amount", "in", [0, 1.25, 247.5, 99999999])], "amount IN (0, 1.25, 247.5, 99999999)"),
+    ([("amount", "not in", [0, 1.25])], "amount NOT IN (0, 1.25)"),
+    ([("amount", ">=", 0.1)], "amount >= 0.1"),  # a float as its shortest decimal: 0.1, as in SQL
+]
+
+
+@pytest.mark.parametrize(("row_filter", "where"), DECIMAL_PREDICATES, ids=[w for _, w in DECIMAL_PREDICATES])
+def test_int_and_float_literals_on_a_decimal_column_are_spark_s_where(spark, amounts, row_filter, where):
+    table, location, kms = amounts
+    ours = read_table(location, kms, columns=["id"], row_filter=row_filter).sort_by("id").column("id").to_pylist()
+    theirs = [r.id for r in spark.sql(f"SELECT id FROM {table} WHERE {where} ORDER BY id").collect()]
+    assert ours == theirs and (theirs or where.startswith("amount = "))
+
+
+def test_a_literal_that_is_not_the_decimal_type_exactly_says_compare_with_a_decimal(amounts):
+    _, location, kms = amounts
+    for value in (100.125, 1e12, float("nan"), True, "100"):
+        with pytest.raises(ReadInputError, match="compare decimal column amount with a Decimal"):
+            read_table(location, kms, row_filter=[("amount", ">", value)])
+    from decimal import Decimal
+
+    # A Decimal is compared as it is, exactly, whatever its scale.
+    assert read_table(location, kms, row_filter=[("amount", ">", Decimal("248.745"))]).num_rows == 1  # 248.75
+
+
+def test_head_where_on_a_decimal_column(capsys, amounts, master_keys, monkeypatch):
+    table, location, _ = amounts
+    monkeypatch.setenv(VARIABLE, json.dumps({k: v.hex() for k, v in master_keys.items()}))
+    code = main(["head", location, "--kms", KMS_SPEC, "--where", "amount > 245", "--columns", "id", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert [json.loads(line)["id"] for line in out.splitlines() if line] == [197, 198, 199]
+    assert main(["head", location, "--kms", KMS_SPEC, "--where", "amount > 1.001"]) == 2
+    assert "compare decimal column amount with a Decimal" in capsys.readouterr().err
+
+
+def test_decimal_binding_without_spark():
+    from decimal import Decimal
+
+    bound = RowFilter.of([("amount", ">", 100), ("n", "==", 3)]).bind({"amount": "decimal(5,2)", "n": "long"})
+    assert bound.predicates[0].value.value == Decimal("100.00") and bound.predicates[1].value == 3
+    with pytest.raises(RowFilterError, match=r"compare decimal column amount with a Decimal: 1000 is not a decimal\(5,2\)"):
+        RowFilter.of([("amount", ">", 1000)]).bind({"amount": "decimal(5,2)"})  # 1000.00 needs precision 6

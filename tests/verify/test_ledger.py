@@ -232,5 +232,5 @@ def test_a_ledger_that_is_not_a_regular_file_is_refused_at_once(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(LedgerError, match="not a regular file"):
         Ledger.load(fifo)  # never waits for a writer
-    with pytest.raises(LedgerError, match="directory does not exist"):
-        Ledger.load(tmp_path / "missing-dir" / "ledger.json")
+    with pytest.raises(LedgerError, match="missing-dir does not exist; create it \\(mkdir -p -m 700 .*missing-dir\\)"):
+        Ledger.load(tmp_path / "missing-dir" / "ledger.json")  # the message says what to do
