@@ -30,7 +30,10 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Row:
-    """One measured figure: ``samples`` (one per repeat) in ``unit``, compared with ``refs``."""
+    """One measured figure: ``samples`` (one per repeat) in ``unit``, compared with ``refs``.
+
+    A row with no samples was not measured in this run (quick mode leaves out its slowest rows):
+    it keeps its place in the table, its cells say so and ``note`` says why."""
 
     section: str
     key: str  # short id, unique within the section, used by other rows' ``refs``
@@ -43,8 +46,17 @@ class Row:
     headline: bool = False  # listed under "Key ratios" (what the project README quotes)
 
     @property
+    def measured(self) -> bool:
+        return bool(self.samples)
+
+    @property
     def median(self) -> float:
         return statistics.median(self.samples)
+
+
+def not_measured(section: str, key: str, name: str, unit: str, why: str, **kwargs) -> Row:
+    """A row left out of this run (no samples), with the reason in its note."""
+    return Row(section, key, name, unit, [], note=f"not measured in this run: {why}", **kwargs)
 
 
 #: Repetitions a goal row should have (issue 29): full mode measures at least this many; fewer
@@ -120,6 +132,8 @@ class Goal:
         """The measured value (median) and its interquartile range, or None if a row is missing."""
         by_key = {row.key: row for row in rows}
         if self.key not in by_key or (self.ref and self.ref not in by_key):
+            return None
+        if not by_key[self.key].measured or (self.ref and not by_key[self.ref].measured):
             return None
         values = pair_ratios(by_key[self.key], by_key[self.ref]) if self.ref else by_key[self.key].samples
         return spread(values)
@@ -202,6 +216,13 @@ def ratio(row: Row, reference: Row) -> float:
     return row.median / reference.median if reference.median else float("inf")
 
 
+def _ratio_text(row: Row, reference: Row) -> str:
+    name = reference.short or reference.name
+    if not (row.measured and reference.measured):
+        return f"n/a {name}"
+    return f"**{ratio(row, reference):.2f}x** {name}"
+
+
 def _number(value: float) -> str:
     if value == 0:
         return "0"
@@ -230,14 +251,15 @@ def render_table(rows: Sequence[Row]) -> str:
             reference = by_key.get(ref_key)
             if reference is None:
                 raise KeyError(f"{row.section}: row {row.key!r} refers to unknown row {ref_key!r}")
-            ratios.append(f"**{ratio(row, reference):.2f}x** {reference.short or reference.name}")
+            ratios.append(_ratio_text(row, reference))
         ratio_cell = "; ".join(ratios) if ratios else "(reference)"
         if row.note:
             ratio_cell += f" ({row.note})"
-        lines.append(
-            f"| {row.name} | {row.unit} | {_number(min(row.samples))} | {_number(row.median)} | "
-            f"{_number(max(row.samples))} | {len(row.samples)} | {ratio_cell} |"
-        )
+        if row.measured:
+            figures = f"{_number(min(row.samples))} | {_number(row.median)} | {_number(max(row.samples))}"
+        else:
+            figures = "- | - | -"
+        lines.append(f"| {row.name} | {row.unit} | {figures} | {len(row.samples)} | {ratio_cell} |")
     return "\n".join(lines)
 
 
@@ -260,10 +282,10 @@ def key_ratios(sections: Sequence[Section]) -> str:
         for row in section.rows:
             if not row.headline:
                 continue
-            ratios = ", ".join(f"**{ratio(row, by_key[r]):.2f}x** {by_key[r].short or by_key[r].name}"
-                               for r in row.refs)
+            ratios = ", ".join(_ratio_text(row, by_key[r]) for r in row.refs)
             note = f"; {row.note}" if row.note else ""
-            lines.append(f"- {row.name}: {_number(row.median)} {row.unit}" + (f" = {ratios}" if ratios else "") + note)
+            value = f"{_number(row.median)} {row.unit}" if row.measured else "not measured"
+            lines.append(f"- {row.name}: {value}" + (f" = {ratios}" if ratios else "") + note)
     return "\n".join(lines)
 
 

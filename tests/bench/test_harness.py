@@ -12,6 +12,7 @@ from bench.harness import (
     Row,
     Section,
     Spread,
+    not_measured,
     pair_ratios,
     ratio,
     render_results,
@@ -149,3 +150,17 @@ def test_goals_say_met_or_short_by_how_much_and_why():
            "goal <= 8.00 GB/s: **short by 25 %**. too fast" in block
     assert "- absent row: goal >= 1.00x: not measured in this run" in block
     assert "- one sample: 2.00 s (1 repetition: no spread, **unstable**), goal >= 1.00 s: **met**" in block
+
+
+def test_a_row_left_out_keeps_its_place_and_says_why():
+    skipped = not_measured("s", "fresh", "fresh process", "GB/s", "quick mode leaves it out", refs=("java",),
+                           short="fresh", headline=True)
+    table_rows = [*rows(), skipped, Row("s", "vs_fresh", "vs fresh", "GB/s", [1.0], refs=("fresh", "java"))]
+    lines = render_table(table_rows).splitlines()
+    assert lines[5] == ("| fresh process | GB/s | - | - | - | 0 | n/a Java "
+                        "(not measured in this run: quick mode leaves it out) |")
+    assert lines[6] == "| vs fresh | GB/s | 1.00 | 1.00 | 1.00 | 1 | n/a fresh; **0.50x** Java |"
+    text = render_results([Section("1. First", "what", table_rows, [Goal("g", "vs_fresh", 1.0, ref="fresh")])],
+                          mode="quick sizes", elapsed_seconds=60, command="make bench-quick")
+    assert "- fresh process: not measured = n/a Java; not measured in this run: quick mode leaves it out" in text
+    assert "- g: goal >= 1.00x: not measured in this run" in text
