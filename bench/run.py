@@ -46,8 +46,9 @@ SHARED_MACHINE_NOTE = (
 QUICK_NOTE = (
     "Quick sizes (`make bench-quick`, < 3 minutes on 2 vCPUs): tiny tables and files, and the rows of the goals "
     f"measured {QUICK.goal_repeats} times instead of the {FULL.goal_repeats} of `make bench`, so their "
-    "spreads are indicative only. Left out, with the reason in their rows: section 8, section 7's fresh Spark "
-    "process and section 5's 1-executor Spark job (Spark applications of their own, most of a quick run's time); "
+    "spreads are indicative only. Left out, with the reason in their rows: every Spark application besides the "
+    "shared session (most of a quick run's time): section 8, section 7's fresh Spark process, section 5's Spark "
+    "jobs; "
     "the Java reference of section 1 gets 2 JIT warm-up reads instead of 16. Do not quote quick figures."
 )
 
