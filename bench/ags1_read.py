@@ -97,11 +97,12 @@ def run(ctx: Context) -> Section:
     size = write_file(path, sizes.ags1_mib, key, aad)
     # JIT warm-up: 16 rounds (4 GiB at full size). With 4 rounds (1 GiB) Java read ~1.9 GB/s,
     # with 16 ~2.8 GB/s on the same file: the AES-GCM intrinsics need many calls to compile.
-    warmup_rounds = 16
+    # Quick mode: 2 rounds (the JIT's compiles took 25-45 s of a busy VM's 2 cores).
+    warmup_rounds = sizes.ags1_java_warmup
     section = Section(
         TITLE,
         f"{sizes.ags1_mib} MiB file, AES-128-GCM, 1 MiB blocks, warm page cache; GB/s of plaintext. "
-        "Reference: Iceberg Java's `AesGcmInputStream` (plain JVM, after 16 untimed reads of the file "
+        f"Reference: Iceberg Java's `AesGcmInputStream` (plain JVM, after {warmup_rounds} untimed reads of the file "
         "for JIT warm-up); ceiling: "
         "`readinto` + `AESGCM.decrypt_into` per block with no checks. With N threads, N threads "
         "each read the whole file at once (GB/s = N x size / wall time).",

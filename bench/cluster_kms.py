@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from bench.context import Context
-from bench.harness import Row, Section
+from bench.harness import Row, Section, not_measured
 
 TITLE = "8. The Python KMS from executors: TLS across network namespaces vs loopback"
 ROOT = Path(__file__).resolve().parents[1]
@@ -212,60 +212,87 @@ def _run_netns(ctx: Context) -> dict:
         cluster.close()
 
 
-def _latency_rows(results: dict) -> list[Row]:
+def _latency_rows(results: dict, skipped: dict[str, str]) -> list[Row]:
+    """The latency rows of each environment measured (``results``) or left out (``skipped``: the
+    reason; its rows keep their place in the table, without samples)."""
     rows: list[Row] = []
     metrics = (("p50", "p50 latency", "us"), ("p99", "p99 latency", "us"), ("calls_per_s", "throughput", "calls/s"))
+    not_run = f"not measured in this run: {skipped.get('loopback', '')}"
     for threads in THREADS:
         label = f"{threads} JVM thread{'s' if threads > 1 else ''}"
         for metric, metric_name, unit in metrics:
             driver_key = f"driver_{metric}_{threads}"
-            loop = results["loopback"]["latency"][str(threads)]
+            loop = results["loopback"]["latency"][str(threads)] if "loopback" in results else None
             rows.append(Row("cluster KMS", driver_key, f"{metric_name}, driver JVM -> Python KMS (Py4J), {label}",
-                            unit, loop["driver"][metric], short="driver JVM"))
+                            unit, loop["driver"][metric] if loop else [], short="driver JVM",
+                            note="" if loop else not_run))
             rows.append(Row("cluster KMS", f"loopback_{metric}_{threads}",
-                            f"{metric_name}, {ENVIRONMENTS['loopback']}, {label}", unit, loop["executor"][metric],
-                            refs=(driver_key,), short="loopback"))
+                            f"{metric_name}, {ENVIRONMENTS['loopback']}, {label}", unit,
+                            loop["executor"][metric] if loop else [], refs=(driver_key,), short="loopback",
+                            note="" if loop else not_run))
             if "netns" in results:
                 netns = results["netns"]["latency"][str(threads)]
                 rows.append(Row("cluster KMS", f"netns_{metric}_{threads}",
                                 f"{metric_name}, {ENVIRONMENTS['netns']}, {label}", unit, netns["executor"][metric],
                                 refs=(f"loopback_{metric}_{threads}", driver_key), headline=metric != "p99",
                                 note="executor " + ", ".join(netns["executor"]["hosts"])))
+            elif "netns" in skipped:
+                rows.append(not_measured("cluster KMS", f"netns_{metric}_{threads}",
+                                         f"{metric_name}, {ENVIRONMENTS['netns']}, {label}", unit, skipped["netns"],
+                                         refs=(f"loopback_{metric}_{threads}", driver_key),
+                                         headline=metric != "p99"))
     return rows
 
 
-def _expire_rows(results: dict, snapshots: int) -> list[Row]:
+def _expire_rows(results: dict, skipped: dict[str, str], snapshots: int) -> list[Row]:
     rows: list[Row] = []
     for name in ("loopback", "netns"):
+        if name not in results and name not in skipped:
+            continue
+        refs = ("expire_loopback",) if name == "netns" else ()
+        wall = f"`expire_snapshots` wall time, {snapshots} snapshots, {ENVIRONMENTS[name]}"
+        calls = f"KMS calls during `expire_snapshots`, {ENVIRONMENTS[name]}"
+        calls_refs = ("expire_calls_loopback",) if name == "netns" else ()
         if name not in results:
+            rows.append(not_measured("cluster KMS", f"expire_{name}", wall, "s", skipped[name], refs=refs,
+                                     short="loopback", headline=name == "netns"))
+            rows.append(not_measured("cluster KMS", f"expire_calls_{name}", calls, "calls", skipped[name],
+                                     refs=calls_refs, short="loopback"))
             continue
         expire = results[name]["expire"]
         deleted = ", ".join(f"{k.removeprefix('deleted_').removesuffix('_count')} {v}"
                             for k, v in expire["deleted"].items() if v)
-        refs = ("expire_loopback",) if name == "netns" else ()
-        rows.append(Row("cluster KMS", f"expire_{name}",
-                        f"`expire_snapshots` wall time, {snapshots} snapshots, {ENVIRONMENTS[name]}", "s",
-                        [expire["seconds"]], refs=refs, short="loopback", headline=name == "netns",
-                        note=f"{expire['tasks']} Spark tasks; deleted {deleted}"))
-        rows.append(Row("cluster KMS", f"expire_calls_{name}",
-                        f"KMS calls during `expire_snapshots`, {ENVIRONMENTS[name]}", "calls",
-                        [float(expire["wrap"] + expire["unwrap"])],
-                        refs=("expire_calls_loopback",) if name == "netns" else (), short="loopback",
-                        note=f"wrap {expire['wrap']}, unwrap {expire['unwrap']}"))
+        rows.append(Row("cluster KMS", f"expire_{name}", wall, "s", [expire["seconds"]], refs=refs, short="loopback",
+                        headline=name == "netns", note=f"{expire['tasks']} Spark tasks; deleted {deleted}"))
+        rows.append(Row("cluster KMS", f"expire_calls_{name}", calls, "calls", [float(expire["wrap"] + expire["unwrap"])],
+                        refs=calls_refs, short="loopback", note=f"wrap {expire['wrap']}, unwrap {expire['unwrap']}"))
     return rows
+
+
+#: Why quick mode measures nothing here: each environment is a Spark application of its own.
+QUICK_SKIP = ("quick mode leaves this section out: it starts two Spark applications of their own (a "
+              "`local-cluster` and a four-JVM standalone cluster in network namespaces), ~1.5 of the quick "
+              "run's minutes on 2 vCPUs; `make bench` measures it")
 
 
 def run(ctx: Context) -> Section:
     from tests.cluster.netns import ClusterUnavailable, check_namespaces_possible
 
-    results = {"loopback": _run_loopback(ctx)}
-    skipped = ""
-    try:
-        check_namespaces_possible()
-    except ClusterUnavailable as exc:
-        skipped = f" The namespace cluster rows are missing from this run: {exc}."
+    results: dict = {}
+    skipped: dict[str, str] = {}
+    missing = ""
+    if ctx.quick:
+        skipped = {"loopback": "quick mode (see above)", "netns": "quick mode (see above)"}
+        missing = f" Not measured in this run: {QUICK_SKIP}."
+        ctx.log(f"cluster KMS: skipped, {QUICK_SKIP}")
     else:
-        results["netns"] = _run_netns(ctx)
+        results["loopback"] = _run_loopback(ctx)
+        try:
+            check_namespaces_possible()
+        except ClusterUnavailable as exc:
+            missing = f" The namespace cluster rows are missing from this run: {exc}."
+        else:
+            results["netns"] = _run_netns(ctx)
     sizes = ctx.sizes
     description = (
         "`unwrapKey` from inside one executor JVM through the `PythonKmsClient` Iceberg ships in its tasks "
@@ -275,11 +302,12 @@ def run(ctx: Context) -> Section:
         "is TLS across the bridge) and on `local-cluster[2,1,1024]` with the KMS on loopback; the driver JVM's "
         "own Py4J calls are the floor. Then `expire_snapshots(retain_last => 1)` on a table of "
         f"{sizes.cluster_snapshots} snapshots (INSERT OVERWRITE of one data file each): wall time, Spark tasks "
-        "and KMS calls counted by the registration (one sample each: the table is consumed)." + skipped)
+        "and KMS calls counted by the registration (one sample each: the table is consumed)." + missing)
     if "netns" in results:
         tls = results["netns"]
         description += f" Namespace cluster: KMS at {tls['address']}, TLS {'on' if tls['tls'] else 'OFF'}."
-    return Section(TITLE, description, _latency_rows(results) + _expire_rows(results, sizes.cluster_snapshots))
+    return Section(TITLE, description,
+                   _latency_rows(results, skipped) + _expire_rows(results, skipped, sizes.cluster_snapshots))
 
 
 def main(argv: list[str] | None = None) -> int:

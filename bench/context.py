@@ -3,7 +3,8 @@ Spark session with a Python KMS registered (started on first use).
 
 Sizes are chosen so that ``make bench`` stays within ~1 hour on 2 cores (sections 5 and 6,
 which write 61,000 + 20,020 small data files and verify them, take ~50 minutes of it) and
-``make bench-quick`` within a few minutes while printing the same table shape.
+``make bench-quick`` under 3 minutes while printing the same table shape (it also leaves out the
+Spark applications a section would start besides the shared session: ``bench.run.QUICK_NOTE``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,57 +26,63 @@ class Sizes:
     """Workload sizes of one mode."""
 
     repeats: int
+    goal_repeats: int  # repetitions of the rows a goal is measured on (harness.GOAL_MIN_REPEATS = 7)
     threads: int
     ags1_mib: int
+    ags1_java_warmup: int  # untimed reads of the file before Java's timed ones (JIT warm-up)
     parquet_rows: int  # rows of the Iceberg- and PyArrow-written Parquet files (~256 MiB full)
     kms_calls_per_thread: int
     kms_table_files: tuple[int, ...]
     table_rows: int
     table_repeats: int
+    fresh_repeats: int  # section 7: runs of each fresh process (after an untimed one)
     verify_files: tuple[int, ...]  # data files of the section 5 tables (the first is the files/s reference)
     verify_repeats: int
     incremental_commits: int  # section 6: commits that build the table ...
     incremental_files_per_commit: int  # ... of this many data files each ...
     incremental_new_files: int  # ... then one commit of this many: what --since verifies
-    incremental_repeats: int
     cluster_kms_calls_per_thread: int  # section 8: unwraps per JVM thread on one executor ...
     cluster_snapshots: int  # ... and snapshots (one data file each) that expire_snapshots removes
 
 
 FULL = Sizes(
     repeats=5,
+    goal_repeats=7,
     threads=2,
     ags1_mib=256,
+    ags1_java_warmup=16,
     parquet_rows=5_800_000,
     kms_calls_per_thread=5_000,
     kms_table_files=(1, 100, 1000),
     table_rows=2_000_000,
     table_repeats=3,
+    fresh_repeats=3,
     verify_files=(1000, 10_000, 50_000),
     verify_repeats=3,
     incremental_commits=100,
     incremental_files_per_commit=100,
     incremental_new_files=10,
-    incremental_repeats=3,
     cluster_kms_calls_per_thread=2_000,
     cluster_snapshots=100,
 )
 
 QUICK = Sizes(
     repeats=3,
+    goal_repeats=3,
     threads=2,
     ags1_mib=16,
+    ags1_java_warmup=2,
     parquet_rows=100_000,
     kms_calls_per_thread=500,
     kms_table_files=(1, 5, 10),
-    table_rows=50_000,
-    table_repeats=2,
+    table_rows=20_000,
+    table_repeats=1,
+    fresh_repeats=1,
     verify_files=(10, 20, 50),
     verify_repeats=2,
-    incremental_commits=10,
+    incremental_commits=3,
     incremental_files_per_commit=10,
     incremental_new_files=10,
-    incremental_repeats=2,
     cluster_kms_calls_per_thread=200,
     cluster_snapshots=10,
 )
@@ -92,10 +100,11 @@ class Context:
     _spark: object | None = None
     _registration: object | None = None
     master_keys: dict[str, bytes] = field(default_factory=lambda: {MASTER_KEY_ID: os.urandom(16)})
+    started: float = field(default_factory=time.perf_counter)
 
     def log(self, message: str) -> None:
-        """Progress on stderr (the table goes to stdout / RESULTS.md)."""
-        print(f"[bench] {message}", file=sys.stderr, flush=True)
+        """Progress on stderr (the table goes to stdout / RESULTS.md), with the seconds since the run started."""
+        print(f"[bench {time.perf_counter() - self.started:4.0f} s] {message}", file=sys.stderr, flush=True)
 
     @property
     def warehouse(self) -> Path:

@@ -1,9 +1,12 @@
 """The benchmark harness: timing, rows with their references, and the Markdown table.
 
 Every figure is a :class:`Row` of samples (one per repeat) in one unit; a row names the rows of
-the same section it is compared with, and the ratio printed is
+the same section it is compared with, and the ratio printed in the tables is
 ``median(this row) / median(reference row)`` in that unit (so for GB/s above 1 is faster, for
-seconds above 1 is slower). References are always measured in the same run::
+seconds above 1 is slower). A :class:`Goal` on a row and its reference instead pairs their
+repetitions (measured taking turns: repetition i of the row with repetition i of the reference)
+and reports the median of the pair ratios, with their interquartile range as the spread
+(:func:`pair_ratios`, :func:`spread`). References are always measured in the same run::
 
     rows = [
         Row("AGS1", "java", "Java AesGcmInputStream", "GB/s", [1.9, 2.0, 2.1]),
@@ -27,7 +30,10 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Row:
-    """One measured figure: ``samples`` (one per repeat) in ``unit``, compared with ``refs``."""
+    """One measured figure: ``samples`` (one per repeat) in ``unit``, compared with ``refs``.
+
+    A row with no samples was not measured in this run (quick mode leaves out its slowest rows):
+    it keeps its place in the table, its cells say so and ``note`` says why."""
 
     section: str
     key: str  # short id, unique within the section, used by other rows' ``refs``
@@ -40,15 +46,80 @@ class Row:
     headline: bool = False  # listed under "Key ratios" (what the project README quotes)
 
     @property
+    def measured(self) -> bool:
+        return bool(self.samples)
+
+    @property
     def median(self) -> float:
         return statistics.median(self.samples)
 
 
+def not_measured(section: str, key: str, name: str, unit: str, why: str, **kwargs) -> Row:
+    """A row left out of this run (no samples), with the reason in its note."""
+    return Row(section, key, name, unit, [], note=f"not measured in this run: {why}", **kwargs)
+
+
+#: Repetitions a goal row should have (issue 29): full mode measures at least this many; fewer
+#: (quick mode) are said next to the goal.
+GOAL_MIN_REPEATS = 7
+#: A goal's ratio is flagged "unstable" when half its interquartile range exceeds this share of
+#: the median (a spread wider than +-10 %).
+UNSTABLE_SPREAD = 0.10
+
+
+def pair_ratios(row: Row, reference: Row) -> list[float]:
+    """``row.samples[i] / reference.samples[i]`` for every repetition i: the two rows must have
+    been measured taking turns (same number of repetitions, in the same order)."""
+    if reference.unit != row.unit:
+        raise ValueError(f"cannot compare {row.unit} with {reference.unit}")
+    if len(row.samples) != len(reference.samples):
+        raise ValueError(f"{row.section}: {row.key!r} has {len(row.samples)} repetitions, its reference "
+                         f"{reference.key!r} {len(reference.samples)}: they cannot be paired")
+    return [a / b if b else float("inf") for a, b in zip(row.samples, reference.samples)]
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The median of some values and their interquartile range (``q1`` to ``q3``)."""
+
+    median: float
+    q1: float
+    q3: float
+    n: int
+
+    @property
+    def half_width(self) -> float:
+        """Half the interquartile range as a share of the median (0.05 = +-5 %)."""
+        if not self.median:
+            return 0.0 if self.q1 == self.q3 else float("inf")
+        return (self.q3 - self.q1) / 2 / abs(self.median)
+
+    @property
+    def unstable(self) -> bool:
+        """Half the interquartile range is more than :data:`UNSTABLE_SPREAD` of the median."""
+        return self.half_width > UNSTABLE_SPREAD
+
+
+def spread(values: Sequence[float]) -> Spread:
+    """Median and quartiles of ``values`` (quartiles by linear interpolation between the sorted
+    values, ``statistics.quantiles(method="inclusive")``, as numpy's default; one value: its own
+    quartiles)."""
+    if not values:
+        raise ValueError("no values")
+    if len(values) == 1:
+        return Spread(values[0], values[0], values[0], 1)
+    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return Spread(statistics.median(values), q1, q3, len(values))
+
+
 @dataclass(frozen=True)
 class Goal:
-    """A speed goal on the rows of one section: the ratio of row ``key``'s median to row ``ref``'s
-    (or ``key``'s median itself when ``ref`` is empty) must be at least (``at_most``: at most)
-    ``target``. ``why`` is printed when the run falls short (what limits it, as measured)."""
+    """A speed goal on the rows of one section: the ratio of row ``key`` to row ``ref`` (or
+    ``key``'s median itself when ``ref`` is empty) must be at least (``at_most``: at most)
+    ``target``. With a ``ref`` the ratio is the median of the per-repetition pair ratios
+    (:func:`pair_ratios`: the two rows are measured taking turns); its spread (interquartile range)
+    is printed next to it and a spread wider than +-10 % is flagged **unstable**. ``why`` is
+    printed when the run falls short (what limits it, as measured)."""
 
     what: str
     key: str
@@ -57,25 +128,43 @@ class Goal:
     at_most: bool = False
     why: str = ""
 
-    def measure(self, rows: Sequence[Row]) -> float | None:
+    def spread(self, rows: Sequence[Row]) -> Spread | None:
+        """The measured value (median) and its interquartile range, or None if a row is missing."""
         by_key = {row.key: row for row in rows}
         if self.key not in by_key or (self.ref and self.ref not in by_key):
             return None
-        return ratio(by_key[self.key], by_key[self.ref]) if self.ref else by_key[self.key].median
+        if not by_key[self.key].measured or (self.ref and not by_key[self.ref].measured):
+            return None
+        values = pair_ratios(by_key[self.key], by_key[self.ref]) if self.ref else by_key[self.key].samples
+        return spread(values)
+
+    def measure(self, rows: Sequence[Row]) -> float | None:
+        measured = self.spread(rows)
+        return None if measured is None else measured.median
 
     def render(self, rows: Sequence[Row]) -> str:
-        value = self.measure(rows)
+        measured = self.spread(rows)
         by_key = {row.key: row for row in rows}
         unit = "x" if self.ref else f" {by_key[self.key].unit}" if self.key in by_key else ""
         wanted = f"{'<=' if self.at_most else '>='} {_number(self.target)}{unit}"
-        if value is None:
+        if measured is None:
             return f"- {self.what}: goal {wanted}: not measured in this run"
+        value = measured.median
+        what = "pair ratios" if self.ref else "repetitions"
+        if measured.n < 2:
+            stability = f" ({measured.n} {what[:-1]}: no spread, **unstable**)"
+        else:
+            flag = ", **unstable**" if measured.unstable else ""
+            few = f", fewer than {GOAL_MIN_REPEATS}" if measured.n < GOAL_MIN_REPEATS else ""
+            stability = (f" (median of {measured.n} {what}{few}; IQR {_number(measured.q1)}-"
+                         f"{_number(measured.q3)}{unit}, +-{100 * measured.half_width:.0f} %{flag})")
         met = value <= self.target if self.at_most else value >= self.target
         if met:
-            return f"- {self.what}: {_number(value)}{unit}, goal {wanted}: **met**"
+            return f"- {self.what}: {_number(value)}{unit}{stability}, goal {wanted}: **met**"
         short = (value / self.target - 1) if self.at_most else (1 - value / self.target)
         why = f" {self.why}" if self.why else ""
-        return f"- {self.what}: {_number(value)}{unit}, goal {wanted}: **short by {100 * short:.0f} %**.{why}"
+        return (f"- {self.what}: {_number(value)}{unit}{stability}, goal {wanted}: "
+                f"**short by {100 * short:.0f} %**.{why}")
 
 
 @dataclass
@@ -127,6 +216,13 @@ def ratio(row: Row, reference: Row) -> float:
     return row.median / reference.median if reference.median else float("inf")
 
 
+def _ratio_text(row: Row, reference: Row) -> str:
+    name = reference.short or reference.name
+    if not (row.measured and reference.measured):
+        return f"n/a {name}"
+    return f"**{ratio(row, reference):.2f}x** {name}"
+
+
 def _number(value: float) -> str:
     if value == 0:
         return "0"
@@ -155,14 +251,15 @@ def render_table(rows: Sequence[Row]) -> str:
             reference = by_key.get(ref_key)
             if reference is None:
                 raise KeyError(f"{row.section}: row {row.key!r} refers to unknown row {ref_key!r}")
-            ratios.append(f"**{ratio(row, reference):.2f}x** {reference.short or reference.name}")
+            ratios.append(_ratio_text(row, reference))
         ratio_cell = "; ".join(ratios) if ratios else "(reference)"
         if row.note:
             ratio_cell += f" ({row.note})"
-        lines.append(
-            f"| {row.name} | {row.unit} | {_number(min(row.samples))} | {_number(row.median)} | "
-            f"{_number(max(row.samples))} | {len(row.samples)} | {ratio_cell} |"
-        )
+        if row.measured:
+            figures = f"{_number(min(row.samples))} | {_number(row.median)} | {_number(max(row.samples))}"
+        else:
+            figures = "- | - | -"
+        lines.append(f"| {row.name} | {row.unit} | {figures} | {len(row.samples)} | {ratio_cell} |")
     return "\n".join(lines)
 
 
@@ -185,11 +282,20 @@ def key_ratios(sections: Sequence[Section]) -> str:
         for row in section.rows:
             if not row.headline:
                 continue
-            ratios = ", ".join(f"**{ratio(row, by_key[r]):.2f}x** {by_key[r].short or by_key[r].name}"
-                               for r in row.refs)
+            ratios = ", ".join(_ratio_text(row, by_key[r]) for r in row.refs)
             note = f"; {row.note}" if row.note else ""
-            lines.append(f"- {row.name}: {_number(row.median)} {row.unit}" + (f" = {ratios}" if ratios else "") + note)
+            value = f"{_number(row.median)} {row.unit}" if row.measured else "not measured"
+            lines.append(f"- {row.name}: {value}" + (f" = {ratios}" if ratios else "") + note)
     return "\n".join(lines)
+
+
+GOALS_NOTE = (
+    "A goal on a ratio is the median of the per-repetition pair ratios (repetition i of the row over "
+    "repetition i of its reference; they were measured taking turns), not the ratio of the medians in the "
+    "tables below; IQR = interquartile range of those pair ratios (of the samples, for a goal on a row's "
+    f"own median); **unstable** = half the IQR is more than {100 * UNSTABLE_SPREAD:.0f} % of the median: "
+    "rerun before quoting it."
+)
 
 
 def goal_lines(sections: Sequence[Section]) -> str:
@@ -269,7 +375,7 @@ def render_results(sections: Sequence[Section], *, mode: str, elapsed_seconds: f
         header.append("")
     goals = goal_lines(sections)
     if goals:
-        header += ["## Goals", "", goals, ""]
+        header += ["## Goals", "", GOALS_NOTE, "", goals, ""]
     headlines = key_ratios(sections)
     if headlines:
         header += ["## Key ratios", "", headlines, "", "## All rows", ""]

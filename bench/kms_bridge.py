@@ -25,23 +25,26 @@ def _latencies(ctx: Context) -> list[Row]:
     master_key = ctx.master_keys[MASTER_KEY_ID]
     calls, warmup = sizes.kms_calls_per_thread, max(100, sizes.kms_calls_per_thread // 10)
     rows: list[Row] = []
-    for threads in THREADS:
-        per_thread = max(1, calls // threads)
-        results: dict[str, list[list[float]]] = {"py": [], "java": []}
-        for _ in range(sizes.repeats):
+    # Every configuration takes its turn in each repeat (1 and 8 threads, Python and Java), so that
+    # the goal's pair ratio (8 threads over 1) compares repetitions measured side by side.
+    results: dict[tuple[str, int], list[list[float]]] = {(kind, t): [] for t in THREADS for kind in ("py", "java")}
+    for _ in range(sizes.goal_repeats):
+        for threads in THREADS:
+            per_thread = max(1, calls // threads)
             py = list(bench.python(KMS_NAME, MASTER_KEY_ID, threads, per_thread, warmup))
             java = list(bench.java(master_key, MASTER_KEY_ID, threads, per_thread, warmup))
             if py[3] or java[3]:
                 raise RuntimeError(f"KMS calls failed during the benchmark: python {py[3]:.0f}, java {java[3]:.0f}")
-            results["py"].append(py)
-            results["java"].append(java)
+            results["py", threads].append(py)
+            results["java", threads].append(java)
+    for threads in THREADS:
         label = f"{threads} JVM thread{'s' if threads > 1 else ''}"
         for index, (metric, unit) in enumerate((("p50 latency", "us"), ("p99 latency", "us"), ("throughput", "calls/s"))):
             key = f"{metric}_{threads}"
             rows.append(Row("KMS", f"java_{key}", f"{metric}, in-JVM `JavaMemoryKms`, {label}", unit,
-                            [r[index] for r in results["java"]], short="in-JVM KMS"))
+                            [r[index] for r in results["java", threads]], short="in-JVM KMS"))
             rows.append(Row("KMS", f"py_{key}", f"{metric}, Python KMS over Py4J, {label}", unit,
-                            [r[index] for r in results["py"]], refs=(f"java_{key}",),
+                            [r[index] for r in results["py", threads]], refs=(f"java_{key}",),
                             headline=metric != "p99 latency"))
     return rows
 
@@ -83,7 +86,8 @@ def run(ctx: Context) -> Section:
     return Section(
         TITLE,
         "Latency and calls/s of `unwrapKey` measured in the driver JVM from plain Java threads "
-        f"({ctx.sizes.kms_calls_per_thread:,} timed calls per configuration, split over the threads, after warm-up); "
+        f"({ctx.sizes.kms_calls_per_thread:,} timed calls per configuration, split over the threads, after warm-up; "
+        f"the 4 configurations take turns in each of {ctx.sizes.goal_repeats} repeats); "
         "reference: the all-Java `JavaMemoryKms` (same AES-GCM key wrap, no Py4J). Call counts: the "
         "registration's stats around one INSERT writing N files into a new encrypted table, and around "
         "`REFRESH TABLE` + a full scan; reference: the 1-file table.",

@@ -82,7 +82,7 @@ def run(ctx: Context) -> Section:
         "full": lambda: check(read_table(metadata, kms).num_rows, rows, "full read"),
         "part": ours("part"), "spark_part": spark_where("part"),
         "range": ours("range"), "spark_range": spark_where("range"),
-    }, ctx.sizes.repeats)
+    }, ctx.sizes.goal_repeats)
 
     section = Section(TITLE, (
         f"{rows:,} rows (`{COLUMNS}`) in {files} data files (identity partition `part` = `id % {PARTITIONS}`, "

@@ -1,7 +1,7 @@
 """Run the benchmarks and write the results table.
 
     make bench          # full sizes (~60 min on 2 cores, ~50 of them sections 5 and 6, ~6 section 7), writes bench/RESULTS.md
-    make bench-quick    # tiny sizes (a few minutes), same table shape, writes bench/.data/RESULTS-quick.md
+    make bench-quick    # tiny sizes (< 3 min), same table shape (QUICK_NOTE: what it leaves out), writes bench/.data/RESULTS-quick.md
     .venv/bin/python -m bench.run [--quick] [--only ags1,parquet,kms,tables,verify,incremental,read,cluster,selective] [--output FILE]
 
 Bench data (AGS1 and Parquet files, the Iceberg warehouse and metastore) goes to ``bench/.data/``
@@ -42,6 +42,16 @@ SHARED_MACHINE_NOTE = (
     "are noisy (expect +-30 % between runs); ratios measured in the same run are the figures to quote."
 )
 
+#: What quick mode leaves out or shortens (the tables keep every row; a row left out says why).
+QUICK_NOTE = (
+    "Quick sizes (`make bench-quick`, < 3 minutes on 2 vCPUs): tiny tables and files, and the rows of the goals "
+    f"measured {QUICK.goal_repeats} times instead of the {FULL.goal_repeats} of `make bench`, so their "
+    "spreads are indicative only. Left out, with the reason in their rows: every Spark application besides the "
+    "shared session (most of a quick run's time): section 8, section 7's fresh Spark process, section 5's Spark "
+    "jobs; "
+    "the Java reference of section 1 gets 2 JIT warm-up reads instead of 16. Do not quote quick figures."
+)
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="pyiceberg-crypto benchmarks")
@@ -65,10 +75,11 @@ def main(argv: list[str] | None = None) -> int:
 
     mode = "quick sizes" if args.quick else "full sizes"
     command = "make bench-quick" if args.quick else "make bench"
-    notes = [*args.note, SHARED_MACHINE_NOTE]
+    notes = [*args.note, *([QUICK_NOTE] if args.quick else []), SHARED_MACHINE_NOTE]
     output.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     done: dict[str, Section] = {}
+    seconds: dict[str, float] = {}
 
     def in_order() -> list[Section]:
         return [done[name] for name in names if name in done]
@@ -82,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:  # one broken section must not lose the others' numbers
                 traceback.print_exc()
                 done[name] = Section(module.TITLE, f"FAILED: {type(exc).__name__}: {exc}")
-            ctx.log(f"{name}: {time.perf_counter() - section_start:.0f} s")
+            seconds[name] = time.perf_counter() - section_start
+            ctx.log(f"{name}: {seconds[name]:.0f} s")
             if index + 1 < len(run_order):  # a run stopped half-way still leaves what it measured
                 partial = [*notes, f"PARTIAL: {index + 1} of {len(run_order)} sections so far."]
                 output.write_text(render_results(in_order(), mode=mode, elapsed_seconds=time.perf_counter() - started,
@@ -95,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     text = render_results(sections, mode=mode, elapsed_seconds=elapsed, command=command, notes=notes)
     output.write_text(text)
     print(render_sections(sections))
+    print("[bench] seconds per section: " + ", ".join(f"{name} {seconds[name]:.0f}" for name in run_order
+                                                     if name in seconds), file=sys.stderr)
     print(f"[bench] {len(sections)} sections in {elapsed:.0f} s; written to {output}", file=sys.stderr)
     return 1 if any(s.description.startswith("FAILED") for s in sections) else 0
 

@@ -156,7 +156,7 @@ def _measure(ctx: Context, variant: str) -> tuple[dict[str, list[float]], dict[s
     }
     ctx.log(f"incremental ({variant}): timing since vs full (local walk, Spark job); "
             f"previous snapshot {previous}, new {new}")
-    seconds = time_interleaved(contenders, sizes.incremental_repeats)
+    seconds = time_interleaved(contenders, sizes.goal_repeats)
 
     def note(name: str) -> str:
         report = reports[name]
@@ -185,7 +185,7 @@ def run(ctx: Context) -> Section:
         f"{sizes.incremental_new_files} files ({total_files:,} data files in all): one with Iceberg's defaults "
         "(the fast append merges the manifests once there are 100 of them: 2 manifests in the end), one with "
         "`commit.manifest-merge.enabled=false` (one manifest per commit). Contenders take turns in each of "
-        f"{sizes.incremental_repeats} repeats after one untimed round. Reference: the full verification of the "
+        f"{sizes.goal_repeats} repeats after one untimed round. Reference: the full verification of the "
         "current snapshot; `since`: `since_snapshot_id` = the snapshot before the last commit. Local walk: "
         "`verify_metadata(metadata_json, kms[, since_snapshot_id=...])` in this process; Spark job: "
         "`verify_table(spark, table[, since_snapshot_id=...])` in the shared `local[2]` session. runs/s = 1 / "

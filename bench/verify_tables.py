@@ -31,11 +31,17 @@ import time
 from pathlib import Path
 
 from bench.context import FULL, KMS_NAME, QUICK, Context
-from bench.harness import Goal, Row, Section
+from bench.harness import Goal, Row, Section, not_measured
 from bench.workloads import current_metadata_json, table_with_rolled_files
 
 TITLE = "5. Whole-table verification: local walk vs Spark job (local-cluster)"
 EXECUTORS = (1, 2)
+#: Quick mode starts no Spark application besides the shared session: each `local-cluster`
+#: application (a JVM, its executors and their Python workers, a warm-up job) took ~100 s of a
+#: quick run on a busy 2-vCPU VM, a quarter of it.
+QUICK_SKIP = ("quick mode starts no Spark application besides the shared session (a `local-cluster` application, "
+              "its executors and their Python workers took ~100 s of a quick run on a busy 2-vCPU VM); "
+              "`make bench` measures them")
 
 
 def _check(report, what: str, data_files: int) -> int:
@@ -54,34 +60,33 @@ Measured = dict[int, tuple[list[float], int, list[float]]]
 
 def _local_walk(ctx: Context, tables: dict[int, tuple[str, str]]) -> tuple[Measured, Measured]:
     """The local walk of every table (its defaults: worker processes, one per core, for long task
-    lists), and of the largest with one process (the issue 24 goal: cores used), taking turns."""
+    lists), and of the largest with one process (the issue 24 goal: cores used), all taking turns
+    in each of ``goal_repeats`` repeats (the goals pair repetition i of one table with i of another)."""
     from pyiceberg_crypto.io import file_io_for
     from pyiceberg_crypto.kms import InMemoryKms
     from pyiceberg_crypto.verify import verify_metadata
     from pyiceberg_crypto.verify.runners import local_runner
 
     kms = InMemoryKms(ctx.master_keys)
-    out, one_process = {}, {}
     verify_metadata(tables[min(tables)][1], kms)  # warm-up (imports, first KMS call)
     largest = max(tables)
-    for files, (_, metadata_json) in tables.items():
-        contenders = {"default": {}}
-        if files == largest:
-            contenders["one"] = {"runner": local_runner(file_io_for(metadata_json), processes=1)}
-        measured = {name: ([], 0, []) for name in contenders}
-        for _ in range(ctx.sizes.verify_repeats):
-            for name, options in contenders.items():
-                samples, _, plans = measured[name]
-                start = time.perf_counter()
-                report = verify_metadata(metadata_json, kms, **options)
-                samples.append(time.perf_counter() - start)
-                plans.append(report.timings["plan"])
-                measured[name] = (samples, _check(report, f"local walk of {files} files ({name})", files), plans)
-        out[files] = measured["default"]
-        if "one" in measured:
-            one_process[files] = measured["one"]
+    contenders = [(files, "default", metadata_json, {}) for files, (_, metadata_json) in tables.items()]
+    contenders.append((largest, "one", tables[largest][1],
+                       {"runner": local_runner(file_io_for(tables[largest][1]), processes=1)}))
+    measured: dict[tuple[int, str], tuple[list[float], int, list[float]]] = {
+        (files, name): ([], 0, []) for files, name, _, _ in contenders}
+    for _ in range(ctx.sizes.goal_repeats):
+        for files, name, metadata_json, options in contenders:
+            samples, _, plans = measured[files, name]
+            start = time.perf_counter()
+            report = verify_metadata(metadata_json, kms, **options)
+            samples.append(time.perf_counter() - start)
+            plans.append(report.timings["plan"])
+            measured[files, name] = (samples, _check(report, f"local walk of {files} files ({name})", files), plans)
+    out = {files: measured[files, "default"] for files in tables}
+    for files in tables:
         ctx.log(f"verify: local walk, {files} files: {statistics.median(out[files][0]):.2f} s")
-    return out, one_process
+    return out, {largest: measured[largest, "one"]}
 
 
 def _spark_job(ctx: Context, executors: int, tables: dict[int, tuple[str, str]]) -> Measured:
@@ -131,7 +136,7 @@ def run(ctx: Context) -> Section:
     ctx.log("verify: local walk")
     local, one_process = _local_walk(ctx, tables)
     spark = {}
-    for executors in EXECUTORS:
+    for executors in () if ctx.quick else EXECUTORS:
         ctx.log(f"verify: Spark job, local-cluster with {executors} executor(s)")
         spark[executors] = _spark_job(ctx, executors, tables)
     sizes = ctx.sizes.verify_files
@@ -139,13 +144,15 @@ def run(ctx: Context) -> Section:
     section = Section(
         TITLE,
         f"Encrypted tables of N small data files (~4 KB, 1,000 rows; one INSERT whose 2 Spark tasks roll to a "
-        f"new file every 1,000 rows), current snapshot, {ctx.sizes.verify_repeats} timed runs after one warm-up "
-        "on the smallest table. Reference: the local walk `verify_metadata(metadata_json, kms)` (pure Python, "
+        f"new file every 1,000 rows), current snapshot, timed runs after one warm-up on the smallest table: "
+        f"{ctx.sizes.goal_repeats} of the local walk (every table and the one-process walk taking turns in each), "
+        f"{ctx.sizes.verify_repeats} of each Spark job. Reference: the local walk `verify_metadata(metadata_json, kms)` (pure Python, "
         "its default thread pool). Spark job: `verify_table(spark, table)` in a `local-cluster[E,1,1024]` "
         "application (E executor JVMs with 1 core each). files/s = files in the report (data + manifests + "
         "manifest list) / seconds, per run. Driver share = `report.timings[\"plan\"]` (the driver reading the "
         "manifest list and manifests) / wall time, per run. Goal: files/s at the largest size within 20 % of "
-        f"files/s at {first:,} data files (ratio >= 0.80x in the files/s rows).",
+        f"files/s at {first:,} data files (ratio >= 0.80x in the files/s rows)."
+        + (f" Not measured in this run: the Spark jobs, {QUICK_SKIP}." if ctx.quick else ""),
     )
     for files in sizes:
         ref = f"local_{files}"
@@ -153,23 +160,25 @@ def run(ctx: Context) -> Section:
                                 local[files][0], note=_summary(local[files]), short="local walk",
                                 headline=files == last))
         for executors in EXECUTORS:
+            name = f"{files:,} data files: Spark job `verify_table`, {executors} executor{'s' if executors > 1 else ''}"
+            if executors not in spark:
+                section.rows.append(not_measured("verify", f"spark{executors}_{files}", name, "s", "quick mode (see above)",
+                                                 refs=(ref,), headline=files == last))
+                continue
             measured = spark[executors][files]
-            section.rows.append(Row(
-                "verify", f"spark{executors}_{files}",
-                f"{files:,} data files: Spark job `verify_table`, {executors} executor{'s' if executors > 1 else ''}",
-                "s", measured[0], refs=(ref,), note=_summary(measured), headline=files == last))
+            section.rows.append(Row("verify", f"spark{executors}_{files}", name, "s", measured[0], refs=(ref,),
+                                    note=_summary(measured), headline=files == last))
     contenders = [("local", "local walk", local), ("spark2", "Spark job, 2 executors", spark.get(2))]
     metrics = [("fps", "files/s", "files/s", _files_per_second, True),
                ("share", "driver share (plan / wall)", "%", _driver_share, False)]
     for prefix, title, unit, metric, headline in metrics:
         for key, label, measured in contenders:
-            if measured is None:
-                continue
             for files in sizes:
                 section.rows.append(Row(
                     "verify", f"{prefix}_{key}_{files}", f"{title}, {label}, {files:,} data files", unit,
-                    metric(measured[files]), refs=() if files == first else (f"{prefix}_{key}_{first}",),
-                    short=f"{first:,} data files", headline=headline and files == last))
+                    metric(measured[files]) if measured else [], refs=() if files == first else (f"{prefix}_{key}_{first}",),
+                    short=f"{first:,} data files", headline=headline and files == last,
+                    note="" if measured else "not measured in this run: quick mode (see above)"))
     for files, measured in one_process.items():
         section.rows.append(Row(
             "verify", f"fps_local1_{files}", f"files/s, local walk in one process, {files:,} data files", "files/s",

@@ -1,11 +1,24 @@
 """The benchmark harness renders every row with min/median/max and its ratio to a reference of
-the same run (fake numbers: no timing is asserted)."""
+the same run, and each goal as the median of its per-repetition pair ratios with their spread
+(fake numbers: no timing is asserted)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.harness import Goal, Row, Section, ratio, render_results, render_table
+from bench.harness import (
+    GOAL_MIN_REPEATS,
+    Goal,
+    Row,
+    Section,
+    Spread,
+    not_measured,
+    pair_ratios,
+    ratio,
+    render_results,
+    render_table,
+    spread,
+)
 
 
 def rows():
@@ -46,17 +59,108 @@ def test_results_document_has_date_machine_and_every_section():
     assert "### 2. Broken\n\nFAILED: boom\n\n(no rows: skipped)" in text
 
 
+def goal_rows():
+    """Seven repetitions, taken in turns: ``ours[i]`` was measured right after ``ref[i]``."""
+    return [
+        # A burst of load slowed repetitions 4-7 of both: the medians (4 and 8) mislead, the pairs do not.
+        Row("s", "ref", "reference", "GB/s", [1.0, 1.0, 1.0, 8.0, 8.0, 8.0, 8.0]),
+        Row("s", "noisy", "noisy", "GB/s", [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]),
+        Row("s", "steady", "steady", "GB/s", [0.875, 0.9375, 1.0, 8.0, 8.0, 8.5, 9.0]),
+        Row("s", "short", "short", "GB/s", [0.5, 0.5]),
+    ]
+
+
+def test_pair_ratios_pair_repetition_i_with_i_and_refuse_unpaired_rows():
+    ref, noisy, _, short = goal_rows()
+    assert pair_ratios(noisy, ref) == [1.0, 2.0, 3.0, 0.5, 0.625, 0.75, 0.875]
+    with pytest.raises(ValueError, match="cannot be paired"):
+        pair_ratios(short, ref)
+    with pytest.raises(ValueError, match="cannot compare"):
+        pair_ratios(Row("s", "t", "time", "s", [1.0] * 7), ref)
+
+
+def test_goal_ratio_is_the_median_of_the_pair_ratios_not_the_ratio_of_the_medians():
+    ref, noisy, steady, _ = goal_rows()
+    assert ratio(noisy, ref) == 0.5  # medians 4 / 8
+    assert Goal("g", "noisy", 1.0, ref="ref").measure(goal_rows()) == 0.875  # median of the 7 pair ratios
+    assert Goal("g", "steady", 1.0, ref="ref").measure(goal_rows()) == 1.0
+    assert Goal("g", "steady", 1.0).measure(goal_rows()) == 8.0  # no reference: the row's own median
+    assert Goal("g", "noisy", 1.0, ref="nope").measure(goal_rows()) is None
+
+
+def test_spread_is_the_interquartile_range_by_linear_interpolation():
+    # sorted pair ratios 0.5 0.625 0.75 0.875 1 2 3: Q1 halfway between the 2nd and 3rd, Q3 between the 5th and 6th
+    measured = spread([1.0, 2.0, 3.0, 0.5, 0.625, 0.75, 0.875])
+    assert (measured.median, measured.q1, measured.q3, measured.n) == (0.875, 0.6875, 1.5, 7)
+    assert measured.half_width == pytest.approx((1.5 - 0.6875) / 2 / 0.875)
+    assert spread([2.0, 4.0]) == Spread(3.0, 2.5, 3.5, 2)
+    assert spread([5.0]) == Spread(5.0, 5.0, 5.0, 1)
+    with pytest.raises(ValueError):
+        spread([])
+
+
+def test_a_spread_wider_than_ten_percent_is_unstable():
+    assert not Spread(10.0, 9.0, 11.0, 7).unstable  # +-10 % exactly: still stable
+    assert Spread(10.0, 8.9, 11.0, 7).unstable
+    assert Spread(1.0, 0.875, 1.125, 7).unstable  # +-12.5 %
+    assert not Spread(1.0, 0.9375, 1.0625, 7).unstable  # +-6.25 %
+    assert Spread(0.0, -1.0, 1.0, 7).unstable
+    assert not Spread(0.0, 0.0, 0.0, 7).unstable
+
+
+def test_goal_lines_print_the_spread_and_flag_unstable_ratios():
+    goals = [
+        Goal("noisy vs ref", "noisy", 0.8, ref="ref"),
+        Goal("steady vs ref", "steady", 1.1, ref="ref", why="Too slow."),
+        Goal("steady median", "steady", 9.0, at_most=True),
+    ]
+    text = render_results([Section("1. First", "what", goal_rows(), goals)], mode="full sizes",
+                          elapsed_seconds=60, command="make bench")
+    block = text[text.index("## Goals"):text.index("### 1. First")]
+    assert "median of the per-repetition pair ratios" in block
+    assert ("- noisy vs ref: 0.88x (median of 7 pair ratios; IQR 0.69-1.50x, +-46 %, **unstable**), "
+            "goal >= 0.80x: **met**") in block
+    # pair ratios 0.875 0.9375 1 1 1 1.0625 1.125: Q1 0.96875, Q3 1.03125, +-3 %
+    assert ("- steady vs ref: 1.00x (median of 7 pair ratios; IQR 0.97-1.03x, +-3 %), goal >= 1.10x: "
+            "**short by 9 %**. Too slow.") in block
+    # samples 0.875 0.9375 1 8 8 8.5 9: Q1 0.96875, Q3 8.25, +-46 %
+    assert ("- steady median: 8.00 GB/s (median of 7 repetitions; IQR 0.97-8.25 GB/s, +-46 %, **unstable**), "
+            "goal <= 9.00 GB/s: **met**") in block
+
+
 def test_goals_say_met_or_short_by_how_much_and_why():
     goals = [
         Goal("ours vs Java", "ours", 2.0, ref="java"),
         Goal("ours vs raw", "ours", 0.9, ref="raw", why="Python work per page."),
         Goal("raw median", "raw", 8.0, at_most=True, why="too fast"),
         Goal("absent row", "nope", 1.0, ref="java"),
+        Goal("one sample", "one", 1.0),
     ]
-    text = render_results([Section("1. First", "what", rows(), goals)], mode="full sizes", elapsed_seconds=60,
+    rows_ = [*rows(), Row("s", "one", "one", "s", [2.0])]
+    text = render_results([Section("1. First", "what", rows_, goals)], mode="full sizes", elapsed_seconds=60,
                           command="make bench")
     block = text[text.index("## Goals"):text.index("## Key ratios")]
-    assert "- ours vs Java: 2.50x, goal >= 2.00x: **met**" in block
-    assert "- ours vs raw: 0.50x, goal >= 0.90x: **short by 44 %**. Python work per page." in block
-    assert "- raw median: 10.0 GB/s, goal <= 8.00 GB/s: **short by 25 %**. too fast" in block
+    few = f"fewer than {GOAL_MIN_REPEATS}"
+    # pair ratios 2.5 4 2 (not the ratio of medians, 5 / 2 = 2.5, by chance the same here)
+    assert f"- ours vs Java: 2.50x (median of 3 pair ratios, {few}; IQR 2.25-3.25x, +-20 %, **unstable**), " \
+           "goal >= 2.00x: **met**" in block
+    assert f"- ours vs raw: 0.50x (median of 3 pair ratios, {few}; IQR 0.45-0.55x, +-10 %" in block
+    assert "goal >= 0.90x: **short by 44 %**. Python work per page." in block
+    assert f"- raw median: 10.0 GB/s (median of 3 repetitions, {few}; IQR 10.0-10.0 GB/s, +-0 %), " \
+           "goal <= 8.00 GB/s: **short by 25 %**. too fast" in block
     assert "- absent row: goal >= 1.00x: not measured in this run" in block
+    assert "- one sample: 2.00 s (1 repetition: no spread, **unstable**), goal >= 1.00 s: **met**" in block
+
+
+def test_a_row_left_out_keeps_its_place_and_says_why():
+    skipped = not_measured("s", "fresh", "fresh process", "GB/s", "quick mode leaves it out", refs=("java",),
+                           short="fresh", headline=True)
+    table_rows = [*rows(), skipped, Row("s", "vs_fresh", "vs fresh", "GB/s", [1.0], refs=("fresh", "java"))]
+    lines = render_table(table_rows).splitlines()
+    assert lines[5] == ("| fresh process | GB/s | - | - | - | 0 | n/a Java "
+                        "(not measured in this run: quick mode leaves it out) |")
+    assert lines[6] == "| vs fresh | GB/s | 1.00 | 1.00 | 1.00 | 1 | n/a fresh; **0.50x** Java |"
+    text = render_results([Section("1. First", "what", table_rows, [Goal("g", "vs_fresh", 1.0, ref="fresh")])],
+                          mode="quick sizes", elapsed_seconds=60, command="make bench-quick")
+    assert "- fresh process: not measured = n/a Java; not measured in this run: quick mode leaves it out" in text
+    assert "- g: goal >= 1.00x: not measured in this run" in text
