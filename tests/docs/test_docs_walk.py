@@ -42,11 +42,12 @@ pytestmark = [pytest.mark.newcomer, pytest.mark.slow]
 
 #: Pages that run one after another in one directory, each continuing from the previous.
 CHAINS = {
-    "lake": ["getting-started.md", "how-to/read.md", "how-to/verify.md", "how-to/verify-after-write.md"],
+    "lake": ["getting-started.md", "how-to/read.md", "how-to/verify.md", "how-to/verify-after-write.md",
+             "how-to/rotate-keys.md"],
     "service": ["how-to/kms-service.md"],
 }
 #: How-to pages another change is rewriting; walked once it lands (issue 34, item 1).
-PENDING = {"how-to/rotate-keys.md": "rewritten by issue 34's item 1 (keystore retire, keys where-used)"}
+PENDING: dict[str, str] = {}
 #: What each page's run must print (stdout of its blocks, in order), beyond every block exiting 0.
 EXPECTED = {
     "getting-started.md": ["verified: True {'OK': 4}", "OK: every file is encrypted, authentic and in its place",
@@ -54,6 +55,9 @@ EXPECTED = {
     "how-to/read.md": ["[{'id': 2, 'item': 'pear'}]", "(1 row)"],
     "how-to/verify.md": ["OK: every file is encrypted, authentic and in its place", "verified: True"],
     "how-to/verify-after-write.md": ["current {'OK':", "since {'OK':"],
+    "how-to/rotate-keys.md": ["refused, as it should be: lake.shop.returns still needs version 1",
+                              "no table of the 2 checked needs key id 'orders-key' version 1",
+                              "retired key id 'orders-key' version 1 from keys.json"],
     "how-to/kms-service.md": ["1\tapple", "2\tpear", "OK: every file is encrypted, authentic and in its place"],
 }
 ENV_FILE = ".docs-walk.env"
