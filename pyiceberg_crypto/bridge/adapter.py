@@ -153,11 +153,13 @@ class KmsCallbackAdapter:
                 self.stats.operations[operation]._record(elapsed, failed)
 
     def wrapKey(self, key: bytes, wrapping_key_id: str) -> bytes:  # noqa: N802 - Java name
-        _check_params("wrapKey", key, wrapping_key_id)
+        if type(key) is not bytes or type(wrapping_key_id) is not str:
+            _check_params("wrapKey", key, wrapping_key_id)
         return self._run("wrap", lambda: _as_bytes(self.kms.wrap_key(bytes(key), wrapping_key_id), "wrap_key"))
 
     def unwrapKey(self, wrapped: bytes, wrapping_key_id: str) -> bytes:  # noqa: N802
-        _check_params("unwrapKey", wrapped, wrapping_key_id)
+        if type(wrapped) is not bytes or type(wrapping_key_id) is not str:
+            _check_params("unwrapKey", wrapped, wrapping_key_id)
         return self._run("unwrap",
                          lambda: _as_bytes(self.kms.unwrap_key(bytes(wrapped), wrapping_key_id), "unwrap_key"))
 
