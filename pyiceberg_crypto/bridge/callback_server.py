@@ -51,6 +51,8 @@ from py4j.java_gateway import (
 )
 from py4j.protocol import get_command_part
 
+from pyiceberg_crypto.errors import PyicebergCryptoError
+
 LOOPBACK = "127.0.0.1"
 TLS_HANDSHAKE_TIMEOUT_SECONDS = 10
 #: Accept queue length (py4j's default of 5 made every 7th of 1,000 connect/close cycles wait 1 s).
@@ -92,7 +94,7 @@ class ConnectionLimits:
             raise ValueError("connection limits must be positive")
 
 
-class _Refused(Exception):
+class _Refused(PyicebergCryptoError):
     """A peer broke the protocol or its bounds: the connection is closed (reason for the log)."""
 
 
@@ -540,7 +542,7 @@ class TlsIdentity:
         return cls(_server_context(key_pem, cert_pem), _der(cert_pem))
 
 
-class UnsafeFileError(PermissionError):
+class UnsafeFileError(PyicebergCryptoError, PermissionError):
     """A token or TLS file, or its directory, that another user could have written or swapped."""
 
 
