@@ -29,7 +29,6 @@ The spark-submit job is :mod:`pyiceberg_crypto.cli.verify_job`.
 
 from pyiceberg_crypto.errors import TableInputError, VerifyInputError
 from pyiceberg_crypto.table.limits import Limits
-from pyiceberg_crypto.verify.each_commit import VerifyEachCommit
 from pyiceberg_crypto.verify.ledger import LedgerError
 from pyiceberg_crypto.verify.pipeline import verify_metadata
 from pyiceberg_crypto.verify.report import FileFinding, TableCheck, TableReport
@@ -37,3 +36,13 @@ from pyiceberg_crypto.verify.spark import verify_table
 
 __all__ = ["FileFinding", "LedgerError", "Limits", "TableCheck", "TableInputError", "TableReport", "VerifyEachCommit",
            "VerifyInputError", "verify_metadata", "verify_table"]
+
+
+def __getattr__(name: str):
+    """``VerifyEachCommit`` is imported when first used: it loads ``pyspark.sql.streaming`` (~0.4 s),
+    which the JVM-free verifier (``pyiceberg-crypto verify``) does not need."""
+    if name == "VerifyEachCommit":
+        from pyiceberg_crypto.verify.each_commit import VerifyEachCommit
+
+        return VerifyEachCommit
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
