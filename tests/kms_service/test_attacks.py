@@ -305,12 +305,19 @@ def test_after_authentication_lines_and_parameter_types_are_bounded(kms_service,
 
 def test_refusals_are_logged_rate_limited_and_counted(kms_service):
     host, port = _host_port(kms_service)
+    started = time.monotonic()
     for _ in range(200):
         with RawClient(host, port) as client:
             client.auth("0" * 64)
+    elapsed = time.monotonic() - started
+    deadline = time.monotonic() + 30  # the service counts a refusal after the client hung up: let it catch up
     status = kms_service.refresh_status()
+    while sum(status.get("refused", {}).values()) < 200 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        status = kms_service.refresh_status()
     assert status["refused"] == {"127.0.0.1": 200} and status["refused_reasons"] == {"wrong or old token": 200}
-    assert kms_service.log().count("refused a connection") <= 3
+    # One line per 10 s window at most (a loaded machine may need more than one window for 200 tries).
+    assert kms_service.log().count("refused a connection") <= 2 + int(elapsed // 10)
 
 
 def test_errors_tell_clients_the_key_id_not_the_keystore(kms_service, keystore):
