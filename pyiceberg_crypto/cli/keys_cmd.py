@@ -23,6 +23,7 @@ import json
 import sys
 
 from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, parse_properties, positive_seconds
 from pyiceberg_crypto.safe_text import escape_text, exception_line
@@ -137,8 +138,6 @@ def run_keys(args: argparse.Namespace) -> int:
 
 def _where_used(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
     """Exit 0 with the answer (used or not); 2 when the catalog cannot be listed."""
-    from pyiceberg_crypto.errors import TableInputError
-
     try:
         result = find_key_uses(args, args.key_id, args.version, kms)
     except (TableInputError, ValueError) as exc:
@@ -153,12 +152,10 @@ def _where_used(args: argparse.Namespace, kms: KeyManagementClient | None) -> in
 def _list(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
     from pyiceberg_crypto.keys.inventory import inventory_from_metadata
     from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
-    from pyiceberg_crypto.errors import TableInputError as VerifyInputError
-
     try:
         inventory = call_with_timeout(inventory_from_metadata, args.metadata, kms, timeout=args.kms_timeout,
                                       what="the key inventory's KMS calls")
-    except (VerifyInputError, KmsTimeoutError, ValueError) as exc:
+    except (TableInputError, KmsTimeoutError, ValueError) as exc:
         return _fail(str(exc))
     if args.json:
         print(json.dumps(inventory.to_dict(), indent=2))
@@ -185,8 +182,6 @@ def _commit(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
     from pyiceberg_crypto.config import session_for_catalog
     from pyiceberg_crypto.keys.prune import PruneError, prune_keys
     from pyiceberg_crypto.keys.rewrap import RewrapError, rewrap_keks
-    from pyiceberg_crypto.errors import TableInputError as VerifyInputError
-
     catalog = args.table.split(".")[0]
     spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
                                 metastore_uri=args.metastore_uri, app_name="pyiceberg-crypto-keys")
@@ -196,7 +191,7 @@ def _commit(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
                 result = prune_keys(spark, args.table, dry_run=args.dry_run)
             else:
                 result = rewrap_keks(spark, args.table, kms=kms, dry_run=args.dry_run, all_keks=args.all)
-    except (RewrapError, PruneError, VerifyInputError) as exc:
+    except (RewrapError, PruneError, TableInputError) as exc:
         return _fail(str(exc))
     finally:
         if args.warehouse:

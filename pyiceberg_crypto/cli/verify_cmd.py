@@ -52,7 +52,7 @@ def run_verify(args: argparse.Namespace) -> int:
     from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
     from pyiceberg_crypto.verify.ledger import LedgerError
-    from pyiceberg_crypto.errors import TableInputError as VerifyInputError
+    from pyiceberg_crypto.errors import TableInputError
     from pyiceberg_crypto.verify.pipeline import verify_metadata
 
     try:
@@ -71,7 +71,7 @@ def run_verify(args: argparse.Namespace) -> int:
         with _progress(enabled=not args.json and sys.stderr.isatty()) as progress:
             report = verify_metadata(args.metadata, kms, expected_metadata_hash=args.metadata_hash,
                                      progress=progress, properties=io_properties, **options)
-    except VerifyInputError as exc:
+    except TableInputError as exc:
         return _fail(args, "unreadable", str(exc))
     except LedgerError as exc:
         return _fail(args, "ledger", str(exc))

@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
     from pyiceberg_crypto.verify.ledger import LedgerError
-    from pyiceberg_crypto.errors import TableInputError as VerifyInputError
+    from pyiceberg_crypto.errors import TableInputError
     from pyiceberg_crypto.verify.render import error_document, write_report
     from pyiceberg_crypto.verify.spark import verify_table
     from pyiceberg_crypto.safe_text import escape_text, exception_line
@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.driver_max_files is not None:
             options["driver_max_files"] = args.driver_max_files
         report = verify_table(spark, args.table, kms=kms, parallelism=args.parallelism, **options)
-    except VerifyInputError as exc:
+    except TableInputError as exc:
         return fail("unreadable", str(exc))
     except LedgerError as exc:
         return fail("ledger", str(exc))

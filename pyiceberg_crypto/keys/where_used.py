@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pyiceberg_crypto.errors import TableInputError
-from pyiceberg_crypto.keys.inventory import inventory_from_metadata
+from pyiceberg_crypto.keys.inventory import inventory_from_metadata, key_inventory
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import exception_line
-from pyiceberg_crypto.table.catalog import list_tables, metastore_table
+from pyiceberg_crypto.table.catalog import list_tables
 from pyiceberg_crypto.table.key_inventory import KeyInventory
 from pyiceberg_crypto.table.limits import Limits
 
@@ -88,10 +88,7 @@ def where_used_in_catalog(spark, catalog: str, key_id: str, version: str | int |
     each at the metadata.json its metastore entry names."""
     result = WhereUsed(key_id, _version(version))
     for table in (tables if tables else list_tables(spark, catalog)):
-        def inventory(name: str = table) -> KeyInventory:
-            entry = metastore_table(spark, name, kms)
-            return inventory_from_metadata(entry.metadata_location, entry.kms, file_io=entry.file_io)
-        _check(result, table, inventory)
+        _check(result, table, lambda name=table: key_inventory(spark, name, kms))
     return result
 
 
