@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from pyiceberg_crypto.cli.main import main
-from pyiceberg_crypto.formats import ags1
 from pyiceberg_crypto.testing import encrypt_bytes
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 

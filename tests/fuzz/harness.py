@@ -36,7 +36,6 @@ from typing import Any
 
 import fastavro
 
-from pyiceberg_crypto.formats import ags1
 from pyiceberg_crypto.testing import decrypt_bytes, encrypt_bytes
 from pyiceberg_crypto.testing import encrypt_manifest_list_key_metadata
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
