@@ -32,6 +32,7 @@ SECTIONS = {
     "read": "bench.read_table",
     "cluster": "bench.cluster_kms",
     "selective": "bench.read_selective",
+    "streaming": "bench.streaming",
 }
 #: Sections that stop the shared Spark session and shut the embedded Derby metastore down (it
 #: cannot be restarted in this JVM): they run after every other selected section; the results
