@@ -43,6 +43,8 @@ class Sizes:
     incremental_new_files: int  # ... then one commit of this many: what --since verifies
     cluster_kms_calls_per_thread: int  # section 8: unwraps per JVM thread on one executor ...
     cluster_snapshots: int  # ... and snapshots (one data file each) that expire_snapshots removes
+    audit_tables: int  # section 10: tables of the audited namespace ...
+    audit_files_per_table: int  # ... of this many data files each
 
 
 FULL = Sizes(
@@ -64,6 +66,8 @@ FULL = Sizes(
     incremental_new_files=10,
     cluster_kms_calls_per_thread=2_000,
     cluster_snapshots=100,
+    audit_tables=200,
+    audit_files_per_table=10,
 )
 
 QUICK = Sizes(
@@ -85,6 +89,8 @@ QUICK = Sizes(
     incremental_new_files=10,
     cluster_kms_calls_per_thread=200,
     cluster_snapshots=10,
+    audit_tables=4,
+    audit_files_per_table=3,
 )
 
 
