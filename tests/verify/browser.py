@@ -15,6 +15,7 @@ pipe (``--remote-debugging-pipe``: JSON messages separated by NUL bytes on file 
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import shutil
@@ -45,6 +46,12 @@ def installable_here() -> bool:
     return os.geteuid() == 0 and shutil.which("apt-get") is not None
 
 
+def _above_nine(fd: int) -> int:
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
+    os.close(fd)
+    return high
+
+
 class BrowserError(Exception):
     pass
 
@@ -70,15 +77,21 @@ class Chromium:
             raise BrowserError("no Chromium found")
         to_read, to_browser = os.pipe()  # the browser reads commands on its fd 3
         from_browser, to_write = os.pipe()  # and writes replies and events on its fd 4
+        # The browser's ends moved to fds >= 10, so that putting them on 3 and 4 cannot clobber one another.
+        to_read, to_write = (_above_nine(fd) for fd in (to_read, to_write))
         args = [executable, "--headless=new", "--remote-debugging-pipe", "--disable-gpu", "--no-first-run",
                 "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
                 "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1280,900", "about:blank"]
         if os.geteuid() == 0:
             args.insert(1, "--no-sandbox")  # Chromium refuses to run as root with its sandbox
-        # The shell puts the two pipe ends on file descriptors 3 and 4, where the browser expects them.
-        process = subprocess.Popen(["/bin/sh", "-c", f'exec "$0" "$@" 3<&{to_read} 4>&{to_write}', *args],
-                                   pass_fds=(to_read, to_write), stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        profile.mkdir(parents=True, exist_ok=True)
+        log = open(profile / "chromium.log", "wb")
+        # bash puts the two pipe ends on file descriptors 3 and 4, where the browser expects them
+        # (dash's redirections take one-digit descriptors only).
+        bash = shutil.which("bash") or "/bin/bash"
+        process = subprocess.Popen([bash, "-c", f'exec "$0" "$@" 3<&{to_read} 4>&{to_write}', *args], =(to_read, to_write),
+                                   stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        log.close()
         os.close(to_read)
         os.close(to_write)
         return cls(process, to_browser, from_browser)
@@ -136,8 +149,11 @@ class Chromium:
         message: dict[str, Any] = {"id": ident, "method": method, "params": params or {}}
         if session:
             message["sessionId"] = session
-        os.write(self._out, json.dumps(message).encode() + b"\0")
         deadline = time.monotonic() + timeout
+        try:
+            os.write(self._out, json.dumps(message).encode() + b"\0")
+        except BrokenPipeError:
+            raise BrowserError(f"the browser exited before {method} (exit status {self.process.poll()})") from None
         with self._changed:
             while ident not in self._replies:
                 if any(e.get("method") == "__closed__" for e in self._events):
