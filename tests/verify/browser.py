@@ -89,7 +89,8 @@ class Chromium:
         # bash puts the two pipe ends on file descriptors 3 and 4, where the browser expects them
         # (dash's redirections take one-digit descriptors only).
         bash = shutil.which("bash") or "/bin/bash"
-        process = subprocess.Popen([bash, "-c", f'exec "$0" "$@" 3<&{to_read} 4>&{to_write}', *args], =(to_read, to_write),
+        process = subprocess.Popen([bash, "-c", f'exec "$0" "$@" 3<&{to_read} 4>&{to_write}', *args],
+                                   pass_fds=(to_read, to_write),
                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         log.close()
         os.close(to_read)
