@@ -43,7 +43,9 @@ class Sizes:
     incremental_new_files: int  # ... then one commit of this many: what --since verifies
     cluster_kms_calls_per_thread: int  # section 8: unwraps per JVM thread on one executor ...
     cluster_snapshots: int  # ... and snapshots (one data file each) that expire_snapshots removes
-    stream_rows_per_batch: int  # section 10: rows of each micro-batch (10 data files per commit) ...
+    audit_tables: int  # section 10: tables of the audited namespace ...
+    audit_files_per_table: int  # ... of this many data files each
+    stream_rows_per_batch: int  # section 11: rows of each micro-batch (10 data files per commit) ...
     stream_batches: int  # ... micro-batches per query (the first is not timed) ...
     stream_lag_batches: int  # ... and commits of the query whose VerifyEachCommit lag is measured
 
@@ -67,6 +69,8 @@ FULL = Sizes(
     incremental_new_files=10,
     cluster_kms_calls_per_thread=2_000,
     cluster_snapshots=100,
+    audit_tables=200,
+    audit_files_per_table=10,
     stream_rows_per_batch=200_000,
     stream_batches=5,
     stream_lag_batches=20,
@@ -91,6 +95,8 @@ QUICK = Sizes(
     incremental_new_files=10,
     cluster_kms_calls_per_thread=200,
     cluster_snapshots=10,
+    audit_tables=4,
+    audit_files_per_table=3,
     stream_rows_per_batch=2_000,
     stream_batches=2,
     stream_lag_batches=3,

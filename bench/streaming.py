@@ -1,4 +1,4 @@
-"""Section 10, streaming: micro-batch duration into an encrypted table vs a plaintext one, and the lag
+"""Section 11, streaming: micro-batch duration into an encrypted table vs a plaintext one, and the lag
 of :class:`~pyiceberg_crypto.verify.VerifyEachCommit` from a commit to its verification.
 
 The stream is the same for every row: Spark's ``rate-micro-batch`` source (a fixed number of rows per
@@ -24,7 +24,7 @@ from bench.context import Context
 from bench.harness import Goal, Row, Section
 from bench.workloads import create_table
 
-TITLE = "10. Streaming: micro-batch duration encrypted vs plaintext, and VerifyEachCommit lag"
+TITLE = "11. Streaming: micro-batch duration encrypted vs plaintext, and VerifyEachCommit lag"
 
 PARTITIONS = 10  # files per commit
 TRIGGER = "1 second"
