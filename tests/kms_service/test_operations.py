@@ -136,14 +136,19 @@ def test_200_connections_are_served_and_the_next_is_refused_clearly_in_the_state
         catalog = f"capped_{suffix}"
         add_catalog(spark, catalog, warehouse=tmp_path / "wh", **service.client_settings())
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.capped_{suffix}")
+        table = f"{catalog}.capped_{suffix}.t"
+        spark.sql(f"CREATE TABLE {table} (id bigint) USING iceberg "
+                  f"{config.tblproperties_sql(config.table_properties('k1'))}")
         with pytest.raises(Exception, match=r"refused this connection: too many connections \(cap 200\)"):
-            spark.sql(f"CREATE TABLE {catalog}.capped_{suffix}.t (id bigint) USING iceberg "
-                      f"{config.tblproperties_sql(config.table_properties('k1'))}")
+            spark.sql(f"INSERT INTO {table} VALUES (1)")
         assert service.refresh_status()["refused_reasons"].get("too many connections (cap 200)", 0) >= 2
         # One connection fewer: the JVM gets in.
         clients.pop().close()
         service.wait_until(lambda s: s["connections"]["open"] < 200, 30, "a connection to close")
         assert unwrap(jvm, client, wrap(jvm, client)) == b"d" * 16
+        clients.pop().close()  # room for the Spark statement's own connection too
+        spark.sql(f"INSERT INTO {table} VALUES (2)")
+        assert [r[0] for r in spark.table(table).collect()] == [2]  # the refused INSERT committed nothing
     finally:
         for raw in clients:
             raw.close()
