@@ -32,6 +32,18 @@ public final class KmsBridgeBench {
     return measure(kms, keyId, threads, callsPerThread, warmupCalls);
   }
 
+  /**
+   * Unwrap through the Python KMS the catalog {@code properties} name: a {@code kms serve} service
+   * ({@code pyiceberg-crypto.kms-service}, its token file and pin), or a registered name.
+   */
+  public static double[] client(
+      Map<String, String> properties, String keyId, int threads, int callsPerThread, int warmupCalls)
+      throws Exception {
+    PythonKmsClient kms = new PythonKmsClient();
+    kms.initialize(properties);
+    return measure(kms, keyId, threads, callsPerThread, warmupCalls);
+  }
+
   /** Unwrap through {@link JavaMemoryKms} holding {@code masterKey} under {@code keyId}. */
   public static double[] java(byte[] masterKey, String keyId, int threads, int callsPerThread, int warmupCalls)
       throws Exception {
