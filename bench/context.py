@@ -32,6 +32,7 @@ class Sizes:
     ags1_java_warmup: int  # untimed reads of the file before Java's timed ones (JIT warm-up)
     parquet_rows: int  # rows of the Iceberg- and PyArrow-written Parquet files (~256 MiB full)
     kms_calls_per_thread: int
+    kms_latency_calls: int  # section 3: timed unwraps per configuration with a 5 ms KMS (split over the threads)
     kms_table_files: tuple[int, ...]
     table_rows: int
     table_repeats: int
@@ -58,6 +59,7 @@ FULL = Sizes(
     ags1_java_warmup=16,
     parquet_rows=5_800_000,
     kms_calls_per_thread=5_000,
+    kms_latency_calls=400,
     kms_table_files=(1, 100, 1000),
     table_rows=2_000_000,
     table_repeats=3,
@@ -84,6 +86,7 @@ QUICK = Sizes(
     ags1_java_warmup=2,
     parquet_rows=100_000,
     kms_calls_per_thread=500,
+    kms_latency_calls=80,
     kms_table_files=(1, 5, 10),
     table_rows=20_000,
     table_repeats=1,
