@@ -79,30 +79,36 @@ system-packages:
 		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $$missing >/dev/null; }; \
 	else echo "not installing $$missing (needs root and apt-get): the tests that need them will skip"; fi
 
-# Three pytest processes at once, each printed when done (fails if any fails). Most of the suite
-# waits on JVMs starting, so on 2 cores they overlap well:
-#   - the Spark 3.5 spine (-m spine on .venv-spark3.5);
+# Three lanes at once, each printed when done (fails if any fails). Most of the suite waits on JVMs
+# starting, so on 2 cores they overlap well:
+#   - the Spark 3.5 spine (-m spine on .venv-spark3.5), then the tests that start Spark applications
+#     of their own (-m apps: Connect / Thrift servers, spark-submit jobs, spark-pipelines, streaming
+#     drivers killed and restarted) on Spark 4.1;
 #   - the multi-host tests (-m 'cluster or newcomer': the namespace cluster, wheels installed into
 #     fresh environments, the docs walk that runs the pages from the installed wheel; they share
 #     one built wheel);
 #   - everything else on Spark 4.1.
-# Each has its own --basetemp, so their temporary directories never collide.
+# Each pytest process has its own --basetemp, so their temporary directories never collide.
 SPARK35_LOG := .cache/test-spark3.5.log
+APPS_LOG := .cache/test-apps.log
 MULTIHOST_LOG := .cache/test-multihost.log
 MULTIHOST := cluster or newcomer
 
 test: setup setup-spark3.5 system-packages docs
 	@mkdir -p .cache
-	$(PY35) -m pytest -m spine -p no:cacheprovider --basetemp=/tmp/pyiceberg-crypto-test-3.5 $(PYTEST_ARGS) \
-		> $(SPARK35_LOG) 2>&1 & spark35=$$!; \
+	{ $(PY35) -m pytest -m spine -p no:cacheprovider --basetemp=/tmp/pyiceberg-crypto-test-3.5 $(PYTEST_ARGS) \
+		> $(SPARK35_LOG) 2>&1; spine=$$?; \
+	  $(PY) -m pytest -m 'apps and not ($(MULTIHOST))' -p no:cacheprovider --basetemp=/tmp/pyiceberg-crypto-test-apps \
+		$(PYTEST_ARGS) > $(APPS_LOG) 2>&1 && exit $$spine; } & lane3=$$!; \
 	$(PY) -m pytest -m '$(MULTIHOST)' -p no:cacheprovider --basetemp=/tmp/pyiceberg-crypto-test-multihost \
 		$(PYTEST_ARGS) > $(MULTIHOST_LOG) 2>&1 & multihost=$$!; \
 	status=0; \
-	$(PY) -m pytest -m 'not ($(MULTIHOST))' --basetemp=/tmp/pyiceberg-crypto-test-main $(PYTEST_ARGS) || status=1; \
+	$(PY) -m pytest -m 'not ($(MULTIHOST) or apps)' --basetemp=/tmp/pyiceberg-crypto-test-main $(PYTEST_ARGS) || status=1; \
 	wait $$multihost || status=1; \
 	echo "======== multi-host tests, Spark 4.1 ($(MULTIHOST_LOG)) ========"; cat $(MULTIHOST_LOG); \
-	wait $$spark35 || status=1; \
+	wait $$lane3 || status=1; \
 	echo "======== Spark 3.5 spine ($(SPARK35_LOG)) ========"; cat $(SPARK35_LOG); \
+	echo "======== own Spark applications, Spark 4.1 ($(APPS_LOG)) ========"; cat $(APPS_LOG); \
 	exit $$status
 
 test-fast: setup

@@ -138,6 +138,7 @@ def test_openbao_restarted_during_an_insert_commits_nothing_and_the_retry_succee
         assert _rows(read_table(metadata, kms)) == [(1, "a"), (2, "b")]
 
 
+@pytest.mark.apps
 def test_openbao_kms_serve_vault_drives_spark_sql(tmp_path, openbao_server):
     from tests.kms_service.service_process import ServiceProcess
     from tests.kms_service.test_entry_points import finish, spark_sql

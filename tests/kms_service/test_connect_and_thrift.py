@@ -37,7 +37,7 @@ from pyiceberg_crypto import config
 from pyiceberg_crypto.kms.keystore import KeystoreKms
 from tests.kms_service.service_process import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.apps]
 
 TBLPROPERTIES = config.tblproperties_sql(config.table_properties(key_id="k1"))
 ROWS = [(1, "apple"), (2, "pear"), (3, "plum")]

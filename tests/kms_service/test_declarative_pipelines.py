@@ -33,7 +33,7 @@ from pyiceberg_crypto import config
 from pyiceberg_crypto.kms.keystore import KeystoreKms
 from tests.kms_service.service_process import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.apps]
 
 RUN_TIMEOUT = 600  # a Connect server JVM and two flows on a busy 2-core machine
 

@@ -30,7 +30,7 @@ from pyiceberg_crypto import config
 from pyiceberg_crypto.kms.keystore import KeystoreKms
 from tests.kms_service.service_process import ROOT, ServiceProcess, make_keystore
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.apps]
 
 JOB_SOURCE = Path(__file__).with_name("jvm_job") / "ServiceJob.java"
 TBLPROPERTIES = config.tblproperties_sql(config.table_properties(key_id="k1"))
