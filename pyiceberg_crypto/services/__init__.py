@@ -4,7 +4,9 @@
   process (the Hive 2.3.10 classes shipped with pyspark) bound to 127.0.0.1, Derby in a directory.
 - :class:`~pyiceberg_crypto.services.s3.S3Server`: an S3-compatible HTTP server (moto, server
   mode) bound to 127.0.0.1, with a bucket and generated dummy credentials.
-- :mod:`pyiceberg_crypto.services.pytest_plugin`: pytest fixtures starting both once per session
+- :class:`~pyiceberg_crypto.services.kafka.KafkaBroker`: an Apache Kafka broker (one KRaft node,
+  Kafka's Maven artifacts run by ``java``) bound to 127.0.0.1, its topics in a directory.
+- :mod:`pyiceberg_crypto.services.pytest_plugin`: pytest fixtures starting each once per session
   (``pytest -p pyiceberg_crypto.services.pytest_plugin`` or ``pytest_plugins = [...]``).
 
 Each is a context manager (``start`` waits until ready, ``stop`` / ``kill`` end it) and logs to a
@@ -17,7 +19,8 @@ file in its directory::
 """
 
 from pyiceberg_crypto.services._process import ServiceError
+from pyiceberg_crypto.services.kafka import KafkaBroker
 from pyiceberg_crypto.services.metastore import StandaloneMetastore
 from pyiceberg_crypto.services.s3 import S3Server
 
-__all__ = ["S3Server", "ServiceError", "StandaloneMetastore"]
+__all__ = ["KafkaBroker", "S3Server", "ServiceError", "StandaloneMetastore"]

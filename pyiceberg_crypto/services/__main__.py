@@ -2,6 +2,7 @@
 
     python -m pyiceberg_crypto.services metastore --directory /var/lib/metastore [--host 127.0.0.1] [--port 9083]
     python -m pyiceberg_crypto.services s3 --directory /tmp/s3 [--bucket warehouse] [--port 9000]
+    python -m pyiceberg_crypto.services kafka --directory /tmp/kafka [--port 9092] [--partitions 1]
 
 Prints where the service listens (never credentials: moto accepts any, the clients bring their own
 through ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``). ``--host 0.0.0.0`` is for containers,
@@ -16,6 +17,7 @@ import sys
 import time
 
 from pyiceberg_crypto.services._process import LOOPBACK, ServiceError
+from pyiceberg_crypto.services.kafka import KafkaBroker
 from pyiceberg_crypto.services.metastore import StandaloneMetastore
 from pyiceberg_crypto.services.s3 import S3Server
 
@@ -30,16 +32,28 @@ def main(argv: list[str] | None = None) -> int:
         command.add_argument("--port", type=int, default=9083 if name == "metastore" else 9000)
         if name == "s3":
             command.add_argument("--bucket", default="warehouse")
+    kafka = sub.add_parser("kafka", help="a single-node KRaft Kafka broker on 127.0.0.1 (no authentication)")
+    kafka.add_argument("--directory", required=True, help="topics (data/), configuration and log directory")
+    kafka.add_argument("--port", type=int, default=0, help="client port (default: a free one; kept across restarts)")
+    kafka.add_argument("--partitions", type=int, default=1, help="partitions of a topic created on first use")
     args = parser.parse_args(argv)
 
     if args.service == "metastore":
         service = StandaloneMetastore(args.directory, host=args.host, port=args.port)
+    elif args.service == "kafka":
+        service = KafkaBroker(args.directory, port=args.port,
+                              partitions=args.partitions)
     else:
         service = S3Server(args.directory, host=args.host, port=args.port, bucket=args.bucket)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         service.start()
-        where = service.uri if args.service == "metastore" else f"{service.endpoint} bucket {args.bucket}"
+        if args.service == "metastore":
+            where = service.uri
+        elif args.service == "kafka":
+            where = f"{service.bootstrap_servers} (kafka.bootstrap.servers)"
+        else:
+            where = f"{service.endpoint} bucket {args.bucket}"
         print(f"{service.name} ready at {where} (log: {service.log_path})", flush=True)
         while service.running:
             time.sleep(1)
