@@ -104,7 +104,7 @@ PINNED_SHA256 = {
     "iceberg-spark-runtime-4.1_2.13-1.12.0.jar": "3123c3798af642dd537230923548e013ef41cc28b6626e5225808cf5670a0f82",
     "iceberg-aws-bundle-1.12.0.jar": "dd7e49ffa4ac9b215bed846581991259e3aec9bb2fa08d6cec029c46cd66d957",
     # Spark's Kafka connector and what it needs beyond Spark's jars (kafka_connector_artifacts)
-    "spark-sql-kafka-0-10_2.13-4.1.1.jar": "9c1ce986f548e6b1dcb0e2dfe2f253a0bc58f2232a32a0c9c6c674dd25a8570c",
+    "spark-sql-kafka-0-10_2.13-4.1.3.jar": "cb31ffd9c8f5527dba061db8af671d295562092e4f3f5ff42fc249fab8a8fde6",
     "spark-token-provider-kafka-0-10_2.13-4.1.1.jar": "e510adc37b03d01d0a190d0dab472b5538e05eaa77454f7e9477156d7a6820ae",
     "kafka-clients-3.9.1.jar": "7568b998572d256f0b7bc0afdc1b7a2588b8b08415c62ce314c864a6851ae9d9",
     "commons-pool2-2.12.1.jar": "5273c8bc8c0dca2211175c0d27efbd7228efae99689aac001a8e1ef8e872e9ef",
@@ -114,12 +114,15 @@ PINNED_SHA256 = {
     "commons-pool2-2.11.1.jar": "ea0505ee7515e58b1ac0e686e4d1a5d9f7d808e251a61bc371aa0595b9963f83",
 }
 
-#: ``spark-sql-kafka-0-10`` per Spark line: (connector version, its kafka-clients, its commons-pool2).
-#: The newest patch release of each line whose connector and token provider are both published
-#: (pyspark 4.1.4's and 3.5.9's are not); patch releases of a line share their internal APIs.
-KAFKA_CONNECTORS: dict[str, tuple[str, str, str]] = {
-    "3.5": ("3.5.7", "3.4.1", "2.11.1"),
-    "4.1": ("4.1.1", "3.9.1", "2.12.1"),
+#: ``spark-sql-kafka-0-10`` per Spark line: (connector, its token provider, its kafka-clients, its
+#: commons-pool2). Spark 4.1: 4.1.3, the first 4.1 connector without SPARK-55271 (4.1.0-4.1.2 fail
+#: the first micro-batch after a restart from a checkpoint with an uncommitted batch:
+#: ``NullPointerException ... KafkaMicroBatchStream.metrics``), with the 4.1.1 token provider for
+#: local jars (the newest 4.1 one Maven Central serves here; the module did not change). Spark
+#: 3.5: 3.5.7, the newest 3.5 patch release whose connector and token provider are both served.
+KAFKA_CONNECTORS: dict[str, tuple[str, str, str, str]] = {
+    "3.5": ("3.5.7", "3.5.7", "3.4.1", "2.11.1"),
+    "4.1": ("4.1.3", "4.1.1", "3.9.1", "2.12.1"),
 }
 
 #: The Apache Kafka broker run by :mod:`pyiceberg_crypto.services.kafka` (KRaft, Java 17+).
@@ -247,14 +250,14 @@ def kafka_connector_artifacts(line: SparkLine, *, with_dependencies: bool = Fals
     resolves them itself).
 
     >>> [a.coordinate for a in kafka_connector_artifacts(spark_line("4.1.4"))]
-    ['org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.1']
+    ['org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.3']
     """
-    version, clients, pool = KAFKA_CONNECTORS[line.spark]
+    version, token_provider, clients, pool = KAFKA_CONNECTORS[line.spark]
     connector = [MavenArtifact("org.apache.spark", f"spark-sql-kafka-0-10_{line.scala}", version)]
     if not with_dependencies:
         return connector
     return connector + [
-        MavenArtifact("org.apache.spark", f"spark-token-provider-kafka-0-10_{line.scala}", version),
+        MavenArtifact("org.apache.spark", f"spark-token-provider-kafka-0-10_{line.scala}", token_provider),
         MavenArtifact("org.apache.kafka", "kafka-clients", clients),
         MavenArtifact("org.apache.commons", "commons-pool2", pool),
     ]

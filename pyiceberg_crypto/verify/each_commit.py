@@ -43,6 +43,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import exception_line
+from pyiceberg_crypto.verify.ledger import LedgerError
 from pyiceberg_crypto.verify.render import format_text
 from pyiceberg_crypto.verify.report import TableReport
 from pyiceberg_crypto.verify.spark import verify_table
@@ -95,7 +96,7 @@ class VerifyEachCommit(StreamingQueryListener):
         self._requests: queue.Queue[str] = queue.Queue()
         self._idle = threading.Condition(self._lock)
         self._pending = 0
-        self._check()  # the baseline, here: bad input fails before any stream runs
+        self._baseline()  # here: bad input fails before any stream runs
         self._worker = threading.Thread(target=self._run, name=f"verify-each-commit {table}", daemon=True)
         self._worker.start()
 
@@ -165,6 +166,18 @@ class VerifyEachCommit(StreamingQueryListener):
                     self._idle.notify_all()
             if stop:
                 return
+
+    def _baseline(self) -> None:
+        """The first check, with what to do added to the errors bad input gives."""
+        try:
+            self._check()
+        except LedgerError as exc:
+            raise LedgerError(f"{exc}. VerifyEachCommit({self.table!r}) needs state= the ledger of this table, or a "
+                              "new file (its first check then verifies the table in full)") from None
+        except TableInputError as exc:
+            raise TableInputError(f"VerifyEachCommit cannot verify {self.table}: {exc}. Name an existing Iceberg table "
+                                  "as catalog.db.table (a catalog configured in this session) and create it before "
+                                  "the listener and the stream start") from None
 
     def _check(self) -> None:
         report = verify_table(self.spark, self.table, kms=self.kms, state=self.state, **self.verify_options)
