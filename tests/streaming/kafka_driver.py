@@ -18,6 +18,7 @@ import sys
 from pyspark.sql.streaming import StreamingQueryListener
 
 from pyiceberg_crypto import config
+from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.verify import VerifyEachCommit
 
@@ -58,7 +59,9 @@ def main() -> int:
     properties = config.table_properties(job["key_id"])
     spark.sql(f"CREATE TABLE IF NOT EXISTS {table} (id bigint, payload string) USING iceberg "
               f"{config.tblproperties_sql(properties)}")
-    listener = VerifyEachCommit(spark, table, state=job["ledger"], on_failure="log")
+    # A KMS served to JVMs is the verifier's too, loaded in Python (the verifier unwraps keys itself).
+    verifier_kms = KeystoreKms(job["keystore"]) if job.get("kms_service") else None
+    listener = VerifyEachCommit(spark, table, state=job["ledger"], on_failure="log", kms=verifier_kms)
     spark.streams.addListener(listener)
     spark.streams.addListener(Progress())
 

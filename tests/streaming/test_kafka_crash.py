@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER_TIMEOUT = 420
-EVENTS = 60
+EVENTS = 40
 PER_TRIGGER = 10
 
 
@@ -135,7 +135,7 @@ def test_kafka_driver_killed_then_kms_down_with_kms_serve_resumes_exactly(crash_
     keystore = make_keystore(tmp_path / "keys.json", "k1")
     service = ServiceProcess.start(tmp_path / "kms", keystore)
     try:
-        job.update(kms_service=service.address, kms_token_file=str(service.token_file))
+        job.update(kms_service=service.address, kms_token_file=str(service.token_file), keystore=str(keystore))
         checkpoint = Path(job["checkpoint"])
 
         first = Driver({**job, "row_delay_ms": 300}, tmp_path / "driver-1.log")

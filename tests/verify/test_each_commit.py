@@ -107,8 +107,11 @@ def test_a_plaintext_file_added_to_the_table_stops_the_stream(spark, stream_tabl
 
 def test_bad_input_fails_before_any_stream(spark, stream_table, tmp_path):
     table, work = stream_table["table"], stream_table["work"]
-    with pytest.raises(TableInputError, match=r"(?s)no_such_table.*create it before the listener and the stream start"):
+    with pytest.raises(TableInputError, match=r"no_such_table' does not exist: .*create the table before the listener"):
         VerifyEachCommit(spark, table + "_no_such_table", state=str(work / "l.json"), kms=stream_table["kms"])
+    with pytest.raises(TableInputError, match=r"cannot find table 'no_such_catalog.db.t' .*catalog configured"):
+        VerifyEachCommit(spark, "no_such_catalog.db.t", state=str(work / "l.json"), kms=stream_table["kms"])
+    assert not (work / "l.json").exists(), "bad input writes no ledger"
     with pytest.raises(TableInputError, match="on_failure"):
         VerifyEachCommit(spark, table, state=str(work / "l.json"), on_failure="explode", kms=stream_table["kms"])
     with pytest.raises(TableInputError, match="since_snapshot_id"):
@@ -133,5 +136,6 @@ def test_a_spark_connect_session_is_refused_with_what_to_do_instead(tmp_path):
         with pytest.raises(TableInputError, match="classic SparkSession.*pyiceberg-crypto verify --state"):
             VerifyEachCommit(connect, "lake.db.events", state=str(tmp_path / "ledger.json"))
     finally:
+        connect.release_session_on_close = False  # no server to release it on: stop() would retry for minutes
         connect.stop()
     assert not (tmp_path / "ledger.json").exists()
