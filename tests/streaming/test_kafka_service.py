@@ -13,6 +13,7 @@ import time
 import pytest
 
 from pyiceberg_crypto.services._process import port_open
+from tests.services.test_services import is_loopback, listening_addresses
 from tests.testkit import ROOT
 
 pytestmark = pytest.mark.slow
@@ -31,7 +32,11 @@ def test_kafka_service_by_hand_listens_on_loopback_and_stops_on_sigterm(tmp_path
         port = int(found.group(1))
         assert port_open("127.0.0.1", port)
         properties = dict(line.split("=", 1) for line in (directory / "server.properties").read_text().splitlines())
-        assert re.fullmatch(r"PLAINTEXT://127\.0\.0\.1:\d+,CONTROLLER://127\.0\.0\.1:\d+", properties["listeners"])
+        listeners = re.fullmatch(r"PLAINTEXT://127\.0\.0\.1:(\d+),CONTROLLER://127\.0\.0\.1:(\d+)", properties["listeners"])
+        assert listeners and int(listeners.group(1)) == port
+        for listener_port in map(int, listeners.groups()):  # the client and the controller listener
+            addresses = listening_addresses(listener_port)
+            assert addresses and all(is_loopback(a) for a in addresses), (listener_port, addresses)
         assert (directory / "data" / "meta.properties").is_file(), "the storage was formatted"
         process.send_signal(signal.SIGTERM)
         assert process.wait(120) == 0
