@@ -45,7 +45,6 @@ class Driver:
                                         start_new_session=True)
         self.process.stdin.write(json.dumps(job).encode())
         self.process.stdin.close()
-        self.start = self.log.stat().st_size
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
