@@ -66,17 +66,18 @@ demo: setup
 	$(VENV)/bin/pyiceberg-crypto demo
 
 # The network-namespace cluster tests (tests/cluster) need iptables (a firewall rule in one node)
-# and tcpdump (what crosses the bridge), from Debian's packages. Installed when missing and this is
+# and tcpdump (what crosses the bridge), the audit page's browser test (tests/verify/test_audit_html.py)
+# a headless chromium, all from Debian's packages. Installed when missing and this is
 # root with apt-get (CI, the project's machines); elsewhere those tests skip and say why.
-SYSTEM_PACKAGES := iptables tcpdump
+SYSTEM_PACKAGES := iptables tcpdump chromium
 system-packages:
 	@missing=$$(for p in $(SYSTEM_PACKAGES); do command -v $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing $$missing (Debian packages, for tests/cluster)"; \
+		echo "installing $$missing (Debian packages, for tests/cluster and the browser test)"; \
 		apt-get install -y -q --no-install-recommends $$missing >/dev/null || \
 		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $$missing >/dev/null; }; \
-	else echo "not installing $$missing (needs root and apt-get): the cluster tests will skip"; fi
+	else echo "not installing $$missing (needs root and apt-get): the tests that need them will skip"; fi
 
 # Three pytest processes at once, each printed when done (fails if any fails). Most of the suite
 # waits on JVMs starting, so on 2 cores they overlap well:

@@ -32,6 +32,7 @@ class Sizes:
     ags1_java_warmup: int  # untimed reads of the file before Java's timed ones (JIT warm-up)
     parquet_rows: int  # rows of the Iceberg- and PyArrow-written Parquet files (~256 MiB full)
     kms_calls_per_thread: int
+    kms_latency_calls: int  # section 3: timed unwraps per configuration with a 5 ms KMS (split over the threads)
     kms_table_files: tuple[int, ...]
     table_rows: int
     table_repeats: int
@@ -43,6 +44,11 @@ class Sizes:
     incremental_new_files: int  # ... then one commit of this many: what --since verifies
     cluster_kms_calls_per_thread: int  # section 8: unwraps per JVM thread on one executor ...
     cluster_snapshots: int  # ... and snapshots (one data file each) that expire_snapshots removes
+    audit_tables: int  # section 10: tables of the audited namespace ...
+    audit_files_per_table: int  # ... of this many data files each
+    stream_rows_per_batch: int  # section 11: rows of each micro-batch (10 data files per commit) ...
+    stream_batches: int  # ... micro-batches per query (the first is not timed) ...
+    stream_lag_batches: int  # ... and commits of the query whose VerifyEachCommit lag is measured
 
 
 FULL = Sizes(
@@ -53,6 +59,7 @@ FULL = Sizes(
     ags1_java_warmup=16,
     parquet_rows=5_800_000,
     kms_calls_per_thread=5_000,
+    kms_latency_calls=400,
     kms_table_files=(1, 100, 1000),
     table_rows=2_000_000,
     table_repeats=3,
@@ -64,6 +71,11 @@ FULL = Sizes(
     incremental_new_files=10,
     cluster_kms_calls_per_thread=2_000,
     cluster_snapshots=100,
+    audit_tables=200,
+    audit_files_per_table=10,
+    stream_rows_per_batch=200_000,
+    stream_batches=5,
+    stream_lag_batches=20,
 )
 
 QUICK = Sizes(
@@ -74,6 +86,7 @@ QUICK = Sizes(
     ags1_java_warmup=2,
     parquet_rows=100_000,
     kms_calls_per_thread=500,
+    kms_latency_calls=80,
     kms_table_files=(1, 5, 10),
     table_rows=20_000,
     table_repeats=1,
@@ -85,6 +98,11 @@ QUICK = Sizes(
     incremental_new_files=10,
     cluster_kms_calls_per_thread=200,
     cluster_snapshots=10,
+    audit_tables=4,
+    audit_files_per_table=3,
+    stream_rows_per_batch=2_000,
+    stream_batches=2,
+    stream_lag_batches=3,
 )
 
 

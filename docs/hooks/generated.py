@@ -10,6 +10,8 @@
 - ``<!-- generated: report-schema -->`` becomes the verification report's JSON Schema
   (``pyiceberg_crypto/verify/report.schema.json``, shipped in the package), and the schema file
   itself is published next to the page (``reference/report.schema.json``).
+- ``<!-- generated: audit-schema -->`` the same for the catalog audit's report
+  (``pyiceberg_crypto/verify/audit.schema.json``, published as ``reference/audit.schema.json``).
 - ``<!-- generated: exit-status -->`` becomes the table of ``pyiceberg_crypto.exit_status.ExitStatus``.
 - KMS provider pages (``docs/kms/*.md``) that the nav in ``mkdocs.yml`` does not list yet are added
   to its "KMS providers" section, titled by their first heading, before "Your own KMS": a
@@ -33,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "pyiceberg_crypto" / "verify" / "report.schema.json"
 SCHEMA_URL = "reference/report.schema.json"
+AUDIT_SCHEMA_PATH = ROOT / "pyiceberg_crypto" / "verify" / "audit.schema.json"
+AUDIT_SCHEMA_URL = "reference/audit.schema.json"
 
 
 # --- the CLI reference ------------------------------------------------------------------------
@@ -129,6 +133,11 @@ def report_schema() -> str:
     return "```json\n" + json.dumps(schema, indent=2) + "\n```\n"
 
 
+def audit_schema() -> str:
+    schema = json.loads(AUDIT_SCHEMA_PATH.read_text())
+    return "```json\n" + json.dumps(schema, indent=2) + "\n```\n"
+
+
 def exit_status_table() -> str:
     from pyiceberg_crypto.exit_status import ExitStatus
 
@@ -203,6 +212,7 @@ GENERATORS = {
     "<!-- generated: kms-pages -->": kms_pages,
     "<!-- generated: cli -->": cli_reference,
     "<!-- generated: report-schema -->": report_schema,
+    "<!-- generated: audit-schema -->": audit_schema,
     "<!-- generated: exit-status -->": exit_status_table,
 }
 
@@ -264,6 +274,7 @@ def on_files(files, config):
     from mkdocs.structure.files import File
 
     files.append(File.generated(config, SCHEMA_URL, abs_src_path=str(SCHEMA_PATH)))
+    files.append(File.generated(config, AUDIT_SCHEMA_URL, abs_src_path=str(AUDIT_SCHEMA_PATH)))
     return files
 
 

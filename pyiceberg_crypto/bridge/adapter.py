@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import bisect
 import struct
 import threading
 import time
@@ -19,6 +20,9 @@ OPERATIONS = ("wrap", "unwrap", "generate", "initialize")
 #: connection made with the token executors receive in task data;
 #: ``"any"``: every token holder (the behaviour before issue 35; lets one job redirect the KMS).
 INITIALIZE_POLICIES = ("operator", "driver", "any")
+#: Upper bounds (seconds) of the latency histogram buckets (Prometheus ``le``), +Inf implied: from an
+#: in-memory KMS (tens of microseconds) to a cloud KMS on a bad day.
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 class KmsConfigurationRefused(KmsError):
@@ -41,6 +45,8 @@ class OperationStats:
     failures: int = 0
     total_seconds: float = 0.0
     max_seconds: float = 0.0
+    #: Calls per latency bucket (:data:`LATENCY_BUCKETS`, then one past the last bound); not cumulative.
+    buckets: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
 
     @property
     def mean_seconds(self) -> float:
@@ -52,6 +58,7 @@ class OperationStats:
         self.failures += int(failed)
         self.total_seconds += seconds
         self.max_seconds = max(self.max_seconds, seconds)
+        self.buckets[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
 
 
 @dataclass
@@ -92,7 +99,7 @@ class KmsCallStats:
 
     def snapshot(self) -> KmsCallStats:
         """A frozen copy (the live object keeps counting)."""
-        return KmsCallStats({name: replace(op) for name, op in self.operations.items()})
+        return KmsCallStats({name: replace(op, buckets=list(op.buckets)) for name, op in self.operations.items()})
 
     def since(self, earlier: KmsCallStats) -> KmsCallStats:
         """Calls and failures made after ``earlier`` (a :meth:`snapshot`); max and in-flight are

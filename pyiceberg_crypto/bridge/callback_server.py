@@ -69,6 +69,13 @@ MAX_PARAMS = 4
 #: proves it knows the token before the client sends anything else, and the token never crosses
 #: the wire (a listener squatting on the port after the KMS stopped learns nothing).
 HANDSHAKE_PROTOCOL = "pyiceberg-crypto-kms/1"
+#: A connection refused for a cap hears why before it is closed: ``!busy <reason>``, which the JVM
+#: client shows in the failing statement (``PythonKmsEndpoint.Handshake``), instead of a reset.
+BUSY_PREFIX = "!busy "
+#: How long a refused connection may take to read that line (it is closed when it has, or then).
+BUSY_LINGER_SECONDS = 1.0
+#: Refused connections waiting to read their line at most; beyond, they are reset at once (a flood).
+MAX_TURNED_AWAY = 256
 #: Who may reconfigure the KMS through ``initialize``: the holder of the driver token only.
 DRIVER_ROLE, CLIENT_ROLE = "driver", "client"
 _BACKOFF_MIN_SECONDS, _BACKOFF_MAX_SECONDS = 0.05, 1.0
@@ -344,6 +351,7 @@ class _KmsCallbackServer(CallbackServer):
         self._open = 0
         self.accepting = False
         self.accept_failures = 0  # failed accepts / thread starts, over the server's life
+        self._turned_away: list[tuple[socket.socket, float]] = []  # refused, reading their busy line
 
     def _create_connection(self, socket_instance, stream):
         return _KmsCallbackConnection(
@@ -393,6 +401,7 @@ class _KmsCallbackServer(CallbackServer):
                     time.sleep(_BACKOFF_MIN_SECONDS)
                     continue
                 self._expire_overdue()
+                self._reap_turned_away()
                 if self.is_shutdown:
                     break
                 if not readable:
@@ -433,6 +442,9 @@ class _KmsCallbackServer(CallbackServer):
                 log.exception("the KMS listener's accept loop stopped")
         finally:
             self.accepting = False
+            for sock, _ in self._turned_away:
+                _drop(sock)
+            self._turned_away.clear()
 
     def _admit(self, socket_instance, address) -> BaseException | None:
         """Start a connection thread, or refuse (close) beyond a cap. Returns what went wrong."""
@@ -444,7 +456,7 @@ class _KmsCallbackServer(CallbackServer):
             elif len(self._pending) >= self.limits.max_unauthenticated:
                 reason = f"too many unauthenticated connections (cap {self.limits.max_unauthenticated})"
             if reason is not None:
-                _drop(socket_instance)
+                self._turn_away(socket_instance, reason)
                 refused = True
             else:
                 refused = False
@@ -473,6 +485,48 @@ class _KmsCallbackServer(CallbackServer):
             _drop(socket_instance)
             return exc
         return None
+
+    def _turn_away(self, sock: socket.socket, reason: str) -> None:
+        """Tell a connection beyond a cap why (``!busy <reason>``, no blocking), then close it once it
+        has read that (see :meth:`_reap_turned_away`); reset at once when too many wait already."""
+        if len(self._turned_away) >= MAX_TURNED_AWAY:
+            _drop(sock)
+            return
+        try:
+            sock.setblocking(False)
+            sock.send(f"{BUSY_PREFIX}{reason}\n".encode("ascii"))
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            _drop(sock)
+            return
+        self._turned_away.append((sock, time.monotonic() + BUSY_LINGER_SECONDS))
+
+    def _reap_turned_away(self) -> None:
+        """Drain what refused peers sent (so closing sends no reset over their unread line) and
+        close those that closed their side, or whose time is up."""
+        if not self._turned_away:
+            return
+        now = time.monotonic()
+        waiting = []
+        for sock, deadline in self._turned_away:
+            done = False
+            try:
+                for _ in range(16):  # bounded: a peer that keeps sending is reset at the deadline
+                    if not sock.recv(4096):
+                        done = True  # the peer closed its side
+                        break
+            except (BlockingIOError, InterruptedError):
+                done = False
+            except OSError:
+                done = True
+            if done:
+                with contextlib.suppress(OSError):
+                    sock.close()
+            elif now >= deadline:
+                _drop(sock)
+            else:
+                waiting.append((sock, deadline))
+        self._turned_away = waiting
 
     def _expire_overdue(self) -> None:
         now = time.monotonic()

@@ -6,6 +6,7 @@ with no Python process in the application (``spark-sql``, the Thrift server, Spa
     service.start()        # writes a fresh token (0600, atomically), then accepts calls
     service.reload()       # a changed keystore: new calls use the new KMS, nobody is dropped
     service.status()       # calls per operation and per client, refused clients
+    service.health("canary")   # (ok, reason): a canary wrap/unwrap through the KMS
     service.close()        # stops listening, removes the token file
 
 The command line is ``pyiceberg-crypto kms serve`` (:mod:`pyiceberg_crypto.cli.kms_cmd`). The JVM
@@ -32,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter
+from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter, OperationStats
 from pyiceberg_crypto.bridge.callback_server import (
     LOOPBACK,
     ConnectionLimits,
@@ -44,6 +45,7 @@ from pyiceberg_crypto.bridge.callback_server import (
 from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, KmsError, UnknownKeyError
 from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
 from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.safe_text import exception_line
 
 #: The Py4J object id the JVM client calls (``KmsServiceAddress.OBJECT_ID`` in the bridge jar).
 OBJECT_ID = "pyiceberg-crypto-kms"
@@ -168,6 +170,9 @@ class KmsService:
         self._log = RateLimitedLog(log)
         self._token_stat: tuple[int, int] | None = None
         self._reloads = 0
+        self._health_lock = threading.Lock()
+        self._health: tuple[float, bool, str] | None = None
+        self._health_counts: Counter = Counter()
         self._started_at = 0.0
         self._token = ""
 
@@ -275,6 +280,46 @@ class KmsService:
             "operations": stats, "clients": clients, "refused": refused, "refused_reasons": reasons,
             "reloads": reloads,
         }
+
+    def operation_stats(self) -> dict[str, OperationStats]:
+        """A consistent copy of the calls, failures and latency histogram per operation."""
+        return self._adapter.stats.snapshot().operations if self._adapter else {}
+
+    def health(self, key_id: str | None, max_age: float = 5.0) -> tuple[bool, str]:
+        """(healthy, reason): the listener accepts connections and, with ``key_id``, a canary
+        wrap + unwrap of a random key through the served KMS (bounded by the call timeout) gives
+        the key back. The answer is reused for ``max_age`` seconds. No key bytes in the reason."""
+        with self._health_lock:
+            now = time.monotonic()
+            if self._health is not None and now - self._health[0] < max_age:
+                return self._health[1], self._health[2]
+            healthy, reason = self._canary(key_id)
+            self._health = (time.monotonic(), healthy, reason)
+            with self._lock:
+                self._health_counts["ok" if healthy else "failed"] += 1
+            if not healthy:
+                self._log.warning("health", "KMS service %r is unhealthy: %s", self.name, reason)
+            return healthy, reason
+
+    def health_counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._health_counts)
+
+    def _canary(self, key_id: str | None) -> tuple[bool, str]:
+        if not self.accepting or self._adapter is None:
+            return False, f"the listener on {self.address} is not accepting connections"
+        if not key_id:
+            return True, f"listening on {self.address} (no canary: kms serve --health-key KEY_ID)"
+        kms = self._adapter.kms
+        key = secrets.token_bytes(16)
+        started = time.perf_counter()
+        try:
+            same = kms.unwrap_key(kms.wrap_key(key, key_id), key_id) == key
+        except Exception as exc:  # the KMS's failure, in the words clients get
+            return False, f"canary wrap/unwrap with key id {key_id!r} failed: {exception_line(exc)}"
+        if not same:
+            return False, f"canary wrap/unwrap with key id {key_id!r}: the unwrapped key differs from the wrapped one"
+        return True, f"canary wrap/unwrap with key id {key_id!r} in {(time.perf_counter() - started) * 1000:.1f} ms"
 
     def check_token_file(self) -> bool:
         """True if the token file is still the one this service wrote; else warn and write it again

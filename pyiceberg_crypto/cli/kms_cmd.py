@@ -1,12 +1,14 @@
 """``pyiceberg-crypto kms serve``: a KMS service for JVMs without a Python driver.
 
     pyiceberg-crypto kms serve --kms keystore --kms-property keystore.path=/etc/lake/keys.json \\
-        --listen 127.0.0.1:9600 --token-file /run/lake/kms.token [--status-file /run/lake/kms.json]
+        --listen 127.0.0.1:9600 --token-file /run/lake/kms.token [--status-file /run/lake/kms.json] \
+        [--metrics 127.0.0.1:9601 --health-key canary]
 
 It prints the catalog properties clients need, writes a fresh token (0600) and serves until
 SIGTERM / SIGINT (clean stop: the token file is removed). SIGHUP rebuilds the KMS (a changed
 keystore) without dropping clients; SIGUSR1 logs the call counts and rewrites the status file,
-which is also rewritten every few seconds while calls arrive.
+which is also rewritten every few seconds while calls arrive. ``--metrics`` serves Prometheus text
+at ``/metrics`` and a health check at ``/healthz`` (a canary wrap/unwrap with ``--health-key``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,15 @@ def add_kms_parser(sub) -> None:
                        help="open connections at most; more are refused (default: %(default)s)")
     serve.add_argument("--max-unauthenticated", type=_positive_int, default=64, metavar="N",
                        help="connections still authenticating at most; more are refused (default: %(default)s)")
+    serve.add_argument("--metrics", metavar="[HOST:]PORT",
+                       help="serve Prometheus metrics at http://HOST:PORT/metrics and a health check at /healthz "
+                            "(HOST defaults to 127.0.0.1; no secrets in either)")
+    serve.add_argument("--health-key", metavar="KEY_ID",
+                       help="key id of the /healthz canary: a random key wrapped and unwrapped through the KMS "
+                            "(without it /healthz checks the listener only)")
+    serve.add_argument("--health-interval", type=positive_seconds, default=5.0, metavar="SECONDS",
+                       help="run the canary at most once per this (default: %(default)s); probes in between "
+                            "get the last answer")
     serve.add_argument("--auth-deadline", type=positive_seconds, default=5.0, metavar="SECONDS",
                        help="a connection must authenticate (TLS included) within this (default: %(default)s)")
 
@@ -69,14 +80,22 @@ def run_kms(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from pyiceberg_crypto.bridge.callback_server import ConnectionLimits
-    from pyiceberg_crypto.bridge.service import KmsService, KmsServiceError
+    from pyiceberg_crypto.bridge.metrics import MetricsServer
+    from pyiceberg_crypto.bridge.service import KmsService, KmsServiceError, parse_listen
     from pyiceberg_crypto.config import PYTHON_KMS_IMPL, ConfigError, kms_service_properties
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
     from pyiceberg_crypto.safe_text import exception_line
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines say nothing a user needs
+    metrics_at = None
     try:
+        if args.metrics:
+            try:
+                metrics_at = parse_listen(args.metrics if ":" in args.metrics else f"127.0.0.1:{args.metrics}")
+            except ValueError:
+                raise ValueError(f"--metrics must be [HOST:]PORT (e.g. 127.0.0.1:9601), got {args.metrics!r}") \
+                    from None
         properties = parse_properties(args.kms_property)
         service = KmsService(lambda: load_kms(args.kms, properties), listen=args.listen, token_file=args.token_file,
                              call_timeout=args.call_timeout, tls_key_file=args.tls_key_file,
@@ -92,6 +111,17 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"pyiceberg-crypto kms serve: the KMS factory {args.kms!r} failed: {exception_line(exc)}",
               file=sys.stderr)
         return ExitStatus.USAGE
+
+    metrics = None
+    if metrics_at is not None:
+        try:
+            metrics = MetricsServer(service, *metrics_at, health_key_id=args.health_key,
+                                    health_interval=args.health_interval)
+        except OSError as exc:
+            service.close()
+            print(f"pyiceberg-crypto kms serve: cannot serve metrics on {args.metrics}: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return ExitStatus.USAGE
 
     stop, wake = threading.Event(), threading.Event()
     pending: list[str] = []
@@ -116,6 +146,9 @@ def _serve(args: argparse.Namespace) -> int:
           "kms_service=..., kms_token_file=..., kms_certificate_sha256=...)):", flush=True)
     for key, value in {"encryption.kms-impl": PYTHON_KMS_IMPL, **client_properties}.items():
         print(f"    {key}={value}", flush=True)
+    if metrics is not None:
+        print(f"  metrics: http://{metrics.address}/metrics, health: http://{metrics.address}/healthz"
+              + (f" (canary key id {args.health_key!r})" if args.health_key else " (listener only)"), flush=True)
     print("  SIGHUP reloads the KMS, SIGUSR1 logs the call counts, SIGTERM stops.", flush=True)
 
     def write_status() -> None:
@@ -152,6 +185,8 @@ def _serve(args: argparse.Namespace) -> int:
                              current["clients"], current["refused"])
             write_status()
     finally:
+        if metrics is not None:
+            metrics.close()
         service.close()
         write_status()
     return status

@@ -41,6 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_verify_parser(sub)
 
+    from pyiceberg_crypto.cli.audit_cmd import add_audit_parser
+
+    add_audit_parser(sub)
+
     demo = sub.add_parser("demo", help="run the end-to-end demo on local Spark")
     demo.add_argument("--workdir", default="demo-warehouse", help="where the demo writes (default: %(default)s)")
     demo.add_argument("--keep", action="store_true", help="keep the previous demo directory contents")
@@ -130,6 +134,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pyiceberg_crypto.cli.verify_cmd import run_verify
 
         return run_verify(args)
+    if args.command == "audit":
+        from pyiceberg_crypto.cli.audit_cmd import run_audit
+
+        return run_audit(args)
     if args.command == "demo":
         from pyiceberg_crypto.cli.demo_cmd import run_demo
 

@@ -1,12 +1,15 @@
 """A Hive metastore's table parameters, asked over Thrift directly (no JVM, no Spark).
 
 Just enough of the Thrift binary protocol (strict messages over a plain, unframed socket, no SASL,
-as Hive's unsecured metastore speaks it) to call ``get_table`` and keep the table's parameters::
+as Hive's unsecured metastore speaks it) to call ``get_table`` and keep the table's parameters,
+and to list databases and tables (``get_all_databases``, ``get_all_tables``)::
 
-    from pyiceberg_crypto.io.hive_metastore import MetastoreError, table_parameters
+    from pyiceberg_crypto.io.hive_metastore import MetastoreError, list_tables, table_parameters
 
     params = table_parameters("thrift://hms-1:9083,thrift://hms-2:9083", "db", "orders", timeout=10)
     params["metadata_location"], params.get("metadata_hash")
+    for database, table, params in list_tables("thrift://hms-1:9083", databases=["db"]):  # one connection
+        ...
 
 The server is not trusted to be sane: every exchange has a deadline, and every length it sends is
 bounded (:data:`MAX_STRING_BYTES`, :data:`MAX_CONTAINER_ENTRIES`, :data:`MAX_REPLY_BYTES`,
@@ -27,7 +30,7 @@ class MetastoreError(PyicebergCryptoError):
     """The metastore cannot be asked, or does not know the table as an Iceberg table."""
 
 
-__all__ = ["MetastoreError", "table_parameters", "DEFAULT_PORT"]
+__all__ = ["DEFAULT_PORT", "MetastoreConnection", "MetastoreError", "list_tables", "table_parameters"]
 
 DEFAULT_PORT = 9083
 MAX_STRING_BYTES = 16 * 1024 * 1024
@@ -39,8 +42,6 @@ _VERSION_1, _VERSION_MASK = 0x80010000, 0xFFFF0000
 CALL, REPLY, EXCEPTION = 1, 2, 3
 STOP, BOOL, BYTE, DOUBLE, I16, I32, I64, STRING, STRUCT, MAP, SET, LIST = 0, 2, 3, 4, 6, 8, 10, 11, 12, 13, 14, 15
 _FIXED_WIDTH = {BOOL: 1, BYTE: 1, DOUBLE: 8, I16: 2, I32: 4, I64: 8}
-_METHOD = "get_table"
-_SEQID = 1
 
 
 class _ProtocolError(PyicebergCryptoError):
@@ -71,21 +72,106 @@ def table_parameters(uri: str, database: str, table: str, *, timeout: float = 30
     ``uri`` is ``thrift://host:port``, or several of them comma-separated, tried in order (the next
     one only when a metastore cannot be reached). ``timeout`` bounds, per metastore, connecting and
     the whole exchange."""
-    failures = []
-    for host, port in _addresses(uri):
-        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        deadline = time.monotonic() + timeout
-        try:
-            sock = socket.create_connection((host, port), timeout=timeout)
-        except OSError as exc:
-            failures.append(f"{where} ({_os_reason(exc)})")
-            continue
-        with sock:
-            params = _ask(sock, where, database, table, deadline, timeout)
+    with MetastoreConnection(uri, timeout=timeout, purpose=f"read table {database}.{table}") as connection:
+        params = connection.parameters(database, table)
         if params.get("table_type", "").upper() != "ICEBERG" or "metadata_location" not in params:
-            raise MetastoreError(f"{database}.{table} is not an Iceberg table in the Hive metastore at {where}")
+            raise MetastoreError(f"{database}.{table} is not an Iceberg table in the Hive metastore at "
+                                 f"{connection.where}")
         return params
-    raise MetastoreError(f"cannot reach the Hive metastore to read table {database}.{table}: {'; '.join(failures)}")
+
+
+def list_tables(uri: str, databases: list[str] | tuple[str, ...] | None = None, *,
+                timeout: float = 30.0) -> list[tuple[str, str, dict[str, str] | None]]:
+    """Every table of ``databases`` (default: every database) with its parameters, over one
+    connection: ``(database, table, parameters)`` sorted by name; parameters None for a table
+    dropped between the listing and the lookup. Iceberg tables have ``table_type`` ICEBERG.
+
+    ``timeout`` bounds connecting and each call. MetastoreError: unreachable, an unknown
+    database, an invalid reply."""
+    with MetastoreConnection(uri, timeout=timeout, purpose="list its tables") as connection:
+        names = sorted(databases) if databases is not None else connection.databases()
+        known = set(connection.databases()) if databases is not None else set(names)
+        out = []
+        for database in names:
+            if database not in known:
+                raise MetastoreError(f"database {database!r} does not exist in the Hive metastore at "
+                                     f"{connection.where}")
+            for table in connection.tables(database):
+                out.append((database, table, connection.parameters(database, table, missing_ok=True)))
+        return out
+
+
+class MetastoreConnection:
+    """One connection to a Hive metastore (the first of ``uri``'s that can be reached), for
+    several calls; a context manager. Each call has ``timeout`` seconds."""
+
+    def __init__(self, uri: str, *, timeout: float = 30.0, purpose: str = "ask it"):
+        self.timeout = timeout
+        failures = []
+        for host, port in _addresses(uri):
+            where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            try:
+                self._sock = socket.create_connection((host, port), timeout=timeout)
+            except OSError as exc:
+                failures.append(f"{where} ({_os_reason(exc)})")
+                continue
+            self.where = where
+            self._seqid = 0
+            return
+        raise MetastoreError(f"cannot reach the Hive metastore to {purpose}: {'; '.join(failures)}")
+
+    def __enter__(self) -> MetastoreConnection:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def databases(self) -> list[str]:
+        """``get_all_databases``."""
+        return self._call("get_all_databases", b"", _string_list, "the list of databases")
+
+    def tables(self, database: str) -> list[str]:
+        """``get_all_tables(database)``."""
+        return self._call("get_all_tables", struct.pack(">bh", STRING, 1) + _string(database), _string_list,
+                          f"the tables of database {database}")
+
+    def parameters(self, database: str, table: str, *, missing_ok: bool = False) -> dict[str, str] | None:
+        """``get_table(database, table)``: its parameters (any table type); None for an unknown
+        table with ``missing_ok``, else MetastoreError."""
+        args = struct.pack(">bh", STRING, 1) + _string(database) + struct.pack(">bh", STRING, 2) + _string(table)
+        try:
+            return self._call("get_table", args, _table_parameters, f"table {database}.{table}")
+        except _ServerError as exc:
+            if missing_ok and exc.kind == "NoSuchObjectException":
+                return None
+            raise MetastoreError(exc.message(database, table, self.where)) from None
+
+    def _call(self, method: str, args: bytes, read_result, what: str):
+        self._seqid += 1
+        deadline = time.monotonic() + self.timeout
+        where = self.where
+        asking = f"{what} from the Hive metastore at {where}"
+        try:
+            self._sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            header = struct.pack(">I", _VERSION_1 | CALL) + _string(method) + struct.pack(">i", self._seqid)
+            self._sock.sendall(header + args + bytes([STOP]))
+            return _read_reply(_Reader(self._sock, deadline), method, self._seqid, read_result)
+        except _ProtocolError as exc:
+            raise MetastoreError(f"invalid reply asking {asking}: {exc}") from None
+        except _Closed:
+            raise MetastoreError(f"the Hive metastore at {where} closed the connection before answering "
+                                 f"for {what}") from None
+        except (socket.timeout, TimeoutError):
+            raise MetastoreError(f"timed out after {self.timeout:g} s asking {asking}") from None
+        except OSError as exc:
+            raise MetastoreError(f"connection failed asking {asking}: {_os_reason(exc)}") from None
+        except _ServerError as exc:
+            if method == "get_table":
+                raise  # parameters() names the table
+            raise MetastoreError(f"the Hive metastore at {where} failed to give {what}: {exc.kind}: {exc.text}") from None
 
 
 def _addresses(uri: str) -> list[tuple[str, int]]:
@@ -106,36 +192,11 @@ def _addresses(uri: str) -> list[tuple[str, int]]:
     return addresses
 
 
-def _ask(sock: socket.socket, where: str, database: str, table: str, deadline: float, timeout: float) -> dict:
-    what = f"table {database}.{table} from the Hive metastore at {where}"
-    try:
-        sock.settimeout(max(deadline - time.monotonic(), 0.001))
-        sock.sendall(_get_table_call(database, table))
-        return _read_reply(_Reader(sock, deadline))
-    except _ProtocolError as exc:
-        raise MetastoreError(f"invalid reply asking {what}: {exc}") from None
-    except _Closed:
-        raise MetastoreError(f"the Hive metastore at {where} closed the connection before answering "
-                             f"for table {database}.{table}") from None
-    except (socket.timeout, TimeoutError):
-        raise MetastoreError(f"timed out after {timeout:g} s asking {what}") from None
-    except OSError as exc:
-        raise MetastoreError(f"connection failed asking {what}: {_os_reason(exc)}") from None
-    except _ServerError as exc:
-        raise MetastoreError(exc.message(database, table, where)) from None
-
-
 # --- writing the call ------------------------------------------------------------------------
 
 def _string(value: str) -> bytes:
     data = value.encode("utf-8")
     return struct.pack(">i", len(data)) + data
-
-
-def _get_table_call(database: str, table: str) -> bytes:
-    header = struct.pack(">I", _VERSION_1 | CALL) + _string(_METHOD) + struct.pack(">i", _SEQID)
-    args = struct.pack(">bh", STRING, 1) + _string(database) + struct.pack(">bh", STRING, 2) + _string(table)
-    return header + args + bytes([STOP])
 
 
 # --- reading the reply -----------------------------------------------------------------------
@@ -227,28 +288,41 @@ def _skip(r: _Reader, ttype: int, depth: int = 0) -> None:
         raise _ProtocolError(f"unknown Thrift type {ttype}")
 
 
-def _read_reply(r: _Reader) -> dict[str, str]:
+def _read_reply(r: _Reader, method: str, seqid: int, read_result):
+    """The reply to ``method`` #``seqid``: ``read_result(r, field_type)`` of its success field (0);
+    declared exceptions (fields 1, 2: MetaException, then NoSuchObjectException for get_table)
+    and TApplicationException raise _ServerError."""
     version = r.unpack(">I")
     if version & _VERSION_MASK != _VERSION_1:
         raise _ProtocolError(f"not a Thrift binary message (header 0x{version:08x})")
-    kind, name, seqid = version & 0xFF, r.string(), r.unpack(">i")
-    if name != _METHOD or seqid != _SEQID:
-        raise _ProtocolError(f"answer to {_one_line(name)!r} #{seqid}, not to {_METHOD!r} #{_SEQID}")
+    kind, name, got = version & 0xFF, r.string(), r.unpack(">i")
+    if name != method or got != seqid:
+        raise _ProtocolError(f"answer to {_one_line(name)!r} #{got}, not to {method!r} #{seqid}")
     if kind == EXCEPTION:
         raise _ServerError("TApplicationException", _struct_message(r))
     if kind != REPLY:
         raise _ProtocolError(f"message type {kind}, not a reply")
-    params = None
+    result, found = None, False
     while (field := r.field())[0] != STOP:
-        if field == (STRUCT, 0):
-            params = _table_parameters(r)
+        if field[1] == 0:
+            result, found = read_result(r, field[0]), True
         elif field in ((STRUCT, 1), (STRUCT, 2)):
             raise _ServerError(("MetaException", "NoSuchObjectException")[field[1] - 1], _struct_message(r))
         else:
             _skip(r, field[0])
-    if params is None:
-        raise _ProtocolError("get_table returned neither a table nor an exception")
-    return params
+    if not found:
+        raise _ProtocolError(f"{method} returned neither {'a table' if method == 'get_table' else 'a result'} nor an exception")
+    return result
+
+
+def _string_list(r: _Reader, ftype: int) -> list[str]:
+    """A ``list<string>`` result (get_all_databases, get_all_tables)."""
+    if ftype != LIST:
+        raise _ProtocolError(f"the result has Thrift type {ftype}, not a list")
+    etype, n = r.unpack(">b"), _entries(r.unpack(">i"))
+    if n and etype != STRING:
+        raise _ProtocolError("the result is not a list<string>")
+    return [r.string() for _ in range(n)]
 
 
 def _struct_message(r: _Reader) -> str:
@@ -262,8 +336,10 @@ def _struct_message(r: _Reader) -> str:
     return message or "(no message)"
 
 
-def _table_parameters(r: _Reader) -> dict[str, str]:
+def _table_parameters(r: _Reader, ftype: int = STRUCT) -> dict[str, str]:
     """Field 9 (``parameters``, map<string,string>) of a Table struct."""
+    if ftype != STRUCT:
+        raise _ProtocolError(f"get_table returned Thrift type {ftype}, not a Table struct")
     params: dict[str, str] = {}
     while (field := r.field())[0] != STOP:
         if field[1] != 9:

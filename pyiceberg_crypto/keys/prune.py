@@ -30,9 +30,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pyiceberg_crypto.errors import MetadataError, PyicebergCryptoError
+from pyiceberg_crypto.errors import MetadataError, PyicebergCryptoError, TableInputError
 from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations
-from pyiceberg_crypto.table.key_inventory import KEK_ROTATION_DAYS, build_inventory
+from pyiceberg_crypto.table.key_inventory import prunable_keys
 from pyiceberg_crypto.table.metadata import TableMetadata, load_document
 
 
@@ -94,20 +94,10 @@ def prune_keys(spark, table: str, *, dry_run: bool = False, max_attempts: int = 
 
 def plan_prune(meta, now_ms: int | None = None) -> tuple[list[str], list[str], list[str]]:
     """(KEKs to remove, other entries to remove, KEKs kept) of parsed table metadata."""
-    if not meta.key_id:
-        raise PruneError("the table has no encryption.key-id: it is not encrypted")
-    for snapshot in meta.snapshots.values():
-        if snapshot.key_id and snapshot.key_id not in meta.encryption_keys:
-            raise PruneError(f"snapshot {snapshot.snapshot_id} names key-id {snapshot.key_id!r}, which is not in "
-                             "the table's encryption-keys: the metadata is inconsistent, nothing pruned")
-    inventory = build_inventory(meta, None, now_ms)
-    own = [k for k in inventory.keks if k.master_key_id == meta.key_id]
-    current = {k.key_id for k in own if k.age_days is None or k.age_days < KEK_ROTATION_DAYS + 1}
-    if own:
-        current.add(min(own, key=lambda k: k.age_days if k.age_days is not None else float("-inf")).key_id)
-    removed = [k.key_id for k in inventory.keks if not k.in_use and k.master_key_id and k.key_id not in current]
-    kept = [k.key_id for k in inventory.keks if k.key_id not in removed]
-    return removed, list(inventory.unused_entries), kept
+    try:
+        return prunable_keys(meta, now_ms)
+    except TableInputError as exc:
+        raise PruneError(str(exc) + ("" if "not encrypted" in str(exc) else ", nothing pruned")) from None
 
 
 def _parse(jvm, base):

@@ -10,7 +10,14 @@
   ciphertext made for another purpose with the same key does not decrypt here;
 - the wrapped bytes are Transit's ciphertext string ``vault:v<N>:<base64>``; the key version is
   ``v<N>`` (``keys list`` / ``keys rewrap``); :meth:`VaultTransitKms.current_key_version` reads
-  ``latest_version`` (``GET /v1/<mount>/keys/<key>``), and the re-wrap is Transit's ``rewrap``.
+  ``latest_version`` (``GET /v1/<mount>/keys/<key>``); the re-wrap is decrypt + encrypt (Transit's
+  ``rewrap`` endpoint has no ``associated_data``; it is used when ``vault.associated-data=none``);
+- Transit's ``encrypt`` creates a key that does not exist (when the policy grants ``create``): a
+  mistyped ``encryption.key-id`` would silently get a fresh key. So the first wrap with a key id
+  reads ``keys/<key>`` and refuses a missing key (a policy without ``read`` there skips the check:
+  grant ``update`` only, not ``create``, on ``encrypt/*``);
+- a token refused mid-run (expired, revoked) is replaced once and the call retried: the token file
+  read again (Vault Agent / a sidecar renews it there), or a new AppRole / Kubernetes login.
 
 Settings come from properties or the environment; secrets only from the environment or files:
 
@@ -46,6 +53,8 @@ from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyE
 DEFAULT_ASSOCIATED_DATA = "pyiceberg-crypto:iceberg-table-key-wrap"
 DEFAULT_JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 AUTH_METHODS = ("token", "approle", "kubernetes")
+_TLS_HINT = ("cannot verify the TLS certificate of {} (set vault.ca-cert or VAULT_CACERT to the CA that "
+             "signed it)")
 _VERSION = re.compile(rb"^vault:v(\d+):")
 
 
@@ -62,6 +71,10 @@ def _read_secret_file(path: str, what: str) -> str:
         return open(path, encoding="utf-8").read().strip()  # noqa: SIM115
     except OSError as exc:
         raise KmsError(f"Vault Transit: cannot read the {what} file {path!r}: {exc.strerror}") from None
+
+
+class VaultAccessDenied(KmsError):
+    """Vault refused the token (403) even after one refresh: expired, revoked, or not allowed by its policy."""
 
 
 class VaultTransitKms(KeyManagementClient):
@@ -89,6 +102,8 @@ class VaultTransitKms(KeyManagementClient):
         jwt: str | None = None,
         auth_mount: str | None = None,
         ca_cert: str | None = None,
+        token_file: str | None = None,
+        secret_id_file: str | None = None,
         timeout: float = 10.0,
         associated_data: str | None = DEFAULT_ASSOCIATED_DATA,
     ):
@@ -106,11 +121,17 @@ class VaultTransitKms(KeyManagementClient):
         self.timeout = float(timeout)
         self.associated_data = associated_data
         self._lock = threading.Lock()
+        self._known_keys: set[str] = set()
+        self._token_file = token_file
+        self._secret_id_file = secret_id_file
+        self._login_args: tuple[str, str, dict[str, str]] | None = None
         verify: Any = ca_cert or _env("VAULT_CACERT") or True
         self._client = hvac.Client(
             url=self.address, namespace=namespace or _env("VAULT_NAMESPACE"), verify=verify, timeout=self.timeout
         )
         if auth == "token":
+            if token is None and token_file:
+                token = _read_secret_file(token_file, "token")
             token = token or _env("VAULT_TOKEN", "BAO_TOKEN")
             if not token:
                 raise KmsError("Vault Transit: no token (set VAULT_TOKEN or vault.token-file)")
@@ -119,12 +140,14 @@ class VaultTransitKms(KeyManagementClient):
             if not role_id or not secret_id:
                 raise KmsError("Vault Transit: AppRole auth needs vault.role-id and a secret id (VAULT_SECRET_ID "
                                "or vault.secret-id-file)")
-            self._login("approle", auth_mount or "approle", {"role_id": role_id, "secret_id": secret_id})
+            self._login_args = ("approle", auth_mount or "approle", {"role_id": role_id, "secret_id": secret_id})
+            self._login(*self._login_args)
         else:
             if not kubernetes_role:
                 raise KmsError("Vault Transit: Kubernetes auth needs vault.kubernetes-role")
-            self._login("kubernetes", auth_mount or "kubernetes",
-                        {"role": kubernetes_role, "jwt": jwt or _read_secret_file(DEFAULT_JWT_FILE, "JWT")})
+            self._login_args = ("kubernetes", auth_mount or "kubernetes",
+                                {"role": kubernetes_role, "jwt": jwt or _read_secret_file(DEFAULT_JWT_FILE, "JWT")})
+            self._login(*self._login_args)
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> VaultTransitKms:
@@ -134,7 +157,6 @@ class VaultTransitKms(KeyManagementClient):
             raise KmsError("Vault Transit: secrets are not properties; use VAULT_TOKEN / vault.token-file, "
                            "VAULT_SECRET_ID / vault.secret-id-file")
         auth = p.get("vault.auth", "token")
-        token = _read_secret_file(p["vault.token-file"], "token") if "vault.token-file" in p else None
         secret_id = (_read_secret_file(p["vault.secret-id-file"], "secret id") if "vault.secret-id-file" in p
                      else _env("VAULT_SECRET_ID"))
         jwt = _read_secret_file(p.get("vault.jwt-file", DEFAULT_JWT_FILE), "JWT") if auth == "kubernetes" else None
@@ -146,7 +168,8 @@ class VaultTransitKms(KeyManagementClient):
                 from None
         return cls(
             address=p.get("vault.address"), mount=p.get("vault.mount", "transit"), namespace=p.get("vault.namespace"),
-            auth=auth, token=token, role_id=p.get("vault.role-id") or _env("VAULT_ROLE_ID"), secret_id=secret_id,
+            auth=auth, token_file=p.get("vault.token-file"), secret_id_file=p.get("vault.secret-id-file"),
+            role_id=p.get("vault.role-id") or _env("VAULT_ROLE_ID"), secret_id=secret_id,
             kubernetes_role=p.get("vault.kubernetes-role"), jwt=jwt, auth_mount=p.get("vault.auth-mount"),
             ca_cert=p.get("vault.ca-cert"), timeout=timeout,
             associated_data=None if ad.strip().lower() == "none" else ad,
@@ -155,6 +178,8 @@ class VaultTransitKms(KeyManagementClient):
     # --- KeyManagementClient ------------------------------------------------------------------
 
     def wrap_key(self, key: bytes, wrapping_key_id: str) -> bytes:
+        if wrapping_key_id not in self._known_keys:
+            self._check_key_exists(wrapping_key_id)
         body = {"plaintext": base64.b64encode(bytes(key)).decode("ascii"), **self._ad()}
         data = self._call("encrypt", wrapping_key_id, "post", f"encrypt/{wrapping_key_id}", body)
         return data["ciphertext"].encode("ascii")
@@ -185,8 +210,15 @@ class VaultTransitKms(KeyManagementClient):
         return self.unwrap_key(wrapped, wrapping_key_id)
 
     def rewrap(self, wrapped: bytes, wrapping_key_id: str) -> bytes:
-        """Transit ``rewrap``: the same key under the latest version, without the plaintext leaving Vault."""
+        """The same key under the latest version of the Transit key.
+
+        With associated data (the default), decrypt + encrypt: Transit's ``rewrap`` endpoint takes
+        no ``associated_data`` (measured on OpenBao 2.7: it fails to authenticate such a
+        ciphertext), so the KEK passes through this process, as it does on every unwrap. Without
+        associated data, Transit's ``rewrap``: the plaintext never leaves the server."""
         ciphertext = self._ciphertext(wrapped, wrapping_key_id)
+        if self.associated_data is not None:
+            return self.wrap_key(self.unwrap_key(wrapped, wrapping_key_id), wrapping_key_id)
         data = self._call("rewrap", wrapping_key_id, "post", f"rewrap/{wrapping_key_id}",
                           {"ciphertext": ciphertext, **self._ad()})
         return data["ciphertext"].encode("ascii")
@@ -218,6 +250,48 @@ class VaultTransitKms(KeyManagementClient):
                            "(vault:v<N>:...)")
         return text
 
+    def _check_key_exists(self, key_id: str) -> None:
+        """Refuse a Transit key that does not exist (encrypt would create it); remembered once seen."""
+        try:
+            self._call("read key", key_id, "get", f"keys/{key_id}", None)
+        except UnknownKeyError:
+            raise UnknownKeyError(
+                f"Vault Transit encrypt with key id {key_id!r} (mount {self.mount!r}) refused: the Transit key is "
+                f"not found, and encrypt would create a new one; create it on purpose (bao write -f "
+                f"{self.mount}/keys/{key_id}) or fix the table's encryption.key-id") from None
+        except VaultAccessDenied:
+            pass  # no read permission on keys/<key>: the policy decides (grant update, not create, on encrypt)
+        self._known_keys.add(key_id)
+
+    def _refresh_token(self, refused_token: str | None) -> bool:
+        """A token refused: take the token file's current token, or log in again. True if a new
+        token is in place (the call is worth one retry)."""
+        with self._lock:
+            if self._client.token != refused_token:
+                return True  # another thread already replaced it
+            if self.auth == "token":
+                if not self._token_file:
+                    return False
+                try:
+                    token = _read_secret_file(self._token_file, "token")
+                except KmsError:
+                    return False
+                if not token or token == refused_token:
+                    return False
+                self._client.token = token
+                return True
+            if self._login_args is None:
+                return False
+            method, mount, body = self._login_args
+            body = dict(body)
+            if method == "approle" and self._secret_id_file:
+                body["secret_id"] = _read_secret_file(self._secret_id_file, "secret id")
+            try:
+                self._login(method, mount, body)
+            except KmsError:
+                return False
+            return True
+
     def _login(self, method: str, mount: str, body: dict[str, str]) -> None:
         import hvac.exceptions
         import requests
@@ -227,6 +301,8 @@ class VaultTransitKms(KeyManagementClient):
             token = (response or {}).get("auth", {}).get("client_token") if isinstance(response, dict) else None
         except hvac.exceptions.VaultError as exc:
             raise KmsError(f"Vault Transit: {method} login at {self.address} refused: {_errors(exc)}") from None
+        except requests.exceptions.SSLError:
+            raise KmsError(f"Vault Transit: {method} login failed: {_TLS_HINT.format(self.address)}") from None
         except requests.exceptions.RequestException as exc:
             raise KmsError(f"Vault Transit: {method} login at {self.address} failed: {type(exc).__name__}") from None
         if not token:
@@ -241,29 +317,43 @@ class VaultTransitKms(KeyManagementClient):
             raise UnknownKeyError(f"Vault Transit: invalid key name {key_id!r}")
         url = f"/v1/{self.mount}/{path}"
         where = f"Vault Transit {operation} with key id {key_id!r} (mount {self.mount!r})"
-        try:
-            if verb == "get":
-                response = self._client.adapter.get(url)
-            else:
-                response = self._client.adapter.post(url, json=body)
-        except hvac.exceptions.InvalidPath:
-            raise UnknownKeyError(f"{where} failed: key not found") from None
-        except hvac.exceptions.Forbidden as exc:
-            raise KmsError(f"{where} refused: {_errors(exc)} (check the token and its policy)") from None
-        except hvac.exceptions.InvalidRequest as exc:
-            reason = _errors(exc)
-            error = UnknownKeyError if "not found" in reason else KmsError
-            raise error(f"{where} failed: {reason}") from None
-        except hvac.exceptions.VaultError as exc:
-            raise KmsError(f"{where} failed: {type(exc).__name__}: {_errors(exc)}") from None
-        except requests.exceptions.Timeout:
-            raise KmsError(f"{where} failed: no answer from {self.address} within {self.timeout:g}s") from None
-        except requests.exceptions.RequestException as exc:
-            raise KmsError(f"{where} failed: cannot reach {self.address}: {type(exc).__name__}") from None
+        for attempt in (1, 2):
+            token = self._client.token
+            try:
+                if verb == "get":
+                    response = self._client.adapter.get(url)
+                else:
+                    response = self._client.adapter.post(url, json=body)
+                break
+            except hvac.exceptions.Forbidden as exc:
+                if attempt == 1 and self._refresh_token(token):
+                    continue
+                raise VaultAccessDenied(f"{where} refused: {_errors(exc)} (the {self._token_source()} expired, was "
+                                        "revoked, or its policy does not allow this)") from None
+            except hvac.exceptions.InvalidPath:
+                raise UnknownKeyError(f"{where} failed: key not found") from None
+            except hvac.exceptions.InvalidRequest as exc:
+                reason = _errors(exc)
+                error = UnknownKeyError if "not found" in reason else KmsError
+                raise error(f"{where} failed: {reason}") from None
+            except hvac.exceptions.VaultError as exc:
+                raise KmsError(f"{where} failed: {type(exc).__name__}: {_errors(exc)}") from None
+            except requests.exceptions.SSLError:
+                raise KmsError(f"{where} failed: {_TLS_HINT.format(self.address)}") from None
+            except requests.exceptions.Timeout:
+                raise KmsError(f"{where} failed: no answer from {self.address} within {self.timeout:g}s") from None
+            except requests.exceptions.RequestException as exc:
+                raise KmsError(f"{where} failed: cannot reach {self.address}: {type(exc).__name__}") from None
         data = response.get("data") if isinstance(response, dict) else None
         if not isinstance(data, dict):
             raise KmsError(f"{where} failed: the reply has no data")
         return data
+
+
+    def _token_source(self) -> str:
+        if self.auth != "token":
+            return f"token of the {self.auth} login (logged in again once)"
+        return "token (the token file read again)" if self._token_file else "token"
 
 
 def _errors(exc: Exception) -> str:

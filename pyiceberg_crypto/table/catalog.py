@@ -26,7 +26,7 @@ from pyiceberg_crypto.io.hive_metastore import MetastoreError  # one error for b
 from pyiceberg_crypto.kms.base import KeyManagementClient
 
 __all__ = ["MetastoreError", "MetastoreTable", "catalog_properties", "list_tables", "metastore_table", "registered_kms",
-           "spark_table_parameters", "split_table_name"]
+           "spark_list_tables", "spark_table_parameters", "split_table_name"]
 
 
 def catalog_properties(spark, catalog: str) -> dict[str, str]:
@@ -95,6 +95,51 @@ def spark_table_parameters(spark, properties: dict[str, str], database: str, tab
     if params.get("table_type", "").upper() != "ICEBERG" or "metadata_location" not in params:
         raise MetastoreError(f"{database}.{table} is not an Iceberg table in the metastore")
     return {str(k): str(v) for k, v in params.items()}
+
+
+def spark_list_tables(spark, properties: dict[str, str], databases: list[str] | tuple[str, ...] | None = None,
+                      ) -> list[tuple[str, str, dict[str, str] | None]]:
+    """Every table of ``databases`` (default: all) in the catalog's metastore, Iceberg or not, as
+    ``(database, table, parameters)`` (:data:`ICEBERG_PARAMETERS` it has; None for a table dropped
+    since it was listed), sorted; through the same kept client as :func:`spark_table_parameters`.
+    MetastoreError: the metastore cannot list them, or a database does not exist."""
+    key = client_key(spark, properties)
+    with _CLIENTS_LOCK:
+        for attempt in (1, 2):
+            client = _CLIENTS.get(key)
+            reused = client is not None
+            try:
+                if client is None:
+                    client = _CLIENTS[key] = _new_client(spark, properties)
+                known = sorted(str(name) for name in client.getAllDatabases())
+                wanted = sorted(databases) if databases is not None else known
+                missing = [name for name in wanted if name not in known]
+                if missing:
+                    raise MetastoreError(f"database {missing[0]!r} does not exist in the metastore")
+                out = []
+                for database in wanted:
+                    for table in sorted(str(name) for name in client.getAllTables(database)):
+                        out.append((database, table, _parameters_or_none(client, database, table)))
+                return out
+            except MetastoreError:
+                raise
+            except Exception as exc:
+                _forget(key)
+                if reused and attempt == 1:
+                    continue
+                raise MetastoreError(f"the metastore cannot list its tables: {_java_message(exc)}") from None
+    raise AssertionError("unreachable")
+
+
+def _parameters_or_none(client, database: str, table: str) -> dict[str, str] | None:
+    try:
+        found = client.getTable(database, table).getParameters()
+    except Exception as exc:
+        if _is_no_such_object(exc):
+            return None
+        raise
+    params = {name: found.get(name) for name in ICEBERG_PARAMETERS}
+    return {name: str(value) for name, value in params.items() if value is not None}
 
 
 #: Kept metastore clients: (Spark application id, catalog settings) -> HiveMetaStoreClient (JVM).

@@ -4,6 +4,7 @@ which snapshots' manifest-list keys it seals, and the entries no live snapshot u
     inventory = build_inventory(meta, kms)       # meta: a parsed TableMetadata
     inventory.master_key_versions()              # {("orders-key", "1"), ("orders-key", "2")}
     inventory.to_dict()                          # what ``pyiceberg-crypto keys list --json`` prints
+    prunable_keys(meta)                          # (KEKs, entries, kept KEKs): what ``keys prune`` removes
 
 It reads only the plaintext metadata.json and asks the KMS, where it can tell, which master key
 version wrapped each KEK (:meth:`~pyiceberg_crypto.kms.KeyManagementClient.key_version`: the
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.table.keys import TableKeys
@@ -137,3 +139,24 @@ def _versions(info: KekInfo, entry: EncryptionKey, kms: KeyManagementClient | No
         info.note = f"the KMS could not tell the master key version: {exception_line(exc)}"
     if info.master_key_version is None and info.note is None:
         info.note = "this KMS does not report master key versions"
+
+
+def prunable_keys(meta: TableMetadata, now_ms: int | None = None) -> tuple[list[str], list[str], list[str]]:
+    """(KEKs no snapshot needs, other entries no snapshot needs, KEKs kept) of parsed table metadata:
+    what ``pyiceberg-crypto keys prune`` removes (:mod:`pyiceberg_crypto.keys.prune` says what is
+    always kept and why). No KMS call. TableInputError: not encrypted, or a snapshot names a key
+    the metadata does not hold."""
+    if not meta.key_id:
+        raise TableInputError("the table has no encryption.key-id: it is not encrypted")
+    for snapshot in meta.snapshots.values():
+        if snapshot.key_id and snapshot.key_id not in meta.encryption_keys:
+            raise TableInputError(f"snapshot {snapshot.snapshot_id} names key-id {snapshot.key_id!r}, which is not "
+                                  "in the table's encryption-keys: the metadata is inconsistent")
+    inventory = build_inventory(meta, None, now_ms)
+    own = [k for k in inventory.keks if k.master_key_id == meta.key_id]
+    current = {k.key_id for k in own if k.age_days is None or k.age_days < KEK_ROTATION_DAYS + 1}
+    if own:
+        current.add(min(own, key=lambda k: k.age_days if k.age_days is not None else float("-inf")).key_id)
+    removed = [k.key_id for k in inventory.keks if not k.in_use and k.master_key_id and k.key_id not in current]
+    kept = [k.key_id for k in inventory.keks if k.key_id not in removed]
+    return removed, list(inventory.unused_entries), kept

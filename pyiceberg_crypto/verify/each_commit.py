@@ -21,7 +21,9 @@ What happens:
   stream. Requests that pile up while a check runs become one check. Each check walks what is new
   since the ledger's last OK run (commits by other writers included): every snapshot is verified
   once, and a restart with the same ledger continues where the last run stopped.
-- A check that found new snapshots adds its report to :attr:`reports`; one that is not OK also to
+- A check that found new snapshots adds its report to :attr:`reports`; one that is OK records when
+  each of its snapshots was verified in :attr:`verified_at` (snapshot id -> ``time.time()``; the lag
+  of a commit is that minus the snapshot's ``committed_at``); one that is not OK goes to
   :attr:`failures`, and then ``on_failure`` acts: ``"stop"`` (default) logs the report at ERROR and
   stops the queries that write the table, ``"log"`` only logs it, a callable receives the report.
   A failed check leaves the ledger where it was, so the next check reports the same snapshots.
@@ -36,6 +38,7 @@ import logging
 import queue
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Union
 
@@ -95,6 +98,7 @@ class VerifyEachCommit(StreamingQueryListener):
         self.reports: list[TableReport] = []
         self.failures: list[TableReport] = []
         self.errors: list[str] = []  # checks that could not run (KMS down, metastore away): retried next event
+        self.verified_at: dict[int, float] = {}  # snapshot id -> when a check found it OK (time.time())
         self._lock = threading.Lock()
         self._requests: queue.Queue[str] = queue.Queue()
         self._idle = threading.Condition(self._lock)
@@ -199,6 +203,9 @@ class VerifyEachCommit(StreamingQueryListener):
             if not report.ok:
                 self.failures.append(report)
         if report.ok:
+            finished = time.time()
+            with self._lock:
+                self.verified_at.update((snapshot_id, finished) for snapshot_id in report.snapshot_ids)
             LOG.info("pyiceberg-crypto: %s snapshot(s) %s verified OK", self.table, report.snapshot_ids)
             return
         self._fail(report)

@@ -19,7 +19,7 @@ Usage::
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from pyiceberg_crypto.errors import TableInputError, VerifyInputError
 from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO
@@ -31,13 +31,14 @@ from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.table.metadata import TableMetadata, metadata_hash, read_metadata
 from pyiceberg_crypto.verify._forensics import explain_statistics, identify_swaps
 from pyiceberg_crypto.verify.ledger import Ledger, LedgerEntry, divergence, history_check
-from pyiceberg_crypto.verify.plan import Progress, plan_verification, select_scope
+from pyiceberg_crypto.verify.plan import Plan, Progress, plan_verification, select_scope
 from pyiceberg_crypto.verify.report import (
     KINDS,
     OK,
     PARTITION_STATISTICS,
     STATISTICS,
     UNVERIFIABLE,
+    FileFinding,
     TableCheck,
     TableReport,
 )
@@ -45,7 +46,8 @@ from pyiceberg_crypto.verify.runners import Runner, local_runner
 from pyiceberg_crypto.verify.table_checks import kek_rotation_check, metadata_location_check, table_checks
 
 # Old names: ``VerifyInputError`` is :class:`pyiceberg_crypto.errors.TableInputError`.
-__all__ = ["VerifyInputError", "metadata_hash", "read_metadata", "table_checks", "verify_metadata"]
+__all__ = ["PreparedVerification", "VerifyInputError", "metadata_hash", "prepare_verification", "read_metadata",
+           "table_checks", "verify_metadata"]
 
 
 def verify_metadata(
@@ -102,13 +104,84 @@ def verify_metadata(
         pyiceberg_crypto.verify.ledger.LedgerError: the ledger is unreadable, corrupt or another
             table's (it is never replaced then).
     """
+    prepared = prepare_verification(
+        metadata_location, kms, snapshot_id=snapshot_id, all_snapshots=all_snapshots,
+        since_snapshot_id=since_snapshot_id, state=state, accept_history=accept_history, table_name=table_name,
+        expected_metadata_hash=expected_metadata_hash, source_checks=source_checks, progress=progress,
+        limits=Limits.of(limits, allowed_locations=allowed_locations, file_io=file_io, properties=properties,
+                         max_metadata_bytes=max_metadata_bytes, kms_timeout=kms_timeout))
+    tasks = prepared.plan.all_tasks()
+    return prepared.finish((runner or local_runner(prepared.file_io, progress=progress))(tasks))
+
+
+@dataclass
+class PreparedVerification:
+    """A verification whose plan is made (metadata, keys, table checks, manifest lists and
+    manifests read) and whose file tasks are still to run: :func:`verify_metadata` runs them at
+    once; the catalog audit (:mod:`.audit`) runs the tasks of every table in one batch, then
+    calls :meth:`finish` for each table."""
+
+    report: TableReport
+    plan: Plan
+    meta: TableMetadata
+    keys: TableKeys
+    file_io: FileIO
+    digest: str
+    ledger: Ledger | None
+    table_name: str | None
+    progress: Progress | None
+    started: float
+    planned: float
+
+    def finish(self, file_findings: list[FileFinding]) -> TableReport:
+        """The report, from the findings of :attr:`plan`'s tasks (any order); advances the ledger when OK."""
+        report, plan = self.report, self.plan
+        ran = time.perf_counter()
+        for finding in file_findings:
+            if finding.kind in (STATISTICS, PARTITION_STATISTICS):
+                explain_statistics(finding)
+        findings = list(plan.findings.values()) + identify_swaps(file_findings, plan, self.meta, self.keys,
+                                                                 self.file_io)
+        report.timings = {"plan": round(self.planned - self.started, 4), "run": round(ran - self.planned, 4),
+                          "forensics": round(time.perf_counter() - ran, 4)}
+        order = {kind: i for i, kind in enumerate(KINDS)}
+        report.files = sorted(findings, key=lambda f: (order.get(f.kind, len(order)), f.path))
+        report.scope = {**plan.scope.to_dict(), "manifests_skipped": plan.manifests_skipped,
+                        "entries_skipped": plan.entries_skipped}
+        if self.ledger is not None:
+            _advance(self.ledger, report, self.meta, self.digest, self.table_name)
+        if self.progress:
+            self.progress("done", len(report.files), len(report.files))
+        return report
+
+
+def prepare_verification(
+    metadata_location: str,
+    kms: KeyManagementClient | None,
+    *,
+    snapshot_id: int | None = None,
+    all_snapshots: bool = False,
+    since_snapshot_id: int | None = None,
+    state: str | None = None,
+    accept_history: bool = False,
+    full: bool = False,
+    table_name: str | None = None,
+    expected_metadata_hash: str | None = None,
+    source_checks: list[TableCheck] | None = None,
+    progress: Progress | None = None,
+    limits: Limits | None = None,
+) -> PreparedVerification:
+    """Everything of :func:`verify_metadata` before the file tasks run (same arguments; ``limits``
+    holds the file IO, properties and bounds). ``full``: every snapshot in the metadata, and with a
+    ledger its history check without its cut-off (the ledger still advances when OK).
+
+    Raises what :func:`verify_metadata` raises."""
     if state is None and accept_history:
         raise TableInputError("accept_history needs a ledger (state=PATH)")
     if state is not None and (snapshot_id is not None or all_snapshots or since_snapshot_id is not None):
         raise TableInputError("a ledger (state) chooses the snapshots itself: do not combine it with a snapshot "
                               "id, all snapshots or since")
-    limits = Limits.of(limits, allowed_locations=allowed_locations, file_io=file_io, properties=properties,
-                       max_metadata_bytes=max_metadata_bytes, kms_timeout=kms_timeout)
+    limits = limits or Limits()
     file_io = limits.file_io_for(metadata_location)
     raw = read_metadata(file_io, metadata_location, limits.max_metadata_bytes)
     digest = metadata_hash(raw)
@@ -118,12 +191,12 @@ def verify_metadata(
     if ledger is not None:
         ledger.check_identity(meta, table_name)
         history = _history(meta, digest, ledger, accept_history)
-        incremental = ledger.last is not None and history.ok and not accept_history
+        incremental = ledger.last is not None and history.ok and not accept_history and not full
         scope = (select_scope(meta, since_snapshot_id=ledger.last.snapshot_id,
                               after_sequence_number=ledger.last.sequence_number)
-                 if incremental else select_scope(meta))
+                 if incremental else select_scope(meta, all_snapshots=full))
     else:
-        scope = select_scope(meta, snapshot_id=snapshot_id, all_snapshots=all_snapshots,
+        scope = select_scope(meta, snapshot_id=snapshot_id, all_snapshots=all_snapshots or full,
                              since_snapshot_id=since_snapshot_id)
 
     report = TableReport(metadata_location=metadata_location, table_location=meta.table_location,
@@ -146,24 +219,8 @@ def verify_metadata(
     if location_check is not None:
         report.checks.append(location_check)
     plan = plan_verification(meta, keys, scope, file_io, progress, confinement)
-    planned = time.perf_counter()
-    file_findings = (runner or local_runner(file_io, progress=progress))(plan.all_tasks())
-    ran = time.perf_counter()
-    for finding in file_findings:
-        if finding.kind in (STATISTICS, PARTITION_STATISTICS):
-            explain_statistics(finding)
-    findings = list(plan.findings.values()) + identify_swaps(file_findings, plan, meta, keys, file_io)
-    report.timings = {"plan": round(planned - started, 4), "run": round(ran - planned, 4),
-                      "forensics": round(time.perf_counter() - ran, 4)}
-    order = {kind: i for i, kind in enumerate(KINDS)}
-    report.files = sorted(findings, key=lambda f: (order.get(f.kind, len(order)), f.path))
-    report.scope = {**scope.to_dict(), "manifests_skipped": plan.manifests_skipped,
-                    "entries_skipped": plan.entries_skipped}
-    if ledger is not None:
-        _advance(ledger, report, meta, digest, table_name)
-    if progress:
-        progress("done", len(report.files), len(report.files))
-    return report
+    return PreparedVerification(report, plan, meta, keys, file_io, digest, ledger, table_name, progress,
+                                started, time.perf_counter())
 
 
 def _history(meta: TableMetadata, digest: str, ledger: Ledger, accept_history: bool) -> TableCheck:

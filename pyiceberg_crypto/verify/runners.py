@@ -24,7 +24,7 @@ from pyiceberg_crypto.verify.checks import FileTask, check_file
 from pyiceberg_crypto.verify.plan import Progress
 from pyiceberg_crypto.verify.report import FileFinding
 
-#: ``runner(tasks) -> findings``, one finding per task (any order).
+#: ``runner(tasks) -> findings``, one finding per task (any order; :func:`local_runner`'s: the tasks' order).
 Runner = Callable[[list[FileTask]], list[FileFinding]]
 
 
@@ -63,15 +63,17 @@ def _in_threads(tasks: list[FileTask], file_io: FileIO, workers: int, progress: 
 
 def _in_processes(tasks: list[FileTask], file_io: FileIO, cores: int, progress: Progress | None) -> list[FileFinding]:
     chunks = [tasks[i:i + CHUNK_TASKS] for i in range(0, len(tasks), CHUNK_TASKS)]
-    results: list[FileFinding] = []
+    results: list[list[FileFinding] | None] = [None] * len(chunks)
+    done = 0
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(cores, len(chunks)), mp_context=context) as pool:
-        futures = [pool.submit(check_chunk, chunk, file_io) for chunk in chunks]
+        futures = {pool.submit(check_chunk, chunk, file_io): i for i, chunk in enumerate(chunks)}
         for future in as_completed(futures):
-            results.extend(future.result())
+            results[futures[future]] = future.result()
+            done += len(chunks[futures[future]])
             if progress:
-                progress("files", len(results), len(tasks))
-    return results
+                progress("files", done, len(tasks))
+    return [finding for chunk in results for finding in chunk or []]
 
 
 def check_chunk(tasks: list[FileTask], file_io: FileIO) -> list[FileFinding]:

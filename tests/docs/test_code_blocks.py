@@ -8,6 +8,9 @@
   ``pip install`` names existing extras and ``make`` existing targets. A block with none of these
   needs an opt-out.
 - ``json`` parses; ``hcl`` has the form of a Vault policy; ``mermaid`` names its diagram type.
+- ``yaml`` parses, each document a Kubernetes object (``apiVersion``, ``kind``); ``ini`` is a
+  systemd unit (``[Service]`` with ``ExecStart``). In both, every ``pyiceberg-crypto ...`` command
+  (a container's ``command`` + ``args``, ``ExecStart``) is parsed by the CLI's parser.
 - Any other block (``text``, no language) needs an opt-out: ``<!-- not-checked: REASON -->``.
 
 Blocks executed elsewhere (the front page's ten lines, the getting-started page, the reading
@@ -253,6 +256,53 @@ HCL_LINE = re.compile(r'path "[\w/*+-]+"\s*\{\s*capabilities\s*=\s*\[\s*"(create
                       r'(\s*,\s*"(create|read|update|delete|list|sudo)")*\s*\]\s*\}')
 
 
+def _cli_command_problems(argv: list[str]) -> list[str]:
+    return command_problems(argv)[1] if argv and argv[0].rsplit("/", 1)[-1] == "pyiceberg-crypto" else []
+
+
+def yaml_problems(code: str) -> list[str]:
+    import yaml
+
+    try:
+        documents = [d for d in yaml.safe_load_all(code) if d is not None]
+    except yaml.YAMLError as exc:
+        return [f"not YAML: {exc}"]
+    problems = [f"document {i + 1} is not a Kubernetes object (apiVersion, kind)"
+                for i, d in enumerate(documents) if not (isinstance(d, dict) and "apiVersion" in d and "kind" in d)]
+
+    def containers(node):
+        if isinstance(node, dict):
+            if "image" in node and ("args" in node or "command" in node):
+                yield [str(t) for t in (node.get("command") or []) + (node.get("args") or [])]
+            for value in node.values():
+                yield from containers(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from containers(value)
+
+    for document in documents:
+        for argv in containers(document):
+            problems += _cli_command_problems(argv)
+    return problems
+
+
+def systemd_unit_problems(code: str) -> list[str]:
+    import configparser
+
+    unit = configparser.ConfigParser(strict=False, interpolation=None, delimiters=("=",))
+    unit.optionxform = str
+    try:
+        unit.read_string(code)
+    except configparser.Error as exc:
+        return [f"not a systemd unit: {exc}"]
+    if not unit.has_option("Service", "ExecStart"):
+        return ["a systemd unit without [Service] ExecStart"]
+    problems = []
+    for argv in shell_commands(unit.get("Service", "ExecStart").lstrip("-@:+!")):
+        problems += _cli_command_problems(argv)
+    return problems
+
+
 def block_problems(block: Block) -> list[str]:
     if block.language == "python":
         return python_problems(block.code, block.where)
@@ -274,6 +324,10 @@ def block_problems(block: Block) -> list[str]:
     if block.language == "hcl":
         return [f"not a Vault policy line: {line!r}" for line in block.code.splitlines()
                 if line.strip() and not HCL_LINE.fullmatch(line.strip())]
+    if block.language == "yaml":
+        return yaml_problems(block.code)
+    if block.language == "ini":
+        return systemd_unit_problems(block.code)
     if block.language == "mermaid":
         first = block.code.split(None, 1)[0] if block.code.strip() else ""
         unbalanced = block.code.count("subgraph") != len(re.findall(r"^\s*end\s*$", block.code, re.M))

@@ -1,3 +1,1 @@
-"""The loopback Hive metastore fixture, as a user's suite would get it."""
-
-from pyiceberg_crypto.services.pytest_plugin import hive_metastore  # noqa: F401
+"""The loopback Hive metastore fixture comes from tests/conftest.py (the plugin's, as a user's suite would get it)."""

@@ -3,7 +3,9 @@
 Implements only what :mod:`pyiceberg_crypto.kms.vault` uses: encrypt / decrypt / rewrap (with
 ``associated_data``), read / rotate / config / delete keys, token auth (``X-Vault-Token``), AppRole
 and Kubernetes login. Ciphertexts are ``vault:v<N>:base64(nonce12 || AES-256-GCM)`` like Vault's.
-Not a real Vault: it is how the provider is tested (see the README).
+Not a real Vault: the provider is tested against a real OpenBao server (tests/kms/test_vault_openbao.py);
+this stand-in stays for the fault shapes a real server cannot produce (test_vault.py): Kubernetes
+login without a Kubernetes API server, and a server slower than the client's timeout (``delay``).
 """
 
 from __future__ import annotations
@@ -91,7 +93,8 @@ class TransitStandIn(HttpStandIn):
                 if "deletion_allowed" in body:
                     key["deletion_allowed"] = bool(body["deletion_allowed"])
                 return self._reply(h, 204, None)
-            ad = base64.b64decode(body.get("associated_data", "")) or None
+            # As OpenBao 2.7 measured: rewrap takes no associated_data.
+            ad = base64.b64decode(body.get("associated_data", "")) or None if op != "rewrap" else None
             if op == "encrypt" and method == "POST":
                 try:
                     plaintext = base64.b64decode(body["plaintext"], validate=True)

@@ -63,9 +63,11 @@ class ServiceProcess:
         service.wait_until(lambda s: s.get("running"), timeout, "the service to start")
         return service
 
-    def restart(self, timeout: float = 60.0) -> None:
-        """Stop (SIGTERM) and start again with the same arguments (same port: a new token)."""
-        listen = self.status()["listen"]
+    def restart(self, timeout: float = 60.0, *, listen: str | None = None) -> None:
+        """Stop (SIGTERM) and start again with the same arguments (same port: a new token).
+
+        ``listen``: the address to take again, for a service stopped before (its status is gone)."""
+        listen = listen or self.status()["listen"]
         self.stop()
         args = list(self.args)
         args[args.index("--listen") + 1] = listen

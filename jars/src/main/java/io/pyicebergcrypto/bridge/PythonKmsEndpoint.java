@@ -237,6 +237,8 @@ final class PythonKmsEndpoint {
    */
   static final class Handshake {
     static final String PROTOCOL = "pyiceberg-crypto-kms/1";
+    /** A listener at a connection cap answers this, then the reason, then closes. */
+    static final String BUSY = "!busy ";
     private static final java.security.SecureRandom RANDOM = new java.security.SecureRandom();
 
     private Handshake() {}
@@ -251,6 +253,12 @@ final class PythonKmsEndpoint {
       out.write((PROTOCOL + " " + role + " " + clientNonce + "\n").getBytes(StandardCharsets.US_ASCII));
       out.flush();
       String reply = readLine(in, 160);
+      if (reply.startsWith(BUSY)) {
+        // callback_server._turn_away: the listener is at a connection cap and says which.
+        throw new HandshakeException("the KMS listener refused this connection: "
+            + reply.substring(BUSY.length()).replaceAll("[^ -~]", "?")
+            + "; retry later, or raise the cap (kms serve --max-connections / --max-unauthenticated)");
+      }
       if (reply.startsWith("!")) {
         throw new HandshakeException("Could not authenticate connection: the KMS listener refused this JVM's token");
       }

@@ -19,7 +19,9 @@ import org.apache.iceberg.encryption.KeyManagementClient;
  * JavaMemoryKms} (the reference: the same AES-GCM key wrap without leaving the JVM).
  *
  * <p>Each result is {@code {p50 microseconds, p99 microseconds, calls per second, errors}} over
- * {@code threads * callsPerThread} timed calls, after {@code warmupCalls} untimed calls per thread.
+ * {@code threads * callsPerThread} timed calls, after {@code warmupCalls} untimed calls per thread
+ * (which open each thread's connection): the clock starts when every thread has warmed up and
+ * stops when the last one is done.
  */
 public final class KmsBridgeBench {
   private KmsBridgeBench() {}
@@ -29,6 +31,18 @@ public final class KmsBridgeBench {
       throws Exception {
     PythonKmsClient kms = new PythonKmsClient();
     kms.initialize(Map.of(PythonKmsClient.KMS_NAME_PROPERTY, kmsName));
+    return measure(kms, keyId, threads, callsPerThread, warmupCalls);
+  }
+
+  /**
+   * Unwrap through the Python KMS the catalog {@code properties} name: a {@code kms serve} service
+   * ({@code pyiceberg-crypto.kms-service}, its token file and pin), or a registered name.
+   */
+  public static double[] client(
+      Map<String, String> properties, String keyId, int threads, int callsPerThread, int warmupCalls)
+      throws Exception {
+    PythonKmsClient kms = new PythonKmsClient();
+    kms.initialize(properties);
     return measure(kms, keyId, threads, callsPerThread, warmupCalls);
   }
 
@@ -50,13 +64,16 @@ public final class KmsBridgeBench {
     long[] errors = new long[1];
     try {
       List<Future<?>> work = new ArrayList<>();
-      long start = System.nanoTime();
+      long[] start = new long[1];
+      java.util.concurrent.CyclicBarrier warm =
+          new java.util.concurrent.CyclicBarrier(threads, () -> start[0] = System.nanoTime());
       for (int t = 0; t < threads; t++) {
         int base = t * callsPerThread;
         work.add(pool.submit(() -> {
           for (int i = 0; i < warmupCalls; i++) {
             kms.unwrapKey(wrapped.duplicate(), keyId);
           }
+          warm.await();
           for (int i = 0; i < callsPerThread; i++) {
             long begin = System.nanoTime();
             try {
@@ -74,8 +91,8 @@ public final class KmsBridgeBench {
       for (Future<?> f : work) {
         f.get();
       }
-      long wall = System.nanoTime() - start;
-      long calls = (long) threads * (callsPerThread + warmupCalls);
+      long wall = System.nanoTime() - start[0];
+      long calls = (long) threads * callsPerThread;
       Arrays.sort(latencies);
       return new double[] {
         percentile(latencies, 0.50) / 1e3,

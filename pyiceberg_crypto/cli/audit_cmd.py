@@ -1,0 +1,144 @@
+"""``pyiceberg-crypto audit``: every table of a Hive metastore, verified, without Spark::
+
+    pyiceberg-crypto audit --metastore-uri thrift://hms:9083 --warehouse s3://lake/wh \\
+        --kms keystore --kms-property keystore.path=/etc/lake/keys.json \\
+        [--namespace sales ...] [--state-dir /var/lib/pyiceberg-crypto/ledgers] [--full] \\
+        [--json] [--html audit.html] [--prometheus /var/lib/node_exporter/textfile/lake.prom]
+
+The tables are listed over the metastore's Thrift API (:mod:`pyiceberg_crypto.io.hive_metastore`);
+each Iceberg table is verified as ``pyiceberg-crypto verify`` would, with the files of all tables
+checked in one batch on this machine's cores (:mod:`pyiceberg_crypto.verify.audit`). Output: a
+summary and every table that is not OK (or the JSON report with ``--json``), plus the HTML page
+and the Prometheus textfile when asked. Exit status: 0 every Iceberg table encrypted and OK,
+1 any table not, 2 bad usage or input (an unreachable metastore, a missing ``--state-dir``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from pyiceberg_crypto.cli.arguments import add_kms_arguments, add_limit_arguments, parse_properties, positive_seconds
+from pyiceberg_crypto.exit_status import ExitStatus
+from pyiceberg_crypto.safe_text import escape_text, exception_line
+
+
+def add_audit_parser(sub) -> None:
+    audit = sub.add_parser("audit", help="audit every table of a Hive metastore: encrypted, verified, under which "
+                                         "keys (no Spark)")
+    audit.add_argument("--metastore-uri", required=True, metavar="URI",
+                       help="thrift://host:port of the Hive metastore (several, comma-separated, tried in order)")
+    audit.add_argument("--warehouse", metavar="URI", help="the lake's warehouse location (recorded in the report)")
+    audit.add_argument("--catalog", default="hive", metavar="NAME",
+                       help="the catalog's name in the report (default: %(default)s)")
+    add_kms_arguments(audit)
+    audit.add_argument("--io-property", action="append", default=[], metavar="KEY=VALUE",
+                       help="a storage property, as in the catalog (s3.endpoint=..., s3.path-style-access=true); "
+                            "credentials come from the environment (repeatable)")
+    audit.add_argument("--namespace", action="append", metavar="NS",
+                       help="audit only this namespace (database) (repeatable; default: every namespace)")
+    audit.add_argument("--state-dir", metavar="DIR",
+                       help="a directory of ledgers, one per table: the first audit verifies each table's current "
+                            "snapshot, later ones only what is newer (keep it where the tables' writers cannot write)")
+    audit.add_argument("--full", action="store_true",
+                       help="verify every snapshot of every table, ignoring the ledgers' cut-off")
+    add_limit_arguments(audit)
+    audit.add_argument("--metastore-timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
+                       help="give up on a metastore call after this long (default: %(default)g)")
+    audit.add_argument("--json", action="store_true", help="print the report as JSON")
+    audit.add_argument("--html", metavar="FILE", help="write the report as one self-contained HTML page")
+    audit.add_argument("--prometheus", metavar="FILE",
+                       help="write per-table gauges as a node-exporter textfile (e.g. <textfile dir>/lake_audit.prom)")
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    from pyiceberg_crypto.errors import TableInputError
+    from pyiceberg_crypto.io.hive_metastore import MetastoreError, list_tables
+    from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
+    from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
+    from pyiceberg_crypto.table.limits import Limits
+    from pyiceberg_crypto.verify.audit import CatalogReport, ListedTable, audit_tables, local_batch_runner
+
+    try:
+        properties = parse_properties(args.kms_property)
+        io_properties = parse_properties(args.io_property, "--io-property")
+        for option, path in (("--html", args.html), ("--prometheus", args.prometheus)):
+            if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+                raise ValueError(f"{option} {path}: its directory does not exist")
+        if args.state_dir and not os.path.isdir(args.state_dir):
+            raise ValueError(f"--state-dir {args.state_dir} does not exist: create it (mkdir -p -m 700 "
+                             f"{args.state_dir}) where the tables' writers cannot write, then run again")
+        kms = call_with_timeout(load_kms, args.kms, properties, timeout=args.kms_timeout,
+                                what=f"the KMS factory {args.kms!r}")
+    except (KmsLoadError, ValueError) as exc:
+        return _fail(args, "usage", str(exc))
+    except KmsTimeoutError as exc:
+        return _fail(args, "kms", str(exc))
+    except Exception as exc:  # the user's factory failed
+        return _fail(args, "kms", f"the KMS factory {args.kms!r} failed: {exception_line(exc)}")
+    import time
+
+    started = time.perf_counter()
+    try:
+        rows = list_tables(args.metastore_uri, args.namespace, timeout=args.metastore_timeout)
+    except MetastoreError as exc:
+        return _fail(args, "metastore", str(exc))
+    listing = [ListedTable(*row) for row in rows]
+    report = CatalogReport(args.catalog, metastore=args.metastore_uri, warehouse=args.warehouse,
+                           namespaces=sorted(args.namespace) if args.namespace else None, full=args.full,
+                           state_dir=args.state_dir)
+    limits = Limits(allowed_locations=tuple(args.allow_location), max_metadata_bytes=args.max_metadata_bytes,
+                    kms_timeout=args.kms_timeout)
+    try:
+        audit_tables(listing, kms, report, run_batch=local_batch_runner(), properties=io_properties, limits=limits,
+                     listed_in=time.perf_counter() - started)
+    except TableInputError as exc:
+        return _fail(args, "usage", str(exc))
+    except Exception as exc:  # an audit bug: one line and exit 2, never a traceback
+        return _fail(args, "internal", f"internal error in the audit: {exception_line(exc)}")
+    try:
+        if args.html:
+            report.write_html(args.html)
+        if args.prometheus:
+            report.write_prometheus(args.prometheus)
+    except OSError as exc:
+        return _fail(args, "output", f"cannot write {exc.filename}: {exc.strerror or exc}")
+    if args.json:
+        json.dump(report.to_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(format_audit(report))
+    return ExitStatus.OK if report.ok else ExitStatus.INTEGRITY
+
+
+def format_audit(report) -> str:
+    """The human summary: counts, then each Iceberg table that is not OK with its reason."""
+    esc = escape_text
+    summary = report.summary()
+    states = ", ".join(f"{n} {s}" for s, n in summary["by_state"].items()) or "no tables"
+    lines = [f"catalog   {esc(report.catalog)}   metastore {esc(report.metastore or '?')}",
+             f"tables    {summary['tables']} ({states})",
+             f"files     {summary['files']} checked: " + (", ".join(f"{n} {s}" for s, n in summary["files_by_status"].items())
+                                                        or "none"),
+             f"keys      {summary['keks']} KEK(s), {summary['keks_rotation_due']} due for rotation, "
+             f"{summary['prunable_keks']} that keys prune would remove; master keys: "
+             f"{esc(', '.join(summary['key_ids'])) or 'none'}"]
+    bad = report.not_ok()
+    if bad:
+        lines += ["", f"not OK ({len(bad)})"]
+        for entry in bad:
+            lines.append(f"  {esc(entry.state):<12} {esc(entry.table)}  {esc(entry.reason or '')}: {esc(entry.detail or '')}")
+    verdict = ("OK: every Iceberg table is encrypted and verified" if report.ok
+               else f"FAILED: {len(bad)} of {summary['iceberg_tables']} Iceberg table(s) not encrypted and OK")
+    return "\n".join(lines + ["", verdict, ""])
+
+
+def _fail(args: argparse.Namespace, kind: str, message: str) -> int:
+    if getattr(args, "json", False):
+        json.dump({"ok": False, "version": 1, "error": {"type": kind, "message": message}, "tables": []},
+                  sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    print(f"pyiceberg-crypto: {escape_text(message)}", file=sys.stderr)
+    return ExitStatus.USAGE
