@@ -18,7 +18,7 @@ CONSTRAINTS35 := constraints/spark-3.5.txt
 BRIDGE_JAR := pyiceberg_crypto/_jars/pyiceberg-crypto-bridge.jar
 TESTKIT_JAR := jars/target/pyiceberg-crypto-bridge-tests.jar
 JAVA_SOURCES := $(shell find jars/src -name '*.java' 2>/dev/null) jars/pom.xml jars/build_bridge.py
-# The pinned Iceberg runtimes (both lines) and AWS bundle, downloaded once and checked against
+# The pinned Iceberg runtimes (both lines), AWS bundle, Kafka connector and Kafka broker, downloaded once and checked against
 # their pinned SHA-256 by the package's own `pyiceberg-crypto jars download`: the project's
 # sessions use local jars (the offline path); the newcomer test covers spark.jars.packages.
 RUNTIME_JARS := .cache/jars
@@ -59,7 +59,7 @@ $(BRIDGE_JAR) $(TESTKIT_JAR) &: $(JAVA_SOURCES)
 runtime-jars: $(RUNTIME_JARS)/.complete
 
 $(RUNTIME_JARS)/.complete: pyiceberg_crypto/jars.py | venv
-	$(VENV)/bin/pyiceberg-crypto jars download $(RUNTIME_JARS) --spark 3.5 --spark 4.1 --aws
+	$(VENV)/bin/pyiceberg-crypto jars download $(RUNTIME_JARS) --spark 3.5 --spark 4.1 --aws --kafka --kafka-broker
 	touch $@
 
 demo: setup

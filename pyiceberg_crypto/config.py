@@ -90,6 +90,7 @@ def spark_settings(
     jars: str = "auto",
     jars_dir: str | Path | None = None,
     spark_version: str | None = None,
+    kafka: bool = False,
     hive_lock: bool = False,
     s3_endpoint: str | None = None,
     s3_region: str | None = None,
@@ -121,6 +122,9 @@ def spark_settings(
         jars_dir: directory of local jars (implies ``jars="local"`` under ``"auto"``).
         spark_version: the pyspark version the settings are for (default: the installed one);
             it picks the runtime (Spark 3.5 -> ``..-3.5_2.12``, 4.1 -> ``..-4.1_2.13``).
+        kafka: add Spark's Kafka connector (``spark-sql-kafka-0-10`` for the Spark line, through
+            the same channel as the other jars) for ``readStream.format("kafka")``; local jars
+            need ``pyiceberg-crypto jars download DIR --kafka``.
         hive_lock: use the metastore lock for commits instead of the HIVE-26882 atomic swap.
         s3_endpoint: endpoint of an S3-compatible server (``http://127.0.0.1:9000``); None for AWS.
         s3_region: ``client.region`` of the S3 client.
@@ -152,7 +156,7 @@ def spark_settings(
 
     s3 = _uses_s3(warehouse, s3_endpoint, s3_region, s3_path_style_access)
     settings: dict[str, str] = {}
-    settings.update(jar_settings(jars, jars_dir=jars_dir, aws=s3, spark_version=spark_version))
+    settings.update(jar_settings(jars, jars_dir=jars_dir, aws=s3, kafka=kafka, spark_version=spark_version))
     settings["spark.sql.extensions"] = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
     settings.update(
         catalog_settings(
@@ -476,9 +480,11 @@ def jar_settings(
     *,
     jars_dir: str | Path | None = None,
     aws: bool = False,
+    kafka: bool = False,
     spark_version: str | None = None,
 ) -> dict[str, str]:
-    """Only the jar settings: the bridge jar, plus the Iceberg runtime for the pyspark line.
+    """Only the jar settings: the bridge jar, plus the Iceberg runtime for the pyspark line (and
+    the AWS bundle with ``aws``, Spark's Kafka connector with ``kafka``).
 
     ``"packages"``: every jar as a Maven coordinate (the bridge's from the repository inside this
     package); ``"local"``: every jar as a file in ``spark.jars``. Never both channels at once: a
@@ -492,10 +498,10 @@ def jar_settings(
         JarNotFoundError: ``"local"`` without a directory, or a jar missing from it.
     """
     line = _jars.spark_line(spark_version)
-    artifacts = _jars.artifacts(line, aws=aws)
     directory = Path(jars_dir) if jars_dir is not None else _jars.local_jars_dir()
     if jars == "auto":
         jars = "local" if directory is not None else "packages"
+    artifacts = _jars.artifacts(line, aws=aws, kafka=kafka, local=jars == "local")
     if jars == "packages":  # one channel for every jar, the bridge's included (pyiceberg_crypto.jars)
         return {
             "spark.jars.packages": ",".join(a.coordinate for a in [*artifacts, _jars.bridge_artifact()]),

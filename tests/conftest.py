@@ -31,6 +31,7 @@ def spark(spark_dirs):
         warehouse=spark_dirs["warehouse"],
         metastore_dir=spark_dirs["metastore"],
         kms_name="test",
+        kafka=True,  # Spark's Kafka connector (tests/streaming): four small jars
     )
     builder = (config.local_spark_builder("pyiceberg-crypto-tests").config("spark.driver.memory", "2g")
                .config("spark.jars", str(testkit_jar())))  # merged with the settings' jars

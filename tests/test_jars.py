@@ -120,8 +120,53 @@ def test_pinned_jars_in_the_project_cache_match_their_digests():
     directory = jars.local_jars_dir()
     if directory is None:
         pytest.skip(f"{jars.JARS_DIR_ENV} is not set (make sets it)")
+    broker = {artifact.file_name for artifact in jars.kafka_broker_artifacts()}
     for name, digest in jars.PINNED_SHA256.items():
-        assert hashlib.sha256((directory / name).read_bytes()).hexdigest() == digest, name
+        where = jars.kafka_broker_dir() if name in broker else directory  # the broker's jars: a directory of their own
+        assert hashlib.sha256((where / name).read_bytes()).hexdigest() == digest, name
+
+
+@pytest.mark.parametrize(("version", "connector", "token_provider"), [
+    ("3.5.9", "org.apache.spark:spark-sql-kafka-0-10_2.12:3.5.7", "spark-token-provider-kafka-0-10_2.12-3.5.7.jar"),
+    ("4.1.4", "org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.3", "spark-token-provider-kafka-0-10_2.13-4.1.1.jar"),
+])
+def test_the_kafka_connector_follows_the_spark_line_in_both_channels(tmp_path, version, connector, token_provider):
+    packages = config.jar_settings("packages", kafka=True, spark_version=version)["spark.jars.packages"].split(",")
+    assert connector in packages and not any("token-provider" in p or "kafka-clients" in p for p in packages), \
+        "Spark's --packages resolves the connector's dependencies itself"
+    assert connector not in config.jar_settings("packages", spark_version=version)["spark.jars.packages"]
+
+    wanted = jars.artifacts(jars.spark_line(version), kafka=True, local=True)
+    assert all(a.file_name in jars.PINNED_SHA256 for a in wanted), "every local jar is pinned by SHA-256"
+    names = {a.file_name for a in wanted}
+    assert token_provider in names and any(n.startswith("kafka-clients-") for n in names) \
+        and any(n.startswith("commons-pool2-") for n in names)
+    with pytest.raises(jars.JarNotFoundError, match="--kafka"):
+        config.jar_settings("local", jars_dir=tmp_path, kafka=True, spark_version=version)
+    for artifact in wanted:
+        (tmp_path / artifact.file_name).write_bytes(b"jar")
+    local = config.jar_settings("local", jars_dir=tmp_path, kafka=True, spark_version=version)["spark.jars"].split(",")
+    assert {str(tmp_path / name) for name in names} <= set(local)
+
+
+def test_spark_settings_with_kafka_and_jars_show(capsys, monkeypatch):
+    monkeypatch.delenv(jars.JARS_DIR_ENV, raising=False)
+    settings = config.spark_settings("lake", warehouse="/tmp/wh", kafka=True, spark_version="4.1.4")
+    assert "org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.3" in settings["spark.jars.packages"]
+    assert main(["jars", "show", "--spark", "4.1.4", "--kafka", "--json"]) == 0
+    assert "org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.3" in json.loads(capsys.readouterr().out)["packages"]
+
+
+def test_the_kafka_broker_jars_are_pinned_and_say_how_to_fetch_them_offline(tmp_path, monkeypatch):
+    broker = jars.kafka_broker_artifacts()
+    assert {a.artifact for a in broker} >= {"kafka_2.13", "kafka-server", "kafka-raft", "kafka-metadata",
+                                             "kafka-storage", "kafka-clients", "scala-library", "log4j-slf4j-impl"}
+    assert all(a.version == jars.KAFKA_VERSION for a in broker if a.group == "org.apache.kafka")
+    assert all(jars.PINNED_SHA256[a.file_name] for a in broker)
+    monkeypatch.setenv(jars.JARS_DIR_ENV, str(tmp_path))
+    assert jars.kafka_broker_dir() == tmp_path / f"kafka-{jars.KAFKA_VERSION}"
+    with pytest.raises(jars.JarNotFoundError, match=r"jars download .* --kafka-broker"):
+        jars.kafka_broker_jars(download_missing=False)
 
 
 def test_jars_show_names_the_coordinates_for_a_spark_version(capsys, monkeypatch):

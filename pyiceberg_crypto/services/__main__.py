@@ -2,6 +2,7 @@
 
     python -m pyiceberg_crypto.services metastore --directory /var/lib/metastore [--host 127.0.0.1] [--port 9083]
     python -m pyiceberg_crypto.services s3 --directory /tmp/s3 [--bucket warehouse] [--port 9000]
+    python -m pyiceberg_crypto.services kafka --directory /tmp/kafka [--port 9092] [--partitions 1]
     python -m pyiceberg_crypto.services openbao --directory /tmp/bao [--port 8200] [--persistent [--tls]]
 
 Prints where the service listens (never credentials: moto accepts any, the clients bring their own
@@ -18,6 +19,7 @@ import sys
 import time
 
 from pyiceberg_crypto.services._process import LOOPBACK, ServiceError
+from pyiceberg_crypto.services.kafka import KafkaBroker
 from pyiceberg_crypto.services.metastore import StandaloneMetastore
 from pyiceberg_crypto.services.openbao import OpenBaoServer
 from pyiceberg_crypto.services.s3 import S3Server
@@ -38,10 +40,18 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument("--persistent", action="store_true",
                                  help="raft storage in the directory, kept across restarts (default: a dev server)")
             command.add_argument("--tls", action="store_true", help="HTTPS with a fresh CA (with --persistent)")
+
+    kafka = sub.add_parser("kafka", help="a single-node KRaft Kafka broker on 127.0.0.1 (no authentication)")
+    kafka.add_argument("--directory", required=True, help="topics (data/), configuration and log directory")
+    kafka.add_argument("--port", type=int, default=0, help="client port (default: a free one; kept across restarts)")
+    kafka.add_argument("--partitions", type=int, default=1, help="partitions of a topic created on first use")
     args = parser.parse_args(argv)
 
     if args.service == "metastore":
         service = StandaloneMetastore(args.directory, host=args.host, port=args.port)
+    elif args.service == "kafka":
+        service = KafkaBroker(args.directory, port=args.port,
+                              partitions=args.partitions)
     elif args.service == "openbao":
         try:
             service = OpenBaoServer(args.directory, host=args.host, port=args.port, persistent=args.persistent,
@@ -56,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         service.start()
         if args.service == "metastore":
             where = service.uri
+        elif args.service == "kafka":
+            where = f"{service.bootstrap_servers} (kafka.bootstrap.servers)"
         elif args.service == "openbao":
             where = f"{service.address} (root token in {service.token_file}, Transit at transit/" + (
                 f", CA {service.ca_file})" if service.ca_file else ")")

@@ -3,7 +3,7 @@
 Use them in your own suite with ``pytest -p pyiceberg_crypto.services.pytest_plugin`` or, in your
 top-level ``conftest.py``, ``pytest_plugins = ["pyiceberg_crypto.services.pytest_plugin"]``::
 
-    def test_orders(hive_metastore, s3_server):
+    def test_orders(hive_metastore, s3_server):     # also: kafka_broker
         settings = config.spark_settings(
             "lake", warehouse=s3_server.warehouse("wh"), metastore_uri=hive_metastore.uri,
             s3_endpoint=s3_server.endpoint, s3_path_style_access=True, s3_region=s3_server.region)
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import pytest
 
+from pyiceberg_crypto.services.kafka import KafkaBroker
 from pyiceberg_crypto.services.metastore import StandaloneMetastore
 from pyiceberg_crypto.services.openbao import OpenBaoServer
 from pyiceberg_crypto.services.s3 import S3Server
@@ -36,6 +37,14 @@ def s3_server(tmp_path_factory):
     """An :class:`S3Server` (moto, server mode) on 127.0.0.1 with a bucket named ``warehouse``."""
     with S3Server(tmp_path_factory.mktemp("s3-server"), bucket="warehouse") as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory):
+    """A :class:`KafkaBroker` (one KRaft node) on 127.0.0.1, free ports; ``kafka_broker.bootstrap_servers``
+    for ``kafka.bootstrap.servers``. Use a topic name of your own per test: topics outlive tests."""
+    with KafkaBroker(tmp_path_factory.mktemp("kafka-broker")) as broker:
+        yield broker
 
 
 @pytest.fixture(scope="session")

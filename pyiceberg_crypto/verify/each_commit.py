@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -46,6 +47,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import exception_line
+from pyiceberg_crypto.verify.ledger import LedgerError
 from pyiceberg_crypto.verify.render import format_text
 from pyiceberg_crypto.verify.report import TableReport
 from pyiceberg_crypto.verify.spark import verify_table
@@ -53,6 +55,8 @@ from pyiceberg_crypto.verify.spark import verify_table
 LOG = logging.getLogger("pyiceberg_crypto.verify.each_commit")
 
 OnFailure = Union[str, Callable[[TableReport], Any]]
+_NAME_IT = ("name an existing Iceberg table as catalog.db.table (its catalog configured in this session), and "
+            "create the table before the listener and the stream start")
 _CHECK, _STOP = "check", "stop"
 
 
@@ -99,7 +103,8 @@ class VerifyEachCommit(StreamingQueryListener):
         self._requests: queue.Queue[str] = queue.Queue()
         self._idle = threading.Condition(self._lock)
         self._pending = 0
-        self._check()  # the baseline, here: bad input fails before any stream runs
+        self._closed = False
+        self._baseline()  # here: bad input fails before any stream runs
         self._worker = threading.Thread(target=self._run, name=f"verify-each-commit {table}", daemon=True)
         self._worker.start()
 
@@ -120,8 +125,10 @@ class VerifyEachCommit(StreamingQueryListener):
     # --- control ------------------------------------------------------------------------------
 
     def request_check(self) -> None:
-        """Ask the worker for a check (what the stream events do)."""
+        """Ask the worker for a check (what the stream events do); nothing once closed."""
         with self._lock:
+            if self._closed:
+                return
             self._pending += 1
         self._requests.put(_CHECK)
 
@@ -136,6 +143,8 @@ class VerifyEachCommit(StreamingQueryListener):
         if not self._worker.is_alive():
             return
         self.request_check()
+        with self._lock:
+            self._closed = True  # events of a listener still registered no longer queue up
         self._requests.put(_STOP)
         self._worker.join(timeout)
 
@@ -170,6 +179,21 @@ class VerifyEachCommit(StreamingQueryListener):
             if stop:
                 return
 
+    def _baseline(self) -> None:
+        """The first check, with what to do added to the errors bad input gives."""
+        try:
+            exists = self.spark.catalog.tableExists(self.table)
+        except Exception as exc:  # an unknown catalog, a malformed name
+            raise TableInputError(f"VerifyEachCommit cannot find table {self.table!r} ({exception_line(exc)}): "
+                                  f"{_NAME_IT}") from None
+        if not exists:
+            raise TableInputError(f"VerifyEachCommit: table {self.table!r} does not exist: {_NAME_IT}")
+        try:
+            self._check()
+        except LedgerError as exc:
+            raise LedgerError(f"{exc}. VerifyEachCommit({self.table!r}) needs state= the ledger of this table, or a "
+                              "new file (its first check then verifies the table in full)") from None
+
     def _check(self) -> None:
         report = verify_table(self.spark, self.table, kms=self.kms, state=self.state, **self.verify_options)
         if not report.snapshot_ids and report.ok:
@@ -200,22 +224,30 @@ class VerifyEachCommit(StreamingQueryListener):
     def _writers(self) -> list:
         """The active queries that write the table (see the class docstring)."""
         found = []
-        name = self.table.split(".")[-1].lower()
         for query in self.spark.streams.active:
             if self.queries is not None:
                 if query.id in self.queries:
                     found.append(query)
                 continue
-            if _writes(query.lastProgress, name):
+            if _writes(query.lastProgress, self.table):
                 found.append(query)
         return found
 
 
-def _writes(progress, table_name: str) -> bool:
-    """Does a query's last progress say its sink is the table, or a ``foreachBatch``?"""
+def _writes(progress, table: str) -> bool:
+    """Does a query's last progress say its sink is ``table``, or a ``foreachBatch``?
+
+    The sink's description is split into names: ``lake.db.events`` matches a sink named
+    ``lake.db.events``, ``db.events`` or ``events``, never ``events_archive`` or ``db.events2``."""
     if not progress:
         return False
     sink = progress.get("sink") if hasattr(progress, "get") else getattr(progress, "sink", None)
     description = sink.get("description", "") if hasattr(sink, "get") else getattr(sink, "description", "")
     description = str(description or "").lower()
-    return "foreachbatch" in description or table_name in description
+    if "foreachbatch" in description:
+        return True
+    parts = table.lower().replace("`", "").split(".")
+    suffixes = {".".join(parts[i:]) for i in range(len(parts))}  # lake.db.events, db.events, events
+    qualified = ".".join(parts[-2:])
+    return any(name in suffixes or name.endswith("." + qualified)
+               for name in re.findall(r"[\w.]+", description.replace("`", "")))

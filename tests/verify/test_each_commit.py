@@ -110,8 +110,11 @@ def test_a_plaintext_file_added_to_the_table_stops_the_stream(spark, stream_tabl
 
 def test_bad_input_fails_before_any_stream(spark, stream_table, tmp_path):
     table, work = stream_table["table"], stream_table["work"]
-    with pytest.raises(TableInputError, match="no_such_table|not an Iceberg table|cannot give table"):
+    with pytest.raises(TableInputError, match=r"no_such_table' does not exist: .*create the table before the listener"):
         VerifyEachCommit(spark, table + "_no_such_table", state=str(work / "l.json"), kms=stream_table["kms"])
+    with pytest.raises(TableInputError, match=r"cannot find table 'no_such_catalog.db.t' .*catalog configured"):
+        VerifyEachCommit(spark, "no_such_catalog.db.t", state=str(work / "l.json"), kms=stream_table["kms"])
+    assert not (work / "l.json").exists(), "bad input writes no ledger"
     with pytest.raises(TableInputError, match="on_failure"):
         VerifyEachCommit(spark, table, state=str(work / "l.json"), on_failure="explode", kms=stream_table["kms"])
     with pytest.raises(TableInputError, match="since_snapshot_id"):
@@ -120,7 +123,22 @@ def test_bad_input_fails_before_any_stream(spark, stream_table, tmp_path):
     other, other_table, registration = keystore_table(spark, tmp_path / "other", "other-key", "other")
     try:
         VerifyEachCommit(spark, other_table, state=str(work / "other.json"), kms=KeystoreKms(other)).close()
-        with pytest.raises(LedgerError):  # the ledger of another table is never replaced
+        with pytest.raises(LedgerError, match="use one ledger file per table.*needs state= the ledger of this table"):
             VerifyEachCommit(spark, table, state=str(work / "other.json"), kms=stream_table["kms"])
+        assert json.loads((work / "other.json").read_text())["last"]["table_uuid"], "the other ledger is kept"
     finally:
         registration.close()
+
+
+def test_a_spark_connect_session_is_refused_with_what_to_do_instead(tmp_path):
+    """A real Connect client session (no server needed: nothing is sent before the refusal)."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    connect = ConnectSession.builder.remote("sc://127.0.0.1:9").create()
+    try:
+        with pytest.raises(TableInputError, match="classic SparkSession.*pyiceberg-crypto verify --state"):
+            VerifyEachCommit(connect, "lake.db.events", state=str(tmp_path / "ledger.json"))
+    finally:
+        connect.release_session_on_close = False  # no server to release it on: stop() would retry for minutes
+        connect.stop()
+    assert not (tmp_path / "ledger.json").exists()
