@@ -25,7 +25,7 @@ from pyiceberg_crypto.verify import verify_metadata
 from tests.kms_service.service_process import ServiceProcess, make_keystore
 from tests.streaming.kafka import new_topic, produce
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.apps]
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER_TIMEOUT = 420
