@@ -108,7 +108,7 @@ public final class LoopbackRestCatalog {
     JdbcCatalog catalog = new JdbcCatalog();
     catalog.setConf(new org.apache.hadoop.conf.Configuration());
     Map<String, String> properties = new HashMap<>();
-    properties.put(CatalogProperties.URI, "jdbc:h2:file:" + new File(dir, "catalog").getPath());
+    properties.put(CatalogProperties.URI, "jdbc:h2:file:" + new File(dir, "catalog").getPath() + ";DATABASE_TO_LOWER=TRUE");
     properties.put(CatalogProperties.WAREHOUSE_LOCATION, warehouse);
     properties.put("jdbc.schema-version", "V1");
     catalog.initialize("rest_backend", properties);

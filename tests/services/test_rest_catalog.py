@@ -1,0 +1,114 @@
+"""The test REST catalog server (``python -m pyiceberg_crypto.services rest``), and what Iceberg 1.12.0
+does with ``encryption.key-id`` behind a REST catalog today (issue 33; apache/iceberg#13225, #16672)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import socket
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from pyiceberg_crypto import config
+from pyiceberg_crypto.kms import InMemoryKms
+from pyiceberg_crypto.services._process import ServiceError
+from pyiceberg_crypto.services.pytest_plugin import rest_catalog_server  # noqa: F401
+from pyiceberg_crypto.services.rest import RestCatalogServer
+from pyiceberg_crypto.verify.pipeline import verify_metadata
+from pyiceberg_crypto.verify.report import DATA, MANIFEST, MANIFEST_LIST, PLAINTEXT
+
+SCHEMA = {"type": "struct", "schema-id": 0,
+          "fields": [{"id": 1, "name": "id", "required": False, "type": "long"}]}
+
+
+def call(server: RestCatalogServer, method: str, path: str, body: dict | None = None) -> tuple[int, dict | None]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(server.uri + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            raw = response.read()
+            return response.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as exc:
+        raw = exc.read()
+        return exc.code, json.loads(raw) if raw else None
+
+
+def test_rest_catalog_keeps_namespaces_and_tables_across_restarts_on_loopback(tmp_path):
+    server = RestCatalogServer(tmp_path / "rest")
+    with server:
+        port = server.port
+        assert server.uri == f"http://127.0.0.1:{port}"
+        # bound to 127.0.0.1 itself, not every interface: another loopback address is refused
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.2", port), timeout=2).close()
+        assert call(server, "POST", "/v1/namespaces", {"namespace": ["sales"], "properties": {"owner": "ops"}})[0] == 200
+        status, created = call(server, "POST", "/v1/namespaces/sales/tables", {"name": "orders", "schema": SCHEMA})
+        assert status == 200 and f"{server.warehouse}/sales/orders/metadata/" in created["metadata-location"]
+        assert call(server, "POST", "/v1/namespaces", {"namespace": ["sales"]})[0] == 409
+        status, error = call(server, "GET", "/v1/namespaces/sales/tables/nope")
+        assert status == 404 and error["error"]["type"] == "NoSuchTableException"
+    assert not server.running
+
+    with server:  # same directory, same port
+        assert server.port == port
+        status, namespaces = call(server, "GET", "/v1/namespaces")
+        assert status == 200 and namespaces["namespaces"] == [["sales"]]
+        status, namespace = call(server, "GET", "/v1/namespaces/sales")
+        assert status == 200 and namespace["properties"]["owner"] == "ops"
+        status, tables = call(server, "GET", "/v1/namespaces/sales/tables")
+        assert tables["identifiers"] == [{"namespace": ["sales"], "name": "orders"}]
+        status, loaded = call(server, "GET", "/v1/namespaces/sales/tables/orders")
+        assert status == 200 and loaded["metadata-location"] == created["metadata-location"]
+        assert call(server, "HEAD", "/v1/namespaces/sales/tables/orders") == (204, None)
+        assert call(server, "DELETE", "/v1/namespaces/sales/tables/orders") == (204, None)
+        assert call(server, "HEAD", "/v1/namespaces/sales/tables/orders")[0] == 404
+
+        # a second server on the same port: a clear error, not a stack trace
+        with pytest.raises(ServiceError, match=f"port {port} .* already in use"):
+            RestCatalogServer(tmp_path / "other", port=port).start()
+
+
+@pytest.mark.slow
+def test_rest_catalog_encryption_key_id_is_written_in_plaintext_without_warning(
+        spark, kms_registration, master_keys, rest_catalog_server, tmp_path):  # noqa: F811
+    """The hazard of apache/iceberg#16672, shown on 1.12.0: a ``type=rest`` catalog with
+    ``encryption.kms-impl`` set takes ``encryption.key-id`` and ``format-version`` 3 and then writes
+    every file in plaintext (``PAR1`` Parquet, plain Avro manifests), with no error; the verifier
+    reports every file PLAINTEXT."""
+    name = f"rest_{uuid.uuid4().hex[:8]}"
+    settings = config.catalog_settings(name, warehouse=tmp_path / "warehouse", kms_name="test")
+    prefix = f"spark.sql.catalog.{name}"
+    settings[f"{prefix}.type"] = "rest"
+    settings[f"{prefix}.uri"] = rest_catalog_server.uri
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+
+    spark.sql(f"CREATE NAMESPACE {name}.hazard")
+    spark.sql(f"CREATE TABLE {name}.hazard.orders (id BIGINT, note STRING) USING iceberg "
+              "TBLPROPERTIES ('format-version'='3', 'encryption.key-id'='k1')")
+    spark.sql(f"INSERT INTO {name}.hazard.orders VALUES (1, 'a'), (2, 'b')")
+    assert spark.table(f"{name}.hazard.orders").count() == 2
+
+    status, loaded = call(rest_catalog_server, "GET", "/v1/namespaces/hazard/tables/orders")
+    assert status == 200
+    metadata = loaded["metadata"]
+    assert metadata["format-version"] == 3 and metadata["properties"]["encryption.key-id"] == "k1"
+    assert not metadata.get("encryption-keys")  # no key was ever generated
+
+    table_dir = Path(metadata["location"].removeprefix("file:"))
+    data_files = glob.glob(str(table_dir / "data" / "**" / "*.parquet"), recursive=True)
+    avro_files = glob.glob(str(table_dir / "metadata" / "*.avro"))
+    assert data_files and avro_files
+    assert {Path(f).read_bytes()[:4] for f in data_files} == {b"PAR1"}  # not PARE
+    assert {Path(f).read_bytes()[:4] for f in avro_files} == {b"Obj\x01"}  # not AGS1
+
+    report = verify_metadata(loaded["metadata-location"], InMemoryKms(master_keys))
+    assert not report.ok
+    assert {(f.kind, f.status) for f in report.files} >= {(DATA, PLAINTEXT), (MANIFEST, PLAINTEXT),
+                                                         (MANIFEST_LIST, PLAINTEXT)}
+    assert {f.status for f in report.files} == {PLAINTEXT}
