@@ -3,6 +3,7 @@ does with ``encryption.key-id`` behind a REST catalog today (issue 33; apache/ic
 
 from __future__ import annotations
 
+import base64
 import glob
 import json
 import socket
@@ -38,7 +39,7 @@ def call(server: RestCatalogServer, method: str, path: str, body: dict | None = 
         return exc.code, json.loads(raw) if raw else None
 
 
-def test_rest_catalog_keeps_namespaces_and_tables_across_restarts_on_loopback(tmp_path):
+def test_rest_catalog_keeps_namespaces_tables_and_encryption_keys_across_restarts_on_loopback(tmp_path):
     server = RestCatalogServer(tmp_path / "rest")
     with server:
         port = server.port
@@ -50,6 +51,18 @@ def test_rest_catalog_keeps_namespaces_and_tables_across_restarts_on_loopback(tm
         status, created = call(server, "POST", "/v1/namespaces/sales/tables", {"name": "orders", "schema": SCHEMA})
         assert status == 200 and f"{server.warehouse}/sales/orders/metadata/" in created["metadata-location"]
         assert call(server, "POST", "/v1/namespaces", {"namespace": ["sales"]})[0] == 409
+        # encryption-keys, as an encrypting client would commit them (add-encryption-key), then a
+        # later commit that does not mention them: the server keeps them in table metadata
+        wrapped = base64.b64encode(b"not a real wrapped key").decode()
+        key = {"key-id": "kek-1", "encrypted-key-metadata": wrapped, "encrypted-by-id": "k1",
+               "properties": {"kek-created-at": "1"}}
+        status, _ = call(server, "POST", "/v1/namespaces/sales/tables/orders",
+                         {"requirements": [], "updates": [{"action": "add-encryption-key", "encryption-key": key}]})
+        assert status == 200
+        status, committed = call(server, "POST", "/v1/namespaces/sales/tables/orders",
+                                 {"requirements": [], "updates": [{"action": "set-properties",
+                                                                   "updates": {"later": "commit"}}]})
+        assert status == 200 and committed["metadata"]["encryption-keys"] == [key]
         status, error = call(server, "GET", "/v1/namespaces/sales/tables/nope")
         assert status == 404 and error["error"]["type"] == "NoSuchTableException"
     assert not server.running
@@ -63,7 +76,9 @@ def test_rest_catalog_keeps_namespaces_and_tables_across_restarts_on_loopback(tm
         status, tables = call(server, "GET", "/v1/namespaces/sales/tables")
         assert tables["identifiers"] == [{"namespace": ["sales"], "name": "orders"}]
         status, loaded = call(server, "GET", "/v1/namespaces/sales/tables/orders")
-        assert status == 200 and loaded["metadata-location"] == created["metadata-location"]
+        assert status == 200 and loaded["metadata-location"] == committed["metadata-location"]
+        assert loaded["metadata"]["encryption-keys"] == [key] and loaded["metadata"]["properties"]["later"] == "commit"
+        assert json.loads(Path(loaded["metadata-location"].removeprefix("file:")).read_text())["encryption-keys"] == [key]
         assert call(server, "HEAD", "/v1/namespaces/sales/tables/orders") == (204, None)
         assert call(server, "DELETE", "/v1/namespaces/sales/tables/orders") == (204, None)
         assert call(server, "HEAD", "/v1/namespaces/sales/tables/orders")[0] == 404
