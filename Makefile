@@ -59,7 +59,7 @@ $(BRIDGE_JAR) $(TESTKIT_JAR) &: $(JAVA_SOURCES)
 runtime-jars: $(RUNTIME_JARS)/.complete
 
 $(RUNTIME_JARS)/.complete: pyiceberg_crypto/jars.py | venv
-	$(VENV)/bin/pyiceberg-crypto jars download $(RUNTIME_JARS) --spark 3.5 --spark 4.1 --aws --kafka --kafka-broker
+	$(VENV)/bin/pyiceberg-crypto jars download $(RUNTIME_JARS) --spark 3.5 --spark 4.1 --aws --kafka --kafka-broker --rest-catalog
 	touch $@
 
 demo: setup

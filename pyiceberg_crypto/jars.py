@@ -304,6 +304,11 @@ def kafka_broker_jars(directory: str | os.PathLike | None = None, *, download_mi
     return download(target, wanted, repository=repository, log=log)  # present jars: SHA-256 only
 
 
+def h2_artifact() -> MavenArtifact:
+    """H2 (:data:`H2_JAR`), the database of the test REST catalog server."""
+    return MavenArtifact(*H2_JAR[0].split(":"))
+
+
 def rest_catalog_jars(directory: str | os.PathLike | None = None, *, download_missing: bool = True,
                       repository: str = MAVEN_CENTRAL, log=None) -> list[Path]:
     """The jars the test REST catalog server needs beyond pyspark's and the bridge jar: the Iceberg
@@ -318,7 +323,7 @@ def rest_catalog_jars(directory: str | os.PathLike | None = None, *, download_mi
     base = Path(directory) if directory is not None else local_jars_dir()
     if base is None:
         base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pyiceberg-crypto"
-    wanted = [runtime_artifact(spark_line()), MavenArtifact(*H2_JAR[0].split(":"))]
+    wanted = [runtime_artifact(spark_line()), h2_artifact()]
     missing = [a for a in wanted if not (base / a.file_name).is_file()]
     if missing and not download_missing:
         raise JarNotFoundError(f"{base} lacks {missing[0].file_name}: copy it there from Maven Central "
