@@ -68,7 +68,10 @@ QUIET_LOG4J = Path(__file__).resolve().parent / "_log" / "log4j2-quiet.propertie
 LOG4J_OPTION = "-Dlog4j2.configurationFile"
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
-SUPPORTED_CATALOG_TYPES = ("hive",)
+SUPPORTED_CATALOG_TYPES = ("hive", "rest")
+#: The bridge's REST catalog with table encryption (``catalog-impl``; Iceberg's own ``type=rest``
+#: writes ``encryption.key-id`` tables in plaintext in 1.12.0, apache/iceberg#16672).
+ENCRYPTING_REST_CATALOG_IMPL = "io.pyicebergcrypto.rest.EncryptingRestCatalog"
 #: Spark lines whose bundled Hive metastore lacks HIVE-26882 (pyspark 3.5: hive-metastore-2.3.9).
 LINES_WITHOUT_METASTORE_SWAP = ("3.5",)
 VALID_DATA_KEY_LENGTHS = (16, 24, 32)
@@ -83,6 +86,7 @@ def spark_settings(
     *,
     warehouse: str | Path,
     catalog_type: str = "hive",
+    uri: str | None = None,
     metastore_uri: str | None = None,
     metastore_dir: str | Path | None = None,
     kms_name: str = "default",
@@ -106,7 +110,9 @@ def spark_settings(
     Args:
         catalog: Spark catalog name (tables are ``<catalog>.<db>.<table>``).
         warehouse: warehouse location (a local path or a URI such as ``s3a://bucket/wh``).
-        catalog_type: only ``"hive"``: Iceberg 1.11.0 wires encryption into the Hive catalog only.
+        catalog_type: ``"hive"`` (Iceberg's Hive catalog, which wires encryption itself) or ``"rest"``
+            (the bridge's ``EncryptingRestCatalog`` over a REST catalog server at ``uri``; no metastore).
+        uri: ``http(s)://...`` of the REST catalog server (``catalog_type="rest"`` only).
         metastore_uri: ``thrift://...`` of an external Hive metastore; None for embedded Derby.
         metastore_dir: directory of the embedded Derby database (default: ``<warehouse>/../metastore``).
         kms_name: name under which the Python KMS is registered (see ``pyiceberg_crypto.bridge``).
@@ -163,6 +169,7 @@ def spark_settings(
             catalog,
             warehouse=warehouse,
             catalog_type=catalog_type,
+            uri=uri,
             metastore_uri=metastore_uri,
             kms_name=kms_name,
             kms_impl=kms_impl,
@@ -176,7 +183,7 @@ def spark_settings(
             kms_certificate_sha256=kms_certificate_sha256,
         )
     )
-    if metastore_uri is None:
+    if metastore_uri is None and catalog_type == "hive":
         settings.update(embedded_metastore_settings(metastore_dir or _default_metastore_dir(warehouse)))
         line = _jars.spark_line(spark_version)
         if not hive_lock and line.spark in LINES_WITHOUT_METASTORE_SWAP:
@@ -199,6 +206,7 @@ def catalog_settings(
     *,
     warehouse: str | Path,
     catalog_type: str = "hive",
+    uri: str | None = None,
     metastore_uri: str | None = None,
     kms_name: str = "default",
     kms_impl: str = PYTHON_KMS_IMPL,
@@ -216,6 +224,8 @@ def catalog_settings(
     Useful to add a catalog to a running session (``spark.conf.set(k, v)`` for each item) that
     shares the session's metastore, e.g. one that uses another registered KMS. An S3 warehouse
     needs the ``iceberg-aws-bundle`` jar on the session's classpath (:func:`spark_settings` adds it).
+    ``catalog_type="rest"`` renders ``catalog-impl`` (the bridge's ``EncryptingRestCatalog``) and ``uri``
+    instead of ``type`` (Iceberg refuses both) and no metastore settings.
     """
     _require_identifier("catalog", catalog)
     _require_nonempty("kms_name", kms_name)
@@ -223,8 +233,17 @@ def catalog_settings(
         raise ConfigError(
             f"unknown catalog type {catalog_type!r}: Iceberg {ICEBERG_VERSION} supports table "
             f"encryption from Spark only with {', '.join(SUPPORTED_CATALOG_TYPES)} catalogs "
-            "(REST catalog encryption is not wired yet: apache/iceberg#13225)"
+            "(rest: the bridge's EncryptingRestCatalog)"
         )
+    if catalog_type == "rest":
+        if uri is None or not uri.startswith(("http://", "https://")):
+            raise ConfigError(f"catalog_type='rest' needs uri= of the REST catalog server (http(s)://host:port), "
+                              f"got {uri!r}")
+        if metastore_uri is not None or hive_lock:
+            raise ConfigError("metastore_uri and hive_lock are Hive catalog settings: a REST catalog has no metastore")
+    elif uri is not None:
+        raise ConfigError("uri= is the REST catalog server's address (catalog_type='rest'); "
+                          "a Hive metastore goes in metastore_uri=")
     if metastore_uri is not None and not metastore_uri.startswith("thrift://"):
         raise ConfigError(f"metastore_uri must look like thrift://host:port, got {metastore_uri!r}")
     prefix = f"spark.sql.catalog.{catalog}"
@@ -245,6 +264,10 @@ def catalog_settings(
             settings[f"{prefix}.{key}"] = value
     elif kms_certificate_sha256 is not None:
         raise ConfigError("kms_certificate_sha256 pins a KMS service's certificate: pass kms_service too")
+    if catalog_type == "rest":
+        del settings[f"{prefix}.type"], settings[f"{prefix}.hadoop.iceberg.engine.hive.lock-enabled"]
+        settings[f"{prefix}.catalog-impl"] = ENCRYPTING_REST_CATALOG_IMPL
+        settings[f"{prefix}.uri"] = str(uri)
     if metastore_uri is not None:
         settings[f"{prefix}.uri"] = metastore_uri
     if _uses_s3(warehouse, s3_endpoint, s3_region, s3_path_style_access):

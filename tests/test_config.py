@@ -90,7 +90,10 @@ def test_table_properties_validation(kwargs, message):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"catalog_type": "rest"}, "unknown catalog type 'rest'"),
+        ({"catalog_type": "rest"}, "catalog_type='rest' needs uri="),
+        ({"catalog_type": "rest", "uri": "thrift://x:9083"}, "needs uri= of the REST catalog server"),
+        ({"catalog_type": "rest", "uri": "http://x:8181", "metastore_uri": "thrift://x:9083"}, "no metastore"),
+        ({"uri": "http://x:8181"}, "a Hive metastore goes in metastore_uri="),
         ({"catalog_type": "glue"}, "unknown catalog type 'glue'"),
         ({"metastore_uri": "http://x:9083"}, "thrift://host:port"),
         ({"catalog": "bad name"}, "catalog must be letters"),
@@ -101,6 +104,30 @@ def test_table_properties_validation(kwargs, message):
 def test_spark_settings_validation(tmp_path, kwargs, message):
     with pytest.raises(ConfigError, match=message):
         config.spark_settings(**{"catalog": "c", "warehouse": tmp_path, **kwargs})
+
+
+def test_rest_catalog_settings_render_the_encrypting_rest_catalog_exact(tmp_path):
+    settings = config.catalog_settings("lake", warehouse=tmp_path / "wh", catalog_type="rest",
+                                       uri="http://127.0.0.1:8181", kms_name="prod")
+    assert settings == {
+        "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.lake.catalog-impl": "io.pyicebergcrypto.rest.EncryptingRestCatalog",
+        "spark.sql.catalog.lake.uri": "http://127.0.0.1:8181",
+        "spark.sql.catalog.lake.warehouse": (tmp_path / "wh").absolute().as_uri(),
+        "spark.sql.catalog.lake.encryption.kms-impl": config.PYTHON_KMS_IMPL,
+        "spark.sql.catalog.lake.pyiceberg-crypto.kms-name": "prod",
+    }
+
+
+def test_rest_catalog_spark_settings_have_no_metastore(tmp_path, monkeypatch):
+    monkeypatch.delenv(jars.JARS_DIR_ENV, raising=False)
+    settings = config.spark_settings("lake", warehouse=tmp_path / "wh", catalog_type="rest",
+                                     uri="https://rest.example:8181", kms_name="prod")
+    assert settings["spark.sql.catalog.lake.catalog-impl"] == config.ENCRYPTING_REST_CATALOG_IMPL
+    assert settings["spark.sql.catalog.lake.uri"] == "https://rest.example:8181"
+    assert "spark.sql.catalog.lake.type" not in settings  # Iceberg refuses type together with catalog-impl
+    assert not [key for key in settings if "metastore" in key or "hive" in key or "derby" in key.lower()]
+    assert settings["spark.sql.extensions"] == "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 
 def test_conf_renderings(tmp_path):

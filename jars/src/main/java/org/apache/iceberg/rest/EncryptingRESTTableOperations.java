@@ -1,0 +1,187 @@
+package org.apache.iceberg.rest;
+
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.function.Supplier;
+import java.util.stream.Collectors;
+import org.apache.iceberg.CatalogProperties;
+import org.apache.iceberg.MetadataUpdate;
+import org.apache.iceberg.TableMetadata;
+import org.apache.iceberg.TableOperations;
+import org.apache.iceberg.TableProperties;
+import org.apache.iceberg.encryption.EncryptedKey;
+import org.apache.iceberg.encryption.EncryptingFileIO;
+import org.apache.iceberg.encryption.EncryptionManager;
+import org.apache.iceberg.encryption.EncryptionUtil;
+import org.apache.iceberg.encryption.KeyManagementClient;
+import org.apache.iceberg.encryption.PlaintextEncryptionManager;
+import org.apache.iceberg.encryption.StandardEncryptionManager;
+import org.apache.iceberg.io.FileIO;
+import org.apache.iceberg.relocated.com.google.common.collect.Lists;
+import org.apache.iceberg.util.PropertyUtil;
+
+/**
+ * {@link RESTTableOperations} with table encryption, wired the way Iceberg 1.12.0's
+ * HiveTableOperations wires it: the table key id ({@code encryption.key-id}) comes from the
+ * metadata the REST catalog returned (not from a file in storage), the encryption manager is
+ * {@link EncryptionUtil#createEncryptionManager} over the table's {@code encryption-keys} and the
+ * catalog's KMS, {@link #io()} is an {@link EncryptingFileIO}, and every commit adds the keys the
+ * manager generated to the new metadata, so the commit request carries them as
+ * {@code add-encryption-key} updates.
+ *
+ * <p>Lives in {@code org.apache.iceberg.rest} because its superclass and constructors are
+ * package-private: the bridge jar must be loaded by the same class loader as the Iceberg runtime.
+ */
+public class EncryptingRESTTableOperations extends RESTTableOperations {
+  private final KeyManagementClient keyManagementClient;
+  private EncryptionManager encryptionManager;
+  private EncryptingFileIO encryptingFileIO;
+  private String tableKeyId;
+  private int encryptionDekLength;
+  private List<EncryptedKey> encryptedKeys = Lists.newLinkedList();
+
+  EncryptingRESTTableOperations(
+      KeyManagementClient keyManagementClient,
+      RESTClient client,
+      String path,
+      Supplier<Map<String, String>> readHeaders,
+      Supplier<Map<String, String>> mutationHeaders,
+      FileIO io,
+      UpdateType updateType,
+      List<MetadataUpdate> createChanges,
+      TableMetadata current,
+      Set<Endpoint> endpoints,
+      Map<String, String> readQueryParams) {
+    super(client, path, readHeaders, mutationHeaders, io, updateType, createChanges, current,
+        endpoints, readQueryParams);
+    this.keyManagementClient = keyManagementClient;
+    // current() is null for a create transaction; the key id then comes from the uncommitted
+    // metadata (temp / commit)
+    keysFromMetadata(current());
+  }
+
+  @Override
+  public TableMetadata refresh() {
+    TableMetadata refreshed = super.refresh();
+    keysFromMetadata(refreshed);
+    return refreshed;
+  }
+
+  @Override
+  public void commit(TableMetadata base, TableMetadata metadata) {
+    if (base != null) {
+      String baseKeyId = base.properties().get(TableProperties.ENCRYPTION_TABLE_KEY);
+      String newKeyId = metadata.properties().get(TableProperties.ENCRYPTION_TABLE_KEY);
+      if (baseKeyId != null && newKeyId == null) {
+        throw new IllegalArgumentException(String.format(
+            "Cannot remove key ID from an encrypted table: '%s' is set to '%s'; an encrypted table "
+                + "stays encrypted (copy it into a new table to change that)",
+            TableProperties.ENCRYPTION_TABLE_KEY, baseKeyId));
+      }
+      if (!Objects.equals(baseKeyId, newKeyId)) {
+        throw new IllegalArgumentException(String.format(
+            "Cannot modify key ID of an encrypted table: '%s' is '%s', the commit sets '%s'; "
+                + "rotate the master key in the KMS instead",
+            TableProperties.ENCRYPTION_TABLE_KEY, baseKeyId, newKeyId));
+      }
+    }
+
+    encryptionPropsFromMetadata(metadata.properties());
+    TableMetadata toCommit = metadata;
+    EncryptionManager manager = encryption();
+    if (manager instanceof StandardEncryptionManager) {
+      // the keys this manager generated (and the ones it loaded) go into the new metadata; the
+      // builder records each new one as a MetadataUpdate.AddEncryptionKey, which the REST commit
+      // sends as an add-encryption-key update
+      TableMetadata.Builder builder = TableMetadata.buildFrom(metadata);
+      for (EncryptedKey key : EncryptionUtil.encryptionKeys(manager).values()) {
+        builder.addEncryptionKey(key);
+      }
+      toCommit = builder.build();
+    }
+
+    super.commit(base, toCommit);
+    keysFromMetadata(current());
+  }
+
+  @Override
+  public FileIO io() {
+    if (tableKeyId == null) {
+      return super.io();
+    }
+    if (encryptingFileIO == null) {
+      encryptingFileIO = EncryptingFileIO.combine(super.io(), encryption());
+    }
+    return encryptingFileIO;
+  }
+
+  @Override
+  public EncryptionManager encryption() {
+    if (encryptionManager != null) {
+      return encryptionManager;
+    }
+    if (tableKeyId == null) {
+      return PlaintextEncryptionManager.instance();
+    }
+    if (keyManagementClient == null) {
+      throw new IllegalArgumentException(String.format(
+          "Cannot create encryption manager without a key management client: the table sets '%s' "
+              + "but this REST catalog has no KMS. Set the '%s' catalog property (files of this "
+              + "table are encrypted; nothing is read or written in plaintext)",
+          TableProperties.ENCRYPTION_TABLE_KEY, CatalogProperties.ENCRYPTION_KMS_IMPL));
+    }
+    Map<String, String> encryptionProperties = Map.of(
+        TableProperties.ENCRYPTION_TABLE_KEY, tableKeyId,
+        TableProperties.ENCRYPTION_DEK_LENGTH, String.valueOf(encryptionDekLength));
+    encryptionManager = EncryptionUtil.createEncryptionManager(
+        encryptedKeys, encryptionProperties, keyManagementClient);
+    return encryptionManager;
+  }
+
+  @Override
+  public TableOperations temp(TableMetadata uncommittedMetadata) {
+    // the superclass's temp ops call this.io() and this.encryption(): give them the key id of the
+    // uncommitted metadata (a create or replace transaction has no current metadata yet)
+    encryptionPropsFromMetadata(uncommittedMetadata.properties());
+    return super.temp(uncommittedMetadata);
+  }
+
+  private void encryptionPropsFromMetadata(Map<String, String> tableProperties) {
+    if (tableKeyId == null) {
+      tableKeyId = tableProperties.get(TableProperties.ENCRYPTION_TABLE_KEY);
+    }
+    if (tableKeyId != null && encryptionDekLength <= 0) {
+      encryptionDekLength = PropertyUtil.propertyAsInt(tableProperties,
+          TableProperties.ENCRYPTION_DEK_LENGTH, TableProperties.ENCRYPTION_DEK_LENGTH_DEFAULT);
+    }
+  }
+
+  /** Like HiveTableOperations.doRefresh: keys of the metadata plus the ones not committed yet. */
+  private void keysFromMetadata(TableMetadata metadata) {
+    if (metadata == null) {
+      return;
+    }
+    String keyId = metadata.properties().get(TableProperties.ENCRYPTION_TABLE_KEY);
+    if (keyId == null) {
+      return;
+    }
+    tableKeyId = keyId;
+    encryptionDekLength = PropertyUtil.propertyAsInt(metadata.properties(),
+        TableProperties.ENCRYPTION_DEK_LENGTH, TableProperties.ENCRYPTION_DEK_LENGTH_DEFAULT);
+    List<EncryptedKey> keys = metadata.encryptionKeys() == null
+        ? Lists.newLinkedList() : Lists.newLinkedList(metadata.encryptionKeys());
+    if (encryptionManager != null) {
+      Set<String> known = keys.stream().map(EncryptedKey::keyId).collect(Collectors.toSet());
+      for (EncryptedKey key : EncryptionUtil.encryptionKeys(encryptionManager).values()) {
+        if (!known.contains(key.keyId())) {
+          keys.add(key);
+        }
+      }
+    }
+    encryptedKeys = keys;
+    encryptingFileIO = null;
+    encryptionManager = null;
+  }
+}
