@@ -241,3 +241,33 @@ def test_rest_catalog_encrypting_client_ctas_merge_delete_deletion_vectors_and_t
     assert {f.kind for f in report.files} >= {DATA, DELETION_VECTOR, MANIFEST, MANIFEST_LIST}
     rows = read_table(loaded["metadata-location"], kms).sort_by("id").to_pylist()
     assert [(r["id"], r["amount"]) for r in rows] == expected
+
+
+def _code_source(jvm, loader, class_name: str):
+    return jvm.java.lang.Class.forName(class_name, False, loader).getProtectionDomain().getCodeSource().getLocation()
+
+
+def test_rest_catalog_encrypting_catalog_refuses_a_bridge_jar_on_another_class_loader(spark):
+    """The table operations subclass Iceberg's package-private ``RESTTableOperations``, which the JVM
+    allows only within one class loader: the bridge jar in a child loader of the Iceberg runtime's
+    (e.g. runtime on extraClassPath, bridge in spark.jars) gets a message that says what to do, not
+    an IllegalAccessError in the middle of a query."""
+    jvm = spark.sparkContext._jvm
+    gateway = spark.sparkContext._gateway
+    session_loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    runtime = gateway.new_array(jvm.java.net.URL, 1)
+    runtime[0] = _code_source(jvm, session_loader, "org.apache.iceberg.rest.RESTCatalog")
+    bridge = gateway.new_array(jvm.java.net.URL, 1)
+    bridge[0] = _code_source(jvm, session_loader, "io.pyicebergcrypto.rest.EncryptingRestCatalog")
+    assert runtime[0].toString() != bridge[0].toString()
+    runtime_loader = jvm.java.net.URLClassLoader(runtime, jvm.java.lang.ClassLoader.getPlatformClassLoader())
+    bridge_loader = jvm.java.net.URLClassLoader(bridge, runtime_loader)
+    try:
+        catalog_class = jvm.java.lang.Class.forName("io.pyicebergcrypto.rest.EncryptingRestCatalog", True,
+                                                    bridge_loader)
+        with pytest.raises(Exception, match="bridge jar and the Iceberg runtime jar on the same classpath channel"):
+            catalog_class.getConstructor(gateway.new_array(jvm.java.lang.Class, 0)).newInstance(
+                gateway.new_array(jvm.java.lang.Object, 0))
+    finally:
+        bridge_loader.close()
+        runtime_loader.close()
