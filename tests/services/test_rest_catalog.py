@@ -181,6 +181,9 @@ def test_rest_catalog_encrypting_client_writes_pare_ags1_and_commits_its_keys(
         spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('encryption.key-id'='k2')")
     assert call(rest_catalog_server, "GET", f"/v1/namespaces/{namespace}/tables/orders")[1][
         "metadata"]["properties"]["encryption.key-id"] == "k1"
+    spark.sql(f"CREATE TABLE {name}.{namespace}.plain (id BIGINT) USING iceberg TBLPROPERTIES ('format-version'='3')")
+    with pytest.raises(Exception, match="Cannot set 'encryption.key-id' on an existing plaintext table"):
+        spark.sql(f"ALTER TABLE {name}.{namespace}.plain SET TBLPROPERTIES ('encryption.key-id'='k1')")
 
     # the same catalog without a KMS: a clear error naming the missing property, never plaintext
     bare = f"restbare_{uuid.uuid4().hex[:8]}"

@@ -80,6 +80,12 @@ public class EncryptingRESTTableOperations extends RESTTableOperations {
                 + "stays encrypted (copy it into a new table to change that)",
             TableProperties.ENCRYPTION_TABLE_KEY, baseKeyId));
       }
+      if (baseKeyId == null && newKeyId != null) {
+        throw new IllegalArgumentException(String.format(
+            "Cannot set '%s' on an existing plaintext table: its files stay plaintext; create a new "
+                + "table with '%s' and copy the rows into it",
+            TableProperties.ENCRYPTION_TABLE_KEY, TableProperties.ENCRYPTION_TABLE_KEY));
+      }
       if (!Objects.equals(baseKeyId, newKeyId)) {
         throw new IllegalArgumentException(String.format(
             "Cannot modify key ID of an encrypted table: '%s' is '%s', the commit sets '%s'; "
