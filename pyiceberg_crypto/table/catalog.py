@@ -68,30 +68,14 @@ ICEBERG_PARAMETERS = ("table_type", "metadata_location", "metadata_hash", "previ
 
 def spark_table_parameters(spark, properties: dict[str, str], database: str, table: str) -> dict[str, str]:
     """The metastore's Iceberg parameters of ``database.table`` (:data:`ICEBERG_PARAMETERS` that it
-    has; raises MetastoreError).
+    has; raises MetastoreError), through the kept client (:func:`_on_kept_client`)."""
 
-    The metastore client is made once per Spark application and catalog settings and kept (a new
-    ``HiveConf`` and client cost most of a post-write ``since`` check); a call that fails on a kept
-    client is tried once more on a new one (a remote metastore may have dropped the connection)."""
-    key = client_key(spark, properties)
-    with _CLIENTS_LOCK:
-        for stale in [k for k in _CLIENTS if k[0] != key[0]]:  # clients of stopped SparkContexts
-            _forget(stale)
-        for attempt in (1, 2):
-            client = _CLIENTS.get(key)
-            reused = client is not None
-            try:
-                if client is None:
-                    client = _CLIENTS[key] = _new_client(spark, properties)
-                found = client.getTable(database, table).getParameters()
-                params = {name: found.get(name) for name in ICEBERG_PARAMETERS}  # one JVM call each
-                params = {name: value for name, value in params.items() if value is not None}
-                break
-            except Exception as exc:
-                _forget(key)
-                if reused and attempt == 1 and not _is_no_such_object(exc):
-                    continue
-                raise MetastoreError(f"the metastore cannot give table {database}.{table}: {_java_message(exc)}") from None
+    def parameters(client) -> dict:
+        found = client.getTable(database, table).getParameters()
+        params = {name: found.get(name) for name in ICEBERG_PARAMETERS}  # one JVM call each
+        return {name: value for name, value in params.items() if value is not None}
+
+    params = _on_kept_client(spark, properties, parameters, f"the metastore cannot give table {database}.{table}")
     if params.get("table_type", "").upper() != "ICEBERG" or "metadata_location" not in params:
         raise MetastoreError(f"{database}.{table} is not an Iceberg table in the metastore")
     return {str(k): str(v) for k, v in params.items()}
@@ -103,31 +87,43 @@ def spark_list_tables(spark, properties: dict[str, str], databases: list[str] | 
     ``(database, table, parameters)`` (:data:`ICEBERG_PARAMETERS` it has; None for a table dropped
     since it was listed), sorted; through the same kept client as :func:`spark_table_parameters`.
     MetastoreError: the metastore cannot list them, or a database does not exist."""
+
+    def listing(client) -> list[tuple[str, str, dict[str, str] | None]]:
+        known = sorted(str(name) for name in client.getAllDatabases())
+        wanted = sorted(databases) if databases is not None else known
+        missing = [name for name in wanted if name not in known]
+        if missing:
+            raise MetastoreError(f"database {missing[0]!r} does not exist in the metastore")
+        return [(database, table, _parameters_or_none(client, database, table))
+                for database in wanted for table in sorted(str(name) for name in client.getAllTables(database))]
+
+    return _on_kept_client(spark, properties, listing, "the metastore cannot list its tables")
+
+
+def _on_kept_client(spark, properties: dict[str, str], call, failure: str):
+    """``call(client)`` on the metastore client kept for this Spark application and these catalog
+    settings (a new ``HiveConf`` and client cost most of a post-write ``since`` check). A call that
+    fails on a kept client is tried once more on a new one (a remote metastore may have dropped the
+    connection), unless the metastore said the object does not exist; a MetastoreError of ``call``
+    passes through, any other failure becomes ``MetastoreError(f"{failure}: ...")``."""
     key = client_key(spark, properties)
     with _CLIENTS_LOCK:
+        for stale in [k for k in _CLIENTS if k[0] != key[0]]:  # clients of stopped SparkContexts
+            _forget(stale)
         for attempt in (1, 2):
             client = _CLIENTS.get(key)
             reused = client is not None
             try:
                 if client is None:
                     client = _CLIENTS[key] = _new_client(spark, properties)
-                known = sorted(str(name) for name in client.getAllDatabases())
-                wanted = sorted(databases) if databases is not None else known
-                missing = [name for name in wanted if name not in known]
-                if missing:
-                    raise MetastoreError(f"database {missing[0]!r} does not exist in the metastore")
-                out = []
-                for database in wanted:
-                    for table in sorted(str(name) for name in client.getAllTables(database)):
-                        out.append((database, table, _parameters_or_none(client, database, table)))
-                return out
+                return call(client)
             except MetastoreError:
                 raise
             except Exception as exc:
                 _forget(key)
-                if reused and attempt == 1:
+                if reused and attempt == 1 and not _is_no_such_object(exc):
                     continue
-                raise MetastoreError(f"the metastore cannot list its tables: {_java_message(exc)}") from None
+                raise MetastoreError(f"{failure}: {_java_message(exc)}") from None
     raise AssertionError("unreachable")
 
 
