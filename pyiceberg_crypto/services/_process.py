@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -21,6 +22,8 @@ from pathlib import Path
 from pyiceberg_crypto.errors import PyicebergCryptoError
 
 LOOPBACK = "127.0.0.1"
+#: The line the bridge jar's launchers print once their socket is bound (LoopbackMetastore, LoopbackRestCatalog).
+_LISTENING = re.compile(rb"^LISTENING (\S+):(\d+)$", re.M)
 
 #: Services started by this interpreter and not yet stopped: killed at exit so none outlives it.
 _RUNNING: set["ServiceProcess"] = set()
@@ -42,6 +45,7 @@ class ServiceProcess:
         self.startup_timeout = startup_timeout
         self.log_path = self.directory / f"{self._log_stem()}.log"
         self._process: subprocess.Popen | None = None
+        self._log_offset = 0  # where this start's output begins in log_path
 
     # --- to be provided by subclasses ---------------------------------------------------------
 
@@ -56,6 +60,21 @@ class ServiceProcess:
 
     def _log_stem(self) -> str:
         return self.name.lower().replace(" ", "-")
+
+    def _log_since_start(self) -> bytes:
+        """What the process logged since this start (not an earlier start's lines)."""
+        with open(self.log_path, "rb") as log:
+            log.seek(self._log_offset)
+            return log.read()
+
+    def _listening_and_open(self, host: str) -> bool:
+        """This start's ``LISTENING host:port`` line is in the log (its port becomes ``self.port``) and
+        the port accepts connections on ``host``."""
+        match = _LISTENING.search(self._log_since_start())
+        if not match:
+            return False
+        self.port = int(match.group(2))
+        return port_open(host, self.port)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -72,6 +91,7 @@ class ServiceProcess:
         """Start the process and wait until it is ready (at most ``startup_timeout`` seconds)."""
         if self.running:
             raise ServiceError(f"{self.name} is already running (pid {self.pid})")
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             log.write(f"--- starting {self.name} at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n".encode())
             log.flush()

@@ -89,7 +89,6 @@ class KafkaBroker(ServiceProcess):
         self.heap = heap
         self.jars_dir = Path(jars_dir) if jars_dir is not None else None
         self._classpath: list[Path] = []
-        self._log_offset = 0
 
     @property
     def data_dir(self) -> Path:
@@ -139,7 +138,6 @@ class KafkaBroker(ServiceProcess):
         (self.directory / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
         if not (self.data_dir / "meta.properties").is_file():
             self._format_storage()
-        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         super().start()
         return self
 
@@ -182,11 +180,7 @@ class KafkaBroker(ServiceProcess):
 
     def _is_ready(self) -> bool:
         """This start logged "Kafka Server started" and the client port accepts connections."""
-        with open(self.log_path, "rb") as log:
-            log.seek(self._log_offset)
-            if not _STARTED.search(log.read()):
-                return False
-        return port_open(self.host, self.port)
+        return bool(_STARTED.search(self._log_since_start())) and port_open(self.host, self.port)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

@@ -28,17 +28,15 @@ reads and writes the files). The log (Hive, Derby, DataNucleus) is ``<directory>
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pyiceberg_crypto import jars
-from pyiceberg_crypto.services._process import LOOPBACK, ServiceError, ServiceProcess, port_open
+from pyiceberg_crypto.services._process import LOOPBACK, ServiceError, ServiceProcess
 
 LAUNCHER_CLASS = "io.pyicebergcrypto.services.LoopbackMetastore"
 LOCATION_ONLY_FS = "io.pyicebergcrypto.services.LocationOnlyFileSystem"
-_LISTENING = re.compile(rb"^LISTENING (\S+):(\d+)$", re.M)
 
 
 def pyspark_jars_dir() -> Path:
@@ -91,7 +89,6 @@ class StandaloneMetastore(ServiceProcess):
         self.port = port
         self.heap = heap
         self.hadoop_conf = dict(hadoop_conf or {})
-        self._log_offset = 0
 
     @property
     def uri(self) -> str:
@@ -113,11 +110,6 @@ class StandaloneMetastore(ServiceProcess):
             "fs.s3.impl": LOCATION_ONLY_FS,
             **self.hadoop_conf,
         }
-
-    def start(self) -> "StandaloneMetastore":
-        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        super().start()
-        return self
 
     def _command(self) -> Sequence[str]:
         classpath = os.pathsep.join([str(pyspark_jars_dir() / "*"), str(jars.bridge_jar())])
@@ -142,14 +134,7 @@ class StandaloneMetastore(ServiceProcess):
         return command
 
     def _is_ready(self) -> bool:
-        """This start's ``LISTENING host:port`` line is in the log and the port accepts connections."""
-        with open(self.log_path, "rb") as log:
-            log.seek(self._log_offset)
-            match = _LISTENING.search(log.read())
-        if not match:
-            return False
-        self.port = int(match.group(2))
-        return port_open(LOOPBACK if self.host == "0.0.0.0" else self.host, self.port)
+        return self._listening_and_open(LOOPBACK if self.host == "0.0.0.0" else self.host)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

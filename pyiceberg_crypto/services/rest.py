@@ -21,7 +21,6 @@ transactions. The log is ``<directory>/rest-catalog.log``.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,7 +29,6 @@ from pyiceberg_crypto.services._process import LOOPBACK, ServiceError, ServicePr
 from pyiceberg_crypto.services.metastore import java_executable, pyspark_jars_dir
 
 SERVER_CLASS = "io.pyicebergcrypto.services.LoopbackRestCatalog"
-_LISTENING = re.compile(rb"^LISTENING (\S+):(\d+)$", re.M)
 
 
 class RestCatalogServer(ServiceProcess):
@@ -52,7 +50,6 @@ class RestCatalogServer(ServiceProcess):
         self.host = LOOPBACK
         self.port = port
         self.heap = heap
-        self._log_offset = 0
 
     @property
     def uri(self) -> str:
@@ -70,7 +67,6 @@ class RestCatalogServer(ServiceProcess):
         if self.port and port_open(self.host, self.port):
             raise ServiceError(f"port {self.port} on {self.host} is already in use: pick another port, "
                                "or 0 for a free one")
-        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         super().start()
         return self
 
@@ -94,14 +90,7 @@ class RestCatalogServer(ServiceProcess):
         ]
 
     def _is_ready(self) -> bool:
-        """This start's ``LISTENING host:port`` line is in the log and the port accepts connections."""
-        with open(self.log_path, "rb") as log:
-            log.seek(self._log_offset)
-            match = _LISTENING.search(log.read())
-        if not match:
-            return False
-        self.port = int(match.group(2))
-        return port_open(self.host, self.port)
+        return self._listening_and_open(self.host)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
