@@ -31,7 +31,7 @@ import pytest
 
 from pyiceberg_crypto import config
 from pyiceberg_crypto.kms.keystore import KeystoreKms
-from tests.kms_service.service_process import ROOT
+from tests.kms_service.test_connect_and_thrift import spark_bin, spark_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.apps]
 
@@ -56,12 +56,6 @@ DEFINITIONS = textwrap.dedent(
         return spark.read.table("events").groupBy((F.col("id") % 3).alias("bucket")).count()
     """
 )
-
-
-def spark_pipelines() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).parent / "bin" / "spark-pipelines"
 
 
 def write_events(directory: Path, name: str, ids: range) -> None:
@@ -97,11 +91,10 @@ def make_pipeline(root: Path, kms_service) -> tuple[Path, Path]:
 
 
 def run_pipeline(pipeline: Path, conf_dir: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, SPARK_CONF_DIR=str(conf_dir), PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT),
-               SPARK_LOCAL_IP="127.0.0.1",
+    env = dict(spark_env(), SPARK_CONF_DIR=str(conf_dir),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     try:
-        return subprocess.run([str(spark_pipelines()), "run", "--spec", "spark-pipeline.yml"], cwd=pipeline, env=env,
+        return subprocess.run([spark_bin("spark-pipelines"), "run", "--spec", "spark-pipeline.yml"], cwd=pipeline, env=env,
                               capture_output=True, text=True, timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as e:
         raise AssertionError(f"spark-pipelines run timed out after {RUN_TIMEOUT}s:\n{e.stdout}\n{e.stderr}") from None
@@ -141,7 +134,7 @@ def check_encrypted_table(warehouse: Path, table: str, kms) -> list[dict]:
 
 
 def test_declarative_pipeline_through_the_kms_service(tmp_path, keystore, kms_service):
-    if not spark_pipelines().exists():
+    if not Path(spark_bin("spark-pipelines")).exists():
         pytest.skip("this pyspark has no spark-pipelines (Spark Declarative Pipelines come with Spark 4.1)")
     pytest.importorskip("grpc", reason="spark-pipelines needs the Spark Connect client (pyproject's test extra)")
     kms = KeystoreKms(keystore)
