@@ -201,7 +201,7 @@ class OpenBaoServer(ServiceProcess):
         if not port_open(LOOPBACK if self.host == "0.0.0.0" else self.host, self.port):
             return False
         try:
-            self._request("GET", "sys/health?uninitcode=200&sealedcode=200&standbyok=true", None, {})
+            self._request("GET", "sys/health?uninitcode=200&sealedcode=200&standbyok=true", None, {}, timeout=5)
             return True
         except OpenBaoError:
             return True
@@ -218,11 +218,12 @@ class OpenBaoServer(ServiceProcess):
             handlers.append(urllib.request.HTTPSHandler(context=self._ssl))
         return urllib.request.build_opener(*handlers)
 
-    def _request(self, method: str, path: str, body: Mapping[str, Any] | None, headers: Mapping[str, str]) -> dict:
+    def _request(self, method: str, path: str, body: Mapping[str, Any] | None, headers: Mapping[str, str],
+                 *, timeout: float = 30.0) -> dict:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(f"{self.address}/v1/{path}", data=data, method=method, headers=dict(headers))
         try:
-            with self._opener().open(request, timeout=10) as response:
+            with self._opener().open(request, timeout=timeout) as response:
                 text = response.read()
         except urllib.error.HTTPError as exc:
             try:
@@ -252,7 +253,11 @@ class OpenBaoServer(ServiceProcess):
         if not status.get("initialized"):
             if self._init_file.exists():
                 raise ServiceError(f"{self.name}: {self._init_file} exists but the storage is not initialized")
-            reply = self._request("POST", "sys/init", {"secret_shares": 1, "secret_threshold": 1}, {})
+            # Initialising raft storage writes and fsyncs the barrier and the root token: seconds on a
+            # loaded machine (10 s was once too short in CI). It happens once and cannot be retried:
+            # a timed-out init may have succeeded without us ever seeing the unseal key.
+            reply = self._request("POST", "sys/init", {"secret_shares": 1, "secret_threshold": 1}, {},
+                                  timeout=self.startup_timeout)
             _write_secret(self._init_file, json.dumps({"unseal_key": reply["keys_base64"][0],
                                                        "root_token": reply["root_token"]}))
         try:
@@ -262,7 +267,7 @@ class OpenBaoServer(ServiceProcess):
         self._token = saved["root_token"]
         _write_secret(self.token_file, self._token)
         if self._request("GET", "sys/seal-status", None, {}).get("sealed"):
-            self._request("POST", "sys/unseal", {"key": saved["unseal_key"]}, {})
+            self._request("POST", "sys/unseal", {"key": saved["unseal_key"]}, {}, timeout=self.startup_timeout)
 
     def _write_config(self) -> None:
         data = self.directory / "data"
