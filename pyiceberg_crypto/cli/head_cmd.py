@@ -4,6 +4,7 @@
         --kms-property keystore.path=keys.json [-n 10] [--columns id,amount] [--snapshot ID] [--json] \\
         [--io-property s3.endpoint=https://...]
     pyiceberg-crypto head db.orders --metastore thrift://127.0.0.1:9083 --kms ...
+    pyiceberg-crypto head db.orders --metastore http://127.0.0.1:8181 --kms ...      # a REST catalog
 
 Stops reading once ``-n`` rows are out (files are read in order; each one is authenticated before
 any of its rows is printed). Exit status: 0 rows printed, 1 a file is not authentic (the message
@@ -34,7 +35,9 @@ def add_head_parser(sub) -> None:
     head.add_argument("--where", action="append", default=[], metavar="'COLUMN OP VALUE'",
                       help="only rows where this holds (repeatable: all must hold); op: == != < <= > >= in, "
                            "not in; files whose column bounds rule it out are not read")
-    head.add_argument("--metastore", metavar="URI", help="thrift://host:port of the Hive metastore naming DB.TABLE")
+    head.add_argument("--metastore", metavar="URI",
+                      help="the catalog naming DB.TABLE: thrift://host:port of a Hive metastore, or "
+                           "http(s)://host:port of a REST catalog (no credentials: read_table takes a RestCatalog)")
     head.add_argument("--io-property", action="append", default=[], metavar="KEY=VALUE",
                       help="a storage property (s3.endpoint, s3.region, ...: as the catalog's) (repeatable)")
     head.add_argument("--allow-location", action="append", default=[], metavar="URI",

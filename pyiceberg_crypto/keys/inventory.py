@@ -2,7 +2,7 @@
 :mod:`pyiceberg_crypto.table.key_inventory`, re-exported here)::
 
     inventory = inventory_from_metadata("file:/wh/db.db/t/metadata/00007-....metadata.json", kms)
-    inventory = key_inventory(spark, "lake.db.orders")     # the current metadata.json, from the metastore
+    inventory = key_inventory(spark, "lake.db.orders")     # the current metadata.json, from its catalog
     inventory.master_key_versions()        # {("orders-key", "1"), ("orders-key", "2")}
     inventory.to_dict()                    # what ``pyiceberg-crypto keys list --json`` prints
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO
 from pyiceberg_crypto.kms.base import KeyManagementClient
-from pyiceberg_crypto.table.catalog import metastore_table
+from pyiceberg_crypto.table.catalog import catalog_table
 from pyiceberg_crypto.table.key_inventory import (
     DAY_MS,
     KEK_ROTATION_DAYS,
@@ -45,5 +45,5 @@ def inventory_from_metadata(metadata_location: str, kms: KeyManagementClient | N
 def key_inventory(spark, table: str, kms: KeyManagementClient | None = None) -> KeyInventory:
     """The key inventory of ``catalog.db.table`` (its current metadata.json from the metastore;
     ``kms`` defaults to the Python KMS registered for the catalog)."""
-    entry = metastore_table(spark, table, kms)
+    entry = catalog_table(spark, table, kms)
     return inventory_from_metadata(entry.metadata_location, entry.kms, file_io=entry.file_io)

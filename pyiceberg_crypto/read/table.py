@@ -3,12 +3,14 @@
     from pyiceberg_crypto.read import read_table, scan
     table = read_table("file:/wh/db.db/orders/metadata/00007-....metadata.json", kms)   # pyarrow.Table
     table = read_table("db.orders", kms, metastore="thrift://127.0.0.1:9083")           # via Hive
+    table = read_table("db.orders", kms, metastore="http://127.0.0.1:8181")             # via a REST catalog
     old = read_table(location, kms, snapshot_id=4239490924)        # time travel: that snapshot's schema
     for batch in scan(location, kms, columns=["id", "amount"]):    # streaming, bounded memory
         ...
 
-Steps: metadata.json (bounded read; with ``metastore``, its SHA-256 must equal the metastore's
-``metadata_hash``) -> KEK unwrapped by the KMS -> manifest list and manifests (authenticated)
+Steps: metadata.json (bounded read; with a Hive ``metastore``, its SHA-256 must equal the
+metastore's ``metadata_hash``; with a REST catalog, it must be the metadata the catalog serves)
+-> KEK unwrapped by the KMS -> manifest list and manifests (authenticated)
 -> per data file, in parallel threads: decrypt and authenticate the column chunks needed, apply
 its deletion vectors / position deletes / equality deletes, map columns to the read schema by
 field id. Every byte returned was authenticated; any failure raises
@@ -30,6 +32,7 @@ from pyiceberg_crypto.errors import ReadInputError, TableInputError
 from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO
 from pyiceberg_crypto.io.confinement import Confinement
 from pyiceberg_crypto.io.hive_metastore import MetastoreError, table_parameters
+from pyiceberg_crypto.io.rest_catalog import RestCatalog, RestCatalogError
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
@@ -40,7 +43,7 @@ from pyiceberg_crypto.read.plan import ReadIntegrityError, ReadTask, plan_read, 
 from pyiceberg_crypto.read.schema import IcebergSchema, SchemaError, project
 from pyiceberg_crypto.table.keys import TableKeys
 from pyiceberg_crypto.table.limits import Limits
-from pyiceberg_crypto.table.metadata import TableMetadata, load_document, metadata_hash, read_metadata
+from pyiceberg_crypto.table.metadata import TableMetadata, fields_differing, load_document, metadata_hash, read_metadata
 
 DEFAULT_BATCH_ROWS = 131_072
 #: How far a scan reads ahead, in stored bytes of data files (decoded, a file takes a few times that).
@@ -61,7 +64,7 @@ def scan(
     as_of: datetime | None = None,
     columns: list[str] | None = None,
     row_filter=None,
-    metastore: str | None = None,
+    metastore: str | RestCatalog | None = None,
     file_io: FileIO | None = None,
     properties: Mapping[str, str] | None = None,
     allowed_locations: list[str] | tuple[str, ...] = (),
@@ -90,7 +93,9 @@ def scan(
         row_filter: rows to return, ``[(column, op, value), ...]`` ANDed (``op``: ``== != < <= > >=
             in``, ``not in``); files whose manifest column bounds rule the filter out are not read,
             nor row groups whose Parquet statistics do (:mod:`pyiceberg_crypto.read.filter`). The filter's columns need not be in ``columns``.
-        metastore: ``thrift://host:port`` of the Hive metastore that names the table.
+        metastore: the catalog that names the table: ``thrift://host:port`` of a Hive metastore, or
+            ``http(s)://...`` of a REST catalog (or a :class:`~pyiceberg_crypto.io.rest_catalog.RestCatalog`
+            built with its credentials, e.g. ``RestCatalog(uri, token=...)``).
         file_io / properties: how files are read (default: from the location's scheme and ``properties``).
         allowed_locations: locations the table spans besides its own (confinement, as the verifier).
         max_workers: reading threads (default: CPUs + 2, at most 8).
@@ -121,7 +126,7 @@ def read_table(
     as_of: datetime | None = None,
     columns: list[str] | None = None,
     row_filter=None,
-    metastore: str | None = None,
+    metastore: str | RestCatalog | None = None,
     file_io: FileIO | None = None,
     properties: Mapping[str, str] | None = None,
     allowed_locations: list[str] | tuple[str, ...] = (),
@@ -157,9 +162,11 @@ def _prepare(source: str, kms: KeyManagementClient | str | None, *, snapshot_id,
              row_filter=None) -> PreparedRead:
     if snapshot_id is not None and as_of is not None:
         raise ReadInputError("choose snapshot_id or as_of, not both")
-    expected_hash = None
+    expected_hash = served = None
     location = source
-    if metastore is not None:
+    if isinstance(metastore, RestCatalog) or (metastore or "").startswith(("http://", "https://")):
+        location, served = _from_rest_catalog(metastore, source)
+    elif metastore is not None:
         location, expected_hash = _from_metastore(metastore, source)
     kms = _kms(kms, limits.properties)
     file_io = limits.file_io_for(location)
@@ -167,6 +174,10 @@ def _prepare(source: str, kms: KeyManagementClient | str | None, *, snapshot_id,
     if expected_hash is not None and metadata_hash(raw) != expected_hash:
         raise ReadIntegrityError("the metadata.json differs from the file the metastore recorded (SHA-256 != "
                                  "metadata_hash): modified or replaced", file=location, status="TAMPERED")
+    if served is not None and fields_differing(raw, served):
+        raise ReadIntegrityError("the metadata.json differs from the table metadata the REST catalog serves (in "
+                                 f"{', '.join(fields_differing(raw, served)[:8])}): modified or replaced",
+                                 file=location, status="TAMPERED")
     try:
         doc = load_document(raw, location)  # decoded once: the metadata and the schemas both read it
         meta = TableMetadata.from_document(doc, location)
@@ -227,6 +238,18 @@ def _kms(kms: KeyManagementClient | str | None, properties: Mapping[str, str] | 
         except KmsLoadError as exc:
             raise ReadInputError(str(exc)) from None
     return kms
+
+
+def _from_rest_catalog(catalog: str | RestCatalog, name: str) -> tuple[str, dict]:
+    namespace, _, table = name.rpartition(".")
+    if not namespace:
+        raise ReadInputError(f"with a REST catalog, name the table as NAMESPACE.TABLE, got {name!r}")
+    try:
+        client = catalog if isinstance(catalog, RestCatalog) else RestCatalog(catalog)
+        loaded = client.load_table(namespace, table)
+    except RestCatalogError as exc:
+        raise ReadInputError(str(exc)) from None
+    return loaded.metadata_location, loaded.metadata
 
 
 def _from_metastore(uri: str, name: str) -> tuple[str, str | None]:

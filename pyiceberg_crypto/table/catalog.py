@@ -1,32 +1,48 @@
-"""A table by its catalog name: what the Hive metastore says about it (its current
-``metadata_location`` and the ``metadata_hash`` Iceberg stored with it: Base64 SHA-256 of the
-metadata.json), the catalog's settings, and the Python KMS registered for that catalog::
+"""A table by its catalog name: where its current metadata.json is, what anchors that file, the
+catalog's settings, and the Python KMS registered for that catalog::
 
-    entry = metastore_table(spark, "lake.db.orders")      # MetastoreTable
-    entry.metadata_location, entry.parameters.get("metadata_hash"), entry.kms, entry.file_io
+    entry = catalog_table(spark, "lake.db.orders")        # CatalogTable
+    entry.metadata_location, entry.kind, entry.kms, entry.file_io
+    entry.parameters.get("metadata_hash")                 # Hive: the hash Iceberg stored with the entry
+    entry.served_metadata                                 # REST: the table metadata the catalog serves
 
-The verifier asks the metastore directly (a Hive ``HiveMetaStoreClient`` in the driver JVM, built
-from the same settings as the Iceberg catalog), not Iceberg: Iceberg refuses to load a modified
-metadata.json, and the point is to report *that* as a finding::
+Two kinds of catalog (:func:`catalog_kind`):
 
-    params = spark_table_parameters(spark, catalog_properties(spark, "lake"), "db", "orders")
-    params["metadata_location"], params.get("metadata_hash")
+- **Hive**: the verifier asks the metastore directly (a Hive ``HiveMetaStoreClient`` in the driver
+  JVM, built from the same settings as the Iceberg catalog), not Iceberg: Iceberg refuses to load a
+  modified metadata.json, and the point is to report *that* as a finding. The metastore keeps the
+  ``metadata_location`` and its ``metadata_hash`` (Base64 SHA-256 of the metadata.json)::
+
+      params = spark_table_parameters(spark, catalog_properties(spark, "lake"), "db", "orders")
+      params["metadata_location"], params.get("metadata_hash")
+
+- **REST** (the bridge's ``EncryptingRestCatalog``, or Iceberg's own ``type=rest``): the catalog is
+  asked over its HTTP API from Python (:class:`pyiceberg_crypto.io.rest_catalog.RestCatalog`, with
+  the catalog's ``uri``, ``token``/``credential`` and ``header.*`` settings). It keeps no hash: its
+  anchor is the metadata it serves, which every client reads instead of the file.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyiceberg_crypto.bridge import registered
 from pyiceberg_crypto.config import KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.io.hive_metastore import MetastoreError  # one error for both ways of asking
+from pyiceberg_crypto.io.rest_catalog import RestCatalog, RestCatalogError
 from pyiceberg_crypto.kms.base import KeyManagementClient
 
-__all__ = ["MetastoreError", "MetastoreTable", "catalog_properties", "list_tables", "metastore_table", "registered_kms",
-           "spark_list_tables", "spark_table_parameters", "split_table_name"]
+__all__ = ["CatalogTable", "HIVE", "MetastoreError", "MetastoreTable", "REST", "catalog_kind", "catalog_properties",
+           "catalog_table", "list_tables", "metastore_table", "registered_kms", "rest_catalog", "spark_list_tables",
+           "rest_list_tables", "spark_table_parameters", "split_table_name"]
+
+#: The kinds of catalog a table can be looked up in (:func:`catalog_kind`).
+HIVE, REST = "hive", "rest"
+#: ``catalog-impl`` values that are REST catalogs (the bridge's encrypting one, and Iceberg's).
+REST_CATALOG_IMPLS = ("io.pyicebergcrypto.rest.EncryptingRestCatalog", "org.apache.iceberg.rest.RESTCatalog")
 
 
 def catalog_properties(spark, catalog: str) -> dict[str, str]:
@@ -38,9 +54,27 @@ def catalog_properties(spark, catalog: str) -> dict[str, str]:
     if prefix not in conf:
         raise MetastoreError(f"no Spark catalog named {catalog!r} (spark.sql.catalog.{catalog} is not set)")
     props = {key[len(prefix) + 1:]: value for key, value in conf.items() if key.startswith(prefix + ".")}
-    if props.get("type", "hive") != "hive" and "catalog-impl" not in props:
-        raise MetastoreError(f"catalog {catalog!r} is of type {props.get('type')!r}: the verifier reads Hive catalogs")
+    catalog_kind(props, catalog)
     return props
+
+
+def catalog_kind(properties: dict[str, str], catalog: str = "?") -> str:
+    """:data:`HIVE` or :data:`REST`: how a table of a catalog with these settings is looked up.
+    MetastoreError for any other catalog (e.g. ``type=hadoop``: no catalog service to ask)."""
+    if properties.get("type") == REST or properties.get("catalog-impl") in REST_CATALOG_IMPLS:
+        return REST
+    if properties.get("type", HIVE) == HIVE or "catalog-impl" in properties:
+        return HIVE  # a catalog-impl of our own is a Hive catalog (a subclass of Iceberg's HiveCatalog)
+    raise MetastoreError(f"catalog {catalog!r} is of type {properties.get('type')!r}: the verifier reads Hive "
+                         "and REST catalogs")
+
+
+def rest_catalog(properties: dict[str, str]) -> RestCatalog:
+    """A REST client for a REST catalog's settings (``uri``, ``token``, ``credential``, ``header.*``)."""
+    try:
+        return RestCatalog.from_properties(properties)
+    except RestCatalogError as exc:
+        raise MetastoreError(str(exc)) from None
 
 
 def _with_prefix(spark, prefix: str) -> list[tuple[str, str]]:
@@ -98,6 +132,38 @@ def spark_list_tables(spark, properties: dict[str, str], databases: list[str] | 
                 for database in wanted for table in sorted(str(name) for name in client.getAllTables(database))]
 
     return _on_kept_client(spark, properties, listing, "the metastore cannot list its tables")
+
+
+def rest_list_tables(properties: dict[str, str], namespaces: list[str] | tuple[str, ...] | None = None,
+                     ) -> list[tuple[str, str, dict[str, str] | None, dict | None]]:
+    """Every table of ``namespaces`` (default: all, nested ones as ``a.b``) of a REST catalog, each
+    loaded, as ``(namespace, table, parameters, served metadata)``, sorted. ``parameters`` are
+    Hive-like (``table_type`` ICEBERG, ``metadata_location``), or ``load_error`` for a table that
+    cannot be loaded, or None for one dropped since it was listed. MetastoreError: the catalog
+    cannot list them, or a namespace does not exist."""
+    client = rest_catalog(properties)
+    try:
+        known = [".".join(levels) for levels in client.list_namespaces()]
+        wanted = sorted(namespaces) if namespaces is not None else sorted(known)
+        missing = [name for name in wanted if name not in known]
+        if missing:
+            raise MetastoreError(f"namespace {missing[0]!r} does not exist in the REST catalog at {client.uri}")
+        names = [(namespace, table) for namespace in wanted for table in client.list_tables(namespace)]
+    except RestCatalogError as exc:
+        raise MetastoreError(str(exc)) from None
+    rows: list[tuple[str, str, dict[str, str] | None, dict | None]] = []
+    for namespace, table in names:
+        try:
+            loaded = client.load_table(namespace, table)
+        except RestCatalogError as exc:
+            if exc.status == 404:
+                rows.append((namespace, table, None, None))  # dropped since it was listed
+            else:
+                rows.append((namespace, table, {"table_type": "ICEBERG", "load_error": str(exc)}, None))
+            continue
+        rows.append((namespace, table, {"table_type": "ICEBERG", "metadata_location": loaded.metadata_location},
+                     loaded.metadata))
+    return rows
 
 
 def _on_kept_client(spark, properties: dict[str, str], call, failure: str):
@@ -187,13 +253,15 @@ def _java_message(exc: Exception) -> str:
 
 
 @dataclass(frozen=True)
-class MetastoreTable:
-    """What the metastore and the Spark catalog say about one table, and the KMS to use for it."""
+class CatalogTable:
+    """What the catalog and the Spark settings say about one table, and the KMS to use for it."""
 
     name: str  # catalog.db.table
     properties: dict[str, str]  # the catalog's settings
-    parameters: dict[str, str]  # the metastore's table parameters (metadata_location, metadata_hash, ...)
+    parameters: dict[str, str]  # Hive: the metastore's table parameters; REST: metadata_location only
     kms: KeyManagementClient
+    kind: str = HIVE  # HIVE or REST
+    served_metadata: dict | None = field(default=None, repr=False)  # REST: the metadata the catalog serves
 
     @property
     def metadata_location(self) -> str:
@@ -204,17 +272,32 @@ class MetastoreTable:
         return file_io_for(self.metadata_location, self.properties)
 
 
-def metastore_table(spark, table: str, kms: KeyManagementClient | None = None) -> MetastoreTable:
-    """Look ``table`` up in its catalog's metastore; ``kms`` defaults to the Python KMS registered
-    for the catalog. Raises TableInputError (unknown catalog or table, no KMS)."""
+#: The name this had while only Hive catalogs were read (kept for one release).
+MetastoreTable = CatalogTable
+
+
+def catalog_table(spark, table: str, kms: KeyManagementClient | None = None) -> CatalogTable:
+    """Look ``table`` up in its catalog (the Hive metastore, or the REST catalog's ``loadTable``);
+    ``kms`` defaults to the Python KMS registered for the catalog. Raises TableInputError (unknown
+    catalog or table, a catalog that cannot be asked, no KMS)."""
     catalog, database, name = split_table_name(spark, table)
+    served = None
     try:
         properties = catalog_properties(spark, catalog)
-        parameters = spark_table_parameters(spark, properties, database, name)
-    except MetastoreError as exc:
+        kind = catalog_kind(properties, catalog)
+        if kind == REST:
+            loaded = rest_catalog(properties).load_table(database, name)
+            parameters, served = {"metadata_location": loaded.metadata_location}, loaded.metadata
+        else:
+            parameters = spark_table_parameters(spark, properties, database, name)
+    except (MetastoreError, RestCatalogError) as exc:
         raise TableInputError(str(exc)) from None
     kms = kms if kms is not None else registered_kms(properties, catalog)
-    return MetastoreTable(f"{catalog}.{database}.{name}", properties, parameters, kms)
+    return CatalogTable(f"{catalog}.{database}.{name}", properties, parameters, kms, kind, served)
+
+
+#: The name this had while only Hive catalogs were read (kept for one release).
+metastore_table = catalog_table
 
 
 def split_table_name(spark, table: str) -> tuple[str, str, str]:

@@ -232,3 +232,16 @@ def read_metadata(file_io: FileIO, location: str, limit: int) -> bytes:
 def metadata_hash(raw: bytes) -> str:
     """What Iceberg's Hive catalog stores as ``metadata_hash``: Base64 of SHA-256 over the file."""
     return base64.b64encode(hashlib.sha256(raw).digest()).decode("ascii")
+
+
+def fields_differing(raw: bytes, served: dict) -> list[str]:
+    """The top-level fields in which the metadata.json ``raw`` differs from the table metadata a
+    REST catalog serves (compared as JSON documents: a server formats them its own way); ``[]``
+    when they are the same document, ``["<not a JSON object>"]`` when ``raw`` is not one."""
+    try:
+        on_disk = json.loads(raw)
+    except ValueError:
+        on_disk = None
+    if not isinstance(on_disk, dict):
+        return ["<not a JSON object>"]
+    return sorted(key for key in set(on_disk) | set(served) if on_disk.get(key) != served.get(key))

@@ -49,9 +49,12 @@ from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.table.catalog import (
+    REST,
     MetastoreError,
+    catalog_kind,
     catalog_properties,
     registered_kms,
+    rest_list_tables,
     spark_list_tables,
 )
 from pyiceberg_crypto.table.key_inventory import KEK_ROTATION_DAYS, build_inventory, prunable_keys
@@ -68,7 +71,6 @@ from pyiceberg_crypto.verify.report import (
     PLAINTEXT,
     STATISTICS,
     STATUSES,
-    UNVERIFIABLE,
     WARN,
     FileFinding,
     TableCheck,
@@ -76,6 +78,7 @@ from pyiceberg_crypto.verify.report import (
 )
 from pyiceberg_crypto.verify.runners import local_runner
 from pyiceberg_crypto.verify.spark import DEFAULT_DRIVER_MAX_FILES, DRIVER_MAX_BYTES
+from pyiceberg_crypto.verify.table_checks import HIVE_CATALOG, REST_CATALOG, catalog_checks
 
 __all__ = ["AUDIT_VERSION", "STATES", "CatalogReport", "ListedTable", "SparkBatchRunner", "TableAudit",
            "audit_catalog", "audit_schema", "audit_tables", "ledger_path", "local_batch_runner"]
@@ -100,7 +103,7 @@ STATES = (STATE_OK, STATE_FAILED, STATE_UNENCRYPTED, STATE_UNCHECKED, STATE_SKIP
 #: Why a table could not be checked (``TableAudit.reason`` of an UNCHECKED table).
 REASON_UNREADABLE = "UNREADABLE"  # metadata.json missing, unreadable, not table metadata
 REASON_LEDGER = "LEDGER"  # the table's ledger is corrupt, another table's, or its directory is gone
-REASON_METASTORE = "METASTORE"  # the metastore entry has no metadata_location
+REASON_METASTORE = "METASTORE"  # the metastore entry has no metadata_location, or a REST catalog cannot load it
 REASON_INTERNAL = "INTERNAL"  # a verifier bug: still one entry, the other tables are audited
 
 #: Findings listed per table in the document and the page (the counts always cover all of them).
@@ -266,11 +269,13 @@ def _write_atomically(path: str, text: str) -> None:
 
 @dataclass(frozen=True)
 class ListedTable:
-    """One table as the metastore lists it; ``parameters`` None: dropped since it was listed."""
+    """One table as the metastore (or a REST catalog) lists it; ``parameters`` None: dropped since
+    it was listed."""
 
     namespace: str
     name: str
     parameters: dict[str, str] | None
+    served_metadata: dict | None = field(default=None, repr=False)  # a REST catalog's loadTable metadata
 
     @property
     def table(self) -> str:
@@ -305,7 +310,7 @@ def audit_catalog(
     driver_max_files: int = DEFAULT_DRIVER_MAX_FILES,
     progress: Progress | None = None,
 ) -> CatalogReport:
-    """Audit every table of Spark catalog ``catalog`` (a Hive catalog): see the module's doc.
+    """Audit every table of Spark catalog ``catalog`` (a Hive or a REST catalog): see the module's doc.
 
     Args:
         spark: a classic SparkSession with the catalog configured.
@@ -333,7 +338,10 @@ def audit_catalog(
     kms = kms if kms is not None else registered_kms(properties, catalog)
     _check_state_dir(state_dir)
     try:
-        listing = [ListedTable(*row) for row in spark_list_tables(spark, properties, namespaces)]
+        if catalog_kind(properties, catalog) == REST:
+            listing = [ListedTable(*row) for row in rest_list_tables(properties, namespaces)]
+        else:
+            listing = [ListedTable(*row) for row in spark_list_tables(spark, properties, namespaces)]
     except MetastoreError as exc:
         raise TableInputError(f"cannot list the tables of catalog {catalog!r}: {exc}") from None
     report = CatalogReport(catalog, metastore=properties.get("uri"), warehouse=properties.get("warehouse"),
@@ -424,17 +432,16 @@ def _prepare(entry: TableAudit, listed: ListedTable, kms: KeyManagementClient | 
     location = params.get("metadata_location")
     entry.metadata_location = location
     if not location:
-        _unchecked(entry, REASON_METASTORE, "the metastore entry names no metadata_location")
+        _unchecked(entry, REASON_METASTORE, params.get("load_error") or "the metastore entry names no metadata_location")
         return None
     expected_hash = params.get("metadata_hash")
-    source = [TableCheck("metastore", OK, f"metadata_location of {listed.table} read from the metastore")]
-    if expected_hash is None:
-        source.append(TableCheck("metadata-hash", UNVERIFIABLE, "the metastore records no metadata_hash for this table"))
+    kind = REST_CATALOG if listed.served_metadata is not None else HIVE_CATALOG
+    source = catalog_checks(kind, listed.table, report.metastore, expected_hash)
     state = ledger_path(report.state_dir, listed.table) if report.state_dir else None
     try:
         return prepare_verification(
             location, kms, state=state, full=report.full, table_name=listed.table,
-            expected_metadata_hash=expected_hash, source_checks=source,
+            expected_metadata_hash=expected_hash, catalog_metadata=listed.served_metadata, source_checks=source,
             limits=replace(limits, file_io=file_io_for(location, properties), properties=None))
     except TableInputError as exc:
         _unchecked(entry, REASON_UNREADABLE, str(exc))

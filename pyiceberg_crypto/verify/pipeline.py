@@ -43,7 +43,12 @@ from pyiceberg_crypto.verify.report import (
     TableReport,
 )
 from pyiceberg_crypto.verify.runners import Runner, local_runner
-from pyiceberg_crypto.verify.table_checks import kek_rotation_check, metadata_location_check, table_checks
+from pyiceberg_crypto.verify.table_checks import (
+    kek_rotation_check,
+    metadata_location_check,
+    served_metadata_check,
+    table_checks,
+)
 
 # Old names: ``VerifyInputError`` is :class:`pyiceberg_crypto.errors.TableInputError`.
 __all__ = ["PreparedVerification", "VerifyInputError", "metadata_hash", "prepare_verification", "read_metadata",
@@ -64,6 +69,7 @@ def verify_metadata(
     file_io: FileIO | None = None,
     properties: dict[str, str] | None = None,
     expected_metadata_hash: str | None = None,
+    catalog_metadata: dict | None = None,
     source_checks: list[TableCheck] | None = None,
     runner: Runner | None = None,
     progress: Progress | None = None,
@@ -89,6 +95,8 @@ def verify_metadata(
             ``OUTSIDE_TABLE`` and never opened (:mod:`pyiceberg_crypto.io.confinement`).
         file_io: how to read files (default: chosen from the location's scheme and ``properties``).
         expected_metadata_hash: the metastore's ``metadata_hash`` (Base64 SHA-256 of the file), if known.
+        catalog_metadata: the table metadata a REST catalog serves for this table (its ``loadTable``
+            answer's ``metadata``): the file must be the same document (check ``catalog-metadata``).
         source_checks: checks made before (e.g. ``verify_table``'s metastore checks), listed first.
         runner: verifies data/delete/statistics files (default: a small thread pool in this process).
         max_metadata_bytes: a larger metadata.json is refused before it is read.
@@ -107,7 +115,8 @@ def verify_metadata(
     prepared = prepare_verification(
         metadata_location, kms, snapshot_id=snapshot_id, all_snapshots=all_snapshots,
         since_snapshot_id=since_snapshot_id, state=state, accept_history=accept_history, table_name=table_name,
-        expected_metadata_hash=expected_metadata_hash, source_checks=source_checks, progress=progress,
+        expected_metadata_hash=expected_metadata_hash, catalog_metadata=catalog_metadata,
+        source_checks=source_checks, progress=progress,
         limits=Limits.of(limits, allowed_locations=allowed_locations, file_io=file_io, properties=properties,
                          max_metadata_bytes=max_metadata_bytes, kms_timeout=kms_timeout))
     tasks = prepared.plan.all_tasks()
@@ -167,6 +176,7 @@ def prepare_verification(
     full: bool = False,
     table_name: str | None = None,
     expected_metadata_hash: str | None = None,
+    catalog_metadata: dict | None = None,
     source_checks: list[TableCheck] | None = None,
     progress: Progress | None = None,
     limits: Limits | None = None,
@@ -205,6 +215,8 @@ def prepare_verification(
     keys = TableKeys(meta, kms, limits.kms_timeout)
     report.checks = list(source_checks or [])
     report.checks += table_checks(meta, keys, digest, expected_metadata_hash, scope)
+    if catalog_metadata is not None:
+        report.checks.append(served_metadata_check(raw, catalog_metadata))
     report.checks.append(kek_rotation_check(meta, kms, keys, limits.kms_timeout))
     if history is not None:
         report.checks.append(history)

@@ -7,8 +7,9 @@
     if not report.ok:
         raise RuntimeError(f"{len(report.not_ok())} files of lake.db.orders failed verification")
 
-The driver asks the metastore for the table's current ``metadata_location`` and ``metadata_hash``
-(checked against the file), unwraps the KEKs with the Python KMS, and reads the manifest lists and
+The driver asks the table's catalog where its current metadata.json is: the Hive metastore (its
+``metadata_location`` and ``metadata_hash``, checked against the file) or a REST catalog (its
+``loadTable`` answer, whose metadata the file must equal), unwraps the KEKs with the Python KMS, and reads the manifest lists and
 manifests; data and delete files are then verified in parallel by Spark tasks running this
 package's own Python code (no JVM crypto). Each task receives only the key metadata of the files it
 checks (their DEKs and AAD prefixes), never a master key or a KEK.
@@ -22,13 +23,14 @@ from functools import partial
 from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
-from pyiceberg_crypto.table.catalog import metastore_table
+from pyiceberg_crypto.table.catalog import catalog_table
 from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.verify.checks import FileTask, check_file
 from pyiceberg_crypto.verify.pipeline import verify_metadata
 from pyiceberg_crypto.verify.plan import Progress
-from pyiceberg_crypto.verify.report import OK, UNVERIFIABLE, FileFinding, TableCheck, TableReport
+from pyiceberg_crypto.verify.report import FileFinding, TableReport
 from pyiceberg_crypto.verify.runners import Runner, local_runner
+from pyiceberg_crypto.verify.table_checks import catalog_checks
 
 #: Task lists this small are checked on the driver (a Spark job costs ~0.5-1 s to schedule).
 DEFAULT_DRIVER_MAX_FILES = 32
@@ -53,7 +55,8 @@ def verify_table(
     kms_timeout: float | None = DEFAULT_KMS_TIMEOUT_SECONDS,
     limits: Limits | None = None,
 ) -> TableReport:
-    """Verify ``table`` (``catalog.db.table``) from its metastore entry down to every file.
+    """Verify ``table`` (``catalog.db.table``) from its catalog entry down to every file (a Hive
+    metastore's entry, or a REST catalog's ``loadTable`` answer).
 
     Args:
         spark: a classic SparkSession with the table's catalog configured.
@@ -80,13 +83,11 @@ def verify_table(
     """
     limits = Limits.of(limits, allowed_locations=allowed_locations, max_metadata_bytes=max_metadata_bytes,
                        kms_timeout=kms_timeout)
-    entry = metastore_table(spark, table, kms)
+    entry = catalog_table(spark, table, kms)
     metadata_location = entry.metadata_location
     file_io = entry.file_io
     expected_hash = entry.parameters.get("metadata_hash")
-    source = [TableCheck("metastore", OK, f"metadata_location of {entry.name} read from the metastore")]
-    if expected_hash is None:
-        source.append(TableCheck("metadata-hash", UNVERIFIABLE, "the metastore records no metadata_hash for this table"))
+    source = catalog_checks(entry.kind, entry.name, entry.properties.get("uri"), expected_hash)
     return verify_metadata(
         metadata_location,
         entry.kms,
@@ -97,6 +98,7 @@ def verify_table(
         accept_history=accept_history,
         table_name=entry.name,
         expected_metadata_hash=expected_hash,
+        catalog_metadata=entry.served_metadata,
         source_checks=source,
         runner=spark_runner(spark, file_io, parallelism, description=f"pyiceberg-crypto verify {table}",
                             driver_max_files=driver_max_files),

@@ -98,12 +98,18 @@ public class EncryptingRESTTableOperations extends RESTTableOperations {
     TableMetadata toCommit = metadata;
     EncryptionManager manager = encryption();
     if (manager instanceof StandardEncryptionManager) {
-      // the keys this manager generated (and the ones it loaded) go into the new metadata; the
-      // builder records each new one as a MetadataUpdate.AddEncryptionKey, which the REST commit
-      // sends as an add-encryption-key update
+      // the keys this manager generated go into the new metadata; the builder records each as a
+      // MetadataUpdate.AddEncryptionKey, which the REST commit sends as an add-encryption-key
+      // update. Keys the base metadata already had are not added back: a commit that removes one
+      // (keys prune, a re-wrap) must stay removed.
+      Set<String> inBase = base == null || base.encryptionKeys() == null
+          ? Set.of()
+          : base.encryptionKeys().stream().map(EncryptedKey::keyId).collect(Collectors.toSet());
       TableMetadata.Builder builder = TableMetadata.buildFrom(metadata);
       for (EncryptedKey key : EncryptionUtil.encryptionKeys(manager).values()) {
-        builder.addEncryptionKey(key);
+        if (!inBase.contains(key.keyId())) {
+          builder.addEncryptionKey(key);
+        }
       }
       toCommit = builder.build();
     }
