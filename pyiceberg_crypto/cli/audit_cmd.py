@@ -1,11 +1,14 @@
-"""``pyiceberg-crypto audit``: every table of a Hive metastore, verified, without Spark::
+"""``pyiceberg-crypto audit``: every table of a Hive metastore or a REST catalog, verified, without Spark::
 
     pyiceberg-crypto audit --metastore-uri thrift://hms:9083 --warehouse s3://lake/wh \\
         --kms keystore --kms-property keystore.path=/etc/lake/keys.json \\
         [--namespace sales ...] [--state-dir /var/lib/pyiceberg-crypto/ledgers] [--full] \\
         [--json] [--html audit.html] [--prometheus /var/lib/node_exporter/textfile/lake.prom]
+    PYICEBERG_CRYPTO_REST_TOKEN=... pyiceberg-crypto audit --rest-uri https://catalog:8181 \\
+        [--rest-property warehouse=lake] --kms ...
 
-The tables are listed over the metastore's Thrift API (:mod:`pyiceberg_crypto.io.hive_metastore`);
+The tables are listed over the metastore's Thrift API (:mod:`pyiceberg_crypto.io.hive_metastore`),
+or a REST catalog's HTTP API (:mod:`pyiceberg_crypto.io.rest_catalog`: every table loaded);
 each Iceberg table is verified as ``pyiceberg-crypto verify`` would, with the files of all tables
 checked in one batch on this machine's cores (:mod:`pyiceberg_crypto.verify.audit`). Output: a
 summary and every table that is not OK (or the JSON report with ``--json``), plus the HTML page
@@ -26,10 +29,17 @@ from pyiceberg_crypto.safe_text import escape_text, exception_line
 
 
 def add_audit_parser(sub) -> None:
-    audit = sub.add_parser("audit", help="audit every table of a Hive metastore: encrypted, verified, under which "
-                                         "keys (no Spark)")
-    audit.add_argument("--metastore-uri", required=True, metavar="URI",
-                       help="thrift://host:port of the Hive metastore (several, comma-separated, tried in order)")
+    audit = sub.add_parser("audit", help="audit every table of a Hive metastore or a REST catalog: encrypted, "
+                                         "verified, under which keys (no Spark)")
+    catalog = audit.add_mutually_exclusive_group(required=True)
+    catalog.add_argument("--metastore-uri", metavar="URI",
+                         help="thrift://host:port of the Hive metastore (several, comma-separated, tried in order)")
+    catalog.add_argument("--rest-uri", metavar="URI",
+                         help="http(s)://... of a REST catalog; its token (or client_id:secret credential) comes from "
+                              f"${REST_TOKEN_VARIABLE} (or ${REST_CREDENTIAL_VARIABLE}), never the command line")
+    audit.add_argument("--rest-property", action="append", default=[], metavar="KEY=VALUE",
+                       help="a REST catalog property, as in the Spark catalog (warehouse, prefix, scope, "
+                            "oauth2-server-uri, header.NAME) (repeatable)")
     audit.add_argument("--warehouse", metavar="URI", help="the lake's warehouse location (recorded in the report)")
     audit.add_argument("--catalog", default="hive", metavar="NAME",
                        help="the catalog's name in the report (default: %(default)s)")
@@ -46,11 +56,31 @@ def add_audit_parser(sub) -> None:
                        help="verify every snapshot of every table, ignoring the ledgers' cut-off")
     add_limit_arguments(audit)
     audit.add_argument("--metastore-timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
-                       help="give up on a metastore call after this long (default: %(default)g)")
+                       help="give up on a Hive metastore call after this long (default: %(default)g; a REST call: 30)")
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     audit.add_argument("--html", metavar="FILE", help="write the report as one self-contained HTML page")
     audit.add_argument("--prometheus", metavar="FILE",
                        help="write per-table gauges as a node-exporter textfile (e.g. <textfile dir>/lake_audit.prom)")
+
+
+#: Where ``audit --rest-uri`` takes the REST catalog's secrets from (never from the command line).
+REST_TOKEN_VARIABLE = "PYICEBERG_CRYPTO_REST_TOKEN"
+REST_CREDENTIAL_VARIABLE = "PYICEBERG_CRYPTO_REST_CREDENTIAL"
+
+
+def rest_properties(args: argparse.Namespace) -> dict[str, str]:
+    """The REST catalog's properties: ``--rest-uri``, ``--rest-property`` and the secrets' variables."""
+    properties = parse_properties(args.rest_property, "--rest-property")
+    for key in ("token", "credential", "uri"):
+        if key in properties:
+            raise ValueError(f"--rest-property {key}=...: " + ("use --rest-uri" if key == "uri" else
+                             f"secrets go in ${REST_TOKEN_VARIABLE} or ${REST_CREDENTIAL_VARIABLE}, not the "
+                             "command line (other users can read it)"))
+    properties["uri"] = args.rest_uri
+    for key, variable in (("token", REST_TOKEN_VARIABLE), ("credential", REST_CREDENTIAL_VARIABLE)):
+        if os.environ.get(variable):
+            properties[key] = os.environ[variable]
+    return properties
 
 
 def run_audit(args: argparse.Namespace) -> int:
@@ -58,12 +88,16 @@ def run_audit(args: argparse.Namespace) -> int:
     from pyiceberg_crypto.io.hive_metastore import MetastoreError, list_tables
     from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
+    from pyiceberg_crypto.table.catalog import rest_list_tables
     from pyiceberg_crypto.table.limits import Limits
     from pyiceberg_crypto.verify.audit import CatalogReport, ListedTable, audit_tables, local_batch_runner
 
     try:
         properties = parse_properties(args.kms_property)
         io_properties = parse_properties(args.io_property, "--io-property")
+        if args.rest_property and not args.rest_uri:
+            raise ValueError("--rest-property needs --rest-uri")
+        rest = rest_properties(args) if args.rest_uri else None
         for option, path in (("--html", args.html), ("--prometheus", args.prometheus)):
             if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
                 raise ValueError(f"{option} {path}: its directory does not exist")
@@ -82,11 +116,14 @@ def run_audit(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     try:
-        rows = list_tables(args.metastore_uri, args.namespace, timeout=args.metastore_timeout)
+        if rest is not None:
+            rows = rest_list_tables(rest, args.namespace)
+        else:
+            rows = list_tables(args.metastore_uri, args.namespace, timeout=args.metastore_timeout)
     except MetastoreError as exc:
         return _fail(args, "metastore", str(exc))
     listing = [ListedTable(*row) for row in rows]
-    report = CatalogReport(args.catalog, metastore=args.metastore_uri, warehouse=args.warehouse,
+    report = CatalogReport(args.catalog, metastore=args.metastore_uri or args.rest_uri, warehouse=args.warehouse,
                            namespaces=sorted(args.namespace) if args.namespace else None, full=args.full,
                            state_dir=args.state_dir)
     limits = Limits(allowed_locations=tuple(args.allow_location), max_metadata_bytes=args.max_metadata_bytes,

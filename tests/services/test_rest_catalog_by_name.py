@@ -152,6 +152,24 @@ def test_rest_catalog_audit_lists_and_verifies_every_table(spark, rest_table):
 
 
 @pytest.mark.slow
+def test_rest_catalog_audit_cli_lists_over_http_and_keeps_secrets_off_the_command_line(
+        spark, rest_table, capsys, monkeypatch):
+    namespace, uri = rest_table["namespace"], rest_table["server"].uri
+    kms = ["--kms", "keystore", "--kms-property", f"keystore.path={rest_table['keystore']}"]
+    monkeypatch.setenv("PYICEBERG_CRYPTO_REST_TOKEN", "not-checked-by-the-loopback-server")
+    status = main(["audit", "--rest-uri", uri, "--namespace", namespace, *kms, "--json"])
+    document = json.loads(capsys.readouterr().out)
+    states = {t["table"]: t["state"] for t in document["tables"]}
+    assert states[f"{namespace}.orders"] == "OK"
+    assert status == (1 if f"{namespace}.plain" in states else 0)  # the plain table of the test above
+    assert document["metastore"] == uri
+    assert main(["audit", "--rest-uri", uri, "--rest-property", "token=abc", *kms]) == 2
+    assert "secrets go in $PYICEBERG_CRYPTO_REST_TOKEN" in capsys.readouterr().err
+    assert main(["audit", "--rest-uri", uri, "--namespace", "missing", *kms]) == 2
+    assert "namespace 'missing' does not exist in the REST catalog" in capsys.readouterr().err
+
+
+@pytest.mark.slow
 def test_rest_catalog_a_file_other_than_the_served_metadata_is_tampered(spark, rest_table, tmp_path):
     """What a server that serves metadata from its own store would show when the file was rewritten
     (the loopback server re-reads the file, so the served side is changed here instead)."""
