@@ -29,6 +29,7 @@ from pyiceberg_crypto.verify import audit_catalog, verify_table
 from pyiceberg_crypto.verify.report import OK, TAMPERED
 from pyiceberg_crypto.verify.table_checks import served_metadata_check
 from tests.conftest import add_catalog
+from tests.testkit import metadata_location
 
 MASTER = "restkey"
 
@@ -58,7 +59,7 @@ def rest_table(spark, rest_catalog_server, tmp_path_factory):  # noqa: F811
     for start in (1, 10, 20):
         spark.sql(f"INSERT INTO {table} SELECT id, CAST(id AS STRING) FROM range({start}, {start + 3})")
     yield {"catalog": catalog, "namespace": namespace, "table": table, "keystore": keystore,
-           "server": rest_catalog_server}
+           "server": rest_catalog_server, "kms_name": kms_name}
     registration.close()
 
 
@@ -283,3 +284,41 @@ def test_rest_catalog_client_exchanges_its_credential_and_sends_the_token_never_
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.slow
+def test_rest_catalog_takes_over_an_encrypted_hive_table_by_registering_it(spark, rest_table, tmp_path):
+    """Moving a lake from a Hive metastore to a REST catalog: register the table's current
+    metadata.json in the REST catalog (Iceberg's ``register_table``), drop the Hive entry without
+    purging, and the table goes on, encrypted, through the REST catalog: same rows, same keys,
+    new commits PARE/AGS1, every snapshot verifies by name."""
+    suffix = uuid.uuid4().hex[:6]
+    hive_catalog = f"hivemove_{suffix}"
+    add_catalog(spark, hive_catalog, tmp_path / "hive-wh", kms_name=rest_table["kms_name"])  # the same KMS as the REST catalog
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {hive_catalog}.moving")
+    hive_table = f"{hive_catalog}.moving.events_{suffix}"
+    spark.sql(f"CREATE TABLE {hive_table} (id BIGINT) USING iceberg "
+              f"{config.tblproperties_sql(config.table_properties(MASTER))}")
+    spark.sql(f"INSERT INTO {hive_table} SELECT id FROM range(0, 5)")
+    spark.sql(f"INSERT INTO {hive_table} SELECT id FROM range(5, 8)")
+    location = metadata_location(spark, hive_table)
+    keys_before = {k["key-id"] for k in json.loads(Path(location.removeprefix("file:")).read_text())["encryption-keys"]}
+
+    namespace, catalog = rest_table["namespace"], rest_table["catalog"]
+    spark.sql(f"CALL {catalog}.system.register_table(table => '{namespace}.moved', metadata_file => '{location}')")
+    spark.sql(f"DROP TABLE {hive_table}")  # the metastore entry only: no PURGE, the files stay
+    assert Path(location.removeprefix("file:")).exists()
+
+    moved = f"{catalog}.{namespace}.moved"
+    assert sorted(r[0] for r in spark.table(moved).collect()) == list(range(8))
+    spark.sql(f"INSERT INTO {moved} SELECT id FROM range(8, 10)")
+    served = RestCatalog(rest_table["server"].uri).load_table(namespace, "moved")
+    assert keys_before <= {k["key-id"] for k in served.metadata["encryption-keys"]}  # the Hive era's keys kept
+    table_dir = Path(served.metadata["location"].removeprefix("file:"))
+    assert {p.read_bytes()[:4] for p in table_dir.glob("data/*.parquet")} == {b"PARE"}
+    assert {p.read_bytes()[:4] for p in table_dir.glob("metadata/*.avro")} == {b"AGS1"}
+    report = verify_table(spark, moved, all_snapshots=True)
+    assert report.ok, report
+    assert len(report.snapshot_ids) == 3
+    rows = read_table(f"{namespace}.moved", KeystoreKms(rest_table["keystore"]), metastore=rest_table["server"].uri)
+    assert sorted(rows.column("id").to_pylist()) == list(range(10))
