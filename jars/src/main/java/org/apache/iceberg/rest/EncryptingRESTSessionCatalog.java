@@ -20,6 +20,7 @@ import org.apache.iceberg.io.FileIO;
  */
 public class EncryptingRESTSessionCatalog extends RESTSessionCatalog {
   private KeyManagementClient keyManagementClient;
+  private String catalogUri;
 
   public EncryptingRESTSessionCatalog(Function<Map<String, String>, RESTClient> clientBuilder) {
     super(clientBuilder, null);
@@ -27,6 +28,7 @@ public class EncryptingRESTSessionCatalog extends RESTSessionCatalog {
 
   @Override
   public void initialize(String name, Map<String, String> props) {
+    this.catalogUri = props.get(CatalogProperties.URI);
     if (props.containsKey(CatalogProperties.ENCRYPTION_KMS_IMPL)) {
       this.keyManagementClient = EncryptionUtil.createKmsClient(props);
     }
@@ -51,8 +53,8 @@ public class EncryptingRESTSessionCatalog extends RESTSessionCatalog {
       Supplier<Map<String, String>> readHeaders, Supplier<Map<String, String>> mutationHeaders,
       FileIO fileIO, TableMetadata current, Set<Endpoint> supportedEndpoints,
       Map<String, String> readQueryParams) {
-    return new EncryptingRESTTableOperations(keyManagementClient, restClient, path, readHeaders,
-        mutationHeaders, fileIO, RESTTableOperations.UpdateType.SIMPLE,
+    return new EncryptingRESTTableOperations(keyManagementClient, catalogUri, restClient, path,
+        readHeaders, mutationHeaders, fileIO, RESTTableOperations.UpdateType.SIMPLE,
         new java.util.ArrayList<>(), current, supportedEndpoints, readQueryParams);
   }
 
@@ -61,7 +63,7 @@ public class EncryptingRESTSessionCatalog extends RESTSessionCatalog {
       Supplier<Map<String, String>> readHeaders, Supplier<Map<String, String>> mutationHeaders,
       FileIO fileIO, RESTTableOperations.UpdateType updateType, List<MetadataUpdate> createChanges,
       TableMetadata current, Set<Endpoint> supportedEndpoints) {
-    return new EncryptingRESTTableOperations(keyManagementClient, restClient, path, readHeaders,
-        mutationHeaders, fileIO, updateType, createChanges, current, supportedEndpoints, Map.of());
+    return new EncryptingRESTTableOperations(keyManagementClient, catalogUri, restClient, path,
+        readHeaders, mutationHeaders, fileIO, updateType, createChanges, current, supportedEndpoints, Map.of());
   }
 }

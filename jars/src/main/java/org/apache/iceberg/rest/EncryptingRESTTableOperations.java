@@ -1,5 +1,8 @@
 package org.apache.iceberg.rest;
 
+import io.pyicebergcrypto.rest.EncryptionKeysNotKeptException;
+import java.net.URLDecoder;
+import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
@@ -8,10 +11,13 @@ import java.util.function.Supplier;
 import java.util.stream.Collectors;
 import org.apache.iceberg.CatalogProperties;
 import org.apache.iceberg.MetadataUpdate;
+import org.apache.iceberg.Snapshot;
+import org.apache.iceberg.SnapshotRef;
 import org.apache.iceberg.TableMetadata;
 import org.apache.iceberg.TableOperations;
 import org.apache.iceberg.TableProperties;
 import org.apache.iceberg.encryption.EncryptedKey;
+import org.apache.iceberg.exceptions.CommitStateUnknownException;
 import org.apache.iceberg.encryption.EncryptingFileIO;
 import org.apache.iceberg.encryption.EncryptionManager;
 import org.apache.iceberg.encryption.EncryptionUtil;
@@ -31,11 +37,20 @@ import org.apache.iceberg.util.PropertyUtil;
  * manager generated to the new metadata, so the commit request carries them as
  * {@code add-encryption-key} updates.
  *
+ * <p>A REST server that drops the {@code add-encryption-key} updates (or serves the table without
+ * its {@code encryption-keys}) would leave a current snapshot nobody can read: the commit response
+ * is checked for every key sent, and if one is missing the table is rolled back to its previous
+ * snapshot with a standard commit ({@code set-snapshot-ref} / {@code remove-snapshot-ref} and
+ * {@code remove-snapshots}) before {@link EncryptionKeysNotKeptException} says what the server did;
+ * a table whose current snapshot's key is missing is refused at load with the same exception.
+ *
  * <p>Lives in {@code org.apache.iceberg.rest} because its superclass and constructors are
  * package-private: the bridge jar must be loaded by the same class loader as the Iceberg runtime.
  */
 public class EncryptingRESTTableOperations extends RESTTableOperations {
   private final KeyManagementClient keyManagementClient;
+  private final String catalogUri;
+  private final String tableName;
   private EncryptionManager encryptionManager;
   private EncryptingFileIO encryptingFileIO;
   private String tableKeyId;
@@ -44,6 +59,7 @@ public class EncryptingRESTTableOperations extends RESTTableOperations {
 
   EncryptingRESTTableOperations(
       KeyManagementClient keyManagementClient,
+      String catalogUri,
       RESTClient client,
       String path,
       Supplier<Map<String, String>> readHeaders,
@@ -57,6 +73,8 @@ public class EncryptingRESTTableOperations extends RESTTableOperations {
     super(client, path, readHeaders, mutationHeaders, io, updateType, createChanges, current,
         endpoints, readQueryParams);
     this.keyManagementClient = keyManagementClient;
+    this.catalogUri = catalogUri;
+    this.tableName = tableName(path);
     // current() is null for a create transaction; the key id then comes from the uncommitted
     // metadata (temp / commit)
     keysFromMetadata(current());
@@ -115,7 +133,73 @@ public class EncryptingRESTTableOperations extends RESTTableOperations {
     }
 
     super.commit(base, toCommit);
-    keysFromMetadata(current());
+    TableMetadata committed = current();
+    List<String> notKept = keysNotKept(toCommit, committed);
+    if (!notKept.isEmpty()) {
+      rollBack(base, committed, notKept.size());
+    }
+    keysFromMetadata(committed);
+  }
+
+  /** Ids of the keys this commit sent ({@code add-encryption-key}) that the server's answer lacks. */
+  private static List<String> keysNotKept(TableMetadata sent, TableMetadata committed) {
+    Set<String> kept = committed.encryptionKeys() == null ? Set.of()
+        : committed.encryptionKeys().stream().map(EncryptedKey::keyId).collect(Collectors.toSet());
+    return sent.changes().stream()
+        .filter(update -> update instanceof MetadataUpdate.AddEncryptionKey)
+        .map(update -> ((MetadataUpdate.AddEncryptionKey) update).key().keyId())
+        .filter(keyId -> !kept.contains(keyId))
+        .collect(Collectors.toList());
+  }
+
+  /**
+   * Undo a commit whose keys the server dropped: every ref the commit moved to one of its new
+   * snapshots goes back to where it was (or is removed if it did not exist), and the new snapshots
+   * are removed, in one standard commit; then throw. Nothing that needs the lost keys stays.
+   */
+  private void rollBack(TableMetadata base, TableMetadata committed, int lost) {
+    String problem = String.format(
+        "the REST catalog at %s did not keep the table's encryption keys (add-encryption-key): the "
+            + "metadata it committed for %s lacks %d of the keys the commit sent, so it cannot store "
+            + "encrypted tables; use a REST server that stores 'encryption-keys' (see Known limits)",
+        catalogUri, tableName, lost);
+    Set<Long> before = base == null ? Set.of()
+        : base.snapshots().stream().map(Snapshot::snapshotId).collect(Collectors.toSet());
+    List<Long> added = committed.snapshots().stream().map(Snapshot::snapshotId)
+        .filter(id -> !before.contains(id)).collect(Collectors.toList());
+    if (added.isEmpty()) {
+      throw new EncryptionKeysNotKeptException(problem + ". The commit added no snapshot.");
+    }
+    TableMetadata.Builder undo = TableMetadata.buildFrom(committed);
+    StringBuilder what = new StringBuilder();
+    for (Map.Entry<String, SnapshotRef> entry : committed.refs().entrySet()) {
+      if (!added.contains(entry.getValue().snapshotId())) {
+        continue;
+      }
+      SnapshotRef previous = base == null ? null : base.ref(entry.getKey());
+      if (previous != null && committed.snapshot(previous.snapshotId()) != null) {
+        undo.setRef(entry.getKey(), previous);
+        what.append(String.format("; '%s' is back at snapshot %d", entry.getKey(),
+            previous.snapshotId()));
+      } else {
+        undo.removeRef(entry.getKey());
+        what.append(String.format("; '%s' is removed again (it had no snapshot before)",
+            entry.getKey()));
+      }
+    }
+    undo.removeSnapshots(added);
+    try {
+      super.commit(committed, undo.build());
+    } catch (RuntimeException e) {
+      throw new CommitStateUnknownException(new EncryptionKeysNotKeptException(String.format(
+          "%s. Rolling the table back failed too (%s: %s): its current snapshot %s needs a key the "
+              + "server lost and cannot be read; roll it back with CALL <catalog>.system."
+              + "rollback_to_snapshot", problem, e.getClass().getSimpleName(), e.getMessage(),
+          added)));
+    }
+    throw new EncryptionKeysNotKeptException(String.format(
+        "%s. The commit was rolled back (snapshot %s removed%s); the table reads as before it.",
+        problem, added, what));
   }
 
   @Override
@@ -144,12 +228,43 @@ public class EncryptingRESTTableOperations extends RESTTableOperations {
               + "table are encrypted; nothing is read or written in plaintext)",
           TableProperties.ENCRYPTION_TABLE_KEY, CatalogProperties.ENCRYPTION_KMS_IMPL));
     }
+    checkCurrentSnapshotKey();
     Map<String, String> encryptionProperties = Map.of(
         TableProperties.ENCRYPTION_TABLE_KEY, tableKeyId,
         TableProperties.ENCRYPTION_DEK_LENGTH, String.valueOf(encryptionDekLength));
     encryptionManager = EncryptionUtil.createEncryptionManager(
         encryptedKeys, encryptionProperties, keyManagementClient);
     return encryptionManager;
+  }
+
+  /**
+   * A table served without the key of its current snapshot cannot be read or written: say which
+   * server lost it, instead of Iceberg's "Cannot find manifest list key metadata" in a scan.
+   */
+  private void checkCurrentSnapshotKey() {
+    TableMetadata metadata = current();
+    Snapshot snapshot = metadata == null ? null : metadata.currentSnapshot();
+    if (snapshot == null || snapshot.keyId() == null) {
+      return;
+    }
+    boolean known = encryptedKeys.stream().anyMatch(key -> key.keyId().equals(snapshot.keyId()));
+    if (!known) {
+      throw new EncryptionKeysNotKeptException(String.format(
+          "the REST catalog at %s served table %s without the encryption key '%s' of its current "
+              + "snapshot %d ('encryption-keys' of the loaded metadata lacks it): the server does "
+              + "not keep or serve the table's encryption keys, so the table cannot be read or "
+              + "written through it; use a REST server that stores and serves 'encryption-keys' "
+              + "(see Known limits)",
+          catalogUri, tableName, snapshot.keyId(), snapshot.snapshotId()));
+    }
+  }
+
+  /** {@code ns.table} of a REST table path ({@code v1/[prefix/]namespaces/NS/tables/T}). */
+  private static String tableName(String path) {
+    int namespaces = path.lastIndexOf("namespaces/");
+    String name = namespaces < 0 ? path : path.substring(namespaces + "namespaces/".length());
+    name = name.replace("/tables/", ".");
+    return URLDecoder.decode(name, StandardCharsets.UTF_8).replace((char) 0x1f, '.');
   }
 
   @Override
