@@ -119,6 +119,23 @@ def test_rest_catalog_settings_render_the_encrypting_rest_catalog_exact(tmp_path
     }
 
 
+def test_rest_catalog_settings_with_a_kms_service_render_the_service_not_a_name(tmp_path):
+    """A second application (spark-sql, another PySpark driver) on a REST catalog through ``kms serve``."""
+    token = tmp_path / "kms.token"
+    settings = config.catalog_settings("lake", warehouse=tmp_path / "wh", catalog_type="rest",
+                                       uri="http://127.0.0.1:8181", kms_service="127.0.0.1:9600",
+                                       kms_token_file=token)
+    assert settings == {
+        "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.lake.catalog-impl": "io.pyicebergcrypto.rest.EncryptingRestCatalog",
+        "spark.sql.catalog.lake.uri": "http://127.0.0.1:8181",
+        "spark.sql.catalog.lake.warehouse": (tmp_path / "wh").absolute().as_uri(),
+        "spark.sql.catalog.lake.encryption.kms-impl": config.PYTHON_KMS_IMPL,
+        "spark.sql.catalog.lake.pyiceberg-crypto.kms-service": "127.0.0.1:9600",
+        "spark.sql.catalog.lake.pyiceberg-crypto.kms-service.token-file": str(token.absolute()),
+    }
+
+
 def test_rest_catalog_spark_settings_have_no_metastore(tmp_path, monkeypatch):
     monkeypatch.delenv(jars.JARS_DIR_ENV, raising=False)
     settings = config.spark_settings("lake", warehouse=tmp_path / "wh", catalog_type="rest",

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.keystore import KeystoreKms
+from pyiceberg_crypto.kms.memory import InMemoryKms
 
 
 class SlowKms(KeyManagementClient):
@@ -63,3 +65,11 @@ class EndpointKms(KeystoreKms):
 
 def endpoint_kms(properties: Mapping[str, str]) -> EndpointKms:
     return EndpointKms(Path(properties["keystore.path"]))
+
+
+def memory_kms(properties: Mapping[str, str]) -> InMemoryKms:
+    """An :class:`InMemoryKms` over the master keys in the JSON file ``keys.path`` (``{key_id: hex}``,
+    mode 0600): the keys of a test session's own registered KMS, so that a served KMS and
+    ``register_kms`` wrap and unwrap the same tables' keys."""
+    keys = json.loads(Path(properties["keys.path"]).read_text())
+    return InMemoryKms({key_id: bytes.fromhex(key) for key_id, key in keys.items()})
