@@ -12,14 +12,10 @@ message that names the server, never plaintext and never a silently unreadable s
 from __future__ import annotations
 
 import glob
-import http.client
 import json
 import re
-import threading
-import urllib.parse
 import urllib.request
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -30,93 +26,7 @@ from pyiceberg_crypto.read import read_table
 from pyiceberg_crypto.services.pytest_plugin import rest_catalog_server  # noqa: F401
 from pyiceberg_crypto.verify.pipeline import verify_metadata
 from tests.conftest import add_catalog
-
-#: ``/v1/[prefix/]namespaces/NS/tables/T``: the load (GET) and commit (POST) route of one table.
-TABLE_ROUTE = re.compile(r"^/v1/(?:.+/)?namespaces/[^/]+/tables/[^/?]+$")
-HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding"}
-
-
-class ForgetfulRestProxy:
-    """A loopback HTTP proxy in front of a REST catalog server that forgets encryption metadata.
-
-    ``drop_key_updates``: commit requests lose their ``add-encryption-key`` updates (the server
-    applies the rest). ``strip_keys_on_load``: table load responses lose ``encryption-keys``.
-    Everything else passes through unchanged. ``dropped`` / ``stripped`` count what it did.
-    """
-
-    def __init__(self, upstream: str, *, drop_key_updates: bool = False, strip_keys_on_load: bool = False):
-        parsed = urllib.parse.urlsplit(upstream)
-        self.upstream = (parsed.hostname, parsed.port)
-        self.drop_key_updates = drop_key_updates
-        self.strip_keys_on_load = strip_keys_on_load
-        self.dropped = 0
-        self.stripped = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def uri(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> "ForgetfulRestProxy":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(10)
-
-    def _request_body(self, method: str, path: str, body: bytes) -> bytes:
-        if not (self.drop_key_updates and method == "POST" and TABLE_ROUTE.match(path) and body):
-            return body
-        request = json.loads(body)
-        updates = request.get("updates", [])
-        kept = [u for u in updates if u.get("action") != "add-encryption-key"]
-        self.dropped += len(updates) - len(kept)
-        request["updates"] = kept
-        return json.dumps(request).encode()
-
-    def _response_body(self, method: str, path: str, status: int, body: bytes) -> bytes:
-        if not (self.strip_keys_on_load and method == "GET" and TABLE_ROUTE.match(path) and status == 200):
-            return body
-        response = json.loads(body)
-        if response.get("metadata", {}).pop("encryption-keys", None):
-            self.stripped += 1
-        return json.dumps(response).encode()
-
-    def _handler_class(self):
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _forward(self) -> None:
-                path = urllib.parse.urlsplit(self.path).path
-                length = int(self.headers.get("Content-Length") or 0)
-                body = proxy._request_body(self.command, path, self.rfile.read(length) if length else b"")
-                headers = {k: v for k, v in self.headers.items()
-                           if k.lower() not in HOP_BY_HOP | {"host", "accept-encoding"}}
-                connection = http.client.HTTPConnection(*proxy.upstream, timeout=60)
-                try:
-                    connection.request(self.command, self.path, body=body or None, headers=headers)
-                    response = connection.getresponse()
-                    payload = proxy._response_body(self.command, path, response.status, response.read())
-                    self.send_response(response.status)
-                    for key, value in response.getheaders():
-                        if key.lower() not in HOP_BY_HOP:
-                            self.send_header(key, value)
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    if self.command != "HEAD":
-                        self.wfile.write(payload)
-                finally:
-                    connection.close()
-
-            do_GET = do_POST = do_HEAD = do_DELETE = _forward
-
-            def log_message(self, *args) -> None:  # quiet
-                pass
-
-        return Handler
+from tests.services.rest_proxy import RestProxy
 
 
 def load(uri: str, namespace: str, table: str) -> dict:
@@ -152,7 +62,7 @@ def test_rest_catalog_server_dropping_add_encryption_key_fails_the_write_and_rol
     direct = new_catalog(spark, tmp_path, server)
     namespace = f"lost_{uuid.uuid4().hex[:8]}"
     spark.sql(f"CREATE NAMESPACE {direct}.{namespace}")
-    with ForgetfulRestProxy(server, drop_key_updates=True) as proxy:
+    with RestProxy(server, drop_key_updates=True) as proxy:
         forgetful = new_catalog(spark, tmp_path, proxy.uri)
         table = f"{namespace}.orders"
         # CREATE TABLE commits no key yet: it passes through the proxy
@@ -209,7 +119,7 @@ def test_rest_catalog_server_serving_no_encryption_keys_is_refused_clearly_on_re
     before = load(server, namespace, "events")["metadata"]
     key_id = next(s["key-id"] for s in before["snapshots"] if s["snapshot-id"] == before["current-snapshot-id"])
 
-    with ForgetfulRestProxy(server, strip_keys_on_load=True) as proxy:
+    with RestProxy(server, strip_keys_on_load=True) as proxy:
         stripping = new_catalog(spark, tmp_path, proxy.uri)
         error = re.escape(f"the REST catalog at {proxy.uri} served table {namespace}.events without the "
                           f"encryption key '{key_id}' of its current snapshot {before['current-snapshot-id']}")
