@@ -4,7 +4,9 @@ session costs ~10 s).
 
     python kms_cluster_app.py WORKDIR
 
-Runs, in WORKDIR, every operation that calls the KMS on executors, then executor-side faults
+Runs, in WORKDIR, every operation that calls the KMS on executors (on a Hive table, then the
+maintenance ones on a table of a REST catalog: the bridge's EncryptingRestCatalog over the
+loopback REST server), then executor-side faults
 (a KMS that raises, that hangs, a callback server that went away) and their recovery, then
 ``DROP TABLE ... PURGE``. Logging is at its most verbose everywhere (log4j DEBUG in the driver and
 executors, java.util.logging INFO, Python DEBUG) and the Spark event log is on. Prints one
@@ -26,6 +28,7 @@ from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.kms import InMemoryKms, KmsError
+from pyiceberg_crypto.services.rest import RestCatalogServer
 
 TIMEOUT_SECONDS = 3
 FORWARDED = {"pyiceberg-crypto.kms.region": "test-region", "pyiceberg-crypto.kms.endpoint": "https://kms.example/a?b=c&d"}
@@ -166,6 +169,7 @@ def main(workdir: Path) -> None:
         report(f"{name} kms calls", True, unwrap=registration.stats.since(before).unwrap)
     step("rows after maintenance", count, expected=list(expected))
     report("orphan removed", not orphan.exists())
+    rest_catalog_maintenance(spark, workdir, registration)
     report("forwarded properties", True, initialized=kms.initialized)
 
     # Executor-side faults. The driver's table (and its KEK) is cached; executors deserialize a fresh
@@ -215,6 +219,41 @@ def main(workdir: Path) -> None:
         **{f"token {i}": token for i, token in enumerate(tokens)},
     }))
     spark.stop()
+
+
+def rest_catalog_maintenance(spark, workdir: Path, registration) -> None:
+    """The maintenance calls that run on executors, on a table of a REST catalog: executors get the
+    table (its EncryptingRESTTableOperations' encryption manager and KMS client) serialized from the
+    driver, as with the Hive catalog."""
+    with RestCatalogServer(workdir / "rest") as server:
+        for key, value in config.catalog_settings("r", warehouse="rest-wh", catalog_type="rest", uri=server.uri,
+                                                  kms_name="default").items():
+            spark.conf.set(key, value)
+        spark.sql("CREATE NAMESPACE r.db")
+        props = config.table_properties("k", extra={"write.delete.mode": "merge-on-read"})
+        spark.sql(f"CREATE TABLE r.db.t (id bigint, v string) USING iceberg {config.tblproperties_sql(props)}")
+        for start in (0, 100, 200):
+            spark.sql(f"INSERT INTO r.db.t SELECT id, cast(id as string) FROM range({start}, {start + 100}, 1, 2)")
+        spark.sql("DELETE FROM r.db.t WHERE id % 10 = 0")
+        future = "TIMESTAMP '2999-01-01 00:00:00'"
+        for name, sql in (
+                ("rest rewrite_data_files", "CALL r.system.rewrite_data_files(table => 'db.t', "
+                                            "options => map('min-input-files', '2'))"),
+                ("rest rewrite_manifests", "CALL r.system.rewrite_manifests('db.t')"),
+                ("rest expire_snapshots", f"CALL r.system.expire_snapshots(table => 'db.t', older_than => {future}, "
+                                          "retain_last => 1)"),
+                ("rest remove_orphan_files", "CALL r.system.remove_orphan_files(table => 'db.t', dry_run => true)")):
+            before = registration.stats.snapshot()
+            step(name, lambda sql=sql: [tuple(r) for r in spark.sql(sql).collect()])
+            report(f"{name} kms calls", True, unwrap=registration.stats.since(before).unwrap)
+        step("rest rows after maintenance", lambda: tuple(spark.sql("SELECT count(*), sum(id) FROM r.db.t").first()),
+             expected=[270, sum(i for i in range(300) if i % 10)])
+        location = spark.sql("SELECT file FROM r.db.t.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
+        table_dir = Path(location.removeprefix("file:")).parent.parent
+        magics = sorted({p.read_bytes()[:4].decode("latin-1") for p in table_dir.rglob("*")
+                         if p.is_file() and p.suffix in (".parquet", ".avro")})
+        report("rest files encrypted", magics == ["AGS1", "PARE"], magics=magics)
+        spark.sql("DROP TABLE r.db.t PURGE")
 
 
 def data_keys_of(spark) -> set[bytes]:

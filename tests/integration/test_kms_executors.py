@@ -54,6 +54,16 @@ def test_operations_that_call_the_kms_on_executors_work(cluster_run):
     assert steps["remove_orphan_files kms calls"]["unwrap"] >= 1
 
 
+def test_rest_catalog_maintenance_on_executors_in_separate_jvms(cluster_run):
+    """The same maintenance on a table of the bridge's EncryptingRestCatalog: the executors (two
+    other JVMs) decrypt with the table the driver serialized, and the files stay PARE/AGS1."""
+    steps = cluster_run["steps"]
+    for name in ("rest rewrite_data_files", "rest rewrite_manifests", "rest expire_snapshots",
+                 "rest remove_orphan_files", "rest rows after maintenance", "rest files encrypted"):
+        ok(steps, name)
+    assert steps["rest remove_orphan_files kms calls"]["unwrap"] >= 1  # executors asked the driver's KMS
+
+
 def test_catalog_properties_are_forwarded_to_initialize_once(cluster_run):
     initialized = ok(cluster_run["steps"], "forwarded properties")["initialized"]
     assert initialized == [{"region": "test-region", "endpoint": "https://kms.example/a?b=c&d"}]
