@@ -29,6 +29,13 @@ PROJECT_ENV = ("PYICEBERG_CRYPTO_JARS", "PYICEBERG_CRYPTO_SKIP_JAR_BUILD", "PYIC
                "PYTHONPATH", "VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")
 
 
+#: Settings for the tests' own Spark applications that ``config.local_spark_builder`` does not build
+#: (``spark-sql``, ``spark-submit``, ``spark-pipelines``, plain builders): what that builder sets.
+#: Spark's default of 200 shuffle partitions turns every shuffle of a tiny table (expire_snapshots,
+#: remove_orphan_files, an aggregate) into 200 tasks; the web UI is a server nobody opens.
+SMALL_APP_SETTINGS = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
+
+
 def build_dist(out: Path) -> dict[str, Path]:
     """``python -m build`` of the working tree into ``out`` (as a user would, without the project's
     environment): ``{"wheel": ..., "sdist": ...}``."""
