@@ -24,6 +24,7 @@ from pyiceberg_crypto.read import read_table
 from pyiceberg_crypto.verify import verify_metadata
 from tests.kms_service.service_process import ServiceProcess, make_keystore
 from tests.streaming.kafka import new_topic
+from tests.testkit import SHORT_DRIVER_ENV
 
 pytestmark = [pytest.mark.slow, pytest.mark.apps]
 
@@ -42,7 +43,8 @@ class Driver:
         self.handle = open(log, "ab")
         self.process = subprocess.Popen([sys.executable, "-m", "tests.streaming.kafka_driver"], cwd=ROOT,
                                         stdin=subprocess.PIPE, stdout=self.handle, stderr=subprocess.STDOUT,
-                                        env=dict(os.environ, PYTHONPATH=str(ROOT), PYICEBERG_CRYPTO_QUIET="1"),
+                                        env=dict(os.environ, PYTHONPATH=str(ROOT), PYICEBERG_CRYPTO_QUIET="1",
+                                                 **SHORT_DRIVER_ENV),
                                         start_new_session=True)
         self.process.stdin.write(json.dumps(job).encode())
         self.process.stdin.close()
