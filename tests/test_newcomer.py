@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.testkit import PROJECT_ENV, ROOT
+from tests.testkit import PROJECT_ENV, ROOT, SHORT_DRIVER_ENV
 
 pytestmark = [pytest.mark.newcomer, pytest.mark.slow]
 
@@ -61,6 +61,7 @@ def pinned_pyspark(line: str) -> str:
 
 def newcomer_env(venv: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in PROJECT_ENV}
+    env.update(SHORT_DRIVER_ENV)  # JVM options only, nothing of the checkout
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["PYSPARK_PYTHON"] = str(venv / "bin" / "python")
     return env
