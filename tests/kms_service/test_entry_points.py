@@ -29,7 +29,7 @@ import pytest
 from pyiceberg_crypto import config
 from pyiceberg_crypto.kms.keystore import KeystoreKms
 from tests.kms_service.service_process import ROOT, ServiceProcess, make_keystore
-from tests.testkit import SMALL_APP_SETTINGS
+from tests.testkit import SHORT_DRIVER_ENV, SMALL_APP_SETTINGS
 
 pytestmark = [pytest.mark.slow, pytest.mark.apps]
 
@@ -44,7 +44,8 @@ def spark_bin(name: str) -> str:
 
 
 def spark_env() -> dict[str, str]:
-    return dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT), SPARK_LOCAL_IP="127.0.0.1")
+    return dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT), SPARK_LOCAL_IP="127.0.0.1",
+                **SHORT_DRIVER_ENV)
 
 
 def settings_for(root: Path, service: ServiceProcess, token_file: Path | None = None) -> dict[str, str]:
