@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs.blocks import DOCS, Block, blocks_of
-from tests.testkit import PROJECT_ENV
+from tests.testkit import PROJECT_ENV, SHORT_DRIVER_ENV
 
 pytestmark = [pytest.mark.newcomer, pytest.mark.slow]
 
@@ -104,6 +104,7 @@ def walk_venv(dist, tmp_path_factory):
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     env = {k: v for k, v in os.environ.items() if k not in PROJECT_ENV}
+    env.update(SHORT_DRIVER_ENV)  # JVM options only: the pages' commands and settings are as written
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["PYSPARK_PYTHON"] = str(venv / "bin" / "python")
     result = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from tests.docs.blocks import DOCS, ROOT, blocks_of
+from tests.testkit import SHORT_DRIVER_ENV
 
 PAGE = DOCS / "getting-started.md"
 ENCRYPTED_MAGICS = {b"PARE", b"AGS1"}
@@ -40,7 +41,7 @@ def test_the_page_has_the_steps_it_promises():
 
 def test_getting_started_runs_as_written(tmp_path):
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-               PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT))
+               PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT), **SHORT_DRIVER_ENV)
     outputs = []
     for language, code in steps():
         command = ["bash", "-e", "-c", code] if language == "sh" else [sys.executable, "-c", code]

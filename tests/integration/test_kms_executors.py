@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.kms_cluster_app import ok, results_of
+from tests.testkit import SHORT_DRIVER_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("kms_cluster_app.py")
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.slow  # Spark 3.5 runs the lighter executor test (test_
 @pytest.fixture(scope="module")
 def cluster_run(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("kms-cluster")
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT), **SHORT_DRIVER_ENV)
     result = subprocess.run([sys.executable, str(APP), str(workdir)], cwd=workdir, env=env,
                             capture_output=True, text=True, timeout=900)
     (workdir / "driver-stdout.txt").write_text(result.stdout)

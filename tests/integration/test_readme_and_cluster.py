@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.testkit import SHORT_DRIVER_ENV
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run_python(code: str, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT), **SHORT_DRIVER_ENV)
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
 
@@ -81,7 +83,8 @@ def test_write_and_read_with_executors_in_separate_jvms(tmp_path):
 def test_demo_writes_verifies_and_reports(tmp_path):
     """`make demo` runs this: the table is written, every file verified, the report printed."""
     result = subprocess.run([sys.executable, "-m", "pyiceberg_crypto.cli.main", "demo", "--workdir", str(tmp_path / "d")],
-                            cwd=tmp_path, env=dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT)),
+                            cwd=tmp_path, env=dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT),
+                                                 **SHORT_DRIVER_ENV),
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.kms.conftest import AWS_TEST_ENV
+from tests.testkit import SHORT_DRIVER_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,7 +85,7 @@ APP = textwrap.dedent(
 
 def test_aws_kms_tables_with_python_and_java_clients(tmp_path, kms_admin, moto_kms_endpoint):
     key_id = kms_admin.create_key(Description="iceberg table key")["KeyMetadata"]["KeyId"]
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT), **AWS_TEST_ENV)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT), **AWS_TEST_ENV, **SHORT_DRIVER_ENV)
     proc = subprocess.run(
         [sys.executable, "-c", APP, moto_kms_endpoint, key_id],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,

@@ -36,6 +36,7 @@ import pytest
 from pyiceberg_crypto import config
 from pyiceberg_crypto.kms.keystore import KeystoreKms
 from tests.kms_service.service_process import ROOT
+from tests.testkit import SHORT_DRIVER_ENV
 
 pytestmark = [pytest.mark.slow, pytest.mark.apps]
 
@@ -52,7 +53,8 @@ def spark_bin(name: str) -> str:
 
 
 def spark_env() -> dict[str, str]:
-    return dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT), SPARK_LOCAL_IP="127.0.0.1")
+    return dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT), SPARK_LOCAL_IP="127.0.0.1",
+                **SHORT_DRIVER_ENV)
 
 
 def free_port() -> int:

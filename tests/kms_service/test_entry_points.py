@@ -29,6 +29,7 @@ import pytest
 from pyiceberg_crypto import config
 from pyiceberg_crypto.kms.keystore import KeystoreKms
 from tests.kms_service.service_process import ROOT, ServiceProcess, make_keystore
+from tests.testkit import SHORT_DRIVER_ENV, SMALL_APP_SETTINGS
 
 pytestmark = [pytest.mark.slow, pytest.mark.apps]
 
@@ -43,14 +44,16 @@ def spark_bin(name: str) -> str:
 
 
 def spark_env() -> dict[str, str]:
-    return dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT), SPARK_LOCAL_IP="127.0.0.1")
+    return dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT), SPARK_LOCAL_IP="127.0.0.1",
+                **SHORT_DRIVER_ENV)
 
 
 def settings_for(root: Path, service: ServiceProcess, token_file: Path | None = None) -> dict[str, str]:
     client = service.client_settings()
     if token_file is not None:
         client["kms_token_file"] = str(token_file)
-    return config.spark_settings("lake", warehouse=root / "wh", metastore_dir=root / "ms", **client)
+    return {**config.spark_settings("lake", warehouse=root / "wh", metastore_dir=root / "ms", **client),
+            **SMALL_APP_SETTINGS}
 
 
 def spark_sql(settings: dict[str, str], statements: str, cwd: Path, timeout: int = 300) -> subprocess.Popen:
@@ -86,7 +89,8 @@ PYSPARK_DRIVER = textwrap.dedent(
 
     root, keystore, props = sys.argv[1], sys.argv[2], sys.argv[3]
     settings = config.spark_settings("lake", warehouse=root + "/wh", metastore_dir=root + "/ms")
-    spark = config.configure_spark_with_encryption(SparkSession.builder.master("local[2]"), settings).getOrCreate()
+    builder = SparkSession.builder.master("local[2]").config("spark.sql.shuffle.partitions", "2")
+    spark = config.configure_spark_with_encryption(builder, settings).getOrCreate()
     registration = register_kms(spark, KeystoreKms(keystore))
     print("READ", spark.sql("SELECT count(*), sum(id) FROM lake.db.t1").first()[:])
     spark.sql("INSERT INTO lake.db.t1 VALUES (10, 'ten'), (11, 'eleven')")

@@ -4,7 +4,8 @@ VerifyEachCommit with a ledger, with the Python KMS either in the driver (``regi
 served by ``pyiceberg-crypto kms serve``.
 
 ``python -m tests.streaming.kafka_driver`` reads a JSON job from standard input (master keys in
-hex: stdin, never argv or the environment), prints ``PROGRESS batch rows`` per micro-batch, then
+hex: stdin, never argv or the environment; ``produce``: events the run writes to the topic first,
+so that the test process needs no Spark session of its own), prints ``PROGRESS batch rows`` per micro-batch, then
 ``RESULT {json}`` once everything available was processed (exit 0), or ``FAILED <reason>``
 (exit 1) when the query fails. ``row_delay_ms`` slows each row down (a JVM-side sleep) so that a
 test can kill the driver, or stop the KMS, while a batch is in flight.
@@ -54,6 +55,10 @@ def main() -> int:
 
         keys = {key_id: bytes.fromhex(value) for key_id, value in job["master_keys"].items()}
         registration = register_kms(spark, InMemoryKms(keys), name=job["kms_name"])
+    if job.get("produce"):  # the test's events, written by the first run before its stream starts
+        from tests.streaming.kafka import produce
+
+        produce(spark, job["bootstrap_servers"], job["topic"], job["produce"])
     table = job["table"]
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {table.rsplit('.', 1)[0]}")
     properties = config.table_properties(job["key_id"])

@@ -23,7 +23,8 @@ from pyiceberg_crypto.kms import InMemoryKms, KeystoreKms
 from pyiceberg_crypto.read import read_table
 from pyiceberg_crypto.verify import verify_metadata
 from tests.kms_service.service_process import ServiceProcess, make_keystore
-from tests.streaming.kafka import new_topic, produce
+from tests.streaming.kafka import new_topic
+from tests.testkit import SHORT_DRIVER_ENV
 
 pytestmark = [pytest.mark.slow, pytest.mark.apps]
 
@@ -31,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DRIVER_TIMEOUT = 420
 EVENTS = 40
 PER_TRIGGER = 10
+EVENT_RECORDS = [{"id": i, "payload": f"event-{i}"} for i in range(EVENTS)]
 
 
 class Driver:
@@ -41,7 +43,8 @@ class Driver:
         self.handle = open(log, "ab")
         self.process = subprocess.Popen([sys.executable, "-m", "tests.streaming.kafka_driver"], cwd=ROOT,
                                         stdin=subprocess.PIPE, stdout=self.handle, stderr=subprocess.STDOUT,
-                                        env=dict(os.environ, PYTHONPATH=str(ROOT), PYICEBERG_CRYPTO_QUIET="1"),
+                                        env=dict(os.environ, PYTHONPATH=str(ROOT), PYICEBERG_CRYPTO_QUIET="1",
+                                                 **SHORT_DRIVER_ENV),
                                         start_new_session=True)
         self.process.stdin.write(json.dumps(job).encode())
         self.process.stdin.close()
@@ -89,11 +92,10 @@ def current_metadata(table_dir: Path) -> Path:
 
 
 @pytest.fixture
-def crash_job(spark, kafka_broker, tmp_path):
-    """The job of a driver (a new table and topic, the events produced) and what was produced."""
+def crash_job(kafka_broker, tmp_path):
+    """The job of a driver (a new table and topic) and the ids of the events its first run produces
+    (``first_run``: the first driver writes them to the topic before its stream starts)."""
     topic = new_topic("crash")
-    events = [{"id": i, "payload": f"event-{i}"} for i in range(EVENTS)]
-    produce(spark, kafka_broker.bootstrap_servers, topic, events)
     suffix = uuid.uuid4().hex[:6]
     job = {
         "catalog": f"crash_{suffix}", "table": f"crash_{suffix}.db.events", "key_id": "k1",
@@ -101,7 +103,12 @@ def crash_job(spark, kafka_broker, tmp_path):
         "bootstrap_servers": kafka_broker.bootstrap_servers, "topic": topic, "per_trigger": PER_TRIGGER,
         "checkpoint": str(tmp_path / "checkpoint"), "ledger": str(tmp_path / "ledger.json"),
     }
-    return job, [e["id"] for e in events]
+    return job, [e["id"] for e in EVENT_RECORDS]
+
+
+def first_run(job: dict) -> dict:
+    """The first driver's job: it produces the events, and each row takes 300 ms (to be killed mid-batch)."""
+    return {**job, "row_delay_ms": 300, "produce": EVENT_RECORDS}
 
 
 def assert_exact(result: dict, produced: list[int], kms) -> None:
@@ -120,7 +127,7 @@ def test_kafka_driver_killed_mid_batch_with_register_kms_resumes_exactly(crash_j
     master_keys = {"k1": os.urandom(16)}
     job.update(kms_name="crash-kms", master_keys={k: v.hex() for k, v in master_keys.items()})
 
-    first = Driver({**job, "row_delay_ms": 300}, tmp_path / "driver-1.log")
+    first = Driver(first_run(job), tmp_path / "driver-1.log")
     in_flight = wait_mid_batch(first, Path(job["checkpoint"]))
     first.kill()
     assert not (Path(job["checkpoint"]) / "commits" / str(in_flight)).exists(), "killed before the batch committed"
@@ -137,7 +144,7 @@ def test_kafka_driver_killed_then_kms_down_with_kms_serve_resumes_exactly(crash_
         job.update(kms_service=service.address, kms_token_file=str(service.token_file), keystore=str(keystore))
         checkpoint = Path(job["checkpoint"])
 
-        first = Driver({**job, "row_delay_ms": 300}, tmp_path / "driver-1.log")
+        first = Driver(first_run(job), tmp_path / "driver-1.log")
         in_flight = wait_mid_batch(first, checkpoint)
         first.kill()
         assert not (checkpoint / "commits" / str(in_flight)).exists()
