@@ -93,6 +93,7 @@ def make_pipeline(root: Path, kms_service) -> tuple[Path, Path]:
 def run_pipeline(pipeline: Path, conf_dir: Path) -> subprocess.CompletedProcess:
     env = dict(spark_env(), SPARK_CONF_DIR=str(conf_dir),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    env.pop("SPARK_SUBMIT_OPTS", None)  # a pipeline run is a long-lived driver: the JIT's full tiers pay off
     try:
         return subprocess.run([spark_bin("spark-pipelines"), "run", "--spec", "spark-pipeline.yml"], cwd=pipeline, env=env,
                               capture_output=True, text=True, timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)
