@@ -174,10 +174,10 @@ def _prepare(source: str, kms: KeyManagementClient | str | None, *, snapshot_id,
     if expected_hash is not None and metadata_hash(raw) != expected_hash:
         raise ReadIntegrityError("the metadata.json differs from the file the metastore recorded (SHA-256 != "
                                  "metadata_hash): modified or replaced", file=location, status="TAMPERED")
-    if served is not None and fields_differing(raw, served):
+    differing = fields_differing(raw, served) if served is not None else []
+    if differing:
         raise ReadIntegrityError("the metadata.json differs from the table metadata the REST catalog serves (in "
-                                 f"{', '.join(fields_differing(raw, served)[:8])}): modified or replaced",
-                                 file=location, status="TAMPERED")
+                                 f"{', '.join(differing[:8])}): modified or replaced", file=location, status="TAMPERED")
     try:
         doc = load_document(raw, location)  # decoded once: the metadata and the schemas both read it
         meta = TableMetadata.from_document(doc, location)

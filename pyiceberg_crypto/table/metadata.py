@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -234,7 +235,7 @@ def metadata_hash(raw: bytes) -> str:
     return base64.b64encode(hashlib.sha256(raw).digest()).decode("ascii")
 
 
-def fields_differing(raw: bytes, served: dict) -> list[str]:
+def fields_differing(raw: bytes, served: Mapping[str, Any]) -> list[str]:
     """The top-level fields in which the metadata.json ``raw`` differs from the table metadata a
     REST catalog serves (compared as JSON documents: a server formats them its own way); ``[]``
     when they are the same document, ``["<not a JSON object>"]`` when ``raw`` is not one."""

@@ -49,6 +49,7 @@ from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.table.catalog import (
+    HIVE,
     REST,
     MetastoreError,
     catalog_kind,
@@ -78,7 +79,7 @@ from pyiceberg_crypto.verify.report import (
 )
 from pyiceberg_crypto.verify.runners import local_runner
 from pyiceberg_crypto.verify.spark import DEFAULT_DRIVER_MAX_FILES, DRIVER_MAX_BYTES
-from pyiceberg_crypto.verify.table_checks import HIVE_CATALOG, REST_CATALOG, catalog_checks
+from pyiceberg_crypto.verify.table_checks import catalog_checks
 
 __all__ = ["AUDIT_VERSION", "STATES", "CatalogReport", "ListedTable", "SparkBatchRunner", "TableAudit",
            "audit_catalog", "audit_schema", "audit_tables", "ledger_path", "local_batch_runner"]
@@ -435,7 +436,7 @@ def _prepare(entry: TableAudit, listed: ListedTable, kms: KeyManagementClient | 
         _unchecked(entry, REASON_METASTORE, params.get("load_error") or "the metastore entry names no metadata_location")
         return None
     expected_hash = params.get("metadata_hash")
-    kind = REST_CATALOG if listed.served_metadata is not None else HIVE_CATALOG
+    kind = REST if listed.served_metadata is not None else HIVE
     source = catalog_checks(kind, listed.table, report.metastore, expected_hash)
     state = ledger_path(report.state_dir, listed.table) if report.state_dir else None
     try:

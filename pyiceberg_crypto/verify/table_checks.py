@@ -14,21 +14,20 @@ from collections.abc import Mapping
 from pyiceberg_crypto.io.confinement import Confinement
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
+from pyiceberg_crypto.table.catalog import REST
 from pyiceberg_crypto.table.key_inventory import KEK_ROTATION_DAYS, build_inventory
 from pyiceberg_crypto.table.keys import KeyLookupError, TableKeys
 from pyiceberg_crypto.table.metadata import TableMetadata, fields_differing
 from pyiceberg_crypto.verify.plan import Scope
 from pyiceberg_crypto.verify.report import KEY_ERROR, OK, PLAINTEXT, TAMPERED, UNVERIFIABLE, WARN, TableCheck
 
-#: The kinds of catalog a table is looked up in (as :data:`pyiceberg_crypto.table.catalog.HIVE` / ``REST``).
-HIVE_CATALOG, REST_CATALOG = "hive", "rest"
-
 
 def catalog_checks(kind: str, table: str, uri: str | None, expected_hash: str | None) -> list[TableCheck]:
-    """Where a verification by table name took the metadata.json from: the Hive metastore (whose
+    """Where a verification by table name took the metadata.json from (``kind``: a
+    :func:`~pyiceberg_crypto.table.catalog.catalog_kind`): the Hive metastore (whose
     ``metadata_hash`` :func:`table_checks` then compares), or a REST catalog's ``loadTable`` (which
     keeps no hash: :func:`served_metadata_check` compares the file with what it serves)."""
-    if kind == REST_CATALOG:
+    if kind == REST:
         return [TableCheck("catalog", OK, f"metadata-location of {table} read from the REST catalog at {uri}")]
     checks = [TableCheck("metastore", OK, f"metadata_location of {table} read from the metastore")]
     if expected_hash is None:
@@ -40,7 +39,7 @@ def served_metadata_check(raw: bytes, served: Mapping) -> TableCheck:
     """REST catalogs: the metadata.json is the table metadata the catalog serves. Every client of
     the catalog reads the served metadata, not the file; the verifier reads the file: they must be
     the same document."""
-    fields = fields_differing(raw, dict(served))
+    fields = fields_differing(raw, served)
     if not fields:
         return TableCheck("catalog-metadata", OK, "metadata.json is the table metadata the REST catalog serves")
     shown = ", ".join(fields[:8]) + (f" and {len(fields) - 8} more" if len(fields) > 8 else "")

@@ -120,9 +120,7 @@ public class EncryptingRESTTableOperations extends RESTTableOperations {
       // MetadataUpdate.AddEncryptionKey, which the REST commit sends as an add-encryption-key
       // update. Keys the base metadata already had are not added back: a commit that removes one
       // (keys prune, a re-wrap) must stay removed.
-      Set<String> inBase = base == null || base.encryptionKeys() == null
-          ? Set.of()
-          : base.encryptionKeys().stream().map(EncryptedKey::keyId).collect(Collectors.toSet());
+      Set<String> inBase = keyIds(base);
       TableMetadata.Builder builder = TableMetadata.buildFrom(metadata);
       for (EncryptedKey key : EncryptionUtil.encryptionKeys(manager).values()) {
         if (!inBase.contains(key.keyId())) {
@@ -141,10 +139,15 @@ public class EncryptingRESTTableOperations extends RESTTableOperations {
     keysFromMetadata(committed);
   }
 
+  /** The ids of a metadata's {@code encryption-keys} (none for no metadata, e.g. a create). */
+  private static Set<String> keyIds(TableMetadata metadata) {
+    return metadata == null || metadata.encryptionKeys() == null ? Set.of()
+        : metadata.encryptionKeys().stream().map(EncryptedKey::keyId).collect(Collectors.toSet());
+  }
+
   /** Ids of the keys this commit sent ({@code add-encryption-key}) that the server's answer lacks. */
   private static List<String> keysNotKept(TableMetadata sent, TableMetadata committed) {
-    Set<String> kept = committed.encryptionKeys() == null ? Set.of()
-        : committed.encryptionKeys().stream().map(EncryptedKey::keyId).collect(Collectors.toSet());
+    Set<String> kept = keyIds(committed);
     return sent.changes().stream()
         .filter(update -> update instanceof MetadataUpdate.AddEncryptionKey)
         .map(update -> ((MetadataUpdate.AddEncryptionKey) update).key().keyId())
