@@ -17,6 +17,7 @@ CONSTRAINTS := constraints/spark-4.1.txt
 CONSTRAINTS35 := constraints/spark-3.5.txt
 BRIDGE_JAR := pyiceberg_crypto/_jars/pyiceberg-crypto-bridge.jar
 TESTKIT_JAR := jars/target/pyiceberg-crypto-bridge-tests.jar
+TESTING_JAR := pyiceberg_crypto/testing/_jars/pyiceberg-crypto-testing.jar
 JAVA_SOURCES := $(shell find jars/src -name '*.java' 2>/dev/null) jars/pom.xml jars/build_bridge.py
 # The pinned Iceberg runtimes (both lines), AWS bundle, Kafka connector and Kafka broker, downloaded once and checked against
 # their pinned SHA-256 by the package's own `pyiceberg-crypto jars download`: the project's
@@ -51,15 +52,16 @@ $(VENV35)/.installed: pyproject.toml setup.py $(CONSTRAINTS35)
 	touch $@
 
 # The production bridge jar (into the package) and the test kit jar (jars/target), one Maven run.
-jars: $(BRIDGE_JAR) $(TESTKIT_JAR)
+jars: $(BRIDGE_JAR) $(TESTKIT_JAR) $(TESTING_JAR)
 
-$(BRIDGE_JAR) $(TESTKIT_JAR) &: $(JAVA_SOURCES)
+$(BRIDGE_JAR) $(TESTKIT_JAR) $(TESTING_JAR) &: $(JAVA_SOURCES)
 	$(PYTHON) jars/build_bridge.py --testkit
 
 runtime-jars: $(RUNTIME_JARS)/.complete
 
-$(RUNTIME_JARS)/.complete: pyiceberg_crypto/jars.py | venv
-	$(VENV)/bin/pyiceberg-crypto jars download $(RUNTIME_JARS) --spark 3.5 --spark 4.1 --aws --kafka --kafka-broker --rest-catalog
+$(RUNTIME_JARS)/.complete: pyiceberg_crypto/jars.py pyiceberg_crypto/testing/jars.py | venv
+	$(VENV)/bin/pyiceberg-crypto jars download $(RUNTIME_JARS) --spark 3.5 --spark 4.1 --aws --kafka
+	$(PY) -m pyiceberg_crypto.testing jars $(RUNTIME_JARS) --kafka-broker --rest-catalog
 	touch $@
 
 demo: setup

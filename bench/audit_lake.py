@@ -61,8 +61,9 @@ def _build(ctx: Context, metastore_uri: str) -> tuple[str, list[str]]:
 def run(ctx: Context) -> Section:
     from pyiceberg_crypto.cli.main import main
     from pyiceberg_crypto.kms import InMemoryKms
-    from pyiceberg_crypto.services.metastore import StandaloneMetastore
-    from pyiceberg_crypto.verify import audit_catalog, verify_table
+    from pyiceberg_crypto.testing.metastore import StandaloneMetastore
+    from pyiceberg_crypto.audit import audit_catalog
+from pyiceberg_crypto.verify import verify_table
     from bench import audit_kms
 
     sizes = ctx.sizes

@@ -3,12 +3,16 @@
 Used by ``setup.py`` (every ``python -m build`` / ``pip install .`` / ``pip install git+URL`` runs it)
 and by the Makefile. Standard library only: it runs inside pip's isolated build environment.
 
-    python jars/build_bridge.py                     # production jar -> pyiceberg_crypto/_jars/
+    python jars/build_bridge.py                     # production jar -> pyiceberg_crypto/_jars/,
+                                                    # test kit servers -> pyiceberg_crypto/testing/_jars/
     python jars/build_bridge.py --testkit           # also target/pyiceberg-crypto-bridge-tests.jar
     python jars/build_bridge.py --into DIR          # copy the production jar into DIR instead
 
-The production jar holds ``io.pyicebergcrypto.bridge`` and ``io.pyicebergcrypto.services`` only;
-the test kit (``src/test/java``) is compiled and packaged only with ``--testkit``.
+The production jar holds ``io.pyicebergcrypto.bridge``, ``io.pyicebergcrypto.rest`` and Iceberg's
+``org.apache.iceberg.rest`` additions only. The loopback servers of the Python test kit
+(``io.pyicebergcrypto.testing``) are packaged apart, as ``pyiceberg-crypto-testing.jar`` in
+``pyiceberg_crypto/testing/_jars/``; the Java test kit (``src/test/java``: vector makers, benches,
+a Java KMS) is compiled and packaged only with ``--testkit``.
 
 Beside the jar, ``install`` lays out the same bytes as a one-artifact Maven repository
 (``_jars/maven/io/pyicebergcrypto/pyiceberg-crypto-bridge/<version>-<sha256 prefix>/``), so that a
@@ -38,6 +42,9 @@ POM = JARS_DIR / "pom.xml"
 TARGET = JARS_DIR / "target"
 BRIDGE_JAR_NAME = "pyiceberg-crypto-bridge.jar"
 TESTKIT_JAR_NAME = "pyiceberg-crypto-bridge-tests.jar"
+#: The loopback servers (Maven's ``testing`` classifier), shipped by the Python test kit.
+TESTING_BUILT_NAME = "pyiceberg-crypto-bridge-testing.jar"
+TESTING_JAR_NAME = "pyiceberg-crypto-testing.jar"
 DEFAULT_INTO = JARS_DIR.parent / "pyiceberg_crypto" / "_jars"
 #: The bridge as a Maven artifact (the repository layout ``install`` writes under ``_jars/maven``).
 MAVEN_DIR_NAME = "maven"
@@ -46,6 +53,8 @@ BRIDGE_ARTIFACT = "pyiceberg-crypto-bridge"
 #: javac must accept ``--release 11`` (pom.xml); JDK 11 or newer does.
 MIN_JDK = 11
 TESTKIT_PACKAGE = "io/pyicebergcrypto/testkit/"
+#: What the production jar may hold (class files and Maven's own metadata aside).
+PRODUCTION_PACKAGES = ("io/pyicebergcrypto/bridge/", "io/pyicebergcrypto/rest/", "org/apache/iceberg/rest/")
 PREBUILT_ENV = "PYICEBERG_CRYPTO_BRIDGE_JAR"
 
 
@@ -100,11 +109,13 @@ def build(*, testkit: bool = False, quiet: bool = True) -> Path:
 
 
 def check_production_jar(jar: Path) -> None:
-    """Refuse a production jar that holds test-kit classes (they read master keys from properties)."""
+    """Refuse a production jar that holds anything but the bridge and the encrypting REST catalog:
+    the Java test kit reads master keys from properties, the loopback servers have no authentication."""
     with zipfile.ZipFile(jar) as archive:
-        leaked = [name for name in archive.namelist() if name.startswith(TESTKIT_PACKAGE)]
+        leaked = [name for name in archive.namelist()
+                  if name.endswith(".class") and not name.startswith(PRODUCTION_PACKAGES)]
     if leaked:
-        raise BuildError(f"{jar} holds test-kit classes ({leaked[0]}, ...): it must not ship")
+        raise BuildError(f"{jar} holds classes that must not ship in the production jar ({leaked[0]}, ...)")
 
 
 def install(into: Path = DEFAULT_INTO, *, testkit: bool = False, quiet: bool = True) -> Path:
@@ -117,13 +128,31 @@ def install(into: Path = DEFAULT_INTO, *, testkit: bool = False, quiet: bool = T
         check_production_jar(source)
     else:
         source = build(testkit=testkit, quiet=quiet)
-    into.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=into, suffix=".tmp", delete=False) as tmp:
-        tmp.write(source.read_bytes())
-    os.chmod(tmp.name, 0o644)
-    os.replace(tmp.name, into / BRIDGE_JAR_NAME)
+    _copy_atomically(source, into / BRIDGE_JAR_NAME)
+    testing = TARGET / TESTING_BUILT_NAME
+    if not prebuilt and testing.is_file():
+        _copy_atomically(testing, testing_into(into) / TESTING_JAR_NAME)
     write_maven_repository(into / MAVEN_DIR_NAME, (into / BRIDGE_JAR_NAME).read_bytes(), pom_version())
     return into / BRIDGE_JAR_NAME
+
+
+def testing_into(into: Path) -> Path:
+    """Where the test kit's jar goes for a production jar installed into ``into`` (``.../_jars``)."""
+    return into.parent / "testing" / "_jars"
+
+
+def _copy_atomically(source: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=target.parent, suffix=".tmp", delete=False) as tmp:
+        try:
+            tmp.write(source.read_bytes())
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        except BaseException:
+            os.unlink(tmp.name)
+            raise
+    os.chmod(tmp.name, 0o644)
+    os.replace(tmp.name, target)
 
 
 def pom_version() -> str:

@@ -9,7 +9,7 @@ Packages, bottom-up as they depend on each other (docs/explanation/architecture.
 - :mod:`pyiceberg_crypto.jars`     the JVM artifacts (bridge jar, Iceberg runtime by Spark line)
 - :mod:`pyiceberg_crypto.config`   Spark / catalog / table settings (plain dicts)
 - :mod:`pyiceberg_crypto.bridge`   registers a Python KMS so Iceberg's JVM can call it (Py4J); the KMS service
-- :mod:`pyiceberg_crypto.services` a metastore and an S3 server on loopback, pytest fixtures
+- :mod:`pyiceberg_crypto.testing` a metastore and an S3 server on loopback, pytest fixtures
 - :mod:`pyiceberg_crypto.table`    the table model: metadata, keys, manifests, catalog lookup, ``Limits``
 - :mod:`pyiceberg_crypto.verify`   table-level verification (full, incremental, ledger)
 - :mod:`pyiceberg_crypto.read`     the JVM-free reader (``read_table``, ``scan``)

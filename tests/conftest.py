@@ -10,7 +10,7 @@ import pytest
 
 from pyiceberg_crypto import config
 # One standalone Hive metastore (loopback) for every test that needs one, started on first use.
-from pyiceberg_crypto.services.pytest_plugin import hive_metastore  # noqa: F401
+from pyiceberg_crypto.testing.pytest_plugin import hive_metastore  # noqa: F401
 from tests.testkit import build_dist, testkit_jar
 
 CATALOG = "local"

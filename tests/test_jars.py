@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from pyiceberg_crypto import config, jars
+from pyiceberg_crypto.testing import jars as testing_jars
 from pyiceberg_crypto.cli.main import main
 from tests.testkit import ROOT
 
@@ -120,9 +121,9 @@ def test_pinned_jars_in_the_project_cache_match_their_digests():
     directory = jars.local_jars_dir()
     if directory is None:
         pytest.skip(f"{jars.JARS_DIR_ENV} is not set (make sets it)")
-    broker = {artifact.file_name for artifact in jars.kafka_broker_artifacts()}
+    broker = {artifact.file_name for artifact in testing_jars.kafka_broker_artifacts()}
     for name, digest in jars.PINNED_SHA256.items():
-        where = jars.kafka_broker_dir() if name in broker else directory  # the broker's jars: a directory of their own
+        where = testing_jars.kafka_broker_dir() if name in broker else directory  # the broker's jars: a directory of their own
         assert hashlib.sha256((where / name).read_bytes()).hexdigest() == digest, name
 
 
@@ -158,15 +159,15 @@ def test_spark_settings_with_kafka_and_jars_show(capsys, monkeypatch):
 
 
 def test_the_kafka_broker_jars_are_pinned_and_say_how_to_fetch_them_offline(tmp_path, monkeypatch):
-    broker = jars.kafka_broker_artifacts()
+    broker = testing_jars.kafka_broker_artifacts()
     assert {a.artifact for a in broker} >= {"kafka_2.13", "kafka-server", "kafka-raft", "kafka-metadata",
                                              "kafka-storage", "kafka-clients", "scala-library", "log4j-slf4j-impl"}
-    assert all(a.version == jars.KAFKA_VERSION for a in broker if a.group == "org.apache.kafka")
+    assert all(a.version == testing_jars.KAFKA_VERSION for a in broker if a.group == "org.apache.kafka")
     assert all(jars.PINNED_SHA256[a.file_name] for a in broker)
     monkeypatch.setenv(jars.JARS_DIR_ENV, str(tmp_path))
-    assert jars.kafka_broker_dir() == tmp_path / f"kafka-{jars.KAFKA_VERSION}"
-    with pytest.raises(jars.JarNotFoundError, match=r"jars download .* --kafka-broker"):
-        jars.kafka_broker_jars(download_missing=False)
+    assert testing_jars.kafka_broker_dir() == tmp_path / f"kafka-{testing_jars.KAFKA_VERSION}"
+    with pytest.raises(jars.JarNotFoundError, match=r"pyiceberg_crypto.testing jars .* --kafka-broker"):
+        testing_jars.kafka_broker_jars(download_missing=False)
 
 
 def test_jars_show_names_the_coordinates_for_a_spark_version(capsys, monkeypatch):

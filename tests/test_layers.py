@@ -2,11 +2,13 @@
 
     bottom    errors, safe_text, exit_status        (no imports from the package but the version)
     base      formats, io, kms, jars                 bytes, storage, keys
-    platform  config, bridge, services               Spark settings, the Py4J bridge, loopback services
+    platform  config, bridge                         Spark settings, the Py4J bridge
     table     table                                  the table model every feature starts from
     features  verify, read, keys                     never import one another, but read -> verify's
                                                      file checks (the documented seam below)
-    apps      demo, testing                          demo: the two demo jobs; testing: writers for tests
+    apps      audit, demo, testing                   audit: the lake audit (on verify); demo: the two
+                                                     demo jobs; testing: the test kit (loopback
+                                                     servers, writers), which nothing else imports
     cli       cli                                    the command line: nothing imports it
 
 Each rule is checked on the source (ast), so a forbidden import fails here even when nothing at
@@ -25,10 +27,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pyiceberg_crypto"
 RANKS = {
     "__init__": 0, "errors": 0, "safe_text": 0, "exit_status": 0, "_log": 0,
     "formats": 1, "io": 1, "kms": 1, "jars": 1,
-    "config": 2, "bridge": 2, "services": 2,
+    "config": 2, "bridge": 2,
     "table": 3,
     "verify": 4, "read": 4, "keys": 4,
-    "demo": 5, "testing": 5,
+    "audit": 5, "demo": 5, "testing": 5,
     "cli": 6,
 }
 #: Imports between two packages of the same rank that the architecture allows.
@@ -44,7 +46,7 @@ READ_MAY_USE_FROM_VERIFY = {"pyiceberg_crypto.verify.checks", "pyiceberg_crypto.
                             "pyiceberg_crypto.verify.plan"}
 #: Packages whose modules import the package at module level only (no import inside a function,
 #: which is how an import circle hides).
-TOP_LEVEL_IMPORTS_ONLY = ("formats", "io", "table", "verify", "read", "keys", "errors", "safe_text")
+TOP_LEVEL_IMPORTS_ONLY = ("formats", "io", "table", "verify", "read", "keys", "audit", "errors", "safe_text")
 #: Function-level imports that are not circles: optional dependencies loaded when used.
 LAZY_ALLOWED: set[tuple[str, str]] = {
     ("pyiceberg_crypto.verify", "pyiceberg_crypto.verify.each_commit"),  # pyspark.sql.streaming, ~0.4 s
@@ -107,6 +109,15 @@ def test_imports_point_down():
                     continue
                 wrong.append(f"{module}:{line} imports {target} ({mine} rank {RANKS[mine]} -> {theirs} rank {RANKS[theirs]})")
     assert not wrong, "imports that point up or sideways:\n" + "\n".join(wrong)
+
+
+def test_the_audit_is_a_feature_on_top_of_the_verifier():
+    """audit/ builds on verify/; verify/ and read/ never import it (``import verify`` stays light)."""
+    assert any(top(target) == "verify" for module, found in GRAPH.items() if top(module) == "audit"
+               for target, _, _ in found)
+    wrong = [f"{module}:{line} imports {target}" for module, found in GRAPH.items()
+             if top(module) not in ("audit", "cli") for target, _, line in found if top(target) == "audit"]
+    assert not wrong, "\n".join(wrong)
 
 
 def test_nothing_imports_the_leaves():

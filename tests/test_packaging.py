@@ -16,8 +16,8 @@ from pyiceberg_crypto import jars
 
 EXTRA_ONLY_LIBRARIES = ("pytest", "_pytest", "moto", "hypothesis", "testcontainers", "boto3",  # test libraries, and boto3 (the [aws] extra) imported lazily
                         "google.cloud.kms_v1", "azure.keyvault.keys", "azure.identity", "kmip")  # [gcp], [azure], [kmip]: lazily too
-#: The one module that is a pytest plugin by nature (behind the [services] / [test] extras).
-PYTEST_ONLY = {"pyiceberg_crypto.services.pytest_plugin"}
+#: The one module that is a pytest plugin by nature (behind the [testing] / [test] extras).
+PYTEST_ONLY = {"pyiceberg_crypto.testing.pytest_plugin"}
 
 
 def test_production_jar_holds_no_test_kit_and_targets_java_11():
@@ -26,7 +26,7 @@ def test_production_jar_holds_no_test_kit_and_targets_java_11():
         classes = [n for n in names if n.endswith(".class")]
         assert classes and not [n for n in names if "testkit" in n]
         assert {n.rsplit("/", 1)[0] for n in classes} == {
-            "io/pyicebergcrypto/bridge", "io/pyicebergcrypto/services", "io/pyicebergcrypto/rest",
+            "io/pyicebergcrypto/bridge", "io/pyicebergcrypto/rest",
             "org/apache/iceberg/rest",  # the REST operations subclass a package-private Iceberg class
         }
         ours_in_iceberg = {n.rsplit("/", 1)[1].removesuffix(".class").split("$")[0] for n in classes
@@ -37,12 +37,24 @@ def test_production_jar_holds_no_test_kit_and_targets_java_11():
             assert (magic, major) == (0xCAFEBABE, 55), f"{name}: class file major {major}, want 55 (Java 11)"
 
 
+def test_the_loopback_test_servers_ship_only_in_the_test_kit_jar():
+    from pyiceberg_crypto.testing.jars import testing_jar
+
+    with zipfile.ZipFile(testing_jar()) as archive:
+        classes = [n for n in archive.namelist() if n.endswith(".class")]
+    assert {n.rsplit("/", 1)[0] for n in classes} == {"io/pyicebergcrypto/testing"}
+    assert {n.rsplit("/", 1)[1].split("$")[0].removesuffix(".class") for n in classes} >= {
+        "LoopbackRestCatalog", "LoopbackMetastore", "LocationOnlyFileSystem"}
+    with zipfile.ZipFile(jars.bridge_jar()) as archive:
+        assert not [n for n in archive.namelist() if "Loopback" in n or "/testing/" in n]
+
+
 def test_runtime_modules_import_no_test_library_and_no_extra():
     modules = sorted(
         info.name for info in pkgutil.walk_packages(pyiceberg_crypto.__path__, "pyiceberg_crypto.")
         if info.name not in PYTEST_ONLY and not info.name.endswith("__main__")
     )
-    assert "pyiceberg_crypto.verify.spark" in modules and "pyiceberg_crypto.services.s3" in modules
+    assert "pyiceberg_crypto.verify.spark" in modules and "pyiceberg_crypto.testing.s3" in modules
     probe = (
         "import importlib, sys\n"
         f"for name in {modules!r}: importlib.import_module(name)\n"
@@ -100,12 +112,15 @@ def test_javac_versions_are_read_for_the_jdk_check():
     assert build_bridge.javac_major_version("no compiler here") is None
 
 
-def test_a_prebuilt_jar_with_test_kit_classes_is_refused(tmp_path, monkeypatch):
+@pytest.mark.parametrize("leaked", ["io/pyicebergcrypto/testkit/JavaMemoryKms.class",
+                                    "io/pyicebergcrypto/testing/LoopbackRestCatalog.class"])
+def test_a_prebuilt_jar_with_test_kit_classes_is_refused(tmp_path, monkeypatch, leaked):
     build_bridge = _build_bridge_module()
     leaky = tmp_path / "leaky.jar"
     with zipfile.ZipFile(leaky, "w") as archive:
-        archive.writestr("io/pyicebergcrypto/testkit/JavaMemoryKms.class", b"\xca\xfe\xba\xbe")
+        archive.writestr("io/pyicebergcrypto/bridge/PythonKmsClient.class", b"\xca\xfe\xba\xbe")
+        archive.writestr(leaked, b"\xca\xfe\xba\xbe")
     monkeypatch.setenv(build_bridge.PREBUILT_ENV, str(leaky))
-    with pytest.raises(build_bridge.BuildError, match="holds test-kit classes"):
+    with pytest.raises(build_bridge.BuildError, match=f"must not ship in the production jar \\({leaked}"):
         build_bridge.install(tmp_path / "out")
     assert not (tmp_path / "out" / "pyiceberg-crypto-bridge.jar").exists()

@@ -11,7 +11,7 @@
   (``pyiceberg_crypto/verify/report.schema.json``, shipped in the package), and the schema file
   itself is published next to the page (``reference/report.schema.json``).
 - ``<!-- generated: audit-schema -->`` the same for the catalog audit's report
-  (``pyiceberg_crypto/verify/audit.schema.json``, published as ``reference/audit.schema.json``).
+  (``pyiceberg_crypto/audit/audit.schema.json``, published as ``reference/audit.schema.json``).
 - ``<!-- generated: exit-status -->`` becomes the table of ``pyiceberg_crypto.exit_status.ExitStatus``.
 - KMS provider pages (``docs/kms/*.md``) that the nav in ``mkdocs.yml`` does not list yet are added
   to its "KMS providers" section, titled by their first heading, before "Your own KMS": a
@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = ROOT / "pyiceberg_crypto" / "verify" / "report.schema.json"
 SCHEMA_URL = "reference/report.schema.json"
-AUDIT_SCHEMA_PATH = ROOT / "pyiceberg_crypto" / "verify" / "audit.schema.json"
+AUDIT_SCHEMA_PATH = ROOT / "pyiceberg_crypto" / "audit" / "audit.schema.json"
 AUDIT_SCHEMA_URL = "reference/audit.schema.json"
 
 

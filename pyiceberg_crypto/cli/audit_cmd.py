@@ -10,7 +10,7 @@
 The tables are listed over the metastore's Thrift API (:mod:`pyiceberg_crypto.io.hive_metastore`),
 or a REST catalog's HTTP API (:mod:`pyiceberg_crypto.io.rest_catalog`: every table loaded);
 each Iceberg table is verified as ``pyiceberg-crypto verify`` would, with the files of all tables
-checked in one batch on this machine's cores (:mod:`pyiceberg_crypto.verify.audit`). Output: a
+checked in one batch on this machine's cores (:mod:`pyiceberg_crypto.audit.lake`). Output: a
 summary and every table that is not OK (or the JSON report with ``--json``), plus the HTML page
 and the Prometheus textfile when asked. Exit status: 0 every Iceberg table encrypted and OK,
 1 any table not, 2 bad usage or input (an unreachable metastore, a missing ``--state-dir``).
@@ -90,7 +90,7 @@ def run_audit(args: argparse.Namespace) -> int:
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
     from pyiceberg_crypto.table.catalog import rest_list_tables
     from pyiceberg_crypto.table.limits import Limits
-    from pyiceberg_crypto.verify.audit import CatalogReport, ListedTable, audit_tables, local_batch_runner
+    from pyiceberg_crypto.audit.lake import CatalogReport, ListedTable, audit_tables, local_batch_runner
 
     try:
         properties = parse_properties(args.kms_property)

@@ -1,7 +1,7 @@
 """``pyiceberg-crypto jars``: which JVM artifacts a session uses, and fetching them for offline use.
 
     pyiceberg-crypto jars show [--spark VERSION] [--aws] [--kafka] [--json]
-    pyiceberg-crypto jars download DIR [--spark 3.5|4.1 ...] [--aws] [--kafka] [--kafka-broker] [--rest-catalog] [--repository URL]
+    pyiceberg-crypto jars download DIR [--spark 3.5|4.1 ...] [--aws] [--kafka] [--repository URL]
 
 ``show`` says what :func:`pyiceberg_crypto.config.spark_settings` puts on the classpath for the
 installed pyspark (or ``--spark``): the Maven coordinates of the Iceberg runtime and of the bridge
@@ -9,10 +9,9 @@ jar (from the repository inside this package), or the local files when ``$PYICEB
 is set. ``download`` fills a
 directory for offline / air-gapped clusters (each jar checked against its pinned SHA-256); then
 ``export PYICEBERG_CRYPTO_JARS=DIR``. ``--kafka`` adds Spark's Kafka connector
-(``spark_settings(kafka=True)``), ``--kafka-broker`` the jars of the Kafka broker that
-``python -m pyiceberg_crypto.services kafka`` runs (into ``DIR/kafka-<version>``), ``--rest-catalog``
-the H2 jar of the test REST catalog server (``python -m pyiceberg_crypto.services rest``). Exit status: 0 done, 2 unsupported Spark, missing jar,
-download or checksum failure.
+(``spark_settings(kafka=True)``). The test kit's servers fetch their own jars
+(``python -m pyiceberg_crypto.testing jars DIR``). Exit status: 0 done, 2 unsupported Spark,
+missing jar, download or checksum failure.
 """
 
 from __future__ import annotations
@@ -41,10 +40,6 @@ def add_jars_parser(sub) -> None:
     download.add_argument("--aws", action="store_true", help="also the AWS bundle (S3 / AWS KMS)")
     download.add_argument("--kafka", action="store_true",
                           help="also Spark's Kafka connector and the jars it needs (spark_settings(kafka=True))")
-    download.add_argument("--kafka-broker", action="store_true",
-                          help="also the Kafka broker's jars, into DIR/kafka-VERSION (python -m pyiceberg_crypto.services kafka)")
-    download.add_argument("--rest-catalog", action="store_true",
-                          help="also the H2 jar of the test REST catalog server (python -m pyiceberg_crypto.services rest)")
     download.add_argument("--repository", default=jars.MAVEN_CENTRAL,
                           help="Maven repository URL, e.g. a company mirror (default: %(default)s)")
 
@@ -107,10 +102,6 @@ def _download(args: argparse.Namespace) -> int:
     wanted = dict.fromkeys(artifact for line in lines
                            for artifact in jars.artifacts(line, aws=args.aws, kafka=args.kafka, local=True))
     paths = jars.download(args.directory, wanted, repository=args.repository, log=print)
-    if args.rest_catalog:
-        paths += jars.download(args.directory, [jars.h2_artifact()], repository=args.repository, log=print)
-    if args.kafka_broker:
-        paths += jars.kafka_broker_jars(jars.kafka_broker_dir(args.directory), repository=args.repository, log=print)
     print(f"{len(paths)} jar(s) in {args.directory}, SHA-256 checked; use them with: "
           f"export {jars.JARS_DIR_ENV}={args.directory}")
     return ExitStatus.OK

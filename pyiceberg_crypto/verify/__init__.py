@@ -9,8 +9,7 @@ writer (pure Python + ``cryptography``)::
     report = verify_table(spark, "lake.db.orders", state="/var/lib/verify/orders.json")   # incremental
     report.ok, report.not_ok(), report.to_dict()
 
-    lake = audit_catalog(spark, "lake", state_dir="/var/lib/verify")   # every table of a catalog
-    lake.ok, lake.not_ok(), lake.to_dict(), lake.write_html("audit.html")
+Every table of a catalog at once is the lake audit, :mod:`pyiceberg_crypto.audit`, built on this package.
 
 It builds on the table model (:mod:`pyiceberg_crypto.table`: metadata, keys, catalog, manifests).
 Modules, top-down as a verification runs (:mod:`.pipeline` calls them in this order):
@@ -26,21 +25,18 @@ Modules, top-down as a verification runs (:mod:`.pipeline` calls them in this or
 - :mod:`.spark`        ``verify_table``: the metastore entry, then Spark tasks
 - :mod:`.each_commit`  ``VerifyEachCommit``: a streaming listener verifying each new snapshot (ledger)
 - :mod:`.magic_scan`   the key-less magic scan (what the demo prints before verifying)
-- :mod:`.audit`        ``audit_catalog``: every table of a catalog, files of all tables in one batch,
-  the ``CatalogReport``; its page in :mod:`.audit_html`, its Prometheus textfile in :mod:`.audit_metrics`
 
 The spark-submit job is :mod:`pyiceberg_crypto.cli.verify_job`.
 """
 
 from pyiceberg_crypto.errors import TableInputError, VerifyInputError
 from pyiceberg_crypto.table.limits import Limits
-from pyiceberg_crypto.verify.audit import CatalogReport, TableAudit, audit_catalog
 from pyiceberg_crypto.verify.ledger import LedgerError
 from pyiceberg_crypto.verify.pipeline import verify_metadata
 from pyiceberg_crypto.verify.report import FileFinding, TableCheck, TableReport
 from pyiceberg_crypto.verify.spark import verify_table
 
-__all__ = ["CatalogReport", "FileFinding", "TableAudit", "audit_catalog", "LedgerError", "Limits", "TableCheck", "TableInputError", "TableReport", "VerifyEachCommit",
+__all__ = ["FileFinding", "LedgerError", "Limits", "TableCheck", "TableInputError", "TableReport", "VerifyEachCommit",
            "VerifyInputError", "verify_metadata", "verify_table"]
 
 

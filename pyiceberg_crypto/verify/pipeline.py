@@ -127,7 +127,7 @@ def verify_metadata(
 class PreparedVerification:
     """A verification whose plan is made (metadata, keys, table checks, manifest lists and
     manifests read) and whose file tasks are still to run: :func:`verify_metadata` runs them at
-    once; the catalog audit (:mod:`.audit`) runs the tasks of every table in one batch, then
+    once; the catalog audit (:mod:`pyiceberg_crypto.audit`) runs the tasks of every table in one batch, then
     calls :meth:`finish` for each table."""
 
     report: TableReport

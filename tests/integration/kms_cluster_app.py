@@ -27,7 +27,7 @@ from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.kms import InMemoryKms, KmsError
-from pyiceberg_crypto.services.rest import RestCatalogServer
+from pyiceberg_crypto.testing.rest import RestCatalogServer
 
 TIMEOUT_SECONDS = 3
 FORWARDED = {"pyiceberg-crypto.kms.region": "test-region", "pyiceberg-crypto.kms.endpoint": "https://kms.example/a?b=c&d"}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 # One real OpenBao dev server per session (test_vault_openbao*.py).
-from pyiceberg_crypto.services.pytest_plugin import openbao_server  # noqa: F401
+from pyiceberg_crypto.testing.pytest_plugin import openbao_server  # noqa: F401
 
 #: Dummy credentials and region for the moto server; handed to clients explicitly, never via os.environ.
 AWS_TEST_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing-secret", "AWS_REGION": "us-east-1"}

@@ -18,7 +18,7 @@ pytest.importorskip("hvac")
 from pyiceberg_crypto.kms import KmsError, UnknownKeyError  # noqa: E402
 from pyiceberg_crypto.kms.loader import load_kms  # noqa: E402
 from pyiceberg_crypto.kms.vault import VaultAccessDenied, VaultTransitKms  # noqa: E402
-from pyiceberg_crypto.services.openbao import OpenBaoError, OpenBaoServer  # noqa: E402
+from pyiceberg_crypto.testing.openbao import OpenBaoError, OpenBaoServer  # noqa: E402
 
 pytestmark = pytest.mark.loopback
 

@@ -25,7 +25,7 @@ from pyiceberg_crypto.keys.rewrap import rewrap_keks  # noqa: E402
 from pyiceberg_crypto.kms.base import KeyManagementClient  # noqa: E402
 from pyiceberg_crypto.kms.loader import load_kms  # noqa: E402
 from pyiceberg_crypto.read import read_table  # noqa: E402
-from pyiceberg_crypto.services.openbao import OpenBaoServer  # noqa: E402
+from pyiceberg_crypto.testing.openbao import OpenBaoServer  # noqa: E402
 from pyiceberg_crypto.verify import verify_metadata, verify_table  # noqa: E402
 from tests.conftest import add_catalog  # noqa: E402
 from tests.testkit import metadata_location  # noqa: E402

@@ -14,7 +14,7 @@ import pytest
 from py4j.protocol import Py4JJavaError
 
 from pyiceberg_crypto import config
-from pyiceberg_crypto.services._process import free_port
+from pyiceberg_crypto.testing._process import free_port
 from tests.conftest import add_catalog
 from tests.kms_service.raw_client import RawClient
 from tests.kms_service.service_process import ServiceProcess

@@ -1,4 +1,4 @@
-"""``python -m pyiceberg_crypto.services kafka``: the broker for trying a stream by hand starts from
+"""``python -m pyiceberg_crypto.testing kafka``: the broker for trying a stream by hand starts from
 the pinned jars, says where it listens, binds loopback only, and stops cleanly on SIGTERM."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from pyiceberg_crypto.services._process import port_open
-from tests.services.test_services import is_loopback, listening_addresses
+from pyiceberg_crypto.testing._process import port_open
+from tests.testing.test_services import is_loopback, listening_addresses
 from tests.testkit import ROOT
 
 pytestmark = pytest.mark.slow
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 def test_kafka_service_by_hand_listens_on_loopback_and_stops_on_sigterm(tmp_path):
     directory = tmp_path / "kafka"
-    process = subprocess.Popen([sys.executable, "-m", "pyiceberg_crypto.services", "kafka", "--directory",
+    process = subprocess.Popen([sys.executable, "-m", "pyiceberg_crypto.testing", "kafka", "--directory",
                                 str(directory)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), start_new_session=True)
     try:

@@ -19,8 +19,8 @@ from pyiceberg_crypto import config
 from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.table import catalog as metastore
 from pyiceberg_crypto.table.catalog import catalog_properties
-from pyiceberg_crypto.verify import CatalogReport, audit_catalog
-from pyiceberg_crypto.verify.audit import audit_schema, ledger_path
+from pyiceberg_crypto.audit import CatalogReport, audit_catalog
+from pyiceberg_crypto.audit.lake import audit_schema, ledger_path
 from pyiceberg_crypto.verify.report import KEY_ERROR, OK, PLAINTEXT, STATISTICS
 from tests.conftest import CATALOG
 from tests.verify.conftest import local, metastore_entry

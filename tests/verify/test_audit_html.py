@@ -10,8 +10,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from pyiceberg_crypto.verify.audit import CatalogReport, TableAudit
-from pyiceberg_crypto.verify.audit_metrics import render_prometheus
+from pyiceberg_crypto.audit.lake import CatalogReport, TableAudit
+from pyiceberg_crypto.audit.metrics import render_prometheus
 from tests.verify.browser import Chromium, find_chromium, installable_here
 from tests.verify.test_audit import PageParser, assert_valid
 
