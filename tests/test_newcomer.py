@@ -10,6 +10,7 @@ Iceberg runtime comes from ``spark.jars.packages``), no Maven afterwards.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -73,17 +74,30 @@ def run(command, *, cwd: Path, env: dict[str, str], timeout: int = 900) -> subpr
     return result
 
 
+def jar_listing(data: bytes) -> set[str]:
+    """The packages of the classes in a jar (its bytes)."""
+    with zipfile.ZipFile(io.BytesIO(data)) as jar:
+        return {n.rsplit("/", 1)[0] for n in jar.namelist() if n.endswith(".class")}
+
+
 def test_the_wheel_is_pure_python_and_carries_the_production_jar_only(dist):
     assert dist["wheel"].name.endswith("-py3-none-any.whl")
     with zipfile.ZipFile(dist["wheel"]) as wheel:
         names = wheel.namelist()
-        jar_names = sorted(n for n in names if n.endswith(".jar"))
+        jar_names = sorted(n for n in names if n.endswith(".jar") and not n.startswith("pyiceberg_crypto/testing/"))
         # The jar, and the same bytes as a Maven artifact (spark.jars.packages: pyiceberg_crypto/jars.py).
         assert len(jar_names) == 2 and "pyiceberg_crypto/_jars/pyiceberg-crypto-bridge.jar" in jar_names
         assert re.fullmatch(r"pyiceberg_crypto/_jars/maven/io/pyicebergcrypto/pyiceberg-crypto-bridge/"
                             r"0\.1\.0-[0-9a-f]{16}/pyiceberg-crypto-bridge-0\.1\.0-[0-9a-f]{16}\.jar", jar_names[0])
         assert wheel.read(jar_names[0]) == wheel.read(jar_names[1])
         assert any(n.endswith(".pom") for n in names)
+        # The production jar: the bridge and the encrypting REST catalog, no test server, no test kit.
+        assert jar_listing(wheel.read("pyiceberg_crypto/_jars/pyiceberg-crypto-bridge.jar")) == {
+            "io/pyicebergcrypto/bridge", "io/pyicebergcrypto/rest", "org/apache/iceberg/rest"}
+        # The loopback servers ship apart, in the test kit's own jar.
+        testing_jars = [n for n in names if n.endswith(".jar") and n.startswith("pyiceberg_crypto/testing/")]
+        assert testing_jars == ["pyiceberg_crypto/testing/_jars/pyiceberg-crypto-testing.jar"]
+        assert jar_listing(wheel.read(testing_jars[0])) == {"io/pyicebergcrypto/testing"}
         metadata = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     requires = re.findall(r"^Requires-Dist: (.*)$", metadata, re.M)
     [pyspark] = [r for r in requires if r.startswith("pyspark")]
