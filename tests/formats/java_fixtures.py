@@ -141,6 +141,7 @@ def parquet_vectors(directory: Path) -> list[Any]:
     from tests.formats.parquet.vectors import ParquetVector, load_json_rows
 
     source = FIXTURES / "parquet"
+    directory.mkdir(parents=True, exist_ok=True)
     vectors = []
     for description in sorted(source.glob("*.json")):
         meta = json.loads(description.read_text())
