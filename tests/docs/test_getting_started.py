@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.docs.blocks import DOCS, ROOT, blocks_of
 from tests.testkit import SHORT_DRIVER_ENV
 
