@@ -117,11 +117,14 @@ test: setup setup-spark3.5 system-packages docs
 # The unit lane (~3 min): every test that starts no JVM (-m 'not jvm', tests/conftest.py), run with
 # no java on PATH and no JAVA_HOME, so a test that needs one fails loudly instead of passing here
 # by luck. Needs the venv only: no jars, no Maven, no Java. The vectors Java made are committed
-# (tests/formats/fixtures); `make test` checks them against Java again.
+# (tests/formats/fixtures/java); `make test` checks them against Java again. Without the pinned
+# jars (make runtime-jars) PYICEBERG_CRYPTO_JARS is left unset: the builders then name Maven
+# coordinates, and the two tests of the downloaded jars skip, saying so.
 NO_JAVA_BIN := .cache/no-java-bin
 test-fast: venv
 	@path=$$($(PY) -m tests.path_without_java $(NO_JAVA_BIN)) && \
-	env -u JAVA_HOME PATH="$$path" $(PY) -m pytest -m 'not jvm' -p no:cacheprovider \
+	if [ -f $(RUNTIME_JARS)/.complete ]; then jars=; else jars="-u PYICEBERG_CRYPTO_JARS"; fi && \
+	env -u JAVA_HOME $$jars PATH="$$path" $(PY) -m pytest -m 'not jvm' -p no:cacheprovider \
 		--basetemp=/tmp/pyiceberg-crypto-test-fast $(PYTEST_ARGS)
 
 # The fuzzing harness's long run (tests/fuzz, README "Security design"): random, FUZZ_EXAMPLES
