@@ -1,5 +1,9 @@
 """Shared fixtures: one real SparkSession per test process (real Iceberg runtime, real Hive
-metastore on embedded Derby, the real bridge jar), plus its JVM gateway for reference vectors."""
+metastore on embedded Derby, the real bridge jar), plus its JVM gateway for reference vectors.
+
+Also the two lanes (``make test-fast`` runs ``-m "not jvm"`` with no ``java`` on PATH) and the
+per-test timeouts: see :func:`pytest_collection_modifyitems`.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,33 @@ from pyiceberg_crypto.testing.pytest_plugin import hive_metastore  # noqa: F401
 from tests.testkit import build_dist, testkit_jar
 
 CATALOG = "local"
+
+# --- lanes and timeouts ---------------------------------------------------------------------
+
+# Fixtures that start a JVM (directly or through the fixtures they use: pytest lists the whole
+# closure in item.fixturenames): the Spark driver, the Java test services, the wheel build (Maven).
+JVM_FIXTURES = frozenset({
+    "spark", "jvm", "kms_registration", "hive_metastore", "rest_catalog_server", "kafka_broker",
+    "dist", "netns_cluster",
+})
+# Markers whose tests start JVMs of their own, by subprocess (spark-submit, Spark applications,
+# the namespace cluster, wheels installed into fresh environments, the docs walk).
+JVM_MARKERS = frozenset({"apps", "cluster", "newcomer"})
+# A hang fails one test, by name, after this many seconds (pyproject.toml: timeout = 300 for the
+# rest). The longest tests take ~8 minutes under CI's load; these markers get 20.
+LONG_TIMEOUT_MARKERS = frozenset({"slow", "apps", "cluster", "newcomer"})
+LONG_TIMEOUT_SECONDS = 1200
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test that starts a JVM ``jvm`` (by its fixtures or markers, or an explicit
+    ``pytest.mark.jvm`` for subprocess JVMs), and give long tests their longer timeout."""
+    for item in items:
+        markers = {mark.name for mark in item.iter_markers()}
+        if "jvm" not in markers and (JVM_FIXTURES.intersection(item.fixturenames) or markers & JVM_MARKERS):
+            item.add_marker(pytest.mark.jvm)
+        if "timeout" not in markers and markers & LONG_TIMEOUT_MARKERS:
+            item.add_marker(pytest.mark.timeout(LONG_TIMEOUT_SECONDS))
 
 
 @pytest.fixture(scope="session")

@@ -41,6 +41,7 @@ def call(server: RestCatalogServer, method: str, path: str, body: dict | None = 
         return exc.code, json.loads(raw) if raw else None
 
 
+@pytest.mark.jvm  # starts and restarts the REST catalog server (a JVM) itself
 def test_rest_catalog_keeps_namespaces_tables_and_encryption_keys_across_restarts_on_loopback(tmp_path):
     server = RestCatalogServer(tmp_path / "rest")
     with server:

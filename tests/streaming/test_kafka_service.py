@@ -16,7 +16,7 @@ from pyiceberg_crypto.testing._process import port_open
 from tests.testing.test_services import is_loopback, listening_addresses
 from tests.testkit import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.jvm]  # the Kafka broker (a JVM), started by hand
 
 
 def test_kafka_service_by_hand_listens_on_loopback_and_stops_on_sigterm(tmp_path):
