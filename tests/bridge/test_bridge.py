@@ -187,7 +187,7 @@ class SlowKms(InMemoryKms):
     def unwrap_key(self, wrapped, wrapping_key_id):
         import time
 
-        time.sleep(3)
+        time.sleep(3)  # the behaviour under test: a KMS slower than the bridge's timeout (1 s)
         return super().unwrap_key(wrapped, wrapping_key_id)
 
 
