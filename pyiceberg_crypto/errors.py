@@ -31,9 +31,4 @@ class TableInputError(PyicebergCryptoError, ValueError):
     Raised by the verifier, the reader and the key commands alike (no verdict, exit status 2)."""
 
 
-# Old names, kept as aliases for one release (0.2 removes them).
-MetadataError = TableInputError
-VerifyInputError = TableInputError
-ReadInputError = TableInputError
-
-__all__ = ["MetadataError", "PyicebergCryptoError", "ReadInputError", "TableInputError", "VerifyInputError"]
+__all__ = ["PyicebergCryptoError", "TableInputError"]

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pyiceberg_crypto.errors import MetadataError, PyicebergCryptoError, TableInputError
+from pyiceberg_crypto.errors import PyicebergCryptoError, TableInputError
 from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations
 from pyiceberg_crypto.table.key_inventory import prunable_keys
 from pyiceberg_crypto.table.metadata import TableMetadata, load_document
@@ -106,7 +106,7 @@ def _parse(jvm, base):
     try:
         doc = load_document(jvm.org.apache.iceberg.TableMetadataParser.toJson(base), location)
         meta = TableMetadata.from_document(doc, location)
-    except MetadataError as exc:
+    except TableInputError as exc:
         raise PruneError(f"the table metadata cannot be used: {exc}") from None
     for name, ref in (doc.get("refs") or {}).items():
         if ref.get("snapshot-id") not in meta.snapshots:

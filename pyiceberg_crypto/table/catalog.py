@@ -35,8 +35,8 @@ from pyiceberg_crypto.io.hive_metastore import MetastoreError  # one error for b
 from pyiceberg_crypto.io.rest_catalog import RestCatalog, RestCatalogError
 from pyiceberg_crypto.kms.base import KeyManagementClient
 
-__all__ = ["CatalogTable", "HIVE", "MetastoreError", "MetastoreTable", "REST", "catalog_kind", "catalog_properties",
-           "catalog_table", "list_tables", "metastore_table", "registered_kms", "rest_catalog", "spark_list_tables",
+__all__ = ["CatalogTable", "HIVE", "MetastoreError", "REST", "catalog_kind", "catalog_properties",
+           "catalog_table", "list_tables", "registered_kms", "rest_catalog", "spark_list_tables",
            "rest_list_tables", "spark_table_parameters", "split_table_name"]
 
 #: The kinds of catalog a table can be looked up in (:func:`catalog_kind`).
@@ -272,10 +272,6 @@ class CatalogTable:
         return file_io_for(self.metadata_location, self.properties)
 
 
-#: The name this had while only Hive catalogs were read (kept for one release).
-MetastoreTable = CatalogTable
-
-
 def catalog_table(spark, table: str, kms: KeyManagementClient | None = None) -> CatalogTable:
     """Look ``table`` up in its catalog (the Hive metastore, or the REST catalog's ``loadTable``);
     ``kms`` defaults to the Python KMS registered for the catalog. Raises TableInputError (unknown
@@ -294,10 +290,6 @@ def catalog_table(spark, table: str, kms: KeyManagementClient | None = None) -> 
         raise TableInputError(str(exc)) from None
     kms = kms if kms is not None else registered_kms(properties, catalog)
     return CatalogTable(f"{catalog}.{database}.{name}", properties, parameters, kms, kind, served)
-
-
-#: The name this had while only Hive catalogs were read (kept for one release).
-metastore_table = catalog_table
 
 
 def split_table_name(spark, table: str) -> tuple[str, str, str]:

@@ -266,8 +266,8 @@ def test_config_renders_the_service_instead_of_a_registered_name(tmp_path):
 
 
 def test_verify_table_on_a_service_catalog_asks_for_the_kms_in_python():
-    from pyiceberg_crypto.verify.pipeline import VerifyInputError
+    from pyiceberg_crypto.errors import TableInputError
     from pyiceberg_crypto.table.catalog import registered_kms
 
-    with pytest.raises(VerifyInputError, match=r"catalog 'lake' uses the KMS service 127.0.0.1:9600 .* kms=load_kms"):
+    with pytest.raises(TableInputError, match=r"catalog 'lake' uses the KMS service 127.0.0.1:9600 .* kms=load_kms"):
         registered_kms({"pyiceberg-crypto.kms-service": "127.0.0.1:9600"}, "lake")
