@@ -285,7 +285,7 @@ def catalog_settings(
 
 
 def kms_service_properties(
-    address: str, token_file: str | Path, certificate_sha256: str | None = None, timeout_ms: int | None = None
+    address: str, token_file: str | Path, certificate_sha256: str | None = None, kms_timeout: float | None = None
 ) -> dict[str, str]:
     """Catalog properties with which the bridge's ``PythonKmsClient`` calls a ``kms serve`` service.
 
@@ -296,6 +296,8 @@ def kms_service_properties(
     The token is read from ``token_file`` by each JVM that can (the driver always must); executors
     that cannot get it inside their tasks, from the driver. A service on any address but loopback
     speaks TLS: ``certificate_sha256`` (printed by ``kms serve``) pins its certificate.
+    ``kms_timeout``: seconds a JVM waits to connect and for one call (default: the bridge's 60 s),
+    rendered as the property ``pyiceberg-crypto.kms-service.timeout-ms``.
     """
     host, sep, port = address.strip().rpartition(":")
     bare_host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
@@ -315,10 +317,12 @@ def kms_service_properties(
     elif not loopback:
         raise ConfigError(f"the KMS service {address} is not on loopback, so it speaks TLS: pass "
                           "kms_certificate_sha256 (kms serve prints it, and writes it to its status file)")
-    if timeout_ms is not None:
-        if timeout_ms <= 0:
-            raise ConfigError(f"timeout_ms must be positive, got {timeout_ms}")
-        properties[f"{KMS_SERVICE_PROPERTY}.timeout-ms"] = str(int(timeout_ms))
+    if kms_timeout is not None:
+        from pyiceberg_crypto.kms.bounded import kms_timeout_millis  # here: config stays light to import
+
+        if kms_timeout <= 0:
+            raise ConfigError(f"kms_timeout must be positive (seconds), got {kms_timeout}")
+        properties[f"{KMS_SERVICE_PROPERTY}.timeout-ms"] = str(kms_timeout_millis(kms_timeout))
     return properties
 
 
