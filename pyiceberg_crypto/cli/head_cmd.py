@@ -69,7 +69,7 @@ def run_head(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     try:
         reader = scan(args.source, kms, snapshot_id=args.snapshot, columns=columns, row_filter=row_filter,
-                      metastore=args.metastore, batch_rows=args.rows, max_workers=2,
+                      catalog=args.metastore, batch_rows=args.rows, max_workers=2,
                       limits=Limits(properties=io_properties, allowed_locations=tuple(args.allow_location)))
         rows = _first_rows(reader, args.rows)
     except ReadIntegrityError as exc:

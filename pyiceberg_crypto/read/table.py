@@ -2,8 +2,8 @@
 
     from pyiceberg_crypto.read import read_table, scan
     table = read_table("file:/wh/db.db/orders/metadata/00007-....metadata.json", kms)   # pyarrow.Table
-    table = read_table("db.orders", kms, metastore="thrift://127.0.0.1:9083")           # via Hive
-    table = read_table("db.orders", kms, metastore="http://127.0.0.1:8181")             # via a REST catalog
+    table = read_table("db.orders", kms, catalog="thrift://127.0.0.1:9083")             # via Hive
+    table = read_table("db.orders", kms, catalog="http://127.0.0.1:8181")               # via a REST catalog
     old = read_table(location, kms, snapshot_id=4239490924)        # time travel: that snapshot's schema
     for batch in scan(location, kms, columns=["id", "amount"]):    # streaming, bounded memory
         ...
@@ -63,7 +63,7 @@ def scan(
     as_of: datetime | None = None,
     columns: list[str] | None = None,
     row_filter=None,
-    metastore: str | RestCatalog | None = None,
+    catalog: str | RestCatalog | None = None,
     max_workers: int | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
@@ -75,7 +75,7 @@ def scan(
     file is decoded whole, so peak memory is about the decoded size of the files ahead.
 
     Args:
-        source: a metadata.json location (local path, ``file:``, ``s3://``), or ``db.table`` with ``metastore``.
+        source: a metadata.json location (local path, ``file:``, ``s3://``), or ``db.table`` with ``catalog``.
         kms: a KeyManagementClient, or a KMS spec for :func:`pyiceberg_crypto.kms.loader.load_kms`
             (``"keystore"``, ``"module:factory"``) initialized with ``limits.properties``.
         snapshot_id: read this snapshot, with the schema it was written with (default: the current
@@ -87,7 +87,7 @@ def scan(
         row_filter: rows to return, ``[(column, op, value), ...]`` ANDed (``op``: ``== != < <= > >=
             in``, ``not in``); files whose manifest column bounds rule the filter out are not read,
             nor row groups whose Parquet statistics do (:mod:`pyiceberg_crypto.read.filter`). The filter's columns need not be in ``columns``.
-        metastore: the catalog that names the table: ``thrift://host:port`` of a Hive metastore, or
+        catalog: the catalog that names the table: ``thrift://host:port`` of a Hive metastore, or
             ``http(s)://...`` of a REST catalog (or a :class:`~pyiceberg_crypto.io.rest_catalog.RestCatalog`
             built with its credentials, e.g. ``RestCatalog(uri, token=...)``).
         max_workers: reading threads (default: CPUs + 2, at most 8).
@@ -103,7 +103,7 @@ def scan(
         ReadIntegrityError: while reading, for the first file that is not authentic.
     """
     prepared = _prepare(source, kms, snapshot_id=snapshot_id, as_of=as_of, columns=columns, row_filter=row_filter,
-                        metastore=metastore, limits=limits or Limits())
+                        catalog=catalog, limits=limits or Limits())
     workers = max_workers or min(8, (os.cpu_count() or 2) + 2)
     batches = _batches(prepared, workers, batch_rows, max_buffered_bytes)
     return pa.RecordBatchReader.from_batches(prepared.output.arrow_schema, batches)
@@ -117,7 +117,7 @@ def read_table(
     as_of: datetime | None = None,
     columns: list[str] | None = None,
     row_filter=None,
-    metastore: str | RestCatalog | None = None,
+    catalog: str | RestCatalog | None = None,
     max_workers: int | None = None,
     limits: Limits | None = None,
 ) -> pa.Table:
@@ -125,7 +125,7 @@ def read_table(
 
     Nothing is returned unless every file read was authentic."""
     return scan(source, kms, snapshot_id=snapshot_id, as_of=as_of, columns=columns, row_filter=row_filter,
-                metastore=metastore, max_workers=max_workers, limits=limits).read_all()
+                catalog=catalog, max_workers=max_workers, limits=limits).read_all()
 
 
 @dataclass(frozen=True)
@@ -142,16 +142,16 @@ class PreparedRead:
     row_groups: Callable[[bytes], list[int]] | None = None  # the filter's row group selector
 
 
-def _prepare(source: str, kms: KeyManagementClient | str | None, *, snapshot_id, as_of, columns, metastore, limits: Limits,
+def _prepare(source: str, kms: KeyManagementClient | str | None, *, snapshot_id, as_of, columns, catalog, limits: Limits,
              row_filter=None) -> PreparedRead:
     if snapshot_id is not None and as_of is not None:
         raise TableInputError("choose snapshot_id or as_of, not both")
     expected_hash = served = None
     location = source
-    if isinstance(metastore, RestCatalog) or (metastore or "").startswith(("http://", "https://")):
-        location, served = _from_rest_catalog(metastore, source)
-    elif metastore is not None:
-        location, expected_hash = _from_metastore(metastore, source)
+    if isinstance(catalog, RestCatalog) or (catalog or "").startswith(("http://", "https://")):
+        location, served = _from_rest_catalog(catalog, source)
+    elif catalog is not None:
+        location, expected_hash = _from_metastore(catalog, source)
     kms = _kms(kms, limits.properties)
     file_io = limits.file_io_for(location)
     raw = read_metadata(file_io, location, limits.max_metadata_bytes)

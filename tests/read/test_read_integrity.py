@@ -151,7 +151,7 @@ def test_through_a_standalone_metastore_pinning_the_metadata_hash(spark, kms_reg
     spark.sql(f"CREATE TABLE {catalog}.rdb.{name} (id bigint, v string) USING iceberg "
               + config.tblproperties_sql(config.table_properties("k1")))
     spark.sql(f"INSERT INTO {catalog}.rdb.{name} VALUES (1, 'a'), (2, 'b')")
-    result = read_table(f"rdb.{name}", kms, metastore=hive_metastore.uri)
+    result = read_table(f"rdb.{name}", kms, catalog=hive_metastore.uri)
     assert sorted(result.column("id").to_pylist()) == [1, 2]
 
     location = _local(metadata_location(spark, f"{catalog}.rdb.{name}"))
@@ -159,10 +159,10 @@ def test_through_a_standalone_metastore_pinning_the_metadata_hash(spark, kms_reg
     with tampered(location, lambda data: json.dumps({**doc, "current-snapshot-id": doc["current-snapshot-id"]},
                                                     indent=1).encode()):
         with pytest.raises(ReadIntegrityError, match="metadata_hash") as caught:
-            read_table(f"rdb.{name}", kms, metastore=hive_metastore.uri)
+            read_table(f"rdb.{name}", kms, catalog=hive_metastore.uri)
     assert caught.value.file == str(metadata_location(spark, f"{catalog}.rdb.{name}"))
     with pytest.raises(TableInputError, match="does not exist"):
-        read_table("rdb.missing_table", kms, metastore=hive_metastore.uri)
+        read_table("rdb.missing_table", kms, catalog=hive_metastore.uri)
 
 
 def test_files_outside_the_table_are_not_read(table, kms, tmp_path):
