@@ -68,7 +68,10 @@ QUIET_LOG4J = Path(__file__).resolve().parent / "_log" / "log4j2-quiet.propertie
 LOG4J_OPTION = "-Dlog4j2.configurationFile"
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
-SUPPORTED_CATALOG_TYPES = ("hive", "rest")
+#: The catalog kinds (``catalog_type=``; :func:`pyiceberg_crypto.table.catalog.catalog_kind`), defined
+#: here once: Iceberg's Hive catalog, and a REST catalog.
+HIVE, REST = "hive", "rest"
+SUPPORTED_CATALOG_TYPES = (HIVE, REST)
 #: The bridge's REST catalog with table encryption (``catalog-impl``; Iceberg's own ``type=rest``
 #: writes ``encryption.key-id`` tables in plaintext in 1.12.0, apache/iceberg#16672).
 ENCRYPTING_REST_CATALOG_IMPL = "io.pyicebergcrypto.rest.EncryptingRestCatalog"
@@ -85,7 +88,7 @@ def spark_settings(
     catalog: str = "local",
     *,
     warehouse: str | Path,
-    catalog_type: str = "hive",
+    catalog_type: str = HIVE,
     uri: str | None = None,
     metastore_uri: str | None = None,
     metastore_dir: str | Path | None = None,
@@ -183,7 +186,7 @@ def spark_settings(
             kms_certificate_sha256=kms_certificate_sha256,
         )
     )
-    if metastore_uri is None and catalog_type == "hive":
+    if metastore_uri is None and catalog_type == HIVE:
         settings.update(embedded_metastore_settings(metastore_dir or _default_metastore_dir(warehouse)))
         line = _jars.spark_line(spark_version)
         if not hive_lock and line.spark in LINES_WITHOUT_METASTORE_SWAP:
@@ -205,7 +208,7 @@ def catalog_settings(
     catalog: str,
     *,
     warehouse: str | Path,
-    catalog_type: str = "hive",
+    catalog_type: str = HIVE,
     uri: str | None = None,
     metastore_uri: str | None = None,
     kms_name: str = "default",
@@ -235,7 +238,7 @@ def catalog_settings(
             f"encryption from Spark only with {', '.join(SUPPORTED_CATALOG_TYPES)} catalogs "
             "(rest: the bridge's EncryptingRestCatalog)"
         )
-    if catalog_type == "rest":
+    if catalog_type == REST:
         if uri is None or not uri.startswith(("http://", "https://")):
             raise ConfigError(f"catalog_type='rest' needs uri= of the REST catalog server (http(s)://host:port), "
                               f"got {uri!r}")
@@ -264,7 +267,7 @@ def catalog_settings(
             settings[f"{prefix}.{key}"] = value
     elif kms_certificate_sha256 is not None:
         raise ConfigError("kms_certificate_sha256 pins a KMS service's certificate: pass kms_service too")
-    if catalog_type == "rest":
+    if catalog_type == REST:
         del settings[f"{prefix}.type"], settings[f"{prefix}.hadoop.iceberg.engine.hive.lock-enabled"]
         settings[f"{prefix}.catalog-impl"] = ENCRYPTING_REST_CATALOG_IMPL
         settings[f"{prefix}.uri"] = str(uri)

@@ -28,7 +28,7 @@ import threading
 from dataclasses import dataclass, field
 
 from pyiceberg_crypto.bridge import registered
-from pyiceberg_crypto.config import KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY
+from pyiceberg_crypto.config import ENCRYPTING_REST_CATALOG_IMPL, HIVE, KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY, REST
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.io.hive_metastore import MetastoreError  # one error for both ways of asking
@@ -40,9 +40,8 @@ __all__ = ["CatalogTable", "HIVE", "MetastoreError", "REST", "catalog_kind", "ca
            "rest_list_tables", "spark_table_parameters", "split_table_name"]
 
 #: The kinds of catalog a table can be looked up in (:func:`catalog_kind`).
-HIVE, REST = "hive", "rest"
 #: ``catalog-impl`` values that are REST catalogs (the bridge's encrypting one, and Iceberg's).
-REST_CATALOG_IMPLS = ("io.pyicebergcrypto.rest.EncryptingRestCatalog", "org.apache.iceberg.rest.RESTCatalog")
+REST_CATALOG_IMPLS = (ENCRYPTING_REST_CATALOG_IMPL, "org.apache.iceberg.rest.RESTCatalog")
 
 
 def catalog_properties(spark, catalog: str) -> dict[str, str]:
