@@ -51,12 +51,11 @@ from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.table.catalog import (
     HIVE,
     REST,
+    ListedTable,
     MetastoreError,
-    catalog_kind,
     catalog_properties,
+    list_tables,
     registered_kms,
-    rest_list_tables,
-    spark_list_tables,
 )
 from pyiceberg_crypto.table.key_inventory import KEK_ROTATION_DAYS, build_inventory, prunable_keys
 from pyiceberg_crypto.table.limits import Limits
@@ -268,25 +267,6 @@ def _write_atomically(path: str, text: str) -> None:
 
 # --- what to audit -----------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class ListedTable:
-    """One table as the metastore (or a REST catalog) lists it; ``parameters`` None: dropped since
-    it was listed."""
-
-    namespace: str
-    name: str
-    parameters: dict[str, str] | None
-    served_metadata: dict | None = field(default=None, repr=False)  # a REST catalog's loadTable metadata
-
-    @property
-    def table(self) -> str:
-        return f"{self.namespace}.{self.name}"
-
-    @property
-    def is_iceberg(self) -> bool:
-        return self.parameters is not None and self.parameters.get("table_type", "").upper() == "ICEBERG"
-
-
 #: ``run_batch(jobs, file_ios) -> [(table index, finding)]``: check every job's file; ``jobs`` are
 #: ``(table index, FileTask)``, ``file_ios[table index]`` reads that table's files.
 BatchRunner = Callable[[list[tuple[int, FileTask]], dict[int, FileIO]], list[tuple[int, FileFinding]]]
@@ -339,10 +319,7 @@ def audit_catalog(
     kms = kms if kms is not None else registered_kms(properties, catalog)
     _check_state_dir(state_dir)
     try:
-        if catalog_kind(properties, catalog) == REST:
-            listing = [ListedTable(*row) for row in rest_list_tables(properties, namespaces)]
-        else:
-            listing = [ListedTable(*row) for row in spark_list_tables(spark, properties, namespaces)]
+        listing = list_tables(properties, namespaces, spark=spark)
     except MetastoreError as exc:
         raise TableInputError(f"cannot list the tables of catalog {catalog!r}: {exc}") from None
     report = CatalogReport(catalog, metastore=properties.get("uri"), warehouse=properties.get("warehouse"),

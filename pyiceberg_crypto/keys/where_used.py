@@ -25,7 +25,7 @@ from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.keys.inventory import inventory_from_metadata, key_inventory
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import exception_line
-from pyiceberg_crypto.table.catalog import list_tables
+from pyiceberg_crypto.table.catalog import MetastoreError, catalog_properties, list_tables
 from pyiceberg_crypto.table.key_inventory import KeyInventory
 from pyiceberg_crypto.table.limits import Limits
 
@@ -87,9 +87,19 @@ def where_used_in_catalog(spark, catalog: str, key_id: str, version: str | int |
     """Check every Iceberg table of ``catalog`` (or only ``tables``, ``catalog.db.table`` names),
     each at the metadata.json its metastore entry names."""
     result = WhereUsed(key_id, _version(version))
-    for table in (tables if tables else list_tables(spark, catalog)):
+    for table in (tables if tables else iceberg_tables(spark, catalog)):
         _check(result, table, lambda name=table: key_inventory(spark, name, kms))
     return result
+
+
+def iceberg_tables(spark, catalog: str) -> list[str]:
+    """Every Iceberg table of Spark catalog ``catalog`` as ``catalog.db.table`` (sorted);
+    TableInputError when the catalog is unknown or cannot list its tables."""
+    try:
+        listing = list_tables(catalog_properties(spark, catalog), spark=spark)
+    except MetastoreError as exc:
+        raise TableInputError(f"cannot list the tables of catalog {catalog!r}: {exc}") from None
+    return [f"{catalog}.{entry.table}" for entry in listing if entry.is_iceberg]
 
 
 def _check(result: WhereUsed, table: str, inventory) -> None:
