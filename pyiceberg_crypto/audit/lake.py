@@ -43,7 +43,7 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
-from pyiceberg_crypto.errors import PyicebergCryptoError, TableInputError
+from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError, TableInputError
 from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
@@ -507,7 +507,11 @@ def _now() -> str:
 
 def local_batch_runner(threads: int | None = None, processes: int | None = None) -> BatchRunner:
     """Check the batch on this machine: one :func:`~.runners.local_runner` for the tables that read
-    files alike (usually all of them), so long batches use a worker process per core."""
+    files alike (usually all of them), so long batches use a worker process per core.
+    InvalidArgumentError for ``threads`` or ``processes`` below 1."""
+    for name, value in (("threads", threads), ("processes", processes)):
+        if value is not None and value < 1:
+            raise InvalidArgumentError(f"{name} must be at least 1 (or None: from the CPUs), got {value!r}")
 
     def run(jobs: list[tuple[int, FileTask]], file_ios: dict[int, FileIO]) -> list[tuple[int, FileFinding]]:
         groups: dict[bytes, list[tuple[int, FileTask]]] = {}

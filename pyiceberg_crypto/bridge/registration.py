@@ -36,7 +36,7 @@ from pyiceberg_crypto.bridge.redaction import redact_in_py4j_logs
 from pyiceberg_crypto.jars import check_java_version
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS, kms_timeout_millis
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import ArgumentTypeError, InvalidArgumentError, PyicebergCryptoError
 
 REGISTRY_CLASS = "io.pyicebergcrypto.bridge.PythonKmsRegistry"
 WILDCARD_ADDRESSES = ("0.0.0.0", "::")
@@ -144,13 +144,14 @@ def register_kms(
             ``"any"``: every token holder (before issue 35; not recommended).
     """
     if not hasattr(kms, "wrap_key") or not hasattr(kms, "unwrap_key"):
-        raise TypeError(f"kms must implement wrap_key/unwrap_key (a KeyManagementClient), got {type(kms).__name__}")
+        raise ArgumentTypeError(f"kms must implement wrap_key/unwrap_key (a KeyManagementClient), got "
+                                f"{type(kms).__name__}")
     if not name or not isinstance(name, str):
-        raise ValueError("name must be a non-empty string")
+        raise InvalidArgumentError(f"name must be a non-empty string, got {name!r}")
     if kms_timeout <= 0:
-        raise ValueError("kms_timeout must be positive")
+        raise InvalidArgumentError(f"kms_timeout must be positive (seconds), got {kms_timeout!r}")
     if not bind_address or not isinstance(bind_address, str):
-        raise ValueError("bind_address must be a non-empty address string such as '127.0.0.1'")
+        raise InvalidArgumentError("bind_address must be a non-empty address string such as '127.0.0.1'")
     sc = _spark_context(spark)
     advertised = _advertised_host(sc, bind_address)
     jvm = sc._jvm

@@ -32,7 +32,7 @@ from typing import Any
 
 from pyiceberg_crypto.errors import PyicebergCryptoError, TableInputError
 from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations
-from pyiceberg_crypto.table.key_inventory import prunable_keys
+from pyiceberg_crypto.table.key_inventory import NotEncryptedError, prunable_keys
 from pyiceberg_crypto.table.metadata import TableMetadata, load_document
 
 
@@ -96,8 +96,10 @@ def plan_prune(meta, now_ms: int | None = None) -> tuple[list[str], list[str], l
     """(KEKs to remove, other entries to remove, KEKs kept) of parsed table metadata."""
     try:
         return prunable_keys(meta, now_ms)
+    except NotEncryptedError as exc:
+        raise PruneError(str(exc)) from None
     except TableInputError as exc:
-        raise PruneError(str(exc) + ("" if "not encrypted" in str(exc) else ", nothing pruned")) from None
+        raise PruneError(f"{exc}, nothing pruned") from None
 
 
 def _parse(jvm, base):

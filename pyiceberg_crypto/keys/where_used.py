@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pyiceberg_crypto.errors import TableInputError
+from pyiceberg_crypto.errors import InvalidArgumentError, TableInputError
 from pyiceberg_crypto.keys.inventory import inventory_from_metadata, key_inventory
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import exception_line
@@ -76,7 +76,7 @@ def key_use(inventory: KeyInventory, table: str, key_id: str, version: str | Non
 def where_used_in_metadata(locations: list[str], key_id: str, version: str | int | None,
                            kms: KeyManagementClient | None, *, limits: Limits | None = None) -> WhereUsed:
     """Check the tables whose current metadata.json files are ``locations`` (no JVM)."""
-    result = WhereUsed(key_id, _version(version))
+    result = _where_used(key_id, version)
     for location in locations:
         _check(result, location, lambda loc=location: inventory_from_metadata(loc, kms, limits=limits))
     return result
@@ -86,7 +86,7 @@ def where_used_in_catalog(spark, catalog: str, key_id: str, version: str | int |
                           kms: KeyManagementClient | None, *, tables: list[str] | None = None) -> WhereUsed:
     """Check every Iceberg table of ``catalog`` (or only ``tables``, ``catalog.db.table`` names),
     each at the metadata.json its metastore entry names."""
-    result = WhereUsed(key_id, _version(version))
+    result = _where_used(key_id, version)
     for table in (tables if tables else iceberg_tables(spark, catalog)):
         _check(result, table, lambda name=table: key_inventory(spark, name, kms))
     return result
@@ -119,3 +119,10 @@ def _check(result: WhereUsed, table: str, inventory) -> None:
 
 def _version(version: str | int | None) -> str | None:
     return None if version is None else str(version)
+
+
+def _where_used(key_id: str, version: str | int | None) -> WhereUsed:
+    """An empty result for ``key_id``; InvalidArgumentError for an empty key id."""
+    if not key_id:
+        raise InvalidArgumentError("key_id must be a master key id (encryption.key-id), got an empty one")
+    return WhereUsed(key_id, _version(version))

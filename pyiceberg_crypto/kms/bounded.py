@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError
 
 __all__ = ["DEFAULT_KMS_TIMEOUT_SECONDS", "KmsTimeoutError", "call_with_timeout", "kms_timeout_millis"]
 
@@ -34,7 +34,11 @@ def kms_timeout_millis(kms_timeout: float) -> int:
 
     >>> kms_timeout_millis(0.5), kms_timeout_millis(60.0), kms_timeout_millis(0.0001)
     (500, 60000, 1)
+
+    Raises InvalidArgumentError for a timeout that is not positive.
     """
+    if not kms_timeout > 0:
+        raise InvalidArgumentError(f"kms_timeout must be positive (seconds), got {kms_timeout!r}")
     return max(1, round(kms_timeout * 1000))
 
 
@@ -49,7 +53,7 @@ def call_with_timeout(function: Callable[..., T], *args: Any, timeout: float | N
     if timeout is None:
         return function(*args)
     if timeout <= 0:
-        raise ValueError("the KMS timeout must be positive")
+        raise InvalidArgumentError(f"the KMS timeout must be positive (seconds), got {timeout!r}")
     outcome: dict[str, Any] = {}
 
     def run() -> None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from pyiceberg_crypto.bridge import registered
 from pyiceberg_crypto.config import ENCRYPTING_REST_CATALOG_IMPL, HIVE, KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY, REST
-from pyiceberg_crypto.errors import TableInputError
+from pyiceberg_crypto.errors import NotASparkSessionError, TableInputError
 from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.io.hive_metastore import MetastoreConnection, MetastoreError  # one error for every way of asking
 from pyiceberg_crypto.io.rest_catalog import RestCatalog, RestCatalogError
@@ -45,8 +45,22 @@ __all__ = ["CatalogTable", "HIVE", "MetastoreError", "REST", "catalog_kind", "ca
 REST_CATALOG_IMPLS = (ENCRYPTING_REST_CATALOG_IMPL, "org.apache.iceberg.rest.RESTCatalog")
 
 
+def require_classic_session(spark, what: str) -> None:
+    """NotASparkSessionError unless ``spark`` is a classic SparkSession with a live driver JVM
+    (``what`` names the caller in the message)."""
+    try:
+        alive = spark.sparkContext._jsc is not None
+    except Exception:  # another object, or Spark Connect (its sparkContext raises)
+        alive = None
+    if not alive:
+        reason = "it is stopped" if alive is False else f"got {type(spark).__module__}.{type(spark).__name__}"
+        raise NotASparkSessionError(f"{what} needs a classic SparkSession with a driver JVM ({reason}; Spark "
+                                    "Connect sessions have none)")
+
+
 def catalog_properties(spark, catalog: str) -> dict[str, str]:
     """The ``spark.sql.catalog.<catalog>.*`` settings, without the prefix (``uri``, ``warehouse``...)."""
+    require_classic_session(spark, "reading a catalog's settings")
     prefix = f"spark.sql.catalog.{catalog}"
     # The SparkContext's settings under the prefix only (its getAll() costs a JVM call per entry).
     conf = {prefix + suffix: value for suffix, value in _with_prefix(spark, prefix)}
@@ -103,6 +117,7 @@ ICEBERG_PARAMETERS = ("table_type", "metadata_location", "metadata_hash", "previ
 def spark_table_parameters(spark, properties: dict[str, str], database: str, table: str) -> dict[str, str]:
     """The metastore's Iceberg parameters of ``database.table`` (:data:`ICEBERG_PARAMETERS` that it
     has; raises MetastoreError), through the kept client (:func:`_on_kept_client`)."""
+    require_classic_session(spark, "asking the metastore through Spark")
 
     def parameters(client) -> dict:
         found = client.getTable(database, table).getParameters()
@@ -340,6 +355,7 @@ def catalog_table(spark, table: str, kms: KeyManagementClient | None = None) -> 
 
 def split_table_name(spark, table: str) -> tuple[str, str, str]:
     """(catalog, database, table) of ``catalog.db.table``, or of ``db.table`` in the current catalog."""
+    require_classic_session(spark, f"looking up table {table!r}")
     parts = table.split(".")
     if len(parts) == 2:
         parts = [spark.catalog.currentCatalog(), *parts]

@@ -47,6 +47,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import exception_line
+from pyiceberg_crypto.table.catalog import require_classic_session
 from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.verify.ledger import LedgerError
 from pyiceberg_crypto.verify.render import format_text
@@ -90,6 +91,7 @@ class VerifyEachCommit(StreamingQueryListener):
             raise TableInputError("VerifyEachCommit needs a classic SparkSession: Spark Connect runs streaming "
                                   "listeners on the server, where this Python object does not exist. Verify from a "
                                   "classic session, or run `pyiceberg-crypto verify --state FILE` on a schedule")
+        require_classic_session(spark, "VerifyEachCommit")
         if on_failure not in ("stop", "log") and not callable(on_failure):
             raise TableInputError(f"on_failure must be 'stop', 'log' or a callable, got {on_failure!r}")
         super().__init__()
