@@ -15,7 +15,7 @@ Every jar of a session travels by **one channel**, so that Spark ships all of th
   runtime's from Maven Central (or your mirror). Never ``spark.jars`` beside them: a PySpark
   builder that sets both replaces the jar list spark-submit resolved with its own ``spark.jars``,
   so executors in other JVMs never fetch the packages (``ClassNotFoundException`` on the first
-  write; measured on local-cluster and a standalone cluster, FINDINGS.md).
+  write; measured on local-cluster and a standalone cluster: docs/explanation/facts.md#spark-jars-and-packages).
 - ``local`` (offline / air-gapped): jar files in ``spark.jars``: download the pinned jars once
   into a directory (``pyiceberg-crypto jars download DIR``, checked against SHA-256 sums pinned
   here) and set ``PYICEBERG_CRYPTO_JARS=DIR`` (or pass ``jars_dir=`` to

@@ -171,11 +171,14 @@ def test_every_exception_has_the_package_root():
     assert not rootless, "exceptions outside PyicebergCryptoError: " + ", ".join(rootless)
 
 
-def test_bad_input_is_one_class_with_its_old_names():
-    from pyiceberg_crypto import errors
-    from pyiceberg_crypto.read import ReadInputError
-    from pyiceberg_crypto.table.metadata import MetadataError
-    from pyiceberg_crypto.verify import VerifyInputError
+def test_bad_input_is_one_class_under_one_name():
+    from pyiceberg_crypto import errors, read, verify
+    from pyiceberg_crypto.table import catalog, metadata
 
-    assert ReadInputError is MetadataError is VerifyInputError is errors.TableInputError
+    assert read.TableInputError is verify.TableInputError is errors.TableInputError
     assert issubclass(errors.TableInputError, ValueError)
+    # the pre-release aliases are gone: one name per concept
+    for module, old in [(errors, "MetadataError"), (errors, "VerifyInputError"), (errors, "ReadInputError"),
+                        (read, "ReadInputError"), (verify, "VerifyInputError"), (metadata, "MetadataError"),
+                        (catalog, "metastore_table"), (catalog, "MetastoreTable")]:
+        assert not hasattr(module, old), f"{module.__name__}.{old} should be gone"

@@ -43,7 +43,7 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
-from pyiceberg_crypto.errors import PyicebergCryptoError, TableInputError
+from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError, TableInputError
 from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
@@ -51,12 +51,11 @@ from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.table.catalog import (
     HIVE,
     REST,
+    ListedTable,
     MetastoreError,
-    catalog_kind,
     catalog_properties,
+    list_tables,
     registered_kms,
-    rest_list_tables,
-    spark_list_tables,
 )
 from pyiceberg_crypto.table.key_inventory import KEK_ROTATION_DAYS, build_inventory, prunable_keys
 from pyiceberg_crypto.table.limits import Limits
@@ -268,25 +267,6 @@ def _write_atomically(path: str, text: str) -> None:
 
 # --- what to audit -----------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class ListedTable:
-    """One table as the metastore (or a REST catalog) lists it; ``parameters`` None: dropped since
-    it was listed."""
-
-    namespace: str
-    name: str
-    parameters: dict[str, str] | None
-    served_metadata: dict | None = field(default=None, repr=False)  # a REST catalog's loadTable metadata
-
-    @property
-    def table(self) -> str:
-        return f"{self.namespace}.{self.name}"
-
-    @property
-    def is_iceberg(self) -> bool:
-        return self.parameters is not None and self.parameters.get("table_type", "").upper() == "ICEBERG"
-
-
 #: ``run_batch(jobs, file_ios) -> [(table index, finding)]``: check every job's file; ``jobs`` are
 #: ``(table index, FileTask)``, ``file_ios[table index]`` reads that table's files.
 BatchRunner = Callable[[list[tuple[int, FileTask]], dict[int, FileIO]], list[tuple[int, FileFinding]]]
@@ -339,10 +319,7 @@ def audit_catalog(
     kms = kms if kms is not None else registered_kms(properties, catalog)
     _check_state_dir(state_dir)
     try:
-        if catalog_kind(properties, catalog) == REST:
-            listing = [ListedTable(*row) for row in rest_list_tables(properties, namespaces)]
-        else:
-            listing = [ListedTable(*row) for row in spark_list_tables(spark, properties, namespaces)]
+        listing = list_tables(properties, namespaces, spark=spark)
     except MetastoreError as exc:
         raise TableInputError(f"cannot list the tables of catalog {catalog!r}: {exc}") from None
     report = CatalogReport(catalog, metastore=properties.get("uri"), warehouse=properties.get("warehouse"),
@@ -530,7 +507,11 @@ def _now() -> str:
 
 def local_batch_runner(threads: int | None = None, processes: int | None = None) -> BatchRunner:
     """Check the batch on this machine: one :func:`~.runners.local_runner` for the tables that read
-    files alike (usually all of them), so long batches use a worker process per core."""
+    files alike (usually all of them), so long batches use a worker process per core.
+    InvalidArgumentError for ``threads`` or ``processes`` below 1."""
+    for name, value in (("threads", threads), ("processes", processes)):
+        if value is not None and value < 1:
+            raise InvalidArgumentError(f"{name} must be at least 1 (or None: from the CPUs), got {value!r}")
 
     def run(jobs: list[tuple[int, FileTask]], file_ios: dict[int, FileIO]) -> list[tuple[int, FileFinding]]:
         groups: dict[bytes, list[tuple[int, FileTask]]] = {}

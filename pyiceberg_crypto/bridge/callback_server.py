@@ -1,8 +1,8 @@
 """A dedicated, token-authenticated Py4J callback server for the KMS, bound to loopback.
 
 Why not PySpark's own callback server: in PySpark's default pinned-thread mode it accepts
-connections *without* an auth token, so any local process could call a registered object (see
-FINDINGS.md), and ``shutdown_callback_server()`` can hang. This server:
+connections *without* an auth token, so any local process could call a registered object, and
+``shutdown_callback_server()`` can hang (docs/explanation/facts.md#py4j-callback-server). This server:
 
 - listens on 127.0.0.1 on an ephemeral port, and requires a fresh 256-bit token (Py4J's ``A``
   auth command, compared in constant time) before any call; a connection that does not

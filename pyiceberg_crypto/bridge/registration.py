@@ -35,10 +35,10 @@ from pyiceberg_crypto.bridge.callback_server import LOOPBACK, KmsCallbackServer
 from pyiceberg_crypto.bridge.redaction import redact_in_py4j_logs
 from pyiceberg_crypto.jars import check_java_version
 from pyiceberg_crypto.kms.base import KeyManagementClient
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS, kms_timeout_millis
+from pyiceberg_crypto.errors import ArgumentTypeError, InvalidArgumentError, PyicebergCryptoError
 
 REGISTRY_CLASS = "io.pyicebergcrypto.bridge.PythonKmsRegistry"
-DEFAULT_TIMEOUT_SECONDS = 60.0
 WILDCARD_ADDRESSES = ("0.0.0.0", "::")
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class KmsRegistration:
         self._adapter = adapter
         self._jvm_ref = jvm
         self._closed = False
-        self._options: tuple = ()  # (bind_address, timeout_seconds, initialize_policy) it was registered with
+        self._options: tuple = ()  # (bind_address, kms_timeout, initialize_policy) it was registered with
 
     @property
     def stats(self) -> KmsCallStats:
@@ -117,7 +117,7 @@ def register_kms(
     kms: KeyManagementClient,
     name: str = "default",
     *,
-    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    kms_timeout: float = DEFAULT_KMS_TIMEOUT_SECONDS,
     bind_address: str = LOOPBACK,
     initialize_policy: str = "driver",
 ) -> KmsRegistration:
@@ -131,7 +131,7 @@ def register_kms(
         spark: a classic (non-Connect) ``SparkSession`` whose classpath has the bridge jar.
         kms: the Python KMS (a :class:`~pyiceberg_crypto.kms.KeyManagementClient`).
         name: the name catalogs use (catalog property ``pyiceberg-crypto.kms-name``).
-        timeout_seconds: how long a JVM waits to connect and for one KMS call before failing it.
+        kms_timeout: seconds a JVM waits to connect and for one KMS call before failing it.
         bind_address: where the callback server listens. Loopback (default) serves the driver and
             executors on this machine only. On a real cluster pass the driver's address reachable
             by executors (or ``"0.0.0.0"``: executors are then told ``spark.driver.host``). Any
@@ -144,13 +144,14 @@ def register_kms(
             ``"any"``: every token holder (before issue 35; not recommended).
     """
     if not hasattr(kms, "wrap_key") or not hasattr(kms, "unwrap_key"):
-        raise TypeError(f"kms must implement wrap_key/unwrap_key (a KeyManagementClient), got {type(kms).__name__}")
+        raise ArgumentTypeError(f"kms must implement wrap_key/unwrap_key (a KeyManagementClient), got "
+                                f"{type(kms).__name__}")
     if not name or not isinstance(name, str):
-        raise ValueError("name must be a non-empty string")
-    if timeout_seconds <= 0:
-        raise ValueError("timeout_seconds must be positive")
+        raise InvalidArgumentError(f"name must be a non-empty string, got {name!r}")
+    if kms_timeout <= 0:
+        raise InvalidArgumentError(f"kms_timeout must be positive (seconds), got {kms_timeout!r}")
     if not bind_address or not isinstance(bind_address, str):
-        raise ValueError("bind_address must be a non-empty address string such as '127.0.0.1'")
+        raise InvalidArgumentError("bind_address must be a non-empty address string such as '127.0.0.1'")
     sc = _spark_context(spark)
     advertised = _advertised_host(sc, bind_address)
     jvm = sc._jvm
@@ -159,7 +160,7 @@ def register_kms(
     registry = _registry(jvm)
     with _lock:
         existing = _registrations.get(name)
-        options = (bind_address, timeout_seconds, initialize_policy)
+        options = (bind_address, kms_timeout, initialize_policy)
         if (existing is not None and existing.active and existing.kms is kms and not existing._server.closed
                 and existing._options == options):
             return existing
@@ -176,7 +177,7 @@ def register_kms(
         try:
             certificate = base64.b64encode(server.certificate).decode() if server.certificate else ""
             registry.register(name, advertised, server.port, driver_token, server.object_id,
-                              max(1, int(timeout_seconds * 1000)), certificate, server.auth_token)
+                              kms_timeout_millis(kms_timeout), certificate, server.auth_token)
         except Exception:
             server.close()
             raise

@@ -85,12 +85,12 @@ def rest_properties(args: argparse.Namespace) -> dict[str, str]:
 
 def run_audit(args: argparse.Namespace) -> int:
     from pyiceberg_crypto.errors import TableInputError
-    from pyiceberg_crypto.io.hive_metastore import MetastoreError, list_tables
+    from pyiceberg_crypto.io.hive_metastore import MetastoreError
     from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
-    from pyiceberg_crypto.table.catalog import rest_list_tables
+    from pyiceberg_crypto.table.catalog import HIVE, REST, list_tables
     from pyiceberg_crypto.table.limits import Limits
-    from pyiceberg_crypto.audit.lake import CatalogReport, ListedTable, audit_tables, local_batch_runner
+    from pyiceberg_crypto.audit.lake import CatalogReport, audit_tables, local_batch_runner
 
     try:
         properties = parse_properties(args.kms_property)
@@ -116,13 +116,10 @@ def run_audit(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     try:
-        if rest is not None:
-            rows = rest_list_tables(rest, args.namespace)
-        else:
-            rows = list_tables(args.metastore_uri, args.namespace, timeout=args.metastore_timeout)
+        catalog = {**rest, "type": REST} if rest is not None else {"type": HIVE, "uri": args.metastore_uri}
+        listing = list_tables(catalog, args.namespace, timeout=args.metastore_timeout)
     except MetastoreError as exc:
         return _fail(args, "metastore", str(exc))
-    listing = [ListedTable(*row) for row in rows]
     report = CatalogReport(args.catalog, metastore=args.metastore_uri or args.rest_uri, warehouse=args.warehouse,
                            namespaces=sorted(args.namespace) if args.namespace else None, full=args.full,
                            state_dir=args.state_dir)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pyiceberg_crypto.io.confinement import Confinement
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
-from pyiceberg_crypto.table.catalog import REST
+from pyiceberg_crypto.config import REST
 from pyiceberg_crypto.table.key_inventory import KEK_ROTATION_DAYS, build_inventory
 from pyiceberg_crypto.table.keys import KeyLookupError, TableKeys
 from pyiceberg_crypto.table.metadata import TableMetadata, fields_differing

@@ -25,7 +25,7 @@ KEY = b"d" * 16
 def java_client(jvm, **settings):
     """A PythonKmsClient initialized with the catalog properties config renders for a service."""
     properties = config.kms_service_properties(settings["kms_service"], settings["kms_token_file"],
-                                               settings.get("kms_certificate_sha256"), settings.get("timeout_ms"))
+                                               settings.get("kms_certificate_sha256"), settings.get("kms_timeout"))
     java_map = jvm.java.util.HashMap()
     for key, value in properties.items():
         java_map.put(key, value)
@@ -158,7 +158,7 @@ def test_a_client_whose_jvm_times_out_first_says_so(jvm, tmp_path):
     service = ServiceProcess.start(tmp_path / "slow", kms="tests.kms_service.factories:slow_kms",
                                    properties={"slow.seconds": "5"})
     try:
-        client = java_client(jvm, timeout_ms=500, **service.client_settings())
+        client = java_client(jvm, kms_timeout=0.5, **service.client_settings())
         with pytest.raises(Py4JJavaError) as excinfo:
             wrap(jvm, client)
         assert "no answer from the Python KMS within its timeout" in java_error(excinfo)
@@ -271,8 +271,8 @@ def test_config_renders_the_service_instead_of_a_registered_name(tmp_path):
 
 
 def test_verify_table_on_a_service_catalog_asks_for_the_kms_in_python():
-    from pyiceberg_crypto.verify.pipeline import VerifyInputError
+    from pyiceberg_crypto.errors import TableInputError
     from pyiceberg_crypto.table.catalog import registered_kms
 
-    with pytest.raises(VerifyInputError, match=r"catalog 'lake' uses the KMS service 127.0.0.1:9600 .* kms=load_kms"):
+    with pytest.raises(TableInputError, match=r"catalog 'lake' uses the KMS service 127.0.0.1:9600 .* kms=load_kms"):
         registered_kms({"pyiceberg-crypto.kms-service": "127.0.0.1:9600"}, "lake")

@@ -19,6 +19,7 @@ from pyiceberg_crypto.io.s3 import split_uri
 from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.verify import verify_metadata
 from pyiceberg_crypto.verify.magic_scan import EXPECTED_MAGIC, classify
+from pyiceberg_crypto.table import Limits
 
 ROOT = Path(__file__).resolve().parents[2]
 APP_TIMEOUT = 420
@@ -119,7 +120,8 @@ def assert_verified(result: dict, master_keys, s3, min_data_files: int, key_id: 
     in_spark = result["verify_table"]
     assert in_spark["ok"], in_spark["problems"]
     file_io = file_io_for(result["metadata_json"], s3.catalog_properties())
-    report = verify_metadata(result["metadata_json"], InMemoryKms(master_keys), all_snapshots=True, file_io=file_io)
+    report = verify_metadata(result["metadata_json"], InMemoryKms(master_keys), all_snapshots=True,
+                             limits=Limits(file_io=file_io))
     assert report.ok, [f.to_dict() for f in report.not_ok()] + [c.to_dict() for c in report.failed_checks()]
     kinds = [f.kind for f in report.files]
     assert kinds.count("data") >= min_data_files and "manifest" in kinds and "manifest-list" in kinds

@@ -123,7 +123,7 @@ def test_bad_input_fails_before_any_stream(spark, stream_table, tmp_path):
     assert not (work / "l.json").exists(), "bad input writes no ledger"
     with pytest.raises(TableInputError, match="on_failure"):
         VerifyEachCommit(spark, table, state=str(work / "l.json"), on_failure="explode", kms=stream_table["kms"])
-    with pytest.raises(TableInputError, match="since_snapshot_id"):
+    with pytest.raises(TypeError, match="since_snapshot_id"):  # the ledger chooses: not a parameter at all
         VerifyEachCommit(spark, table, state=str(work / "l.json"), since_snapshot_id=1, kms=stream_table["kms"])
     (tmp_path / "other").mkdir()
     other, other_table, registration = keystore_table(spark, tmp_path / "other", "other-key", "other")

@@ -267,7 +267,7 @@ public class PythonKmsClient implements KeyManagementClient {
               + reachabilityHint(endpoint);
         }
         return "no answer from the Python KMS within its timeout (" + where
-            + "; register_kms(..., timeout_seconds=...))";
+            + "; register_kms(..., kms_timeout=...))";
       }
       if (t instanceof javax.net.ssl.SSLException) {
         return "the TLS handshake with the Python KMS failed (not the listener registered for this"
