@@ -43,6 +43,7 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
+from pyiceberg_crypto._atomic import PUBLIC, write_atomically
 from pyiceberg_crypto.errors import PyicebergCryptoError, TableInputError
 from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.kms.base import KeyManagementClient
@@ -259,11 +260,8 @@ class CatalogReport:
 
 
 def _write_atomically(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(temporary, "w", encoding="utf-8") as out:
-        out.write(text)
-    os.replace(temporary, path)
+    """Reports are not secrets (verdicts, no key material): 0644, for the collector and the web server."""
+    write_atomically(path, text, mode=PUBLIC)
 
 
 # --- what to audit -----------------------------------------------------------------------------
