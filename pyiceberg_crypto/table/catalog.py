@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from pyiceberg_crypto.bridge import registered
+from pyiceberg_crypto.kms.registrations import registered
 from pyiceberg_crypto.config import KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.io import FileIO, file_io_for
