@@ -115,7 +115,8 @@ class KmsPy4jConnection(CallbackConnection):
         try:
             self.socket.settimeout(deadline)  # each read; the reaper bounds the whole authentication
             try:
-                self.role = authenticate(self._line, self.socket.sendall, server.tokens)
+                # self.socket looked up at each send, as before the split (shutdown sets it to None).
+                self.role = authenticate(self._line, lambda data: self.socket.sendall(data), server.tokens)
             except (Refused, OSError, ValueError, EOFError) as exc:
                 reason = str(exc) if isinstance(exc, Refused) else (
                     "no authentication within the deadline" if self._expired or isinstance(exc, TimeoutError)
@@ -165,7 +166,6 @@ class KmsPy4jConnection(CallbackConnection):
                 raise Refused(f"a line longer than {limit} bytes")
             raise EOFError("the peer closed the connection within a line")
         return line[:-1]
-
 
     def expire(self) -> None:
         """Called by the accept loop when the authentication deadline passed: unblock the reads."""
