@@ -40,12 +40,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyiceberg_crypto._atomic import PUBLIC, atomic_writer
 from pyiceberg_crypto.errors import PyicebergCryptoError
 
 ICEBERG_VERSION = "1.12.0"
@@ -316,18 +316,18 @@ def download(
         url = artifact.url(repository)
         if log:
             log(f"download {url}")
-        with tempfile.NamedTemporaryFile(dir=target, prefix=".download-", delete=False) as tmp:
+        # A jar is no secret: 0644. It lands only when its digest matched (else the temporary
+        # file is removed and the old jar, if any, stays).
+        with atomic_writer(path, mode=PUBLIC) as tmp:
             try:
                 with urllib.request.urlopen(url, timeout=60) as response:
                     while chunk := response.read(1 << 20):
                         tmp.write(chunk)
             except OSError as exc:
-                os.unlink(tmp.name)
                 raise OSError(f"cannot download {url}: {exc}") from exc
-        if not _digest_ok(Path(tmp.name), artifact, repository):
-            os.unlink(tmp.name)
-            raise ChecksumError(f"{url} does not match its pinned SHA-256: refusing it")
-        os.replace(tmp.name, path)
+            tmp.flush()
+            if not _digest_ok(Path(tmp.name), artifact, repository):
+                raise ChecksumError(f"{url} does not match its pinned SHA-256: refusing it")
         paths.append(path)
     return paths
 

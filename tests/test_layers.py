@@ -1,6 +1,7 @@
 """The package's layers, enforced over its import graph (docs/explanation/architecture.md).
 
-    bottom    errors, safe_text, exit_status        (no imports from the package but the version)
+    bottom    errors, safe_text, exit_status,       (no imports from the package but the version;
+              _atomic                                _atomic: errors only)
     base      formats, io, kms, jars                 bytes, storage, keys
     platform  config, bridge                         Spark settings, the Py4J bridge
     table     table                                  the table model every feature starts from
@@ -25,7 +26,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "pyiceberg_crypto"
 
 RANKS = {
-    "__init__": 0, "errors": 0, "safe_text": 0, "exit_status": 0, "_log": 0,
+    "__init__": 0, "errors": 0, "safe_text": 0, "exit_status": 0, "_log": 0, "_atomic": 0,
     "formats": 1, "io": 1, "kms": 1, "jars": 1,
     "config": 2, "bridge": 2,
     "table": 3,
@@ -35,6 +36,7 @@ RANKS = {
 }
 #: Imports between two packages of the same rank that the architecture allows.
 SAME_RANK_ALLOWED = {
+    ("_atomic", "errors"): False,  # its AtomicWriteError has the package's root
     ("formats", "io"): False,
     ("kms", "io"): False,
     ("bridge", "config"): False,

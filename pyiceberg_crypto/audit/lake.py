@@ -43,6 +43,7 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
+from pyiceberg_crypto._atomic import PUBLIC, write_atomically
 from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError, TableInputError
 from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.kms.base import KeyManagementClient
@@ -76,8 +77,7 @@ from pyiceberg_crypto.verify.report import (
     TableCheck,
     TableReport,
 )
-from pyiceberg_crypto.verify.runners import local_runner
-from pyiceberg_crypto.verify.spark import DEFAULT_DRIVER_MAX_FILES, DRIVER_MAX_BYTES
+from pyiceberg_crypto.verify.runners import DEFAULT_DRIVER_MAX_FILES, in_one_spark_job, local_runner, on_the_driver
 from pyiceberg_crypto.verify.table_checks import catalog_checks
 
 __all__ = ["AUDIT_VERSION", "STATES", "CatalogReport", "ListedTable", "SparkBatchRunner", "TableAudit",
@@ -258,11 +258,8 @@ class CatalogReport:
 
 
 def _write_atomically(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(temporary, "w", encoding="utf-8") as out:
-        out.write(text)
-    os.replace(temporary, path)
+    """Reports are not secrets (verdicts, no key material): 0644, for the collector and the web server."""
+    write_atomically(path, text, mode=PUBLIC)
 
 
 # --- what to audit -----------------------------------------------------------------------------
@@ -540,7 +537,7 @@ def _io_key(file_io: FileIO) -> bytes:
 class SparkBatchRunner:
     """Check the batch in **one** Spark job (its job group is recorded in :attr:`where`, and the
     report's ``run``); a batch of at most ``driver_max_files`` files (and 256 MiB) is checked on
-    the driver instead."""
+    the driver instead (:func:`~pyiceberg_crypto.verify.runners.on_the_driver`, as the verifier decides)."""
 
     def __init__(self, spark, parallelism: int | None = None, driver_max_files: int = DEFAULT_DRIVER_MAX_FILES,
                  description: str | None = None):
@@ -550,7 +547,7 @@ class SparkBatchRunner:
         self._on_driver = local_batch_runner(threads=2, processes=0)
 
     def __call__(self, jobs: list[tuple[int, FileTask]], file_ios: dict[int, FileIO]) -> list[tuple[int, FileFinding]]:
-        if len(jobs) <= self.driver_max_files and sum(t.expected_size or 0 for _, t in jobs) <= DRIVER_MAX_BYTES:
+        if on_the_driver((task for _, task in jobs), self.driver_max_files):
             self.where = {"where": "driver"}
             return self._on_driver(jobs, file_ios)
         distinct: list[FileIO] = []
@@ -562,16 +559,10 @@ class SparkBatchRunner:
                 keys[key] = len(distinct)
                 distinct.append(file_io)
             io_of[index] = keys[key]
-        sc = self.spark.sparkContext
-        slices = self.parallelism or max(1, min(len(jobs), sc.defaultParallelism * 4))
         group = f"pyiceberg-crypto-audit-{uuid.uuid4().hex[:12]}"
-        sc.setJobGroup(group, self.description)
-        try:
-            shipped = [(index, io_of[index], task) for index, task in jobs]
-            result = sc.parallelize(shipped, slices).mapPartitions(partial(audit_partition, distinct)).collect()
-        finally:
-            sc.setLocalProperty("spark.jobGroup.id", None)
-            sc.setLocalProperty("spark.job.description", None)
+        shipped = [(index, io_of[index], task) for index, task in jobs]
+        result, slices = in_one_spark_job(self.spark, shipped, partial(audit_partition, distinct),
+                                          parallelism=self.parallelism, description=self.description, job_group=group)
         self.where = {"where": "spark", "job_group": group, "spark_tasks": slices}
         return result
 

@@ -25,7 +25,6 @@ import atexit
 import base64
 import logging
 import secrets
-import threading
 import weakref
 
 from py4j.java_gateway import JavaClass
@@ -34,6 +33,7 @@ from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter, KmsCallStats
 from pyiceberg_crypto.bridge.callback_server import LOOPBACK, KmsCallbackServer
 from pyiceberg_crypto.bridge.redaction import redact_in_py4j_logs
 from pyiceberg_crypto.jars import check_java_version
+from pyiceberg_crypto.kms import registrations
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS, kms_timeout_millis
 from pyiceberg_crypto.errors import ArgumentTypeError, InvalidArgumentError, PyicebergCryptoError
@@ -43,8 +43,10 @@ WILDCARD_ADDRESSES = ("0.0.0.0", "::")
 
 log = logging.getLogger(__name__)
 
-_lock = threading.RLock()
-_registrations: dict[str, KmsRegistration] = {}
+# The registrations live one layer down (kms.registrations), where the table layer finds them
+# without importing the bridge (and Py4J).
+_lock = registrations.lock
+_registrations: dict[str, KmsRegistration] = registrations.by_name
 
 
 class BridgeError(PyicebergCryptoError, RuntimeError):
@@ -190,7 +192,7 @@ def register_kms(
 
 def registered(name: str) -> KmsRegistration | None:
     """The active registration under ``name`` in this Python process, if any."""
-    return _registrations.get(name)
+    return registrations.registered(name)
 
 
 def unregister_all() -> None:

@@ -28,13 +28,13 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pyiceberg_crypto.bridge import registered
 from pyiceberg_crypto.config import ENCRYPTING_REST_CATALOG_IMPL, HIVE, KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY, REST
 from pyiceberg_crypto.errors import NotASparkSessionError, TableInputError
 from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.io.hive_metastore import MetastoreConnection, MetastoreError  # one error for every way of asking
 from pyiceberg_crypto.io.rest_catalog import RestCatalog, RestCatalogError
 from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.kms.registrations import registered
 
 __all__ = ["CatalogTable", "HIVE", "MetastoreError", "REST", "catalog_kind", "catalog_properties",
            "catalog_table", "ListedTable", "list_tables", "registered_kms", "rest_catalog",

@@ -20,13 +20,12 @@ transactions. The log is ``<directory>/rest-catalog.log``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from pyiceberg_crypto.testing.jars import rest_catalog_jars, testing_jar
 from pyiceberg_crypto.testing._process import LOOPBACK, ServiceError, ServiceProcess, port_open
-from pyiceberg_crypto.testing.metastore import java_executable, pyspark_jars_dir
+from pyiceberg_crypto.testing._jvm import java_command, pyspark_jars_dir
 
 SERVER_CLASS = "io.pyicebergcrypto.testing.LoopbackRestCatalog"
 
@@ -71,23 +70,11 @@ class RestCatalogServer(ServiceProcess):
         return self
 
     def _command(self) -> Sequence[str]:
-        classpath = os.pathsep.join(
-            [str(pyspark_jars_dir() / "*"), *map(str, rest_catalog_jars()), str(testing_jar())])
-        return [
-            java_executable(),
-            f"-Xmx{self.heap}",
-            "-XX:TieredStopAtLevel=1",
-            "-XX:+UseSerialGC",
-            "-cp",
-            classpath,
-            SERVER_CLASS,
-            "--directory",
-            str(self.directory),
-            "--host",
-            self.host,
-            "--port",
-            str(self.port),
-        ]
+        return java_command(
+            SERVER_CLASS, "--directory", str(self.directory), "--host", self.host, "--port", str(self.port),
+            classpath=[pyspark_jars_dir() / "*", *rest_catalog_jars(), testing_jar()],
+            heap=self.heap,
+        )
 
     def _is_ready(self) -> bool:
         return self._listening_and_open(self.host)

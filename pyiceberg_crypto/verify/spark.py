@@ -28,12 +28,16 @@ from pyiceberg_crypto.verify.checks import FileTask, check_file
 from pyiceberg_crypto.verify.pipeline import verify_metadata
 from pyiceberg_crypto.verify.plan import Progress
 from pyiceberg_crypto.verify.report import FileFinding, TableReport
-from pyiceberg_crypto.verify.runners import Runner, local_runner
+from pyiceberg_crypto.verify.runners import (
+    DEFAULT_DRIVER_MAX_FILES,
+    Runner,
+    in_one_spark_job,
+    local_runner,
+    on_the_driver,
+)
 from pyiceberg_crypto.verify.table_checks import catalog_checks
 
 #: Task lists this small are checked on the driver (a Spark job costs ~0.5-1 s to schedule).
-DEFAULT_DRIVER_MAX_FILES = 32
-DRIVER_MAX_BYTES = 256 * 1024 * 1024
 
 
 def verify_table(
@@ -103,23 +107,18 @@ def verify_table(
 def spark_runner(spark, file_io: FileIO, parallelism: int | None = None, description: str | None = None,
                  driver_max_files: int = 0) -> Runner:
     """A runner that verifies files in Spark tasks (Python workers running this package); task
-    lists of at most ``driver_max_files`` files and :data:`DRIVER_MAX_BYTES` run in the driver."""
+    lists of at most ``driver_max_files`` files and ``DRIVER_MAX_BYTES`` run in the driver
+    (:func:`~pyiceberg_crypto.verify.runners.on_the_driver`, the audit's rule too)."""
     on_driver = local_runner(file_io, threads=2)
 
     def run(tasks: list[FileTask]) -> list[FileFinding]:
         if not tasks:
             return []
-        if len(tasks) <= driver_max_files and sum(t.expected_size or 0 for t in tasks) <= DRIVER_MAX_BYTES:
+        if on_the_driver(tasks, driver_max_files):
             return on_driver(tasks)
-        sc = spark.sparkContext
-        slices = parallelism or max(1, min(len(tasks), sc.defaultParallelism * 4))
-        if description:
-            sc.setJobDescription(description)
-        try:
-            return sc.parallelize(tasks, slices).mapPartitions(partial(verify_partition, file_io)).collect()
-        finally:
-            if description:
-                sc.setJobDescription(None)
+        findings, _ = in_one_spark_job(spark, tasks, partial(verify_partition, file_io), parallelism=parallelism,
+                                       description=description)
+        return findings
 
     return run
 
