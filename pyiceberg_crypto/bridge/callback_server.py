@@ -76,6 +76,8 @@ BUSY_PREFIX = "!busy "
 BUSY_LINGER_SECONDS = 1.0
 #: Refused connections waiting to read their line at most; beyond, they are reset at once (a flood).
 MAX_TURNED_AWAY = 256
+#: Why an unauthenticated connection was closed to make room for a newcomer (see ``_make_room``).
+EVICTED = "closed to make room: the unauthenticated slots were full"
 #: Who may reconfigure the KMS through ``initialize``: the holder of the driver token only.
 DRIVER_ROLE, CLIENT_ROLE = "driver", "client"
 _BACKOFF_MIN_SECONDS, _BACKOFF_MAX_SECONDS = 0.05, 1.0
@@ -95,9 +97,15 @@ class ConnectionLimits:
     max_unauthenticated: int = 64
     #: The whole authentication, TLS handshake included, must finish within this.
     auth_deadline_seconds: float = 5.0
+    #: An authenticated connection that sends nothing for this long is closed, so that token holders
+    #: cannot keep every slot forever. Longer than the JVM clients keep an idle connection: Py4J's
+    #: CallbackClient closes a pooled connection at the second cleanup pass without use, passes
+    #: every 30 s (``DEFAULT_MIN_CONNECTION_TIME``, which the bridge uses), so under 60 s idle.
+    idle_timeout_seconds: float = 120.0
 
     def __post_init__(self):
-        if self.max_connections < 1 or self.max_unauthenticated < 1 or self.auth_deadline_seconds <= 0:
+        if (self.max_connections < 1 or self.max_unauthenticated < 1 or self.auth_deadline_seconds <= 0
+                or self.idle_timeout_seconds <= 0):
             raise ValueError("connection limits must be positive")
 
 
@@ -110,6 +118,10 @@ class _KmsCallbackConnection(CallbackConnection):
 
     role: str | None = None
     _expired = False
+    #: Closed by the accept loop to make room for a newcomer (``_KmsCallbackServer._make_room``).
+    _evicted = False
+    #: The peer sent its first protocol line: a handshake under way, not a silent connection.
+    spoke = False
 
     def run(self):
         server: _KmsCallbackServer = self.callback_server
@@ -144,7 +156,7 @@ class _KmsCallbackConnection(CallbackConnection):
             try:
                 self.role = self._authenticate(server, peer)
             except (_Refused, OSError, ValueError, EOFError) as exc:
-                reason = str(exc) if isinstance(exc, _Refused) else (
+                reason = str(exc) if isinstance(exc, _Refused) else EVICTED if self._evicted else (
                     "no authentication within the deadline" if self._expired or isinstance(exc, TimeoutError)
                     else "closed during authentication")
                 server.refused(peer, reason)
@@ -153,7 +165,8 @@ class _KmsCallbackConnection(CallbackConnection):
                 self.close(reset=True)
                 return
             server._authenticated(self)
-            self.socket.settimeout(None)
+            # Idle beyond this (no command): closed (TimeoutError, below). JVMs reconnect.
+            self.socket.settimeout(server.limits.idle_timeout_seconds)
             readline = self.input.readline
             while True:  # the hot path: kept lean (issue 35: throughput within 5 %)
                 command = readline(MAX_LINE_BYTES + 1)
@@ -177,6 +190,8 @@ class _KmsCallbackConnection(CallbackConnection):
             server.refused(peer, str(exc))
             with contextlib.suppress(OSError, AttributeError):
                 self.socket.sendall(proto.ERROR_RETURN_MESSAGE.encode("utf-8"))
+        except TimeoutError:  # idle beyond limits.idle_timeout_seconds (or a stalled call)
+            server.idle_closed += 1
         except (OSError, ValueError, AttributeError, EOFError):  # the JVM closed the connection, or
             pass  # the server stopped (its shutdown closes the stream under this thread: input is None)
 
@@ -199,13 +214,17 @@ class _KmsCallbackConnection(CallbackConnection):
         budget = [MAX_AUTH_BYTES]
 
         def line() -> str:
-            raw = self._line(budget[0])
+            try:
+                raw = self._line(budget[0])
+            except _Refused:  # a line beyond what is left: one reason, not the budget left (a number
+                raise _Refused(f"more than {MAX_AUTH_BYTES} bytes before authenticating") from None  # the peer chose)
             budget[0] -= len(raw) + 1
             if budget[0] <= 0:
                 raise _Refused(f"more than {MAX_AUTH_BYTES} bytes before authenticating")
             return raw.decode("ascii")
 
         first = line()
+        self.spoke = True
         if first.startswith(HANDSHAKE_PROTOCOL + " "):
             return self._challenge(server, first, line)
         if first != proto.AUTH_COMMAND_NAME:
@@ -351,6 +370,7 @@ class _KmsCallbackServer(CallbackServer):
         self._open = 0
         self.accepting = False
         self.accept_failures = 0  # failed accepts / thread starts, over the server's life
+        self.idle_closed = 0  # authenticated connections closed for idling, over the server's life
         self._turned_away: list[tuple[socket.socket, float]] = []  # refused, reading their busy line
 
     def _create_connection(self, socket_instance, stream):
@@ -454,7 +474,7 @@ class _KmsCallbackServer(CallbackServer):
             if self._open >= self.limits.max_connections:
                 reason = f"too many connections (cap {self.limits.max_connections})"
             elif len(self._pending) >= self.limits.max_unauthenticated:
-                reason = f"too many unauthenticated connections (cap {self.limits.max_unauthenticated})"
+                self._make_room()
             if reason is not None:
                 self._turn_away(socket_instance, reason)
                 refused = True
@@ -485,6 +505,16 @@ class _KmsCallbackServer(CallbackServer):
             _drop(socket_instance)
             return exc
         return None
+
+    def _make_room(self) -> None:
+        """The unauthenticated slots are full: close the oldest connection that has not sent a line
+        (else the oldest), so that idle peers without a token cannot lock others out: to keep a
+        newcomer out they must open connections faster than its handshake (one round trip) ends.
+        Refusing newcomers instead let 64 idle sockets refuse everyone (issue 39). Under ``_book``."""
+        victim = next((c for c in self._pending if not c.spoke), None) or next(iter(self._pending))
+        del self._pending[victim]  # counted as open until its thread ends, no longer as pending
+        victim._evicted = True
+        victim.expire()
 
     def _turn_away(self, sock: socket.socket, reason: str) -> None:
         """Tell a connection beyond a cap why (``!busy <reason>``, no blocking), then close it once it
@@ -717,7 +747,7 @@ class KmsCallbackServer:
     def connection_counts(self) -> dict[str, int]:
         return {"open": self._server.open_connections,
                 "unauthenticated": self._server.unauthenticated_connections,
-                "accept_failures": self._server.accept_failures}
+                "accept_failures": self._server.accept_failures, "idle_closed": self._server.idle_closed}
 
     @property
     def closed(self) -> bool:
