@@ -137,6 +137,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     server: _MetricsHttpServer
 
     timeout = REQUEST_DEADLINE_SECONDS  # each read and write (socketserver's StreamRequestHandler)
+    #: A malformed request line is answered with a status line and headers, not HTTP/0.9's bare body.
+    default_request_version = "HTTP/1.0"
 
     def do_GET(self):  # noqa: N802 - http.server's name
         self.server.request_read(self.connection)  # the canary may take longer than the deadline
