@@ -17,6 +17,7 @@ Metrics (no secrets, no per-client labels: a fleet of executors would make the s
 ``pyiceberg_crypto_kms_max_connections``           the configured cap
 ``pyiceberg_crypto_kms_refused_connections_total{reason}`` refusals, by reason (wrong token, caps, ...)
 ``pyiceberg_crypto_kms_refused_tokens_total``      refusals for a wrong or old token
+``pyiceberg_crypto_kms_idle_closed_total``         authenticated connections closed for idling
 ``pyiceberg_crypto_kms_reloads_total``             KMS rebuilds (SIGHUP)
 ``pyiceberg_crypto_kms_health_checks_total{result}`` canary wrap/unwrap runs (``ok`` / ``failed``)
 ``pyiceberg_crypto_kms_up``                        1 while the listener accepts connections
@@ -122,6 +123,8 @@ def render_metrics(service: KmsService) -> str:
         lines.append(f'{PREFIX}_refused_connections_total{{reason="{_label(reason)}"}} {count}')
     family("refused_tokens_total", "counter", "Connections refused for a wrong or old token.")
     lines.append(f"{PREFIX}_refused_tokens_total {reasons.get(WRONG_TOKEN, 0)}")
+    family("idle_closed_total", "counter", "Authenticated connections closed after --idle-timeout without a call.")
+    lines.append(f"{PREFIX}_idle_closed_total {connections.get('idle_closed', 0)}")
     family("reloads_total", "counter", "KMS rebuilds (SIGHUP).")
     lines.append(f"{PREFIX}_reloads_total {status.get('reloads', 0)}")
     health = service.health_counts()

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 
@@ -28,6 +29,7 @@ from tests.conftest import add_catalog
 from tests.kms_service.raw_client import RawClient
 from tests.kms_service.service_process import ServiceProcess
 from tests.kms_service.test_operations import _get, _metric
+from tests.kms_service.test_service import java_client, unwrap, wrap
 
 KEY = b"h" * 16
 
@@ -136,8 +138,10 @@ def test_idle_connections_without_a_token_cannot_lock_legitimate_clients_out(tmp
 # --- authenticated but idle --------------------------------------------------------------------------
 
 def test_an_authenticated_client_cannot_hold_a_slot_forever(tmp_path, keystore):
+    metrics_port = free_port()
     service = ServiceProcess.start(tmp_path / "service", keystore,
-                                   extra=["--idle-timeout", "1.5", "--max-connections", "4"])
+                                   extra=["--idle-timeout", "1.5", "--max-connections", "4", "--metrics",
+                                          str(metrics_port)])
     host, port = _host_port(service)
     try:
         holders = [RawClient(host, port) for _ in range(4)]
@@ -159,17 +163,19 @@ def test_an_authenticated_client_cannot_hold_a_slot_forever(tmp_path, keystore):
             assert RawClient.bytes_of(newcomer.call("wrapKey", KEY, "k1"))
         status = service.refresh_status()
         assert status["connections"]["idle_closed"] >= 3 and status["limits"]["idle_timeout_seconds"] == 1.5
+        text = _get(f"http://127.0.0.1:{metrics_port}/metrics")[1]
+        assert _metric(text, "pyiceberg_crypto_kms_idle_closed_total") >= 3
         for holder in holders:
             holder.close()
     finally:
         service.stop()
 
 
-def test_the_jvm_reconnects_after_the_service_closed_its_idle_connections(spark, tmp_path, keystore):
+def test_the_jvm_reconnects_after_the_service_closed_its_idle_connections(spark, jvm, tmp_path, keystore):
     """Spark statements before and after an idle period longer than the service's idle timeout: the
     JVM's pooled connections were closed by the service; the next statement opens new ones and
     fails nothing. (The default, 120 s, is beyond the 60 s the JVM keeps idle connections; the
-    short timeout here makes the JVM meet closed connections, the worst case.)"""
+    short timeout here makes the JVM meet connections the service closed, the worst case.)"""
     service = ServiceProcess.start(tmp_path / "service", keystore, extra=["--idle-timeout", "2"])
     try:
         suffix = uuid.uuid4().hex[:6]
@@ -179,23 +185,55 @@ def test_the_jvm_reconnects_after_the_service_closed_its_idle_connections(spark,
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.idle_{suffix}")
         spark.sql(f"CREATE TABLE {table} (id bigint, part int) USING iceberg PARTITIONED BY (part) "
                   f"{config.tblproperties_sql(config.table_properties('k1'))}")
-        # Several tasks at once: several pooled connections in the JVM.
-        spark.sql(f"INSERT INTO {table} SELECT id, CAST(id % 4 AS INT) FROM range(40) DISTRIBUTE BY id % 4")
-        assert service.refresh_status()["connections"]["open"] >= 1
-        status = service.wait_until(lambda s: s["connections"]["open"] == 0, 30, "the idle connections to close")
-        assert status["connections"]["idle_closed"] >= 1
-        time.sleep(1.0)
-        for round_ in range(2):  # after the idle period: statements that wrap and unwrap keys
+        client = java_client(jvm, **service.client_settings())  # the same JVM-wide pool as the catalog's
+        rows = 0
+        for round_ in range(3):
             spark.sql(f"INSERT INTO {table} SELECT id, CAST(id % 4 AS INT) FROM range(40) DISTRIBUTE BY id % 4")
-            assert spark.sql(f"SELECT count(*) FROM {table}").collect()[0][0] == 80 * (round_ + 1)
-            if round_ == 0:
-                service.wait_until(lambda s: s["connections"]["open"] == 0, 30, "the idle connections to close")
-                time.sleep(1.0)
+            rows += 40
+            assert spark.sql(f"SELECT count(*) FROM {table}").collect()[0][0] == rows
+            _wrap_from_threads(jvm, client, threads=4, calls=10)  # several connections in the JVM's pool
+            status = service.refresh_status()
+            calls = _calls(status)
+            if round_ == 0:  # the pool holds several connections, all closed by the service below
+                assert status["connections"]["open"] >= 2, status["connections"]
+            status = service.wait_until(lambda s: s["connections"]["open"] == 0, 30, "the idle connections to close")
+            assert status["connections"]["idle_closed"] >= round_ + 1
+            time.sleep(0.5)
+        spark.sql(f"INSERT INTO {table} SELECT id, CAST(id % 4 AS INT) FROM range(40) DISTRIBUTE BY id % 4")
+        assert spark.sql(f"SELECT count(*) FROM {table}").collect()[0][0] == rows + 40
+        assert unwrap(jvm, client, wrap(jvm, client)) == b"d" * 16
         status = service.refresh_status()
+        assert _calls(status) > calls
         assert sum(c.get("failures", 0) for c in status["clients"].values()) == 0, status["clients"]
         assert status["refused_reasons"] == {}, status["refused_reasons"]
     finally:
         service.stop()
+
+
+def _calls(status: dict) -> int:
+    return sum(op["calls"] for op in status["operations"].values())
+
+
+def _wrap_from_threads(jvm, client, *, threads: int, calls: int) -> None:
+    """``threads`` Python threads calling at once: py4j gives each its own JVM thread, and each JVM
+    thread its own connection to the service while the others are busy."""
+    barrier = threading.Barrier(threads)
+    errors: list[BaseException] = []
+
+    def run():
+        try:
+            barrier.wait(30)
+            for _ in range(calls):
+                wrap(jvm, client)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=run) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    assert errors == [], errors
 
 
 # --- the metrics and health port ------------------------------------------------------------------------
