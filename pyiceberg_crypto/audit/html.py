@@ -4,10 +4,10 @@
     page = render_html(report.to_dict())
 
 The page works offline and loads nothing: styles and script are inline, the charts are inline SVG,
-and its Content-Security-Policy forbids any other source and any other script: it allows the page's
-one inline script by its SHA-256 (:func:`content_security_policy`), never ``'unsafe-inline'``. It holds the verdict and summary counts,
-a chart of the files by status and one of the KEK age per table (Iceberg's 730-day rotation
-marked), then the table of tables: sortable (click a column), filterable (text and state), each
+and its Content-Security-Policy forbids any other source and any other script: it allows the
+page's one inline script by its SHA-256 (:func:`content_security_policy`), never
+``'unsafe-inline'``. It holds the verdict and summary counts, a chart of the files by status and
+one of the KEK age per table (Iceberg's 730-day rotation marked), then the table of tables: sortable (click a column), filterable (text and state), each
 table's findings, failed checks and KEKs in an expandable row. Without JavaScript it is still
 the whole report, unsorted. Every name and reason comes from the tables and is escaped.
 """
