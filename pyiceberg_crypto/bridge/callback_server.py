@@ -191,7 +191,8 @@ class _KmsCallbackConnection(CallbackConnection):
             with contextlib.suppress(OSError, AttributeError):
                 self.socket.sendall(proto.ERROR_RETURN_MESSAGE.encode("utf-8"))
         except TimeoutError:  # idle beyond limits.idle_timeout_seconds (or a stalled call)
-            server.idle_closed += 1
+            with server._book:
+                server.idle_closed += 1
         except (OSError, ValueError, AttributeError, EOFError):  # the JVM closed the connection, or
             pass  # the server stopped (its shutdown closes the stream under this thread: input is None)
 
@@ -216,8 +217,8 @@ class _KmsCallbackConnection(CallbackConnection):
         def line() -> str:
             try:
                 raw = self._line(budget[0])
-            except _Refused:  # a line beyond what is left: one reason, not the budget left (a number
-                raise _Refused(f"more than {MAX_AUTH_BYTES} bytes before authenticating") from None  # the peer chose)
+            except _Refused:  # the same reason whatever is left of the budget (the peer chose that number)
+                raise _Refused(f"more than {MAX_AUTH_BYTES} bytes before authenticating") from None
             budget[0] -= len(raw) + 1
             if budget[0] <= 0:
                 raise _Refused(f"more than {MAX_AUTH_BYTES} bytes before authenticating")
@@ -259,7 +260,8 @@ class _KmsCallbackConnection(CallbackConnection):
         return role
 
     def expire(self) -> None:
-        """Called by the accept loop when the authentication deadline passed: unblock the reads."""
+        """Called by the accept loop when the authentication deadline passed, or to make room for a
+        newcomer (``_make_room``): unblock the reads."""
         self._expired = True
         with contextlib.suppress(OSError, AttributeError):
             self.socket.shutdown(socket.SHUT_RDWR)
