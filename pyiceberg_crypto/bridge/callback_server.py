@@ -40,6 +40,7 @@ from pyiceberg_crypto.bridge.handshake import CLIENT_ROLE, DRIVER_ROLE, HANDSHAK
 from pyiceberg_crypto.bridge.py4j_server import (
     BUSY_LINGER_SECONDS,
     BUSY_PREFIX,
+    EVICTED,
     LISTEN_BACKLOG,
     MAX_LINE_BYTES,
     MAX_PARAMS,
@@ -124,7 +125,7 @@ class KmsCallbackServer:
     def connection_counts(self) -> dict[str, int]:
         return {"open": self._server.open_connections,
                 "unauthenticated": self._server.unauthenticated_connections,
-                "accept_failures": self._server.accept_failures}
+                "accept_failures": self._server.accept_failures, "idle_closed": self._server.idle_closed}
 
     @property
     def closed(self) -> bool:
@@ -135,6 +136,7 @@ class KmsCallbackServer:
 
 
 __all__ = [
+    "EVICTED",
     "BUSY_LINGER_SECONDS", "BUSY_PREFIX", "CLIENT_ROLE", "DRIVER_ROLE", "HANDSHAKE_PROTOCOL", "LISTEN_BACKLOG",
     "LOOPBACK", "MAX_AUTH_BYTES", "MAX_LINE_BYTES", "MAX_PARAMS", "MAX_TURNED_AWAY", "TLS_HANDSHAKE_TIMEOUT_SECONDS",
     "ConnectionLimits", "KmsCallbackServer", "TlsIdentity", "UnsafeFileError", "check_operator_directory",

@@ -55,7 +55,10 @@ def authenticate(read_line: Callable[[int], bytes], send: Callable[[bytes], None
     budget = [MAX_AUTH_BYTES]
 
     def line() -> str:
-        raw = read_line(budget[0])
+        try:
+            raw = read_line(budget[0])
+        except Refused:  # the same reason whatever is left of the budget (the peer chose that number)
+            raise Refused(f"more than {MAX_AUTH_BYTES} bytes before authenticating") from None
         budget[0] -= len(raw) + 1
         if budget[0] <= 0:
             raise Refused(f"more than {MAX_AUTH_BYTES} bytes before authenticating")

@@ -50,6 +50,8 @@ BUSY_PREFIX = "!busy "
 BUSY_LINGER_SECONDS = 1.0
 #: Refused connections waiting to read their line at most; beyond, they are reset at once (a flood).
 MAX_TURNED_AWAY = 256
+#: Why an unauthenticated connection was closed to make room for a newcomer (see ``_make_room``).
+EVICTED = "closed to make room: the unauthenticated slots were full"
 _BACKOFF_MIN_SECONDS, _BACKOFF_MAX_SECONDS = 0.05, 1.0
 _TRANSIENT_ACCEPT_ERRORS = {errno.ECONNABORTED, errno.EINTR, errno.EAGAIN, errno.EPROTO, errno.EPERM}
 _RESOURCE_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
@@ -68,9 +70,15 @@ class ConnectionLimits:
     max_unauthenticated: int = 64
     #: The whole authentication, TLS handshake included, must finish within this.
     auth_deadline_seconds: float = 5.0
+    #: An authenticated connection that sends nothing for this long is closed, so that token holders
+    #: cannot keep every slot forever. Longer than the JVM clients keep an idle connection: Py4J's
+    #: CallbackClient closes a pooled connection at the second cleanup pass without use, passes
+    #: every 30 s (``DEFAULT_MIN_CONNECTION_TIME``, which the bridge uses), so under 60 s idle.
+    idle_timeout_seconds: float = 120.0
 
     def __post_init__(self):
-        if self.max_connections < 1 or self.max_unauthenticated < 1 or self.auth_deadline_seconds <= 0:
+        if (self.max_connections < 1 or self.max_unauthenticated < 1 or self.auth_deadline_seconds <= 0
+                or self.idle_timeout_seconds <= 0):
             raise ValueError("connection limits must be positive")
 
 
@@ -79,6 +87,10 @@ class KmsPy4jConnection(CallbackConnection):
 
     role: str | None = None
     _expired = False
+    #: Closed by the accept loop to make room for a newcomer (``KmsPy4jServer._make_room``).
+    _evicted = False
+    #: The peer sent its first protocol line: a handshake under way, not a silent connection.
+    spoke = False
 
     # Override of CallbackConnection.run (py4j 0.10.9.9): py4j's reads unbounded lines, knows only
     # its own ``A`` authentication (no challenge-response, no deadline, no roles), logs every
@@ -116,9 +128,9 @@ class KmsPy4jConnection(CallbackConnection):
             self.socket.settimeout(deadline)  # each read; the reaper bounds the whole authentication
             try:
                 # self.socket looked up at each send, as before the split (shutdown sets it to None).
-                self.role = authenticate(self._line, lambda data: self.socket.sendall(data), server.tokens)
+                self.role = authenticate(self._spoken_line, lambda data: self.socket.sendall(data), server.tokens)
             except (Refused, OSError, ValueError, EOFError) as exc:
-                reason = str(exc) if isinstance(exc, Refused) else (
+                reason = str(exc) if isinstance(exc, Refused) else EVICTED if self._evicted else (
                     "no authentication within the deadline" if self._expired or isinstance(exc, TimeoutError)
                     else "closed during authentication")
                 server.refused(peer, reason)
@@ -127,7 +139,8 @@ class KmsPy4jConnection(CallbackConnection):
                 self.close(reset=True)
                 return
             server._authenticated(self)
-            self.socket.settimeout(None)
+            # Idle beyond this (no command): closed (TimeoutError, below). JVMs reconnect.
+            self.socket.settimeout(server.limits.idle_timeout_seconds)
             readline = self.input.readline
             while True:  # the hot path: kept lean (issue 35: throughput within 5 %)
                 command = readline(MAX_LINE_BYTES + 1)
@@ -151,8 +164,17 @@ class KmsPy4jConnection(CallbackConnection):
             server.refused(peer, str(exc))
             with contextlib.suppress(OSError, AttributeError):
                 self.socket.sendall(proto.ERROR_RETURN_MESSAGE.encode("utf-8"))
+        except TimeoutError:  # idle beyond limits.idle_timeout_seconds (or a stalled call)
+            with server._book:
+                server.idle_closed += 1
         except (OSError, ValueError, AttributeError, EOFError):  # the JVM closed the connection, or
             pass  # the server stopped (its shutdown closes the stream under this thread: input is None)
+
+    def _spoken_line(self, limit: int) -> bytes:
+        """:meth:`_line` during authentication: once a line came, the peer is not silent."""
+        line = self._line(limit)
+        self.spoke = True
+        return line
 
     def _line(self, limit: int, *, eof_ok: bool = False) -> bytes:
         """One protocol line, at most ``limit`` bytes with its newline; the newline removed."""
@@ -168,7 +190,8 @@ class KmsPy4jConnection(CallbackConnection):
         return line[:-1]
 
     def expire(self) -> None:
-        """Called by the accept loop when the authentication deadline passed: unblock the reads."""
+        """Called by the accept loop when the authentication deadline passed, or to make room for a
+        newcomer (``_make_room``): unblock the reads."""
         self._expired = True
         with contextlib.suppress(OSError, AttributeError):
             self.socket.shutdown(socket.SHUT_RDWR)
@@ -280,6 +303,7 @@ class KmsPy4jServer(CallbackServer):
         self._open = 0
         self.accepting = False
         self.accept_failures = 0  # failed accepts / thread starts, over the server's life
+        self.idle_closed = 0  # authenticated connections closed for idling, over the server's life
         self._turned_away: list[tuple[socket.socket, float]] = []  # refused, reading their busy line
 
     # Override of the private CallbackServer._create_connection (py4j 0.10.9.9, same signature):
@@ -391,7 +415,7 @@ class KmsPy4jServer(CallbackServer):
             if self._open >= self.limits.max_connections:
                 reason = f"too many connections (cap {self.limits.max_connections})"
             elif len(self._pending) >= self.limits.max_unauthenticated:
-                reason = f"too many unauthenticated connections (cap {self.limits.max_unauthenticated})"
+                self._make_room()
             if reason is not None:
                 self._turn_away(socket_instance, reason)
                 refused = True
@@ -422,6 +446,16 @@ class KmsPy4jServer(CallbackServer):
             _drop(socket_instance)
             return exc
         return None
+
+    def _make_room(self) -> None:
+        """The unauthenticated slots are full: close the oldest connection that has not sent a line
+        (else the oldest), so that idle peers without a token cannot lock others out: to keep a
+        newcomer out they must open connections faster than its handshake (one round trip) ends.
+        Refusing newcomers instead let 64 idle sockets refuse everyone (issue 39). Under ``_book``."""
+        victim = next((c for c in self._pending if not c.spoke), None) or next(iter(self._pending))
+        del self._pending[victim]  # counted as open until its thread ends, no longer as pending
+        victim._evicted = True
+        victim.expire()
 
     def _turn_away(self, sock: socket.socket, reason: str) -> None:
         """Tell a connection beyond a cap why (``!busy <reason>``, no blocking), then close it once it
