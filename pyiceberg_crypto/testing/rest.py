@@ -53,7 +53,7 @@ class RestCatalogServer(ServiceProcess):
 
     @property
     def uri(self) -> str:
-        """``http://127.0.0.1:PORT``, the ``uri`` catalog property of a ``type=rest`` catalog."""
+        """``http://127.0.0.1:PORT``, the ``uri`` catalog property of a REST catalog."""
         if not self.port:
             raise ServiceError("the REST catalog has no port yet: start() it first")
         return f"http://{self.host}:{self.port}"
