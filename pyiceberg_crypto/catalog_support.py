@@ -60,17 +60,18 @@ def plaintext_reason(properties: Mapping[str, str]) -> str | None:
     if impl:
         if impl in PLAINTEXT_CATALOG_IMPLS:
             return (f"catalog-impl={impl} ignores encryption.key-id in Iceberg 1.12.0 (only the Hive catalog "
-                    f"encrypts): {_remedy(impl == PLAINTEXT_CATALOG_IMPLS[0])}")
+                    f"encrypts): {_remedy(f'catalog-impl={impl}' if impl == PLAINTEXT_CATALOG_IMPLS[0] else None)}")
         return None
     if kind is None or kind.lower() == "hive":
         return None
     return (f"type={kind} ignores encryption.key-id in Iceberg 1.12.0 and writes such tables in plaintext "
-            f"(only the Hive catalog encrypts): {_remedy(kind.lower() == 'rest')}")
+            f"(only the Hive catalog encrypts): {_remedy('type=rest' if kind.lower() == 'rest' else None)}")
 
 
-def _remedy(rest: bool) -> str:
-    if rest:
-        return (f"use catalog-impl={ENCRYPTING_REST_CATALOG_IMPL} instead of type=rest (config.catalog_settings("
+def _remedy(rest_setting: str | None) -> str:
+    """The setting that encrypts: the bridge's REST catalog instead of ``rest_setting`` (Iceberg's)."""
+    if rest_setting:
+        return (f"use catalog-impl={ENCRYPTING_REST_CATALOG_IMPL} instead of {rest_setting} (config.catalog_settings("
                 "catalog_type='rest', uri=...) renders it)")
     return "use a Hive catalog (type=hive) or the bridge's REST catalog (config.catalog_settings(catalog_type=...))"
 

@@ -268,10 +268,11 @@ PLAINTEXT_CATALOGS = [
     ({"type": "jdbc", "uri": "jdbc:sqlite:/tmp/x.db"}, r"type=jdbc .*plaintext"),
     ({"type": "glue"}, r"type=glue"),
     ({"type": "nessie"}, r"type=nessie"),
-    ({"catalog-impl": "org.apache.iceberg.rest.RESTCatalog"}, r"RESTCatalog .*catalog-impl=io\.pyicebergcrypto"),
-    ({"catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog"}, r"JdbcCatalog ignores encryption\.key-id"),
-    ({"catalog-impl": "org.apache.iceberg.hadoop.HadoopCatalog"}, r"HadoopCatalog"),
-    ({"catalog-impl": "org.apache.iceberg.inmemory.InMemoryCatalog"}, r"InMemoryCatalog"),
+    ({"catalog-impl": "org.apache.iceberg.rest.RESTCatalog"}, r"catalog-impl=org\.apache\.iceberg\.rest\.RESTCatalog ignores.*"
+                                                               r"catalog-impl=io\.pyicebergcrypto"),
+    ({"catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog"}, r"catalog-impl=org\.apache\.iceberg\.jdbc\.JdbcCatalog ignores encryption\.key-id"),
+    ({"catalog-impl": "org.apache.iceberg.hadoop.HadoopCatalog"}, r".*HadoopCatalog"),
+    ({"catalog-impl": "org.apache.iceberg.inmemory.InMemoryCatalog"}, r".*InMemoryCatalog"),
 ]
 
 
