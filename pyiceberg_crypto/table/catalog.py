@@ -32,7 +32,7 @@ from pyiceberg_crypto.config import KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.io.hive_metastore import MetastoreError  # one error for both ways of asking
-from pyiceberg_crypto.io.rest_catalog import RestCatalog, RestCatalogError
+from pyiceberg_crypto.io.rest_catalog import RestCatalog, RestCatalogError, namespace_name
 from pyiceberg_crypto.kms.base import KeyManagementClient
 
 __all__ = ["CatalogTable", "HIVE", "MetastoreError", "MetastoreTable", "REST", "catalog_kind", "catalog_properties",
@@ -136,33 +136,42 @@ def spark_list_tables(spark, properties: dict[str, str], databases: list[str] | 
 
 def rest_list_tables(properties: dict[str, str], namespaces: list[str] | tuple[str, ...] | None = None,
                      ) -> list[tuple[str, str, dict[str, str] | None, dict | None]]:
-    """Every table of ``namespaces`` (default: all, nested ones as ``a.b``) of a REST catalog, each
+    """Every table of ``namespaces`` (default: all, nested ones as ``a.b``; a level that holds a dot
+    in backticks, :func:`~pyiceberg_crypto.io.rest_catalog.namespace_name`) of a REST catalog, each
     loaded, as ``(namespace, table, parameters, served metadata)``, sorted. ``parameters`` are
     Hive-like (``table_type`` ICEBERG, ``metadata_location``), or ``load_error`` for a table that
-    cannot be loaded, or None for one dropped since it was listed. MetastoreError: the catalog
-    cannot list them, or a namespace does not exist."""
+    cannot be loaded, or ``list_error`` (with table ``*``) for a namespace whose tables cannot be
+    listed, or None for a table dropped since it was listed. The namespaces keep their levels
+    from the listing to each call (a level is never split on a dot). MetastoreError: the catalog
+    cannot list its namespaces, or a namespace asked for does not exist."""
     client = rest_catalog(properties)
     try:
-        known = [".".join(levels) for levels in client.list_namespaces()]
-        wanted = sorted(namespaces) if namespaces is not None else sorted(known)
-        missing = [name for name in wanted if name not in known]
-        if missing:
-            raise MetastoreError(f"namespace {missing[0]!r} does not exist in the REST catalog at {client.uri}")
-        names = [(namespace, table) for namespace in wanted for table in client.list_tables(namespace)]
+        known = {namespace_name(levels): levels for levels in client.list_namespaces()}
     except RestCatalogError as exc:
         raise MetastoreError(str(exc)) from None
+    wanted = sorted(namespaces) if namespaces is not None else sorted(known)
+    missing = [name for name in wanted if name not in known]
+    if missing:
+        raise MetastoreError(f"namespace {missing[0]!r} does not exist in the REST catalog at {client.uri}")
     rows: list[tuple[str, str, dict[str, str] | None, dict | None]] = []
-    for namespace, table in names:
+    for namespace in wanted:
+        levels = known[namespace]
         try:
-            loaded = client.load_table(namespace, table)
-        except RestCatalogError as exc:
-            if exc.status == 404:
-                rows.append((namespace, table, None, None))  # dropped since it was listed
-            else:
-                rows.append((namespace, table, {"table_type": "ICEBERG", "load_error": str(exc)}, None))
+            tables = client.list_tables(levels)
+        except RestCatalogError as exc:  # this namespace only: an error row, the others are audited
+            rows.append((namespace, "*", {"list_error": str(exc)}, None))
             continue
-        rows.append((namespace, table, {"table_type": "ICEBERG", "metadata_location": loaded.metadata_location},
-                     loaded.metadata))
+        for table in tables:
+            try:
+                loaded = client.load_table(levels, table)
+            except RestCatalogError as exc:
+                if exc.status == 404:
+                    rows.append((namespace, table, None, None))  # dropped since it was listed
+                else:
+                    rows.append((namespace, table, {"table_type": "ICEBERG", "load_error": str(exc)}, None))
+                continue
+            rows.append((namespace, table, {"table_type": "ICEBERG", "metadata_location": loaded.metadata_location},
+                         loaded.metadata))
     return rows
 
 
