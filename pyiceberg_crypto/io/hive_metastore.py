@@ -86,19 +86,44 @@ def list_tables(uri: str, databases: list[str] | tuple[str, ...] | None = None, 
     connection: ``(database, table, parameters)`` sorted by name; parameters None for a table
     dropped between the listing and the lookup. Iceberg tables have ``table_type`` ICEBERG.
 
+    One database whose tables cannot be listed is a row ``(database, "*", {"list_error": why})``,
+    one table that cannot be read ``(database, table, {"load_error": why})``; the listing goes on
+    (over a new connection: the failed call may have left the old one mid-reply). A name that is
+    not UTF-8 comes back with lone surrogates (``surrogateescape``), asked for byte for byte.
+
     ``timeout`` bounds connecting and each call. MetastoreError: unreachable, an unknown
-    database, an invalid reply."""
-    with MetastoreConnection(uri, timeout=timeout, purpose="list its tables") as connection:
+    database, the list of databases cannot be read."""
+    connection = MetastoreConnection(uri, timeout=timeout, purpose="list its tables")
+    try:
         names = sorted(databases) if databases is not None else connection.databases()
         known = set(connection.databases()) if databases is not None else set(names)
-        out = []
+        missing = [name for name in names if name not in known]
+        if missing:
+            raise MetastoreError(f"database {missing[0]!r} does not exist in the Hive metastore at "
+                                 f"{connection.where}")
+        out: list[tuple[str, str, dict[str, str] | None]] = []
         for database in names:
-            if database not in known:
-                raise MetastoreError(f"database {database!r} does not exist in the Hive metastore at "
-                                     f"{connection.where}")
-            for table in connection.tables(database):
-                out.append((database, table, connection.parameters(database, table, missing_ok=True)))
+            try:
+                tables = connection.tables(database)
+            except MetastoreError as exc:
+                out.append((database, "*", {"list_error": str(exc)}))
+                connection = _reconnected(connection, uri, timeout)
+                continue
+            for table in tables:
+                try:
+                    out.append((database, table, connection.parameters(database, table, missing_ok=True)))
+                except MetastoreError as exc:
+                    out.append((database, table, {"load_error": str(exc)}))
+                    connection = _reconnected(connection, uri, timeout)
         return out
+    finally:
+        connection.close()
+
+
+def _reconnected(connection: "MetastoreConnection", uri: str, timeout: float) -> "MetastoreConnection":
+    """A new connection in place of one whose last call failed (MetastoreError if none can be made)."""
+    connection.close()
+    return MetastoreConnection(uri, timeout=timeout, purpose="list its tables")
 
 
 class MetastoreConnection:
@@ -195,7 +220,7 @@ def _addresses(uri: str) -> list[tuple[str, int]]:
 # --- writing the call ------------------------------------------------------------------------
 
 def _string(value: str) -> bytes:
-    data = value.encode("utf-8")
+    data = value.encode("utf-8", "surrogateescape")  # a name read with surrogateescape goes back as it came
     return struct.pack(">i", len(data)) + data
 
 
@@ -239,6 +264,11 @@ class _Reader:
             return data.decode("utf-8")
         except UnicodeDecodeError:
             raise _ProtocolError("a string is not valid UTF-8") from None
+
+    def name(self) -> str:
+        """A database or table name: bytes that are not UTF-8 become lone surrogates
+        (``surrogateescape``), so the name can be shown escaped and asked for again as it was."""
+        return self.binary().decode("utf-8", "surrogateescape")
 
     def binary(self) -> bytes:
         return self.read(_length(self.unpack(">i"), MAX_STRING_BYTES, "string of {} bytes", "bytes"))
@@ -322,7 +352,7 @@ def _string_list(r: _Reader, ftype: int) -> list[str]:
     etype, n = r.unpack(">b"), _entries(r.unpack(">i"))
     if n and etype != STRING:
         raise _ProtocolError("the result is not a list<string>")
-    return [r.string() for _ in range(n)]
+    return [r.name() for _ in range(n)]
 
 
 def _struct_message(r: _Reader) -> str:

@@ -156,11 +156,10 @@ class RestCatalog:
         a tuple of levels, or one level as a string."""
         levels = _levels(namespace)
         name = f"{namespace_name(levels)}.{table}"
-        reply = self._get(f"{self._path()}/namespaces/{_encode(levels)}/tables/{urllib.parse.quote(table, safe='')}",
-                          f"table {name}")
+        reply = self._get(f"{self._path()}/namespaces/{_encode(levels)}/tables/{_quote(table)}", f"table {_shown(name)}")
         location, metadata = reply.get("metadata-location"), reply.get("metadata")
         if not isinstance(location, str) or not location or not isinstance(metadata, dict):
-            raise RestCatalogError(f"REST catalog {self.uri}: the answer for table {name} has no metadata-location "
+            raise RestCatalogError(f"REST catalog {self.uri}: the answer for table {_shown(name)} has no metadata-location "
                                    "or metadata")
         config = reply.get("config") if isinstance(reply.get("config"), dict) else {}
         return LoadedTable(name, location, metadata, {str(k): str(v) for k, v in config.items()})
@@ -174,7 +173,7 @@ class RestCatalog:
         while pending:
             parent = pending.pop()
             query = {"parent": NAMESPACE_SEPARATOR.join(parent)} if parent else {}
-            what = f"the namespaces under {namespace_name(parent)}" if parent else "the namespaces"
+            what = f"the namespaces under {_shown(namespace_name(parent))}" if parent else "the namespaces"
             for item in self._pages(f"{self._path()}/namespaces", "namespaces", query, what):
                 levels = parse_namespace(item)
                 if not levels or levels in found or levels[:len(parent)] != parent or len(levels) <= len(parent):
@@ -193,7 +192,7 @@ class RestCatalog:
         """The names of the tables of ``namespace`` (a tuple of levels, or one level), sorted."""
         levels = _levels(namespace)
         items = self._pages(f"{self._path()}/namespaces/{_encode(levels)}/tables", "identifiers", {},
-                            f"the tables of namespace {namespace_name(levels)}")
+                            f"the tables of namespace {_shown(namespace_name(levels))}")
         return sorted(str(item["name"]) for item in items
                       if isinstance(item, dict) and isinstance(item.get("name"), str) and item["name"])
 
@@ -341,7 +340,17 @@ def parse_namespace(item: object) -> tuple[str, ...] | None:
 
 def _encode(levels: tuple[str, ...]) -> str:
     """A namespace in a URL path: levels joined by 0x1F, percent-encoded (REST spec, ``namespace``)."""
-    return urllib.parse.quote(NAMESPACE_SEPARATOR.join(levels), safe="")
+    return _quote(NAMESPACE_SEPARATOR.join(levels))
+
+
+def _quote(text: str) -> str:
+    """``text`` percent-encoded as UTF-8 for a URL path; RestCatalogError for a name UTF-8 cannot
+    hold (a lone surrogate, e.g. from a ``"\\ud800"`` escape in a listing): it cannot be asked for."""
+    try:
+        return urllib.parse.quote(text, safe="")
+    except UnicodeEncodeError:
+        raise RestCatalogError(f"the name {_shown(text)} is not valid Unicode (a lone surrogate): it cannot be "
+                               "asked for") from None
 
 
 def _shown(text: str) -> str:

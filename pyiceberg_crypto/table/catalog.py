@@ -119,8 +119,10 @@ def spark_list_tables(spark, properties: dict[str, str], databases: list[str] | 
                       ) -> list[tuple[str, str, dict[str, str] | None]]:
     """Every table of ``databases`` (default: all) in the catalog's metastore, Iceberg or not, as
     ``(database, table, parameters)`` (:data:`ICEBERG_PARAMETERS` it has; None for a table dropped
-    since it was listed), sorted; through the same kept client as :func:`spark_table_parameters`.
-    MetastoreError: the metastore cannot list them, or a database does not exist."""
+    since it was listed; ``{"load_error": why}`` for one that cannot be read), sorted, and
+    ``(database, "*", {"list_error": why})`` for a database whose tables cannot be listed; through
+    the same kept client as :func:`spark_table_parameters`. MetastoreError: the metastore cannot
+    list its databases, or a database does not exist."""
 
     def listing(client) -> list[tuple[str, str, dict[str, str] | None]]:
         known = sorted(str(name) for name in client.getAllDatabases())
@@ -128,8 +130,21 @@ def spark_list_tables(spark, properties: dict[str, str], databases: list[str] | 
         missing = [name for name in wanted if name not in known]
         if missing:
             raise MetastoreError(f"database {missing[0]!r} does not exist in the metastore")
-        return [(database, table, _parameters_or_none(client, database, table))
-                for database in wanted for table in sorted(str(name) for name in client.getAllTables(database))]
+        rows: list[tuple[str, str, dict[str, str] | None]] = []
+        for database in wanted:  # one database or table that fails is its row; the others are listed
+            try:
+                tables = sorted(str(name) for name in client.getAllTables(database))
+            except Exception as exc:  # noqa: BLE001 - a JVM error: this database only
+                rows.append((database, "*", {"list_error": f"the metastore cannot list the tables of database "
+                                                           f"{database}: {_java_message(exc)}"}))
+                continue
+            for table in tables:
+                try:
+                    rows.append((database, table, _parameters_or_none(client, database, table)))
+                except Exception as exc:  # noqa: BLE001 - this table only
+                    rows.append((database, table, {"load_error": f"the metastore cannot give table "
+                                                                 f"{database}.{table}: {_java_message(exc)}"}))
+        return rows
 
     return _on_kept_client(spark, properties, listing, "the metastore cannot list its tables")
 
