@@ -1,7 +1,7 @@
 """The package's layers, enforced over its import graph (docs/explanation/architecture.md).
 
     bottom    errors, safe_text, exit_status        (no imports from the package but the version)
-    base      formats, io, kms, jars                 bytes, storage, keys
+    base      formats, io, kms, jars, catalog_support   bytes, storage, keys, which catalogs encrypt
     platform  config, bridge                         Spark settings, the Py4J bridge
     table     table                                  the table model every feature starts from
     features  verify, read, keys                     never import one another, but read -> verify's
