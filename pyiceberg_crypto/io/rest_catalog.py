@@ -384,11 +384,11 @@ def _refuse_plain_http(url: str, allowed: bool) -> None:
                                "trust")
 
 
-class _CrossOriginRedirect(Exception):  # noqa: N818 - internal, becomes a RestCatalogError
+class _CrossOriginRedirect(PyicebergCryptoError):  # noqa: N818 - internal, becomes a RestCatalogError
     pass
 
 
-class _TooLarge(Exception):  # noqa: N818 - internal, becomes a RestCatalogError
+class _TooLarge(PyicebergCryptoError):  # noqa: N818 - internal, becomes a RestCatalogError
     pass
 
 
