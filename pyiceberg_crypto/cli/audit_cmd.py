@@ -189,8 +189,10 @@ def format_audit(report) -> str:
         lines += ["", f"not OK ({len(bad)})"]
         for entry in bad:
             lines.append(f"  {esc(entry.state):<12} {esc(entry.table)}  {esc(entry.reason or '')}: {esc(entry.detail or '')}")
+    unlisted = summary.get("unlisted", 0)
     verdict = ("OK: every Iceberg table is encrypted and verified" if report.ok
-               else f"FAILED: {len(bad)} of {summary['iceberg_tables']} Iceberg table(s) not encrypted and OK")
+               else f"FAILED: {len(bad) - unlisted} of {summary['iceberg_tables']} Iceberg table(s) not encrypted and OK"
+               + (f", {unlisted} table(s) or namespace(s) that could not be listed or loaded" if unlisted else ""))
     return "\n".join(lines + ["", verdict, ""])
 
 

@@ -91,6 +91,8 @@ def test_the_human_summary_shows_a_hostile_name_escaped(tmp_path, capsys):
     assert code == 1 and "Traceback" not in err
     assert "good.evil\\ud800name" in out and "\ud800" not in out
     assert "UNCHECKED    bad.*  METASTORE" in out
+    assert "FAILED: 4 of 4 Iceberg table(s) not encrypted and OK, 1 table(s) or namespace(s) that could not be " \
+           "listed or loaded" in out
 
 
 def test_nothing_audited_exits_2_and_still_writes_the_page_and_the_textfile(tmp_path, capsys):
