@@ -420,7 +420,7 @@ class _Deadline:
         self.seconds = seconds
         self.ends = time.monotonic() + seconds
         self.expired = False
-        self._connections: list[http.client.HTTPConnection] = []
+        self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
         self._timer = threading.Timer(seconds, self._expire)
         self._timer.daemon = True
@@ -439,34 +439,41 @@ class _Deadline:
             raise TimeoutError("the call's deadline passed")
         return left
 
-    def watch(self, connection: http.client.HTTPConnection) -> None:
+    def watch(self, sock: socket.socket) -> socket.socket:
+        """Shut ``sock`` down when the deadline passes (at once if it has); returns it."""
         with self._lock:
-            self._connections.append(connection)
+            self._sockets.append(sock)
             if self.expired:
-                _shut(connection)
+                _shut(sock)
+        return sock
 
     def _expire(self) -> None:
         with self._lock:
             self.expired = True
-            for connection in self._connections:
-                _shut(connection)
+            for sock in self._sockets:
+                _shut(sock)
 
 
-def _shut(connection: http.client.HTTPConnection) -> None:
-    sock = getattr(connection, "sock", None)
-    if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)  # a blocked recv (TLS handshake, headers, body) returns at once
+    except OSError:
+        pass
 
 
 def _watched(connection_class, deadline: _Deadline):
+    """``connection_class`` whose socket is watched by ``deadline`` from the moment it exists
+    (before a TLS handshake), each of its operations waiting at most the time left."""
+
     class Watched(connection_class):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            create = self._create_connection  # http.client's hook for the raw socket (an attribute)
+            self._create_connection = lambda *a, **k: deadline.watch(create(*a, **k))
+
         def connect(self):
             self.timeout = min(self.timeout or deadline.seconds, deadline.remaining())
             super().connect()
-            deadline.watch(self)
 
     return Watched
 

@@ -356,3 +356,37 @@ def test_a_token_over_plain_http_to_a_host_that_is_not_loopback_is_refused_unles
     with pytest.raises(RestCatalogError, match="oauth2-server-uri|clear text"):  # the token endpoint counts too
         RestCatalog.from_properties({"uri": "https://catalog.example", "credential": "a:b",
                                      "oauth2-server-uri": "http://auth.example/token"})
+
+
+def test_a_server_that_trickles_its_tls_handshake_fails_at_the_deadline_too():
+    """The socket is watched from the moment it exists, before the handshake: a peer that sends a
+    TLS record header and then one byte every 0.1 s ends at the deadline."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def trickle():
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(4096)  # the ClientHello
+            connection.sendall(b"\x16\x03\x03\x40\x00")  # a handshake record of 16 KiB follows...
+            for _ in range(100):  # bounded: 10 s at most
+                if stop.is_set():
+                    return
+                try:
+                    connection.sendall(b"\x02")
+                except OSError:
+                    return
+                time.sleep(0.1)
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(RestCatalogError, match=r"within 1 s \(the whole call\)"):
+            RestCatalog(f"https://127.0.0.1:{listener.getsockname()[1]}", timeout=1).list_namespaces()
+    finally:
+        stop.set()
+        listener.close()
+    assert time.monotonic() - started < 4
