@@ -100,7 +100,9 @@ def test_rest_catalog_type_rest_with_a_kms_is_refused_by_the_builders_and_named_
     now refuse those settings, naming ``catalog-impl=...EncryptingRestCatalog``; a session that sets
     them by hand gets a warning from ``register_kms`` naming the catalog. What remains is Iceberg's
     (the KMS is never called for such a catalog, so nothing of the package runs at write time): the
-    files are ``PAR1`` / plain Avro, and the verifier reports every file PLAINTEXT."""
+    files are ``PAR1`` / plain Avro, and the verifier reports every file PLAINTEXT.
+    (Before issue 39 this test was ``..._is_written_in_plaintext_without_warning``: it documented the
+    silence, which is now a refusal and a warning.)"""
     from pyiceberg_crypto.bridge import PlaintextCatalogWarning, register_kms
 
     name = f"rest_{uuid.uuid4().hex[:8]}"
