@@ -282,7 +282,7 @@ class RestCatalog:
         """One HTTP call, all of it (connect, redirects, headers, body) within ``timeout`` seconds."""
         deadline = _Deadline(self.timeout)
         handlers: list = [urllib.request.ProxyHandler({}),  # as Iceberg's Java client: no environment proxies
-                          _SameOriginRedirects(self.uri),
+                          _SameOriginRedirects(),
                           _DeadlineHTTPHandler(deadline), _DeadlineHTTPSHandler(deadline, self._ssl_context)]
         opener = urllib.request.build_opener(*handlers)
         try:
@@ -397,10 +397,6 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
     so the Authorization header and the ``header.*`` values never go to another origin."""
 
     max_redirections = 5
-
-    def __init__(self, catalog_uri: str):
-        super().__init__()
-        self.catalog_uri = catalog_uri
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         source, target = _origin(req.full_url), _origin(urllib.parse.urljoin(req.full_url, newurl))
