@@ -303,7 +303,8 @@ class RestCatalog:
         except RestCatalogError:
             raise
         except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
-            if deadline.expired:
+            # each socket operation waits at most the time left: its timeout is the deadline's
+            if deadline.expired or any(isinstance(e, TimeoutError) for e in (exc, getattr(exc, "reason", None))):
                 raise RestCatalogError(f"REST catalog {self.uri} did not answer {what} within {self.timeout:g} s "
                                        "(the whole call)") from None
             reason = getattr(exc, "reason", None) or type(exc).__name__
