@@ -45,6 +45,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pyiceberg_crypto import jars as _jars
+from pyiceberg_crypto.catalog_support import (
+    ENCRYPTING_REST_CATALOG_IMPL,
+    HIVE,
+    REST,
+    asks_for_encryption,
+    plaintext_reason,
+    session_catalogs,
+)
 from pyiceberg_crypto.errors import PyicebergCryptoError
 
 ICEBERG_VERSION = _jars.ICEBERG_VERSION
@@ -69,12 +77,11 @@ LOG4J_OPTION = "-Dlog4j2.configurationFile"
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 #: The catalog kinds (``catalog_type=``; :func:`pyiceberg_crypto.table.catalog.catalog_kind`), defined
-#: here once: Iceberg's Hive catalog, and a REST catalog.
-HIVE, REST = "hive", "rest"
+#: once, in :mod:`pyiceberg_crypto.catalog_support`: Iceberg's Hive catalog, and a REST catalog.
 SUPPORTED_CATALOG_TYPES = (HIVE, REST)
-#: The bridge's REST catalog with table encryption (``catalog-impl``; Iceberg's own ``type=rest``
-#: writes ``encryption.key-id`` tables in plaintext in 1.12.0, apache/iceberg#16672).
-ENCRYPTING_REST_CATALOG_IMPL = "io.pyicebergcrypto.rest.EncryptingRestCatalog"
+#: The bridge's REST catalog with table encryption is ``ENCRYPTING_REST_CATALOG_IMPL`` (``catalog-impl``;
+#: Iceberg's own ``type=rest`` writes ``encryption.key-id`` tables in plaintext in 1.12.0,
+#: apache/iceberg#16672): :mod:`pyiceberg_crypto.catalog_support` knows which catalogs encrypt.
 #: Spark lines whose bundled Hive metastore lacks HIVE-26882 (pyspark 3.5: hive-metastore-2.3.9).
 LINES_WITHOUT_METASTORE_SWAP = ("3.5",)
 VALID_DATA_KEY_LENGTHS = (16, 24, 32)
@@ -284,7 +291,23 @@ def catalog_settings(
             )
     for key, value in (extra_catalog_properties or {}).items():
         settings[f"{prefix}.{key}"] = str(value)
+    refuse_plaintext_catalogs(settings)
     return settings
+
+
+def refuse_plaintext_catalogs(settings: Mapping[str, str]) -> None:
+    """ConfigError when ``settings`` configure an Iceberg catalog with a KMS (or a default
+    ``encryption.key-id``) that Iceberg 1.12.0 would ignore, writing its tables in plaintext (e.g.
+    Iceberg's own ``type=rest``: :mod:`pyiceberg_crypto.catalog_support`); the message names the
+    setting that encrypts::
+
+        refuse_plaintext_catalogs({"spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
+                                   "spark.sql.catalog.lake.type": "rest", ...})   # ConfigError
+    """
+    for name, properties in sorted(session_catalogs(settings).items()):
+        reason = plaintext_reason(properties) if asks_for_encryption(properties) else None
+        if reason:
+            raise ConfigError(f"catalog {name!r} has a KMS but would write its tables in plaintext: {reason}")
 
 
 def kms_service_properties(
@@ -445,8 +468,14 @@ def configure_spark_with_encryption(builder, settings: Mapping[str, str]):
     merged, not overwritten. A builder that ends up with both ``spark.jars`` and
     ``spark.jars.packages`` gets a warning: PySpark then ships only ``spark.jars`` to executors
     (see :mod:`pyiceberg_crypto.jars`), so the packages would be missing on a cluster.
+
+    Raises:
+        ConfigError: a catalog of the builder has a KMS but is one Iceberg 1.12.0 writes in
+            plaintext (e.g. ``type=rest`` instead of the bridge's REST catalog): see
+            :func:`refuse_plaintext_catalogs`. Nothing is applied to the builder's session then.
     """
     existing = getattr(builder, "_options", {})
+    refuse_plaintext_catalogs({**existing, **settings})  # before the builder changes
     for key, value in settings.items():
         if key in LIST_SETTINGS and existing.get(key):
             value = ",".join(dict.fromkeys(existing[key].split(",") + value.split(",")))

@@ -257,3 +257,69 @@ def test_a_starting_jvm_gets_one_progress_line_on_stderr(tmp_path, monkeypatch, 
     monkeypatch.setenv("PYICEBERG_CRYPTO_QUIET", "1")
     config.configure_spark_with_encryption(SparkSession.builder, settings)
     assert capsys.readouterr().err == ""
+
+
+# --- no silent plaintext: catalogs Iceberg 1.12.0 writes in plaintext are refused (issue 39, item 1) ---
+
+PLAINTEXT_CATALOGS = [
+    ({"type": "rest", "uri": "http://127.0.0.1:8181"}, r"type=rest .*catalog-impl=io\.pyicebergcrypto\.rest\."
+                                                       r"EncryptingRestCatalog"),
+    ({"type": "hadoop"}, r"type=hadoop .*plaintext.*Hive catalog"),
+    ({"type": "jdbc", "uri": "jdbc:sqlite:/tmp/x.db"}, r"type=jdbc .*plaintext"),
+    ({"type": "glue"}, r"type=glue"),
+    ({"type": "nessie"}, r"type=nessie"),
+    ({"catalog-impl": "org.apache.iceberg.rest.RESTCatalog"}, r"catalog-impl=org\.apache\.iceberg\.rest\.RESTCatalog ignores.*"
+                                                               r"catalog-impl=io\.pyicebergcrypto"),
+    ({"catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog"}, r"catalog-impl=org\.apache\.iceberg\.jdbc\.JdbcCatalog ignores encryption\.key-id"),
+    ({"catalog-impl": "org.apache.iceberg.hadoop.HadoopCatalog"}, r".*HadoopCatalog"),
+    ({"catalog-impl": "org.apache.iceberg.inmemory.InMemoryCatalog"}, r".*InMemoryCatalog"),
+]
+
+
+@pytest.mark.parametrize("kind,why", PLAINTEXT_CATALOGS, ids=lambda v: str(v)[:40])
+def test_catalog_settings_refuse_a_kms_on_a_catalog_that_writes_plaintext(tmp_path, kind, why):
+    """The builders never render a KMS for a catalog whose tables Iceberg 1.12.0 writes in
+    plaintext; the message names the catalog and the setting that encrypts."""
+    with pytest.raises(ConfigError, match=rf"catalog 'lake' has a KMS but would write its tables in plaintext: {why}"):
+        config.catalog_settings("lake", warehouse=tmp_path / "wh", extra_catalog_properties=kind)
+
+
+def test_the_refusal_covers_a_default_key_id_and_spares_catalogs_that_encrypt_or_ask_nothing(tmp_path):
+    iceberg = {"spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog"}
+    hadoop = {**iceberg, "spark.sql.catalog.lake.type": "hadoop"}
+    config.refuse_plaintext_catalogs(hadoop)  # no KMS, no key id: a plain catalog, not a trap
+    with pytest.raises(ConfigError, match="catalog 'lake'.*type=hadoop"):
+        config.refuse_plaintext_catalogs({**hadoop, "spark.sql.catalog.lake.table-default.encryption.key-id": "k1"})
+    with pytest.raises(ConfigError, match="catalog 'lake'.*type=hadoop"):
+        config.refuse_plaintext_catalogs({**hadoop, "spark.sql.catalog.lake.pyiceberg-crypto.kms-service": "h:1"})
+    asks = {"spark.sql.catalog.lake.encryption.kms-impl": config.PYTHON_KMS_IMPL}
+    for encrypting in ({"spark.sql.catalog.lake.type": "hive"}, {},
+                       {"spark.sql.catalog.lake.catalog-impl": config.ENCRYPTING_REST_CATALOG_IMPL},
+                       {"spark.sql.catalog.lake.catalog-impl": "org.apache.iceberg.hive.HiveCatalog"},
+                       {"spark.sql.catalog.lake.catalog-impl": "com.example.OwnHiveCatalog"}):  # not judged
+        config.refuse_plaintext_catalogs({**iceberg, **asks, **encrypting})
+    # not an Iceberg catalog of Spark: not judged
+    config.refuse_plaintext_catalogs({"spark.sql.catalog.other": "com.example.Catalog",
+                                      "spark.sql.catalog.other.type": "rest", **asks})
+    assert config.catalog_settings("lake", warehouse=tmp_path / "wh", catalog_type="rest",
+                                   uri="http://127.0.0.1:8181")  # the encrypting REST catalog
+
+
+def test_configure_spark_with_encryption_refuses_type_rest_before_touching_the_builder(tmp_path):
+    """The trap as a user meets it: the catalog settings with ``type=rest`` and the server's uri
+    (what the test REST server used to print): refused, and the builder is left as it was."""
+    settings = config.catalog_settings("lake", warehouse=tmp_path / "wh")
+    settings["spark.sql.catalog.lake.type"] = "rest"
+    settings["spark.sql.catalog.lake.uri"] = "http://127.0.0.1:8181"
+    builder = SparkSession.builder.config("spark.app.name", "probe")
+    before = dict(builder._options)
+    with pytest.raises(ConfigError, match=r"catalog 'lake'.*type=rest.*catalog-impl=io\.pyicebergcrypto\.rest\."
+                                          r"EncryptingRestCatalog"):
+        config.configure_spark_with_encryption(builder, settings)
+    assert builder._options == before
+    # a builder that already holds such a catalog is refused too, whatever settings are added
+    trap = SparkSession.builder
+    for key, value in settings.items():
+        trap = trap.config(key, value)
+    with pytest.raises(ConfigError, match="catalog 'lake'"):
+        config.configure_spark_with_encryption(trap, {"spark.sql.shuffle.partitions": "2"})

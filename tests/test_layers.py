@@ -2,7 +2,8 @@
 
     bottom    errors, safe_text, exit_status,       (no imports from the package but the version;
               _atomic                                _atomic: errors only)
-    base      formats, io, kms, jars                 bytes, storage, keys
+    base      formats, io, kms, jars,                bytes, storage, keys, JVM artifacts,
+              catalog_support                        which catalogs encrypt
     platform  config, bridge                         Spark settings, the Py4J bridge
     table     table                                  the table model every feature starts from
     features  verify, read, keys                     never import one another, but read -> verify's
@@ -27,7 +28,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pyiceberg_crypto"
 
 RANKS = {
     "__init__": 0, "errors": 0, "safe_text": 0, "exit_status": 0, "_log": 0, "_atomic": 0,
-    "formats": 1, "io": 1, "kms": 1, "jars": 1,
+    "formats": 1, "io": 1, "kms": 1, "jars": 1, "catalog_support": 1,
     "config": 2, "bridge": 2,
     "table": 3,
     "verify": 4, "read": 4, "keys": 4,

@@ -19,6 +19,7 @@ import hashlib
 from html import escape
 from typing import Any
 
+from pyiceberg_crypto.safe_text import escape_text
 from pyiceberg_crypto.table.statuses import OK, STATUSES
 
 #: Findings shown per table on the page (the JSON document lists more; the counts cover all).
@@ -138,7 +139,9 @@ COLUMNS = (("Table", "table", False), ("State", "state", False), ("Encrypted", "
 
 
 def _e(value: Any) -> str:
-    return escape("" if value is None else str(value), quote=True)
+    """Text from the tables (names, reasons, paths) as HTML: unsafe characters (lone surrogates,
+    controls, bidi overrides) written as escapes first (:func:`~pyiceberg_crypto.safe_text.escape_text`)."""
+    return escape("" if value is None else escape_text(value), quote=True)
 
 
 def render_html(doc: dict[str, Any]) -> str:
@@ -148,7 +151,10 @@ def render_html(doc: dict[str, Any]) -> str:
     catalog = doc.get("catalog") or "?"
     not_ok = summary["iceberg_tables"] - summary["ok"]
     verdict = ("Every Iceberg table is encrypted and verified" if ok else
-               f"{not_ok} of {summary['iceberg_tables']} Iceberg tables are not encrypted and verified")
+               f"No audit could be made: {doc['error']}" if doc.get("error") else
+               f"{not_ok} of {summary['iceberg_tables']} Iceberg tables are not encrypted and verified"
+               + (f", and {summary['unlisted']} table(s) or namespace(s) could not be listed or loaded"
+                  if summary.get("unlisted") else ""))
     scope = ", ".join(doc["namespaces"]) if doc.get("namespaces") else "every namespace"
     parts = [
         "<!DOCTYPE html>",

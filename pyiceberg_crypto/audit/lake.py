@@ -43,7 +43,7 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
-from pyiceberg_crypto._atomic import PUBLIC, write_atomically
+from pyiceberg_crypto._atomic import PUBLIC, AtomicWriteError, write_atomically
 from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError, TableInputError
 from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.kms.base import KeyManagementClient
@@ -80,7 +80,7 @@ from pyiceberg_crypto.verify.report import (
 from pyiceberg_crypto.verify.runners import DEFAULT_DRIVER_MAX_FILES, in_one_spark_job, local_runner, on_the_driver
 from pyiceberg_crypto.verify.table_checks import catalog_checks
 
-__all__ = ["AUDIT_VERSION", "STATES", "CatalogReport", "ListedTable", "SparkBatchRunner", "TableAudit",
+__all__ = ["AUDIT_VERSION", "STATES", "AuditOutputError", "CatalogReport", "ListedTable", "SparkBatchRunner", "TableAudit",
            "audit_catalog", "audit_schema", "audit_tables", "ledger_path", "local_batch_runner"]
 
 AUDIT_VERSION = 1
@@ -103,7 +103,7 @@ STATES = (STATE_OK, STATE_FAILED, STATE_UNENCRYPTED, STATE_UNCHECKED, STATE_SKIP
 #: Why a table could not be checked (``TableAudit.reason`` of an UNCHECKED table).
 REASON_UNREADABLE = "UNREADABLE"  # metadata.json missing, unreadable, not table metadata
 REASON_LEDGER = "LEDGER"  # the table's ledger is corrupt, another table's, or its directory is gone
-REASON_METASTORE = "METASTORE"  # the metastore entry has no metadata_location, or a REST catalog cannot load it
+REASON_METASTORE = "METASTORE"  # no metadata_location; a table the catalog cannot load, or a namespace it cannot list
 REASON_INTERNAL = "INTERNAL"  # a verifier bug: still one entry, the other tables are audited
 
 #: Findings listed per table in the document and the page (the counts always cover all of them).
@@ -155,6 +155,12 @@ class TableAudit:
         return self.state == STATE_OK
 
     @property
+    def counts(self) -> bool:
+        """Whether the verdict counts: an Iceberg table, or an entry that could not even be checked
+        (a table the catalog cannot give, a namespace it cannot list)."""
+        return self.iceberg or self.state == STATE_UNCHECKED
+
+    @property
     def oldest_kek_days(self) -> float | None:
         ages = [k["age_days"] for k in self.keks if k.get("age_days") is not None]
         return max(ages) if ages else None
@@ -195,14 +201,29 @@ class CatalogReport:
     finished_at: str = ""
     run: dict[str, Any] = field(default_factory=dict)  # where the file checks ran, how many, the Spark job group
     timings: dict[str, float] = field(default_factory=dict)  # seconds: list, plan, run, finish, total
+    error: str | None = None  # why no audit could be made (the catalog could not be listed at all)
 
     @property
     def ok(self) -> bool:
-        return all(t.ok for t in self.tables if t.iceberg)
+        return self.error is None and all(t.ok for t in self.tables if t.counts)
+
+    @property
+    def nothing_audited(self) -> bool:
+        """No audit could be made: the catalog could not be listed, or no namespace of it could."""
+        return self.error is not None or (bool(self.tables) and all(t.table.endswith(".*") and
+                                                                    t.state == STATE_UNCHECKED for t in self.tables))
+
+    def no_audit(self, reason: str) -> "CatalogReport":
+        """Record that no audit could be made (``reason``: the catalog could not be listed); the
+        report still renders (JSON, HTML, Prometheus), not OK."""
+        self.error, self.tables = reason, []
+        self.started_at = self.started_at or _now()
+        self.finished_at = _now()
+        return self
 
     def not_ok(self) -> list[TableAudit]:
-        """The Iceberg tables that are not encrypted and OK."""
-        return [t for t in self.tables if t.iceberg and not t.ok]
+        """The Iceberg tables that are not encrypted and OK, and the entries that could not be checked."""
+        return [t for t in self.tables if t.counts and not t.ok]
 
     def table(self, name: str) -> TableAudit:
         """The entry of ``namespace.name`` (KeyError if the audit did not list it)."""
@@ -231,6 +252,7 @@ class CatalogReport:
             "prunable_keks": sum(len(t.prunable_keks) for t in iceberg),
             "plaintext_statistics": sum(len(t.plaintext_statistics) for t in iceberg),
             "key_ids": sorted({t.key_id for t in iceberg if t.key_id}),
+            "unlisted": sum(1 for t in self.tables if t.counts and not t.iceberg),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -239,11 +261,12 @@ class CatalogReport:
             "warehouse": self.warehouse, "namespaces": self.namespaces, "full": self.full,
             "state_dir": self.state_dir, "started_at": self.started_at, "finished_at": self.finished_at,
             "kek_rotation_days": KEK_ROTATION_DAYS, "run": dict(self.run), "timings": dict(self.timings),
-            "summary": self.summary(), "tables": [t.to_dict() for t in self.tables],
+            "summary": self.summary(), "tables": [t.to_dict() for t in self.tables], "error": self.error,
         }
 
     def write_json(self, path: str) -> None:
-        """The document of :meth:`to_dict`, written atomically."""
+        """The document of :meth:`to_dict`, written atomically (:class:`AuditOutputError` naming the
+        path when it cannot be, e.g. its directory does not exist; no temporary file is left)."""
         _write_atomically(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
     def write_html(self, path: str) -> None:
@@ -257,9 +280,19 @@ class CatalogReport:
         _write_atomically(path, render_prometheus(self.to_dict()))
 
 
+class AuditOutputError(AtomicWriteError):
+    """A report file cannot be written (its directory is missing, not writable, the disk is full):
+    the message names the file and the reason."""
+
+
 def _write_atomically(path: str, text: str) -> None:
-    """Reports are not secrets (verdicts, no key material): 0644, for the collector and the web server."""
-    write_atomically(path, text, mode=PUBLIC)
+    """Reports are not secrets (verdicts, no key material): 0644, for the collector and the web server.
+    A character UTF-8 cannot hold (a lone surrogate that slipped through) is written as a backslash
+    escape, never a crash; the temporary file is removed whatever fails (:mod:`pyiceberg_crypto._atomic`)."""
+    try:
+        write_atomically(path, text.encode("utf-8", errors="backslashreplace"), mode=PUBLIC)
+    except AtomicWriteError as exc:
+        raise AuditOutputError(exc.errno, exc.strerror, exc.filename) from None
 
 
 # --- what to audit -----------------------------------------------------------------------------
@@ -358,6 +391,10 @@ def audit_tables(
         entry = TableAudit(listed.table, iceberg=listed.is_iceberg,
                            table_type=(listed.parameters.get("table_type") or None))
         entries.append(entry)
+        failure = listed.parameters.get("list_error") or listed.parameters.get("load_error")
+        if failure and not entry.iceberg:  # a namespace that cannot be listed, a table that cannot be loaded
+            _unchecked(entry, REASON_METASTORE, failure)
+            continue
         if not entry.iceberg:
             entry.state, entry.detail = STATE_SKIPPED, "not an Iceberg table: not checked"
             continue

@@ -25,6 +25,7 @@ import atexit
 import base64
 import logging
 import secrets
+import warnings
 import weakref
 
 from py4j.java_gateway import JavaClass
@@ -32,6 +33,7 @@ from py4j.java_gateway import JavaClass
 from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter, KmsCallStats
 from pyiceberg_crypto.bridge.callback_server import LOOPBACK, KmsCallbackServer
 from pyiceberg_crypto.bridge.redaction import redact_in_py4j_logs
+from pyiceberg_crypto.catalog_support import asks_for_encryption, plaintext_reason, session_catalogs
 from pyiceberg_crypto.jars import check_java_version
 from pyiceberg_crypto.kms import registrations
 from pyiceberg_crypto.kms.base import KeyManagementClient
@@ -187,7 +189,53 @@ def register_kms(
         registration._options = options
         _registrations[name] = registration
         _install_stop_hook(sc)
-        return registration
+    warn_about_plaintext_catalogs(spark)
+    return registration
+
+
+class PlaintextCatalogWarning(PyicebergCryptoError, UserWarning):
+    """A catalog of the session has a KMS but writes its tables in plaintext (Iceberg ignores
+    ``encryption.key-id`` for it): :func:`warn_about_plaintext_catalogs`."""
+
+
+def warn_about_plaintext_catalogs(spark) -> list[str]:
+    """Warn (a :class:`PlaintextCatalogWarning` and a log line), naming each catalog of the session
+    that asks for encryption (a KMS, or a default ``encryption.key-id``) but is one Iceberg 1.12.0
+    writes in plaintext, such as ``type=rest`` (:mod:`pyiceberg_crypto.catalog_support`); returns
+    their names. ``register_kms`` calls it; call it again after adding catalogs with ``spark.conf.set``.
+
+    It cannot stop such a write: Iceberg never calls the KMS for those catalogs, so nothing of this
+    package runs when their tables are created or written."""
+    try:
+        conf = _session_settings(spark)
+    except Exception as exc:  # noqa: BLE001 - a warning helper must not break the registration
+        log.debug("cannot read the session's settings to check its catalogs: %s", type(exc).__name__)
+        return []
+    named = []
+    for name, properties in sorted(session_catalogs(conf).items()):
+        reason = plaintext_reason(properties) if asks_for_encryption(properties) else None
+        if reason:
+            message = (f"Spark catalog {name!r} has a KMS but Iceberg will write its tables in plaintext "
+                       f"(no error, no warning from Iceberg): {reason}")
+            log.warning("%s", message)
+            warnings.warn(message, PlaintextCatalogWarning, stacklevel=3)
+            named.append(name)
+    return named
+
+
+def _session_settings(spark) -> dict[str, str]:
+    """The SparkContext's settings and the session's run-time ones (``spark.conf.set``)."""
+    sc = _spark_context(spark)
+    conf = {str(key): str(value) for key, value in sc.getConf().getAll()}
+    session = getattr(spark, "_jsparkSession", None)
+    if session is not None:
+        entries = session.conf().getAll().iterator()
+        for _ in range(100_000):  # bounded: a session has a few hundred settings
+            if not entries.hasNext():
+                break
+            entry = entries.next()
+            conf[str(entry._1())] = str(entry._2())
+    return conf
 
 
 def registered(name: str) -> KmsRegistration | None:

@@ -176,7 +176,7 @@ def _addresses(uri: str) -> list[tuple[str, int]]:
 # --- writing the call ------------------------------------------------------------------------
 
 def _string(value: str) -> bytes:
-    data = value.encode("utf-8")
+    data = value.encode("utf-8", "surrogateescape")  # a name read with surrogateescape goes back as it came
     return struct.pack(">i", len(data)) + data
 
 
@@ -220,6 +220,11 @@ class _Reader:
             return data.decode("utf-8")
         except UnicodeDecodeError:
             raise _ProtocolError("a string is not valid UTF-8") from None
+
+    def name(self) -> str:
+        """A database or table name: bytes that are not UTF-8 become lone surrogates
+        (``surrogateescape``), so the name can be shown escaped and asked for again as it was."""
+        return self.binary().decode("utf-8", "surrogateescape")
 
     def binary(self) -> bytes:
         return self.read(_length(self.unpack(">i"), MAX_STRING_BYTES, "string of {} bytes", "bytes"))
@@ -303,7 +308,7 @@ def _string_list(r: _Reader, ftype: int) -> list[str]:
     etype, n = r.unpack(">b"), _entries(r.unpack(">i"))
     if n and etype != STRING:
         raise _ProtocolError("the result is not a list<string>")
-    return [r.string() for _ in range(n)]
+    return [r.name() for _ in range(n)]
 
 
 def _struct_message(r: _Reader) -> str:

@@ -230,7 +230,7 @@ def _from_rest_catalog(catalog: str | RestCatalog, name: str) -> tuple[str, dict
         raise TableInputError(f"with a REST catalog, name the table as NAMESPACE.TABLE, got {name!r}")
     try:
         client = catalog if isinstance(catalog, RestCatalog) else RestCatalog(catalog)
-        loaded = client.load_table(namespace, table)
+        loaded = client.load_table(tuple(namespace.split(".")), table)  # a SQL-style name: dots part levels
     except RestCatalogError as exc:
         raise TableInputError(str(exc)) from None
     return loaded.metadata_location, loaded.metadata

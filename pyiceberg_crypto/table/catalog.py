@@ -32,7 +32,7 @@ from pyiceberg_crypto.config import ENCRYPTING_REST_CATALOG_IMPL, HIVE, KMS_NAME
 from pyiceberg_crypto.errors import NotASparkSessionError, TableInputError
 from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.io.hive_metastore import MetastoreConnection, MetastoreError  # one error for every way of asking
-from pyiceberg_crypto.io.rest_catalog import RestCatalog, RestCatalogError
+from pyiceberg_crypto.io.rest_catalog import RestCatalog, RestCatalogError, namespace_name
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.registrations import registered
 
@@ -134,8 +134,9 @@ def spark_table_parameters(spark, properties: dict[str, str], database: str, tab
 class ListedTable:
     """One table as its catalog lists it (:func:`list_tables`); ``parameters`` None: dropped since
     it was listed. Hive: the metastore's :data:`ICEBERG_PARAMETERS` it has (any table type); REST:
-    Hive-like ``table_type`` ICEBERG and ``metadata_location``, or ``load_error`` for a table that
-    cannot be loaded, and the metadata the catalog serves."""
+    Hive-like ``table_type`` ICEBERG and ``metadata_location``, and the metadata the catalog serves.
+    A table that cannot be read has ``{"load_error": why}``; a namespace whose tables cannot be
+    listed is one row named ``*`` with ``{"list_error": why}`` (the listing goes on)."""
 
     namespace: str
     name: str
@@ -153,19 +154,22 @@ class ListedTable:
 
 def list_tables(properties: dict[str, str], namespaces: Sequence[str] | None = None, *, spark=None,
                 timeout: float = 30.0) -> list[ListedTable]:
-    """Every table of ``namespaces`` (default: all; a REST catalog's nested ones as ``a.b``) of the
+    """Every table of ``namespaces`` (default: all; a REST catalog's nested ones as ``a.b``, a level
+    that holds a dot in backticks: :func:`~pyiceberg_crypto.io.rest_catalog.namespace_name`) of the
     catalog with these settings (:func:`catalog_properties`), Iceberg or not, sorted: the package's
-    one table listing.
+    one table listing. One namespace or table that fails is its own row (:class:`ListedTable`);
+    the others are listed.
 
     How the catalog is asked (:func:`catalog_kind`): a REST catalog over its HTTP API (each table
-    loaded); a Hive catalog through ``spark``'s kept metastore client (as
-    :func:`spark_table_parameters`), or, without ``spark``, over Thrift from Python at the
-    catalog's ``uri`` (each call bounded by ``timeout`` seconds)::
+    loaded; namespaces keep their levels from the listing to each call, never split on a dot); a
+    Hive catalog through ``spark``'s kept metastore client (as :func:`spark_table_parameters`), or,
+    without ``spark``, over Thrift from Python at the catalog's ``uri`` (each call bounded by
+    ``timeout`` seconds)::
 
         names = [t.table for t in list_tables(catalog_properties(spark, "lake"), spark=spark) if t.is_iceberg]
         listing = list_tables({"uri": "thrift://127.0.0.1:9083"}, ["db"])          # no Spark
 
-    Raises MetastoreError: the catalog cannot list them, or a namespace does not exist.
+    Raises MetastoreError: the catalog cannot list its namespaces, or a namespace does not exist.
     """
     if catalog_kind(properties) == REST:
         return _rest_listing(properties, namespaces)
@@ -177,13 +181,37 @@ def list_tables(properties: dict[str, str], namespaces: Sequence[str] | None = N
 
 
 def _thrift_listing(uri: str, namespaces: Sequence[str] | None, timeout: float) -> list[ListedTable]:
-    """Over one Thrift connection (:class:`~pyiceberg_crypto.io.hive_metastore.MetastoreConnection`)."""
-    with MetastoreConnection(uri, timeout=timeout, purpose="list its tables") as connection:
+    """Over one Thrift connection (:class:`~pyiceberg_crypto.io.hive_metastore.MetastoreConnection`),
+    a new one after a call that failed (it may have left the old one mid-reply). A name that is not
+    UTF-8 comes back with lone surrogates (``surrogateescape``), asked for byte for byte."""
+    connection = MetastoreConnection(uri, timeout=timeout, purpose="list its tables")
+    try:
         known = connection.databases()
         wanted = sorted(namespaces) if namespaces is not None else sorted(known)
         _check_known(wanted, known, f"the Hive metastore at {connection.where}", "database")
-        return [ListedTable(database, table, connection.parameters(database, table, missing_ok=True))
-                for database in wanted for table in sorted(connection.tables(database))]
+        rows: list[ListedTable] = []
+        for database in wanted:
+            try:
+                tables = sorted(connection.tables(database))
+            except MetastoreError as exc:  # this database only: an error row, the others are listed
+                rows.append(ListedTable(database, "*", {"list_error": str(exc)}))
+                connection = _reconnected(connection, uri, timeout)
+                continue
+            for table in tables:
+                try:
+                    rows.append(ListedTable(database, table, connection.parameters(database, table, missing_ok=True)))
+                except MetastoreError as exc:
+                    rows.append(ListedTable(database, table, {"load_error": str(exc)}))
+                    connection = _reconnected(connection, uri, timeout)
+        return rows
+    finally:
+        connection.close()
+
+
+def _reconnected(connection: MetastoreConnection, uri: str, timeout: float) -> MetastoreConnection:
+    """A new connection in place of one whose last call failed (MetastoreError if none can be made)."""
+    connection.close()
+    return MetastoreConnection(uri, timeout=timeout, purpose="list its tables")
 
 
 def _spark_listing(spark, properties: dict[str, str], namespaces: Sequence[str] | None) -> list[ListedTable]:
@@ -191,8 +219,21 @@ def _spark_listing(spark, properties: dict[str, str], namespaces: Sequence[str] 
         known = [str(name) for name in client.getAllDatabases()]
         wanted = sorted(namespaces) if namespaces is not None else sorted(known)
         _check_known(wanted, known, "the metastore", "database")
-        return [ListedTable(database, table, _parameters_or_none(client, database, table))
-                for database in wanted for table in sorted(str(name) for name in client.getAllTables(database))]
+        rows: list[ListedTable] = []
+        for database in wanted:  # one database or table that fails is its row; the others are listed
+            try:
+                tables = sorted(str(name) for name in client.getAllTables(database))
+            except Exception as exc:  # noqa: BLE001 - a JVM error: this database only
+                rows.append(ListedTable(database, "*", {"list_error": f"the metastore cannot list the tables of "
+                                                                      f"database {database}: {_java_message(exc)}"}))
+                continue
+            for table in tables:
+                try:
+                    rows.append(ListedTable(database, table, _parameters_or_none(client, database, table)))
+                except Exception as exc:  # noqa: BLE001 - this table only
+                    rows.append(ListedTable(database, table, {"load_error": f"the metastore cannot give table "
+                                                                            f"{database}.{table}: {_java_message(exc)}"}))
+        return rows
 
     return _on_kept_client(spark, properties, listing, "the metastore cannot list its tables")
 
@@ -200,24 +241,31 @@ def _spark_listing(spark, properties: dict[str, str], namespaces: Sequence[str] 
 def _rest_listing(properties: dict[str, str], namespaces: Sequence[str] | None) -> list[ListedTable]:
     client = rest_catalog(properties)
     try:
-        known = [".".join(levels) for levels in client.list_namespaces()]
-        wanted = sorted(namespaces) if namespaces is not None else sorted(known)
-        _check_known(wanted, known, f"the REST catalog at {client.uri}", "namespace")
-        names = [(namespace, table) for namespace in wanted for table in sorted(client.list_tables(namespace))]
+        known = {namespace_name(levels): levels for levels in client.list_namespaces()}
     except RestCatalogError as exc:
         raise MetastoreError(str(exc)) from None
+    wanted = sorted(namespaces) if namespaces is not None else sorted(known)
+    _check_known(wanted, list(known), f"the REST catalog at {client.uri}", "namespace")
     rows: list[ListedTable] = []
-    for namespace, table in names:
+    for namespace in wanted:
+        levels = known[namespace]
         try:
-            loaded = client.load_table(namespace, table)
-        except RestCatalogError as exc:
-            if exc.status == 404:
-                rows.append(ListedTable(namespace, table, None))  # dropped since it was listed
-            else:
-                rows.append(ListedTable(namespace, table, {"table_type": "ICEBERG", "load_error": str(exc)}))
+            tables = sorted(client.list_tables(levels))
+        except RestCatalogError as exc:  # this namespace only: an error row, the others are listed
+            rows.append(ListedTable(namespace, "*", {"list_error": str(exc)}))
             continue
-        rows.append(ListedTable(namespace, table, {"table_type": "ICEBERG",
-                                                   "metadata_location": loaded.metadata_location}, loaded.metadata))
+        for table in tables:
+            try:
+                loaded = client.load_table(levels, table)
+            except RestCatalogError as exc:
+                if exc.status == 404:
+                    rows.append(ListedTable(namespace, table, None))  # dropped since it was listed
+                else:
+                    rows.append(ListedTable(namespace, table, {"table_type": "ICEBERG", "load_error": str(exc)}))
+                continue
+            rows.append(ListedTable(namespace, table, {"table_type": "ICEBERG",
+                                                       "metadata_location": loaded.metadata_location},
+                                    loaded.metadata))
     return rows
 
 
