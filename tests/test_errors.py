@@ -48,7 +48,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.audit.lake.audit_tables": (TableInputError, lambda: audit.audit_tables(
             [], None, lake.CatalogReport("lake", state_dir=str(tmp_path / "missing")),
             run_batch=lake.local_batch_runner())),
-        "pyiceberg_crypto.audit.lake.local_batch_runner": (InvalidArgumentError, lambda: lake.local_batch_runner(threads=0)),
+        "pyiceberg_crypto.audit.lake.local_batch_runner": (InvalidArgumentError, lambda: lake.local_batch_runner(threads=-1)),
         "pyiceberg_crypto.bridge.registration.register_kms": (ArgumentTypeError, lambda: bridge.register_kms(NOT_SPARK, object())),
         "pyiceberg_crypto.formats.deletion_vector.parse_deletion_vector": (
             PyicebergCryptoError, lambda: deletion_vector.parse_deletion_vector(b"junk")),

@@ -542,10 +542,10 @@ def _now() -> str:
 def local_batch_runner(threads: int | None = None, processes: int | None = None) -> BatchRunner:
     """Check the batch on this machine: one :func:`~.runners.local_runner` for the tables that read
     files alike (usually all of them), so long batches use a worker process per core.
-    InvalidArgumentError for ``threads`` or ``processes`` below 1."""
+    ``processes`` 0 or 1: threads only. InvalidArgumentError for a negative count."""
     for name, value in (("threads", threads), ("processes", processes)):
-        if value is not None and value < 1:
-            raise InvalidArgumentError(f"{name} must be at least 1 (or None: from the CPUs), got {value!r}")
+        if value is not None and value < 0:
+            raise InvalidArgumentError(f"{name} must not be negative (None: from the CPUs), got {value!r}")
 
     def run(jobs: list[tuple[int, FileTask]], file_ios: dict[int, FileIO]) -> list[tuple[int, FileFinding]]:
         groups: dict[bytes, list[tuple[int, FileTask]]] = {}
