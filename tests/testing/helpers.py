@@ -11,8 +11,9 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
+
+import pytest
 
 from pyiceberg_crypto.io import file_io_for
 from pyiceberg_crypto.io.s3 import split_uri
@@ -20,6 +21,7 @@ from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.verify import verify_metadata
 from pyiceberg_crypto.verify.magic_scan import EXPECTED_MAGIC, classify
 from pyiceberg_crypto.table import Limits
+from tests.testkit import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 APP_TIMEOUT = 420
@@ -69,11 +71,19 @@ class AppOutput:
         return sum(1 for line in list(self.lines) if line.startswith(prefix))
 
     def wait_for(self, prefix: str, times: int = 1, timeout: float = APP_TIMEOUT) -> None:
-        deadline = time.monotonic() + timeout
-        while self.count(prefix) < times:
-            assert self.process.poll() is None or self.count(prefix) >= times, self.failure()
-            assert time.monotonic() < deadline, f"no {times}x {prefix!r} after {timeout} s\n{self.failure()}"
-            time.sleep(0.1)
+        """Until the application printed ``times`` lines starting with ``prefix`` (fails at once if it ended)."""
+        def printed() -> bool:
+            if self.count(prefix) >= times:
+                return True
+            if self.process.poll() is not None:
+                for reader in self._readers:  # what it printed before it ended
+                    reader.join(30)
+                if self.count(prefix) >= times:
+                    return True
+                pytest.fail(f"the application ended before {times}x {prefix!r}\n{self.failure()}")
+            return False
+
+        eventually(printed, timeout, message=lambda: f"{times}x {prefix!r}\n{self.failure()}")
 
     def result(self) -> dict:
         self.process.wait(APP_TIMEOUT)
