@@ -30,10 +30,12 @@ JVM_FIXTURES = frozenset({
 # Markers whose tests start JVMs of their own, by subprocess (spark-submit, Spark applications,
 # the namespace cluster, wheels installed into fresh environments, the docs walk).
 JVM_MARKERS = frozenset({"apps", "cluster", "newcomer"})
-# A hang fails one test, by name, after this many seconds (pyproject.toml: timeout = 300 for the
-# rest). The longest tests take ~8 minutes under CI's load; these markers get 20.
+# A hang fails one test, by name, after this many seconds (pyproject.toml: timeout = 300 for a
+# unit test). The longest tests take ~8 minutes under CI's load: these markers get 20 minutes;
+# other JVM tests 10 (the first one of a session also waits for Spark and the services to start).
 LONG_TIMEOUT_MARKERS = frozenset({"slow", "apps", "cluster", "newcomer"})
 LONG_TIMEOUT_SECONDS = 1200
+JVM_TIMEOUT_SECONDS = 600
 
 
 def pytest_collection_modifyitems(config, items):
@@ -43,8 +45,11 @@ def pytest_collection_modifyitems(config, items):
         markers = {mark.name for mark in item.iter_markers()}
         if "jvm" not in markers and (JVM_FIXTURES.intersection(item.fixturenames) or markers & JVM_MARKERS):
             item.add_marker(pytest.mark.jvm)
+            markers.add("jvm")
         if "timeout" not in markers and markers & LONG_TIMEOUT_MARKERS:
             item.add_marker(pytest.mark.timeout(LONG_TIMEOUT_SECONDS))
+        elif "timeout" not in markers and "jvm" in markers:
+            item.add_marker(pytest.mark.timeout(JVM_TIMEOUT_SECONDS))
 
 
 @pytest.fixture(scope="session")

@@ -55,6 +55,11 @@ def test_a_slow_test_gets_the_long_timeout(request):
     assert "jvm" not in {mark.name for mark in request.node.iter_markers()}  # slow alone is no JVM
 
 
+@pytest.mark.jvm  # (marked only: starts none)
+def test_a_jvm_test_gets_ten_minutes(request):
+    assert request.node.get_closest_marker("timeout").args == (conftest.JVM_TIMEOUT_SECONDS,)
+
+
 def test_every_other_test_gets_the_default_timeout(request):
     assert request.node.get_closest_marker("timeout") is None
     assert float(request.config.getini("timeout")) == 300
