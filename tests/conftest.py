@@ -8,6 +8,7 @@ per-test timeouts: see :func:`pytest_collection_modifyitems`.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 
 import pytest
@@ -61,6 +62,8 @@ def spark_dirs(tmp_path_factory):
 @pytest.fixture(scope="session")
 def spark(spark_dirs):
     """A local SparkSession configured by our own builders (catalog ``local``, KMS name ``test``)."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.fail("no java on PATH and no JAVA_HOME: this test starts Spark (a jvm test; make test-fast runs -m 'not jvm')")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings = config.spark_settings(
         CATALOG,
