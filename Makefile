@@ -117,9 +117,10 @@ test: setup setup-spark3.5 system-packages docs
 # The unit lane (~3 min): every test that starts no JVM (-m 'not jvm', tests/conftest.py), run with
 # no java on PATH and no JAVA_HOME, so a test that needs one fails loudly instead of passing here
 # by luck. Needs the venv only: no jars, no Maven, no Java. The vectors Java made are committed
-# (tests/formats/fixtures/java); `make test` checks them against Java again. Without the pinned
-# jars (make runtime-jars) PYICEBERG_CRYPTO_JARS is left unset: the builders then name Maven
-# coordinates, and the two tests of the downloaded jars skip, saying so.
+# (tests/formats/fixtures/java); `make test` checks them against Java again. Without the built jars
+# (make jars) the tests that read them (-m jars) skip, saying so; without the pinned ones (make
+# runtime-jars) PYICEBERG_CRYPTO_JARS is left unset: the builders then name Maven coordinates, and
+# the two tests of the downloaded jars skip, saying so.
 NO_JAVA_BIN := .cache/no-java-bin
 test-fast: venv
 	@path=$$($(PY) -m tests.path_without_java $(NO_JAVA_BIN)) && \

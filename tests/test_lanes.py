@@ -3,6 +3,7 @@ their long timeout, and tests/path_without_java.py leaves no JDK tool on the uni
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -31,28 +32,33 @@ PATHS = ("tests/formats/test_ags1.py", "tests/kms_service/test_entry_points.py",
 
 
 @pytest.fixture(scope="module")
-def lanes() -> dict[str, set[str]]:
-    return {marker: selected(marker, *PATHS) for marker in ("jvm", "not jvm")}
+def jvm_lane() -> set[str]:
+    return selected("jvm", *PATHS)
 
 
-def test_a_test_using_the_jvm_fixture_is_in_the_jvm_lane_and_vectors_are_not(lanes):
+def test_a_test_using_the_jvm_fixture_is_in_the_jvm_lane_and_vectors_are_not(jvm_lane):
     path = PATHS[0]
-    assert f"{path}::test_python_writes_java_reads" in lanes["jvm"]  # uses V, which uses jvm
-    assert f"{path}::test_java_writes_python_reads" in lanes["not jvm"]  # the committed vectors
-    assert not lanes["jvm"] & lanes["not jvm"]
+    assert f"{path}::test_python_writes_java_reads" in jvm_lane  # uses V, which uses jvm
+    assert f"{path}::test_java_writes_python_reads" not in jvm_lane  # the committed vectors
 
 
-def test_markers_of_subprocess_jvms_put_a_module_in_the_jvm_lane(lanes):
+def test_markers_of_subprocess_jvms_put_a_module_in_the_jvm_lane(jvm_lane):
     # apps (a marker), and an explicit jvm mark on a module whose fixture runs a Spark application
     for path in PATHS[1:]:
-        assert any(node.startswith(path) for node in lanes["jvm"])
-        assert not any(node.startswith(path) for node in lanes["not jvm"])
+        module = path.removesuffix(".py").replace("/", ".")
+        tests = {name for name in dir(importlib.import_module(module)) if name.startswith("test_")}
+        assert tests and {f"{path}::{name}" for name in tests} <= jvm_lane
 
 
 @pytest.mark.slow
 def test_a_slow_test_gets_the_long_timeout(request):
     assert request.node.get_closest_marker("timeout").args == (conftest.LONG_TIMEOUT_SECONDS,)
     assert "jvm" not in {mark.name for mark in request.node.iter_markers()}  # slow alone is no JVM
+
+
+@pytest.mark.jvm  # (marked only: starts none)
+def test_a_jvm_test_gets_ten_minutes(request):
+    assert request.node.get_closest_marker("timeout").args == (conftest.JVM_TIMEOUT_SECONDS,)
 
 
 def test_every_other_test_gets_the_default_timeout(request):

@@ -85,6 +85,7 @@ def test_foreground_cli_serves_until_sigterm(tmp_path):
     assert not listening_addresses(int(line.split(":")[2].split()[0]))
 
 
+@pytest.mark.jars
 def test_demo_settings_come_from_the_environment_without_credentials():
     env = {"METASTORE_URI": "thrift://metastore:9083", "WAREHOUSE": "s3://warehouse/wh",
            "S3_ENDPOINT": "http://minio:9000", "AWS_SECRET_ACCESS_KEY": "not-to-be-shown"}
