@@ -41,6 +41,12 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     from pyiceberg_crypto.table import catalog, metadata
     from pyiceberg_crypto.verify import pipeline
 
+    from pyiceberg_crypto.bridge import files
+    from pyiceberg_crypto.bridge.files import UnsafeFileError
+
+    world_writable = tmp_path / "shared"
+    world_writable.mkdir()
+    world_writable.chmod(0o777)
     not_json = tmp_path / "00001-x.metadata.json"
     not_json.write_text("{not json")
     return {
@@ -50,6 +56,12 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
             run_batch=lake.local_batch_runner())),
         "pyiceberg_crypto.audit.lake.local_batch_runner": (InvalidArgumentError, lambda: lake.local_batch_runner(threads=-1)),
         "pyiceberg_crypto.bridge.registration.register_kms": (ArgumentTypeError, lambda: bridge.register_kms(NOT_SPARK, object())),
+        "pyiceberg_crypto.bridge.files.check_operator_directory": (
+            UnsafeFileError, lambda: files.check_operator_directory(world_writable, "token")),
+        "pyiceberg_crypto.bridge.files.read_operator_file": (
+            UnsafeFileError, lambda: files.read_operator_file(tmp_path / "missing-token", "token")),
+        "pyiceberg_crypto.bridge.files.write_private_file": (
+            PyicebergCryptoError, lambda: files.write_private_file(tmp_path / "missing" / "token", b"t")),
         "pyiceberg_crypto.formats.deletion_vector.parse_deletion_vector": (
             PyicebergCryptoError, lambda: deletion_vector.parse_deletion_vector(b"junk")),
         "pyiceberg_crypto.formats.parquet.decrypt.decrypt_parquet": (
@@ -101,6 +113,15 @@ NO_BAD_INPUT = {
     "pyiceberg_crypto.audit.lake.audit_schema": "takes no arguments",
     "pyiceberg_crypto.audit.lake.ledger_path": "pure: any directory and table name make a path",
     "pyiceberg_crypto.bridge.registration.registered": "a lookup: None for a name nothing is registered under",
+    "pyiceberg_crypto.bridge.registration.warn_about_plaintext_catalogs":
+        "a best-effort warning: a session whose settings it cannot read has no catalog to warn about",
+    "pyiceberg_crypto.bridge.handshake.handshake_proof": "pure: an HMAC of the protocol's ASCII fields under a token",
+    "pyiceberg_crypto.bridge.py4j_server.read_params":
+        "the Py4J connection's own reader: EOFError is its end-of-stream signal, caught by the connection",
+    "pyiceberg_crypto.catalog_support.asks_for_encryption": "pure: any mapping of catalog settings",
+    "pyiceberg_crypto.catalog_support.plaintext_reason": "pure: any mapping of catalog settings",
+    "pyiceberg_crypto.catalog_support.session_catalogs": "pure: any mapping of Spark settings",
+    "pyiceberg_crypto.io.rest_catalog.namespace_name": "pure: any sequence of level names",
     "pyiceberg_crypto.bridge.registration.unregister_all": "takes no arguments",
     "pyiceberg_crypto.demo.local.build_session": "the demo starts its own local Spark in a directory it creates",
     "pyiceberg_crypto.demo.local.run_demo": "the demo starts its own local Spark in a directory it creates",

@@ -51,7 +51,7 @@ def read_operator_file(path: str | os.PathLike, what: str, *, private: bool = Fa
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UnsafeFileError(f"the {what} {path} is a symlink: refused (point the option at the file itself)") from None
-        raise
+        raise UnsafeFileError(exc.errno, f"cannot read the {what} {path}: {exc.strerror or exc}", str(path)) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
