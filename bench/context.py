@@ -46,6 +46,7 @@ class Sizes:
     cluster_snapshots: int  # ... and snapshots (one data file each) that expire_snapshots removes
     audit_tables: int  # section 10: tables of the audited namespace ...
     audit_files_per_table: int  # ... of this many data files each
+    where_used_tables: int  # section 12: tables `keys where-used` checks
     stream_rows_per_batch: int  # section 11: rows of each micro-batch (10 data files per commit) ...
     stream_batches: int  # ... micro-batches per query (the first is not timed) ...
     stream_lag_batches: int  # ... and commits of the query whose VerifyEachCommit lag is measured
@@ -73,6 +74,7 @@ FULL = Sizes(
     cluster_snapshots=100,
     audit_tables=200,
     audit_files_per_table=10,
+    where_used_tables=20,
     stream_rows_per_batch=200_000,
     stream_batches=5,
     stream_lag_batches=20,
@@ -100,6 +102,7 @@ QUICK = Sizes(
     cluster_snapshots=10,
     audit_tables=4,
     audit_files_per_table=3,
+    where_used_tables=20,
     stream_rows_per_batch=2_000,
     stream_batches=2,
     stream_lag_batches=3,

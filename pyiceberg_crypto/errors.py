@@ -45,5 +45,15 @@ class NotASparkSessionError(ArgumentTypeError):
     Connect session (it has no driver JVM here) or a stopped one."""
 
 
-__all__ = ["ArgumentTypeError", "InvalidArgumentError", "NotASparkSessionError", "PyicebergCryptoError",
+#: What a Spark Connect user does instead (no driver JVM in the client): appended to the errors.
+CONNECT_NEXT_STEP = (
+    ". With Spark Connect, serve the KMS to the Connect server with `pyiceberg-crypto kms serve` (its catalog "
+    "takes `kms_service=`), and check tables without a JVM from this client: `pyiceberg-crypto verify "
+    "METADATA_JSON`, `pyiceberg-crypto audit --metastore-uri thrift://... | --rest-uri http://...`, "
+    "`pyiceberg-crypto keys where-used KEY_ID --metastore-uri ... | --rest-uri ...`, or "
+    "verify_metadata(metadata_location, kms) in Python"
+)
+
+
+__all__ = ["CONNECT_NEXT_STEP", "ArgumentTypeError", "InvalidArgumentError", "NotASparkSessionError", "PyicebergCryptoError",
            "TableInputError"]

@@ -75,6 +75,9 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.keys.rewrap.rewrap_keks": (NotASparkSessionError, lambda: keys.rewrap_keks(NOT_SPARK, "lake.db.t")),
         "pyiceberg_crypto.keys.where_used.where_used_in_catalog": (
             NotASparkSessionError, lambda: keys.where_used_in_catalog(NOT_SPARK, "lake", "k", None, None)),
+        "pyiceberg_crypto.keys.where_used.where_used_in_listing": (
+            InvalidArgumentError, lambda: keys.where_used_in_listing({"uri": "thrift://127.0.0.1:1"}, "k", None, None,
+                                                                     tables=["too.many.dots.here"])),
         "pyiceberg_crypto.keys.where_used.where_used_in_metadata": (
             InvalidArgumentError, lambda: keys.where_used_in_metadata([GS], "", None, None)),
         "pyiceberg_crypto.kms.loader.load_kms": (kms.KmsLoadError, lambda: kms.load_kms("no-such-kms")),

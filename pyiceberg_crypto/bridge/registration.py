@@ -33,6 +33,7 @@ from py4j.java_gateway import JavaClass
 from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter, KmsCallStats
 from pyiceberg_crypto.bridge.callback_server import LOOPBACK, KmsCallbackServer
 from pyiceberg_crypto.bridge.redaction import redact_in_py4j_logs
+from pyiceberg_crypto.errors import CONNECT_NEXT_STEP
 from pyiceberg_crypto.catalog_support import asks_for_encryption, plaintext_reason, session_catalogs
 from pyiceberg_crypto.jars import check_java_version
 from pyiceberg_crypto.kms import registrations
@@ -261,7 +262,7 @@ def _spark_context(spark):
         except Exception as exc:
             raise BridgeError(
                 "register_kms needs a classic SparkSession with a local driver JVM "
-                "(Spark Connect sessions have none)"
+                "(Spark Connect sessions have none)" + CONNECT_NEXT_STEP
             ) from exc
     if getattr(sc, "_jvm", None) is None or getattr(sc, "_jsc", None) is None:
         raise BridgeError("the SparkContext has no JVM (was it stopped?)")

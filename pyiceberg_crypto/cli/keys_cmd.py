@@ -7,10 +7,13 @@ re-wrapping its KEKs, removing the entries no snapshot needs, which tables need 
     pyiceberg-crypto keys prune lake.db.orders --kms keystore --kms-property keystore.path=keys.json \\
         --warehouse /data/wh [--dry-run] [--json]
     pyiceberg-crypto keys where-used orders-key 1 --kms keystore --kms-property keystore.path=keys.json \
-        --catalog lake --warehouse /data/wh [--table lake.db.orders ...] [--json]
+        --metastore-uri thrift://hms:9083 [--catalog lake] [--table lake.db.orders ...] [--json]
+    pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --rest-uri http://catalog:8181
     pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --table /wh/db/t/metadata/00042-x.metadata.json
 
-``list`` needs no JVM (the KMS is optional: without it, no master key versions). ``rewrap`` and
+``list`` needs no JVM (the KMS is optional: without it, no master key versions), nor does
+``where-used`` with ``--metastore-uri`` or ``--rest-uri`` (the catalog is asked directly, as
+``pyiceberg-crypto audit`` does) or with metadata.json files. ``rewrap`` and
 ``prune`` commit through the table's catalog (whose KMS every commit needs), so they start Spark: a
 local session with ``--warehouse``, else the session spark-submit configured. Exit status: 0 done (or nothing to do), 2 usage error, unreadable
 input or a re-wrap / prune that committed nothing.
@@ -27,6 +30,8 @@ from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, parse_properties, positive_seconds
+from pyiceberg_crypto.cli.audit_cmd import REST_CREDENTIAL_VARIABLE, REST_TOKEN_VARIABLE, rest_properties
+from pyiceberg_crypto.config import HIVE, REST
 from pyiceberg_crypto.safe_text import escape_text, exception_line
 
 
@@ -56,35 +61,68 @@ def add_keys_parser(sub) -> None:
 
 
 def add_catalog_arguments(parser) -> None:
-    """Where the tables are for ``keys where-used`` and ``keystore retire``: a catalog to list (the
-    same session options as ``keys rewrap``), or the tables themselves."""
+    """Where the tables are for ``keys where-used`` and ``keystore retire``: a Hive metastore or a
+    REST catalog asked directly (no JVM), a Spark catalog, or the tables themselves."""
+    parser.add_argument("--metastore-uri", metavar="URI",
+                        help="thrift://host:port of the Hive metastore, asked directly (no Spark, no JVM)")
+    parser.add_argument("--rest-uri", metavar="URI",
+                        help="http(s)://... of a REST catalog, asked directly (no Spark, no JVM); its token (or "
+                             f"client_id:secret credential) comes from ${REST_TOKEN_VARIABLE} "
+                             f"(or ${REST_CREDENTIAL_VARIABLE})")
+    parser.add_argument("--rest-property", action="append", default=[], metavar="KEY=VALUE",
+                        help="a REST catalog property, as in the Spark catalog (warehouse, prefix, header.NAME) "
+                             "(repeatable)")
+    parser.add_argument("--metastore-timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
+                        help="give up on a catalog call after this long (default: %(default)g)")
     parser.add_argument("--catalog", metavar="NAME",
-                        help="the Spark catalog whose tables are checked (default: lake); without --warehouse, "
-                             "the session spark-submit configured")
-    parser.add_argument("--warehouse", help="build a local Spark session for this warehouse")
+                        help="the catalog's name: tables are shown as NAME.db.table (default: lake); without "
+                             "--metastore-uri, --rest-uri or --warehouse, the Spark catalog of the session "
+                             "spark-submit configured")
+    parser.add_argument("--warehouse", help="build a local Spark session for this warehouse (embedded metastore)")
     parser.add_argument("--metastore-dir", help="embedded metastore directory (default: next to the warehouse)")
-    parser.add_argument("--metastore-uri", help="thrift://host:port of a metastore")
     parser.add_argument("--table", action="append", default=[], metavar="TABLE",
                         help="check only this table: CATALOG.DB.TABLE, or its current metadata.json (path or URI; "
                              "no Spark needed when every --table is one) (repeatable)")
 
 
 def catalog_given(args: argparse.Namespace) -> bool:
-    return bool(args.catalog or args.warehouse or args.metastore_dir or args.metastore_uri or args.table)
+    return bool(args.catalog or args.warehouse or args.metastore_dir or args.metastore_uri or args.rest_uri
+                or args.table)
+
+
+def catalog_service(args: argparse.Namespace) -> dict[str, str] | None:
+    """The settings of the catalog asked directly (``--rest-uri``, or ``--metastore-uri`` without a
+    local session), else None (a Spark session answers). ValueError for options that do not go together."""
+    if args.rest_property and not args.rest_uri:
+        raise ValueError("--rest-property needs --rest-uri")
+    if args.rest_uri and args.metastore_uri:
+        raise ValueError("give --metastore-uri thrift://... (a Hive metastore) or --rest-uri http://... "
+                         "(a REST catalog), not both")
+    if args.rest_uri:
+        return {**rest_properties(args), "type": REST}
+    if args.metastore_uri and not (args.warehouse or args.metastore_dir):
+        return {"type": HIVE, "uri": args.metastore_uri}
+    return None
 
 
 def find_key_uses(args: argparse.Namespace, key_id: str, version: str | None, kms: KeyManagementClient | None):
-    """WhereUsed for these options: metadata.json files read directly, else a Spark session for the catalog."""
-    from pyiceberg_crypto.keys.where_used import where_used_in_catalog, where_used_in_metadata
+    """WhereUsed for these options: metadata.json files read directly; the Hive metastore or REST
+    catalog asked directly (no JVM); else a Spark session for the catalog."""
+    from pyiceberg_crypto.keys.where_used import where_used_in_catalog, where_used_in_listing, where_used_in_metadata
 
     locations = [t for t in args.table if _is_metadata_location(t)]
-    if args.table and len(locations) == len(args.table) and not args.warehouse and not args.metastore_uri:
+    service = catalog_service(args)
+    if args.table and len(locations) == len(args.table) and not args.warehouse and service is None:
         return where_used_in_metadata(locations, key_id, version, kms)
     if locations:
         raise ValueError("give --table as CATALOG.DB.TABLE names or as metadata.json files, not both")
+    catalog = args.catalog or (args.table[0].split(".")[0] if args.table and args.table[0].count(".") == 2
+                               else "lake")
+    if service is not None:
+        return where_used_in_listing(service, key_id, version, kms, catalog=catalog, tables=args.table or None,
+                                     timeout=args.metastore_timeout)
     from pyiceberg_crypto.config import session_for_catalog
 
-    catalog = args.catalog or (args.table[0].split(".")[0] if args.table else "lake")
     spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
                                 metastore_uri=args.metastore_uri, app_name="pyiceberg-crypto-keys")
     try:  # only the metastore and the metadata.json files are read: no Iceberg load, no KMS in the JVM

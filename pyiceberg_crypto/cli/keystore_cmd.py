@@ -3,11 +3,13 @@
     pyiceberg-crypto keystore create PATH
     pyiceberg-crypto keystore add PATH KEY_ID [--length 16|24|32]
     pyiceberg-crypto keystore rotate PATH KEY_ID
-    pyiceberg-crypto keystore retire PATH KEY_ID VERSION --warehouse /data/wh [--catalog lake] [--table ...] [--force]
+    pyiceberg-crypto keystore retire PATH KEY_ID VERSION --metastore-uri thrift://hms:9083 [--table ...] [--force]
+    pyiceberg-crypto keystore retire PATH KEY_ID VERSION --rest-uri http://catalog:8181 [--force]
     pyiceberg-crypto keystore list PATH [--json]
 
 ``retire`` refuses while any table still needs that version (it checks every table of the catalog,
-or the tables given, as ``keys where-used`` does), and backs the keystore up beside itself first.
+or the tables given, as ``keys where-used`` does: with ``--metastore-uri`` or ``--rest-uri``
+the catalog is asked directly, no JVM), and backs the keystore up beside itself first.
 
 Key bytes are never printed: output names key ids, versions, lengths and creation times only.
 Exit status: 0 done; 1 the keystore file fails a check (accessible by group/others, malformed);
@@ -97,10 +99,10 @@ def _retire(keystore: Keystore, args: argparse.Namespace) -> int:
     if not args.force:
         if not catalog_given(args):
             print(f"pyiceberg-crypto keystore: not retiring {what}: cannot tell which tables still need it. Give the "
-                  "catalog to check (--warehouse DIR or --metastore-uri thrift://..., or --catalog NAME in a "
-                  "spark-submit session) or the tables "
+                  "catalog to check (--metastore-uri thrift://host:port or --rest-uri http://..., asked without "
+                  "Spark; --warehouse DIR; or --catalog NAME in a spark-submit session) or the tables "
                   f"(--table ...), e.g. `pyiceberg-crypto keystore retire {keystore.path} {args.key_id} {args.version} "
-                  "--warehouse /data/wh`; or --force to retire without a check (what it wrapped becomes unreadable)",
+                  "--metastore-uri thrift://127.0.0.1:9083`; or --force to retire without a check (what it wrapped becomes unreadable)",
                   file=sys.stderr)
             return ExitStatus.USAGE
         try:

@@ -166,7 +166,10 @@ def _addresses(uri: str) -> list[tuple[str, int]]:
         except ValueError as exc:
             raise MetastoreError(f"invalid Hive metastore URI {part!r}: {exc}") from None
         if parts.scheme != "thrift" or not host:
-            raise MetastoreError(f"invalid Hive metastore URI {part!r}: expected thrift://host:port")
+            address = part.split("://", 1)[-1] or "host:port"
+            raise MetastoreError(f"invalid Hive metastore URI {part!r}: expected thrift://host:port. Write "
+                                 f"thrift://{address} for a Hive metastore, or http://{address} for a REST catalog "
+                                 "(--rest-uri http://... in audit and the key commands; head's --metastore takes either)")
         addresses.append((host, port))
     if not addresses:
         raise MetastoreError(f"no Hive metastore URI in {uri!r}")

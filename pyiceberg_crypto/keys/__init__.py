@@ -10,6 +10,7 @@ without rewriting data, and remove the entries no snapshot needs::
     result = rewrap_keks(spark, "lake.db.orders", dry_run=True)  # what would change
     result = prune_keys(spark, "lake.db.orders")                 # drop entries no snapshot needs
     where_used_in_catalog(spark, "lake", "orders-key", "1", kms).needed   # before retiring a version
+    where_used_in_listing({"uri": "thrift://hms:9083"}, "orders-key", "1", kms).needed   # the same, no JVM
 
 Modules: :mod:`.inventory` (KEKs, their age, master key versions, the snapshots they seal, unused
 entries: :mod:`pyiceberg_crypto.table.key_inventory` by metadata.json or table name),
@@ -20,8 +21,8 @@ entries: :mod:`pyiceberg_crypto.table.key_inventory` by metadata.json or table n
 from pyiceberg_crypto.keys.inventory import KekInfo, KeyInventory, inventory_from_metadata, key_inventory
 from pyiceberg_crypto.keys.prune import PruneError, PruneResult, prune_keys
 from pyiceberg_crypto.keys.rewrap import RewrapError, RewrapResult, rewrap_keks
-from pyiceberg_crypto.keys.where_used import KeyUse, WhereUsed, where_used_in_catalog, where_used_in_metadata
+from pyiceberg_crypto.keys.where_used import KeyUse, WhereUsed, where_used_in_catalog, where_used_in_listing, where_used_in_metadata
 
 __all__ = ["KekInfo", "KeyInventory", "KeyUse", "PruneError", "PruneResult", "RewrapError", "RewrapResult",
            "WhereUsed", "inventory_from_metadata", "key_inventory", "prune_keys", "rewrap_keks",
-           "where_used_in_catalog", "where_used_in_metadata"]
+           "where_used_in_catalog", "where_used_in_listing", "where_used_in_metadata"]

@@ -2,6 +2,8 @@
 retired (``pyiceberg-crypto keys where-used``, ``pyiceberg-crypto keystore retire``)::
 
     result = where_used_in_catalog(spark, "lake", "orders-key", "1", kms)     # every table of a catalog
+    result = where_used_in_listing({"uri": "thrift://hms:9083"}, "orders-key", "1", kms)   # no JVM
+    result = where_used_in_listing({"type": "rest", "uri": "http://127.0.0.1:8181"}, "orders-key", "1", kms)
     result = where_used_in_metadata(["/wh/shop.db/orders/metadata/00042-....metadata.json"], "orders-key", "1", kms)
     result.needed        # True: some table needs it, or a table could not be checked
     for use in result.uses:
@@ -90,6 +92,48 @@ def where_used_in_catalog(spark, catalog: str, key_id: str, version: str | int |
     for table in (tables if tables else iceberg_tables(spark, catalog)):
         _check(result, table, lambda name=table: key_inventory(spark, name, kms))
     return result
+
+
+def where_used_in_listing(properties: dict[str, str], key_id: str, version: str | int | None,
+                          kms: KeyManagementClient | None, *, catalog: str = "lake", tables: list[str] | None = None,
+                          timeout: float = 30.0, limits: Limits | None = None) -> WhereUsed:
+    """Check every Iceberg table of the catalog with these settings (a Hive metastore's ``uri``
+    ``thrift://host:port``, or ``type=rest`` and its ``uri``: :func:`~pyiceberg_crypto.table.catalog.list_tables`),
+    without Spark or a JVM; or only ``tables`` (``catalog.db.table`` or ``db.table`` names). Tables
+    are named ``catalog.db.table`` in the result. Raises TableInputError when the catalog cannot be
+    listed (unreachable, unknown namespace)."""
+    result = _where_used(key_id, version)
+    wanted = {_without_catalog(name, catalog) for name in tables} if tables else None
+    namespaces = sorted({name.rsplit(".", 1)[0] for name in wanted}) if wanted else None
+    try:
+        listing = list_tables(properties, namespaces, timeout=timeout)
+    except MetastoreError as exc:
+        raise TableInputError(f"cannot list the tables of catalog {catalog!r}: {exc}") from None
+    listed = set()
+    for entry in listing:
+        if wanted is not None and entry.table not in wanted:
+            continue
+        name = f"{catalog}.{entry.table}"
+        listed.add(entry.table)
+        why = (entry.parameters or {}).get("load_error") or (entry.parameters or {}).get("list_error")
+        if why:
+            result.unchecked[name] = why
+        elif entry.is_iceberg and entry.parameters.get("metadata_location"):
+            location = entry.parameters["metadata_location"]
+            _check(result, name, lambda loc=location: inventory_from_metadata(loc, kms, limits=limits))
+    for missing in sorted((wanted or set()) - listed):
+        result.unchecked[f"{catalog}.{missing}"] = "the catalog does not list this table"
+    return result
+
+
+def _without_catalog(name: str, catalog: str) -> str:
+    """``db.table`` of ``catalog.db.table`` or ``db.table``; InvalidArgumentError otherwise."""
+    parts = name.split(".")
+    if len(parts) == 3 and parts[0] == catalog:
+        parts = parts[1:]
+    if len(parts) != 2 or not all(parts):
+        raise InvalidArgumentError(f"table must be {catalog}.db.table or db.table, got {name!r}")
+    return ".".join(parts)
 
 
 def iceberg_tables(spark, catalog: str) -> list[str]:

@@ -375,7 +375,8 @@ class KeystoreKms(KeyManagementClient):
         except InvalidTag:
             raise KmsError(
                 f"wrapped key does not authenticate under key id {wrapping_key_id!r} version {version} "
-                "(tampered wrapped key, or wrapped for another key id or keystore)"
+                "(tampered wrapped key, or wrapped for another key id or keystore: use the keystore the table "
+                "was written with; a key of the same id added elsewhere is another key)"
             ) from None
 
     def __repr__(self) -> str:
@@ -407,9 +408,16 @@ class KeystoreKms(KeyManagementClient):
             if attempt == 0:
                 self._refresh()  # another process may have rotated since we last read the file
         with self._lock:
-            self._versions(key_id)  # unknown key id: say so
+            if key_id not in self._keys:  # unwrapping: a key added now is another key, it opens nothing written
+                raise UnknownKeyError(
+                    f"key id {key_id!r} is not in keystore {self.path}, so what it wrapped cannot be opened: this "
+                    "keystore lacks the master key that wrapped this table's keys. Use the keystore the table was "
+                    "written with (the keystore.path of its writers' KMS), or restore that file from its backup; "
+                    "a key added now (keystore add) is a new random key and cannot open existing data")
             known = [v.version for v in self._keys[key_id]]
-        raise UnknownKeyError(f"key id {key_id!r} has no version {version} in {self.path} (versions: {known})")
+        raise UnknownKeyError(f"key id {key_id!r} has no version {version} in {self.path} (versions: {known}): use "
+                              "the keystore the table was written with, or restore this one from its backup "
+                              "(keystore retire writes one beside it)")
 
     def _versions(self, key_id: str) -> list[MasterKeyVersion]:
         try:

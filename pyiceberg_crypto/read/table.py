@@ -232,8 +232,18 @@ def _from_rest_catalog(catalog: str | RestCatalog, name: str) -> tuple[str, dict
         client = catalog if isinstance(catalog, RestCatalog) else RestCatalog(catalog)
         loaded = client.load_table(tuple(namespace.split(".")), table)  # a SQL-style name: dots part levels
     except RestCatalogError as exc:
-        raise TableInputError(str(exc)) from None
+        raise TableInputError(str(exc) + _catalog_prefix_hint(exc, namespace, table)) from None
     return loaded.metadata_location, loaded.metadata
+
+
+def _catalog_prefix_hint(exc: RestCatalogError, namespace: str, table: str) -> str:
+    """For a table the REST catalog does not know under a nested namespace: the hint that its first
+    level may be a Spark catalog's name (``lake.shop.orders``), which the REST catalog never sees."""
+    first, _, rest = namespace.partition(".")
+    if exc.status != 404 or not rest:
+        return ""
+    return (f" (if {first!r} is the name of your Spark catalog, leave it out: the REST catalog knows the table as "
+            f"{rest}.{table}, e.g. `pyiceberg-crypto head {rest}.{table} --metastore URI ...`)")
 
 
 def _from_metastore(uri: str, name: str) -> tuple[str, str | None]:

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pyiceberg_crypto.config import ENCRYPTING_REST_CATALOG_IMPL, HIVE, KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY, REST
-from pyiceberg_crypto.errors import NotASparkSessionError, TableInputError
+from pyiceberg_crypto.errors import CONNECT_NEXT_STEP, NotASparkSessionError, TableInputError
 from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.io.hive_metastore import MetastoreConnection, MetastoreError  # one error for every way of asking
 from pyiceberg_crypto.io.rest_catalog import RestCatalog, RestCatalogError, namespace_name
@@ -54,8 +54,9 @@ def require_classic_session(spark, what: str) -> None:
         alive = None
     if not alive:
         reason = "it is stopped" if alive is False else f"got {type(spark).__module__}.{type(spark).__name__}"
+        connect = alive is None and ".connect." in type(spark).__module__
         raise NotASparkSessionError(f"{what} needs a classic SparkSession with a driver JVM ({reason}; Spark "
-                                    "Connect sessions have none)")
+                                    "Connect sessions have none)" + (CONNECT_NEXT_STEP if connect else ""))
 
 
 def catalog_properties(spark, catalog: str) -> dict[str, str]:
@@ -66,10 +67,19 @@ def catalog_properties(spark, catalog: str) -> dict[str, str]:
     conf = {prefix + suffix: value for suffix, value in _with_prefix(spark, prefix)}
     conf.update(_session_conf(spark))
     if prefix not in conf:
-        raise MetastoreError(f"no Spark catalog named {catalog!r} (spark.sql.catalog.{catalog} is not set)")
+        names = configured_catalogs(spark)
+        known = f"; the session's catalogs: {', '.join(names)}" if names else "; the session configures none"
+        raise MetastoreError(f"no Spark catalog named {catalog!r} (spark.sql.catalog.{catalog} is not set){known}")
     props = {key[len(prefix) + 1:]: value for key, value in conf.items() if key.startswith(prefix + ".")}
     catalog_kind(props, catalog)
     return props
+
+
+def configured_catalogs(spark) -> list[str]:
+    """The names of the catalogs the session configures (``spark.sql.catalog.<name>`` set), sorted."""
+    prefix = "spark.sql.catalog."
+    keys = [prefix + suffix for suffix, _ in _with_prefix(spark, prefix)] + list(_session_conf(spark))
+    return sorted({key[len(prefix):] for key in keys if key.startswith(prefix) and "." not in key[len(prefix):]})
 
 
 def catalog_kind(properties: dict[str, str], catalog: str = "?") -> str:
@@ -405,8 +415,16 @@ def split_table_name(spark, table: str) -> tuple[str, str, str]:
     """(catalog, database, table) of ``catalog.db.table``, or of ``db.table`` in the current catalog."""
     require_classic_session(spark, f"looking up table {table!r}")
     parts = table.split(".")
-    if len(parts) == 2:
-        parts = [spark.catalog.currentCatalog(), *parts]
+    if len(parts) == 2 and all(parts):
+        current = spark.catalog.currentCatalog()
+        names = configured_catalogs(spark)
+        if current not in names:
+            example = f"{names[0]}.{table}" if names else f"CATALOG.{table}"
+            raise TableInputError(
+                f"table {table!r} names no catalog, and the session's current catalog {current!r} is not one it "
+                f"configures: write {example!r}" + (f" (the session's catalogs: {', '.join(names)})" if names else
+                                                    " after configuring one (config.spark_settings)"))
+        parts = [current, *parts]
     if len(parts) != 3 or not all(parts):
         raise TableInputError(f"table must be catalog.db.table, got {table!r}")
     return parts[0], parts[1], parts[2]

@@ -142,6 +142,15 @@ def test_invalid_uris(uri, shown):
     assert str(excinfo.value).startswith(shown)
 
 
+def test_a_bare_host_port_names_both_ways_to_write_it():
+    """`--metastore 127.0.0.1:8181` (issue 41): the message says what to type for Hive and for REST."""
+    with pytest.raises(MetastoreError) as excinfo:
+        table_parameters("127.0.0.1:8181", "db", "t")
+    message = str(excinfo.value)
+    assert "thrift://127.0.0.1:8181 for a Hive metastore" in message
+    assert "http://127.0.0.1:8181 for a REST catalog" in message and "--rest-uri" in message
+
+
 # --- hand-made servers: what a broken or hostile metastore could send ----------------------------
 
 def string(value: str | bytes) -> bytes:

@@ -97,6 +97,28 @@ def test_blob_is_bound_to_its_key_id(keystore_path):
         kms.unwrap_key(wrapped, "other")
 
 
+def test_the_wrong_keystore_never_advises_adding_a_key_to_open_existing_data(tmp_path):
+    """Issue 41: a fresh random key cannot open a table; the unwrap errors say to use the keystore
+    the table was written with (wrapping with an unknown key id still says `keystore add`)."""
+    written, other = tmp_path / "written.json", tmp_path / "other.json"
+    for path in (written, other):
+        Keystore(path).create()
+    Keystore(written).add_key("orders-key")
+    wrapped = KeystoreKms(written).wrap_key(b"k" * 16, "orders-key")
+    with pytest.raises(UnknownKeyError) as excinfo:
+        KeystoreKms(other).unwrap_key(wrapped, "orders-key")
+    message = str(excinfo.value)
+    assert "keystore add" not in message.replace("(keystore add) is a new random key", "")
+    assert "lacks the master key that wrapped this table's keys" in message
+    assert "the keystore the table was written with" in message
+    Keystore(other).add_key("orders-key")  # what the old hint advised: another key of the same id
+    with pytest.raises(KmsError) as excinfo:
+        KeystoreKms(other).unwrap_key(wrapped, "orders-key")
+    assert "use the keystore the table was written with" in str(excinfo.value)
+    with pytest.raises(UnknownKeyError, match="keystore add"):  # a new table's key: adding it is right
+        KeystoreKms(other).wrap_key(b"k" * 16, "returns-key")
+
+
 def test_unknown_key_id_and_version_and_short_blob(keystore_path):
     kms = KeystoreKms(keystore_path)
     with pytest.raises(UnknownKeyError, match="key id 'nope' is not in keystore"):

@@ -1,0 +1,107 @@
+"""`keys where-used` and `keystore retire`'s check ask the catalog directly (issue 41, item 2): a
+standalone Hive metastore over Thrift (`--metastore-uri`) or a REST catalog over HTTP
+(`--rest-uri`), with no Spark and no JVM in the command's process; tables written by the shared
+Spark session through catalogs on those services, each under a keystore master key."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from pyiceberg_crypto import config
+from pyiceberg_crypto.bridge import register_kms
+from pyiceberg_crypto.cli.main import main
+from pyiceberg_crypto.keys import where_used_in_listing
+from pyiceberg_crypto.kms import KeystoreKms
+from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
+from tests.conftest import add_catalog
+
+pytestmark = [pytest.mark.loopback, pytest.mark.slow]
+
+KEY, OTHER = "wu-key", "wu-other"
+
+
+@pytest.fixture(scope="module")
+def lakes(spark, hive_metastore, rest_catalog_server, tmp_path_factory):  # noqa: F811
+    """Two tables under KEY and one under OTHER in a Hive namespace; one table under KEY over REST."""
+    work = tmp_path_factory.mktemp("where-used")
+    keystore = work / "keys.json"
+    for argv in (["create", str(keystore)], ["add", str(keystore), KEY], ["add", str(keystore), OTHER]):
+        assert main(["keystore", *argv]) == 0
+    suffix = uuid.uuid4().hex[:6]
+    kms_name = f"wu-{suffix}"
+    registration = register_kms(spark, KeystoreKms(keystore), name=kms_name)
+    hive, rest, ns = f"wuhive_{suffix}", f"wurest_{suffix}", f"ns_{suffix}"
+    add_catalog(spark, hive, warehouse=work / "wh", kms_name=kms_name, metastore_uri=hive_metastore.uri)
+    add_catalog(spark, rest, work / "rest-wh", catalog_type="rest", uri=rest_catalog_server.uri, kms_name=kms_name)
+    for catalog, tables in ((hive, (("orders", KEY), ("returns", KEY), ("audit", OTHER))), (rest, (("events", KEY),))):
+        spark.sql(f"CREATE NAMESPACE {catalog}.{ns}")
+        for name, key in tables:
+            table = f"{catalog}.{ns}.{name}"
+            spark.sql(f"CREATE TABLE {table} (id bigint) USING iceberg "
+                      f"{config.tblproperties_sql(config.table_properties(key))}")
+            spark.sql(f"INSERT INTO {table} VALUES (1), (2)")
+    yield {"keystore": keystore, "ns": ns, "metastore": hive_metastore.uri, "rest": rest_catalog_server.uri}
+    registration.close()
+
+
+def run_cli(*argv: str) -> subprocess.CompletedProcess:
+    """The CLI in a fresh Python process that must never import pyspark (so never starts a JVM)."""
+    code = ("import sys; from pyiceberg_crypto.cli.main import main; code = main(sys.argv[1:]); "
+            "assert 'pyspark' not in sys.modules and 'py4j' not in sys.modules, 'pyspark was imported'; "
+            "sys.exit(code)")
+    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120)
+
+
+def kms_args(lakes) -> list[str]:
+    return ["--kms", "keystore", "--kms-property", f"keystore.path={lakes['keystore']}"]
+
+
+def test_where_used_over_thrift_names_the_tables_without_a_jvm(lakes):
+    ns = lakes["ns"]
+    done = run_cli("keys", "where-used", KEY, "1", *kms_args(lakes), "--metastore-uri", lakes["metastore"],
+                   "--catalog", "lake", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["needed"] is True
+    assert sorted(u["table"] for u in doc["uses"]) == [f"lake.{ns}.orders", f"lake.{ns}.returns"]
+    assert f"lake.{ns}.audit" in doc["checked"] and not doc["unchecked"]
+    assert "Ivy" not in done.stderr and ":: resolving" not in done.stderr
+
+
+def test_where_used_over_rest_and_only_the_tables_asked_for(lakes):
+    ns = lakes["ns"]
+    done = run_cli("keys", "where-used", KEY, *kms_args(lakes), "--rest-uri", lakes["rest"], "--catalog", "shop")
+    assert done.returncode == 0, done.stderr
+    assert f"shop.{ns}.events: KEK(s)" in done.stdout
+    found = where_used_in_listing({"uri": lakes["metastore"]}, OTHER, None, KeystoreKms(lakes["keystore"]),
+                                  tables=[f"lake.{ns}.audit", f"{ns}.orders", f"{ns}.gone"])
+    assert [u.table for u in found.uses] == [f"lake.{ns}.audit"]
+    assert found.checked == [f"lake.{ns}.audit", f"lake.{ns}.orders"]
+    assert found.unchecked == {f"lake.{ns}.gone": "the catalog does not list this table"}  # not provably unused
+
+
+def test_retire_checks_the_metastore_directly_and_refuses(lakes):
+    done = run_cli("keystore", "retire", str(lakes["keystore"]), KEY, "1", "--metastore-uri", lakes["metastore"])
+    # version 1 is the newest: refused before any catalog is read; rotate so 1 becomes retirable
+    assert done.returncode == 2 and "newest" in done.stderr
+    assert main(["keystore", "rotate", str(lakes["keystore"]), KEY]) == 0
+    done = run_cli("keystore", "retire", str(lakes["keystore"]), KEY, "1", "--metastore-uri", lakes["metastore"],
+                   "--table", f"{lakes['ns']}.orders")
+    assert done.returncode == 2 and "still needed" in done.stderr and f"lake.{lakes['ns']}.orders" in done.stderr
+    done = run_cli("keystore", "retire", str(lakes["keystore"]), KEY, "1", "--rest-uri", lakes["rest"])
+    assert done.returncode == 2 and f"lake.{lakes['ns']}.events" in done.stderr
+
+
+def test_an_unreachable_metastore_and_mixed_catalog_options_are_one_line(lakes):
+    done = run_cli("keys", "where-used", KEY, *kms_args(lakes), "--metastore-uri", "thrift://127.0.0.1:1",
+                   "--metastore-timeout", "2")
+    assert done.returncode == 2 and "cannot list the tables of catalog 'lake'" in done.stderr
+    assert "Traceback" not in done.stderr
+    done = run_cli("keys", "where-used", KEY, *kms_args(lakes), "--metastore-uri", lakes["metastore"],
+                   "--rest-uri", lakes["rest"])
+    assert done.returncode == 2 and "not both" in done.stderr
