@@ -34,12 +34,13 @@ import json
 import struct
 from collections.abc import Mapping
 
-from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, KmsError
+from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, KmsError, UnknownKeyError
 
 MAGIC = b"PICAWSK1"
 BINDING_LENGTH = 32
 MAX_KEY_ID_BYTES = 2048
 MAX_INNER_BYTES = 1 << 20
+_WHY = " (not made with this key, altered, or the KMS failed: the KMS's log has the detail)"
 
 
 class InvalidCiphertextError(KmsError):
@@ -120,19 +121,19 @@ def open_blob(kms: KeyManagementClient, blob: bytes, key_id: str | None = None,
             raise InvalidCiphertextError("a raw Python-KMS blob has no encryption context: send none")
         try:
             return key_id, kms.unwrap_key(blob, key_id)
-        except KmsError:
+        except (UnknownKeyError, TimeoutError):
             raise
         except Exception:
-            raise InvalidCiphertextError(f"the raw blob does not unwrap with key id {key_id!r}") from None
+            raise InvalidCiphertextError(f"the raw blob does not unwrap with key id {key_id!r}{_WHY}") from None
     named, inner = parse(blob)
     if key_id is not None and key_id != named:
         raise IncorrectKeyError(f"the ciphertext was made with another key than {key_id!r}")
     try:
         payload = kms.unwrap_key(inner, named)
-    except KmsError:
+    except (UnknownKeyError, TimeoutError):
         raise
     except Exception:
-        raise InvalidCiphertextError(f"the blob does not unwrap with key id {named!r}") from None
+        raise InvalidCiphertextError(f"the blob does not unwrap with key id {named!r}{_WHY}") from None
     payload = bytes(payload)
     if len(payload) < BINDING_LENGTH or not hmac.compare_digest(payload[-BINDING_LENGTH:], _binding(named, context)):
         raise InvalidCiphertextError(
