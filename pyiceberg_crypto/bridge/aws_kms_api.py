@@ -106,7 +106,7 @@ class FaceLimits:
             raise ValueError("face limits must be positive")
 
 
-class _ApiError(Exception):
+class _ApiError(PyicebergCryptoError):
     """An AWS JSON error answer: ``{"__type": code, "message": ...}`` with ``status``."""
 
     def __init__(self, code: str, message: str, status: int = 400, reason: str | None = None):

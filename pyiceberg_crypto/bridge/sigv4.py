@@ -109,9 +109,9 @@ def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
 
 
 def _canonical_uri(path: str) -> str:
-    # Non-S3 services: each segment URI-encoded once (clients send the path already encoded).
-    segments = urllib.parse.unquote(path or "/").split("/")
-    return "/".join(urllib.parse.quote(s, safe="-_.~") for s in segments) or "/"
+    # Non-S3 services: the path as sent (already URI-encoded once) is URI-encoded again, as
+    # botocore and the AWS SDK for Java do.
+    return urllib.parse.quote(path or "/", safe="/~")
 
 
 def _canonical_query(query: str) -> str:
