@@ -4,7 +4,7 @@ the AWS bundle and a JVM that trusts the face's CA, which the shared test sessio
     python tests/trino/spark_writer.py job.json   # prints one line: RESULT {...}
 
 job.json: {"metastore_uri", "warehouse", "keystore", "key_id", "face_endpoint", "truststore",
-"region", "moto_endpoint" (optional), "moto_key_id" (optional)}. Credentials for the face (and
+"region", "moto_endpoint", "moto_key_id", "moto_region" (optional)}. Credentials for the face (and
 moto) come from the environment (AWS_ACCESS_KEY_ID ...), as Iceberg's AWS client reads them.
 
 Tables (database ``db`` in one Hive metastore):
@@ -16,8 +16,11 @@ Tables (database ``db`` in one Hive metastore):
 - ``orders_plain``: the plaintext twin of ``orders``.
 - ``orders_dv``: like ``orders``, then a merge-on-read DELETE (a deletion vector).
 - ``orders_moto``: through ``AwsKeyManagementClient`` against moto (AWS KMS itself), when given.
-- ``orders_slipped``: encrypted, plus one plaintext Parquet file added to it by ``add_files``-style
-  append of an unencrypted data file (what Trino does with it is asserted by the test).
+- ``orders_slipped``: encrypted, plus one plaintext Parquet file appended with Iceberg's own API
+  (a manifest entry without key metadata); what Trino does with it is asserted by the test.
+- ``orders_swapped``: encrypted; the test then puts a plaintext Parquet file's bytes where one of
+  its encrypted data files was (the manifest still carries that file's key metadata).
+- ``orders_spare``: encrypted, read by Trino only after the KMS service stopped.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ def main(job_file: str) -> None:
     if job.get("moto_endpoint"):
         settings.update(config.catalog_settings(
             "moto", warehouse=warehouse, metastore_uri=uri, kms_impl=aws_client,
-            extra_catalog_properties={"kms.endpoint": job["moto_endpoint"], "client.region": job["region"]}))
+            extra_catalog_properties={"kms.endpoint": job["moto_endpoint"], "client.region": job["moto_region"]}))
     trust = f"-Djavax.net.ssl.trustStore={job['truststore']} -Djavax.net.ssl.trustStoreType=PKCS12"
     settings["spark.driver.extraJavaOptions"] = (settings.get("spark.driver.extraJavaOptions", "") + " " + trust).strip()
     builder = config.local_spark_builder("trino-tables", master="local[1]")
@@ -75,6 +78,8 @@ def main(job_file: str) -> None:
     # A plaintext Parquet file slipped into an encrypted table: written by the plaintext twin,
     # then appended to the encrypted table's metadata by Iceberg's own API (no key metadata).
     create("orders_slipped", encrypted)
+    create("orders_swapped", encrypted)  # the test swaps one data file's bytes for a plaintext file
+    create("orders_spare", encrypted)    # read first after the face stopped
     jvm = spark._jvm
     plain_table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, "bridge.db.orders_plain")
     slipped = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, "bridge.db.orders_slipped")
@@ -83,7 +88,8 @@ def main(job_file: str) -> None:
     result["slipped_file"] = str(first_plain.location())
 
     for table, catalog in (("orders", "bridge"), ("orders_plain", "bridge"), ("orders_face", "face"),
-                           ("orders_dv", "bridge"), ("orders_moto", "moto"), ("orders_slipped", "bridge")):
+                           ("orders_dv", "bridge"), ("orders_moto", "moto"), ("orders_slipped", "bridge"),
+                           ("orders_swapped", "bridge"), ("orders_spare", "bridge")):
         if catalog == "moto" and not job.get("moto_endpoint"):
             continue
         name = f"{catalog}.db.{table}"
