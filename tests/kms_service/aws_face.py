@@ -36,15 +36,15 @@ class FaceProcess:
     credentials: Path
 
     @classmethod
-    def start(cls, workdir: Path, keystore: Path, *, extra: list[str] = (), plaintext: bool = False,
-              metrics: bool = False) -> FaceProcess:
+    def start(cls, workdir: Path, keystore: Path | None, *, extra: list[str] = (), plaintext: bool = False,
+              metrics: bool = False, kms: str = "keystore", properties: dict[str, str] | None = None) -> FaceProcess:
         workdir.mkdir(parents=True, exist_ok=True)
         workdir.chmod(0o700)
         credentials = write_credentials(workdir / "aws-kms-api.credentials")
         args = ["--aws-kms-api", "127.0.0.1:0", "--aws-kms-api-credentials", str(credentials),
                 "--aws-kms-api-region", REGION, *(["--aws-kms-api-plaintext"] if plaintext else []),
                 *(["--metrics", "127.0.0.1:0"] if metrics else []), *extra]
-        service = ServiceProcess.start(workdir / "service", keystore, extra=args)
+        service = ServiceProcess.start(workdir / "service", keystore, extra=args, kms=kms, properties=properties)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             found = re.search(r"AWS KMS API: (https?://127\.0\.0\.1:\d+)", service.log())

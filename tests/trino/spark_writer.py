@@ -21,6 +21,8 @@ Tables (database ``db`` in one Hive metastore):
 - ``orders_swapped``: encrypted; the test then puts a plaintext Parquet file's bytes where one of
   its encrypted data files was (the manifest still carries that file's key metadata).
 - ``orders_spare``: encrypted, read by Trino only after the KMS service stopped.
+- ``orders_bao``: through the bridge with OpenBao's Transit (the ``vault`` Python KMS), when
+  ``vault_properties`` and ``vault_key_id`` are given.
 """
 
 from __future__ import annotations
@@ -51,12 +53,18 @@ def main(job_file: str) -> None:
         settings.update(config.catalog_settings(
             "moto", warehouse=warehouse, metastore_uri=uri, kms_impl=aws_client,
             extra_catalog_properties={"kms.endpoint": job["moto_endpoint"], "client.region": job["moto_region"]}))
+    if job.get("vault_properties"):
+        settings.update(config.catalog_settings("bao", warehouse=warehouse, metastore_uri=uri, kms_name="vault"))
     trust = f"-Djavax.net.ssl.trustStore={job['truststore']} -Djavax.net.ssl.trustStoreType=PKCS12"
     settings["spark.driver.extraJavaOptions"] = (settings.get("spark.driver.extraJavaOptions", "") + " " + trust).strip()
     builder = config.local_spark_builder("trino-tables", master="local[1]")
     spark = config.configure_spark_with_encryption(builder, settings).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     registration = register_kms(spark, KeystoreKms(job["keystore"]), name="keystore")
+    if job.get("vault_properties"):  # (c): OpenBao's Transit behind the bridge, later behind the face
+        from pyiceberg_crypto.kms.loader import load_kms
+
+        register_kms(spark, load_kms("vault", job["vault_properties"]), name="vault")
     encrypted = config.tblproperties_sql(config.table_properties(job["key_id"]))
     plain = "TBLPROPERTIES ('format-version'='3')"
     result: dict = {}
@@ -75,6 +83,8 @@ def main(job_file: str) -> None:
     if job.get("moto_endpoint"):
         moto_props = config.tblproperties_sql(config.table_properties(job["moto_key_id"]))
         create("orders_moto", moto_props, catalog="moto")
+    if job.get("vault_properties"):
+        create("orders_bao", config.tblproperties_sql(config.table_properties(job["vault_key_id"])), catalog="bao")
     # A plaintext Parquet file slipped into an encrypted table: written by the plaintext twin,
     # then appended to the encrypted table's metadata by Iceberg's own API (no key metadata).
     create("orders_slipped", encrypted)
@@ -89,8 +99,8 @@ def main(job_file: str) -> None:
 
     for table, catalog in (("orders", "bridge"), ("orders_plain", "bridge"), ("orders_face", "face"),
                            ("orders_dv", "bridge"), ("orders_moto", "moto"), ("orders_slipped", "bridge"),
-                           ("orders_swapped", "bridge"), ("orders_spare", "bridge")):
-        if catalog == "moto" and not job.get("moto_endpoint"):
+                           ("orders_swapped", "bridge"), ("orders_spare", "bridge"), ("orders_bao", "bao")):
+        if (catalog == "moto" and not job.get("moto_endpoint")) or (catalog == "bao" and not job.get("vault_properties")):
             continue
         name = f"{catalog}.db.{table}"
         try:

@@ -45,18 +45,21 @@ def harness_ready():
 
 
 @pytest.fixture(scope="module")
-def lake(harness_ready, tmp_path_factory, kms_admin, moto_kms_endpoint):
+def lake(harness_ready, tmp_path_factory, kms_admin, moto_kms_endpoint, openbao_server):
     """The tables, written once: (metastore, face process, Spark's view of each table, paths)."""
     base = tmp_path_factory.mktemp("trino-lake")
     base.chmod(0o700)
     keystore = make_keystore(base / "keys.json", KEY_ID)
     face = FaceProcess.start(base / "face", keystore)
     moto_key = kms_admin.create_key(Description="trino (a)")["KeyMetadata"]["KeyId"]
+    bao_key = f"trino-{os.getpid()}"
+    openbao_server.create_transit_key(bao_key)
     with StandaloneMetastore(base / "hms") as metastore:
         job = {"metastore_uri": metastore.uri, "warehouse": str(base / "wh"), "keystore": str(keystore),
                "key_id": KEY_ID, "face_endpoint": face.endpoint, "truststore": str(face.truststore),
                "region": REGION, "moto_endpoint": moto_kms_endpoint, "moto_key_id": moto_key,
-               "moto_region": AWS_TEST_ENV["AWS_REGION"]}
+               "moto_region": AWS_TEST_ENV["AWS_REGION"], "vault_properties": openbao_server.kms_properties(),
+               "vault_key_id": bao_key}
         (base / "job.json").write_text(json.dumps(job))
         env = dict(os.environ, PYTHONPATH=str(ROOT), PYSPARK_PYTHON=sys.executable, AWS_ACCESS_KEY_ID=ACCESS_KEY_ID,
                    AWS_SECRET_ACCESS_KEY=SECRET, AWS_REGION=REGION, **SHORT_DRIVER_ENV)
@@ -73,7 +76,7 @@ def lake(harness_ready, tmp_path_factory, kms_admin, moto_kms_endpoint):
         shutil.copyfile(plain.removeprefix("file:"), swapped.removeprefix("file:"))
         try:
             yield {"metastore": metastore, "face": face, "spark": spark, "keystore": keystore, "base": base,
-                   "moto_endpoint": moto_kms_endpoint}
+                   "moto_endpoint": moto_kms_endpoint, "bao": openbao_server}
         finally:
             face.stop()
 
@@ -175,6 +178,22 @@ def test_trino_reads_aws_kms_tables_directly(lake):
         assert sort(harness.rows('SELECT file_path, record_count FROM db."orders_moto$files"')) == sort(spark["files"])
         # The face's table does not read against AWS KMS: another KMS holds its keys.
         assert "error" in harness.query("SELECT id FROM db.orders_face")
+
+
+def test_trino_reads_openbao_keys_through_the_aws_face(lake):
+    """(c) PySpark wrote through the bridge with OpenBao's Transit as the Python KMS; a second
+    ``kms serve --kms vault --aws-kms-api`` serves the same Transit key to Trino."""
+    assert lake["spark"]["orders_bao"]["rows"] == ALL_ROWS
+    face = FaceProcess.start(lake["base"] / "face-bao", None, kms="vault", properties=lake["bao"].kms_properties())
+    try:
+        with trino.TrinoHarness(trino.hive_catalog_properties(lake["metastore"].uri),
+                                workdir=lake["base"] / "trino-bao",
+                                env=trino.aws_environment(face.endpoint, ACCESS_KEY_ID, SECRET, REGION),
+                                jvm_options=trino.truststore_options(face.truststore)) as harness:
+            assert harness.rows("SELECT id, region, amount FROM db.orders_bao ORDER BY id") == ALL_ROWS
+            assert harness.rows("SELECT count(*) FROM db.orders_bao WHERE region = 'us'") == [[2]]
+    finally:
+        face.stop()
 
 
 def test_trino_wrong_secret_then_stopped_service(lake, trino_face):
