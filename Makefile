@@ -1,6 +1,7 @@
 # pyiceberg-crypto: everything a fresh machine needs is installed by these targets.
 #   make demo   set up, then run the end-to-end demo (encrypted Iceberg table, Python KMS)
 #   make test   set up, then run the whole test-suite on Spark 4.1 and the spine on Spark 3.5
+#   make test-fast  the unit lane: every test that needs no JVM, with no java on PATH (~3 min)
 #   make bench  set up, then run the benchmarks and write bench/RESULTS.md (bench-quick: tiny sizes)
 #   make dist   build the sdist and the wheel (the wheel carries the Maven-built bridge jar)
 #   make docs   build the documentation site into site/ (mkdocs build --strict), open site/index.html
@@ -126,8 +127,19 @@ test: setup setup-spark3.5 system-packages docs trino-jars
 	echo "======== own Spark applications, Spark 4.1 ($(APPS_LOG)) ========"; cat $(APPS_LOG); \
 	exit $$status
 
-test-fast: setup
-	$(PY) -m pytest -m 'not slow' $(PYTEST_ARGS)
+# The unit lane (~3 min): every test that starts no JVM (-m 'not jvm', tests/conftest.py), run with
+# no java on PATH and no JAVA_HOME, so a test that needs one fails loudly instead of passing here
+# by luck. Needs the venv only: no jars, no Maven, no Java. The vectors Java made are committed
+# (tests/formats/fixtures/java); `make test` checks them against Java again. Without the built jars
+# (make jars) the tests that read them (-m jars) skip, saying so; without the pinned ones (make
+# runtime-jars) PYICEBERG_CRYPTO_JARS is left unset: the builders then name Maven coordinates, and
+# the two tests of the downloaded jars skip, saying so.
+NO_JAVA_BIN := .cache/no-java-bin
+test-fast: venv
+	@path=$$($(PY) -m tests.path_without_java $(NO_JAVA_BIN)) && \
+	if [ -f $(RUNTIME_JARS)/.complete ]; then jars=; else jars="-u PYICEBERG_CRYPTO_JARS"; fi && \
+	env -u JAVA_HOME $$jars PATH="$$path" $(PY) -m pytest -m 'not jvm' -p no:cacheprovider \
+		--basetemp=/tmp/pyiceberg-crypto-test-fast $(PYTEST_ARGS)
 
 # The fuzzing harness's long run (tests/fuzz, README "Security design"): random, FUZZ_EXAMPLES
 # examples per property (~20 min on 2 cores), failures kept in .cache/hypothesis. `make test`

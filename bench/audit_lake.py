@@ -63,7 +63,7 @@ def run(ctx: Context) -> Section:
     from pyiceberg_crypto.kms import InMemoryKms
     from pyiceberg_crypto.testing.metastore import StandaloneMetastore
     from pyiceberg_crypto.audit import audit_catalog
-from pyiceberg_crypto.verify import verify_table
+    from pyiceberg_crypto.verify import verify_table
     from bench import audit_kms
 
     sizes = ctx.sizes

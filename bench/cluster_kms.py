@@ -136,7 +136,7 @@ def app(cfg: dict) -> dict:
     spark.sparkContext.setLogLevel("ERROR")
     try:
         registration = register_kms(spark, InMemoryKms({KMS_KEY: os.urandom(16)}), bind_address=cfg["bind_address"],
-                                    timeout_seconds=30)
+                                    kms_timeout=30)
         calls, repeats = cfg["calls_per_thread"], cfg["repeats"]
         figures: dict = {"tls": registration.tls, "address": registration.address, "latency": {}}
         for threads in THREADS:

@@ -45,6 +45,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pyiceberg_crypto import jars as _jars
+from pyiceberg_crypto.catalog_support import (
+    ENCRYPTING_REST_CATALOG_IMPL,
+    HIVE,
+    REST,
+    asks_for_encryption,
+    plaintext_reason,
+    session_catalogs,
+)
 from pyiceberg_crypto.errors import PyicebergCryptoError
 
 ICEBERG_VERSION = _jars.ICEBERG_VERSION
@@ -68,10 +76,12 @@ QUIET_LOG4J = Path(__file__).resolve().parent / "_log" / "log4j2-quiet.propertie
 LOG4J_OPTION = "-Dlog4j2.configurationFile"
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
-SUPPORTED_CATALOG_TYPES = ("hive", "rest")
-#: The bridge's REST catalog with table encryption (``catalog-impl``; Iceberg's own ``type=rest``
-#: writes ``encryption.key-id`` tables in plaintext in 1.12.0, apache/iceberg#16672).
-ENCRYPTING_REST_CATALOG_IMPL = "io.pyicebergcrypto.rest.EncryptingRestCatalog"
+#: The catalog kinds (``catalog_type=``; :func:`pyiceberg_crypto.table.catalog.catalog_kind`), defined
+#: once, in :mod:`pyiceberg_crypto.catalog_support`: Iceberg's Hive catalog, and a REST catalog.
+SUPPORTED_CATALOG_TYPES = (HIVE, REST)
+#: The bridge's REST catalog with table encryption is ``ENCRYPTING_REST_CATALOG_IMPL`` (``catalog-impl``;
+#: Iceberg's own ``type=rest`` writes ``encryption.key-id`` tables in plaintext in 1.12.0,
+#: apache/iceberg#16672): :mod:`pyiceberg_crypto.catalog_support` knows which catalogs encrypt.
 #: Spark lines whose bundled Hive metastore lacks HIVE-26882 (pyspark 3.5: hive-metastore-2.3.9).
 LINES_WITHOUT_METASTORE_SWAP = ("3.5",)
 VALID_DATA_KEY_LENGTHS = (16, 24, 32)
@@ -85,7 +95,7 @@ def spark_settings(
     catalog: str = "local",
     *,
     warehouse: str | Path,
-    catalog_type: str = "hive",
+    catalog_type: str = HIVE,
     uri: str | None = None,
     metastore_uri: str | None = None,
     metastore_dir: str | Path | None = None,
@@ -183,7 +193,7 @@ def spark_settings(
             kms_certificate_sha256=kms_certificate_sha256,
         )
     )
-    if metastore_uri is None and catalog_type == "hive":
+    if metastore_uri is None and catalog_type == HIVE:
         settings.update(embedded_metastore_settings(metastore_dir or _default_metastore_dir(warehouse)))
         line = _jars.spark_line(spark_version)
         if not hive_lock and line.spark in LINES_WITHOUT_METASTORE_SWAP:
@@ -205,7 +215,7 @@ def catalog_settings(
     catalog: str,
     *,
     warehouse: str | Path,
-    catalog_type: str = "hive",
+    catalog_type: str = HIVE,
     uri: str | None = None,
     metastore_uri: str | None = None,
     kms_name: str = "default",
@@ -235,7 +245,7 @@ def catalog_settings(
             f"encryption from Spark only with {', '.join(SUPPORTED_CATALOG_TYPES)} catalogs "
             "(rest: the bridge's EncryptingRestCatalog)"
         )
-    if catalog_type == "rest":
+    if catalog_type == REST:
         if uri is None or not uri.startswith(("http://", "https://")):
             raise ConfigError(f"catalog_type='rest' needs uri= of the REST catalog server (http(s)://host:port), "
                               f"got {uri!r}")
@@ -264,7 +274,7 @@ def catalog_settings(
             settings[f"{prefix}.{key}"] = value
     elif kms_certificate_sha256 is not None:
         raise ConfigError("kms_certificate_sha256 pins a KMS service's certificate: pass kms_service too")
-    if catalog_type == "rest":
+    if catalog_type == REST:
         del settings[f"{prefix}.type"], settings[f"{prefix}.hadoop.iceberg.engine.hive.lock-enabled"]
         settings[f"{prefix}.catalog-impl"] = ENCRYPTING_REST_CATALOG_IMPL
         settings[f"{prefix}.uri"] = str(uri)
@@ -281,11 +291,27 @@ def catalog_settings(
             )
     for key, value in (extra_catalog_properties or {}).items():
         settings[f"{prefix}.{key}"] = str(value)
+    refuse_plaintext_catalogs(settings)
     return settings
 
 
+def refuse_plaintext_catalogs(settings: Mapping[str, str]) -> None:
+    """ConfigError when ``settings`` configure an Iceberg catalog with a KMS (or a default
+    ``encryption.key-id``) that Iceberg 1.12.0 would ignore, writing its tables in plaintext (e.g.
+    Iceberg's own ``type=rest``: :mod:`pyiceberg_crypto.catalog_support`); the message names the
+    setting that encrypts::
+
+        refuse_plaintext_catalogs({"spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
+                                   "spark.sql.catalog.lake.type": "rest", ...})   # ConfigError
+    """
+    for name, properties in sorted(session_catalogs(settings).items()):
+        reason = plaintext_reason(properties) if asks_for_encryption(properties) else None
+        if reason:
+            raise ConfigError(f"catalog {name!r} has a KMS but would write its tables in plaintext: {reason}")
+
+
 def kms_service_properties(
-    address: str, token_file: str | Path, certificate_sha256: str | None = None, timeout_ms: int | None = None
+    address: str, token_file: str | Path, certificate_sha256: str | None = None, kms_timeout: float | None = None
 ) -> dict[str, str]:
     """Catalog properties with which the bridge's ``PythonKmsClient`` calls a ``kms serve`` service.
 
@@ -296,6 +322,8 @@ def kms_service_properties(
     The token is read from ``token_file`` by each JVM that can (the driver always must); executors
     that cannot get it inside their tasks, from the driver. A service on any address but loopback
     speaks TLS: ``certificate_sha256`` (printed by ``kms serve``) pins its certificate.
+    ``kms_timeout``: seconds a JVM waits to connect and for one call (default: the bridge's 60 s),
+    rendered as the property ``pyiceberg-crypto.kms-service.timeout-ms``.
     """
     host, sep, port = address.strip().rpartition(":")
     bare_host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
@@ -315,10 +343,12 @@ def kms_service_properties(
     elif not loopback:
         raise ConfigError(f"the KMS service {address} is not on loopback, so it speaks TLS: pass "
                           "kms_certificate_sha256 (kms serve prints it, and writes it to its status file)")
-    if timeout_ms is not None:
-        if timeout_ms <= 0:
-            raise ConfigError(f"timeout_ms must be positive, got {timeout_ms}")
-        properties[f"{KMS_SERVICE_PROPERTY}.timeout-ms"] = str(int(timeout_ms))
+    if kms_timeout is not None:
+        from pyiceberg_crypto.kms.bounded import kms_timeout_millis  # here: config stays light to import
+
+        if kms_timeout <= 0:
+            raise ConfigError(f"kms_timeout must be positive (seconds), got {kms_timeout}")
+        properties[f"{KMS_SERVICE_PROPERTY}.timeout-ms"] = str(kms_timeout_millis(kms_timeout))
     return properties
 
 
@@ -438,8 +468,14 @@ def configure_spark_with_encryption(builder, settings: Mapping[str, str]):
     merged, not overwritten. A builder that ends up with both ``spark.jars`` and
     ``spark.jars.packages`` gets a warning: PySpark then ships only ``spark.jars`` to executors
     (see :mod:`pyiceberg_crypto.jars`), so the packages would be missing on a cluster.
+
+    Raises:
+        ConfigError: a catalog of the builder has a KMS but is one Iceberg 1.12.0 writes in
+            plaintext (e.g. ``type=rest`` instead of the bridge's REST catalog): see
+            :func:`refuse_plaintext_catalogs`. Nothing is applied to the builder's session then.
     """
     existing = getattr(builder, "_options", {})
+    refuse_plaintext_catalogs({**existing, **settings})  # before the builder changes
     for key, value in settings.items():
         if key in LIST_SETTINGS and existing.get(key):
             value = ",".join(dict.fromkeys(existing[key].split(",") + value.split(",")))

@@ -31,9 +31,19 @@ class TableInputError(PyicebergCryptoError, ValueError):
     Raised by the verifier, the reader and the key commands alike (no verdict, exit status 2)."""
 
 
-# Old names, kept as aliases for one release (0.2 removes them).
-MetadataError = TableInputError
-VerifyInputError = TableInputError
-ReadInputError = TableInputError
+class InvalidArgumentError(PyicebergCryptoError, ValueError):
+    """An argument has a value the function cannot use (a timeout that is not positive, an empty
+    name); the message names the argument and the value."""
 
-__all__ = ["MetadataError", "PyicebergCryptoError", "ReadInputError", "TableInputError", "VerifyInputError"]
+
+class ArgumentTypeError(PyicebergCryptoError, TypeError):
+    """An argument is not of a type the function can use (not a KMS, not a SparkSession)."""
+
+
+class NotASparkSessionError(ArgumentTypeError):
+    """A function that works through Spark got no classic SparkSession: another object, a Spark
+    Connect session (it has no driver JVM here) or a stopped one."""
+
+
+__all__ = ["ArgumentTypeError", "InvalidArgumentError", "NotASparkSessionError", "PyicebergCryptoError",
+           "TableInputError"]

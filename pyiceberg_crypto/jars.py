@@ -15,7 +15,7 @@ Every jar of a session travels by **one channel**, so that Spark ships all of th
   runtime's from Maven Central (or your mirror). Never ``spark.jars`` beside them: a PySpark
   builder that sets both replaces the jar list spark-submit resolved with its own ``spark.jars``,
   so executors in other JVMs never fetch the packages (``ClassNotFoundException`` on the first
-  write; measured on local-cluster and a standalone cluster, FINDINGS.md).
+  write; measured on local-cluster and a standalone cluster: docs/explanation/facts.md#spark-jars-and-packages).
 - ``local`` (offline / air-gapped): jar files in ``spark.jars``: download the pinned jars once
   into a directory (``pyiceberg-crypto jars download DIR``, checked against SHA-256 sums pinned
   here) and set ``PYICEBERG_CRYPTO_JARS=DIR`` (or pass ``jars_dir=`` to
@@ -40,12 +40,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyiceberg_crypto._atomic import PUBLIC, atomic_writer
 from pyiceberg_crypto.errors import PyicebergCryptoError
 
 ICEBERG_VERSION = "1.12.0"
@@ -316,18 +316,18 @@ def download(
         url = artifact.url(repository)
         if log:
             log(f"download {url}")
-        with tempfile.NamedTemporaryFile(dir=target, prefix=".download-", delete=False) as tmp:
+        # A jar is no secret: 0644. It lands only when its digest matched (else the temporary
+        # file is removed and the old jar, if any, stays).
+        with atomic_writer(path, mode=PUBLIC) as tmp:
             try:
                 with urllib.request.urlopen(url, timeout=60) as response:
                     while chunk := response.read(1 << 20):
                         tmp.write(chunk)
             except OSError as exc:
-                os.unlink(tmp.name)
                 raise OSError(f"cannot download {url}: {exc}") from exc
-        if not _digest_ok(Path(tmp.name), artifact, repository):
-            os.unlink(tmp.name)
-            raise ChecksumError(f"{url} does not match its pinned SHA-256: refusing it")
-        os.replace(tmp.name, path)
+            tmp.flush()
+            if not _digest_ok(Path(tmp.name), artifact, repository):
+                raise ChecksumError(f"{url} does not match its pinned SHA-256: refusing it")
         paths.append(path)
     return paths
 

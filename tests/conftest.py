@@ -1,10 +1,16 @@
 """Shared fixtures: one real SparkSession per test process (real Iceberg runtime, real Hive
-metastore on embedded Derby, the real bridge jar), plus its JVM gateway for reference vectors."""
+metastore on embedded Derby, the real bridge jar), plus its JVM gateway for reference vectors.
+
+Also the two lanes (``make test-fast`` runs ``-m "not jvm"`` with no ``java`` on PATH) and the
+per-test timeouts: see :func:`pytest_collection_modifyitems`.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +20,52 @@ from pyiceberg_crypto.testing.pytest_plugin import hive_metastore  # noqa: F401
 from tests.testkit import build_dist, testkit_jar
 
 CATALOG = "local"
+
+# --- lanes and timeouts ---------------------------------------------------------------------
+
+# Fixtures that start a JVM (directly or through the fixtures they use: pytest lists the whole
+# closure in item.fixturenames): the Spark driver, the Java test services, the wheel build (Maven).
+JVM_FIXTURES = frozenset({
+    "spark", "jvm", "kms_registration", "hive_metastore", "rest_catalog_server", "kafka_broker",
+    "dist", "netns_cluster",
+})
+# Markers whose tests start JVMs of their own, by subprocess (spark-submit, Spark applications,
+# the namespace cluster, wheels installed into fresh environments, the docs walk).
+JVM_MARKERS = frozenset({"apps", "cluster", "newcomer"})
+# A hang fails one test, by name, after this many seconds (pyproject.toml: timeout = 300 for a
+# unit test). The longest tests take ~8 minutes under CI's load: these markers get 20 minutes;
+# other JVM tests 10 (the first one of a session also waits for Spark and the services to start).
+LONG_TIMEOUT_MARKERS = frozenset({"slow", "apps", "cluster", "newcomer"})
+LONG_TIMEOUT_SECONDS = 1200
+JVM_TIMEOUT_SECONDS = 600
+
+# What Maven builds (make jars): tests marked ``jars`` read them (the builders put the bridge jar
+# on spark.jars, the packaging tests list them) without starting a JVM. Where they are not built
+# (make test-fast on a fresh clone: no Java, no Maven), those tests skip, saying so.
+ROOT = Path(__file__).resolve().parents[1]
+BUILT_JARS = (
+    ROOT / "pyiceberg_crypto" / "_jars" / "pyiceberg-crypto-bridge.jar",
+    ROOT / "pyiceberg_crypto" / "testing" / "_jars" / "pyiceberg-crypto-testing.jar",
+    ROOT / "jars" / "target" / "pyiceberg-crypto-bridge-tests.jar",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test that starts a JVM ``jvm`` (by its fixtures or markers, or an explicit
+    ``pytest.mark.jvm`` for subprocess JVMs), give long tests their longer timeout, and skip the
+    ``jars`` tests where the jars are not built."""
+    missing_jars = [str(path.relative_to(ROOT)) for path in BUILT_JARS if not path.is_file()]
+    for item in items:
+        markers = {mark.name for mark in item.iter_markers()}
+        if "jars" in markers and missing_jars:
+            item.add_marker(pytest.mark.skip(reason=f"not built (make jars): {', '.join(missing_jars)}"))
+        if "jvm" not in markers and (JVM_FIXTURES.intersection(item.fixturenames) or markers & JVM_MARKERS):
+            item.add_marker(pytest.mark.jvm)
+            markers.add("jvm")
+        if "timeout" not in markers and markers & LONG_TIMEOUT_MARKERS:
+            item.add_marker(pytest.mark.timeout(LONG_TIMEOUT_SECONDS))
+        elif "timeout" not in markers and "jvm" in markers:
+            item.add_marker(pytest.mark.timeout(JVM_TIMEOUT_SECONDS))
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +77,8 @@ def spark_dirs(tmp_path_factory):
 @pytest.fixture(scope="session")
 def spark(spark_dirs):
     """A local SparkSession configured by our own builders (catalog ``local``, KMS name ``test``)."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.fail("no java on PATH and no JAVA_HOME: this test starts Spark (a jvm test; make test-fast runs -m 'not jvm')")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings = config.spark_settings(
         CATALOG,

@@ -12,6 +12,7 @@ from pyiceberg_crypto.config import ConfigError
 pytestmark = pytest.mark.spine  # the builders must give each Spark line its own runtime
 
 
+@pytest.mark.jars
 def test_spark_settings_embedded_metastore_exact(tmp_path, monkeypatch):
     monkeypatch.delenv(jars.JARS_DIR_ENV, raising=False)
     settings = config.spark_settings("lake", warehouse=tmp_path / "wh", kms_name="prod")
@@ -40,6 +41,7 @@ def test_spark_settings_embedded_metastore_exact(tmp_path, monkeypatch):
     }
 
 
+@pytest.mark.jars
 def test_external_metastore_is_one_argument(tmp_path):
     embedded = config.spark_settings("lake", warehouse="s3a://bucket/wh", metastore_dir=tmp_path)
     external = config.spark_settings("lake", warehouse="s3a://bucket/wh", metastore_uri="thrift://10.0.0.5:9083")
@@ -50,6 +52,7 @@ def test_external_metastore_is_one_argument(tmp_path):
     assert external["spark.sql.catalog.lake.warehouse"] == "s3a://bucket/wh"
 
 
+@pytest.mark.jars
 def test_packages_mode_and_hive_lock_option(tmp_path):
     settings = config.spark_settings("c", warehouse=tmp_path, jars="packages", hive_lock=True,
                                      spark_version="4.1.4")
@@ -101,6 +104,7 @@ def test_table_properties_validation(kwargs, message):
         ({"jars": "maven"}, "jars must be one of 'auto', 'packages', 'local'"),
     ],
 )
+@pytest.mark.jars
 def test_spark_settings_validation(tmp_path, kwargs, message):
     with pytest.raises(ConfigError, match=message):
         config.spark_settings(**{"catalog": "c", "warehouse": tmp_path, **kwargs})
@@ -136,6 +140,7 @@ def test_rest_catalog_settings_with_a_kms_service_render_the_service_not_a_name(
     }
 
 
+@pytest.mark.jars
 def test_rest_catalog_spark_settings_have_no_metastore(tmp_path, monkeypatch):
     monkeypatch.delenv(jars.JARS_DIR_ENV, raising=False)
     settings = config.spark_settings("lake", warehouse=tmp_path / "wh", catalog_type="rest",
@@ -154,6 +159,7 @@ def test_conf_renderings(tmp_path):
     assert config.spark_defaults_lines(settings) == "spark.a 1\nspark.b x y"
 
 
+@pytest.mark.jars
 def test_configure_builder_merges_jars_and_java_options(tmp_path, caplog):
     builder = SparkSession.builder.config("spark.jars", "/opt/other.jar").config(
         "spark.driver.extraJavaOptions", "-Dfoo=1"
@@ -172,6 +178,7 @@ def test_configure_builder_merges_jars_and_java_options(tmp_path, caplog):
     assert not [r for r in caplog.records if "spark.jars.packages" in r.getMessage()]
 
 
+@pytest.mark.jars
 def test_configure_builder_warns_when_both_jar_channels_are_set(tmp_path, caplog, monkeypatch):
     """A user's spark.jars beside our packages: PySpark would ship only spark.jars to executors."""
     monkeypatch.delenv(jars.JARS_DIR_ENV, raising=False)
@@ -196,6 +203,7 @@ def test_local_mode_without_a_directory_says_how_to_get_one(tmp_path, monkeypatc
         config.spark_settings("c", warehouse=tmp_path, jars="local")
 
 
+@pytest.mark.jars
 def test_configure_builder_merges_packages_and_repositories(tmp_path):
     builder = (SparkSession.builder.config("spark.jars.packages", "io.delta:delta-spark_2.13:4.0.0")
                .config("spark.jars.repositories", "https://mirror.example/maven2"))
@@ -208,6 +216,7 @@ def test_configure_builder_merges_packages_and_repositories(tmp_path):
         "https://mirror.example/maven2", jars.bridge_repository().as_uri()]
 
 
+@pytest.mark.jars
 def test_spark_35_embedded_metastore_warns_that_commits_have_no_swap(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="pyiceberg_crypto.config"):
         config.spark_settings("c", warehouse=tmp_path, jars="packages", spark_version="3.5.9")
@@ -218,6 +227,7 @@ def test_spark_35_embedded_metastore_warns_that_commits_have_no_swap(tmp_path, c
     assert len(warnings) == 1 and "HIVE-26882" in warnings[0] and "Spark 3.5" in warnings[0]
 
 
+@pytest.mark.jars
 def test_quiet_logs_is_a_log4j_file_the_builder_s_own_overrides(tmp_path):
     """issue 34: the embedded metastore's start-up chatter is kept out of the terminal by default, by a
     log4j 2 file shipped in the package; quiet_logs=False, or a builder that names its own file, wins."""
@@ -235,6 +245,7 @@ def test_quiet_logs_is_a_log4j_file_the_builder_s_own_overrides(tmp_path):
     assert options.count("log4j2.configurationFile") == 1 and "mine.properties" in options and "derby" in options
 
 
+@pytest.mark.jars
 def test_a_starting_jvm_gets_one_progress_line_on_stderr(tmp_path, monkeypatch, capsys):
     """issue 34: a first run showed nothing for 14 s while the jars resolved and the JVM started."""
     from pyspark import SparkContext
@@ -257,3 +268,69 @@ def test_a_starting_jvm_gets_one_progress_line_on_stderr(tmp_path, monkeypatch, 
     monkeypatch.setenv("PYICEBERG_CRYPTO_QUIET", "1")
     config.configure_spark_with_encryption(SparkSession.builder, settings)
     assert capsys.readouterr().err == ""
+
+
+# --- no silent plaintext: catalogs Iceberg 1.12.0 writes in plaintext are refused (issue 39, item 1) ---
+
+PLAINTEXT_CATALOGS = [
+    ({"type": "rest", "uri": "http://127.0.0.1:8181"}, r"type=rest .*catalog-impl=io\.pyicebergcrypto\.rest\."
+                                                       r"EncryptingRestCatalog"),
+    ({"type": "hadoop"}, r"type=hadoop .*plaintext.*Hive catalog"),
+    ({"type": "jdbc", "uri": "jdbc:sqlite:/tmp/x.db"}, r"type=jdbc .*plaintext"),
+    ({"type": "glue"}, r"type=glue"),
+    ({"type": "nessie"}, r"type=nessie"),
+    ({"catalog-impl": "org.apache.iceberg.rest.RESTCatalog"}, r"catalog-impl=org\.apache\.iceberg\.rest\.RESTCatalog ignores.*"
+                                                               r"catalog-impl=io\.pyicebergcrypto"),
+    ({"catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog"}, r"catalog-impl=org\.apache\.iceberg\.jdbc\.JdbcCatalog ignores encryption\.key-id"),
+    ({"catalog-impl": "org.apache.iceberg.hadoop.HadoopCatalog"}, r".*HadoopCatalog"),
+    ({"catalog-impl": "org.apache.iceberg.inmemory.InMemoryCatalog"}, r".*InMemoryCatalog"),
+]
+
+
+@pytest.mark.parametrize("kind,why", PLAINTEXT_CATALOGS, ids=lambda v: str(v)[:40])
+def test_catalog_settings_refuse_a_kms_on_a_catalog_that_writes_plaintext(tmp_path, kind, why):
+    """The builders never render a KMS for a catalog whose tables Iceberg 1.12.0 writes in
+    plaintext; the message names the catalog and the setting that encrypts."""
+    with pytest.raises(ConfigError, match=rf"catalog 'lake' has a KMS but would write its tables in plaintext: {why}"):
+        config.catalog_settings("lake", warehouse=tmp_path / "wh", extra_catalog_properties=kind)
+
+
+def test_the_refusal_covers_a_default_key_id_and_spares_catalogs_that_encrypt_or_ask_nothing(tmp_path):
+    iceberg = {"spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog"}
+    hadoop = {**iceberg, "spark.sql.catalog.lake.type": "hadoop"}
+    config.refuse_plaintext_catalogs(hadoop)  # no KMS, no key id: a plain catalog, not a trap
+    with pytest.raises(ConfigError, match="catalog 'lake'.*type=hadoop"):
+        config.refuse_plaintext_catalogs({**hadoop, "spark.sql.catalog.lake.table-default.encryption.key-id": "k1"})
+    with pytest.raises(ConfigError, match="catalog 'lake'.*type=hadoop"):
+        config.refuse_plaintext_catalogs({**hadoop, "spark.sql.catalog.lake.pyiceberg-crypto.kms-service": "h:1"})
+    asks = {"spark.sql.catalog.lake.encryption.kms-impl": config.PYTHON_KMS_IMPL}
+    for encrypting in ({"spark.sql.catalog.lake.type": "hive"}, {},
+                       {"spark.sql.catalog.lake.catalog-impl": config.ENCRYPTING_REST_CATALOG_IMPL},
+                       {"spark.sql.catalog.lake.catalog-impl": "org.apache.iceberg.hive.HiveCatalog"},
+                       {"spark.sql.catalog.lake.catalog-impl": "com.example.OwnHiveCatalog"}):  # not judged
+        config.refuse_plaintext_catalogs({**iceberg, **asks, **encrypting})
+    # not an Iceberg catalog of Spark: not judged
+    config.refuse_plaintext_catalogs({"spark.sql.catalog.other": "com.example.Catalog",
+                                      "spark.sql.catalog.other.type": "rest", **asks})
+    assert config.catalog_settings("lake", warehouse=tmp_path / "wh", catalog_type="rest",
+                                   uri="http://127.0.0.1:8181")  # the encrypting REST catalog
+
+
+def test_configure_spark_with_encryption_refuses_type_rest_before_touching_the_builder(tmp_path):
+    """The trap as a user meets it: the catalog settings with ``type=rest`` and the server's uri
+    (what the test REST server used to print): refused, and the builder is left as it was."""
+    settings = config.catalog_settings("lake", warehouse=tmp_path / "wh")
+    settings["spark.sql.catalog.lake.type"] = "rest"
+    settings["spark.sql.catalog.lake.uri"] = "http://127.0.0.1:8181"
+    builder = SparkSession.builder.config("spark.app.name", "probe")
+    before = dict(builder._options)
+    with pytest.raises(ConfigError, match=r"catalog 'lake'.*type=rest.*catalog-impl=io\.pyicebergcrypto\.rest\."
+                                          r"EncryptingRestCatalog"):
+        config.configure_spark_with_encryption(builder, settings)
+    assert builder._options == before
+    # a builder that already holds such a catalog is refused too, whatever settings are added
+    trap = SparkSession.builder
+    for key, value in settings.items():
+        trap = trap.config(key, value)
+    with pytest.raises(ConfigError, match="catalog 'lake'"):
+        config.configure_spark_with_encryption(trap, {"spark.sql.shuffle.partitions": "2"})

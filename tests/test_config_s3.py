@@ -10,6 +10,7 @@ from pyiceberg_crypto.config import ConfigError
 METASTORE = "thrift://127.0.0.1:9083"
 
 
+@pytest.mark.jars
 def test_s3_warehouse_selects_s3fileio_and_adds_the_aws_bundle():
     settings = config.spark_settings(
         "lake", warehouse="s3://bucket/wh", metastore_uri=METASTORE, jars="packages",
@@ -24,6 +25,7 @@ def test_s3_warehouse_selects_s3fileio_and_adds_the_aws_bundle():
 
 
 @pytest.mark.parametrize("warehouse", ["s3a://bucket/wh", "s3n://bucket/wh"])
+@pytest.mark.jars
 def test_every_s3_scheme_uses_s3fileio_with_aws_defaults(warehouse):
     settings = config.spark_settings("lake", warehouse=warehouse, metastore_uri=METASTORE)
     assert settings["spark.sql.catalog.lake.io-impl"] == config.S3_FILE_IO
@@ -31,6 +33,7 @@ def test_every_s3_scheme_uses_s3fileio_with_aws_defaults(warehouse):
 
 
 @pytest.mark.parametrize("mode", ["packages", "local"])
+@pytest.mark.jars
 def test_local_warehouse_has_no_aws_jar_and_no_io_impl(tmp_path, mode):
     if mode == "local" and jars.local_jars_dir() is None:
         pytest.skip(f"{jars.JARS_DIR_ENV} is not set (make sets it)")
@@ -39,6 +42,7 @@ def test_local_warehouse_has_no_aws_jar_and_no_io_impl(tmp_path, mode):
     assert not any(key.endswith(".io-impl") for key in settings)
 
 
+@pytest.mark.jars
 def test_packages_mode_resolves_the_aws_bundle_too():
     settings = config.spark_settings("c", warehouse="s3://b/wh", metastore_uri=METASTORE, jars="packages",
                                      spark_version="3.5.9")
@@ -47,6 +51,7 @@ def test_packages_mode_resolves_the_aws_bundle_too():
         jars.bridge_artifact().coordinate]
 
 
+@pytest.mark.jars
 def test_local_mode_puts_the_aws_bundle_file_on_spark_jars(tmp_path):
     for name in ("iceberg-spark-runtime-4.1_2.13-1.12.0.jar", "iceberg-aws-bundle-1.12.0.jar"):
         (tmp_path / name).write_bytes(b"PK")
@@ -59,12 +64,14 @@ def test_local_mode_puts_the_aws_bundle_file_on_spark_jars(tmp_path):
 
 
 @pytest.mark.parametrize("key", config.SECRET_PROPERTIES)
+@pytest.mark.jars
 def test_credentials_in_catalog_properties_are_refused(key):
     with pytest.raises(ConfigError, match="AWS_ACCESS_KEY_ID"):
         config.spark_settings("c", warehouse="s3://b/wh", metastore_uri=METASTORE,
                               extra_catalog_properties={key: "AKIA-not-a-real-one"})
 
 
+@pytest.mark.jars
 def test_s3_warehouse_with_embedded_metastore_needs_a_metastore_dir():
     with pytest.raises(ConfigError, match="metastore_dir is required"):
         config.spark_settings("c", warehouse="s3://b/wh")

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.spine
         ("4.1.0.dev1", "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"),
     ],
 )
+@pytest.mark.jars
 def test_the_spark_line_picks_the_runtime(version, coordinate):
     assert jars.runtime_artifact(jars.spark_line(version)).coordinate == coordinate
     settings = config.jar_settings("packages", spark_version=version)
@@ -131,6 +132,7 @@ def test_pinned_jars_in_the_project_cache_match_their_digests():
     ("3.5.9", "org.apache.spark:spark-sql-kafka-0-10_2.12:3.5.7", "spark-token-provider-kafka-0-10_2.12-3.5.7.jar"),
     ("4.1.4", "org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.3", "spark-token-provider-kafka-0-10_2.13-4.1.1.jar"),
 ])
+@pytest.mark.jars
 def test_the_kafka_connector_follows_the_spark_line_in_both_channels(tmp_path, version, connector, token_provider):
     packages = config.jar_settings("packages", kafka=True, spark_version=version)["spark.jars.packages"].split(",")
     assert connector in packages and not any("token-provider" in p or "kafka-clients" in p for p in packages), \
@@ -150,6 +152,7 @@ def test_the_kafka_connector_follows_the_spark_line_in_both_channels(tmp_path, v
     assert {str(tmp_path / name) for name in names} <= set(local)
 
 
+@pytest.mark.jars
 def test_spark_settings_with_kafka_and_jars_show(capsys, monkeypatch):
     monkeypatch.delenv(jars.JARS_DIR_ENV, raising=False)
     settings = config.spark_settings("lake", warehouse="/tmp/wh", kafka=True, spark_version="4.1.4")
@@ -170,6 +173,7 @@ def test_the_kafka_broker_jars_are_pinned_and_say_how_to_fetch_them_offline(tmp_
         testing_jars.kafka_broker_jars(download_missing=False)
 
 
+@pytest.mark.jars
 def test_jars_show_names_the_coordinates_for_a_spark_version(capsys, monkeypatch):
     monkeypatch.delenv(jars.JARS_DIR_ENV, raising=False)
     assert main(["jars", "show", "--spark", "3.5.9", "--aws", "--json"]) == 0

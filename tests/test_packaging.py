@@ -20,6 +20,7 @@ EXTRA_ONLY_LIBRARIES = ("pytest", "_pytest", "moto", "hypothesis", "testcontaine
 PYTEST_ONLY = {"pyiceberg_crypto.testing.pytest_plugin"}
 
 
+@pytest.mark.jars
 def test_production_jar_holds_no_test_kit_and_targets_java_11():
     with zipfile.ZipFile(jars.bridge_jar()) as archive:
         names = archive.namelist()
@@ -37,6 +38,7 @@ def test_production_jar_holds_no_test_kit_and_targets_java_11():
             assert (magic, major) == (0xCAFEBABE, 55), f"{name}: class file major {major}, want 55 (Java 11)"
 
 
+@pytest.mark.jars
 def test_the_loopback_test_servers_ship_only_in_the_test_kit_jar():
     from pyiceberg_crypto.testing.jars import testing_jar
 

@@ -4,18 +4,22 @@
     page = render_html(report.to_dict())
 
 The page works offline and loads nothing: styles and script are inline, the charts are inline SVG,
-and its Content-Security-Policy forbids any other source. It holds the verdict and summary counts,
-a chart of the files by status and one of the KEK age per table (Iceberg's 730-day rotation
-marked), then the table of tables: sortable (click a column), filterable (text and state), each
+and its Content-Security-Policy forbids any other source and any other script: it allows the
+page's one inline script by its SHA-256 (:func:`content_security_policy`), never
+``'unsafe-inline'``. It holds the verdict and summary counts, a chart of the files by status and
+one of the KEK age per table (Iceberg's 730-day rotation marked), then the table of tables: sortable (click a column), filterable (text and state), each
 table's findings, failed checks and KEKs in an expandable row. Without JavaScript it is still
 the whole report, unsorted. Every name and reason comes from the tables and is escaped.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from html import escape
 from typing import Any
 
+from pyiceberg_crypto.safe_text import escape_text
 from pyiceberg_crypto.table.statuses import OK, STATUSES
 
 #: Findings shown per table on the page (the JSON document lists more; the counts cover all).
@@ -28,7 +32,15 @@ STATE_COLOUR = {"OK": "#1a7f37", "FAILED": "#cf222e", "UNENCRYPTED": "#bc4c00", 
                 "SKIPPED": "#6e7781"}
 GOOD, WARNING, BAD = "#1a7f37", "#bf8700", "#cf222e"
 
-CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+def content_security_policy(script: str) -> str:
+    """The page's policy: nothing loaded from anywhere, inline styles (the badges' colours), and the
+    one inline ``script`` allowed by its SHA-256, so an injected ``<script>`` or event handler would
+    not run even if an escape were missed::
+
+        content_security_policy("1")  # "... script-src 'sha256-a4ay...'; ..."
+    """
+    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+    return f"default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{digest}'; img-src data:"
 
 STYLE = """
 *{box-sizing:border-box}
@@ -127,7 +139,9 @@ COLUMNS = (("Table", "table", False), ("State", "state", False), ("Encrypted", "
 
 
 def _e(value: Any) -> str:
-    return escape("" if value is None else str(value), quote=True)
+    """Text from the tables (names, reasons, paths) as HTML: unsafe characters (lone surrogates,
+    controls, bidi overrides) written as escapes first (:func:`~pyiceberg_crypto.safe_text.escape_text`)."""
+    return escape("" if value is None else escape_text(value), quote=True)
 
 
 def render_html(doc: dict[str, Any]) -> str:
@@ -137,12 +151,15 @@ def render_html(doc: dict[str, Any]) -> str:
     catalog = doc.get("catalog") or "?"
     not_ok = summary["iceberg_tables"] - summary["ok"]
     verdict = ("Every Iceberg table is encrypted and verified" if ok else
-               f"{not_ok} of {summary['iceberg_tables']} Iceberg tables are not encrypted and verified")
+               f"No audit could be made: {doc['error']}" if doc.get("error") else
+               f"{not_ok} of {summary['iceberg_tables']} Iceberg tables are not encrypted and verified"
+               + (f", and {summary['unlisted']} table(s) or namespace(s) could not be listed or loaded"
+                  if summary.get("unlisted") else ""))
     scope = ", ".join(doc["namespaces"]) if doc.get("namespaces") else "every namespace"
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        f'<meta http-equiv="Content-Security-Policy" content="{content_security_policy(SCRIPT)}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         '<link rel="icon" href="data:,">',
         f"<title>Encryption audit of catalog {_e(catalog)}</title>",

@@ -43,7 +43,8 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
-from pyiceberg_crypto.errors import PyicebergCryptoError, TableInputError
+from pyiceberg_crypto._atomic import PUBLIC, AtomicWriteError, write_atomically
+from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError, TableInputError
 from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
@@ -51,12 +52,11 @@ from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.table.catalog import (
     HIVE,
     REST,
+    ListedTable,
     MetastoreError,
-    catalog_kind,
     catalog_properties,
+    list_tables,
     registered_kms,
-    rest_list_tables,
-    spark_list_tables,
 )
 from pyiceberg_crypto.table.key_inventory import KEK_ROTATION_DAYS, build_inventory, prunable_keys
 from pyiceberg_crypto.table.limits import Limits
@@ -77,11 +77,10 @@ from pyiceberg_crypto.verify.report import (
     TableCheck,
     TableReport,
 )
-from pyiceberg_crypto.verify.runners import local_runner
-from pyiceberg_crypto.verify.spark import DEFAULT_DRIVER_MAX_FILES, DRIVER_MAX_BYTES
+from pyiceberg_crypto.verify.runners import DEFAULT_DRIVER_MAX_FILES, in_one_spark_job, local_runner, on_the_driver
 from pyiceberg_crypto.verify.table_checks import catalog_checks
 
-__all__ = ["AUDIT_VERSION", "STATES", "CatalogReport", "ListedTable", "SparkBatchRunner", "TableAudit",
+__all__ = ["AUDIT_VERSION", "STATES", "AuditOutputError", "CatalogReport", "ListedTable", "SparkBatchRunner", "TableAudit",
            "audit_catalog", "audit_schema", "audit_tables", "ledger_path", "local_batch_runner"]
 
 AUDIT_VERSION = 1
@@ -104,7 +103,7 @@ STATES = (STATE_OK, STATE_FAILED, STATE_UNENCRYPTED, STATE_UNCHECKED, STATE_SKIP
 #: Why a table could not be checked (``TableAudit.reason`` of an UNCHECKED table).
 REASON_UNREADABLE = "UNREADABLE"  # metadata.json missing, unreadable, not table metadata
 REASON_LEDGER = "LEDGER"  # the table's ledger is corrupt, another table's, or its directory is gone
-REASON_METASTORE = "METASTORE"  # the metastore entry has no metadata_location, or a REST catalog cannot load it
+REASON_METASTORE = "METASTORE"  # no metadata_location; a table the catalog cannot load, or a namespace it cannot list
 REASON_INTERNAL = "INTERNAL"  # a verifier bug: still one entry, the other tables are audited
 
 #: Findings listed per table in the document and the page (the counts always cover all of them).
@@ -156,6 +155,12 @@ class TableAudit:
         return self.state == STATE_OK
 
     @property
+    def counts(self) -> bool:
+        """Whether the verdict counts: an Iceberg table, or an entry that could not even be checked
+        (a table the catalog cannot give, a namespace it cannot list)."""
+        return self.iceberg or self.state == STATE_UNCHECKED
+
+    @property
     def oldest_kek_days(self) -> float | None:
         ages = [k["age_days"] for k in self.keks if k.get("age_days") is not None]
         return max(ages) if ages else None
@@ -196,14 +201,29 @@ class CatalogReport:
     finished_at: str = ""
     run: dict[str, Any] = field(default_factory=dict)  # where the file checks ran, how many, the Spark job group
     timings: dict[str, float] = field(default_factory=dict)  # seconds: list, plan, run, finish, total
+    error: str | None = None  # why no audit could be made (the catalog could not be listed at all)
 
     @property
     def ok(self) -> bool:
-        return all(t.ok for t in self.tables if t.iceberg)
+        return self.error is None and all(t.ok for t in self.tables if t.counts)
+
+    @property
+    def nothing_audited(self) -> bool:
+        """No audit could be made: the catalog could not be listed, or no namespace of it could."""
+        return self.error is not None or (bool(self.tables) and all(t.table.endswith(".*") and
+                                                                    t.state == STATE_UNCHECKED for t in self.tables))
+
+    def no_audit(self, reason: str) -> "CatalogReport":
+        """Record that no audit could be made (``reason``: the catalog could not be listed); the
+        report still renders (JSON, HTML, Prometheus), not OK."""
+        self.error, self.tables = reason, []
+        self.started_at = self.started_at or _now()
+        self.finished_at = _now()
+        return self
 
     def not_ok(self) -> list[TableAudit]:
-        """The Iceberg tables that are not encrypted and OK."""
-        return [t for t in self.tables if t.iceberg and not t.ok]
+        """The Iceberg tables that are not encrypted and OK, and the entries that could not be checked."""
+        return [t for t in self.tables if t.counts and not t.ok]
 
     def table(self, name: str) -> TableAudit:
         """The entry of ``namespace.name`` (KeyError if the audit did not list it)."""
@@ -232,6 +252,7 @@ class CatalogReport:
             "prunable_keks": sum(len(t.prunable_keks) for t in iceberg),
             "plaintext_statistics": sum(len(t.plaintext_statistics) for t in iceberg),
             "key_ids": sorted({t.key_id for t in iceberg if t.key_id}),
+            "unlisted": sum(1 for t in self.tables if t.counts and not t.iceberg),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -240,11 +261,12 @@ class CatalogReport:
             "warehouse": self.warehouse, "namespaces": self.namespaces, "full": self.full,
             "state_dir": self.state_dir, "started_at": self.started_at, "finished_at": self.finished_at,
             "kek_rotation_days": KEK_ROTATION_DAYS, "run": dict(self.run), "timings": dict(self.timings),
-            "summary": self.summary(), "tables": [t.to_dict() for t in self.tables],
+            "summary": self.summary(), "tables": [t.to_dict() for t in self.tables], "error": self.error,
         }
 
     def write_json(self, path: str) -> None:
-        """The document of :meth:`to_dict`, written atomically."""
+        """The document of :meth:`to_dict`, written atomically (:class:`AuditOutputError` naming the
+        path when it cannot be, e.g. its directory does not exist; no temporary file is left)."""
         _write_atomically(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
     def write_html(self, path: str) -> None:
@@ -258,34 +280,22 @@ class CatalogReport:
         _write_atomically(path, render_prometheus(self.to_dict()))
 
 
+class AuditOutputError(AtomicWriteError):
+    """A report file cannot be written (its directory is missing, not writable, the disk is full):
+    the message names the file and the reason."""
+
+
 def _write_atomically(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(temporary, "w", encoding="utf-8") as out:
-        out.write(text)
-    os.replace(temporary, path)
+    """Reports are not secrets (verdicts, no key material): 0644, for the collector and the web server.
+    A character UTF-8 cannot hold (a lone surrogate that slipped through) is written as a backslash
+    escape, never a crash; the temporary file is removed whatever fails (:mod:`pyiceberg_crypto._atomic`)."""
+    try:
+        write_atomically(path, text.encode("utf-8", errors="backslashreplace"), mode=PUBLIC)
+    except AtomicWriteError as exc:
+        raise AuditOutputError(exc.errno, exc.strerror, exc.filename) from None
 
 
 # --- what to audit -----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ListedTable:
-    """One table as the metastore (or a REST catalog) lists it; ``parameters`` None: dropped since
-    it was listed."""
-
-    namespace: str
-    name: str
-    parameters: dict[str, str] | None
-    served_metadata: dict | None = field(default=None, repr=False)  # a REST catalog's loadTable metadata
-
-    @property
-    def table(self) -> str:
-        return f"{self.namespace}.{self.name}"
-
-    @property
-    def is_iceberg(self) -> bool:
-        return self.parameters is not None and self.parameters.get("table_type", "").upper() == "ICEBERG"
-
 
 #: ``run_batch(jobs, file_ios) -> [(table index, finding)]``: check every job's file; ``jobs`` are
 #: ``(table index, FileTask)``, ``file_ios[table index]`` reads that table's files.
@@ -339,10 +349,7 @@ def audit_catalog(
     kms = kms if kms is not None else registered_kms(properties, catalog)
     _check_state_dir(state_dir)
     try:
-        if catalog_kind(properties, catalog) == REST:
-            listing = [ListedTable(*row) for row in rest_list_tables(properties, namespaces)]
-        else:
-            listing = [ListedTable(*row) for row in spark_list_tables(spark, properties, namespaces)]
+        listing = list_tables(properties, namespaces, spark=spark)
     except MetastoreError as exc:
         raise TableInputError(f"cannot list the tables of catalog {catalog!r}: {exc}") from None
     report = CatalogReport(catalog, metastore=properties.get("uri"), warehouse=properties.get("warehouse"),
@@ -384,6 +391,10 @@ def audit_tables(
         entry = TableAudit(listed.table, iceberg=listed.is_iceberg,
                            table_type=(listed.parameters.get("table_type") or None))
         entries.append(entry)
+        failure = listed.parameters.get("list_error") or listed.parameters.get("load_error")
+        if failure and not entry.iceberg:  # a namespace that cannot be listed, a table that cannot be loaded
+            _unchecked(entry, REASON_METASTORE, failure)
+            continue
         if not entry.iceberg:
             entry.state, entry.detail = STATE_SKIPPED, "not an Iceberg table: not checked"
             continue
@@ -530,7 +541,11 @@ def _now() -> str:
 
 def local_batch_runner(threads: int | None = None, processes: int | None = None) -> BatchRunner:
     """Check the batch on this machine: one :func:`~.runners.local_runner` for the tables that read
-    files alike (usually all of them), so long batches use a worker process per core."""
+    files alike (usually all of them), so long batches use a worker process per core.
+    ``processes`` 0 or 1: threads only. InvalidArgumentError for a negative count."""
+    for name, value in (("threads", threads), ("processes", processes)):
+        if value is not None and value < 0:
+            raise InvalidArgumentError(f"{name} must not be negative (None: from the CPUs), got {value!r}")
 
     def run(jobs: list[tuple[int, FileTask]], file_ios: dict[int, FileIO]) -> list[tuple[int, FileFinding]]:
         groups: dict[bytes, list[tuple[int, FileTask]]] = {}
@@ -559,7 +574,7 @@ def _io_key(file_io: FileIO) -> bytes:
 class SparkBatchRunner:
     """Check the batch in **one** Spark job (its job group is recorded in :attr:`where`, and the
     report's ``run``); a batch of at most ``driver_max_files`` files (and 256 MiB) is checked on
-    the driver instead."""
+    the driver instead (:func:`~pyiceberg_crypto.verify.runners.on_the_driver`, as the verifier decides)."""
 
     def __init__(self, spark, parallelism: int | None = None, driver_max_files: int = DEFAULT_DRIVER_MAX_FILES,
                  description: str | None = None):
@@ -569,7 +584,7 @@ class SparkBatchRunner:
         self._on_driver = local_batch_runner(threads=2, processes=0)
 
     def __call__(self, jobs: list[tuple[int, FileTask]], file_ios: dict[int, FileIO]) -> list[tuple[int, FileFinding]]:
-        if len(jobs) <= self.driver_max_files and sum(t.expected_size or 0 for _, t in jobs) <= DRIVER_MAX_BYTES:
+        if on_the_driver((task for _, task in jobs), self.driver_max_files):
             self.where = {"where": "driver"}
             return self._on_driver(jobs, file_ios)
         distinct: list[FileIO] = []
@@ -581,16 +596,10 @@ class SparkBatchRunner:
                 keys[key] = len(distinct)
                 distinct.append(file_io)
             io_of[index] = keys[key]
-        sc = self.spark.sparkContext
-        slices = self.parallelism or max(1, min(len(jobs), sc.defaultParallelism * 4))
         group = f"pyiceberg-crypto-audit-{uuid.uuid4().hex[:12]}"
-        sc.setJobGroup(group, self.description)
-        try:
-            shipped = [(index, io_of[index], task) for index, task in jobs]
-            result = sc.parallelize(shipped, slices).mapPartitions(partial(audit_partition, distinct)).collect()
-        finally:
-            sc.setLocalProperty("spark.jobGroup.id", None)
-            sc.setLocalProperty("spark.job.description", None)
+        shipped = [(index, io_of[index], task) for index, task in jobs]
+        result, slices = in_one_spark_job(self.spark, shipped, partial(audit_partition, distinct),
+                                          parallelism=self.parallelism, description=self.description, job_group=group)
         self.where = {"where": "spark", "job_group": group, "spark_tasks": slices}
         return result
 

@@ -17,12 +17,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from pyiceberg_crypto.safe_text import escape_text
+
 PREFIX = "pyiceberg_crypto_audit"
 
 
 def _escape(value: str) -> str:
-    """A label value as the exposition format wants it (backslash, double quote, newline escaped)."""
-    return str(value).replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
+    """A label value as the exposition format wants it (backslash, double quote, newline escaped),
+    after unsafe characters (lone surrogates, controls) are written as escapes (:func:`escape_text`)."""
+    return escape_text(value).replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
 
 
 def _labels(**labels: Any) -> str:
@@ -56,6 +59,8 @@ def render_prometheus(doc: dict[str, Any]) -> str:
 
     ok = family("ok", "1 when every Iceberg table of the catalog is encrypted and verified OK")
     ok.append((_labels(catalog=catalog), doc["ok"]))
+    family("error", "1 when no audit could be made (the catalog could not be listed): see the JSON report").append(
+        (_labels(catalog=catalog), bool(doc.get("error"))))
     tables = family("tables", "tables of the catalog by audit state")
     for state, count in doc["summary"]["by_state"].items():
         tables.append((_labels(catalog=catalog, state=state), count))

@@ -1,6 +1,15 @@
 """The bridge between Iceberg's JVMs (driver and executors) and a Python KMS (Py4J, authenticated, loopback by default)."""
 
 from pyiceberg_crypto.bridge.adapter import KmsCallStats, OperationStats
-from pyiceberg_crypto.bridge.registration import BridgeError, KmsRegistration, register_kms, registered, unregister_all
+from pyiceberg_crypto.bridge.registration import (
+    BridgeError,
+    KmsRegistration,
+    PlaintextCatalogWarning,
+    register_kms,
+    registered,
+    unregister_all,
+    warn_about_plaintext_catalogs,
+)
 
-__all__ = ["BridgeError", "KmsCallStats", "KmsRegistration", "OperationStats", "register_kms", "registered", "unregister_all"]
+__all__ = ["BridgeError", "KmsCallStats", "KmsRegistration", "OperationStats", "PlaintextCatalogWarning",
+           "register_kms", "registered", "unregister_all", "warn_about_plaintext_catalogs"]

@@ -65,7 +65,7 @@ from pyiceberg_crypto.bridge.callback_server import (
     write_private_file,
 )
 from pyiceberg_crypto.bridge.sigv4 import Principal, SigV4Refused, SigV4Verifier
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError
 from pyiceberg_crypto.kms import aws_face_blob
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
 from pyiceberg_crypto.kms.bounded import KmsTimeoutError
@@ -103,7 +103,7 @@ class FaceLimits:
     def __post_init__(self):
         if min(self.max_connections, self.max_body_bytes) < 1 or \
                 min(self.handshake_seconds, self.request_seconds, self.idle_seconds) <= 0:
-            raise ValueError("face limits must be positive")
+            raise InvalidArgumentError("face limits must be positive")
 
 
 class _ApiError(PyicebergCryptoError):
@@ -286,7 +286,7 @@ class AwsKmsApi:
         if tls is None and not (allow_plaintext and _is_loopback(self.host)):
             raise AwsKmsApiError("the AWS KMS face needs TLS (plain HTTP only on a loopback address, when asked for)")
         if not account.isdigit() or len(account) != 12:
-            raise ValueError("account must be 12 digits")
+            raise InvalidArgumentError("account must be 12 digits")
         self.kms_provider = kms_provider
         self.verifier = SigV4Verifier(credentials, region=region, service="kms", max_skew=max_skew, clock=clock)
         self.region, self.account = region, account

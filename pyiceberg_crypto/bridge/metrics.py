@@ -17,6 +17,7 @@ Metrics (no secrets, no per-client labels: a fleet of executors would make the s
 ``pyiceberg_crypto_kms_max_connections``           the configured cap
 ``pyiceberg_crypto_kms_refused_connections_total{reason}`` refusals, by reason (wrong token, caps, ...)
 ``pyiceberg_crypto_kms_refused_tokens_total``      refusals for a wrong or old token
+``pyiceberg_crypto_kms_idle_closed_total``         authenticated connections closed for idling
 ``pyiceberg_crypto_kms_reloads_total``             KMS rebuilds (SIGHUP)
 ``pyiceberg_crypto_kms_health_checks_total{result}`` canary wrap/unwrap runs (``ok`` / ``failed``)
 ``pyiceberg_crypto_kms_up``                        1 while the listener accepts connections
@@ -25,15 +26,28 @@ Metrics (no secrets, no per-client labels: a fleet of executors would make the s
 The health check runs at most once per ``health_interval`` seconds (probes in between get the
 last answer, so a probe storm never becomes a KMS storm); its answer names the key id and the
 reason of a failure in the words clients get (no key bytes, no KMS endpoint detail).
+
+The port is bounded like the KMS listener: at most :data:`MAX_CONNECTIONS` connections (more are
+closed at once), a request must arrive whole within :data:`REQUEST_DEADLINE_SECONDS`, and a peer
+that breaks off (a reset before the answer) costs one rate-limited log line, never a traceback. It
+listens on loopback unless ``allow_remote`` (``kms serve --metrics-allow-remote``) says otherwise.
 """
 
 from __future__ import annotations
 
+import contextlib
 import http.server
+import ipaddress
+import logging
+import socket
+import sys
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from pyiceberg_crypto.bridge.adapter import LATENCY_BUCKETS
+from pyiceberg_crypto.bridge.service import RateLimitedLog
+from pyiceberg_crypto.errors import PyicebergCryptoError
 
 if TYPE_CHECKING:
     from pyiceberg_crypto.bridge.service import KmsService
@@ -42,6 +56,26 @@ PREFIX = "pyiceberg_crypto_kms"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: The reason a connection carrying a wrong or old token is refused (callback_server).
 WRONG_TOKEN = "wrong or old token"
+#: Open connections to the metrics port at most (scrapers and probes need a few); more are closed.
+MAX_CONNECTIONS = 16
+#: A request (line and headers) must arrive whole within this; each read and write is bounded too.
+REQUEST_DEADLINE_SECONDS = 5.0
+
+log = logging.getLogger(__name__)
+
+
+class MetricsAddressError(PyicebergCryptoError, ValueError):
+    """The metrics port was asked to listen beyond loopback without ``allow_remote``."""
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and ``localhost``; a wildcard (0.0.0.0, ::) or other name is not."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _label(value: str) -> str:
@@ -89,6 +123,8 @@ def render_metrics(service: KmsService) -> str:
         lines.append(f'{PREFIX}_refused_connections_total{{reason="{_label(reason)}"}} {count}')
     family("refused_tokens_total", "counter", "Connections refused for a wrong or old token.")
     lines.append(f"{PREFIX}_refused_tokens_total {reasons.get(WRONG_TOKEN, 0)}")
+    family("idle_closed_total", "counter", "Authenticated connections closed after --idle-timeout without a call.")
+    lines.append(f"{PREFIX}_idle_closed_total {connections.get('idle_closed', 0)}")
     family("reloads_total", "counter", "KMS rebuilds (SIGHUP).")
     lines.append(f"{PREFIX}_reloads_total {status.get('reloads', 0)}")
     health = service.health_counts()
@@ -104,7 +140,12 @@ def render_metrics(service: KmsService) -> str:
 class _Handler(http.server.BaseHTTPRequestHandler):
     server: _MetricsHttpServer
 
+    timeout = REQUEST_DEADLINE_SECONDS  # each read and write (socketserver's StreamRequestHandler)
+    #: A malformed request line is answered with a status line and headers, not HTTP/0.9's bare body.
+    default_request_version = "HTTP/1.0"
+
     def do_GET(self):  # noqa: N802 - http.server's name
+        self.server.request_read(self.connection)  # the canary may take longer than the deadline
         path = self.path.split("?", 1)[0]
         if path == "/metrics":
             self._answer(200, render_metrics(self.server.service), CONTENT_TYPE)
@@ -128,10 +169,84 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 class _MetricsHttpServer(http.server.ThreadingHTTPServer):
+    """The HTTP server with a connection cap, a whole-request deadline (reaped in
+    ``service_actions``, which ``serve_forever`` calls each poll) and one-line, rate-limited errors."""
+
     daemon_threads = True
+    request_queue_size = 64
     service: KmsService
     health_key_id: str | None
     health_interval: float
+
+    def server_activate(self) -> None:
+        super().server_activate()
+        self.errors = RateLimitedLog(log)
+        self._book = threading.Lock()
+        self._open = 0
+        self._reading: dict[socket.socket, float] = {}  # connections still sending their request -> deadline
+
+    def process_request(self, request, client_address) -> None:
+        """Admit ``request``; at the cap, close the oldest connection still sending its request to
+        make room (idle sockets cannot keep a scraper out), and refuse only when every slot is
+        answering, or the closed ones have not ended yet (at most twice the cap in threads)."""
+        evicted = None
+        with self._book:
+            full = self._open >= MAX_CONNECTIONS
+            if full and self._reading and self._open < 2 * MAX_CONNECTIONS:
+                evicted = next(iter(self._reading))
+                del self._reading[evicted]
+                full = False
+            if not full:
+                self._open += 1
+                self._reading[request] = time.monotonic() + REQUEST_DEADLINE_SECONDS
+        if evicted is not None:
+            with contextlib.suppress(OSError):
+                evicted.shutdown(socket.SHUT_RDWR)
+        if full:
+            self.errors.warning("metrics-cap", "metrics port: refused a connection from %s: %d connections open "
+                                "(cap %d)", _peer(client_address), MAX_CONNECTIONS, MAX_CONNECTIONS)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread for it: give the slot back
+            self._release(request)
+            self.shutdown_request(request)
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._release(request)
+
+    def request_read(self, request) -> None:
+        with self._book:
+            self._reading.pop(request, None)
+
+    def _release(self, request) -> None:
+        with self._book:
+            self._reading.pop(request, None)
+            self._open -= 1
+
+    def service_actions(self) -> None:
+        now = time.monotonic()
+        with self._book:
+            overdue = [sock for sock, deadline in self._reading.items() if deadline <= now]
+            for sock in overdue:
+                del self._reading[sock]
+        for sock in overdue:  # its thread's read fails at once, the thread ends
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def handle_error(self, request, client_address) -> None:
+        problem = sys.exc_info()[1]
+        self.errors.warning("metrics-error", "metrics port: a request from %s ended early: %s",
+                            _peer(client_address), f"{type(problem).__name__}: {problem}".replace("\n", " "))
+
+
+def _peer(client_address) -> str:
+    return str(client_address[0]) if isinstance(client_address, tuple) and client_address else "?"
 
 
 class MetricsServer:
@@ -141,10 +256,21 @@ class MetricsServer:
         service: the running service. host, port: where to listen (port 0: a free one).
         health_key_id: the key id of the canary wrap/unwrap (None: ``/healthz`` checks the listener only).
         health_interval: the canary runs at most once per this many seconds.
+        allow_remote: listen on an address other than loopback (anyone who reaches it reads the
+            counters and can run the canary); without it such an address raises
+            :class:`MetricsAddressError`. With it, the address is logged as a warning.
     """
 
     def __init__(self, service: KmsService, host: str, port: int, *, health_key_id: str | None = None,
-                 health_interval: float = 5.0):
+                 health_interval: float = 5.0, allow_remote: bool = False):
+        if not is_loopback(host):
+            if not allow_remote:
+                raise MetricsAddressError(
+                    f"the metrics port would listen on {host}, beyond loopback: anyone who reaches it reads the "
+                    "service's counters and can run the health canary; use 127.0.0.1 (and a local scraper or a "
+                    "proxy), or allow it explicitly (kms serve --metrics-allow-remote)")
+            log.warning("metrics port listening on %s, beyond loopback (--metrics-allow-remote): no "
+                        "authentication, no TLS; restrict who can reach it", host)
         self._http = _MetricsHttpServer((host, port), _Handler)
         self._http.service = service
         self._http.health_key_id = health_key_id

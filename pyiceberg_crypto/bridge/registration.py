@@ -25,7 +25,7 @@ import atexit
 import base64
 import logging
 import secrets
-import threading
+import warnings
 import weakref
 
 from py4j.java_gateway import JavaClass
@@ -33,18 +33,22 @@ from py4j.java_gateway import JavaClass
 from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter, KmsCallStats
 from pyiceberg_crypto.bridge.callback_server import LOOPBACK, KmsCallbackServer
 from pyiceberg_crypto.bridge.redaction import redact_in_py4j_logs
+from pyiceberg_crypto.catalog_support import asks_for_encryption, plaintext_reason, session_catalogs
 from pyiceberg_crypto.jars import check_java_version
+from pyiceberg_crypto.kms import registrations
 from pyiceberg_crypto.kms.base import KeyManagementClient
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS, kms_timeout_millis
+from pyiceberg_crypto.errors import ArgumentTypeError, InvalidArgumentError, PyicebergCryptoError
 
 REGISTRY_CLASS = "io.pyicebergcrypto.bridge.PythonKmsRegistry"
-DEFAULT_TIMEOUT_SECONDS = 60.0
 WILDCARD_ADDRESSES = ("0.0.0.0", "::")
 
 log = logging.getLogger(__name__)
 
-_lock = threading.RLock()
-_registrations: dict[str, KmsRegistration] = {}
+# The registrations live one layer down (kms.registrations), where the table layer finds them
+# without importing the bridge (and Py4J).
+_lock = registrations.lock
+_registrations: dict[str, KmsRegistration] = registrations.by_name
 
 
 class BridgeError(PyicebergCryptoError, RuntimeError):
@@ -62,7 +66,7 @@ class KmsRegistration:
         self._adapter = adapter
         self._jvm_ref = jvm
         self._closed = False
-        self._options: tuple = ()  # (bind_address, timeout_seconds, initialize_policy) it was registered with
+        self._options: tuple = ()  # (bind_address, kms_timeout, initialize_policy) it was registered with
 
     @property
     def stats(self) -> KmsCallStats:
@@ -117,7 +121,7 @@ def register_kms(
     kms: KeyManagementClient,
     name: str = "default",
     *,
-    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    kms_timeout: float = DEFAULT_KMS_TIMEOUT_SECONDS,
     bind_address: str = LOOPBACK,
     initialize_policy: str = "driver",
 ) -> KmsRegistration:
@@ -131,7 +135,7 @@ def register_kms(
         spark: a classic (non-Connect) ``SparkSession`` whose classpath has the bridge jar.
         kms: the Python KMS (a :class:`~pyiceberg_crypto.kms.KeyManagementClient`).
         name: the name catalogs use (catalog property ``pyiceberg-crypto.kms-name``).
-        timeout_seconds: how long a JVM waits to connect and for one KMS call before failing it.
+        kms_timeout: seconds a JVM waits to connect and for one KMS call before failing it.
         bind_address: where the callback server listens. Loopback (default) serves the driver and
             executors on this machine only. On a real cluster pass the driver's address reachable
             by executors (or ``"0.0.0.0"``: executors are then told ``spark.driver.host``). Any
@@ -144,13 +148,14 @@ def register_kms(
             ``"any"``: every token holder (before issue 35; not recommended).
     """
     if not hasattr(kms, "wrap_key") or not hasattr(kms, "unwrap_key"):
-        raise TypeError(f"kms must implement wrap_key/unwrap_key (a KeyManagementClient), got {type(kms).__name__}")
+        raise ArgumentTypeError(f"kms must implement wrap_key/unwrap_key (a KeyManagementClient), got "
+                                f"{type(kms).__name__}")
     if not name or not isinstance(name, str):
-        raise ValueError("name must be a non-empty string")
-    if timeout_seconds <= 0:
-        raise ValueError("timeout_seconds must be positive")
+        raise InvalidArgumentError(f"name must be a non-empty string, got {name!r}")
+    if kms_timeout <= 0:
+        raise InvalidArgumentError(f"kms_timeout must be positive (seconds), got {kms_timeout!r}")
     if not bind_address or not isinstance(bind_address, str):
-        raise ValueError("bind_address must be a non-empty address string such as '127.0.0.1'")
+        raise InvalidArgumentError("bind_address must be a non-empty address string such as '127.0.0.1'")
     sc = _spark_context(spark)
     advertised = _advertised_host(sc, bind_address)
     jvm = sc._jvm
@@ -159,7 +164,7 @@ def register_kms(
     registry = _registry(jvm)
     with _lock:
         existing = _registrations.get(name)
-        options = (bind_address, timeout_seconds, initialize_policy)
+        options = (bind_address, kms_timeout, initialize_policy)
         if (existing is not None and existing.active and existing.kms is kms and not existing._server.closed
                 and existing._options == options):
             return existing
@@ -176,7 +181,7 @@ def register_kms(
         try:
             certificate = base64.b64encode(server.certificate).decode() if server.certificate else ""
             registry.register(name, advertised, server.port, driver_token, server.object_id,
-                              max(1, int(timeout_seconds * 1000)), certificate, server.auth_token)
+                              kms_timeout_millis(kms_timeout), certificate, server.auth_token)
         except Exception:
             server.close()
             raise
@@ -184,12 +189,58 @@ def register_kms(
         registration._options = options
         _registrations[name] = registration
         _install_stop_hook(sc)
-        return registration
+    warn_about_plaintext_catalogs(spark)
+    return registration
+
+
+class PlaintextCatalogWarning(PyicebergCryptoError, UserWarning):
+    """A catalog of the session has a KMS but writes its tables in plaintext (Iceberg ignores
+    ``encryption.key-id`` for it): :func:`warn_about_plaintext_catalogs`."""
+
+
+def warn_about_plaintext_catalogs(spark) -> list[str]:
+    """Warn (a :class:`PlaintextCatalogWarning` and a log line), naming each catalog of the session
+    that asks for encryption (a KMS, or a default ``encryption.key-id``) but is one Iceberg 1.12.0
+    writes in plaintext, such as ``type=rest`` (:mod:`pyiceberg_crypto.catalog_support`); returns
+    their names. ``register_kms`` calls it; call it again after adding catalogs with ``spark.conf.set``.
+
+    It cannot stop such a write: Iceberg never calls the KMS for those catalogs, so nothing of this
+    package runs when their tables are created or written."""
+    try:
+        conf = _session_settings(spark)
+    except Exception as exc:  # noqa: BLE001 - a warning helper must not break the registration
+        log.debug("cannot read the session's settings to check its catalogs: %s", type(exc).__name__)
+        return []
+    named = []
+    for name, properties in sorted(session_catalogs(conf).items()):
+        reason = plaintext_reason(properties) if asks_for_encryption(properties) else None
+        if reason:
+            message = (f"Spark catalog {name!r} has a KMS but Iceberg will write its tables in plaintext "
+                       f"(no error, no warning from Iceberg): {reason}")
+            log.warning("%s", message)
+            warnings.warn(message, PlaintextCatalogWarning, stacklevel=3)
+            named.append(name)
+    return named
+
+
+def _session_settings(spark) -> dict[str, str]:
+    """The SparkContext's settings and the session's run-time ones (``spark.conf.set``)."""
+    sc = _spark_context(spark)
+    conf = {str(key): str(value) for key, value in sc.getConf().getAll()}
+    session = getattr(spark, "_jsparkSession", None)
+    if session is not None:
+        entries = session.conf().getAll().iterator()
+        for _ in range(100_000):  # bounded: a session has a few hundred settings
+            if not entries.hasNext():
+                break
+            entry = entries.next()
+            conf[str(entry._1())] = str(entry._2())
+    return conf
 
 
 def registered(name: str) -> KmsRegistration | None:
     """The active registration under ``name`` in this Python process, if any."""
-    return _registrations.get(name)
+    return registrations.registered(name)
 
 
 def unregister_all() -> None:

@@ -28,14 +28,18 @@ import os
 import secrets
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter, OperationStats
 from pyiceberg_crypto.bridge.callback_server import (
+    EVICTED,
     LOOPBACK,
+    MAX_AUTH_BYTES,
+    MAX_LINE_BYTES,
+    MAX_PARAMS,
     ConnectionLimits,
     KmsCallbackServer,
     TlsIdentity,
@@ -54,7 +58,57 @@ DEFAULT_CALL_TIMEOUT_SECONDS = 30.0
 _OPERATIONS = {"wrapKey": "wrap", "unwrapKey": "unwrap", "generateKey": "generate",
                "supportsKeyGeneration": "supports-generation", "initialize": "initialize"}
 
+#: Peers whose counts the service keeps (calls, refusals), the least recently seen forgotten first:
+#: a peer cycling through source addresses (127.0.0.0/8, an IPv6 prefix) cannot grow them forever.
+MAX_TRACKED_PEERS = 1024
+#: The label of a refusal whose reason is not one of the listener's known ones (never expected).
+OTHER_REFUSAL = "other"
+
 log = logging.getLogger(__name__)
+
+
+def refusal_reasons(limits: ConnectionLimits) -> frozenset[str]:
+    """Every reason the listener gives for a refusal: the only values of the ``reason`` label (the
+    caps are the operator's numbers; nothing a peer sends becomes part of a label)."""
+    return frozenset({
+        "no token", "wrong or old token", "no authentication within the deadline", "closed during authentication",
+        EVICTED, f"more than {MAX_AUTH_BYTES} bytes before authenticating", f"a line longer than {MAX_LINE_BYTES} bytes",
+        f"more than {MAX_PARAMS} parameters in a call",
+        f"too many connections (cap {limits.max_connections})",
+        f"too many unauthenticated connections (cap {limits.max_unauthenticated})",
+    })
+
+
+class PeerCounts:
+    """Counters per peer address, at most ``max_peers`` of them (least recently counted dropped).
+
+        counts = PeerCounts(2)
+        counts.add("10.0.0.1", "wrap")
+        counts.to_dict()   # {"10.0.0.1": {"wrap": 1}}
+    """
+
+    def __init__(self, max_peers: int = MAX_TRACKED_PEERS):
+        self.max_peers = max_peers
+        self._peers: OrderedDict[str, Counter] = OrderedDict()
+        #: Peers dropped to stay within ``max_peers``, over the service's life.
+        self.forgotten = 0
+
+    def add(self, peer: str, key: str, amount: int = 1) -> None:
+        counts = self._peers.get(peer)
+        if counts is None:
+            counts = self._peers[peer] = Counter()
+            while len(self._peers) > self.max_peers:
+                self._peers.popitem(last=False)
+                self.forgotten += 1
+        else:
+            self._peers.move_to_end(peer)
+        counts[key] += amount
+
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        return {peer: dict(counts) for peer, counts in sorted(self._peers.items())}
+
+    def __len__(self) -> int:
+        return len(self._peers)
 
 
 class KmsServiceError(PyicebergCryptoError, RuntimeError):
@@ -163,10 +217,11 @@ class KmsService:
         self._server: KmsCallbackServer | None = None
         self._tls: TlsIdentity | None = None
         self._lock = threading.Lock()
-        self._clients: dict[str, Counter] = defaultdict(Counter)
-        self._refused: Counter = Counter()
-        self._refused_reasons: Counter = Counter()
         self.limits = limits or ConnectionLimits()
+        self._clients = PeerCounts()
+        self._refused = PeerCounts()
+        self._refused_reasons: Counter = Counter()
+        self._known_refusals = refusal_reasons(self.limits)
         self._log = RateLimitedLog(log)
         self._token_stat: tuple[int, int] | None = None
         self._reloads = 0
@@ -268,11 +323,13 @@ class KmsService:
 
     def status(self) -> dict[str, Any]:
         """Calls per operation and per client (peer address), refused connections (per peer and
-        per reason), whether the accept thread is alive, open connections; no secrets."""
+        per reason), whether the accept thread is alive, open connections; no secrets. At most
+        :data:`MAX_TRACKED_PEERS` peers each (``peers_forgotten`` counts the ones dropped)."""
         stats = self._adapter.stats.to_dict() if self._adapter else {}
         with self._lock:
-            clients = {peer: dict(counts) for peer, counts in sorted(self._clients.items())}
-            refused = dict(self._refused)
+            clients = self._clients.to_dict()
+            refused = {peer: counts["refused"] for peer, counts in self._refused.to_dict().items()}
+            forgotten = {"clients": self._clients.forgotten, "refused": self._refused.forgotten}
             reasons = dict(self._refused_reasons)
             reloads = self._reloads
         open_ = bool(self._server and not self._server.closed)
@@ -284,8 +341,10 @@ class KmsService:
             "connections": self._server.connection_counts() if self._server else {},
             "limits": {"max_connections": self.limits.max_connections,
                        "max_unauthenticated": self.limits.max_unauthenticated,
-                       "auth_deadline_seconds": self.limits.auth_deadline_seconds},
+                       "auth_deadline_seconds": self.limits.auth_deadline_seconds,
+                       "idle_timeout_seconds": self.limits.idle_timeout_seconds},
             "operations": stats, "clients": clients, "refused": refused, "refused_reasons": reasons,
+            "peers_forgotten": forgotten,
             "reloads": reloads,
         }
 
@@ -359,14 +418,15 @@ class KmsService:
     def _count_call(self, peer: str, method: str, failed: bool) -> None:
         operation = _OPERATIONS.get(method, "other")
         with self._lock:
-            self._clients[peer][operation] += 1
+            self._clients.add(peer, operation)
             if failed:
-                self._clients[peer]["failures"] += 1
+                self._clients.add(peer, "failures")
 
     def _refuse(self, peer: str, reason: str) -> None:
+        label = reason if reason in self._known_refusals else OTHER_REFUSAL
         with self._lock:
-            self._refused[peer] += 1
-            self._refused_reasons[reason] += 1
+            self._refused.add(peer, "refused")
+            self._refused_reasons[label] += 1
         self._log.warning("refused", "KMS service %r refused a connection from %s: %s", self.name, peer, reason)
 
     def _remove_token_file(self) -> None:

@@ -3,7 +3,7 @@
 
     parser = argparse.ArgumentParser()
     add_kms_arguments(parser); add_scope_arguments(parser); add_limit_arguments(parser)
-    options = scope_options(parser.parse_args())   # keyword arguments of verify_metadata / verify_table
+    options = verification_options(parser.parse_args())   # keyword arguments of verify_metadata / verify_table
 """
 
 from __future__ import annotations
@@ -82,11 +82,14 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="SECONDS", help="give up on a KMS call after this long (default: %(default)g)")
 
 
-def verification_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The keyword arguments these options mean for ``verify_metadata`` / ``verify_table``."""
+def verification_options(args: argparse.Namespace, io_properties: dict[str, str] | None = None) -> dict[str, Any]:
+    """The keyword arguments these options mean for ``verify_metadata`` / ``verify_table`` (the
+    bounds in one ``limits=``; ``io_properties``: how files are read, ``--io-property``)."""
+    from pyiceberg_crypto.table.limits import Limits
+
     if args.accept_history and not args.state:
         raise ValueError("--accept-history needs --state FILE (it resets that ledger)")
     return {"snapshot_id": args.snapshot, "all_snapshots": args.all_snapshots, "since_snapshot_id": args.since,
             "state": args.state, "accept_history": args.accept_history,
-            "max_metadata_bytes": args.max_metadata_bytes, "kms_timeout": args.kms_timeout,
-            "allowed_locations": tuple(args.allow_location)}
+            "limits": Limits(allowed_locations=tuple(args.allow_location), max_metadata_bytes=args.max_metadata_bytes,
+                             kms_timeout=args.kms_timeout, properties=io_properties)}

@@ -12,8 +12,11 @@ or a REST catalog's HTTP API (:mod:`pyiceberg_crypto.io.rest_catalog`: every tab
 each Iceberg table is verified as ``pyiceberg-crypto verify`` would, with the files of all tables
 checked in one batch on this machine's cores (:mod:`pyiceberg_crypto.audit.lake`). Output: a
 summary and every table that is not OK (or the JSON report with ``--json``), plus the HTML page
-and the Prometheus textfile when asked. Exit status: 0 every Iceberg table encrypted and OK,
-1 any table not, 2 bad usage or input (an unreachable metastore, a missing ``--state-dir``).
+and the Prometheus textfile when asked, always written once the arguments are valid (a page that
+says no audit could be made, when none could). One table or namespace that cannot be listed,
+loaded, decoded or named is an UNCHECKED entry with its reason; the others are audited. Exit
+status: 0 every Iceberg table encrypted and OK, 1 any entry not, 2 bad usage or input, or nothing
+could be audited (an unreachable metastore, no namespace listed, a missing ``--state-dir``).
 """
 
 from __future__ import annotations
@@ -85,12 +88,12 @@ def rest_properties(args: argparse.Namespace) -> dict[str, str]:
 
 def run_audit(args: argparse.Namespace) -> int:
     from pyiceberg_crypto.errors import TableInputError
-    from pyiceberg_crypto.io.hive_metastore import MetastoreError, list_tables
+    from pyiceberg_crypto.io.hive_metastore import MetastoreError
     from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
-    from pyiceberg_crypto.table.catalog import rest_list_tables
+    from pyiceberg_crypto.table.catalog import HIVE, REST, list_tables
     from pyiceberg_crypto.table.limits import Limits
-    from pyiceberg_crypto.audit.lake import CatalogReport, ListedTable, audit_tables, local_batch_runner
+    from pyiceberg_crypto.audit.lake import CatalogReport, audit_tables, local_batch_runner
 
     try:
         properties = parse_properties(args.kms_property)
@@ -115,39 +118,55 @@ def run_audit(args: argparse.Namespace) -> int:
     import time
 
     started = time.perf_counter()
-    try:
-        if rest is not None:
-            rows = rest_list_tables(rest, args.namespace)
-        else:
-            rows = list_tables(args.metastore_uri, args.namespace, timeout=args.metastore_timeout)
-    except MetastoreError as exc:
-        return _fail(args, "metastore", str(exc))
-    listing = [ListedTable(*row) for row in rows]
     report = CatalogReport(args.catalog, metastore=args.metastore_uri or args.rest_uri, warehouse=args.warehouse,
                            namespaces=sorted(args.namespace) if args.namespace else None, full=args.full,
                            state_dir=args.state_dir)
+    try:
+        catalog = {**rest, "type": REST} if rest is not None else {"type": HIVE, "uri": args.metastore_uri}
+        listing = list_tables(catalog, args.namespace, timeout=args.metastore_timeout)
+    except MetastoreError as exc:
+        return _no_audit(args, report, "metastore", str(exc))
     limits = Limits(allowed_locations=tuple(args.allow_location), max_metadata_bytes=args.max_metadata_bytes,
                     kms_timeout=args.kms_timeout)
     try:
         audit_tables(listing, kms, report, run_batch=local_batch_runner(), properties=io_properties, limits=limits,
                      listed_in=time.perf_counter() - started)
     except TableInputError as exc:
-        return _fail(args, "usage", str(exc))
+        return _no_audit(args, report, "usage", str(exc))
     except Exception as exc:  # an audit bug: one line and exit 2, never a traceback
-        return _fail(args, "internal", f"internal error in the audit: {exception_line(exc)}")
-    try:
-        if args.html:
-            report.write_html(args.html)
-        if args.prometheus:
-            report.write_prometheus(args.prometheus)
-    except OSError as exc:
-        return _fail(args, "output", f"cannot write {exc.filename}: {exc.strerror or exc}")
+        return _no_audit(args, report, "internal", f"internal error in the audit: {exception_line(exc)}")
+    failed = _write_files(args, report)
     if args.json:
         json.dump(report.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(format_audit(report))
+    if failed:
+        return _fail(args, "output", failed, document=False)
+    if report.nothing_audited:
+        print("pyiceberg-crypto: no namespace of the catalog could be listed: nothing was audited", file=sys.stderr)
+        return ExitStatus.USAGE
     return ExitStatus.OK if report.ok else ExitStatus.INTEGRITY
+
+
+def _write_files(args: argparse.Namespace, report) -> str | None:
+    """The HTML page and the Prometheus textfile, each attempted; the first failure's message, or None."""
+    from pyiceberg_crypto.audit.lake import AuditOutputError
+
+    failures = []
+    for path, write in ((args.html, report.write_html), (args.prometheus, report.write_prometheus)):
+        if path:
+            try:
+                write(path)
+            except AuditOutputError as exc:
+                failures.append(str(exc))
+    return failures[0] if failures else None
+
+
+def _no_audit(args: argparse.Namespace, report, kind: str, message: str) -> int:
+    """No audit could be made (exit 2): the HTML page and the textfile still say so, then the error."""
+    _write_files(args, report.no_audit(message))
+    return _fail(args, kind, message)
 
 
 def format_audit(report) -> str:
@@ -167,13 +186,15 @@ def format_audit(report) -> str:
         lines += ["", f"not OK ({len(bad)})"]
         for entry in bad:
             lines.append(f"  {esc(entry.state):<12} {esc(entry.table)}  {esc(entry.reason or '')}: {esc(entry.detail or '')}")
+    unlisted = summary.get("unlisted", 0)
     verdict = ("OK: every Iceberg table is encrypted and verified" if report.ok
-               else f"FAILED: {len(bad)} of {summary['iceberg_tables']} Iceberg table(s) not encrypted and OK")
+               else f"FAILED: {len(bad) - unlisted} of {summary['iceberg_tables']} Iceberg table(s) not encrypted and OK"
+               + (f", {unlisted} table(s) or namespace(s) that could not be listed or loaded" if unlisted else ""))
     return "\n".join(lines + ["", verdict, ""])
 
 
-def _fail(args: argparse.Namespace, kind: str, message: str) -> int:
-    if getattr(args, "json", False):
+def _fail(args: argparse.Namespace, kind: str, message: str, *, document: bool = True) -> int:
+    if document and getattr(args, "json", False):
         json.dump({"ok": False, "version": 1, "error": {"type": kind, "message": message}, "tables": []},
                   sys.stdout, indent=2)
         sys.stdout.write("\n")

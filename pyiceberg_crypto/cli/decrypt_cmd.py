@@ -12,8 +12,8 @@ import argparse
 import dataclasses
 import json
 import os
-import tempfile
 
+from pyiceberg_crypto._atomic import PRIVATE, atomic_writer
 from pyiceberg_crypto.cli.inspect_parquet import keys_from_args
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.options import (
@@ -41,14 +41,11 @@ def run_decrypt(args: argparse.Namespace) -> int:
         return usage_failure(exc, args)
     except OSError as exc:
         return unreadable_failure(args.file, exc, args)
-    directory = os.path.dirname(os.path.abspath(args.out))
-    tmp_path = None
     try:
-        with open(args.file, "rb") as handle, tempfile.NamedTemporaryFile("wb", dir=directory, delete=False, suffix=".part") as out:
-            tmp_path = out.name
+        # Plaintext of encrypted data: private to its owner (0600), and renamed into place only
+        # when every module authenticated (an error removes the temporary file).
+        with open(args.file, "rb") as handle, atomic_writer(args.out, mode=PRIVATE) as out:
             result = decrypt_parquet(handle, out, keys, name=args.file, expected_size=expected_size)
-        os.replace(tmp_path, args.out)
-        tmp_path = None
     except IntegrityError as exc:
         if args.json:
             print(json.dumps({"file": args.file, "ok": False, "failures": [error_dict(exc)]}))
@@ -57,9 +54,6 @@ def run_decrypt(args: argparse.Namespace) -> int:
         return usage_failure(exc, args)
     except OSError as exc:
         return usage_failure(f"{exc.filename or args.out}: {exc.strerror or exc}", args)
-    finally:
-        if tmp_path is not None and os.path.exists(tmp_path):
-            os.unlink(tmp_path)
     if args.json:
         print(json.dumps({"ok": True, "out": args.out, **dataclasses.asdict(result)}))
     else:

@@ -47,7 +47,8 @@ def add_head_parser(sub) -> None:
 
 def run_head(args: argparse.Namespace) -> int:
     try:
-        from pyiceberg_crypto.read import ReadInputError, ReadIntegrityError, scan
+        from pyiceberg_crypto.read import ReadIntegrityError, TableInputError, scan
+        from pyiceberg_crypto.table.limits import Limits
     except ImportError as exc:
         return _fail(str(exc))
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
@@ -68,16 +69,15 @@ def run_head(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     try:
         reader = scan(args.source, kms, snapshot_id=args.snapshot, columns=columns, row_filter=row_filter,
-                      metastore=args.metastore,
-                      properties=io_properties, allowed_locations=args.allow_location, batch_rows=args.rows,
-                      max_workers=2)
+                      catalog=args.metastore, batch_rows=args.rows, max_workers=2,
+                      limits=Limits(properties=io_properties, allowed_locations=tuple(args.allow_location)))
         rows = _first_rows(reader, args.rows)
     except ReadIntegrityError as exc:
         verdict = "KEY_ERROR (no key to open the table; its files were not judged)" if exc.status == "KEY_ERROR" \
             else "not authentic"
         print(f"pyiceberg-crypto: {verdict}: {escape_text(str(exc))}", file=sys.stderr)
         return ExitStatus.INTEGRITY
-    except ReadInputError as exc:
+    except TableInputError as exc:
         return _fail(str(exc))
     names = reader.schema.names
     if args.json:

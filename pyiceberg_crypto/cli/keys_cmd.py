@@ -23,6 +23,7 @@ import json
 import sys
 
 from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, parse_properties, positive_seconds
@@ -35,7 +36,7 @@ def add_keys_parser(sub) -> None:
     listing = actions.add_parser("list", help="every KEK: age, master key and version, the snapshots it seals")
     listing.add_argument("metadata", metavar="METADATA_JSON", help="the table's metadata.json (path or URI)")
     add_kms_arguments(listing, required=False)
-    listing.add_argument("--kms-timeout", type=positive_seconds, default=60.0, metavar="SECONDS")
+    listing.add_argument("--kms-timeout", type=positive_seconds, default=DEFAULT_KMS_TIMEOUT_SECONDS, metavar="SECONDS")
     listing.add_argument("--json", action="store_true", help="print JSON")
     rewrap = actions.add_parser("rewrap", help="re-wrap KEKs under the master key's current version (one commit)")
     _add_table_arguments(rewrap)

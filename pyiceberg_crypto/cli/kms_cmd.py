@@ -50,10 +50,15 @@ def add_kms_parser(sub) -> None:
     serve.add_argument("--max-connections", type=_positive_int, default=256, metavar="N",
                        help="open connections at most; more are refused (default: %(default)s)")
     serve.add_argument("--max-unauthenticated", type=_positive_int, default=64, metavar="N",
-                       help="connections still authenticating at most; more are refused (default: %(default)s)")
+                       help="connections still authenticating at most; beyond, the oldest silent one is closed to "
+                            "make room (default: %(default)s)")
     serve.add_argument("--metrics", metavar="[HOST:]PORT",
                        help="serve Prometheus metrics at http://HOST:PORT/metrics and a health check at /healthz "
-                            "(HOST defaults to 127.0.0.1; no secrets in either)")
+                            "(HOST defaults to 127.0.0.1; no secrets in either; another host than loopback needs "
+                            "--metrics-allow-remote)")
+    serve.add_argument("--metrics-allow-remote", action="store_true",
+                       help="let --metrics listen beyond loopback (no authentication, no TLS on that port: anyone "
+                            "who reaches it reads the counters); logged at start")
     serve.add_argument("--health-key", metavar="KEY_ID",
                        help="key id of the /healthz canary: a random key wrapped and unwrapped through the KMS "
                             "(without it /healthz checks the listener only)")
@@ -62,6 +67,9 @@ def add_kms_parser(sub) -> None:
                             "get the last answer")
     serve.add_argument("--auth-deadline", type=positive_seconds, default=5.0, metavar="SECONDS",
                        help="a connection must authenticate (TLS included) within this (default: %(default)s)")
+    serve.add_argument("--idle-timeout", type=positive_seconds, default=120.0, metavar="SECONDS",
+                       help="an authenticated connection idle this long is closed (default: %(default)s; JVM clients "
+                            "keep idle connections under 60 s and reconnect)")
     _add_aws_face_arguments(serve)
 
 
@@ -156,7 +164,7 @@ def run_kms(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from pyiceberg_crypto.bridge.callback_server import ConnectionLimits
-    from pyiceberg_crypto.bridge.metrics import MetricsServer
+    from pyiceberg_crypto.bridge.metrics import MetricsAddressError, MetricsServer, is_loopback
     from pyiceberg_crypto.bridge.service import KmsService, KmsServiceError, parse_listen
     from pyiceberg_crypto.config import PYTHON_KMS_IMPL, ConfigError, kms_service_properties
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
@@ -173,13 +181,17 @@ def _serve(args: argparse.Namespace) -> int:
             except ValueError:
                 raise ValueError(f"--metrics must be [HOST:]PORT (e.g. 127.0.0.1:9601), got {args.metrics!r}") \
                     from None
+            if not is_loopback(metrics_at[0]) and not args.metrics_allow_remote:
+                raise ValueError(f"--metrics {args.metrics}: {metrics_at[0]} is not a loopback address; the metrics "
+                                 "port has no authentication and no TLS: add --metrics-allow-remote to serve it there")
         properties = parse_properties(args.kms_property)
         service = KmsService(lambda: load_kms(args.kms, properties), listen=args.listen, token_file=args.token_file,
                              call_timeout=args.call_timeout, tls_key_file=args.tls_key_file,
                              tls_certificate_file=args.tls_certificate_file, name=args.kms,
                              limits=ConnectionLimits(max_connections=args.max_connections,
                                                      max_unauthenticated=args.max_unauthenticated,
-                                                     auth_deadline_seconds=args.auth_deadline))
+                                                     auth_deadline_seconds=args.auth_deadline,
+                                                     idle_timeout_seconds=args.idle_timeout))
         service.start()
     except (ValueError, KmsServiceError, KmsLoadError) as exc:
         print(f"pyiceberg-crypto kms serve: {exc}", file=sys.stderr)
@@ -200,7 +212,13 @@ def _serve(args: argparse.Namespace) -> int:
     if metrics_at is not None:
         try:
             metrics = MetricsServer(service, *metrics_at, health_key_id=args.health_key,
-                                    health_interval=args.health_interval)
+                                    health_interval=args.health_interval, allow_remote=args.metrics_allow_remote)
+        except MetricsAddressError as exc:
+            if face is not None:
+                face.close()
+            service.close()
+            print(f"pyiceberg-crypto kms serve: {exc}", file=sys.stderr)
+            return ExitStatus.USAGE
         except OSError as exc:
             if face is not None:
                 face.close()

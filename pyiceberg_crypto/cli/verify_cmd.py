@@ -56,9 +56,8 @@ def run_verify(args: argparse.Namespace) -> int:
     from pyiceberg_crypto.verify.pipeline import verify_metadata
 
     try:
-        options = verification_options(args)
         properties = parse_properties(args.kms_property)
-        io_properties = parse_properties(args.io_property, "--io-property")
+        options = verification_options(args, parse_properties(args.io_property, "--io-property"))
         kms = call_with_timeout(load_kms, args.kms, properties, timeout=args.kms_timeout,
                                 what=f"the KMS factory {args.kms!r}")
     except (KmsLoadError, ValueError) as exc:
@@ -70,7 +69,7 @@ def run_verify(args: argparse.Namespace) -> int:
     try:
         with _progress(enabled=not args.json and sys.stderr.isatty()) as progress:
             report = verify_metadata(args.metadata, kms, expected_metadata_hash=args.metadata_hash,
-                                     progress=progress, properties=io_properties, **options)
+                                     progress=progress, **options)
     except TableInputError as exc:
         return _fail(args, "unreadable", str(exc))
     except LedgerError as exc:

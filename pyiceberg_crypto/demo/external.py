@@ -84,6 +84,7 @@ class ServicesDemoResult:
 def run_demo(spark, kms: KeyManagementClient, table: str, *, key_id: str = KEY_ID) -> ServicesDemoResult:
     """The round trip on ``table`` (catalog configured on ``spark``, ``kms`` registered for it),
     then both verifiers over every snapshot."""
+    from pyiceberg_crypto.table import Limits
     from pyiceberg_crypto.table.catalog import catalog_properties
     from pyiceberg_crypto.verify import verify_metadata, verify_table
 
@@ -91,7 +92,7 @@ def run_demo(spark, kms: KeyManagementClient, table: str, *, key_id: str = KEY_I
     in_spark = verify_table(spark, table, all_snapshots=True)
     metadata_json = spark.sql(f"SELECT file FROM {table}.metadata_log_entries ORDER BY timestamp DESC").first()[0]
     properties = catalog_properties(spark, table.split(".", 1)[0])
-    pure_python = verify_metadata(metadata_json, kms, all_snapshots=True, properties=properties)
+    pure_python = verify_metadata(metadata_json, kms, all_snapshots=True, limits=Limits(properties=properties))
     return ServicesDemoResult(table, rows, metadata_json, in_spark, pure_python)
 
 

@@ -25,7 +25,7 @@ import stat
 from collections.abc import Mapping
 from typing import BinaryIO, Protocol, runtime_checkable
 
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import PyicebergCryptoError, TableInputError
 
 
 @runtime_checkable
@@ -49,6 +49,15 @@ def local_path(uri: str) -> str:
     if uri.startswith("file:"):
         return uri[len("file:"):]
     return uri
+
+
+class UnsupportedSchemeError(TableInputError):
+    """No FileIO reads this location's scheme (``gs://``, ``abfs://``...); the message lists the
+    supported ones. A :class:`~pyiceberg_crypto.errors.TableInputError`: the table cannot be read."""
+
+
+class InvalidLocationError(TableInputError):
+    """A location that is not a usable URI of its scheme (an ``s3://`` URI without a bucket or key)."""
 
 
 class NotRegularFileError(PyicebergCryptoError, OSError):
@@ -174,7 +183,7 @@ def file_io_for(uri: str, properties: Mapping[str, str] | None = None) -> FileIO
     """The FileIO able to read ``uri`` (a table location or any file of the table).
 
     Raises:
-        ValueError: the scheme is not supported (the message lists the supported ones).
+        UnsupportedSchemeError: the scheme is not supported (the message lists the supported ones).
     """
     scheme = uri.split("://", 1)[0].lower() if "://" in uri else "file"  # file:/a and plain paths
     if scheme == "file":
@@ -182,6 +191,6 @@ def file_io_for(uri: str, properties: Mapping[str, str] | None = None) -> FileIO
     target = SCHEMES.get(scheme)
     if target is None:
         supported = ", ".join(["file", *sorted(SCHEMES)])
-        raise ValueError(f"no FileIO for {scheme}:// locations (supported: {supported})")
+        raise UnsupportedSchemeError(f"no FileIO for {scheme}:// locations (supported: {supported})")
     module_name, _, factory = target.partition(":")
     return getattr(importlib.import_module(module_name), factory)(dict(properties or {}))

@@ -59,6 +59,27 @@ def _split(uri: str) -> tuple[str, str, str]:
     return scheme, authority, "/" + path
 
 
+def normalised_location(uri: str) -> tuple[str, str, str]:
+    """(scheme, authority, path) of a location written any of the ways a user or Iceberg writes it,
+    for comparing two locations (not for deciding what to read: :meth:`Confinement.refusal` does
+    that). A local one (``file:/a``, ``file:///a``, ``/a``, ``a/b`` relative to the current
+    directory, with ``..`` or trailing slashes) becomes its absolute, symlink-resolved path; any
+    other keeps its scheme (``s3a``/``s3n`` are ``s3``) and authority, its path normalised."""
+    scheme, authority, path = _split(uri)
+    if scheme == "file":
+        return scheme, "", os.path.realpath(os.path.abspath(path or "/"))
+    return scheme, authority.lower(), posixpath.normpath(path) if path.strip("/") else "/"
+
+
+def location_is_under(uri: str, roots: Iterable[str]) -> bool:
+    """Whether ``uri`` is one of ``roots`` or below one, both sides :func:`normalised_location`::
+
+        location_is_under("wh/db/t/metadata/v1.metadata.json", ["file:/home/me/wh/db/t/"])  # run in /home/me
+    """
+    target = normalised_location(uri)
+    return any(_Root(*normalised_location(root)).contains(*target) for root in roots if root)
+
+
 def _has_dot_dot(path: str) -> bool:
     return ".." in path.split("/")
 

@@ -4,12 +4,14 @@ Just enough of the Thrift binary protocol (strict messages over a plain, unframe
 as Hive's unsecured metastore speaks it) to call ``get_table`` and keep the table's parameters,
 and to list databases and tables (``get_all_databases``, ``get_all_tables``)::
 
-    from pyiceberg_crypto.io.hive_metastore import MetastoreError, list_tables, table_parameters
+    from pyiceberg_crypto.io.hive_metastore import MetastoreConnection, MetastoreError, table_parameters
 
     params = table_parameters("thrift://hms-1:9083,thrift://hms-2:9083", "db", "orders", timeout=10)
     params["metadata_location"], params.get("metadata_hash")
-    for database, table, params in list_tables("thrift://hms-1:9083", databases=["db"]):  # one connection
-        ...
+    with MetastoreConnection("thrift://hms-1:9083", timeout=10) as connection:   # several calls, one connection
+        connection.databases(), connection.tables("db"), connection.parameters("db", "orders")
+
+Listing a catalog's tables is :func:`pyiceberg_crypto.table.catalog.list_tables` (Hive or REST).
 
 The server is not trusted to be sane: every exchange has a deadline, and every length it sends is
 bounded (:data:`MAX_STRING_BYTES`, :data:`MAX_CONTAINER_ENTRIES`, :data:`MAX_REPLY_BYTES`,
@@ -30,7 +32,7 @@ class MetastoreError(PyicebergCryptoError):
     """The metastore cannot be asked, or does not know the table as an Iceberg table."""
 
 
-__all__ = ["DEFAULT_PORT", "MetastoreConnection", "MetastoreError", "list_tables", "table_parameters"]
+__all__ = ["DEFAULT_PORT", "MetastoreConnection", "MetastoreError", "table_parameters"]
 
 DEFAULT_PORT = 9083
 MAX_STRING_BYTES = 16 * 1024 * 1024
@@ -78,27 +80,6 @@ def table_parameters(uri: str, database: str, table: str, *, timeout: float = 30
             raise MetastoreError(f"{database}.{table} is not an Iceberg table in the Hive metastore at "
                                  f"{connection.where}")
         return params
-
-
-def list_tables(uri: str, databases: list[str] | tuple[str, ...] | None = None, *,
-                timeout: float = 30.0) -> list[tuple[str, str, dict[str, str] | None]]:
-    """Every table of ``databases`` (default: every database) with its parameters, over one
-    connection: ``(database, table, parameters)`` sorted by name; parameters None for a table
-    dropped between the listing and the lookup. Iceberg tables have ``table_type`` ICEBERG.
-
-    ``timeout`` bounds connecting and each call. MetastoreError: unreachable, an unknown
-    database, an invalid reply."""
-    with MetastoreConnection(uri, timeout=timeout, purpose="list its tables") as connection:
-        names = sorted(databases) if databases is not None else connection.databases()
-        known = set(connection.databases()) if databases is not None else set(names)
-        out = []
-        for database in names:
-            if database not in known:
-                raise MetastoreError(f"database {database!r} does not exist in the Hive metastore at "
-                                     f"{connection.where}")
-            for table in connection.tables(database):
-                out.append((database, table, connection.parameters(database, table, missing_ok=True)))
-        return out
 
 
 class MetastoreConnection:
@@ -195,7 +176,7 @@ def _addresses(uri: str) -> list[tuple[str, int]]:
 # --- writing the call ------------------------------------------------------------------------
 
 def _string(value: str) -> bytes:
-    data = value.encode("utf-8")
+    data = value.encode("utf-8", "surrogateescape")  # a name read with surrogateescape goes back as it came
     return struct.pack(">i", len(data)) + data
 
 
@@ -239,6 +220,11 @@ class _Reader:
             return data.decode("utf-8")
         except UnicodeDecodeError:
             raise _ProtocolError("a string is not valid UTF-8") from None
+
+    def name(self) -> str:
+        """A database or table name: bytes that are not UTF-8 become lone surrogates
+        (``surrogateescape``), so the name can be shown escaped and asked for again as it was."""
+        return self.binary().decode("utf-8", "surrogateescape")
 
     def binary(self) -> bytes:
         return self.read(_length(self.unpack(">i"), MAX_STRING_BYTES, "string of {} bytes", "bytes"))
@@ -322,7 +308,7 @@ def _string_list(r: _Reader, ftype: int) -> list[str]:
     etype, n = r.unpack(">b"), _entries(r.unpack(">i"))
     if n and etype != STRING:
         raise _ProtocolError("the result is not a list<string>")
-    return [r.string() for _ in range(n)]
+    return [r.name() for _ in range(n)]
 
 
 def _struct_message(r: _Reader) -> str:

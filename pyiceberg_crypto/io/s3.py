@@ -23,6 +23,8 @@ import threading
 from collections.abc import Mapping
 from typing import BinaryIO
 
+from pyiceberg_crypto.io import InvalidLocationError
+
 SCHEMES = ("s3", "s3a", "s3n")
 #: Catalog properties read (the names Iceberg's S3FileIO uses).
 PROPERTY_ENDPOINT = "s3.endpoint"
@@ -33,13 +35,13 @@ READ_BUFFER = 1 << 20
 
 
 def split_uri(uri: str) -> tuple[str, str]:
-    """``s3://bucket/a/b`` -> ``("bucket", "a/b")``; raises ValueError for other URIs."""
+    """``s3://bucket/a/b`` -> ``("bucket", "a/b")``; raises InvalidLocationError for other URIs."""
     scheme, sep, rest = uri.partition("://")
     if not sep or scheme not in SCHEMES:
-        raise ValueError(f"not an S3 URI ({'/'.join(SCHEMES)}://bucket/key): {uri!r}")
+        raise InvalidLocationError(f"not an S3 URI ({'/'.join(SCHEMES)}://bucket/key): {uri!r}")
     bucket, _, key = rest.partition("/")
     if not bucket or not key:
-        raise ValueError(f"S3 URI needs a bucket and a key: {uri!r}")
+        raise InvalidLocationError(f"S3 URI needs a bucket and a key: {uri!r}")
     return bucket, key
 
 

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.table.catalog import catalog_table
 from pyiceberg_crypto.table.key_inventory import (
@@ -28,16 +27,14 @@ __all__ = ["DAY_MS", "KEK_ROTATION_DAYS", "KekInfo", "KeyInventory", "build_inve
 
 
 def inventory_from_metadata(metadata_location: str, kms: KeyManagementClient | None = None, *,
-                            file_io: FileIO | None = None, properties: dict[str, str] | None = None,
-                            max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
                             limits: Limits | None = None) -> KeyInventory:
     """The key inventory of the table whose metadata.json is at ``metadata_location`` (no JVM).
 
-    ``limits`` (:class:`~pyiceberg_crypto.table.Limits`) may stand for ``file_io``, ``properties``
-    and ``max_metadata_bytes``. Raises :class:`pyiceberg_crypto.errors.TableInputError` for a
-    metadata.json that cannot be read or used.
+    ``limits`` (:class:`~pyiceberg_crypto.table.Limits`, default ``Limits()``): how files are read
+    (``file_io``, ``properties``) and the largest metadata.json (``max_metadata_bytes``). Raises
+    :class:`pyiceberg_crypto.errors.TableInputError` for a metadata.json that cannot be read or used.
     """
-    limits = Limits.of(limits, file_io=file_io, properties=properties, max_metadata_bytes=max_metadata_bytes)
+    limits = limits or Limits()
     raw = read_metadata(limits.file_io_for(metadata_location), metadata_location, limits.max_metadata_bytes)
     return build_inventory(TableMetadata.parse(raw, metadata_location), kms)
 
@@ -46,4 +43,4 @@ def key_inventory(spark, table: str, kms: KeyManagementClient | None = None) -> 
     """The key inventory of ``catalog.db.table`` (its current metadata.json from the metastore;
     ``kms`` defaults to the Python KMS registered for the catalog)."""
     entry = catalog_table(spark, table, kms)
-    return inventory_from_metadata(entry.metadata_location, entry.kms, file_io=entry.file_io)
+    return inventory_from_metadata(entry.metadata_location, entry.kms, limits=Limits(file_io=entry.file_io))

@@ -30,9 +30,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pyiceberg_crypto.errors import MetadataError, PyicebergCryptoError, TableInputError
+from pyiceberg_crypto.errors import PyicebergCryptoError, TableInputError
 from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations
-from pyiceberg_crypto.table.key_inventory import prunable_keys
+from pyiceberg_crypto.table.key_inventory import NotEncryptedError, prunable_keys
 from pyiceberg_crypto.table.metadata import TableMetadata, load_document
 
 
@@ -96,8 +96,10 @@ def plan_prune(meta, now_ms: int | None = None) -> tuple[list[str], list[str], l
     """(KEKs to remove, other entries to remove, KEKs kept) of parsed table metadata."""
     try:
         return prunable_keys(meta, now_ms)
+    except NotEncryptedError as exc:
+        raise PruneError(str(exc)) from None
     except TableInputError as exc:
-        raise PruneError(str(exc) + ("" if "not encrypted" in str(exc) else ", nothing pruned")) from None
+        raise PruneError(f"{exc}, nothing pruned") from None
 
 
 def _parse(jvm, base):
@@ -106,7 +108,7 @@ def _parse(jvm, base):
     try:
         doc = load_document(jvm.org.apache.iceberg.TableMetadataParser.toJson(base), location)
         meta = TableMetadata.from_document(doc, location)
-    except MetadataError as exc:
+    except TableInputError as exc:
         raise PruneError(f"the table metadata cannot be used: {exc}") from None
     for name, ref in (doc.get("refs") or {}).items():
         if ref.get("snapshot-id") not in meta.snapshots:

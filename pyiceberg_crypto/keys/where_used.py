@@ -21,11 +21,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pyiceberg_crypto.errors import TableInputError
+from pyiceberg_crypto.errors import InvalidArgumentError, TableInputError
 from pyiceberg_crypto.keys.inventory import inventory_from_metadata, key_inventory
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import exception_line
-from pyiceberg_crypto.table.catalog import list_tables
+from pyiceberg_crypto.table.catalog import MetastoreError, catalog_properties, list_tables
 from pyiceberg_crypto.table.key_inventory import KeyInventory
 from pyiceberg_crypto.table.limits import Limits
 
@@ -76,7 +76,7 @@ def key_use(inventory: KeyInventory, table: str, key_id: str, version: str | Non
 def where_used_in_metadata(locations: list[str], key_id: str, version: str | int | None,
                            kms: KeyManagementClient | None, *, limits: Limits | None = None) -> WhereUsed:
     """Check the tables whose current metadata.json files are ``locations`` (no JVM)."""
-    result = WhereUsed(key_id, _version(version))
+    result = _where_used(key_id, version)
     for location in locations:
         _check(result, location, lambda loc=location: inventory_from_metadata(loc, kms, limits=limits))
     return result
@@ -86,10 +86,20 @@ def where_used_in_catalog(spark, catalog: str, key_id: str, version: str | int |
                           kms: KeyManagementClient | None, *, tables: list[str] | None = None) -> WhereUsed:
     """Check every Iceberg table of ``catalog`` (or only ``tables``, ``catalog.db.table`` names),
     each at the metadata.json its metastore entry names."""
-    result = WhereUsed(key_id, _version(version))
-    for table in (tables if tables else list_tables(spark, catalog)):
+    result = _where_used(key_id, version)
+    for table in (tables if tables else iceberg_tables(spark, catalog)):
         _check(result, table, lambda name=table: key_inventory(spark, name, kms))
     return result
+
+
+def iceberg_tables(spark, catalog: str) -> list[str]:
+    """Every Iceberg table of Spark catalog ``catalog`` as ``catalog.db.table`` (sorted);
+    TableInputError when the catalog is unknown or cannot list its tables."""
+    try:
+        listing = list_tables(catalog_properties(spark, catalog), spark=spark)
+    except MetastoreError as exc:
+        raise TableInputError(f"cannot list the tables of catalog {catalog!r}: {exc}") from None
+    return [f"{catalog}.{entry.table}" for entry in listing if entry.is_iceberg]
 
 
 def _check(result: WhereUsed, table: str, inventory) -> None:
@@ -109,3 +119,10 @@ def _check(result: WhereUsed, table: str, inventory) -> None:
 
 def _version(version: str | int | None) -> str | None:
     return None if version is None else str(version)
+
+
+def _where_used(key_id: str, version: str | int | None) -> WhereUsed:
+    """An empty result for ``key_id``; InvalidArgumentError for an empty key id."""
+    if not key_id:
+        raise InvalidArgumentError("key_id must be a master key id (encryption.key-id), got an empty one")
+    return WhereUsed(key_id, _version(version))

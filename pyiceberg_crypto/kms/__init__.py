@@ -11,6 +11,8 @@ Shipped KMSs (short names for :func:`~pyiceberg_crypto.kms.loader.load_kms` and 
 - ``kmip``: :class:`KmipKms`, a KMIP server or HSM (AES-GCM Encrypt/Decrypt over mutual TLS) through PyKMIP
   (``pip install pyiceberg-crypto[kmip]``);
 - :class:`InMemoryKms` for demos and tests.
+
+Any of them, or your own ``module:factory``, by name: ``load_kms("keystore", properties)``.
 """
 
 from pyiceberg_crypto.kms.aws import AwsKms
@@ -19,6 +21,7 @@ from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, 
 from pyiceberg_crypto.kms.gcp import GcpKms
 from pyiceberg_crypto.kms.keystore import InsecureKeystoreError, KeystoreError, KeystoreKms, MalformedKeystoreError
 from pyiceberg_crypto.kms.kmip import KmipKms
+from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
 from pyiceberg_crypto.kms.memory import InMemoryKms
 from pyiceberg_crypto.kms.vault import VaultTransitKms
 
@@ -34,7 +37,9 @@ __all__ = [
     "KeystoreKms",
     "KmipKms",
     "KmsError",
+    "KmsLoadError",
     "MalformedKeystoreError",
     "UnknownKeyError",
     "VaultTransitKms",
+    "load_kms",
 ]

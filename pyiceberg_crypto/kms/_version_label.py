@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import struct
 
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.kms.base import KmsError
 
 MAX_LABEL_LENGTH = 1024
@@ -26,7 +27,7 @@ def pack(magic: bytes, label: str, ciphertext: bytes) -> bytes:
     """``magic || len(label) || label || ciphertext``."""
     encoded = label.encode("utf-8")
     if len(encoded) > MAX_LABEL_LENGTH:
-        raise ValueError(f"envelope label longer than {MAX_LABEL_LENGTH} bytes")
+        raise InvalidArgumentError(f"envelope label longer than {MAX_LABEL_LENGTH} bytes")
     return magic + struct.pack(">H", len(encoded)) + encoded + bytes(ciphertext)
 
 

@@ -34,6 +34,7 @@ import json
 import struct
 from collections.abc import Mapping
 
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, KmsError, UnknownKeyError
 
 MAGIC = b"PICAWSK1"
@@ -72,7 +73,7 @@ def seal(kms: KeyManagementClient, plaintext: bytes, key_id: str,
     """Wrap ``plaintext`` with the Python KMS's key ``key_id`` into a self-describing blob."""
     encoded = key_id.encode()
     if not encoded or len(encoded) > MAX_KEY_ID_BYTES:
-        raise ValueError(f"key id must be 1..{MAX_KEY_ID_BYTES} UTF-8 bytes")
+        raise InvalidArgumentError(f"key id must be 1..{MAX_KEY_ID_BYTES} UTF-8 bytes")
     inner = kms.wrap_key(bytes(plaintext) + _binding(key_id, context), key_id)
     if len(inner) > MAX_INNER_BYTES:
         raise KmsError(f"the KMS wrapped a key with key id {key_id!r} into more than {MAX_INNER_BYTES} bytes")

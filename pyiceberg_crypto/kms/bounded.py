@@ -13,9 +13,12 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError
 
-#: Default seconds to wait for one KMS call (as the bridge waits in the JVM).
+__all__ = ["DEFAULT_KMS_TIMEOUT_SECONDS", "KmsTimeoutError", "call_with_timeout", "kms_timeout_millis"]
+
+#: Default seconds to wait for one KMS call: the package's one KMS timeout, ``kms_timeout`` wherever
+#: it is a parameter (the verifier, the reader, ``register_kms``, ``kms_service_properties``).
 DEFAULT_KMS_TIMEOUT_SECONDS = 60.0
 
 T = TypeVar("T")
@@ -23,6 +26,20 @@ T = TypeVar("T")
 
 class KmsTimeoutError(PyicebergCryptoError, TimeoutError):
     """A KMS call did not return in time; the message says which call and the timeout."""
+
+
+def kms_timeout_millis(kms_timeout: float) -> int:
+    """``kms_timeout`` (seconds) as the JVM's milliseconds: the one conversion, where a timeout
+    leaves Python for the bridge (``register_kms``) or a catalog property (``...timeout-ms``).
+
+    >>> kms_timeout_millis(0.5), kms_timeout_millis(60.0), kms_timeout_millis(0.0001)
+    (500, 60000, 1)
+
+    Raises InvalidArgumentError for a timeout that is not positive.
+    """
+    if not kms_timeout > 0:
+        raise InvalidArgumentError(f"kms_timeout must be positive (seconds), got {kms_timeout!r}")
+    return max(1, round(kms_timeout * 1000))
 
 
 def call_with_timeout(function: Callable[..., T], *args: Any, timeout: float | None, what: str) -> T:
@@ -36,7 +53,7 @@ def call_with_timeout(function: Callable[..., T], *args: Any, timeout: float | N
     if timeout is None:
         return function(*args)
     if timeout <= 0:
-        raise ValueError("the KMS timeout must be positive")
+        raise InvalidArgumentError(f"the KMS timeout must be positive (seconds), got {timeout!r}")
     outcome: dict[str, Any] = {}
 
     def run() -> None:

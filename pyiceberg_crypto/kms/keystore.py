@@ -37,8 +37,9 @@ blob authenticates only under the key id and version it was made for: changing t
 or presenting the blob under another key id, fails authentication.
 
 **Writes** (create/add/rotate) take an exclusive lock on ``<file>.lock``, re-read the file, write a
-temporary file with mode 0600 in the same directory, fsync it and rename it over the keystore, so
-readers see either the old or the new keystore and concurrent rotations never lose a version.
+temporary file with mode 0600 in the same directory, fsync it and rename it over the keystore
+(``pyiceberg_crypto._atomic``), so readers see either the old or the new keystore and concurrent
+rotations never lose a version.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from pathlib import Path
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from pyiceberg_crypto._atomic import PRIVATE, write_atomically
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
 
 FILE_FORMAT = "pyiceberg-crypto-keystore"
@@ -264,27 +266,10 @@ class Keystore:
             },
         }
         data = (json.dumps(document, indent=2) + "\n").encode()
-        directory = self.path.parent
-        temp = directory / f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            try:
-                os.fchmod(fd, 0o600)  # whatever the umask
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(temp, self.path)
+            write_atomically(self.path, data, mode=PRIVATE)
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                temp.unlink()
             raise KeystoreError(f"cannot write keystore {self.path}: {exc.strerror or exc}") from None
-        with contextlib.suppress(OSError):  # make the rename durable
-            dir_fd = os.open(directory, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
 
 
 def check_permissions(path: Path, st: os.stat_result) -> None:

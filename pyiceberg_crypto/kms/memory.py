@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
 
 NONCE_LENGTH = 12
@@ -32,7 +33,7 @@ class InMemoryKms(KeyManagementClient):
         keys: dict[str, AESGCM] = {}
         for key_id, key in master_keys.items():
             if not isinstance(key, (bytes, bytearray)) or len(key) not in VALID_KEY_LENGTHS:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"master key {key_id!r} must be 16, 24 or 32 bytes, got "
                     f"{len(key) if isinstance(key, (bytes, bytearray)) else type(key).__name__}"
                 )

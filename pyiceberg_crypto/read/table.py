@@ -2,8 +2,8 @@
 
     from pyiceberg_crypto.read import read_table, scan
     table = read_table("file:/wh/db.db/orders/metadata/00007-....metadata.json", kms)   # pyarrow.Table
-    table = read_table("db.orders", kms, metastore="thrift://127.0.0.1:9083")           # via Hive
-    table = read_table("db.orders", kms, metastore="http://127.0.0.1:8181")             # via a REST catalog
+    table = read_table("db.orders", kms, catalog="thrift://127.0.0.1:9083")             # via Hive
+    table = read_table("db.orders", kms, catalog="http://127.0.0.1:8181")               # via a REST catalog
     old = read_table(location, kms, snapshot_id=4239490924)        # time travel: that snapshot's schema
     for batch in scan(location, kms, columns=["id", "amount"]):    # streaming, bounded memory
         ...
@@ -28,13 +28,12 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from pyiceberg_crypto.errors import ReadInputError, TableInputError
-from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO
+from pyiceberg_crypto.errors import TableInputError
+from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.io.confinement import Confinement
 from pyiceberg_crypto.io.hive_metastore import MetastoreError, table_parameters
 from pyiceberg_crypto.io.rest_catalog import RestCatalog, RestCatalogError
 from pyiceberg_crypto.kms.base import KeyManagementClient
-from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
 from pyiceberg_crypto.read._deletes import DeleteCaches, apply_deletes, equality_field_ids
 from pyiceberg_crypto.read._files import read_data_file
@@ -50,10 +49,10 @@ DEFAULT_BATCH_ROWS = 131_072
 DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024
 
 
-# ``ReadInputError`` (an alias of :class:`pyiceberg_crypto.errors.TableInputError`): the read cannot
-# start (metadata.json missing or not table metadata, unknown snapshot or column, bad KMS spec,
-# unreachable metastore). Problems with table files are integrity errors.
-__all__ = ["DEFAULT_BATCH_ROWS", "DEFAULT_MAX_BUFFERED_BYTES", "PreparedRead", "ReadInputError", "read_table", "scan"]
+# :class:`pyiceberg_crypto.errors.TableInputError`: the read cannot start (metadata.json missing or
+# not table metadata, unknown snapshot or column, bad KMS spec, unreachable catalog). Problems with
+# table files are integrity errors.
+__all__ = ["DEFAULT_BATCH_ROWS", "DEFAULT_MAX_BUFFERED_BYTES", "PreparedRead", "read_table", "scan"]
 
 
 def scan(
@@ -64,15 +63,10 @@ def scan(
     as_of: datetime | None = None,
     columns: list[str] | None = None,
     row_filter=None,
-    metastore: str | RestCatalog | None = None,
-    file_io: FileIO | None = None,
-    properties: Mapping[str, str] | None = None,
-    allowed_locations: list[str] | tuple[str, ...] = (),
+    catalog: str | RestCatalog | None = None,
     max_workers: int | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
-    max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
-    kms_timeout: float | None = DEFAULT_KMS_TIMEOUT_SECONDS,
     limits: Limits | None = None,
 ) -> pa.RecordBatchReader:
     """A streaming reader of the table's rows: files read in parallel threads, batches in file
@@ -81,9 +75,9 @@ def scan(
     file is decoded whole, so peak memory is about the decoded size of the files ahead.
 
     Args:
-        source: a metadata.json location (local path, ``file:``, ``s3://``), or ``db.table`` with ``metastore``.
+        source: a metadata.json location (local path, ``file:``, ``s3://``), or ``db.table`` with ``catalog``.
         kms: a KeyManagementClient, or a KMS spec for :func:`pyiceberg_crypto.kms.loader.load_kms`
-            (``"keystore"``, ``"module:factory"``) initialized with ``properties``.
+            (``"keystore"``, ``"module:factory"``) initialized with ``limits.properties``.
         snapshot_id: read this snapshot, with the schema it was written with (default: the current
             snapshot, with the current schema).
         as_of: read the snapshot that was current at this time (Spark's ``TIMESTAMP AS OF``: the
@@ -93,26 +87,23 @@ def scan(
         row_filter: rows to return, ``[(column, op, value), ...]`` ANDed (``op``: ``== != < <= > >=
             in``, ``not in``); files whose manifest column bounds rule the filter out are not read,
             nor row groups whose Parquet statistics do (:mod:`pyiceberg_crypto.read.filter`). The filter's columns need not be in ``columns``.
-        metastore: the catalog that names the table: ``thrift://host:port`` of a Hive metastore, or
+        catalog: the catalog that names the table: ``thrift://host:port`` of a Hive metastore, or
             ``http(s)://...`` of a REST catalog (or a :class:`~pyiceberg_crypto.io.rest_catalog.RestCatalog`
             built with its credentials, e.g. ``RestCatalog(uri, token=...)``).
-        file_io / properties: how files are read (default: from the location's scheme and ``properties``).
-        allowed_locations: locations the table spans besides its own (confinement, as the verifier).
         max_workers: reading threads (default: CPUs + 2, at most 8).
         batch_rows: rows per record batch at most.
         max_buffered_bytes: stored bytes of data files read ahead at most (default 256 MiB).
-        max_metadata_bytes / kms_timeout: a larger metadata.json is refused; seconds per KMS call.
-        limits: ``file_io``, ``properties``, ``allowed_locations``, ``max_metadata_bytes`` and
-            ``kms_timeout`` in one :class:`~pyiceberg_crypto.table.Limits` (instead of the keywords).
+        limits: a :class:`~pyiceberg_crypto.table.Limits` (default ``Limits()``): how files are read
+            (``file_io``, ``properties``), the locations the table spans besides its own
+            (``allowed_locations``, confinement as the verifier's), the largest metadata.json
+            (``max_metadata_bytes``) and the seconds per KMS call (``kms_timeout``).
 
     Raises:
-        ReadInputError: before any file is read (see the class).
+        TableInputError: before any file is read (see the class).
         ReadIntegrityError: while reading, for the first file that is not authentic.
     """
-    limits = Limits.of(limits, file_io=file_io, properties=properties, allowed_locations=allowed_locations,
-                       max_metadata_bytes=max_metadata_bytes, kms_timeout=kms_timeout)
     prepared = _prepare(source, kms, snapshot_id=snapshot_id, as_of=as_of, columns=columns, row_filter=row_filter,
-                        metastore=metastore, limits=limits)
+                        catalog=catalog, limits=limits or Limits())
     workers = max_workers or min(8, (os.cpu_count() or 2) + 2)
     batches = _batches(prepared, workers, batch_rows, max_buffered_bytes)
     return pa.RecordBatchReader.from_batches(prepared.output.arrow_schema, batches)
@@ -126,22 +117,15 @@ def read_table(
     as_of: datetime | None = None,
     columns: list[str] | None = None,
     row_filter=None,
-    metastore: str | RestCatalog | None = None,
-    file_io: FileIO | None = None,
-    properties: Mapping[str, str] | None = None,
-    allowed_locations: list[str] | tuple[str, ...] = (),
+    catalog: str | RestCatalog | None = None,
     max_workers: int | None = None,
-    max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
-    kms_timeout: float | None = DEFAULT_KMS_TIMEOUT_SECONDS,
     limits: Limits | None = None,
 ) -> pa.Table:
     """The table (or ``columns`` of it) as one ``pyarrow.Table``; the arguments are :func:`scan`'s.
 
     Nothing is returned unless every file read was authentic."""
-    limits = Limits.of(limits, file_io=file_io, properties=properties, allowed_locations=allowed_locations,
-                       max_metadata_bytes=max_metadata_bytes, kms_timeout=kms_timeout)
     return scan(source, kms, snapshot_id=snapshot_id, as_of=as_of, columns=columns, row_filter=row_filter,
-                metastore=metastore, max_workers=max_workers, limits=limits).read_all()
+                catalog=catalog, max_workers=max_workers, limits=limits).read_all()
 
 
 @dataclass(frozen=True)
@@ -158,16 +142,16 @@ class PreparedRead:
     row_groups: Callable[[bytes], list[int]] | None = None  # the filter's row group selector
 
 
-def _prepare(source: str, kms: KeyManagementClient | str | None, *, snapshot_id, as_of, columns, metastore, limits: Limits,
+def _prepare(source: str, kms: KeyManagementClient | str | None, *, snapshot_id, as_of, columns, catalog, limits: Limits,
              row_filter=None) -> PreparedRead:
     if snapshot_id is not None and as_of is not None:
-        raise ReadInputError("choose snapshot_id or as_of, not both")
+        raise TableInputError("choose snapshot_id or as_of, not both")
     expected_hash = served = None
     location = source
-    if isinstance(metastore, RestCatalog) or (metastore or "").startswith(("http://", "https://")):
-        location, served = _from_rest_catalog(metastore, source)
-    elif metastore is not None:
-        location, expected_hash = _from_metastore(metastore, source)
+    if isinstance(catalog, RestCatalog) or (catalog or "").startswith(("http://", "https://")):
+        location, served = _from_rest_catalog(catalog, source)
+    elif catalog is not None:
+        location, expected_hash = _from_metastore(catalog, source)
     kms = _kms(kms, limits.properties)
     file_io = limits.file_io_for(location)
     raw = read_metadata(file_io, location, limits.max_metadata_bytes)
@@ -220,7 +204,7 @@ def _snapshot_as_of(doc: dict, as_of: datetime) -> int:
     if not earlier:
         first = min((e.get("timestamp-ms") for e in log if isinstance(e.get("timestamp-ms"), int)), default=None)
         since = f"; its first snapshot is from {datetime.fromtimestamp(first / 1000, timezone.utc).isoformat()}" if first else ""
-        raise ReadInputError(f"the table had no snapshot at {moment.isoformat()}{since}")
+        raise TableInputError(f"the table had no snapshot at {moment.isoformat()}{since}")
     return max(earlier, key=lambda e: e["timestamp-ms"])["snapshot-id"]
 
 
@@ -236,30 +220,30 @@ def _kms(kms: KeyManagementClient | str | None, properties: Mapping[str, str] | 
         try:
             return load_kms(kms, properties)
         except KmsLoadError as exc:
-            raise ReadInputError(str(exc)) from None
+            raise TableInputError(str(exc)) from None
     return kms
 
 
 def _from_rest_catalog(catalog: str | RestCatalog, name: str) -> tuple[str, dict]:
     namespace, _, table = name.rpartition(".")
     if not namespace:
-        raise ReadInputError(f"with a REST catalog, name the table as NAMESPACE.TABLE, got {name!r}")
+        raise TableInputError(f"with a REST catalog, name the table as NAMESPACE.TABLE, got {name!r}")
     try:
         client = catalog if isinstance(catalog, RestCatalog) else RestCatalog(catalog)
-        loaded = client.load_table(namespace, table)
+        loaded = client.load_table(tuple(namespace.split(".")), table)  # a SQL-style name: dots part levels
     except RestCatalogError as exc:
-        raise ReadInputError(str(exc)) from None
+        raise TableInputError(str(exc)) from None
     return loaded.metadata_location, loaded.metadata
 
 
 def _from_metastore(uri: str, name: str) -> tuple[str, str | None]:
     database, _, table = name.rpartition(".")
     if not database:
-        raise ReadInputError(f"with a metastore, name the table as DATABASE.TABLE, got {name!r}")
+        raise TableInputError(f"with a metastore, name the table as DATABASE.TABLE, got {name!r}")
     try:
         params = table_parameters(uri, database.split(".")[-1], table)
     except MetastoreError as exc:
-        raise ReadInputError(str(exc)) from None
+        raise TableInputError(str(exc)) from None
     return params["metadata_location"], params.get("metadata_hash")
 
 
@@ -281,7 +265,7 @@ def _read_one(task: ReadTask, prepared: PreparedRead, caches: DeleteCaches) -> p
     try:
         table = prepared.row_filter.apply(table)
     except (pa.ArrowException, TypeError, ValueError) as exc:
-        raise ReadInputError(f"the row filter cannot apply to this table's columns: {type(exc).__name__}: "
+        raise TableInputError(f"the row filter cannot apply to this table's columns: {type(exc).__name__}: "
                              f"{exc}") from None
     return table.select([f.name for f in prepared.output.fields])
 

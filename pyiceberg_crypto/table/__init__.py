@@ -24,7 +24,7 @@ Usage::
     list_key = keys.manifest_list_key(meta.current_snapshot)   # StandardKeyMetadata of the manifest list
 
 :mod:`.catalog` needs a SparkSession and is imported on its own (``from pyiceberg_crypto.table.catalog
-import metastore_table``).
+import catalog_table``).
 """
 
 from pyiceberg_crypto.table.keys import KeyLookupError, TableKeys

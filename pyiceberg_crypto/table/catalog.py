@@ -25,28 +25,42 @@ Two kinds of catalog (:func:`catalog_kind`):
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pyiceberg_crypto.bridge import registered
-from pyiceberg_crypto.config import KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY
-from pyiceberg_crypto.errors import TableInputError
+from pyiceberg_crypto.config import ENCRYPTING_REST_CATALOG_IMPL, HIVE, KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY, REST
+from pyiceberg_crypto.errors import NotASparkSessionError, TableInputError
 from pyiceberg_crypto.io import FileIO, file_io_for
-from pyiceberg_crypto.io.hive_metastore import MetastoreError  # one error for both ways of asking
-from pyiceberg_crypto.io.rest_catalog import RestCatalog, RestCatalogError
+from pyiceberg_crypto.io.hive_metastore import MetastoreConnection, MetastoreError  # one error for every way of asking
+from pyiceberg_crypto.io.rest_catalog import RestCatalog, RestCatalogError, namespace_name
 from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.kms.registrations import registered
 
-__all__ = ["CatalogTable", "HIVE", "MetastoreError", "MetastoreTable", "REST", "catalog_kind", "catalog_properties",
-           "catalog_table", "list_tables", "metastore_table", "registered_kms", "rest_catalog", "spark_list_tables",
-           "rest_list_tables", "spark_table_parameters", "split_table_name"]
+__all__ = ["CatalogTable", "HIVE", "MetastoreError", "REST", "catalog_kind", "catalog_properties",
+           "catalog_table", "ListedTable", "list_tables", "registered_kms", "rest_catalog",
+           "spark_table_parameters", "split_table_name"]
 
 #: The kinds of catalog a table can be looked up in (:func:`catalog_kind`).
-HIVE, REST = "hive", "rest"
 #: ``catalog-impl`` values that are REST catalogs (the bridge's encrypting one, and Iceberg's).
-REST_CATALOG_IMPLS = ("io.pyicebergcrypto.rest.EncryptingRestCatalog", "org.apache.iceberg.rest.RESTCatalog")
+REST_CATALOG_IMPLS = (ENCRYPTING_REST_CATALOG_IMPL, "org.apache.iceberg.rest.RESTCatalog")
+
+
+def require_classic_session(spark, what: str) -> None:
+    """NotASparkSessionError unless ``spark`` is a classic SparkSession with a live driver JVM
+    (``what`` names the caller in the message)."""
+    try:
+        alive = spark.sparkContext._jsc is not None
+    except Exception:  # another object, or Spark Connect (its sparkContext raises)
+        alive = None
+    if not alive:
+        reason = "it is stopped" if alive is False else f"got {type(spark).__module__}.{type(spark).__name__}"
+        raise NotASparkSessionError(f"{what} needs a classic SparkSession with a driver JVM ({reason}; Spark "
+                                    "Connect sessions have none)")
 
 
 def catalog_properties(spark, catalog: str) -> dict[str, str]:
     """The ``spark.sql.catalog.<catalog>.*`` settings, without the prefix (``uri``, ``warehouse``...)."""
+    require_classic_session(spark, "reading a catalog's settings")
     prefix = f"spark.sql.catalog.{catalog}"
     # The SparkContext's settings under the prefix only (its getAll() costs a JVM call per entry).
     conf = {prefix + suffix: value for suffix, value in _with_prefix(spark, prefix)}
@@ -103,6 +117,7 @@ ICEBERG_PARAMETERS = ("table_type", "metadata_location", "metadata_hash", "previ
 def spark_table_parameters(spark, properties: dict[str, str], database: str, table: str) -> dict[str, str]:
     """The metastore's Iceberg parameters of ``database.table`` (:data:`ICEBERG_PARAMETERS` that it
     has; raises MetastoreError), through the kept client (:func:`_on_kept_client`)."""
+    require_classic_session(spark, "asking the metastore through Spark")
 
     def parameters(client) -> dict:
         found = client.getTable(database, table).getParameters()
@@ -115,55 +130,149 @@ def spark_table_parameters(spark, properties: dict[str, str], database: str, tab
     return {str(k): str(v) for k, v in params.items()}
 
 
-def spark_list_tables(spark, properties: dict[str, str], databases: list[str] | tuple[str, ...] | None = None,
-                      ) -> list[tuple[str, str, dict[str, str] | None]]:
-    """Every table of ``databases`` (default: all) in the catalog's metastore, Iceberg or not, as
-    ``(database, table, parameters)`` (:data:`ICEBERG_PARAMETERS` it has; None for a table dropped
-    since it was listed), sorted; through the same kept client as :func:`spark_table_parameters`.
-    MetastoreError: the metastore cannot list them, or a database does not exist."""
+@dataclass(frozen=True)
+class ListedTable:
+    """One table as its catalog lists it (:func:`list_tables`); ``parameters`` None: dropped since
+    it was listed. Hive: the metastore's :data:`ICEBERG_PARAMETERS` it has (any table type); REST:
+    Hive-like ``table_type`` ICEBERG and ``metadata_location``, and the metadata the catalog serves.
+    A table that cannot be read has ``{"load_error": why}``; a namespace whose tables cannot be
+    listed is one row named ``*`` with ``{"list_error": why}`` (the listing goes on)."""
 
-    def listing(client) -> list[tuple[str, str, dict[str, str] | None]]:
-        known = sorted(str(name) for name in client.getAllDatabases())
-        wanted = sorted(databases) if databases is not None else known
-        missing = [name for name in wanted if name not in known]
-        if missing:
-            raise MetastoreError(f"database {missing[0]!r} does not exist in the metastore")
-        return [(database, table, _parameters_or_none(client, database, table))
-                for database in wanted for table in sorted(str(name) for name in client.getAllTables(database))]
+    namespace: str
+    name: str
+    parameters: dict[str, str] | None
+    served_metadata: dict | None = field(default=None, repr=False)  # a REST catalog's loadTable metadata
+
+    @property
+    def table(self) -> str:
+        return f"{self.namespace}.{self.name}"
+
+    @property
+    def is_iceberg(self) -> bool:
+        return self.parameters is not None and self.parameters.get("table_type", "").upper() == "ICEBERG"
+
+
+def list_tables(properties: dict[str, str], namespaces: Sequence[str] | None = None, *, spark=None,
+                timeout: float = 30.0) -> list[ListedTable]:
+    """Every table of ``namespaces`` (default: all; a REST catalog's nested ones as ``a.b``, a level
+    that holds a dot in backticks: :func:`~pyiceberg_crypto.io.rest_catalog.namespace_name`) of the
+    catalog with these settings (:func:`catalog_properties`), Iceberg or not, sorted: the package's
+    one table listing. One namespace or table that fails is its own row (:class:`ListedTable`);
+    the others are listed.
+
+    How the catalog is asked (:func:`catalog_kind`): a REST catalog over its HTTP API (each table
+    loaded; namespaces keep their levels from the listing to each call, never split on a dot); a
+    Hive catalog through ``spark``'s kept metastore client (as :func:`spark_table_parameters`), or,
+    without ``spark``, over Thrift from Python at the catalog's ``uri`` (each call bounded by
+    ``timeout`` seconds)::
+
+        names = [t.table for t in list_tables(catalog_properties(spark, "lake"), spark=spark) if t.is_iceberg]
+        listing = list_tables({"uri": "thrift://127.0.0.1:9083"}, ["db"])          # no Spark
+
+    Raises MetastoreError: the catalog cannot list its namespaces, or a namespace does not exist.
+    """
+    if catalog_kind(properties) == REST:
+        return _rest_listing(properties, namespaces)
+    if spark is not None:
+        return _spark_listing(spark, properties, namespaces)
+    if not properties.get("uri"):
+        raise MetastoreError("listing a Hive catalog without Spark needs its uri (thrift://host:port)")
+    return _thrift_listing(properties["uri"], namespaces, timeout)
+
+
+def _thrift_listing(uri: str, namespaces: Sequence[str] | None, timeout: float) -> list[ListedTable]:
+    """Over one Thrift connection (:class:`~pyiceberg_crypto.io.hive_metastore.MetastoreConnection`),
+    a new one after a call that failed (it may have left the old one mid-reply). A name that is not
+    UTF-8 comes back with lone surrogates (``surrogateescape``), asked for byte for byte."""
+    connection = MetastoreConnection(uri, timeout=timeout, purpose="list its tables")
+    try:
+        known = connection.databases()
+        wanted = sorted(namespaces) if namespaces is not None else sorted(known)
+        _check_known(wanted, known, f"the Hive metastore at {connection.where}", "database")
+        rows: list[ListedTable] = []
+        for database in wanted:
+            try:
+                tables = sorted(connection.tables(database))
+            except MetastoreError as exc:  # this database only: an error row, the others are listed
+                rows.append(ListedTable(database, "*", {"list_error": str(exc)}))
+                connection = _reconnected(connection, uri, timeout)
+                continue
+            for table in tables:
+                try:
+                    rows.append(ListedTable(database, table, connection.parameters(database, table, missing_ok=True)))
+                except MetastoreError as exc:
+                    rows.append(ListedTable(database, table, {"load_error": str(exc)}))
+                    connection = _reconnected(connection, uri, timeout)
+        return rows
+    finally:
+        connection.close()
+
+
+def _reconnected(connection: MetastoreConnection, uri: str, timeout: float) -> MetastoreConnection:
+    """A new connection in place of one whose last call failed (MetastoreError if none can be made)."""
+    connection.close()
+    return MetastoreConnection(uri, timeout=timeout, purpose="list its tables")
+
+
+def _spark_listing(spark, properties: dict[str, str], namespaces: Sequence[str] | None) -> list[ListedTable]:
+    def listing(client) -> list[ListedTable]:
+        known = [str(name) for name in client.getAllDatabases()]
+        wanted = sorted(namespaces) if namespaces is not None else sorted(known)
+        _check_known(wanted, known, "the metastore", "database")
+        rows: list[ListedTable] = []
+        for database in wanted:  # one database or table that fails is its row; the others are listed
+            try:
+                tables = sorted(str(name) for name in client.getAllTables(database))
+            except Exception as exc:  # noqa: BLE001 - a JVM error: this database only
+                rows.append(ListedTable(database, "*", {"list_error": f"the metastore cannot list the tables of "
+                                                                      f"database {database}: {_java_message(exc)}"}))
+                continue
+            for table in tables:
+                try:
+                    rows.append(ListedTable(database, table, _parameters_or_none(client, database, table)))
+                except Exception as exc:  # noqa: BLE001 - this table only
+                    rows.append(ListedTable(database, table, {"load_error": f"the metastore cannot give table "
+                                                                            f"{database}.{table}: {_java_message(exc)}"}))
+        return rows
 
     return _on_kept_client(spark, properties, listing, "the metastore cannot list its tables")
 
 
-def rest_list_tables(properties: dict[str, str], namespaces: list[str] | tuple[str, ...] | None = None,
-                     ) -> list[tuple[str, str, dict[str, str] | None, dict | None]]:
-    """Every table of ``namespaces`` (default: all, nested ones as ``a.b``) of a REST catalog, each
-    loaded, as ``(namespace, table, parameters, served metadata)``, sorted. ``parameters`` are
-    Hive-like (``table_type`` ICEBERG, ``metadata_location``), or ``load_error`` for a table that
-    cannot be loaded, or None for one dropped since it was listed. MetastoreError: the catalog
-    cannot list them, or a namespace does not exist."""
+def _rest_listing(properties: dict[str, str], namespaces: Sequence[str] | None) -> list[ListedTable]:
     client = rest_catalog(properties)
     try:
-        known = [".".join(levels) for levels in client.list_namespaces()]
-        wanted = sorted(namespaces) if namespaces is not None else sorted(known)
-        missing = [name for name in wanted if name not in known]
-        if missing:
-            raise MetastoreError(f"namespace {missing[0]!r} does not exist in the REST catalog at {client.uri}")
-        names = [(namespace, table) for namespace in wanted for table in client.list_tables(namespace)]
+        known = {namespace_name(levels): levels for levels in client.list_namespaces()}
     except RestCatalogError as exc:
         raise MetastoreError(str(exc)) from None
-    rows: list[tuple[str, str, dict[str, str] | None, dict | None]] = []
-    for namespace, table in names:
+    wanted = sorted(namespaces) if namespaces is not None else sorted(known)
+    _check_known(wanted, list(known), f"the REST catalog at {client.uri}", "namespace")
+    rows: list[ListedTable] = []
+    for namespace in wanted:
+        levels = known[namespace]
         try:
-            loaded = client.load_table(namespace, table)
-        except RestCatalogError as exc:
-            if exc.status == 404:
-                rows.append((namespace, table, None, None))  # dropped since it was listed
-            else:
-                rows.append((namespace, table, {"table_type": "ICEBERG", "load_error": str(exc)}, None))
+            tables = sorted(client.list_tables(levels))
+        except RestCatalogError as exc:  # this namespace only: an error row, the others are listed
+            rows.append(ListedTable(namespace, "*", {"list_error": str(exc)}))
             continue
-        rows.append((namespace, table, {"table_type": "ICEBERG", "metadata_location": loaded.metadata_location},
-                     loaded.metadata))
+        for table in tables:
+            try:
+                loaded = client.load_table(levels, table)
+            except RestCatalogError as exc:
+                if exc.status == 404:
+                    rows.append(ListedTable(namespace, table, None))  # dropped since it was listed
+                else:
+                    rows.append(ListedTable(namespace, table, {"table_type": "ICEBERG", "load_error": str(exc)}))
+                continue
+            rows.append(ListedTable(namespace, table, {"table_type": "ICEBERG",
+                                                       "metadata_location": loaded.metadata_location},
+                                    loaded.metadata))
     return rows
+
+
+def _check_known(wanted: Sequence[str], known: Sequence[str], where: str, what: str) -> None:
+    missing = [name for name in wanted if name not in set(known)]
+    if missing:
+        raise MetastoreError(f"{what} {missing[0]!r} does not exist in {where}")
 
 
 def _on_kept_client(spark, properties: dict[str, str], call, failure: str):
@@ -272,10 +381,6 @@ class CatalogTable:
         return file_io_for(self.metadata_location, self.properties)
 
 
-#: The name this had while only Hive catalogs were read (kept for one release).
-MetastoreTable = CatalogTable
-
-
 def catalog_table(spark, table: str, kms: KeyManagementClient | None = None) -> CatalogTable:
     """Look ``table`` up in its catalog (the Hive metastore, or the REST catalog's ``loadTable``);
     ``kms`` defaults to the Python KMS registered for the catalog. Raises TableInputError (unknown
@@ -296,12 +401,9 @@ def catalog_table(spark, table: str, kms: KeyManagementClient | None = None) -> 
     return CatalogTable(f"{catalog}.{database}.{name}", properties, parameters, kms, kind, served)
 
 
-#: The name this had while only Hive catalogs were read (kept for one release).
-metastore_table = catalog_table
-
-
 def split_table_name(spark, table: str) -> tuple[str, str, str]:
     """(catalog, database, table) of ``catalog.db.table``, or of ``db.table`` in the current catalog."""
+    require_classic_session(spark, f"looking up table {table!r}")
     parts = table.split(".")
     if len(parts) == 2:
         parts = [spark.catalog.currentCatalog(), *parts]
@@ -328,21 +430,3 @@ def registered_kms(properties: dict[str, str], catalog: str) -> KeyManagementCli
             f"register_kms(spark, kms, name={name!r}) first, or pass kms= to verify_table"
         )
     return registration.kms
-
-
-def list_tables(spark, catalog: str) -> list[str]:
-    """Every Iceberg table of ``catalog`` as ``catalog.db.table``, namespace by namespace (Iceberg's
-    Hive catalog lists only Iceberg tables). TableInputError for an unknown catalog."""
-    try:
-        namespaces = [row[0] for row in spark.sql(f"SHOW NAMESPACES IN {_quoted(catalog)}").collect()]
-        tables = []
-        for namespace in sorted(namespaces):
-            rows = spark.sql(f"SHOW TABLES IN {_quoted(catalog)}.{_quoted(namespace)}").collect()
-            tables += [f"{catalog}.{namespace}.{row['tableName']}" for row in rows if not row["isTemporary"]]
-    except Exception as exc:
-        raise TableInputError(f"cannot list the tables of catalog {catalog!r}: {_java_message(exc)}") from None
-    return sorted(tables)
-
-
-def _quoted(identifier: str) -> str:
-    return "`" + identifier.replace("`", "``") + "`"

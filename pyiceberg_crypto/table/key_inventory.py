@@ -34,6 +34,10 @@ KEK_ROTATION_DAYS = 730
 DAY_MS = 86_400_000
 
 
+class NotEncryptedError(TableInputError):
+    """The table has no ``encryption.key-id``: it is not encrypted, so it has no keys to manage."""
+
+
 @dataclass
 class KekInfo:
     """One key-encryption key of a table (no key bytes)."""
@@ -147,7 +151,7 @@ def prunable_keys(meta: TableMetadata, now_ms: int | None = None) -> tuple[list[
     always kept and why). No KMS call. TableInputError: not encrypted, or a snapshot names a key
     the metadata does not hold."""
     if not meta.key_id:
-        raise TableInputError("the table has no encryption.key-id: it is not encrypted")
+        raise NotEncryptedError("the table has no encryption.key-id: it is not encrypted")
     for snapshot in meta.snapshots.values():
         if snapshot.key_id and snapshot.key_id not in meta.encryption_keys:
             raise TableInputError(f"snapshot {snapshot.snapshot_id} names key-id {snapshot.key_id!r}, which is not "

@@ -7,17 +7,15 @@ verifier, the reader and the key inventory all take::
     verify_metadata(location, kms, limits=limits)
     read_table(location, kms, limits=limits)
 
-The same settings are still accepted as separate keywords (``max_metadata_bytes=...``) by every
-entry point that took them before; giving both ``limits`` and such a keyword is an error.
+Every entry point takes these settings as ``limits=`` only (``verify_metadata``, ``verify_table``,
+``read_table``, ``scan``, ``inventory_from_metadata``, ``VerifyEachCommit``); left out, it is ``Limits()``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
-from typing import Any
+from dataclasses import dataclass
 
-from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO, file_io_for
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 
@@ -47,23 +45,3 @@ class Limits:
     def file_io_for(self, location: str) -> FileIO:
         """``file_io``, or the FileIO for ``location``'s scheme built from ``properties``."""
         return self.file_io or file_io_for(location, dict(self.properties) if self.properties else None)
-
-    @classmethod
-    def of(cls, limits: Limits | None, **keywords: Any) -> Limits:
-        """``limits`` (default: ``Limits()``) with the old separate keywords applied: each keyword
-        left at its default is ignored; one that is set conflicts with an explicit ``limits``."""
-        unknown = set(keywords) - {f.name for f in fields(cls)}
-        if unknown:
-            raise TypeError(f"not a limit: {', '.join(sorted(unknown))}")
-        defaults = cls()
-        given = {name: value for name, value in keywords.items()
-                 if _changed(value, getattr(defaults, name))}
-        if limits is not None and given:
-            raise TableInputError(f"pass limits=Limits(...) or the keyword(s) {', '.join(sorted(given))}, not both")
-        return replace(limits if limits is not None else defaults, **given)
-
-
-def _changed(value: Any, default: Any) -> bool:
-    if isinstance(default, tuple):
-        return tuple(value or ()) != default
-    return value is not default and value != default

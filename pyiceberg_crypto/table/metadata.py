@@ -19,12 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyiceberg_crypto.errors import MetadataError, TableInputError
+from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.io import FileIO, FileTooLargeError, NotRegularFileError, read_bounded
 from pyiceberg_crypto.table.file_kinds import PARTITION_STATISTICS, STATISTICS
 
-# ``MetadataError`` (an alias of TableInputError, kept for one release) is what this module raises.
-__all__ = ["EncryptionKey", "MetadataError", "Snapshot", "StatisticsFile", "TableMetadata", "load_document",
+# :class:`pyiceberg_crypto.errors.TableInputError` is what this module raises.
+__all__ = ["EncryptionKey", "Snapshot", "StatisticsFile", "TableMetadata", "load_document",
            "metadata_hash", "read_metadata"]
 
 
@@ -115,7 +115,7 @@ class TableMetadata:
     def select_snapshots(self, snapshot_id: int | None = None, all_snapshots: bool = False) -> list[Snapshot]:
         """The current snapshot (default), one snapshot by id, or all of them (oldest first)."""
         if snapshot_id is not None and all_snapshots:
-            raise MetadataError("choose one snapshot id or all snapshots, not both")
+            raise TableInputError("choose one snapshot id or all snapshots, not both")
         if all_snapshots:
             return sorted(self.snapshots.values(), key=lambda s: (s.sequence_number or 0, s.snapshot_id))
         wanted = snapshot_id if snapshot_id is not None else self.current_snapshot_id
@@ -123,7 +123,7 @@ class TableMetadata:
             return []  # a table without data (or, with snapshots, without a current one)
         if wanted not in self.snapshots:
             known = ", ".join(str(i) for i in sorted(self.snapshots)) or "none"
-            raise MetadataError(f"snapshot {wanted} is not in the table metadata (snapshots: {known})")
+            raise TableInputError(f"snapshot {wanted} is not in the table metadata (snapshots: {known})")
         return [self.snapshots[wanted]]
 
     @classmethod
@@ -134,7 +134,7 @@ class TableMetadata:
     def from_document(cls, doc: Any, location: str) -> TableMetadata:
         """The metadata of an already decoded metadata.json (see :func:`load_document`)."""
         if not isinstance(doc, dict) or "format-version" not in doc:
-            raise MetadataError(f"{location} is not Iceberg table metadata (no format-version)")
+            raise TableInputError(f"{location} is not Iceberg table metadata (no format-version)")
         try:
             properties = doc.get("properties") or {}
             if not isinstance(properties, dict):
@@ -151,22 +151,22 @@ class TableMetadata:
                 statistics=_statistics(doc),
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise MetadataError(f"{location}: malformed table metadata ({type(exc).__name__}: {exc})") from None
+            raise TableInputError(f"{location}: malformed table metadata ({type(exc).__name__}: {exc})") from None
         if meta.current_snapshot_id not in (None, -1) and meta.current_snapshot_id not in meta.snapshots:
             # Iceberg never writes this; verifying the other snapshots would report an edited table
             # whose current snapshot was removed as OK (with --all-snapshots).
             known = ", ".join(str(i) for i in sorted(meta.snapshots)) or "none"
-            raise MetadataError(f"{location}: current-snapshot-id {meta.current_snapshot_id} names no snapshot of the "
+            raise TableInputError(f"{location}: current-snapshot-id {meta.current_snapshot_id} names no snapshot of the "
                                 f"table metadata (snapshots: {known})")
         return meta
 
 
 def load_document(data: bytes | str, location: str) -> Any:
-    """The JSON document of a metadata.json (MetadataError when it is not JSON)."""
+    """The JSON document of a metadata.json (TableInputError when it is not JSON)."""
     try:
         return json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise MetadataError(f"{location} is not JSON table metadata: {exc}") from None
+        raise TableInputError(f"{location} is not JSON table metadata: {exc}") from None
 
 
 def _list(doc: dict[str, Any], name: str) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ import sys
 import time
 
 from pyiceberg_crypto import jars
+from pyiceberg_crypto.catalog_support import ENCRYPTING_REST_CATALOG_IMPL
 from pyiceberg_crypto.testing import jars as testing_jars
 from pyiceberg_crypto.testing._process import LOOPBACK, ServiceError
 from pyiceberg_crypto.testing.kafka import KafkaBroker
@@ -85,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.service == "metastore":
             where = service.uri
         elif args.service == "rest":
-            where = f"{service.uri} (catalog properties type=rest, uri={service.uri})"
+            where = (f"{service.uri} (encrypting catalog properties catalog-impl={ENCRYPTING_REST_CATALOG_IMPL}, "
+                     f"uri={service.uri}; or config.catalog_settings(NAME, catalog_type='rest', uri='{service.uri}', "
+                     "warehouse=...). Iceberg's own type=rest writes encryption.key-id tables in plaintext)")
         elif args.service == "kafka":
             where = f"{service.bootstrap_servers} (kafka.bootstrap.servers)"
         elif args.service == "openbao":

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from pyiceberg_crypto.testing import jars as testing_jars
 from pyiceberg_crypto.testing._process import LOOPBACK, ServiceError, ServiceProcess, free_port, port_open
-from pyiceberg_crypto.testing.metastore import java_executable
+from pyiceberg_crypto.testing._jvm import java_command
 
 _STARTED = re.compile(rb"Kafka Server started")
 NODE_ID = 1
@@ -150,22 +150,22 @@ class KafkaBroker(ServiceProcess):
         found = re.search(r"^listeners=(.*)$", text, re.M)
         return {name: int(port) for name, port in re.findall(r"(\w+)://[^,]*:(\d+)", found.group(1))} if found else {}
 
-    def _java(self) -> list[str]:
-        return [
-            java_executable(),
-            f"-Xmx{self.heap}",
-            "-XX:+UseSerialGC",
-            "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",
-            "-cp",
-            ":".join(map(str, self._classpath)),
-        ]
+    def _java(self, main_class: str, *args: str) -> list[str]:
+        # C2 kept, as the broker always ran: C1-only is unmeasured for it (it moves records).
+        return java_command(
+            main_class, *args,
+            classpath=self._classpath,
+            heap=self.heap,
+            c1_only=False,
+            system_properties={"java.awt.headless": "true",
+                               "log4j2.configurationFile": str(self.directory / "log4j2.properties")},
+        )
 
     def _format_storage(self) -> None:
         """``kafka-storage format``: write ``meta.properties`` and the bootstrap metadata."""
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        command = [*self._java(), "kafka.tools.StorageTool", "format", "-t", cluster_id,
-                   "-c", str(self.properties_path), "--ignore-formatted"]
+        command = self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
+                             "-c", str(self.properties_path), "--ignore-formatted")
         with open(self.log_path, "ab") as log:
             log.write(b"--- formatting the storage (kafka.tools.StorageTool format)\n")
             log.flush()
@@ -176,7 +176,7 @@ class KafkaBroker(ServiceProcess):
                                f"(status {done.returncode}); {self._log_tail()}")
 
     def _command(self) -> Sequence[str]:
-        return [*self._java(), "kafka.Kafka", str(self.properties_path)]
+        return self._java("kafka.Kafka", str(self.properties_path))
 
     def _is_ready(self) -> bool:
         """This start logged "Kafka Server started" and the client port accepts connections."""

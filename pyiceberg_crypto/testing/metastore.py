@@ -27,35 +27,15 @@ reads and writes the files). The log (Hive, Derby, DataNucleus) is ``<directory>
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pyiceberg_crypto.testing.jars import testing_jar
+from pyiceberg_crypto.testing._jvm import java_command, pyspark_jars_dir
 from pyiceberg_crypto.testing._process import LOOPBACK, ServiceError, ServiceProcess
+from pyiceberg_crypto.testing.jars import testing_jar
 
 LAUNCHER_CLASS = "io.pyicebergcrypto.testing.LoopbackMetastore"
 LOCATION_ONLY_FS = "io.pyicebergcrypto.testing.LocationOnlyFileSystem"
-
-
-def pyspark_jars_dir() -> Path:
-    """The ``jars`` directory of the installed pyspark (Hive metastore, Derby, DataNucleus, thrift)."""
-    import pyspark
-
-    return Path(pyspark.__file__).parent / "jars"
-
-
-def java_executable() -> str:
-    """``$JAVA_HOME/bin/java`` when JAVA_HOME is set, else ``java`` from the PATH."""
-    home = os.environ.get("JAVA_HOME")
-    candidate = Path(home) / "bin" / "java" if home else None
-    if candidate and candidate.is_file():
-        return str(candidate)
-    found = shutil.which("java")
-    if not found:
-        raise ServiceError("no java on the PATH and JAVA_HOME is not set: the metastore needs Java 17")
-    return found
 
 
 class StandaloneMetastore(ServiceProcess):
@@ -112,23 +92,14 @@ class StandaloneMetastore(ServiceProcess):
         }
 
     def _command(self) -> Sequence[str]:
-        classpath = os.pathsep.join([str(pyspark_jars_dir() / "*"), str(testing_jar())])
-        command = [
-            java_executable(),
-            f"-Xmx{self.heap}",
-            # A metastore serves small requests: C1 only and the serial collector halve its start time.
-            "-XX:TieredStopAtLevel=1",
-            "-XX:+UseSerialGC",
-            "-cp",
-            classpath,
-            "-Dhive.async.log.enabled=false",
-            f"-Dderby.stream.error.file={self.directory / 'derby.log'}",
-            LAUNCHER_CLASS,
-            "--host",
-            self.host,
-            "--port",
-            str(self.port),
-        ]
+        # A metastore serves small requests: C1 only and the serial collector halve its start time.
+        command = java_command(
+            LAUNCHER_CLASS, "--host", self.host, "--port", str(self.port),
+            classpath=[pyspark_jars_dir() / "*", testing_jar()],
+            heap=self.heap,
+            system_properties={"hive.async.log.enabled": "false",
+                               "derby.stream.error.file": str(self.directory / "derby.log")},
+        )
         for key, value in self.settings().items():
             command += ["--conf", f"{key}={value}"]
         return command

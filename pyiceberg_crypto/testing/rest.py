@@ -3,10 +3,13 @@
     from pyiceberg_crypto.testing.rest import RestCatalogServer
 
     with RestCatalogServer("/tmp/rest") as server:              # started and ready
-        spark.conf.set("spark.sql.catalog.lake", "org.apache.iceberg.spark.SparkCatalog")
-        spark.conf.set("spark.sql.catalog.lake.type", "rest")
-        spark.conf.set("spark.sql.catalog.lake.uri", server.uri)   # http://127.0.0.1:PORT
+        for key, value in config.catalog_settings("lake", catalog_type="rest", uri=server.uri,
+                                                  warehouse="/tmp/rest/warehouse").items():
+            spark.conf.set(key, value)                          # the encrypting REST catalog
     # stopped here; the catalog stays in /tmp/rest for the next start
+
+(Iceberg's own ``type=rest`` with ``uri=server.uri`` reaches it too, but writes ``encryption.key-id``
+tables in plaintext: :mod:`pyiceberg_crypto.catalog_support`.)
 
 It runs ``io.pyicebergcrypto.testing.LoopbackRestCatalog`` (in the test kit's jar, :func:`~pyiceberg_crypto.testing.jars.testing_jar`): the JDK's HTTP server
 routing the REST endpoints Spark's ``RESTCatalog`` uses to Iceberg's own ``CatalogHandlers`` over a
@@ -20,13 +23,12 @@ transactions. The log is ``<directory>/rest-catalog.log``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from pyiceberg_crypto.testing.jars import rest_catalog_jars, testing_jar
 from pyiceberg_crypto.testing._process import LOOPBACK, ServiceError, ServiceProcess, port_open
-from pyiceberg_crypto.testing.metastore import java_executable, pyspark_jars_dir
+from pyiceberg_crypto.testing._jvm import java_command, pyspark_jars_dir
 
 SERVER_CLASS = "io.pyicebergcrypto.testing.LoopbackRestCatalog"
 
@@ -53,7 +55,7 @@ class RestCatalogServer(ServiceProcess):
 
     @property
     def uri(self) -> str:
-        """``http://127.0.0.1:PORT``, the ``uri`` catalog property of a ``type=rest`` catalog."""
+        """``http://127.0.0.1:PORT``, the ``uri`` catalog property of a REST catalog."""
         if not self.port:
             raise ServiceError("the REST catalog has no port yet: start() it first")
         return f"http://{self.host}:{self.port}"
@@ -71,23 +73,11 @@ class RestCatalogServer(ServiceProcess):
         return self
 
     def _command(self) -> Sequence[str]:
-        classpath = os.pathsep.join(
-            [str(pyspark_jars_dir() / "*"), *map(str, rest_catalog_jars()), str(testing_jar())])
-        return [
-            java_executable(),
-            f"-Xmx{self.heap}",
-            "-XX:TieredStopAtLevel=1",
-            "-XX:+UseSerialGC",
-            "-cp",
-            classpath,
-            SERVER_CLASS,
-            "--directory",
-            str(self.directory),
-            "--host",
-            self.host,
-            "--port",
-            str(self.port),
-        ]
+        return java_command(
+            SERVER_CLASS, "--directory", str(self.directory), "--host", self.host, "--port", str(self.port),
+            classpath=[pyspark_jars_dir() / "*", *rest_catalog_jars(), testing_jar()],
+            heap=self.heap,
+        )
 
     def _is_ready(self) -> bool:
         return self._listening_and_open(self.host)

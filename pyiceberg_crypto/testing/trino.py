@@ -27,13 +27,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError
 
 HARNESS = Path(__file__).with_name("trino_harness") / "TrinoHarness.java"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TRINO_VERSION = "483"
 JAVA_FEATURE = 25
-#: JVM options that Trino 483 runs with in one JVM (FINDINGS "Trino and other engines").
+#: JVM options that Trino 483 runs with in one JVM (measured here: without them it refuses to start or warns).
 JVM_OPTIONS = ("-XX:+UseSerialGC", "-Xmx2g", "--add-modules=jdk.incubator.vector",
                "--sun-misc-unsafe-memory-access=allow", "--enable-native-access=ALL-UNNAMED",
                "--add-opens=java.base/java.nio=ALL-UNNAMED", "-Dairlift.quiet=true", "-Dfile.encoding=UTF-8")
@@ -156,7 +156,7 @@ class TrinoHarness:
     def query(self, sql: str, timeout: float = 300.0) -> dict[str, Any]:
         """``{"columns": [...], "rows": [[...]], "ms": N}`` or ``{"error": "..."}`` (one line of SQL)."""
         if "\n" in sql:
-            raise ValueError("one line of SQL per query")
+            raise InvalidArgumentError("one line of SQL per query")
         assert self.process.stdin is not None
         self.process.stdin.write(sql + "\n")
         self.process.stdin.flush()

@@ -47,10 +47,12 @@ from pyspark.sql.streaming import StreamingQueryListener
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import exception_line
+from pyiceberg_crypto.table.catalog import require_classic_session
+from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.verify.ledger import LedgerError
 from pyiceberg_crypto.verify.render import format_text
 from pyiceberg_crypto.verify.report import TableReport
-from pyiceberg_crypto.verify.spark import verify_table
+from pyiceberg_crypto.verify.spark import DEFAULT_DRIVER_MAX_FILES, verify_table
 
 LOG = logging.getLogger("pyiceberg_crypto.verify.each_commit")
 
@@ -71,22 +73,27 @@ class VerifyEachCommit(StreamingQueryListener):
         kms: the KMS with the table's master key (default: the one registered for the catalog).
         queries: the queries to stop on a failure (StreamingQuery objects or query ids); default:
             those whose sink names the table, and ``foreachBatch`` queries.
-        verify_options: more keyword arguments of :func:`~pyiceberg_crypto.verify.verify_table`
-            (``allowed_locations``, ``limits``, ``parallelism``, ...).
+        parallelism / driver_max_files / limits: as in :func:`~pyiceberg_crypto.verify.verify_table`
+            (Spark tasks per check, the file count checked on the driver instead, and the
+            :class:`~pyiceberg_crypto.table.Limits`: allowed locations, metadata size, KMS timeout).
+
+    The snapshots are the ledger's choice: there is no ``snapshot_id``, ``all_snapshots`` or
+    ``since_snapshot_id`` here. Raises :class:`~pyiceberg_crypto.errors.TableInputError` for a
+    Spark Connect session, a bad ``on_failure``, or a table that cannot be verified; and
+    :class:`~pyiceberg_crypto.verify.ledger.LedgerError` for a ledger of another table.
     """
 
     def __init__(self, spark, table: str, *, state: str, on_failure: OnFailure = "stop",
                  kms: KeyManagementClient | None = None, queries: Sequence[Any] | None = None,
-                 **verify_options: Any):
+                 parallelism: int | None = None, driver_max_files: int = DEFAULT_DRIVER_MAX_FILES,
+                 limits: Limits | None = None):
         if "connect" in type(spark).__module__:
             raise TableInputError("VerifyEachCommit needs a classic SparkSession: Spark Connect runs streaming "
                                   "listeners on the server, where this Python object does not exist. Verify from a "
                                   "classic session, or run `pyiceberg-crypto verify --state FILE` on a schedule")
+        require_classic_session(spark, "VerifyEachCommit")
         if on_failure not in ("stop", "log") and not callable(on_failure):
             raise TableInputError(f"on_failure must be 'stop', 'log' or a callable, got {on_failure!r}")
-        for reserved in ("state", "snapshot_id", "all_snapshots", "since_snapshot_id"):
-            if reserved in verify_options:
-                raise TableInputError(f"VerifyEachCommit chooses the snapshots itself (the ledger): drop {reserved}=")
         super().__init__()
         self.spark = spark
         self.table = table
@@ -94,7 +101,7 @@ class VerifyEachCommit(StreamingQueryListener):
         self.on_failure = on_failure
         self.kms = kms
         self.queries = [getattr(q, "id", q) for q in queries] if queries is not None else None
-        self.verify_options = verify_options
+        self.verify_options = {"parallelism": parallelism, "driver_max_files": driver_max_files, "limits": limits}
         self.reports: list[TableReport] = []
         self.failures: list[TableReport] = []
         self.errors: list[str] = []  # checks that could not run (KMS down, metastore away): retried next event

@@ -26,10 +26,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import tempfile
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
+from pyiceberg_crypto._atomic import PRIVATE, write_atomically
 from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.io import open_regular_file
 from pyiceberg_crypto.table.metadata import TableMetadata
@@ -138,26 +138,8 @@ class Ledger:
         """Make ``entry`` the last verified state, atomically (the old file stays whole on a crash)."""
         history = ([asdict(self.last)] + self.history)[:HISTORY_KEPT] if self.last else self.history
         doc = {"format": LEDGER_FORMAT, "version": LEDGER_VERSION, "last": asdict(entry), "history": history}
-        directory = os.path.dirname(os.path.abspath(self.path))
-        fd, temporary = tempfile.mkstemp(prefix=".ledger-", dir=directory)
-        try:
-            with os.fdopen(fd, "w") as out:
-                json.dump(doc, out, indent=2)
-                out.write("\n")
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temporary, self.path)
-        except BaseException:
-            try:
-                os.unlink(temporary)
-            except FileNotFoundError:
-                pass
-            raise
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        # Not a secret (hashes and ids), but the verifier's memory: only its owner reads or writes it.
+        write_atomically(self.path, json.dumps(doc, indent=2) + "\n", mode=PRIVATE)
         self.history, self.last = history, entry
 
 

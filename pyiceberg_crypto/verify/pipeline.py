@@ -21,11 +21,10 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
-from pyiceberg_crypto.errors import TableInputError, VerifyInputError
-from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO
+from pyiceberg_crypto.errors import TableInputError
+from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.io.confinement import Confinement
 from pyiceberg_crypto.kms.base import KeyManagementClient
-from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.table.keys import TableKeys
 from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.table.metadata import TableMetadata, metadata_hash, read_metadata
@@ -50,8 +49,7 @@ from pyiceberg_crypto.verify.table_checks import (
     table_checks,
 )
 
-# Old names: ``VerifyInputError`` is :class:`pyiceberg_crypto.errors.TableInputError`.
-__all__ = ["PreparedVerification", "VerifyInputError", "metadata_hash", "prepare_verification", "read_metadata",
+__all__ = ["PreparedVerification", "metadata_hash", "prepare_verification", "read_metadata",
            "table_checks", "verify_metadata"]
 
 
@@ -65,16 +63,11 @@ def verify_metadata(
     state: str | None = None,
     accept_history: bool = False,
     table_name: str | None = None,
-    allowed_locations: list[str] | tuple[str, ...] = (),
-    file_io: FileIO | None = None,
-    properties: dict[str, str] | None = None,
     expected_metadata_hash: str | None = None,
     catalog_metadata: dict | None = None,
     source_checks: list[TableCheck] | None = None,
     runner: Runner | None = None,
     progress: Progress | None = None,
-    max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
-    kms_timeout: float | None = DEFAULT_KMS_TIMEOUT_SECONDS,
     limits: Limits | None = None,
 ) -> TableReport:
     """Verify the table whose ``metadata.json`` is at ``metadata_location`` with ``kms``.
@@ -90,24 +83,23 @@ def verify_metadata(
             and report a ``history`` check that is not OK when the table went backwards or sideways.
         accept_history: with ``state``: accept such a change, verify in full, reset the ledger.
         table_name: ``catalog.db.table`` recorded in the ledger (``verify_table`` passes it).
-        allowed_locations: locations the table really spans besides its own ``location``,
-            ``write.data.path`` and ``write.metadata.path``; any other file it names is
-            ``OUTSIDE_TABLE`` and never opened (:mod:`pyiceberg_crypto.io.confinement`).
-        file_io: how to read files (default: chosen from the location's scheme and ``properties``).
         expected_metadata_hash: the metastore's ``metadata_hash`` (Base64 SHA-256 of the file), if known.
         catalog_metadata: the table metadata a REST catalog serves for this table (its ``loadTable``
             answer's ``metadata``): the file must be the same document (check ``catalog-metadata``).
         source_checks: checks made before (e.g. ``verify_table``'s metastore checks), listed first.
         runner: verifies data/delete/statistics files (default: a small thread pool in this process).
-        max_metadata_bytes: a larger metadata.json is refused before it is read.
-        kms_timeout: seconds to wait for one KMS call (None: no limit); a call that does not
-            return in time is a KEY_ERROR and the KMS is not asked again.
-        limits: ``allowed_locations``, ``file_io``, ``properties``, ``max_metadata_bytes`` and
-            ``kms_timeout`` in one :class:`~pyiceberg_crypto.table.Limits` (instead of the keywords).
+        limits: a :class:`~pyiceberg_crypto.table.Limits` (default ``Limits()``):
+            ``allowed_locations`` (locations the table really spans besides its own ``location``,
+            ``write.data.path`` and ``write.metadata.path``; any other file it names is
+            ``OUTSIDE_TABLE`` and never opened, :mod:`pyiceberg_crypto.io.confinement`),
+            ``file_io`` / ``properties`` (how files are read; default: chosen from the location's
+            scheme), ``max_metadata_bytes`` (a larger metadata.json is refused before it is read)
+            and ``kms_timeout`` (seconds to wait for one KMS call, None: no limit; a call that does
+            not return in time is a KEY_ERROR and the KMS is not asked again).
 
     Raises:
         TableInputError: the metadata.json is missing, unreadable, not a regular file, larger
-            than ``max_metadata_bytes`` or not table metadata, a snapshot id is unknown, or the
+            than ``limits.max_metadata_bytes`` or not table metadata, a snapshot id is unknown, or the
             options conflict. Problems with any other file are findings, never exceptions.
         pyiceberg_crypto.verify.ledger.LedgerError: the ledger is unreadable, corrupt or another
             table's (it is never replaced then).
@@ -117,8 +109,7 @@ def verify_metadata(
         since_snapshot_id=since_snapshot_id, state=state, accept_history=accept_history, table_name=table_name,
         expected_metadata_hash=expected_metadata_hash, catalog_metadata=catalog_metadata,
         source_checks=source_checks, progress=progress,
-        limits=Limits.of(limits, allowed_locations=allowed_locations, file_io=file_io, properties=properties,
-                         max_metadata_bytes=max_metadata_bytes, kms_timeout=kms_timeout))
+        limits=limits)
     tasks = prepared.plan.all_tasks()
     return prepared.finish((runner or local_runner(prepared.file_io, progress=progress))(tasks))
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import fastavro
 
-from pyiceberg_crypto.errors import MetadataError
+from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.io.confinement import Confinement
 from pyiceberg_crypto.table.keys import KeyLookupError, TableKeys
@@ -89,14 +89,14 @@ def select_scope(meta: TableMetadata, *, snapshot_id: int | None = None, all_sna
     came after ``since_snapshot_id`` in the current snapshot's history.
 
     ``after_sequence_number`` gives the cut-off when ``since_snapshot_id`` was expired from the
-    metadata (the ledger records it). Raises MetadataError for an unknown snapshot or a
+    metadata (the ledger records it). Raises TableInputError for an unknown snapshot or a
     ``since`` snapshot that is not an ancestor of the current one.
     """
     if since_snapshot_id is None and after_sequence_number is None:
         mode = "all" if all_snapshots else ("snapshot" if snapshot_id is not None else "current")
         return Scope(mode, meta.select_snapshots(snapshot_id, all_snapshots))
     if snapshot_id is not None or all_snapshots:
-        raise MetadataError("choose --since or --snapshot / --all-snapshots, not both")
+        raise TableInputError("choose --since or --snapshot / --all-snapshots, not both")
     current = meta.current_snapshot
     chain = meta.ancestors(current)
     since = meta.snapshots.get(since_snapshot_id) if since_snapshot_id is not None else None
@@ -105,15 +105,15 @@ def select_scope(meta: TableMetadata, *, snapshot_id: int | None = None, all_sna
     if since is not None and (since in chain or (descent is None and after_sequence_number is None)):
         after_sequence_number = since.sequence_number  # on the line, or expired snapshots hide the link
     elif since is not None and after_sequence_number is None:
-        raise MetadataError(f"snapshot {since_snapshot_id} is not an ancestor of the current snapshot "
+        raise TableInputError(f"snapshot {since_snapshot_id} is not an ancestor of the current snapshot "
                             f"{meta.current_snapshot_id}: the table was rolled back or moved to another branch "
                             "since; verify the current snapshot in full")
     elif after_sequence_number is None:
         known = ", ".join(str(i) for i in sorted(meta.snapshots)) or "none"
-        raise MetadataError(f"snapshot {since_snapshot_id} is not in the table metadata (expired?; snapshots: {known}); "
+        raise TableInputError(f"snapshot {since_snapshot_id} is not in the table metadata (expired?; snapshots: {known}); "
                             "a ledger (--state) remembers the sequence number of an expired snapshot")
     if after_sequence_number is None:
-        raise MetadataError(f"snapshot {since_snapshot_id} has no sequence number (format-version 1): "
+        raise TableInputError(f"snapshot {since_snapshot_id} has no sequence number (format-version 1): "
                             "incremental verification needs format-version 2 or later")
     newer = [s for s in chain if s.sequence_number is not None and s.sequence_number > after_sequence_number]
     if chain and chain[-1].parent_snapshot_id is not None and chain[-1].parent_snapshot_id not in meta.snapshots:
@@ -130,7 +130,7 @@ def select_scope(meta: TableMetadata, *, snapshot_id: int | None = None, all_sna
             newer.append(snapshot)
         newer.sort(key=lambda s: s.sequence_number, reverse=True)
     if current is not None and (current.sequence_number or 0) < after_sequence_number:
-        raise MetadataError(f"the current snapshot's sequence number {current.sequence_number} is below "
+        raise TableInputError(f"the current snapshot's sequence number {current.sequence_number} is below "
                             f"{after_sequence_number}: the table went backwards")
     return Scope("since", list(reversed(newer)), since_snapshot_id, after_sequence_number)
 

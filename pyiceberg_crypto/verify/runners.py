@@ -5,6 +5,14 @@
 
     findings = local_runner(LocalFileIO())(plan.all_tasks())
 
+With Spark, the verifier and the lake audit decide here, the same way, where a batch runs: a few
+small files on the driver (a Spark job costs more than it saves), the rest in one Spark job::
+
+    if on_the_driver(tasks, driver_max_files):
+        findings = local_runner(file_io)(tasks)
+    else:
+        findings, slices = in_one_spark_job(spark, tasks, partial(verify_partition, file_io))
+
 Checking a small Parquet file is ~1 ms of Python (Thrift footer, page headers) under the GIL, so
 threads alone use one core: task lists of at least :data:`PROCESS_MIN_TASKS` files are split into
 chunks checked by worker processes (``spawn``ed: forking a process that hosts a JVM gateway or
@@ -16,7 +24,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 
 from pyiceberg_crypto.io import FileIO
@@ -28,6 +36,10 @@ from pyiceberg_crypto.verify.report import FileFinding
 Runner = Callable[[list[FileTask]], list[FileFinding]]
 
 
+#: With Spark: batches of at most this many files (and :data:`DRIVER_MAX_BYTES`) are checked on the driver.
+DEFAULT_DRIVER_MAX_FILES = 32
+#: With Spark: batches of more bytes in all than this are checked in Spark tasks, however few the files.
+DRIVER_MAX_BYTES = 256 * 1024 * 1024
 #: Task lists at least this long use worker processes (below, starting them costs more than it saves).
 PROCESS_MIN_TASKS = 1000
 #: Tasks per chunk sent to a worker process (amortizes the pipe; small enough to balance the load).
@@ -80,3 +92,36 @@ def check_chunk(tasks: list[FileTask], file_io: FileIO) -> list[FileFinding]:
     """In a worker process: check one chunk, with two threads to overlap reads and decryption."""
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="verify") as pool:
         return list(pool.map(lambda task: check_file(task, file_io), tasks))
+
+
+def on_the_driver(tasks: Iterable[FileTask], driver_max_files: int) -> bool:
+    """Check this batch on the driver rather than in Spark tasks? Yes for at most
+    ``driver_max_files`` files of at most :data:`DRIVER_MAX_BYTES` in all (their expected sizes)."""
+    count = size = 0
+    for task in tasks:
+        count += 1
+        size += task.expected_size or 0
+    return count <= driver_max_files and size <= DRIVER_MAX_BYTES
+
+
+def in_one_spark_job(spark, items: list, partition: Callable[[Iterable], Iterable], *, parallelism: int | None = None,
+                     description: str | None = None, job_group: str | None = None) -> tuple[list, int]:
+    """``partition`` over ``items`` in one Spark job of ``parallelism`` tasks (default: up to four
+    per core of the cluster); returns the collected results and the number of Spark tasks.
+
+    ``description`` names the job in the Spark UI; ``job_group`` (with the description) makes it
+    one job group, which the caller can report. Both are cleared afterwards."""
+    sc = spark.sparkContext
+    slices = parallelism or max(1, min(len(items), sc.defaultParallelism * 4))
+    if job_group:
+        sc.setJobGroup(job_group, description)
+    elif description:
+        sc.setJobDescription(description)
+    try:
+        return sc.parallelize(items, slices).mapPartitions(partition).collect(), slices
+    finally:
+        if job_group:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+            sc.setLocalProperty("spark.job.description", None)
+        elif description:
+            sc.setJobDescription(None)

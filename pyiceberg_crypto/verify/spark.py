@@ -20,21 +20,24 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import partial
 
-from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO
+from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.kms.base import KeyManagementClient
-from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.table.catalog import catalog_table
 from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.verify.checks import FileTask, check_file
 from pyiceberg_crypto.verify.pipeline import verify_metadata
 from pyiceberg_crypto.verify.plan import Progress
 from pyiceberg_crypto.verify.report import FileFinding, TableReport
-from pyiceberg_crypto.verify.runners import Runner, local_runner
+from pyiceberg_crypto.verify.runners import (
+    DEFAULT_DRIVER_MAX_FILES,
+    Runner,
+    in_one_spark_job,
+    local_runner,
+    on_the_driver,
+)
 from pyiceberg_crypto.verify.table_checks import catalog_checks
 
 #: Task lists this small are checked on the driver (a Spark job costs ~0.5-1 s to schedule).
-DEFAULT_DRIVER_MAX_FILES = 32
-DRIVER_MAX_BYTES = 256 * 1024 * 1024
 
 
 def verify_table(
@@ -47,12 +50,9 @@ def verify_table(
     since_snapshot_id: int | None = None,
     state: str | None = None,
     accept_history: bool = False,
-    allowed_locations: list[str] | tuple[str, ...] = (),
     parallelism: int | None = None,
     driver_max_files: int = DEFAULT_DRIVER_MAX_FILES,
     progress: Progress | None = None,
-    max_metadata_bytes: int = DEFAULT_MAX_METADATA_BYTES,
-    kms_timeout: float | None = DEFAULT_KMS_TIMEOUT_SECONDS,
     limits: Limits | None = None,
 ) -> TableReport:
     """Verify ``table`` (``catalog.db.table``) from its catalog entry down to every file (a Hive
@@ -65,24 +65,21 @@ def verify_table(
         snapshot_id / all_snapshots: which snapshots to walk (default: the current one).
         since_snapshot_id / state / accept_history: incremental verification and the ledger, as in
             :func:`~pyiceberg_crypto.verify.verify_metadata` (the ledger records ``catalog.db.table``).
-        allowed_locations: as in :func:`~pyiceberg_crypto.verify.verify_metadata`; the plan is made on
-            the driver, so Spark tasks only ever receive files inside the table's locations.
         parallelism: number of Spark tasks for data and delete files (default: from the cluster).
         driver_max_files: at most this many files (and at most 256 MiB in all) are checked on the
             driver, with the same code, instead of in Spark tasks: scheduling a Spark job costs more
             than checking a few files (a post-write ``since`` check of one commit). 0: always Spark tasks.
-        max_metadata_bytes / kms_timeout: as in :func:`~pyiceberg_crypto.verify.verify_metadata`
-            (the KMS is called on the driver only).
-        limits: ``allowed_locations``, ``max_metadata_bytes`` and ``kms_timeout`` in one
-            :class:`~pyiceberg_crypto.table.Limits` (instead of the keywords); its ``file_io`` and
-            ``properties`` are ignored: files are read as the catalog's settings say.
+        limits: ``allowed_locations``, ``max_metadata_bytes`` and ``kms_timeout`` as in
+            :func:`~pyiceberg_crypto.verify.verify_metadata` (default ``Limits()``; the plan is made
+            on the driver, so Spark tasks only ever receive files inside the table's locations, and
+            the KMS is called on the driver only). Its ``file_io`` and ``properties`` are ignored:
+            files are read as the catalog's settings say.
 
     Raises:
         TableInputError: unknown catalog or table, no KMS, unreadable metadata.json.
         LedgerError: the ledger is unreadable, corrupt or another table's.
     """
-    limits = Limits.of(limits, allowed_locations=allowed_locations, max_metadata_bytes=max_metadata_bytes,
-                       kms_timeout=kms_timeout)
+    limits = limits or Limits()
     entry = catalog_table(spark, table, kms)
     metadata_location = entry.metadata_location
     file_io = entry.file_io
@@ -110,23 +107,18 @@ def verify_table(
 def spark_runner(spark, file_io: FileIO, parallelism: int | None = None, description: str | None = None,
                  driver_max_files: int = 0) -> Runner:
     """A runner that verifies files in Spark tasks (Python workers running this package); task
-    lists of at most ``driver_max_files`` files and :data:`DRIVER_MAX_BYTES` run in the driver."""
+    lists of at most ``driver_max_files`` files and ``DRIVER_MAX_BYTES`` run in the driver
+    (:func:`~pyiceberg_crypto.verify.runners.on_the_driver`, the audit's rule too)."""
     on_driver = local_runner(file_io, threads=2)
 
     def run(tasks: list[FileTask]) -> list[FileFinding]:
         if not tasks:
             return []
-        if len(tasks) <= driver_max_files and sum(t.expected_size or 0 for t in tasks) <= DRIVER_MAX_BYTES:
+        if on_the_driver(tasks, driver_max_files):
             return on_driver(tasks)
-        sc = spark.sparkContext
-        slices = parallelism or max(1, min(len(tasks), sc.defaultParallelism * 4))
-        if description:
-            sc.setJobDescription(description)
-        try:
-            return sc.parallelize(tasks, slices).mapPartitions(partial(verify_partition, file_io)).collect()
-        finally:
-            if description:
-                sc.setJobDescription(None)
+        findings, _ = in_one_spark_job(spark, tasks, partial(verify_partition, file_io), parallelism=parallelism,
+                                       description=description)
+        return findings
 
     return run
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pyiceberg_crypto.io.confinement import Confinement
+from pyiceberg_crypto.io.confinement import Confinement, location_is_under
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
-from pyiceberg_crypto.table.catalog import REST
+from pyiceberg_crypto.config import REST
 from pyiceberg_crypto.table.key_inventory import KEK_ROTATION_DAYS, build_inventory
 from pyiceberg_crypto.table.keys import KeyLookupError, TableKeys
 from pyiceberg_crypto.table.metadata import TableMetadata, fields_differing
@@ -152,8 +152,11 @@ def rotation_check(meta: TableMetadata, kms: KeyManagementClient | None, now_ms:
 def metadata_location_check(meta: TableMetadata, confinement: Confinement) -> TableCheck | None:
     """``metadata-location`` (a warning): the metadata.json sits outside the table location it
     describes, so every file it names is that other location's (a copied table directory keeps the
-    original's absolute paths: verifying the copy would check the original's files). None when inside."""
-    if not meta.table_location or confinement.refusal(meta.location) is None:
+    original's absolute paths: verifying the copy would check the original's files). None when inside.
+    Both sides are compared normalised (:func:`~pyiceberg_crypto.io.confinement.normalised_location`:
+    a relative path, ``..``, ``file:`` or not, trailing slashes, symlinked directories), so the same
+    file named another way is inside."""
+    if not meta.table_location or location_is_under(meta.location, confinement.locations):
         return None
     return TableCheck("metadata-location", WARN, f"this metadata.json is outside the table location it describes "
                       f"({meta.table_location}): the files it names are that location's, not the ones beside it "

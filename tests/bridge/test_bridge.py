@@ -139,8 +139,8 @@ def test_close_returns_promptly_and_calls_then_fail_fast(spark, jvm, kms):
 def test_register_rejects_non_kms_and_bad_arguments(spark):
     with pytest.raises(TypeError, match="wrap_key"):
         register_kms(spark, object(), name="bad")
-    with pytest.raises(ValueError, match="timeout_seconds"):
-        register_kms(spark, InMemoryKms.with_random_keys("a"), name="bad", timeout_seconds=0)
+    with pytest.raises(ValueError, match="kms_timeout"):
+        register_kms(spark, InMemoryKms.with_random_keys("a"), name="bad", kms_timeout=0)
     with pytest.raises(BridgeError, match="SparkSession"):
         register_kms(object(), InMemoryKms.with_random_keys("a"), name="bad")
 
@@ -187,13 +187,13 @@ class SlowKms(InMemoryKms):
     def unwrap_key(self, wrapped, wrapping_key_id):
         import time
 
-        time.sleep(3)
+        time.sleep(3)  # the behaviour under test: a KMS slower than the bridge's timeout (1 s)
         return super().unwrap_key(wrapped, wrapping_key_id)
 
 
 def test_a_kms_call_that_exceeds_the_timeout_fails_instead_of_hanging(spark, jvm):
     kms = SlowKms.with_random_keys("m1")
-    with register_kms(spark, kms, name="slow", timeout_seconds=1):
+    with register_kms(spark, kms, name="slow", kms_timeout=1):
         client = _java_client(jvm, "slow")
         wrapped = client.wrapKey(_buffer(jvm, b"k" * 16), "m1")
         with pytest.raises(Exception) as excinfo:

@@ -14,6 +14,7 @@ import pytest
 from pyiceberg_crypto.cli.main import main
 from pyiceberg_crypto.testing import encrypt_bytes
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
+from tests.formats import java_fixtures
 
 KEY = bytes(range(32))
 AAD = b"aad-prefix-16byt"
@@ -125,14 +126,15 @@ def test_console_script_end_to_end(ags1_file):
     assert bad.returncode == 1 and "block 0" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_java_written_file_with_java_key_metadata(jvm, tmp_path, capsys):
-    """Iceberg writes the file and the key metadata (with the stored length); the CLI verifies."""
-    V = jvm.io.pyicebergcrypto.testkit.Ags1Vectors
-    plain = tmp_path / "plain"
-    plain.write_bytes(os.urandom(2 * 1024 * 1024 + 3))
+def test_java_written_file_with_java_key_metadata(tmp_path, capsys):
+    """Iceberg wrote the file and the key metadata (with the stored length), committed in
+    tests/formats/fixtures/java; the CLI verifies."""
+    meta = java_fixtures.key_metadata()["for_stream"]
+    vector = java_fixtures.ags1(meta["stream"])
+    assert (len(vector.key), len(vector.plaintext), meta["file_length"]) == (16, 2 * 1024 * 1024 + 3, len(vector.data))
     path = tmp_path / "java.avro"
-    stored = V.writeFile(str(plain), str(path), KEY[:16], AAD)
-    km = base64.b64encode(bytes(V.keyMetadata(KEY[:16], AAD, stored))).decode()
+    path.write_bytes(vector.data)
+    km = base64.b64encode(bytes.fromhex(meta["java"])).decode()
     code, out, _ = run(capsys, str(path), "--key-metadata", km)
     assert code == 0 and "yes, all 3 blocks (AES-128-GCM)" in out
     path.write_bytes(path.read_bytes()[: 8 + 2 * (1024 * 1024 + 28)])  # drop the last block

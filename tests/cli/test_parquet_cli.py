@@ -73,7 +73,8 @@ def test_integrity_failure_exit_1(parquet_vector_by_name, capsys, tmp_path):
     assert str(bad) in err and "row group 0" in err
     target = tmp_path / "out.parquet"
     code, _, err = run(capsys, "decrypt", bad, target, *key_args(vector))
-    assert code == 1 and not target.exists() and not list(tmp_path.glob("*.part"))
+    assert code == 1 and not target.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.parquet"]  # no temporary file left either
 
 
 def test_missing_keys_exit_2(parquet_vector_by_name, capsys):

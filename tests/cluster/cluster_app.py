@@ -128,7 +128,7 @@ def remove_orphans_sql() -> str:
 def main_scenario(spark, kms, cfg: dict, workdir: Path) -> dict:
     driver_address = cfg["driver_address"]
     tokens, data_keys = [], set()
-    registration = register_kms(spark, kms, bind_address=driver_address, timeout_seconds=KMS_TIMEOUT_SECONDS)
+    registration = register_kms(spark, kms, bind_address=driver_address, kms_timeout=KMS_TIMEOUT_SECONDS)
     tokens.append(registration._server.auth_token)
     report("registered", registration.tls and registration.address == driver_address,
            port=registration.port, address=registration.address)
@@ -184,7 +184,7 @@ def main_scenario(spark, kms, cfg: dict, workdir: Path) -> dict:
     # The driver registers its KMS again (a new listener, token and certificate): executors switch.
     old_port = registration.port
     registration = register_kms(spark, RecordingKeystoreKms(kms.path), bind_address=driver_address,
-                                timeout_seconds=KMS_TIMEOUT_SECONDS)
+                                kms_timeout=KMS_TIMEOUT_SECONDS)
     registration.kms.keks = kms.keks  # one record of every KEK seen
     tokens.append(registration._server.auth_token)
     report("re-registered", registration.port != old_port, port=registration.port, old_port=old_port)
@@ -253,7 +253,7 @@ def faults_scenario(spark, kms, cfg: dict, workdir: Path) -> dict:
     driver_address = cfg["driver_address"]
     tokens = []
     # A KMS registered on loopback with a cluster master: executors cannot reach it.
-    registration = register_kms(spark, kms, timeout_seconds=KMS_TIMEOUT_SECONDS)
+    registration = register_kms(spark, kms, kms_timeout=KMS_TIMEOUT_SECONDS)
     tokens.append(registration._server.auth_token)
     spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.db")
     props = config.table_properties("orders-key")
@@ -266,7 +266,7 @@ def faults_scenario(spark, kms, cfg: dict, workdir: Path) -> dict:
     step("loopback registration", lambda: spark.sql(remove_orphans_sql()).collect())
     report("loopback: nothing removed", orphan.exists())
 
-    registration = register_kms(spark, kms, bind_address=driver_address, timeout_seconds=KMS_TIMEOUT_SECONDS)
+    registration = register_kms(spark, kms, bind_address=driver_address, kms_timeout=KMS_TIMEOUT_SECONDS)
     tokens.append(registration._server.auth_token)
     blocked = ask(workdir, "block_port", node="w1", port=registration.port)
     step("kms blocked from one worker", lambda: spark.sql(remove_orphans_sql()).collect())

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.docs.blocks import DOCS, ROOT, blocks_of
 from tests.testkit import SHORT_DRIVER_ENV
 
@@ -39,6 +41,7 @@ def test_the_page_has_the_steps_it_promises():
     assert "keystore add" in steps()[0][1] and "verify_table" in steps()[1][1] and "read_table" in steps()[3][1]
 
 
+@pytest.mark.jvm  # the page's commands start Spark
 def test_getting_started_runs_as_written(tmp_path):
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT), **SHORT_DRIVER_ENV)

@@ -1,9 +1,11 @@
-"""AGS1 compatibility with Iceberg Java, both ways, using Iceberg's own classes in the test JVM.
+"""AGS1 compatibility with Iceberg Java, both ways, using Iceberg's own classes.
 
-Java writes (AesGcmOutputFile) -> Python reads (Ags1Reader, verify_ags1, decrypt_bytes), and
-Python writes (Ags1Writer) -> Java reads (AesGcmInputFile), for AES-128/192/256 and the sizes
-around block boundaries. Block sizes other than 1 MiB use the spec framing around Iceberg's
-Ciphers.AesGcmEncryptor/Decryptor, since Iceberg's streams only support 1 MiB.
+Java writes (AesGcmOutputFile) -> Python reads (Ags1Reader, verify_ags1, decrypt_bytes): the
+streams Java wrote are committed (tests/formats/fixtures/java, no JVM needed here; checked against
+Java again by test_java_fixtures.py). Python writes (Ags1Writer) -> Java reads (AesGcmInputFile):
+in the test JVM (``V``, marked jvm). AES-128/192/256 and the sizes around block boundaries. Block
+sizes other than 1 MiB use the spec framing around Iceberg's Ciphers.AesGcmEncryptor/Decryptor,
+since Iceberg's streams only support 1 MiB.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from py4j.protocol import Py4JJavaError
 from pyiceberg_crypto.formats import ags1
 from pyiceberg_crypto.testing import Ags1Writer, decrypt_bytes, encrypt_bytes
 from pyiceberg_crypto.formats.errors import FormatError, TagMismatchError
+from tests.formats import java_fixtures
 from tests.formats.ags1_helpers import MIB, java_vectors, random_bytes, write
 
 KEY_LENGTHS = [16, 24, 32]
@@ -27,18 +30,19 @@ def V(jvm):
     return java_vectors(jvm)
 
 
-def _java_write(V, tmp_path, plaintext: bytes, key: bytes, aad: bytes | None) -> str:
-    plain = write(tmp_path / "plain.bin", plaintext)
-    encrypted = str(tmp_path / "java.ags1")
-    V.writeFile(plain, encrypted, key, aad)
-    return encrypted
+def _java_written(tmp_path, name: str) -> tuple[str, java_fixtures.Ags1Vector]:
+    """A stream Iceberg's AesGcmOutputFile wrote (committed), as a file in ``tmp_path``."""
+    vector = java_fixtures.ags1(name)
+    assert vector.writer == "iceberg-stream"
+    return write(tmp_path / "java.ags1", vector.data), vector
 
 
 @pytest.mark.parametrize("key_length", KEY_LENGTHS)
 @pytest.mark.parametrize("size", SIZES)
-def test_java_writes_python_reads(V, tmp_path, key_length, size):
-    key, aad, plaintext = random_bytes(key_length), random_bytes(16), random_bytes(size)
-    path = _java_write(V, tmp_path, plaintext, key, aad)
+def test_java_writes_python_reads(tmp_path, key_length, size):
+    path, vector = _java_written(tmp_path, f"iceberg-k{key_length}-{size}")
+    key, aad, plaintext = vector.key, vector.aad_prefix, vector.plaintext
+    assert (len(key), len(aad), len(plaintext)) == (key_length, 16, size)
     stored = (tmp_path / "java.ags1").stat().st_size
     assert stored == ags1.encrypted_length(size)  # Iceberg's geometry, incl. the empty block
 
@@ -67,10 +71,10 @@ def test_python_writes_java_reads(V, tmp_path, key_length, size):
     assert V.plaintextLength(str(encrypted), key, aad) == size
 
 
-def test_empty_plaintext_is_header_plus_one_empty_block_in_java(V, tmp_path):
+def test_empty_plaintext_is_header_plus_one_empty_block_in_java(tmp_path):
     """What Iceberg writes for an empty stream: 8-byte header + one 28-byte empty block."""
-    key, aad = random_bytes(16), random_bytes(16)
-    path = _java_write(V, tmp_path, b"", key, aad)
+    path, vector = _java_written(tmp_path, "iceberg-k16-0")
+    key, aad = vector.key, vector.aad_prefix
     data = (tmp_path / "java.ags1").read_bytes()
     assert len(data) == 36 and data[:8] == ags1.build_header()
     assert encrypt_bytes(b"", key, aad)[:8] == data[:8] and len(encrypt_bytes(b"", key, aad)) == 36
@@ -87,34 +91,48 @@ def test_header_only_file_reads_as_empty_but_java_rejects_it(V, tmp_path):
         V.readBytes(path, key, b"")
 
 
-def test_null_aad_prefix_in_java_is_empty_prefix_in_python(V, tmp_path):
-    key, plaintext = random_bytes(32), random_bytes(5000)
-    path = _java_write(V, tmp_path, plaintext, key, None)
+def test_null_aad_prefix_in_java_is_empty_prefix_in_python(tmp_path):
+    path, vector = _java_written(tmp_path, "iceberg-null-aad")  # Java wrote with a null prefix
+    key, plaintext = vector.key, vector.plaintext
+    assert vector.aad_prefix is None and len(key) == 32 and len(plaintext) == 5000
     assert decrypt_bytes(open(path, "rb").read(), key, b"") == plaintext
+
+
+def test_empty_prefix_in_python_is_null_prefix_in_java(V, tmp_path):
+    key, plaintext = random_bytes(32), random_bytes(5000)
     out = encrypt_bytes(plaintext, key, b"")
     assert V.readBytes(write(tmp_path / "p.ags1", out), key, None) == plaintext
 
 
-def test_random_access_matches_java_seek(V, tmp_path):
-    key, aad, plaintext = random_bytes(16), random_bytes(16), random_bytes(3 * MIB + 7)
-    path = _java_write(V, tmp_path, plaintext, key, aad)
+#: (position, length) reads: across block boundaries, in the last block, at and past the end.
+_SIZE = 3 * MIB + 12345
+RANGES = [(0, 10), (MIB - 5, 10), (2 * MIB + 1, 100), (3 * MIB, 7), (_SIZE - 3, 10), (_SIZE, 5)]
+
+
+def test_random_access_matches_java_seek(tmp_path):
+    path, vector = _java_written(tmp_path, f"iceberg-k16-{_SIZE}")
+    key, aad, plaintext = vector.key, vector.aad_prefix, vector.plaintext
     with ags1.Ags1Reader(path, key, aad) as reader:
-        for pos, n in [(0, 10), (MIB - 5, 10), (2 * MIB + 1, 100), (3 * MIB, 7), (3 * MIB + 7, 5)]:
+        for pos, n in RANGES:
             reader.seek(pos)
-            assert reader.read(n) == plaintext[pos : pos + n] == bytes(V.readRange(path, key, aad, pos, n))
+            assert reader.read(n) == plaintext[pos : pos + n]
     with ags1.Ags1Reader(path, key, aad) as reader:
         reader.seek(2 * MIB + 100)
         reader.read(10)
         assert reader.blocks_decrypted == 1  # only the touched block
 
 
-@pytest.mark.parametrize("block_size", [1, 16, 1000, 65536, 2 * MIB])
-@pytest.mark.parametrize("size", [0, 1, 999, 1000, 1001, 70000])
-def test_other_block_sizes_java_framing_to_python(V, block_size, size):
-    key, aad, plaintext = random_bytes(24), random_bytes(16), random_bytes(size)
-    if block_size == 1 and size > 1000:
-        plaintext = plaintext[:1000]  # 28 bytes of overhead per byte: keep it small
-    stream = bytes(V.writeWithBlockSize(plaintext, block_size, key, aad))
+def test_java_seek_reads_the_same_ranges(V, tmp_path):
+    path, vector = _java_written(tmp_path, f"iceberg-k16-{_SIZE}")
+    for pos, n in RANGES:
+        assert bytes(V.readRange(path, vector.key, vector.aad_prefix, pos, n)) == vector.plaintext[pos : pos + n]
+
+
+@pytest.mark.parametrize("name", java_fixtures.ags1_names("ciphers-framing"))
+def test_other_block_sizes_java_framing_to_python(name):
+    """Block sizes 1 B - 2 MiB, plaintexts 0 - 70000 B (at most 1000 B for blocks <= 16 B)."""
+    vector = java_fixtures.ags1(name)
+    key, aad, plaintext, block_size, stream = vector.key, vector.aad_prefix, vector.plaintext, vector.block_size, vector.data
     assert ags1.parse_header(stream[:8]) == block_size
     assert len(stream) == ags1.encrypted_length(len(plaintext), block_size)
     assert decrypt_bytes(stream, key, aad, length=len(plaintext), file_length=len(stream)) == plaintext

@@ -1,4 +1,4 @@
-"""Tamper matrix on real AGS1 files written by Iceberg's AesGcmOutputFile (1 MiB blocks).
+"""Tamper matrix on real AGS1 files written by Iceberg's AesGcmOutputFile (1 MiB blocks, committed).
 
 Every case must raise the precise IntegrityError subclass at the precise block, both through the
 fast path (verify_ags1) and through the seekable reader; the untouched files must verify.
@@ -23,28 +23,29 @@ from pyiceberg_crypto.formats.errors import (
     TagMismatchError,
     TruncatedError,
 )
-from tests.formats.ags1_helpers import MIB, java_vectors, random_bytes
+from tests.formats import java_fixtures
+from tests.formats.ags1_helpers import MIB, random_bytes
 
 C = MIB + 28  # cipher block size
-KEY = random_bytes(32)
-AAD = random_bytes(16)
-OLD_AAD = random_bytes(16)
+# The committed Iceberg-written files share one key; "other" has another AAD prefix.
+_INPUTS = {name: java_fixtures.ags1_index()[f"tamper-{name}"] for name in ("main", "other", "even")}
+KEY = bytes.fromhex(_INPUTS["main"]["key"])
+AAD = bytes.fromhex(_INPUTS["main"]["aad_prefix"])
+OLD_AAD = bytes.fromhex(_INPUTS["other"]["aad_prefix"])
 
 
 @pytest.fixture(scope="module")
-def files(jvm, tmp_path_factory):
-    """Iceberg-written files: 'main' (3 blocks, last partial), 'other' (same key, other AAD prefix,
-    same plaintext length: another file or an older version), 'even' (exactly 2 full blocks)."""
-    V = java_vectors(jvm)
-    root = tmp_path_factory.mktemp("tamper")
+def files():
+    """Files Iceberg's AesGcmOutputFile wrote (committed, tests/formats/fixtures/java): 'main'
+    (3 blocks, last partial), 'other' (same key, other AAD prefix, same plaintext length: another
+    file or an older version), 'even' (exactly 2 full blocks)."""
     out = {}
-    specs = [("main", 2 * MIB + MIB // 2, AAD), ("other", 2 * MIB + MIB // 2, OLD_AAD), ("even", 2 * MIB, AAD)]
-    for name, size, aad in specs:
-        plain = root / f"{name}.plain"
-        plain.write_bytes(os.urandom(size))
-        V.writeFile(str(plain), str(root / f"{name}.ags1"), KEY, aad)
-        out[name] = (root / f"{name}.ags1").read_bytes()
-        out[name + ".plain"] = plain.read_bytes()
+    for name in _INPUTS:
+        vector = java_fixtures.ags1(f"tamper-{name}")
+        assert vector.key == KEY and vector.writer == "iceberg-stream"
+        out[name] = vector.data
+        out[name + ".plain"] = vector.plaintext
+    assert (len(out["main.plain"]), len(out["other.plain"]), len(out["even.plain"])) == (2 * MIB + MIB // 2,) * 2 + (2 * MIB,)
     return out
 
 

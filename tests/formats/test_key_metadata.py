@@ -1,4 +1,8 @@
-"""StandardKeyMetadata: byte-identical to Iceberg's encoder, parsed like Iceberg's decoder."""
+"""StandardKeyMetadata: byte-identical to Iceberg's encoder, parsed like Iceberg's decoder.
+
+Iceberg's bytes are committed (tests/formats/fixtures/java: no JVM needed for them); Iceberg's
+decoder reading Python's bytes runs in the test JVM (``V``, marked jvm).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from pyiceberg_crypto.formats.key_metadata import (
     decode_long,
     encode_long,
 )
+from tests.formats import java_fixtures
 from tests.formats.ags1_helpers import java_vectors, random_bytes
 
 LENGTHS = [None, 0, 1, 63, 64, 1234, 2**31, 2**40 + 5, 2**63 - 1]
@@ -39,11 +44,15 @@ def V(jvm):
     return java_vectors(jvm)
 
 
-@pytest.mark.parametrize("key_length", [16, 24, 32])
-@pytest.mark.parametrize("file_length", LENGTHS)
-def test_java_and_python_bytes_are_identical(V, key_length, file_length):
-    key, aad = random_bytes(key_length), random_bytes(16)
-    java = bytes(V.keyMetadata(key, aad, file_length))
+ICEBERG_VECTORS = java_fixtures.key_metadata()
+
+
+@pytest.mark.parametrize(
+    "vector", ICEBERG_VECTORS["vectors"], ids=lambda v: f"key{len(v['key']) // 2}-length{v['file_length']}"
+)
+def test_java_and_python_bytes_are_identical(vector):
+    key, aad, file_length = bytes.fromhex(vector["key"]), bytes.fromhex(vector["aad_prefix"]), vector["file_length"]
+    java = bytes.fromhex(vector["java"])
     python = StandardKeyMetadata(key, aad, file_length).serialize()
     assert python == java
     parsed = StandardKeyMetadata.parse(java)
@@ -64,10 +73,16 @@ def test_null_aad_prefix_parsed_by_java(V):
     assert V.keyMetadataAadPrefix(data) is None and V.keyMetadataFileLength(data) is None
 
 
-def test_set_file_length_like_iceberg(V):
-    km = StandardKeyMetadata(random_bytes(32), random_bytes(16))
-    java = bytes(V.keyMetadataWithLength(km.serialize(), 123456789))
-    assert km.with_file_length(123456789).serialize() == java
+def test_iceberg_vectors_cover_every_key_length_and_file_length():
+    covered = {(len(v["key"]) // 2, v["file_length"]) for v in ICEBERG_VECTORS["vectors"]}
+    assert covered == {(key_length, length) for key_length in (16, 24, 32) for length in LENGTHS}
+
+
+def test_set_file_length_like_iceberg():
+    vector = ICEBERG_VECTORS["with_length"]
+    km = StandardKeyMetadata.parse(bytes.fromhex(vector["key_metadata"]))
+    assert km.file_length is None and vector["file_length"] == 123456789
+    assert km.with_file_length(123456789).serialize() == bytes.fromhex(vector["java"])
 
 
 def test_unknown_version_rejected_by_both(V):

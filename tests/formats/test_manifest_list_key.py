@@ -1,4 +1,8 @@
-"""Manifest-list key envelope, against Iceberg's EncryptionUtil / Ciphers in the test JVM."""
+"""Manifest-list key envelope, against Iceberg's EncryptionUtil / Ciphers.
+
+Iceberg's envelopes are committed (tests/formats/fixtures/java); Iceberg decrypting Python's
+envelopes runs in the test JVM (``V``, marked jvm).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from pyiceberg_crypto.formats.manifest_list_key import (
 from pyiceberg_crypto.formats.errors import FormatError, TagMismatchError, TruncatedError
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.testing import encrypt_manifest_list_key_metadata
+from tests.formats import java_fixtures
 from tests.formats.ags1_helpers import java_vectors, random_bytes
 
 TIMESTAMP = "1731489600123"
@@ -26,10 +31,16 @@ def key_metadata():
     return StandardKeyMetadata(random_bytes(16), random_bytes(16), 4242).serialize()
 
 
+def iceberg_envelope(kek_length: int) -> tuple[bytes, bytes, bytes]:
+    """(kek, key metadata, envelope) of the committed envelope Iceberg wrote with a KEK of this length."""
+    [vector] = [v for v in java_fixtures.manifest_list_keys() if len(v["kek"]) == 2 * kek_length]
+    assert vector["timestamp"] == TIMESTAMP
+    return bytes.fromhex(vector["kek"]), bytes.fromhex(vector["key_metadata"]), bytes.fromhex(vector["envelope"])
+
+
 @pytest.mark.parametrize("kek_length", [16, 24, 32])
-def test_java_encrypts_python_decrypts(V, key_metadata, kek_length):
-    kek = random_bytes(kek_length)
-    envelope = bytes(V.encryptManifestListKeyMetadata(kek, TIMESTAMP, key_metadata))
+def test_java_encrypts_python_decrypts(kek_length):
+    kek, key_metadata, envelope = iceberg_envelope(kek_length)
     assert len(envelope) == 12 + len(key_metadata) + 16
     assert decrypt_manifest_list_key_metadata(kek, envelope, TIMESTAMP) == key_metadata
 
@@ -43,9 +54,8 @@ def test_python_encrypts_java_decrypts(V, key_metadata, kek_length):
         V.decryptManifestListKeyMetadata(kek, TIMESTAMP + "1", envelope)
 
 
-def test_timestamp_is_authenticated(V, key_metadata):
-    kek = random_bytes(32)
-    envelope = bytes(V.encryptManifestListKeyMetadata(kek, TIMESTAMP, key_metadata))
+def test_timestamp_is_authenticated():
+    kek, _, envelope = iceberg_envelope(32)
     with pytest.raises(TagMismatchError) as err:
         decrypt_manifest_list_key_metadata(kek, envelope, "1731489600124", file="metadata.json")
     assert err.value.location == "manifest list key metadata" and err.value.file == "metadata.json"

@@ -332,7 +332,7 @@ KMS = "tests.verify.kms_factory:session_kms"
 class Outcome:
     """What ``verify_metadata`` and ``pyiceberg-crypto verify --json`` made of one metadata.json."""
 
-    report: Any  # TableReport, or None when verify_metadata raised VerifyInputError
+    report: Any  # TableReport, or None when verify_metadata raised TableInputError
     error: Exception | None
     code: int
     document: dict
@@ -344,7 +344,7 @@ class Outcome:
 
     def describe(self) -> str:
         if self.report is None:
-            return f"VerifyInputError: {self.error}"
+            return f"TableInputError: {self.error}"
         bad = [(c.name, c.status) for c in self.report.failed_checks()]
         bad += [(f.kind, f.status, f.detail[:80]) for f in self.report.not_ok()]
         return f"ok={self.report.ok} {bad[:6]}"
@@ -352,17 +352,17 @@ class Outcome:
 
 def run_verifier(table: FuzzTable, metadata_location: str, *, all_snapshots: bool = True) -> Outcome:
     """Both entry points on one metadata.json, each within the bounds; asserts what holds for every
-    input: no exception past the boundary (VerifyInputError is the API's usage error), exit 0/1/2,
+    input: no exception past the boundary (TableInputError is the API's usage error), exit 0/1/2,
     exactly one JSON document on stdout, no traceback, no key bytes, and the two agree."""
     import contextlib as _contextlib
 
     from pyiceberg_crypto.cli.main import main
-    from pyiceberg_crypto.verify import VerifyInputError, verify_metadata
+    from pyiceberg_crypto.verify import TableInputError, verify_metadata
 
     def api():
         try:
             return verify_metadata(metadata_location, table.kms(), all_snapshots=all_snapshots), None
-        except VerifyInputError as exc:
+        except TableInputError as exc:
             return None, exc
 
     report, error = bounded(api)

@@ -4,7 +4,7 @@ control-character strings / lists / objects, a key deleted, a list item duplicat
 shuffled, the text itself truncated or spliced).
 
 Properties, for every mutation:
-* ``verify_metadata`` returns a report or raises ``VerifyInputError``; the CLI exits 0/1/2 with
+* ``verify_metadata`` returns a report or raises ``TableInputError``; the CLI exits 0/1/2 with
   one JSON document, no traceback, no key bytes, and agrees with the API
   (:func:`tests.fuzz.harness.run_verifier`); within the time and memory bounds;
 * with ``--all-snapshots``, a change of a security-relevant field is never OK: a snapshot's

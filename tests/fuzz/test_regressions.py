@@ -14,7 +14,7 @@ snapshot, the delete manifest, ...) because the table's paths and keys are new i
 * ``bytes``: bytes patched into a copy of one file, checked with ``check_file`` and the swap
   detector's ``authenticates_as``.
 
-``expect``: ``input-error`` (VerifyInputError, exit 2) or ``not-ok`` (exit 1; ``finding``: a
+``expect``: ``input-error`` (TableInputError, exit 2) or ``not-ok`` (exit 1; ``finding``: a
 finding of that kind and status must be in the report). Every case also runs through
 :func:`tests.fuzz.harness.run_verifier` (no exception, exit 0/1/2, one JSON document, bounds), and
 through the JVM-free reader, which must refuse it too (``deletion-vector-size-of-second-entry``

@@ -117,7 +117,7 @@ def main(workdir: Path) -> None:
     tokens = []
 
     def register(**options):
-        registration = register_kms(spark, kms, name="default", timeout_seconds=TIMEOUT_SECONDS, **options)
+        registration = register_kms(spark, kms, name="default", kms_timeout=TIMEOUT_SECONDS, **options)
         tokens.append(registration._server.auth_token)
         return registration
 

@@ -22,7 +22,9 @@ from tests.testkit import SHORT_DRIVER_ENV
 ROOT = Path(__file__).resolve().parents[2]
 APP = Path(__file__).with_name("kms_cluster_app.py")
 
-pytestmark = pytest.mark.slow  # Spark 3.5 runs the lighter executor test (test_readme_and_cluster) instead
+# A local-cluster Spark application in a subprocess (jvm). Spark 3.5 runs the lighter executor test
+# (test_readme_and_cluster) instead (not spine).
+pytestmark = [pytest.mark.slow, pytest.mark.jvm]
 
 
 @pytest.fixture(scope="module")

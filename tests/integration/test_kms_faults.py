@@ -39,7 +39,7 @@ def faulty(spark, master_keys, kms_registration):
     """A KMS with faults on demand behind a catalog without table cache: every statement loads the
     table, so every statement unwraps the KEK through the KMS."""
     kms = FaultyKms(master_keys)
-    registration = register_kms(spark, kms, name="faulty", timeout_seconds=TIMEOUT_SECONDS)
+    registration = register_kms(spark, kms, name="faulty", kms_timeout=TIMEOUT_SECONDS)
     warehouse = spark.conf.get(f"spark.sql.catalog.{CATALOG}.warehouse")
     add_catalog(spark, "faultcat", warehouse=warehouse, kms_name="faulty",
                 extra_catalog_properties={"cache-enabled": "false"})
@@ -107,7 +107,7 @@ def test_a_kms_fault_fails_the_write_commits_nothing_and_the_table_recovers(spar
     kms.mode = "ok"
     kms.released.set()
     if fault == "gone":
-        faulty["registration"] = register_kms(spark, kms, name="faulty", timeout_seconds=TIMEOUT_SECONDS)
+        faulty["registration"] = register_kms(spark, kms, name="faulty", kms_timeout=TIMEOUT_SECONDS)
     assert _snapshot_ids(spark, table) == snapshots  # nothing was committed
     spark.sql(f"INSERT INTO {table} VALUES ({len(faulty['rows'])})")
     faulty["rows"].append(len(faulty["rows"]))

@@ -22,6 +22,7 @@ def _run_python(code: str, cwd: Path, timeout: int = 600) -> subprocess.Complete
                           timeout=timeout)
 
 
+@pytest.mark.jvm  # Python subprocesses that start Spark
 def test_readme_example_runs_as_written(tmp_path):
     readme = (ROOT / "README.md").read_text()
     block = re.search(r"## Ten lines of PySpark\s+```python\n(.*?)```", readme, re.S).group(1)
@@ -68,6 +69,7 @@ CLUSTER_JOB = textwrap.dedent(
 
 
 @pytest.mark.slow
+@pytest.mark.jvm
 @pytest.mark.spine  # the executors' KMS path on Spark 3.5 too (the full scenario app runs on 4.1)
 def test_write_and_read_with_executors_in_separate_jvms(tmp_path):
     """local-cluster executors are separate JVMs without the Python registry: Iceberg writes and
@@ -80,6 +82,7 @@ def test_write_and_read_with_executors_in_separate_jvms(tmp_path):
     assert "KMS True" in result.stdout
 
 
+@pytest.mark.jvm
 def test_demo_writes_verifies_and_reports(tmp_path):
     """`make demo` runs this: the table is written, every file verified, the report printed."""
     result = subprocess.run([sys.executable, "-m", "pyiceberg_crypto.cli.main", "demo", "--workdir", str(tmp_path / "d")],

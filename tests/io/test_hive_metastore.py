@@ -303,3 +303,79 @@ def test_meta_exception_message_is_passed_through(fake_metastore):
     uri = fake_metastore(message(2, field(12, 1, field(11, 1, string("\x1b[31mdb lock\x1b[0m")) + b"\x00") + b"\x00"))
     assert ask(uri) == (f"the Hive metastore at {uri[9:]} failed to give table db.t: "
                         "MetaException:  [31mdb lock [0m")
+
+
+# --- the audit's listing goes on past one bad database or table (issue 39, item 4) -------------
+
+def serve_calls(answer) -> tuple[str, list, callable]:
+    """A metastore that answers each call on a connection with ``answer(method, [string args])``
+    (the reply body; None closes the connection mid-reply). Returns (uri, calls, stop)."""
+    calls: list[tuple[str, list[bytes]]] = []
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self):
+            self.request.settimeout(5)
+            stream = self.request.makefile("rb")
+            for _ in range(100):  # bounded: at most 100 calls per connection
+                header = stream.read(4)
+                if len(header) < 4:
+                    return
+                name = stream.read(struct.unpack(">i", stream.read(4))[0]).decode()
+                seqid = struct.unpack(">i", stream.read(4))[0]
+                args = []
+                while (ftype := stream.read(1)[0]) != 0:
+                    stream.read(2)
+                    args.append(stream.read(struct.unpack(">i", stream.read(4))[0]))  # every arg is a string
+                calls.append((name, args))
+                body = answer(name, args)
+                if body is None:
+                    self.request.sendall(message(2, b"")[:6])  # half a reply, then gone
+                    return
+                self.request.sendall(message(2, body, name, seqid))
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+
+    def stop():
+        server.shutdown()
+        server.server_close()
+
+    return f"thrift://127.0.0.1:{server.server_address[1]}", calls, stop
+
+
+def string_list(values) -> bytes:
+    return field(15, 0, bytes([11]) + struct.pack(">i", len(values)) + b"".join(string(v) for v in values)) + b"\x00"
+
+
+def test_one_bad_database_or_table_is_a_row_and_a_name_that_is_not_utf8_is_asked_byte_for_byte():
+    """Before, a database whose tables could not be listed, or a name that is not UTF-8, stopped
+    the whole listing (exit 2, nothing audited)."""
+    iceberg = table_reply(field(13, 9, string_map({"table_type": "ICEBERG", "metadata_location": "s3://b/m.json"}))
+                          + b"\x00")[len(message(2, b"")):]
+
+    def answer(name, args):
+        if name == "get_all_databases":
+            return string_list(["bad", "db", "gone"])
+        if name == "get_all_tables":
+            return {b"db": string_list(["t", b"\xff\xfe-name", "broken"]),
+                    b"bad": field(12, 1, field(11, 1, string("no listing for you")) + b"\x00") + b"\x00"}.get(
+                        args[0], None)
+        if name == "get_table" and args[1] == b"broken":
+            return None  # the connection dies mid-reply: a new one serves the rest
+        return iceberg
+
+    uri, calls, stop = serve_calls(answer)
+    try:
+        rows = hms.list_tables(uri, timeout=5)
+    finally:
+        stop()
+    assert [(db, table) for db, table, _ in rows] == [
+        ("bad", "*"), ("db", "t"), ("db", "\udcff\udcfe-name"), ("db", "broken"), ("gone", "*")]
+    params = {(db, table): p for db, table, p in rows}
+    assert "MetaException: no listing for you" in params[("bad", "*")]["list_error"]
+    assert params[("db", "t")]["metadata_location"] == "s3://b/m.json"
+    assert params[("db", "\udcff\udcfe-name")]["table_type"] == "ICEBERG"
+    assert "table db.broken" in params[("db", "broken")]["load_error"]
+    assert "list_error" in params[("gone", "*")]
+    assert ("get_table", [b"db", b"\xff\xfe-name"]) in calls  # the name went back byte for byte

@@ -202,3 +202,12 @@ def test_the_kek_iceberg_uses_next_is_kept_even_unused():
     assert (removed, gone, kept) == (["b"], ["m2", "m3"], ["a", "c"])
     with pytest.raises(PruneError, match="names key-id 'mX'.*nothing pruned"):
         prune_module.plan_prune(_meta({"a": now}, {1: "mX"}, {}), now)
+
+
+def test_a_table_that_is_not_encrypted_is_told_apart_by_the_error_type():
+    plain = TableMetadata.from_document({"format-version": 3, "properties": {}, "snapshots": []}, "mem")
+    with pytest.raises(PruneError, match=r"^the table has no encryption.key-id: it is not encrypted$"):
+        prune_module.plan_prune(plain)
+    # Any other unusable metadata says that nothing was pruned.
+    with pytest.raises(PruneError, match=r"snapshot 1 names key-id 'nope'.*, nothing pruned$"):
+        prune_module.plan_prune(_meta({"a": 0}, {1: "nope"}, {}))

@@ -21,7 +21,7 @@ from pyiceberg_crypto.keys import rewrap_keks
 from pyiceberg_crypto.keys.where_used import where_used_in_catalog, where_used_in_metadata
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.kms.keystore import Keystore
-from pyiceberg_crypto.table.catalog import list_tables
+from pyiceberg_crypto.keys.where_used import iceberg_tables
 from pyiceberg_crypto.verify import verify_metadata
 from tests.conftest import add_catalog
 from tests.testkit import metadata_location
@@ -79,7 +79,7 @@ def test_after_one_rewrap_the_other_table_still_needs_version_1(spark, lake):
 
 
 def test_the_catalog_listing_finds_the_tables(spark, lake):
-    listed = list_tables(spark, lake["catalog"])
+    listed = iceberg_tables(spark, lake["catalog"])
     assert {lake["orders"], lake["returns"], lake["audit"]} <= set(listed)
 
 

@@ -136,7 +136,7 @@ class KeyVaultStandIn(HttpStandIn):
 
     def _handle(self, h, method):
         if self.delay:
-            time.sleep(self.delay)
+            time.sleep(self.delay)  # the behaviour under test: a server slower than the client's timeout
         length = int(h.headers.get("Content-Length") or 0)
         raw = h.rfile.read(length) if length else b""
         path, _, query = h.path.partition("?")

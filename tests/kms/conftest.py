@@ -7,7 +7,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 
 # One real OpenBao dev server per session (test_vault_openbao*.py).
 from pyiceberg_crypto.testing.pytest_plugin import openbao_server  # noqa: F401
+from tests.testkit import eventually
 
 #: Dummy credentials and region for the moto server; handed to clients explicitly, never via os.environ.
 AWS_TEST_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing-secret", "AWS_REGION": "us-east-1"}
@@ -36,16 +36,19 @@ def moto_kms_endpoint(tmp_path_factory):
     log = (tmp_path_factory.mktemp("moto") / "moto.log").open("wb")
     process = subprocess.Popen([*command, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT)
     endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2).close()
-            break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                pytest.fail(f"moto server did not start on {endpoint} (see {log.name})")
-            time.sleep(0.2)
+
+    def serving() -> bool:
+        if process.poll() is not None:
+            pytest.fail(f"moto server exited ({process.returncode}) before serving on {endpoint} (see {log.name})")
+        urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2).close()
+        return True
+
+    try:
+        eventually(serving, 60, interval=0.2, retry_on=(OSError,),
+                   message=f"moto server on {endpoint} (see {log.name})")
+    except BaseException:
+        process.kill()
+        raise
     yield endpoint
     process.terminate()
     try:

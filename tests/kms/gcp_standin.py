@@ -118,7 +118,7 @@ class CloudKmsStandIn(HttpStandIn):
 
     def _handle(self, h, method):
         if self.delay:
-            time.sleep(self.delay)
+            time.sleep(self.delay)  # the behaviour under test: a server slower than the client's timeout
         length = int(h.headers.get("Content-Length") or 0)
         raw = h.rfile.read(length) if length else b""
         path = h.path.split("?")[0]

@@ -27,17 +27,19 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from tests.testkit import eventually
 
 #: The client identity (certificate common name) the tests' KMS connects as; it owns the keys.
 CLIENT_NAME = "lake-writer"
@@ -154,19 +156,15 @@ class KmipTestServer:
     # --- lifecycle ----------------------------------------------------------------------------
 
     def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
+        def answering() -> bool:
             if self.process.poll() is not None:
-                raise RuntimeError(f"pykmip-server exited with {self.process.returncode} (log: {self.log})")
-            try:
-                with self.admin() as admin:
-                    admin.locate(maximum_items=1)
-                return
-            except Exception:  # noqa: BLE001 - not up yet
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"pykmip-server did not answer on 127.0.0.1:{self.port} (log: {self.log})") \
-                        from None
-                time.sleep(0.2)
+                pytest.fail(f"pykmip-server exited with {self.process.returncode} (log: {self.log})")
+            with self.admin() as admin:  # any error: not up yet
+                admin.locate(maximum_items=1)
+            return True
+
+        eventually(answering, timeout, interval=0.2,
+                   message=f"pykmip-server to answer on 127.0.0.1:{self.port} (log: {self.log})")
 
     def pause(self) -> None:
         """SIGSTOP the server: connections are accepted by the kernel but never answered (a hung KMS)."""

@@ -65,8 +65,19 @@ def test_rotation_by_another_process_is_picked_up(keystore_path):
     assert struct.unpack(">I", running.wrap_key(b"x" * 16, "orders")[4:8])[0] == 2
 
 
-@pytest.mark.parametrize("offset", [0, 3, 4, 7, 8, 19, 20, -1])
-def test_tampered_wrapped_key_is_refused(keystore_path, offset):
+#: What a flipped byte of a wrapped key (PKW1 magic, version, nonce, ciphertext and tag) is refused as.
+NOT_PKW1 = "is not a keystore wrapped key (format PKW1"
+NOT_AUTHENTIC = "does not authenticate under key id 'orders'"
+
+
+@pytest.mark.parametrize(("offset", "refusal"), [
+    (0, NOT_PKW1), (3, NOT_PKW1),  # the magic
+    (4, "has no version 16777218"),  # the version's high byte: 2 -> 0x01000002
+    (7, NOT_AUTHENTIC + " version 1"),  # the version's low byte: 2 -> 1, which exists
+    (8, NOT_AUTHENTIC + " version 2"), (19, NOT_AUTHENTIC + " version 2"),  # the nonce
+    (20, NOT_AUTHENTIC + " version 2"), (-1, NOT_AUTHENTIC + " version 2"),  # the ciphertext, the tag
+], ids=["0", "3", "4", "7", "8", "19", "20", "-1"])
+def test_tampered_wrapped_key_is_refused(keystore_path, offset, refusal):
     kms = KeystoreKms(keystore_path)
     kms.rotate_key("orders")  # so that a flipped version byte can name an existing version
     wrapped = bytearray(kms.wrap_key(os.urandom(16), "orders"))
@@ -75,7 +86,7 @@ def test_tampered_wrapped_key_is_refused(keystore_path, offset):
         kms.unwrap_key(bytes(wrapped), "orders")
     message = str(excinfo.value)
     assert "'orders'" in message
-    assert "not a keystore wrapped key" in message or "does not authenticate" in message or "no version" in message
+    assert refusal in message, message
 
 
 def test_blob_is_bound_to_its_key_id(keystore_path):

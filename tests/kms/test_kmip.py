@@ -85,7 +85,7 @@ def test_rotation_rewrap_and_retiring_the_old_key(server, kms):
     first = server.create_key("rotating")
     key = os.urandom(32)
     old = kms.wrap_key(key, "rotating")
-    time.sleep(1.1)  # Initial Date has one-second resolution: the new key is strictly newer
+    time.sleep(1.1)  # the behaviour: Initial Date has one-second resolution, the new key is strictly newer
     second = server.create_key("rotating")  # rotation: a new key with the same Name, the old one still Active
     assert second != first and kms.current_key_version("rotating") == second
     assert kms.key_version(old, "rotating") == first

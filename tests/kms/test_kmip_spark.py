@@ -57,7 +57,7 @@ def test_kmip_spark_spine(spark, tmp_path):
             before = metadata_location(spark, table)
             assert _wrapping_uids(kms, before, "lake-orders") == {first}
 
-            time.sleep(1.1)  # Initial Date has one-second resolution
+            time.sleep(1.1)  # the behaviour: Initial Date has one-second resolution, the new key is strictly newer
             second = server.create_key("lake-orders")  # rotation: same Name, the old key still Active
             result = rewrap_keks(spark, table)
             assert result.committed and result.changes

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 import uuid
 
 import pytest
@@ -19,6 +18,7 @@ from pyiceberg_crypto.kms import KmsError, UnknownKeyError  # noqa: E402
 from pyiceberg_crypto.kms.loader import load_kms  # noqa: E402
 from pyiceberg_crypto.kms.vault import VaultAccessDenied, VaultTransitKms  # noqa: E402
 from pyiceberg_crypto.testing.openbao import OpenBaoError, OpenBaoServer  # noqa: E402
+from tests.testkit import eventually  # noqa: E402
 
 pytestmark = pytest.mark.loopback
 
@@ -157,13 +157,15 @@ def test_openbao_a_token_that_expires_mid_run_fails_clearly(bao, key):
     token = child_token(bao, ttl="2s", explicit_max_ttl="2s", renewable=False)
     kms = VaultTransitKms(address=bao.address, token=token)
     wrapped = kms.wrap_key(os.urandom(32), key)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # until the server has expired it
+
+    def expired() -> bool:
         try:
             bao.api("POST", "auth/token/lookup", {"token": token})
         except OpenBaoError:
-            break
-        time.sleep(0.2)
+            return True
+        return False
+
+    eventually(expired, 30, interval=0.2, message="the server to expire the token (ttl 2 s)")
     with pytest.raises(VaultAccessDenied, match=rf"key id '{key}'.*permission denied.*expired") as e:
         kms.unwrap_key(wrapped, key)
     assert token not in str(e.value)

@@ -50,7 +50,7 @@ class TransitStandIn(HttpStandIn):
 
     def _handle(self, h, method):
         if self.delay:
-            time.sleep(self.delay)
+            time.sleep(self.delay)  # the behaviour under test: a server slower than the client's timeout
         length = int(h.headers.get("Content-Length") or 0)
         try:
             body = json.loads(h.rfile.read(length) or b"{}") if length else {}

@@ -13,7 +13,7 @@ from pyiceberg_crypto.kms.memory import InMemoryKms
 
 
 class SlowKms(KeyManagementClient):
-    """Answers nothing for ``seconds``: a hung KMS."""
+    """Answers nothing for ``seconds``: a hung KMS (its sleeps are the behaviour under test)."""
 
     def __init__(self, seconds: float):
         self.seconds = seconds

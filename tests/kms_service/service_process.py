@@ -4,6 +4,7 @@ script's module, its own process), read through its status file, stopped by sign
     service = ServiceProcess.start(tmp_path, keystore)       # loopback, free port
     settings = config.spark_settings("lake", warehouse=..., **service.client_settings())
     service.status()["clients"]                               # calls per peer
+    service.wait_for_status(lambda s: s["reloads"] == 1, 30, "the reload")
     service.stop()                                            # SIGTERM, waits, token file gone
 """
 
@@ -14,11 +15,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from pyiceberg_crypto.kms.keystore import Keystore
+from tests.testkit import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,7 +63,7 @@ class ServiceProcess:
         with open(log_file, "ab") as log:
             process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir)
         service = cls(workdir, process, token_file, status_file, log_file, args)
-        service.wait_until(lambda s: s.get("running"), timeout, "the service to start")
+        service.wait_for_status(lambda s: s.get("running"), timeout, "the service to start")
         return service
 
     def restart(self, timeout: float = 60.0, *, listen: str | None = None) -> None:
@@ -75,7 +78,7 @@ class ServiceProcess:
         with open(self.log_file, "ab") as log:
             self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir,
                                             env=dict(os.environ, PYTHONPATH=str(ROOT)))
-        self.wait_until(lambda s: s.get("running"), timeout, "the service to restart")
+        self.wait_for_status(lambda s: s.get("running"), timeout, "the service to restart")
 
     def status(self) -> dict:
         try:
@@ -83,31 +86,41 @@ class ServiceProcess:
         except (FileNotFoundError, json.JSONDecodeError):
             return {}
 
-    def wait_until(self, predicate, timeout: float, what: str) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+    def wait_for_status(self, predicate, timeout: float, what: str) -> dict:
+        """The first status (polled from the status file) that ``predicate`` accepts; fails at once
+        with the log when the process exits, and with the log after ``timeout`` (load-scaled)."""
+        def accepted() -> dict | None:
+            self._fail_if_exited(what)
             status = self.status()
-            if status and predicate(status):
-                return status
-            if self.process.poll() is not None:
-                raise AssertionError(f"kms serve exited ({self.process.returncode}) waiting for {what}:\n{self.log()}")
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}:\n{self.log()}")
+            return status if status and predicate(status) else None
+
+        return eventually(accepted, timeout, message=lambda: f"{what}:\n{self.log()}")
+
+    def _fail_if_exited(self, what: str) -> None:
+        if self.process.poll() is not None:
+            pytest.fail(f"kms serve exited ({self.process.returncode}) waiting for {what}:\n{self.log()}")
 
     def signal(self, signum: int) -> None:
         self.process.send_signal(signum)
 
-    def refresh_status(self) -> dict:
-        """Ask for a fresh status (SIGUSR1) and return it once written."""
-        before = self.status_file.stat().st_mtime_ns if self.status_file.exists() else 0
+    def _status_file_version(self) -> tuple[int, int] | None:
+        """Which status file is there (replaced atomically: a new inode each write)."""
+        try:
+            stat = self.status_file.stat()
+        except FileNotFoundError:
+            return None
+        return stat.st_ino, stat.st_mtime_ns
+
+    def refresh_status(self, timeout: float = 30.0) -> dict:
+        """Ask for a fresh status (SIGUSR1) and return it once written (counts as of the signal or later)."""
+        before = self._status_file_version()
         self.signal(signal.SIGUSR1)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.status_file.exists() and self.status_file.stat().st_mtime_ns != before:
-                time.sleep(0.05)
-                return self.status()
-            time.sleep(0.05)
-        return self.status()
+
+        def rewritten() -> dict | None:
+            self._fail_if_exited("a status after SIGUSR1")
+            return self.status() if self._status_file_version() != before else None
+
+        return eventually(rewritten, timeout, interval=0.05, message=lambda: f"a status after SIGUSR1:\n{self.log()}")
 
     @property
     def address(self) -> str:

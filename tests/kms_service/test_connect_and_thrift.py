@@ -36,7 +36,7 @@ import pytest
 from pyiceberg_crypto import config
 from pyiceberg_crypto.kms.keystore import KeystoreKms
 from tests.kms_service.service_process import ROOT
-from tests.testkit import SHORT_DRIVER_ENV
+from tests.testkit import SHORT_DRIVER_ENV, eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.apps]
 
@@ -99,24 +99,21 @@ class Server:
         self.started = time.monotonic()
 
     def wait_until_accepting(self, timeout: float = STARTUP_TIMEOUT) -> float:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """Seconds from start until the server printed its ready line and accepts on loopback only."""
+        def accepting() -> bool:
             if self.process.poll() is not None:
-                raise AssertionError(f"{self.name} exited ({self.process.returncode}) before accepting on "
-                                     f"{self.port}:\n{self.log_tail()}")
+                pytest.fail(f"{self.name} exited ({self.process.returncode}) before accepting on "
+                            f"{self.port}:\n{self.log_tail()}")
             if self.ready not in self.output():  # the server's own line: not another process on the port
-                time.sleep(0.5)
-                continue
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    pass
-            except OSError:
-                time.sleep(0.5)
-                continue
-            bound = listening_addresses(self.port)
-            assert bound == {"127.0.0.1"}, f"{self.name} listens on {bound}, not on loopback only"
-            return time.monotonic() - self.started
-        raise AssertionError(f"{self.name} not accepting on {self.port} after {timeout}s:\n{self.log_tail()}")
+                return False
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                return True
+
+        eventually(accepting, timeout, interval=0.5, retry_on=(OSError,),
+                   message=lambda: f"{self.name} accepting on {self.port}:\n{self.log_tail()}")
+        bound = listening_addresses(self.port)
+        assert bound == {"127.0.0.1"}, f"{self.name} listens on {bound}, not on loopback only"
+        return time.monotonic() - self.started
 
     def log_tail(self) -> str:
         return f"--- {self.name} log tail ({self.log})\n{tail(self.log)}"

@@ -19,6 +19,7 @@ from tests.conftest import add_catalog
 from tests.kms_service.raw_client import RawClient
 from tests.kms_service.service_process import ServiceProcess
 from tests.kms_service.test_service import java_client, java_error, unwrap, wrap
+from tests.testkit import eventually
 
 KEY = b"m" * 16
 
@@ -71,13 +72,14 @@ def test_metrics_and_healthz_of_kms_serve(tmp_path, keystore):
         with RawClient(host, int(listen_port)) as intruder:
             assert intruder.auth("0" * 64) != b"!yv"  # Py4J's A command with a wrong token
         service.signal(signal.SIGHUP)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+
+        def reloaded_and_refused() -> str | None:
             text = _get(f"{base}/metrics")[1]
-            if (_metric(text, "pyiceberg_crypto_kms_reloads_total") == 1
-                    and _metric(text, "pyiceberg_crypto_kms_refused_tokens_total") == 1):
-                break
-            time.sleep(0.1)
+            done = (_metric(text, "pyiceberg_crypto_kms_reloads_total") >= 1
+                    and _metric(text, "pyiceberg_crypto_kms_refused_tokens_total") >= 1)
+            return text if done else None
+
+        text = eventually(reloaded_and_refused, message="the reload and the refused token in the metrics")
         assert _metric(text, "pyiceberg_crypto_kms_reloads_total") == 1
         assert _metric(text, "pyiceberg_crypto_kms_refused_tokens_total") == 1
         assert _metric(text, "pyiceberg_crypto_kms_connected_clients") == 0
@@ -144,7 +146,7 @@ def test_200_connections_are_served_and_the_next_is_refused_clearly_in_the_state
         assert service.refresh_status()["refused_reasons"].get("too many connections (cap 200)", 0) >= 2
         # One connection fewer: the JVM gets in.
         clients.pop().close()
-        service.wait_until(lambda s: s["connections"]["open"] < 200, 30, "a connection to close")
+        service.wait_for_status(lambda s: s["connections"]["open"] < 200, 30, "a connection to close")
         assert unwrap(jvm, client, wrap(jvm, client)) == b"d" * 16
         clients.pop().close()  # room for the Spark statement's own connection too
         spark.sql(f"INSERT INTO {table} VALUES (2)")

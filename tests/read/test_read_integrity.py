@@ -15,7 +15,8 @@ from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.formats.parquet import ParquetFileReader, ParquetKeys
 from pyiceberg_crypto.formats.parquet.structs import ColumnMetaDataF
 from pyiceberg_crypto.kms import InMemoryKms
-from pyiceberg_crypto.read import ReadInputError, ReadIntegrityError, read_table, scan
+from pyiceberg_crypto.read import ReadIntegrityError, TableInputError, read_table, scan
+from pyiceberg_crypto.table import Limits
 from tests.conftest import CATALOG, add_catalog
 from tests.read.test_read_vs_spark import MOR, metadata_location
 
@@ -131,11 +132,11 @@ def test_wrong_master_key_is_a_key_error(table):
 
 
 def test_input_errors_are_clear(table, kms, tmp_path):
-    with pytest.raises(ReadInputError, match="table metadata not found"):
+    with pytest.raises(TableInputError, match="table metadata not found"):
         read_table(str(tmp_path / "nope.metadata.json"), kms)
-    with pytest.raises(ReadInputError, match="snapshot 42 is not in the table metadata"):
+    with pytest.raises(TableInputError, match="snapshot 42 is not in the table metadata"):
         read_table(table["metadata"], kms, snapshot_id=42)
-    with pytest.raises(ReadInputError, match="--kms must be MODULE:FACTORY"):
+    with pytest.raises(TableInputError, match="--kms must be MODULE:FACTORY"):
         read_table(table["metadata"], "nonsense")
 
 
@@ -150,7 +151,7 @@ def test_through_a_standalone_metastore_pinning_the_metadata_hash(spark, kms_reg
     spark.sql(f"CREATE TABLE {catalog}.rdb.{name} (id bigint, v string) USING iceberg "
               + config.tblproperties_sql(config.table_properties("k1")))
     spark.sql(f"INSERT INTO {catalog}.rdb.{name} VALUES (1, 'a'), (2, 'b')")
-    result = read_table(f"rdb.{name}", kms, metastore=hive_metastore.uri)
+    result = read_table(f"rdb.{name}", kms, catalog=hive_metastore.uri)
     assert sorted(result.column("id").to_pylist()) == [1, 2]
 
     location = _local(metadata_location(spark, f"{catalog}.rdb.{name}"))
@@ -158,10 +159,10 @@ def test_through_a_standalone_metastore_pinning_the_metadata_hash(spark, kms_reg
     with tampered(location, lambda data: json.dumps({**doc, "current-snapshot-id": doc["current-snapshot-id"]},
                                                     indent=1).encode()):
         with pytest.raises(ReadIntegrityError, match="metadata_hash") as caught:
-            read_table(f"rdb.{name}", kms, metastore=hive_metastore.uri)
+            read_table(f"rdb.{name}", kms, catalog=hive_metastore.uri)
     assert caught.value.file == str(metadata_location(spark, f"{catalog}.rdb.{name}"))
-    with pytest.raises(ReadInputError, match="does not exist"):
-        read_table("rdb.missing_table", kms, metastore=hive_metastore.uri)
+    with pytest.raises(TableInputError, match="does not exist"):
+        read_table("rdb.missing_table", kms, catalog=hive_metastore.uri)
 
 
 def test_files_outside_the_table_are_not_read(table, kms, tmp_path):
@@ -173,12 +174,12 @@ def test_files_outside_the_table_are_not_read(table, kms, tmp_path):
         read_table(str(moved), kms)
     current = next(s for s in doc["snapshots"] if s["snapshot-id"] == doc["current-snapshot-id"])
     assert caught.value.status == "OUTSIDE_TABLE" and caught.value.file == current["manifest-list"]
-    assert read_table(str(moved), kms, allowed_locations=[original]).num_rows == 180
+    assert read_table(str(moved), kms, limits=Limits(allowed_locations=[original])).num_rows == 180
 
 
 def test_metadata_json_is_bounded(table, kms):
-    with pytest.raises(ReadInputError, match="too large"):
-        read_table(table["metadata"], kms, max_metadata_bytes=100)
+    with pytest.raises(TableInputError, match="too large"):
+        read_table(table["metadata"], kms, limits=Limits(max_metadata_bytes=100))
 
 
 def test_a_plaintext_file_in_place_of_a_data_file_is_plaintext(table, kms, tmp_path):

@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
 from pyiceberg_crypto import config
 from pyiceberg_crypto.kms import InMemoryKms
@@ -41,6 +42,7 @@ def call(server: RestCatalogServer, method: str, path: str, body: dict | None = 
         return exc.code, json.loads(raw) if raw else None
 
 
+@pytest.mark.jvm  # starts and restarts the REST catalog server (a JVM) itself
 def test_rest_catalog_keeps_namespaces_tables_and_encryption_keys_across_restarts_on_loopback(tmp_path):
     server = RestCatalogServer(tmp_path / "rest")
     with server:
@@ -91,43 +93,61 @@ def test_rest_catalog_keeps_namespaces_tables_and_encryption_keys_across_restart
 
 
 @pytest.mark.slow
-def test_rest_catalog_encryption_key_id_is_written_in_plaintext_without_warning(
+def test_rest_catalog_type_rest_with_a_kms_is_refused_by_the_builders_and_named_by_register_kms(
         spark, kms_registration, master_keys, rest_catalog_server, tmp_path):  # noqa: F811
-    """The hazard of apache/iceberg#16672, shown on 1.12.0: a ``type=rest`` catalog with
-    ``encryption.kms-impl`` set takes ``encryption.key-id`` and ``format-version`` 3 and then writes
-    every file in plaintext (``PAR1`` Parquet, plain Avro manifests), with no error; the verifier
-    reports every file PLAINTEXT."""
+    """The trap of apache/iceberg#16672 as a user meets it, closed where the package can see it.
+    Iceberg 1.12.0's ``type=rest`` catalog with ``encryption.kms-impl`` accepts ``encryption.key-id``
+    and ``format-version`` 3 and then writes every file in plaintext with no error. The builders
+    now refuse those settings, naming ``catalog-impl=...EncryptingRestCatalog``; a session that sets
+    them by hand gets a warning from ``register_kms`` naming the catalog. What remains is Iceberg's
+    (the KMS is never called for such a catalog, so nothing of the package runs at write time): the
+    files are ``PAR1`` / plain Avro, and the verifier reports every file PLAINTEXT.
+    (Before issue 39 this test was ``..._is_written_in_plaintext_without_warning``: it documented the
+    silence, which is now a refusal and a warning.)"""
+    from pyiceberg_crypto.bridge import PlaintextCatalogWarning, register_kms
+
     name = f"rest_{uuid.uuid4().hex[:8]}"
+    # 1. the builders, given the settings the test server used to print: refused
+    with pytest.raises(config.ConfigError, match=rf"catalog '{name}'.*plaintext.*"
+                                                 r"catalog-impl=io\.pyicebergcrypto\.rest\.EncryptingRestCatalog"):
+        config.catalog_settings(name, warehouse=tmp_path / "warehouse", kms_name="test",
+                                extra_catalog_properties={"type": "rest", "uri": rest_catalog_server.uri})
     settings = config.catalog_settings(name, warehouse=tmp_path / "warehouse", kms_name="test")
     prefix = f"spark.sql.catalog.{name}"
     settings[f"{prefix}.type"] = "rest"
     settings[f"{prefix}.uri"] = rest_catalog_server.uri
+    with pytest.raises(config.ConfigError, match=rf"catalog '{name}'.*type=rest"):
+        config.configure_spark_with_encryption(SparkSession.builder, settings)
+
+    # 2. the same settings set by hand on the running session: register_kms names the catalog
     for key, value in settings.items():
         spark.conf.set(key, value)
+    try:
+        with pytest.warns(PlaintextCatalogWarning, match=rf"Spark catalog '{name}' has a KMS but Iceberg will "
+                                                         r"write its tables in plaintext.*catalog-impl="):
+            registration = register_kms(spark, InMemoryKms(master_keys), name=f"check_{name}")
+        registration.close()
 
-    spark.sql(f"CREATE NAMESPACE {name}.hazard")
-    spark.sql(f"CREATE TABLE {name}.hazard.orders (id BIGINT, note STRING) USING iceberg "
-              "TBLPROPERTIES ('format-version'='3', 'encryption.key-id'='k1')")
-    spark.sql(f"INSERT INTO {name}.hazard.orders VALUES (1, 'a'), (2, 'b')")
-    assert spark.table(f"{name}.hazard.orders").count() == 2
+        # 3. what the warning is about (Iceberg's, unchanged): plaintext files, no keys, found by the verifier
+        spark.sql(f"CREATE NAMESPACE {name}.hazard")
+        spark.sql(f"CREATE TABLE {name}.hazard.orders (id BIGINT, note STRING) USING iceberg "
+                  "TBLPROPERTIES ('format-version'='3', 'encryption.key-id'='k1')")
+        spark.sql(f"INSERT INTO {name}.hazard.orders VALUES (1, 'a'), (2, 'b')")
+    finally:
+        for key in settings:
+            spark.conf.unset(key)
 
     status, loaded = call(rest_catalog_server, "GET", "/v1/namespaces/hazard/tables/orders")
     assert status == 200
     metadata = loaded["metadata"]
     assert metadata["format-version"] == 3 and metadata["properties"]["encryption.key-id"] == "k1"
     assert not metadata.get("encryption-keys")  # no key was ever generated
-
-    table_dir = Path(metadata["location"].removeprefix("file:"))
-    data_files = glob.glob(str(table_dir / "data" / "**" / "*.parquet"), recursive=True)
-    avro_files = glob.glob(str(table_dir / "metadata" / "*.avro"))
+    data_files, avro_files = table_files(metadata)
     assert data_files and avro_files
     assert {Path(f).read_bytes()[:4] for f in data_files} == {b"PAR1"}  # not PARE
     assert {Path(f).read_bytes()[:4] for f in avro_files} == {b"Obj\x01"}  # not AGS1
-
     report = verify_metadata(loaded["metadata-location"], InMemoryKms(master_keys))
     assert not report.ok
-    assert {(f.kind, f.status) for f in report.files} >= {(DATA, PLAINTEXT), (MANIFEST, PLAINTEXT),
-                                                         (MANIFEST_LIST, PLAINTEXT)}
     assert {f.status for f in report.files} == {PLAINTEXT}
 
 

@@ -124,9 +124,9 @@ def test_rest_catalog_rewrap_and_prune_commit_through_rest_updates(spark, rest_t
 def test_rest_catalog_jvm_free_reader_and_head_by_name(spark, rest_table, capsys):
     name = f"{rest_table['namespace']}.orders"
     uri = rest_table["server"].uri
-    rows = read_table(name, KeystoreKms(rest_table["keystore"]), metastore=uri).sort_by("id").to_pylist()
+    rows = read_table(name, KeystoreKms(rest_table["keystore"]), catalog=uri).sort_by("id").to_pylist()
     assert [(r["id"], r["note"]) for r in rows] == EXPECTED
-    same = read_table(name, KeystoreKms(rest_table["keystore"]), metastore=RestCatalog(uri))
+    same = read_table(name, KeystoreKms(rest_table["keystore"]), catalog=RestCatalog(uri))
     assert same.num_rows == len(EXPECTED)
     assert main(["head", name, "--metastore", uri, "--kms", "keystore", "--kms-property",
                  f"keystore.path={rest_table['keystore']}", "-n", "2", "--json"]) == 0
@@ -207,7 +207,7 @@ def test_rest_catalog_a_file_other_than_the_served_metadata_is_tampered(spark, r
     try:
         with pytest.raises(ReadIntegrityError, match="differs from the table metadata the REST catalog serves"):
             read_table(f"{rest_table['namespace']}.orders", KeystoreKms(rest_table["keystore"]),
-                       metastore=f"http://127.0.0.1:{server.server_port}")
+                       catalog=f"http://127.0.0.1:{server.server_port}")
     finally:
         server.shutdown()
         server.server_close()
@@ -321,5 +321,5 @@ def test_rest_catalog_takes_over_an_encrypted_hive_table_by_registering_it(spark
     report = verify_table(spark, moved, all_snapshots=True)
     assert report.ok, report
     assert len(report.snapshot_ids) == 3
-    rows = read_table(f"{namespace}.moved", KeystoreKms(rest_table["keystore"]), metastore=rest_table["server"].uri)
+    rows = read_table(f"{namespace}.moved", KeystoreKms(rest_table["keystore"]), catalog=rest_table["server"].uri)
     assert sorted(rows.column("id").to_pylist()) == list(range(10))

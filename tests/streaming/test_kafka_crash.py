@@ -13,7 +13,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from pyiceberg_crypto.read import read_table
 from pyiceberg_crypto.verify import verify_metadata
 from tests.kms_service.service_process import ServiceProcess, make_keystore
 from tests.streaming.kafka import new_topic
-from tests.testkit import SHORT_DRIVER_ENV
+from tests.testkit import SHORT_DRIVER_ENV, eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.apps]
 
@@ -73,16 +72,16 @@ class Driver:
 def wait_mid_batch(driver: Driver, checkpoint: Path, after_batch: int = 1) -> int:
     """Block until the driver has committed ``after_batch`` batches and started the next one (its
     offsets are in the checkpoint, its commit is not); returns that batch's id."""
-    deadline = time.monotonic() + DRIVER_TIMEOUT
-    while time.monotonic() < deadline:
-        assert driver.process.poll() is None, f"the driver ended early:\n{driver.output()[-6000:]}"
+    def next_batch_running() -> list[int]:
+        if driver.process.poll() is not None:
+            pytest.fail(f"the driver ended early:\n{driver.output()[-6000:]}")
         commits = {int(p.name) for p in (checkpoint / "commits").glob("[0-9]*")} if (checkpoint / "commits").is_dir() else set()
         offsets = {int(p.name) for p in (checkpoint / "offsets").glob("[0-9]*")} if (checkpoint / "offsets").is_dir() else set()
         running = [b for b in offsets - commits if b >= after_batch]
-        if len(commits) >= after_batch and running:
-            return running[0]
-        time.sleep(0.05)
-    raise AssertionError(f"no batch after {after_batch} started:\n{driver.output()[-6000:]}")
+        return running if len(commits) >= after_batch else []
+
+    return eventually(next_batch_running, DRIVER_TIMEOUT, interval=0.05,
+                      message=lambda: f"a batch after {after_batch} to start:\n{driver.output()[-6000:]}")[0]
 
 
 def current_metadata(table_dir: Path) -> Path:

@@ -8,15 +8,14 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from pyiceberg_crypto.testing._process import port_open
 from tests.testing.test_services import is_loopback, listening_addresses
-from tests.testkit import ROOT
+from tests.testkit import ROOT, eventually
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.jvm]  # the Kafka broker (a JVM), started by hand
 
 
 def test_kafka_service_by_hand_listens_on_loopback_and_stops_on_sigterm(tmp_path):
@@ -40,10 +39,8 @@ def test_kafka_service_by_hand_listens_on_loopback_and_stops_on_sigterm(tmp_path
         assert (directory / "data" / "meta.properties").is_file(), "the storage was formatted"
         process.send_signal(signal.SIGTERM)
         assert process.wait(120) == 0
-        deadline = time.monotonic() + 30
-        while port_open("127.0.0.1", port) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not port_open("127.0.0.1", port), "the broker JVM ended with the launcher"
+        eventually(lambda: not port_open("127.0.0.1", port), 30, interval=0.2,
+                   message="the broker JVM to end with the launcher (its port closed)")
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)

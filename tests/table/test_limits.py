@@ -1,4 +1,4 @@
-"""``Limits``: one object for the limit/IO settings every entry point takes, the old keywords kept."""
+"""``Limits``: one object for the limit/IO settings every entry point takes (``limits=`` only)."""
 
 from __future__ import annotations
 
@@ -23,16 +23,9 @@ def test_defaults_are_the_entry_points_defaults():
         (DEFAULT_MAX_METADATA_BYTES, DEFAULT_KMS_TIMEOUT_SECONDS, ())
 
 
-def test_old_keywords_apply_and_conflict_with_an_explicit_limits():
-    assert Limits.of(None, max_metadata_bytes=10).max_metadata_bytes == 10
-    assert Limits.of(None, kms_timeout=None).kms_timeout is None  # None means "no limit": a real setting
-    assert Limits.of(None, allowed_locations=["s3://b/x"]).allowed_locations == ("s3://b/x",)
-    kept = Limits(kms_timeout=5)
-    assert Limits.of(kept, kms_timeout=DEFAULT_KMS_TIMEOUT_SECONDS, allowed_locations=()) == kept
-    with pytest.raises(TableInputError, match="kms_timeout"):
-        Limits.of(kept, kms_timeout=7)
-    with pytest.raises(TypeError, match="not a limit"):
-        Limits.of(None, threads=3)
+def test_allowed_locations_are_kept_as_a_tuple():
+    assert Limits(allowed_locations=["s3://b/x"]).allowed_locations == ("s3://b/x",)
+    assert Limits(kms_timeout=None).kms_timeout is None  # None means "no limit": a real setting
 
 
 @pytest.fixture
@@ -51,8 +44,20 @@ def test_every_entry_point_honours_limits(metadata, entry_point):
         call = {"verify_metadata": verify_metadata, "inventory_from_metadata": inventory_from_metadata}[entry_point]
     with pytest.raises(TableInputError, match="too large"):
         call(metadata, None, limits=small)
-    with pytest.raises(TableInputError, match="too large"):
-        call(metadata, None, max_metadata_bytes=16)  # the old keyword, same effect
-    with pytest.raises(TableInputError, match="not both"):
-        call(metadata, None, limits=small, max_metadata_bytes=32)
+    with pytest.raises(TypeError, match="max_metadata_bytes"):
+        call(metadata, None, max_metadata_bytes=16)  # the separate keywords are gone: limits= only
+
+
+@pytest.mark.parametrize("keyword", ["allowed_locations", "max_metadata_bytes", "kms_timeout", "file_io", "properties"])
+def test_the_limits_are_not_separate_keywords(keyword):
+    import inspect
+
+    from pyiceberg_crypto.read import read_table, scan
+    from pyiceberg_crypto.verify import verify_table
+    from pyiceberg_crypto.verify.each_commit import VerifyEachCommit
+
+    for entry_point in (verify_metadata, verify_table, read_table, scan, inventory_from_metadata, VerifyEachCommit):
+        parameters = inspect.signature(entry_point).parameters
+        assert keyword not in parameters, f"{entry_point.__name__} takes {keyword}= besides limits="
+        assert "limits" in parameters, entry_point.__name__
 

@@ -11,14 +11,17 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
+
+import pytest
 
 from pyiceberg_crypto.io import file_io_for
 from pyiceberg_crypto.io.s3 import split_uri
 from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.verify import verify_metadata
 from pyiceberg_crypto.verify.magic_scan import EXPECTED_MAGIC, classify
+from pyiceberg_crypto.table import Limits
+from tests.testkit import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 APP_TIMEOUT = 420
@@ -68,11 +71,19 @@ class AppOutput:
         return sum(1 for line in list(self.lines) if line.startswith(prefix))
 
     def wait_for(self, prefix: str, times: int = 1, timeout: float = APP_TIMEOUT) -> None:
-        deadline = time.monotonic() + timeout
-        while self.count(prefix) < times:
-            assert self.process.poll() is None or self.count(prefix) >= times, self.failure()
-            assert time.monotonic() < deadline, f"no {times}x {prefix!r} after {timeout} s\n{self.failure()}"
-            time.sleep(0.1)
+        """Until the application printed ``times`` lines starting with ``prefix`` (fails at once if it ended)."""
+        def printed() -> bool:
+            if self.count(prefix) >= times:
+                return True
+            if self.process.poll() is not None:
+                for reader in self._readers:  # what it printed before it ended
+                    reader.join(30)
+                if self.count(prefix) >= times:
+                    return True
+                pytest.fail(f"the application ended before {times}x {prefix!r}\n{self.failure()}")
+            return False
+
+        eventually(printed, timeout, message=lambda: f"{times}x {prefix!r}\n{self.failure()}")
 
     def result(self) -> dict:
         self.process.wait(APP_TIMEOUT)
@@ -119,7 +130,8 @@ def assert_verified(result: dict, master_keys, s3, min_data_files: int, key_id: 
     in_spark = result["verify_table"]
     assert in_spark["ok"], in_spark["problems"]
     file_io = file_io_for(result["metadata_json"], s3.catalog_properties())
-    report = verify_metadata(result["metadata_json"], InMemoryKms(master_keys), all_snapshots=True, file_io=file_io)
+    report = verify_metadata(result["metadata_json"], InMemoryKms(master_keys), all_snapshots=True,
+                             limits=Limits(file_io=file_io))
     assert report.ok, [f.to_dict() for f in report.not_ok()] + [c.to_dict() for c in report.failed_checks()]
     kinds = [f.kind for f in report.files]
     assert kinds.count("data") >= min_data_files and "manifest" in kinds and "manifest-list" in kinds

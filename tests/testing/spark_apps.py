@@ -18,6 +18,7 @@ from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.demo.external import run_demo
+from tests.testkit import eventually
 
 KMS_NAME = "test"
 
@@ -72,11 +73,8 @@ def read_back(spark, table: str, verify: bool = True) -> dict:
 
 
 def wait_for_file(path: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{path} never appeared")
-        time.sleep(0.05)
+    """Until the test creates ``path`` (its signal to go on)."""
+    eventually(lambda: os.path.exists(path), timeout, interval=0.05, message=f"{path} to appear")
 
 
 def round_trip(spark, job: dict, kms) -> dict:
@@ -125,15 +123,9 @@ def writer(spark, job: dict, kms) -> dict:
     table, writer_id = job["table"], job["writer"]
     if job.get("create"):
         create_table(spark, job, "writer int, n int")
-    deadline = time.monotonic() + 300
-    while True:  # the other writer creates the table
-        try:
-            spark.sql(f"SELECT count(*) FROM {table}").collect()  # loaded and warm: then wait together
-            break
-        except Exception:  # noqa: BLE001 - not created yet
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+    # The other writer creates the table (an error: not created yet); loaded and warm: then wait together.
+    eventually(lambda: spark.sql(f"SELECT count(*) FROM {table}").collect(), 300, interval=0.5,
+               message=f"the other writer to create {table}")
     say("READY")
     wait_for_file(job["start_file"])
     for n in range(job["commits"]):
@@ -162,7 +154,7 @@ def loop_writer(spark, job: dict, kms) -> dict:
         except Exception as exc:  # noqa: BLE001 - metastore down: record and go on
             failed.append(n)
             say("FAILED", n, short_error(exc))
-            time.sleep(0.5)
+            time.sleep(0.5)  # not a wait for a condition: the pace of retries while the metastore is down
         n += 1
     return {"committed": committed, "failed": failed, **read_back(spark, table)}
 

@@ -85,6 +85,7 @@ def test_foreground_cli_serves_until_sigterm(tmp_path):
     assert not listening_addresses(int(line.split(":")[2].split()[0]))
 
 
+@pytest.mark.jars
 def test_demo_settings_come_from_the_environment_without_credentials():
     env = {"METASTORE_URI": "thrift://metastore:9083", "WAREHOUSE": "s3://warehouse/wh",
            "S3_ENDPOINT": "http://minio:9000", "AWS_SECRET_ACCESS_KEY": "not-to-be-shown"}
@@ -127,3 +128,24 @@ def test_openbao_from_the_service_launcher_binds_loopback_and_keeps_its_token_pr
         process.send_signal(signal.SIGTERM)
         assert process.wait(60) == 0
     assert not listening_addresses(port)
+
+
+@pytest.mark.loopback
+def test_rest_cli_prints_catalog_settings_that_encrypt(tmp_path):
+    """``python -m pyiceberg_crypto.testing rest`` used to print ``type=rest, uri=...``: a user who
+    followed it got plaintext tables (issue 39). It prints the encrypting catalog-impl now."""
+    from pyiceberg_crypto import config
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pyiceberg_crypto.testing", "rest", "--directory", str(tmp_path), "--port", "0"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        assert line.startswith("Iceberg REST catalog ready at http://127.0.0.1:") or "ready at http://127.0.0.1:" in line, \
+            process.stderr.read()
+        assert f"catalog-impl={config.ENCRYPTING_REST_CATALOG_IMPL}" in line
+        assert "catalog_type='rest'" in line
+        assert "properties type=rest" not in line
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0

@@ -54,7 +54,8 @@ def garbage():
 
 # --- hostile or broken KMSs (tests/verify/test_hostile_input.py) -------------------------------
 
-#: How long a hanging KMS call sleeps: far longer than any test's --kms-timeout.
+#: How long a hanging KMS call sleeps: far longer than any test's --kms-timeout (the sleeps are
+#: the behaviour under test, a call that never comes back).
 HANG_SECONDS = 600
 
 

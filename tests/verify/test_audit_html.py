@@ -4,6 +4,8 @@ protocol) where it must raise no console error, sort and filter, and be photogra
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import re
 from html.parser import HTMLParser
@@ -75,6 +77,25 @@ def test_the_page_is_self_contained_escaped_and_small(tmp_path):
     counts = Tags()
     counts.feed(text)
     assert counts.tags["svg"] == 2 and counts.tags["details"] == 1001 and counts.tags["script"] == 1
+
+
+def _policy(page: str) -> dict[str, str]:
+    match = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', page)
+    assert match, "no Content-Security-Policy"
+    return {d.split()[0]: d.strip() for d in match.group(1).split(";") if d.strip()}
+
+
+def test_the_csp_allows_the_one_script_by_its_hash_not_unsafe_inline(tmp_path):
+    """Issue 39: an escape missed once would have run as script under 'unsafe-inline'."""
+    path = tmp_path / "audit.html"
+    synthetic_report(12).write_html(str(path))
+    page = path.read_text(encoding="utf-8")
+    scripts = re.findall(r"<script>(.*?)</script>", page, re.S)
+    assert len(scripts) == 1 and scripts[0].strip()
+    digest = base64.b64encode(hashlib.sha256(scripts[0].encode("utf-8")).digest()).decode()
+    policy = _policy(page)
+    assert policy["script-src"] == f"script-src 'sha256-{digest}'"
+    assert policy["default-src"] == "default-src 'none'" and "unsafe" not in policy["script-src"]
 
 
 def test_the_textfile_has_a_gauge_per_table_and_escapes_labels():
@@ -160,6 +181,14 @@ def test_the_page_in_headless_chromium(chromium, tmp_path):
         assert page.evaluate("document.querySelectorAll('details[open]').length") == 61
         shot = page.screenshot(tmp_path / "audit-page.png")
         assert page.errors == []
+        # The CSP is enforced: a script injected into the page does not run, the page's own does.
+        injected = tmp_path / "injected.html"
+        injected.write_text(path.read_text(encoding="utf-8").replace(
+            "</body>", "<script>window.__injected = 1</script></body>"), encoding="utf-8")
+        other = browser.open(injected.as_uri())
+        assert other.evaluate("window.__injected === undefined")
+        other.evaluate("document.getElementById('expand-all').click()")
+        assert other.evaluate("document.querySelectorAll('details[open]').length") == 61
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
     print(f"screenshot of the audit page: {shot}")
     assert os.path.getsize(path) > 0

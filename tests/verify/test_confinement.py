@@ -16,6 +16,7 @@ from pyiceberg_crypto.io import LocalFileIO
 from pyiceberg_crypto.io.confinement import Confinement
 from pyiceberg_crypto.verify import verify_metadata, verify_table
 from pyiceberg_crypto.verify.report import DATA, MANIFEST_LIST, OK, OUTSIDE_TABLE
+from pyiceberg_crypto.table import Limits
 from tests.verify import kms_factory
 from tests.verify.conftest import create_table, local, metadata_location
 from tests.verify.test_hostile_input import run_cli_in_process, write_metadata
@@ -92,7 +93,7 @@ def test_a_manifest_list_outside_the_table_is_never_opened(capsys, tmp_path, tar
     target = target.format(table=tmp_path)
     path = write_metadata(tmp_path / "m.metadata.json", manifest_list=target)
     file_io = RecordingFileIO()
-    report = verify_metadata(str(path), kms_factory.session_kms(), file_io=file_io)
+    report = verify_metadata(str(path), kms_factory.session_kms(), limits=Limits(file_io=file_io))
     [finding] = report.files
     assert (finding.kind, finding.status) == (MANIFEST_LIST, OUTSIDE_TABLE)
     assert set(file_io.touched) == {str(path)}  # the metadata.json only (stat, then read)

@@ -78,10 +78,10 @@ def test_divergences(table, last, reason):
 
 
 def test_a_listed_snapshot_off_the_line_is_a_usage_error_without_a_ledger():
-    from pyiceberg_crypto.table.metadata import MetadataError
+    from pyiceberg_crypto.errors import TableInputError
 
     table = meta(7, [(1, 1, None), (2, 2, 1), (3, 3, 2), (5, 5, 3), (6, 6, 3), (7, 7, 6)])
-    with pytest.raises(MetadataError, match="not an ancestor"):
+    with pytest.raises(TableInputError, match="not an ancestor"):
         select_scope(table, since_snapshot_id=5)
 
 

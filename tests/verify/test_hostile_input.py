@@ -33,9 +33,10 @@ from pyiceberg_crypto.io import (
     read_bounded,
 )
 from pyiceberg_crypto.kms import InMemoryKms
-from pyiceberg_crypto.verify import VerifyInputError, verify_metadata
+from pyiceberg_crypto.verify import TableInputError, verify_metadata
 from pyiceberg_crypto.verify.report import KEY_ERROR, MANIFEST_LIST, MISSING, STATISTICS, TAMPERED, UNVERIFIABLE
 from pyiceberg_crypto.safe_text import escape_text, exception_line, quote_bytes
+from pyiceberg_crypto.table import Limits
 from tests.verify import kms_factory
 
 REPO = Path(__file__).resolve().parents[2]
@@ -234,8 +235,8 @@ def test_max_metadata_bytes_option_and_keyword(capsys, tmp_path):
     assert code == 1 and json.loads(out)["table"]["format_version"] == 3  # read: the file is exactly the limit
     assert main(["verify", str(path), "--kms", KMS, "--max-metadata-bytes", "0"]) == 2
     assert "must be positive" in capsys.readouterr().err
-    with pytest.raises(VerifyInputError, match="too large"):
-        verify_metadata(str(path), InMemoryKms(kms_factory.MASTER_KEYS), max_metadata_bytes=size - 1)
+    with pytest.raises(TableInputError, match="too large"):
+        verify_metadata(str(path), InMemoryKms(kms_factory.MASTER_KEYS), limits=Limits(max_metadata_bytes=size - 1))
 
 
 # --- table files that are not regular files: findings, not hangs ----------------------------------

@@ -1,6 +1,8 @@
 """Session fixtures: encrypted Parquet files written by parquet-java and by Iceberg (see vectors.py).
 
-    parquet_vectors         list[ParquetVector], one per mode in vectors.MODES
+    parquet_vectors         list[ParquetVector], one per mode in vectors.MODES: the files parquet-java
+                            wrote, committed (tests/formats/fixtures/java/parquet), so no JVM
+                            (test_java_fixtures.py checks them against parquet-java again)
     parquet_vector_by_name  dict[str, ParquetVector]
     iceberg_data_files      list[IcebergDataFile] of an encrypted Iceberg table written by Spark
 """
@@ -9,17 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.formats.parquet.vectors import (
-    IcebergDataFile,
-    ParquetVector,
-    create_iceberg_data_files,
-    generate_parquet_vectors,
-)
+from tests.formats import java_fixtures
+from tests.formats.parquet.vectors import IcebergDataFile, ParquetVector, create_iceberg_data_files
 
 
 @pytest.fixture(scope="session")
-def parquet_vectors(jvm, tmp_path_factory) -> list[ParquetVector]:
-    return generate_parquet_vectors(jvm, tmp_path_factory.mktemp("parquet-vectors"))
+def parquet_vectors(tmp_path_factory) -> list[ParquetVector]:
+    return java_fixtures.parquet_vectors(tmp_path_factory.mktemp("parquet-vectors"))
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,7 @@ import base64
 import datetime as dt
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -137,7 +137,7 @@ class VectorMode:
     page_v2: bool = False
     bloom: tuple[str, ...] = ()
     codec: str = "UNCOMPRESSED"
-    rows: int = 400
+    rows: int = 200
     rows_per_row_group: int = 150
     rows_per_page: int = 50
 
@@ -252,18 +252,29 @@ def load_json_rows(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in lines if line.strip()]
 
 
+def _random_bytes(label: str, length: int) -> bytes:
+    return os.urandom(length)
+
+
 def generate_parquet_vectors(
-    jvm: Any, directory: Path, modes: Iterable[VectorMode] = MODES
+    jvm: Any,
+    directory: Path,
+    modes: Iterable[VectorMode] = MODES,
+    key_bytes: Callable[[str, int], bytes] = _random_bytes,
 ) -> list[ParquetVector]:
-    """Write one file per mode into ``directory`` through parquet-java; keys from ``os.urandom``."""
+    """Write one file per mode into ``directory`` through parquet-java. Keys and AAD prefixes come
+    from ``key_bytes(label, length)``: ``os.urandom`` by default, derived from the label for the
+    committed vectors (tests/formats/fixtures/make_java_vectors.py)."""
     testkit = jvm.io.pyicebergcrypto.testkit.ParquetVectors
     vectors = []
     for mode in modes:
         path = directory / f"{mode.name}.parquet"
         rows_path = directory / f"{mode.name}.expected.jsonl"
-        footer_key = os.urandom(mode.footer_key_bits // 8)
-        aad_prefix = os.urandom(12) if mode.aad_prefix else None
-        column_keys = {column: os.urandom(bits // 8) for column, bits in mode.column_key_bits.items()}
+        footer_key = key_bytes(f"{mode.name}/footer", mode.footer_key_bits // 8)
+        aad_prefix = key_bytes(f"{mode.name}/aad", 12) if mode.aad_prefix else None
+        column_keys = {
+            column: key_bytes(f"{mode.name}/{column}", bits // 8) for column, bits in mode.column_key_bits.items()
+        }
         column_key_metadata = {column: f"key-{column}".encode() for column in column_keys}
 
         spec = (

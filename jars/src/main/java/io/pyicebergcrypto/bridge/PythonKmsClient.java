@@ -149,9 +149,11 @@ public class PythonKmsClient implements KeyManagementClient {
     try {
       return attempt(endpoint, operation, keyId, body, false);
     } catch (RetryableServiceFailure first) {
-      // A kms serve service restarted (new token; our pooled connections are dead) or refused the
-      // token: re-read the file and try once more on a fresh connection. Key operations may be
-      // repeated safely (a wrap gives another valid wrapped key; nothing is stored).
+      // A kms serve service restarted (new token; our pooled connections are dead), closed our idle
+      // connections (--idle-timeout), or refused the token: drop the other pooled connections,
+      // re-read the file and try once more on a fresh connection. Key operations may be repeated
+      // safely (a wrap gives another valid wrapped key; nothing is stored).
+      endpoint.dropIdleConnections();
       PythonKmsEndpoint again = endpoint(true);
       try {
         return attempt(again, operation, keyId, body, true);
@@ -267,7 +269,7 @@ public class PythonKmsClient implements KeyManagementClient {
               + reachabilityHint(endpoint);
         }
         return "no answer from the Python KMS within its timeout (" + where
-            + "; register_kms(..., timeout_seconds=...))";
+            + "; register_kms(..., kms_timeout=...))";
       }
       if (t instanceof javax.net.ssl.SSLException) {
         return "the TLS handshake with the Python KMS failed (not the listener registered for this"

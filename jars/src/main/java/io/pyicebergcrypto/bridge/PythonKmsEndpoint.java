@@ -57,7 +57,7 @@ final class PythonKmsEndpoint {
   private final String name;
   private final ShippedEndpoint address;
   private final boolean registeredHere;
-  private final CallbackClient client;
+  private final DaemonCleanedCallbackClient client;
   private final PythonKms proxy;
   private final Set<String> initializedWith = ConcurrentHashMap.newKeySet();
 
@@ -128,6 +128,15 @@ final class PythonKmsEndpoint {
     client.shutdown();
   }
 
+  /**
+   * Close the pooled (idle) connections. After one of them failed, the others, idle as long, may
+   * have been closed by the listener too (kms serve --idle-timeout, or a restart): a retry must not
+   * meet them. Connections in use are not in the pool and are left alone.
+   */
+  void dropIdleConnections() {
+    client.dropIdleConnections();
+  }
+
   @Override
   public String toString() {
     return "PythonKmsEndpoint{name=" + name + ", " + address + "}";
@@ -168,6 +177,18 @@ final class PythonKmsEndpoint {
         cleaning.cancel(false);
       }
       super.shutdown();
+    }
+
+    void dropIdleConnections() {
+      lock.lock();
+      try {
+        for (py4j.Py4JClientConnection idle : connections) {
+          idle.shutdown();
+        }
+        connections.clear();
+      } finally {
+        lock.unlock();
+      }
     }
   }
 

@@ -1,0 +1,200 @@
+"""One error contract: every public function, given bad input, raises an exception whose root is
+``PyicebergCryptoError`` (never a bare ``ValueError``, ``TypeError``, ``AttributeError``...).
+
+"Public" is every function in the ``__all__`` of a public module (no ``_`` in its path). Each one
+is either called below with bad input, or listed in :data:`NO_BAD_INPUT` with the reason no input
+of its declared types is bad; a new public function fails :func:`test_every_public_function_is_covered`
+until it is one or the other. Functions that need Spark get an object that is not a SparkSession
+(no JVM starts here).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import io
+import pkgutil
+
+import pytest
+
+import pyiceberg_crypto
+from pyiceberg_crypto.errors import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    NotASparkSessionError,
+    PyicebergCryptoError,
+    TableInputError,
+)
+
+NOT_SPARK = object()
+GS = "gs://bucket/db/t/metadata/00001-x.metadata.json"  # a scheme no FileIO reads
+
+
+def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
+    """``module.function`` -> (the package exception expected, a call with bad input)."""
+    from pyiceberg_crypto import audit, bridge, keys, kms, read, testing, verify
+    from pyiceberg_crypto.audit import lake
+    from pyiceberg_crypto.formats import deletion_vector, parquet
+    from pyiceberg_crypto.io import UnsupportedSchemeError, file_io_for
+    from pyiceberg_crypto.io.hive_metastore import MetastoreError, table_parameters
+    from pyiceberg_crypto.kms import bounded
+    from pyiceberg_crypto.table import catalog, metadata
+    from pyiceberg_crypto.verify import pipeline
+
+    from pyiceberg_crypto.bridge import files
+    from pyiceberg_crypto.bridge.files import UnsafeFileError
+
+    world_writable = tmp_path / "shared"
+    world_writable.mkdir()
+    world_writable.chmod(0o777)
+    not_json = tmp_path / "00001-x.metadata.json"
+    not_json.write_text("{not json")
+    return {
+        "pyiceberg_crypto.audit.lake.audit_catalog": (NotASparkSessionError, lambda: audit.audit_catalog(NOT_SPARK, "lake")),
+        "pyiceberg_crypto.audit.lake.audit_tables": (TableInputError, lambda: audit.audit_tables(
+            [], None, lake.CatalogReport("lake", state_dir=str(tmp_path / "missing")),
+            run_batch=lake.local_batch_runner())),
+        "pyiceberg_crypto.audit.lake.local_batch_runner": (InvalidArgumentError, lambda: lake.local_batch_runner(threads=-1)),
+        "pyiceberg_crypto.bridge.registration.register_kms": (ArgumentTypeError, lambda: bridge.register_kms(NOT_SPARK, object())),
+        "pyiceberg_crypto.bridge.files.check_operator_directory": (
+            UnsafeFileError, lambda: files.check_operator_directory(world_writable, "token")),
+        "pyiceberg_crypto.bridge.files.read_operator_file": (
+            UnsafeFileError, lambda: files.read_operator_file(tmp_path / "missing-token", "token")),
+        "pyiceberg_crypto.bridge.files.write_private_file": (
+            PyicebergCryptoError, lambda: files.write_private_file(tmp_path / "missing" / "token", b"t")),
+        "pyiceberg_crypto.formats.deletion_vector.parse_deletion_vector": (
+            PyicebergCryptoError, lambda: deletion_vector.parse_deletion_vector(b"junk")),
+        "pyiceberg_crypto.formats.parquet.decrypt.decrypt_parquet": (
+            PyicebergCryptoError, lambda: parquet.decrypt_parquet(io.BytesIO(b"junk"), io.BytesIO())),
+        "pyiceberg_crypto.formats.parquet.verify.verify_parquet": (
+            PyicebergCryptoError, lambda: parquet.verify_parquet(io.BytesIO(b"junk"))),
+        "pyiceberg_crypto.io.hive_metastore.table_parameters": (MetastoreError, lambda: table_parameters("gs://x", "db", "t")),
+        "pyiceberg_crypto.keys.inventory.inventory_from_metadata": (UnsupportedSchemeError, lambda: keys.inventory_from_metadata(GS)),
+        "pyiceberg_crypto.keys.inventory.key_inventory": (NotASparkSessionError, lambda: keys.key_inventory(NOT_SPARK, "lake.db.t")),
+        "pyiceberg_crypto.keys.prune.prune_keys": (NotASparkSessionError, lambda: keys.prune_keys(NOT_SPARK, "lake.db.t")),
+        "pyiceberg_crypto.keys.rewrap.rewrap_keks": (NotASparkSessionError, lambda: keys.rewrap_keks(NOT_SPARK, "lake.db.t")),
+        "pyiceberg_crypto.keys.where_used.where_used_in_catalog": (
+            NotASparkSessionError, lambda: keys.where_used_in_catalog(NOT_SPARK, "lake", "k", None, None)),
+        "pyiceberg_crypto.keys.where_used.where_used_in_metadata": (
+            InvalidArgumentError, lambda: keys.where_used_in_metadata([GS], "", None, None)),
+        "pyiceberg_crypto.kms.loader.load_kms": (kms.KmsLoadError, lambda: kms.load_kms("no-such-kms")),
+        "pyiceberg_crypto.kms.bounded.call_with_timeout": (
+            InvalidArgumentError, lambda: bounded.call_with_timeout(print, timeout=0, what="a call")),
+        "pyiceberg_crypto.kms.bounded.kms_timeout_millis": (InvalidArgumentError, lambda: bounded.kms_timeout_millis(-1)),
+        "pyiceberg_crypto.read.table.read_table": (UnsupportedSchemeError, lambda: read.read_table(GS, None)),
+        "pyiceberg_crypto.read.table.scan": (UnsupportedSchemeError, lambda: read.scan(GS, None)),
+        "pyiceberg_crypto.table.metadata.read_metadata": (
+            TableInputError, lambda: metadata.read_metadata(file_io_for("/"), str(tmp_path / "missing.json"), 1024)),
+        "pyiceberg_crypto.table.metadata.load_document": (TableInputError, lambda: metadata.load_document(b"{not", "x")),
+        "pyiceberg_crypto.table.catalog.catalog_kind": (MetastoreError, lambda: catalog.catalog_kind({"type": "hadoop"})),
+        "pyiceberg_crypto.table.catalog.catalog_properties": (
+            NotASparkSessionError, lambda: catalog.catalog_properties(NOT_SPARK, "lake")),
+        "pyiceberg_crypto.table.catalog.catalog_table": (NotASparkSessionError, lambda: catalog.catalog_table(NOT_SPARK, "lake.db.t")),
+        "pyiceberg_crypto.table.catalog.list_tables": (MetastoreError, lambda: catalog.list_tables({"type": "hive"})),
+        "pyiceberg_crypto.table.catalog.registered_kms": (TableInputError, lambda: catalog.registered_kms({}, "lake")),
+        "pyiceberg_crypto.table.catalog.rest_catalog": (MetastoreError, lambda: catalog.rest_catalog({"uri": "gs://x"})),
+        "pyiceberg_crypto.table.catalog.spark_table_parameters": (
+            NotASparkSessionError, lambda: catalog.spark_table_parameters(NOT_SPARK, {}, "db", "t")),
+        "pyiceberg_crypto.table.catalog.split_table_name": (NotASparkSessionError, lambda: catalog.split_table_name(NOT_SPARK, "t")),
+        "pyiceberg_crypto.testing.writers.decrypt_bytes": (
+            PyicebergCryptoError, lambda: testing.decrypt_bytes(b"junk", b"k" * 16, b"")),
+        "pyiceberg_crypto.testing.writers.encrypt_bytes": (PyicebergCryptoError, lambda: testing.encrypt_bytes(b"x", b"short", b"")),
+        "pyiceberg_crypto.testing.writers.encrypt_manifest_list_key_metadata": (
+            PyicebergCryptoError, lambda: testing.encrypt_manifest_list_key_metadata(b"short", b"", "0")),
+        "pyiceberg_crypto.verify.pipeline.verify_metadata": (UnsupportedSchemeError, lambda: verify.verify_metadata(GS, None)),
+        "pyiceberg_crypto.verify.pipeline.prepare_verification": (
+            TableInputError, lambda: pipeline.prepare_verification(str(not_json), None)),
+        "pyiceberg_crypto.verify.spark.verify_table": (NotASparkSessionError, lambda: verify.verify_table(NOT_SPARK, "lake.db.t")),
+    }
+
+
+#: Public functions no input of whose declared types is bad, and why.
+NO_BAD_INPUT = {
+    "pyiceberg_crypto.audit.lake.audit_schema": "takes no arguments",
+    "pyiceberg_crypto.audit.lake.ledger_path": "pure: any directory and table name make a path",
+    "pyiceberg_crypto.bridge.registration.registered": "a lookup: None for a name nothing is registered under",
+    "pyiceberg_crypto.bridge.registration.warn_about_plaintext_catalogs":
+        "a best-effort warning: a session whose settings it cannot read has no catalog to warn about",
+    "pyiceberg_crypto.bridge.handshake.handshake_proof": "pure: an HMAC of the protocol's ASCII fields under a token",
+    "pyiceberg_crypto.bridge.py4j_server.read_params":
+        "the Py4J connection's own reader: EOFError is its end-of-stream signal, caught by the connection",
+    "pyiceberg_crypto.catalog_support.asks_for_encryption": "pure: any mapping of catalog settings",
+    "pyiceberg_crypto.catalog_support.plaintext_reason": "pure: any mapping of catalog settings",
+    "pyiceberg_crypto.catalog_support.session_catalogs": "pure: any mapping of Spark settings",
+    "pyiceberg_crypto.io.rest_catalog.namespace_name": "pure: any sequence of level names",
+    "pyiceberg_crypto.bridge.registration.unregister_all": "takes no arguments",
+    "pyiceberg_crypto.demo.local.build_session": "the demo starts its own local Spark in a directory it creates",
+    "pyiceberg_crypto.demo.local.run_demo": "the demo starts its own local Spark in a directory it creates",
+    "pyiceberg_crypto.demo.local.print_report": "prints a DemoReport that run_demo made",
+    "pyiceberg_crypto.table.key_inventory.build_inventory": "takes a TableMetadata, validated when it was parsed",
+    "pyiceberg_crypto.table.key_inventory.kek_entries": "takes a TableMetadata, validated when it was parsed",
+    "pyiceberg_crypto.read.plan.plan_read": "takes the objects a read prepared (snapshot, keys, FileIO, confinement)",
+    "pyiceberg_crypto.read.plan.unpartitioned_spec_ids": "lenient on purpose: a malformed spec is not unpartitioned",
+    "pyiceberg_crypto.table.metadata.metadata_hash": "every bytes value has a SHA-256",
+    "pyiceberg_crypto.verify.table_checks.table_checks": "takes the objects a verification prepared (metadata, keys, digest)",
+}
+
+
+def public_functions() -> dict[str, object]:
+    """``module.qualname`` -> function, for every function in a public module's ``__all__``."""
+    found = {}
+    names = ["pyiceberg_crypto", *(m.name for m in pkgutil.walk_packages(pyiceberg_crypto.__path__, "pyiceberg_crypto."))]
+    for name in names:
+        if any(part.startswith("_") for part in name.split(".")[1:]):
+            continue
+        module = importlib.import_module(name)
+        for attribute in getattr(module, "__all__", ()):
+            value = getattr(module, attribute)
+            if inspect.isfunction(value):
+                found[f"{value.__module__}.{value.__qualname__}"] = value
+    return found
+
+
+def test_every_public_function_is_covered(tmp_path):
+    public = set(public_functions())
+    covered = set(_bad_calls(tmp_path)) | set(NO_BAD_INPUT)
+    assert not public - covered, f"public functions with no bad-input case here: {sorted(public - covered)}"
+    assert not covered - public, f"cases for functions that are not public (renamed?): {sorted(covered - public)}"
+    assert len(public) >= 45  # the discovery itself works
+
+
+def test_bad_input_raises_the_package_root(tmp_path):
+    failures = []
+    for name, (expected, call) in _bad_calls(tmp_path).items():
+        try:
+            call()
+        except PyicebergCryptoError as exc:
+            if not isinstance(exc, expected):
+                failures.append(f"{name}: {type(exc).__name__} is not a {expected.__name__}: {exc}")
+        except BaseException as exc:  # noqa: BLE001 - the point: nothing else may escape
+            failures.append(f"{name}: bare {type(exc).__name__}: {exc}")
+        else:
+            failures.append(f"{name}: no exception for bad input")
+    assert not failures, "\n".join(failures)
+
+
+def test_an_unsupported_scheme_is_table_input_and_keeps_value_error():
+    from pyiceberg_crypto.io import UnsupportedSchemeError, file_io_for
+    from pyiceberg_crypto.verify import verify_metadata
+
+    with pytest.raises(UnsupportedSchemeError, match=r"no FileIO for gs:// locations \(supported: file, s3"):
+        verify_metadata(GS, None)
+    assert issubclass(UnsupportedSchemeError, TableInputError) and issubclass(UnsupportedSchemeError, ValueError)
+    with pytest.raises(ValueError):  # existing ``except ValueError`` code keeps working
+        file_io_for("abfs://container@account/x")
+
+
+def test_register_kms_refuses_bad_arguments_with_package_errors():
+    from pyiceberg_crypto.bridge import register_kms
+    from pyiceberg_crypto.kms import InMemoryKms
+
+    with pytest.raises(ArgumentTypeError, match="wrap_key/unwrap_key") as caught:
+        register_kms(NOT_SPARK, object())
+    assert isinstance(caught.value, TypeError)
+    kms = InMemoryKms.with_random_keys("k")
+    for keywords, match in [({"name": ""}, "name must be a non-empty string"),
+                            ({"kms_timeout": 0}, "kms_timeout must be positive"),
+                            ({"bind_address": ""}, "bind_address")]:
+        with pytest.raises(InvalidArgumentError, match=match) as caught:
+            register_kms(NOT_SPARK, kms, **keywords)
+        assert isinstance(caught.value, ValueError)
