@@ -30,7 +30,7 @@ from tests.kms_service.aws_face import ACCESS_KEY_ID, REGION, SECRET, FaceProces
 from tests.kms_service.service_process import ROOT, make_keystore
 from tests.testkit import SHORT_DRIVER_ENV
 
-pytestmark = [pytest.mark.slow, pytest.mark.loopback, pytest.mark.apps]
+pytestmark = [pytest.mark.slow, pytest.mark.loopback, pytest.mark.apps, pytest.mark.jvm]  # Spark and Trino JVMs
 KEY_ID = "lake-key"
 ALL_ROWS = [[1, "eu", 10.5], [2, "us", 20.0], [3, "eu", 30.25], [4, "ap", 40.0], [5, "us", 50.5]]
 
