@@ -21,6 +21,8 @@ Tables (database ``db`` in one Hive metastore):
 - ``orders_swapped``: encrypted; the test then puts a plaintext Parquet file's bytes where one of
   its encrypted data files was (the manifest still carries that file's key metadata).
 - ``orders_spare``: encrypted, read by Trino only after the KMS service stopped.
+- ``<rest_namespace>.orders`` in the REST catalog at ``rest_uri`` (the bridge's encrypting REST
+  catalog, keystore KMS), when given.
 - ``orders_bao``: through the bridge with OpenBao's Transit (the ``vault`` Python KMS), when
   ``vault_properties`` and ``vault_key_id`` are given.
 """
@@ -55,6 +57,9 @@ def main(job_file: str) -> None:
             extra_catalog_properties={"kms.endpoint": job["moto_endpoint"], "client.region": job["moto_region"]}))
     if job.get("vault_properties"):
         settings.update(config.catalog_settings("bao", warehouse=warehouse, metastore_uri=uri, kms_name="vault"))
+    if job.get("rest_uri"):  # the same writer through the encrypting REST catalog (the test's REST server)
+        settings.update(config.catalog_settings("restcat", warehouse=warehouse, catalog_type="rest",
+                                                uri=job["rest_uri"], kms_name="keystore"))
     trust = f"-Djavax.net.ssl.trustStore={job['truststore']} -Djavax.net.ssl.trustStoreType=PKCS12"
     settings["spark.driver.extraJavaOptions"] = (settings.get("spark.driver.extraJavaOptions", "") + " " + trust).strip()
     builder = config.local_spark_builder("trino-tables", master="local[1]")
@@ -85,6 +90,12 @@ def main(job_file: str) -> None:
         create("orders_moto", moto_props, catalog="moto")
     if job.get("vault_properties"):
         create("orders_bao", config.tblproperties_sql(config.table_properties(job["vault_key_id"])), catalog="bao")
+    if job.get("rest_uri"):
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS restcat.{job['rest_namespace']}")
+        spark.sql(f"CREATE TABLE restcat.{job['rest_namespace']}.orders {SCHEMA} USING iceberg {encrypted}")
+        spark.sql(f"INSERT INTO restcat.{job['rest_namespace']}.orders VALUES {ROWS_1}")
+        result["orders_rest"] = {"rows": sorted([r[0], r[1], r[2]] for r in
+                                                spark.table(f"restcat.{job['rest_namespace']}.orders").collect())}
     # A plaintext Parquet file slipped into an encrypted table: written by the plaintext twin,
     # then appended to the encrypted table's metadata by Iceberg's own API (no key metadata).
     create("orders_slipped", encrypted)
