@@ -33,11 +33,11 @@ JVM_FIXTURES = frozenset({
 # the namespace cluster, wheels installed into fresh environments, the docs walk).
 JVM_MARKERS = frozenset({"apps", "cluster", "newcomer"})
 # A hang fails one test, by name, after this many seconds (pyproject.toml: timeout = 300 for a
-# unit test). The longest tests take ~8 minutes under CI's load: these markers get 20 minutes;
-# other JVM tests 10 (the first one of a session also waits for Spark and the services to start).
+# unit test). The longest tests take ~8 minutes under CI's load (a docs-walk chain more): these markers get 30 minutes;
+# other JVM tests 15 (the first one of a session also waits for Spark and the services to start).
 LONG_TIMEOUT_MARKERS = frozenset({"slow", "apps", "cluster", "newcomer"})
-LONG_TIMEOUT_SECONDS = 1200
-JVM_TIMEOUT_SECONDS = 600
+LONG_TIMEOUT_SECONDS = 1800
+JVM_TIMEOUT_SECONDS = 900
 
 # What Maven builds (make jars): tests marked ``jars`` read them (the builders put the bridge jar
 # on spark.jars, the packaging tests list them) without starting a JVM. Where they are not built

@@ -19,6 +19,7 @@ secrets that must never cross the network in clear (KEKs, DEKs, tokens, master k
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -33,6 +34,7 @@ from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.kms import KeystoreKms
 from tests.integration.kms_cluster_app import report, step
+from tests.testkit import eventually
 
 CATALOG = "lake"
 KMS_TIMEOUT_SECONDS = 5
@@ -64,11 +66,7 @@ def ask(workdir: Path, action: str, timeout: float = 120, **arguments) -> dict:
     request.with_suffix(".tmp").write_text(json.dumps({"action": action, **arguments}))
     request.with_suffix(".tmp").rename(request)
     done = request.with_suffix(".done")
-    deadline = time.monotonic() + timeout
-    while not done.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the test did not do {action} {arguments} within {timeout} s")
-        time.sleep(0.1)
+    eventually(done.exists, timeout, message=f"the test to do {action} {arguments}")
     return json.loads(done.read_text())
 
 
@@ -214,7 +212,7 @@ def main_scenario(spark, kms, cfg: dict, workdir: Path) -> dict:
 
 def worker_killed_during_insert(spark, cfg: dict, workdir: Path, model: dict) -> None:
     """Kill worker 1 (its Worker and executor JVMs) while an INSERT's tasks run on both workers."""
-    def slow(value):  # ~2.5 s per task: the kill lands while tasks run
+    def slow(value):  # ~2.5 s per task: the kill lands while tasks run (the sleep is the behaviour)
         time.sleep(0.01)
         return value
 
@@ -232,12 +230,13 @@ def worker_killed_during_insert(spark, cfg: dict, workdir: Path, model: dict) ->
     snapshot = current_snapshot(spark, "lake.db.t")
     thread = threading.Thread(target=insert)
     thread.start()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def tasks_done_and_running() -> bool:
         stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
-        if any(s and s.numCompletedTasks >= 1 and s.numActiveTasks >= 1 for s in stages):
-            break
-        time.sleep(0.1)
+        return any(s and s.numCompletedTasks >= 1 and s.numActiveTasks >= 1 for s in stages)
+
+    with contextlib.suppress(AssertionError):  # kill anyway: running_at_kill below reports what it hit
+        eventually(tasks_done_and_running, 60, message="a task of the INSERT done and one running")
     running_at_kill = thread.is_alive()
     killed = ask(workdir, "kill_worker", index=0)
     thread.join(300)

@@ -30,9 +30,10 @@ import socket
 import struct
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.testkit import eventually
 
 SUBNET = "10.77.0"
 MASTER_PORT = 7077
@@ -172,15 +173,11 @@ class NetnsCluster:
 
     def wait_for_workers(self, count: int, timeout: float = 90) -> None:
         """Wait until the master lists ``count`` ALIVE workers (a clear error with the node logs)."""
-        deadline = time.monotonic() + timeout
-        alive = -1
-        while time.monotonic() < deadline:
-            alive = self.alive_workers()
-            if alive >= count:
-                return
-            time.sleep(1)
-        logs = "\n".join(f"--- {node.name}\n{self.log_tail(node)}" for node in [self.master, *self.workers])
-        raise RuntimeError(f"the master lists {alive} ALIVE workers after {timeout} s, not {count}:\n{logs}")
+        def logs() -> str:
+            tails = "\n".join(f"--- {node.name}\n{self.log_tail(node)}" for node in [self.master, *self.workers])
+            return f"{count} ALIVE workers in the master's status (-1: no answer):\n{tails}"
+
+        eventually(lambda: self.alive_workers() >= count, timeout, interval=1, message=logs)
 
     def alive_workers(self) -> int:
         """ALIVE workers in the master's JSON status (asked from the driver's namespace)."""
@@ -288,11 +285,13 @@ class NetnsCluster:
                              ["tcpdump", "-i", self.bridge_interface, "-U", "-s", "0", "-w", str(path), bpf_filter],
                              stdout=log, stderr=subprocess.STDOUT)
         try:
-            deadline = time.monotonic() + 10
-            while b"listening on" not in Path(log.name).read_bytes() and time.monotonic() < deadline:
+            def listening() -> bool:
                 if process.poll() is not None:
                     raise RuntimeError(f"tcpdump exited: {Path(log.name).read_text(errors='replace')}")
-                time.sleep(0.1)
+                return b"listening on" in Path(log.name).read_bytes()
+
+            eventually(listening, 10, retry_on=(OSError,), message=lambda: f"tcpdump to listen on the bridge:\n"
+                       f"{Path(log.name).read_text(errors='replace')}")
             yield path
         finally:
             with contextlib.suppress(ProcessLookupError):
@@ -324,9 +323,8 @@ def _kill_namespace_processes(netns: str) -> None:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-        deadline = time.monotonic() + 5
-        while _namespace_pids(netns) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        with contextlib.suppress(AssertionError):  # still there after SIGTERM: SIGKILL next
+            eventually(lambda: not _namespace_pids(netns), 5, interval=0.2, message=f"the processes in {netns} to end")
 
 
 def _terminate(process: subprocess.Popen) -> None:

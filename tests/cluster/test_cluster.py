@@ -15,7 +15,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -71,7 +70,7 @@ def serve_requests(cluster, workdir: Path, stop: threading.Event) -> list[dict]:
                     cluster.unblock_port(cluster.workers[WORKER_NODES[ask["node"]]], ask["port"])
                 handled.append(ask)
                 done.write_text(json.dumps({"done": ask["action"], **result}))
-            time.sleep(0.1)
+            stop.wait(0.1)  # a server's loop: the pace at which it looks for requests
 
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
 
 from tests.cluster.netns import SUBNET, ClusterUnavailable, NetnsCluster, read_pcap_payloads
+from tests.testkit import eventually
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -19,6 +19,7 @@ import socket, sys
 server = socket.socket(); server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the previous test's
 server.bind((sys.argv[1], int(sys.argv[2]))); server.listen(8)  # listener left TIME_WAIT connections on the port
 server.settimeout(30)
+open(sys.argv[3] + ".ready", "w").close()
 while True:
     try:
         connection, _ = server.accept()
@@ -46,13 +47,19 @@ except OSError as exc:
 
 @pytest.fixture
 def listener(netns_cluster, tmp_path):
-    """A TCP listener on the driver's address, port 9999, appending what it receives to a file."""
+    """A TCP listener on the driver's address, port 9999, appending what it receives to a file (one
+    connection at a time, in the order they came)."""
     received = tmp_path / "received.txt"
     received.write_bytes(b"")
     process = netns_cluster.popen(netns_cluster.driver, [sys.executable, "-c", LISTENER, netns_cluster.driver.address,
                                                          "9999", str(received)])
-    time.sleep(1)
-    assert process.poll() is None, "the listener did not start (see the captured stderr)"
+
+    def listening() -> bool:
+        if process.poll() is not None:
+            pytest.fail("the listener did not start (see the captured stderr)")
+        return (tmp_path / "received.txt.ready").exists()
+
+    eventually(listening, 30, message="the listener on the driver's address")
     yield received
     process.kill()
     process.wait(10)
@@ -75,7 +82,10 @@ def test_only_nodes_on_the_bridge_reach_each_other(netns_cluster, listener):
     assert send(netns_cluster, netns_cluster.workers[0], from_worker) == "sent"
     subprocess.run([sys.executable, "-c", SEND, netns_cluster.driver.address, "9999", from_host], timeout=30,
                    capture_output=True)
-    time.sleep(1)
+    # The listener serves connections in order: once a later marker is written, the host's would be too.
+    after = f"after-{uuid.uuid4()}"
+    assert send(netns_cluster, netns_cluster.workers[0], after) == "sent"
+    eventually(lambda: after in listener.read_text(), message=lambda: f"{after} received: {listener.read_text()!r}")
     received = listener.read_text()
     assert from_worker in received and from_host not in received
 
@@ -89,7 +99,7 @@ def test_a_blocked_port_drops_one_worker_only_until_unblocked(netns_cluster, lis
     finally:
         netns_cluster.unblock_port(w1, 9999)
     assert send(netns_cluster, w1, "unblocked") == "sent"
-    time.sleep(1)
+    eventually(lambda: "unblocked" in listener.read_text(), message="the unblocked worker's marker received")
     assert listener.read_text().splitlines() == ["other-worker", "unblocked"]
 
 
@@ -97,7 +107,8 @@ def test_the_capture_sees_what_crosses_the_bridge(netns_cluster, listener, tmp_p
     marker = f"captured-{uuid.uuid4()}"
     with netns_cluster.capture(tmp_path / "smoke.pcap"):
         assert send(netns_cluster, netns_cluster.workers[1], marker) == "sent"
-        time.sleep(1)
+        eventually(lambda: any(marker.encode() in p[4] for p in read_pcap_payloads(tmp_path / "smoke.pcap")),
+                   message="the marker in the capture")
     packets = read_pcap_payloads(tmp_path / "smoke.pcap")
     assert [(p[0], p[2], p[3]) for p in packets if marker.encode() in p[4]] == [
         (netns_cluster.workers[1].address, netns_cluster.driver.address, 9999)]

@@ -196,7 +196,7 @@ def test_the_jvm_reconnects_after_the_service_closed_its_idle_connections(spark,
             calls = _calls(status)
             if round_ == 0:  # the pool holds several connections, all closed by the service below
                 assert status["connections"]["open"] >= 2, status["connections"]
-            status = service.wait_until(lambda s: s["connections"]["open"] == 0, 30, "the idle connections to close")
+            status = service.wait_for_status(lambda s: s["connections"]["open"] == 0, 30, "the idle connections to close")
             assert status["connections"]["idle_closed"] >= round_ + 1
             time.sleep(0.5)
         spark.sql(f"INSERT INTO {table} SELECT id, CAST(id % 4 AS INT) FROM range(40) DISTRIBUTE BY id % 4")
@@ -341,7 +341,7 @@ def test_refusals_per_peer_are_bounded_and_reason_labels_are_a_fixed_set(tmp_pat
                     sock.recv(10)
                 except OSError:
                     pass
-        status = service.wait_until(lambda s: sum(s["refused_reasons"].values()) >= peers + 3, 60,
+        status = service.wait_for_status(lambda s: sum(s["refused_reasons"].values()) >= peers + 3, 60,
                                     "the refusals to be counted")
         assert len(status["refused"]) <= MAX_TRACKED_PEERS
         assert status["peers_forgotten"]["refused"] >= 100
