@@ -27,7 +27,7 @@ RUNTIME_JARS := .cache/jars
 export PYICEBERG_CRYPTO_JARS := $(CURDIR)/$(RUNTIME_JARS)
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-spark3.5 venv venv-spark3.5 jars runtime-jars system-packages demo test test-fast \
+.PHONY: setup setup-spark3.5 venv venv-spark3.5 jars runtime-jars trino-jars system-packages demo test test-fast \
 	test-spark3.5 bench bench-quick dist clean fuzz docs
 
 setup: venv jars runtime-jars
@@ -68,6 +68,18 @@ $(RUNTIME_JARS)/.complete: pyiceberg_crypto/jars.py pyiceberg_crypto/testing/jar
 demo: setup
 	$(VENV)/bin/pyiceberg-crypto demo
 
+# Trino 483 in one JVM for tests/trino (Java 25, which these machines ship under /usr/lib/jvm beside
+# Java 17; pyiceberg_crypto/testing/trino.py finds it): its ~475 jars (~510 MB) from Maven Central,
+# resolved once by the same Maven that builds the bridge jar (tests/trino/pom.xml).
+TRINO_JARS := .cache/trino
+export PYICEBERG_CRYPTO_TRINO_JARS := $(CURDIR)/$(TRINO_JARS)
+trino-jars: $(TRINO_JARS)/.complete
+
+$(TRINO_JARS)/.complete: tests/trino/pom.xml
+	mvn -q -B -f tests/trino/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+		-DoutputDirectory=$(CURDIR)/$(TRINO_JARS)
+	touch $@
+
 # The network-namespace cluster tests (tests/cluster) need iptables (a firewall rule in one node)
 # and tcpdump (what crosses the bridge), the audit page's browser test (tests/verify/test_audit_html.py)
 # a headless chromium, all from Debian's packages. Installed when missing and this is
@@ -86,7 +98,7 @@ system-packages:
 # starting, so on 2 cores they overlap well:
 #   - the Spark 3.5 spine (-m spine on .venv-spark3.5), then the tests that start Spark applications
 #     of their own (-m apps: Connect / Thrift servers, spark-submit jobs, spark-pipelines, streaming
-#     drivers killed and restarted) on Spark 4.1;
+#     drivers killed and restarted, Trino reading what Spark wrote) on Spark 4.1;
 #   - the multi-host tests (-m 'cluster or newcomer': the namespace cluster, wheels installed into
 #     fresh environments, the docs walk that runs the pages from the installed wheel; they share
 #     one built wheel);
@@ -97,11 +109,12 @@ APPS_LOG := .cache/test-apps.log
 MULTIHOST_LOG := .cache/test-multihost.log
 MULTIHOST := cluster or newcomer
 
-test: setup setup-spark3.5 system-packages docs
+test: setup setup-spark3.5 system-packages docs trino-jars
 	@mkdir -p .cache
 	{ $(PY35) -m pytest -m spine -p no:cacheprovider --basetemp=/tmp/pyiceberg-crypto-test-3.5 $(PYTEST_ARGS) \
 		> $(SPARK35_LOG) 2>&1; spine=$$?; \
-	  $(PY) -m pytest -m 'apps and not ($(MULTIHOST))' -p no:cacheprovider --basetemp=/tmp/pyiceberg-crypto-test-apps \
+	  PYICEBERG_CRYPTO_REQUIRE_TRINO=1 $(PY) -m pytest -m 'apps and not ($(MULTIHOST))' -p no:cacheprovider \
+		--basetemp=/tmp/pyiceberg-crypto-test-apps \
 		$(PYTEST_ARGS) > $(APPS_LOG) 2>&1 && exit $$spine; } & lane3=$$!; \
 	$(PY) -m pytest -m '$(MULTIHOST)' -p no:cacheprovider --basetemp=/tmp/pyiceberg-crypto-test-multihost \
 		$(PYTEST_ARGS) > $(MULTIHOST_LOG) 2>&1 & multihost=$$!; \

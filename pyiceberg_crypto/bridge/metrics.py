@@ -133,7 +133,8 @@ def render_metrics(service: KmsService) -> str:
         lines.append(f'{PREFIX}_health_checks_total{{result="{result}"}} {health.get(result, 0)}')
     family("up", "gauge", "1 while the listener accepts connections.")
     lines.append(f"{PREFIX}_up {int(bool(status.get('accepting')))}")
-    return "\n".join(lines) + "\n"
+    extra = "".join(source() for source in getattr(service, "metric_sources", ()))  # e.g. the AWS KMS face
+    return "\n".join(lines) + "\n" + extra
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):

@@ -230,6 +230,8 @@ class KmsService:
         self._health_counts: Counter = Counter()
         self._started_at = 0.0
         self._token = ""
+        #: More Prometheus text for ``--metrics`` (the AWS KMS face adds its own families here).
+        self.metric_sources: list[Callable[[], str]] = []
 
     # --- life cycle --------------------------------------------------------------------------
 
@@ -265,6 +267,12 @@ class KmsService:
         log.info("KMS service %r listening on %s:%d%s; token in %s", self.name, self.host, self.port,
                  f" (TLS, certificate sha256 {self._tls.sha256})" if self._tls else "", self.token_file)
         return self
+
+    def served_kms(self) -> KeyManagementClient:
+        """The KMS as served now (time-bounded, errors by key id only; follows :meth:`reload`):
+        what another face of this service, such as the AWS KMS API, calls."""
+        assert self._adapter is not None, "start() first"
+        return self._adapter.kms
 
     def reload(self) -> None:
         """Rebuild the KMS from its factory (a changed keystore); calls in flight finish on the old one.

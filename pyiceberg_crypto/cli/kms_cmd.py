@@ -9,6 +9,9 @@ SIGTERM / SIGINT (clean stop: the token file is removed). SIGHUP rebuilds the KM
 keystore) without dropping clients; SIGUSR1 logs the call counts and rewrites the status file,
 which is also rewritten every few seconds while calls arrive. ``--metrics`` serves Prometheus text
 at ``/metrics`` and a health check at ``/healthz`` (a canary wrap/unwrap with ``--health-key``).
+``--aws-kms-api [HOST:]PORT`` also serves the same KMS as the AWS KMS JSON API (HTTPS, SigV4 with
+the keys of ``--aws-kms-api-credentials``), for Trino and Iceberg's ``AwsKeyManagementClient``
+(:mod:`pyiceberg_crypto.bridge.aws_kms_api`); SIGHUP re-reads its credentials file too.
 """
 
 from __future__ import annotations
@@ -67,6 +70,79 @@ def add_kms_parser(sub) -> None:
     serve.add_argument("--idle-timeout", type=positive_seconds, default=120.0, metavar="SECONDS",
                        help="an authenticated connection idle this long is closed (default: %(default)s; JVM clients "
                             "keep idle connections under 60 s and reconnect)")
+    _add_aws_face_arguments(serve)
+
+
+def _add_aws_face_arguments(serve) -> None:
+    face = serve.add_argument_group("AWS KMS API face (Trino, Iceberg's AwsKeyManagementClient, boto3)")
+    face.add_argument("--aws-kms-api", metavar="[HOST:]PORT",
+                      help="also serve the KMS as the AWS KMS JSON API (Encrypt, Decrypt, GenerateDataKey, "
+                           "DescribeKey) over HTTPS with SigV4; HOST defaults to 127.0.0.1")
+    face.add_argument("--aws-kms-api-credentials", metavar="PATH",
+                      help="access keys clients sign with: an AWS-style INI file ([name] aws_access_key_id, "
+                           "aws_secret_access_key), owned by this user, mode 0600")
+    face.add_argument("--aws-kms-api-region", default="us-east-1", metavar="REGION",
+                      help="the region clients sign for and ARNs name (default: %(default)s)")
+    face.add_argument("--aws-kms-api-account", default="000000000000", metavar="ID",
+                      help="the 12-digit account ARNs name (default: %(default)s)")
+    face.add_argument("--aws-kms-api-tls-dir", metavar="DIR",
+                      help="where the face keeps its CA (aws-kms-api-ca.pem, aws-kms-api-truststore.p12 for Java) "
+                           "and server key, made once (default: aws-kms-api-tls beside the token file)")
+    face.add_argument("--aws-kms-api-tls-name", action="append", default=[], metavar="NAME",
+                      help="another host name or address for the face's certificate (repeatable)")
+    face.add_argument("--aws-kms-api-tls-key-file", metavar="PATH", help="your own TLS key (PEM, 0600) instead")
+    face.add_argument("--aws-kms-api-tls-certificate-file", metavar="PATH",
+                      help="your own TLS certificate chain (PEM) instead")
+    face.add_argument("--aws-kms-api-plaintext", action="store_true",
+                      help="plain HTTP, on a loopback address only (default: TLS)")
+    face.add_argument("--aws-kms-api-refuse-raw-blobs", action="store_true",
+                      help="Decrypt only the face's own blobs, not raw Python-KMS wrapped keys (tables written "
+                           "through the Py4J bridge then no longer read through this face)")
+    face.add_argument("--aws-kms-api-max-connections", type=_positive_int, default=256, metavar="N",
+                      help="open connections at most (default: %(default)s)")
+
+
+def _start_aws_face(args: argparse.Namespace, service):
+    """The AWS KMS face of ``service``'s KMS, started (None without --aws-kms-api)."""
+    from pathlib import Path
+
+    from pyiceberg_crypto.bridge.aws_kms_api import AwsKmsApi, FaceLimits, FaceTls
+    from pyiceberg_crypto.bridge.sigv4 import load_credentials
+
+    if not args.aws_kms_api:
+        return None
+    if not args.aws_kms_api_credentials:
+        raise ValueError("--aws-kms-api needs --aws-kms-api-credentials FILE")
+    listen = args.aws_kms_api if ":" in args.aws_kms_api else f"127.0.0.1:{args.aws_kms_api}"
+    credentials = load_credentials(args.aws_kms_api_credentials)
+    tls = None
+    if not args.aws_kms_api_plaintext:
+        if bool(args.aws_kms_api_tls_key_file) != bool(args.aws_kms_api_tls_certificate_file):
+            raise ValueError("give both --aws-kms-api-tls-key-file and --aws-kms-api-tls-certificate-file, or neither")
+        if args.aws_kms_api_tls_key_file:
+            tls = FaceTls.from_files(args.aws_kms_api_tls_key_file, args.aws_kms_api_tls_certificate_file)
+        else:
+            host = listen.rpartition(":")[0].strip("[]")
+            names = tuple(args.aws_kms_api_tls_name) + ((host,) if host not in ("0.0.0.0", "::") else ())
+            directory = args.aws_kms_api_tls_dir or Path(service.token_file).parent / "aws-kms-api-tls"
+            tls = FaceTls.load_or_create(directory, names)
+    face = AwsKmsApi(service.served_kms, credentials=credentials, listen=listen, region=args.aws_kms_api_region,
+                     account=args.aws_kms_api_account, tls=tls, allow_plaintext=args.aws_kms_api_plaintext,
+                     accept_raw_blobs=not args.aws_kms_api_refuse_raw_blobs,
+                     limits=FaceLimits(max_connections=args.aws_kms_api_max_connections))
+    face.start()
+    service.metric_sources.append(face.render_metrics)
+    return face
+
+
+def _reload_face_credentials(face, path: str) -> None:
+    from pyiceberg_crypto.bridge.sigv4 import load_credentials
+
+    try:
+        face.verifier.credentials = load_credentials(path)
+        log.info("AWS KMS API: re-read the credentials file %s", path)
+    except Exception as exc:  # keep the previous credentials
+        log.error("AWS KMS API: cannot re-read the credentials file, keeping the previous ones: %s", exc)
 
 
 def _positive_int(value: str) -> int:
@@ -92,6 +168,7 @@ def _serve(args: argparse.Namespace) -> int:
     from pyiceberg_crypto.bridge.service import KmsService, KmsServiceError, parse_listen
     from pyiceberg_crypto.config import PYTHON_KMS_IMPL, ConfigError, kms_service_properties
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
+    from pyiceberg_crypto.errors import PyicebergCryptoError
     from pyiceberg_crypto.safe_text import exception_line
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
@@ -124,16 +201,27 @@ def _serve(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return ExitStatus.USAGE
 
+    try:
+        face = _start_aws_face(args, service)
+    except (ValueError, PyicebergCryptoError, OSError) as exc:
+        service.close()
+        print(f"pyiceberg-crypto kms serve: --aws-kms-api: {exc}", file=sys.stderr)
+        return ExitStatus.USAGE
+
     metrics = None
     if metrics_at is not None:
         try:
             metrics = MetricsServer(service, *metrics_at, health_key_id=args.health_key,
                                     health_interval=args.health_interval, allow_remote=args.metrics_allow_remote)
         except MetricsAddressError as exc:
+            if face is not None:
+                face.close()
             service.close()
             print(f"pyiceberg-crypto kms serve: {exc}", file=sys.stderr)
             return ExitStatus.USAGE
         except OSError as exc:
+            if face is not None:
+                face.close()
             service.close()
             print(f"pyiceberg-crypto kms serve: cannot serve metrics on {args.metrics}: {exc.strerror or exc}",
                   file=sys.stderr)
@@ -165,6 +253,12 @@ def _serve(args: argparse.Namespace) -> int:
     if metrics is not None:
         print(f"  metrics: http://{metrics.address}/metrics, health: http://{metrics.address}/healthz"
               + (f" (canary key id {args.health_key!r})" if args.health_key else " (listener only)"), flush=True)
+    if face is not None:
+        print(f"  AWS KMS API: {face.endpoint} (region {face.region}; AWS_ENDPOINT_URL_KMS={face.endpoint})",
+              flush=True)
+        if face.tls is not None and face.tls.ca_file is not None:
+            print(f"    CA clients trust: {face.tls.ca_file} (Java truststore, PKCS#12: {face.tls.truststore_file})",
+                  flush=True)
     print("  SIGHUP reloads the KMS, SIGUSR1 logs the call counts, SIGTERM stops.", flush=True)
 
     def write_status() -> None:
@@ -194,6 +288,8 @@ def _serve(args: argparse.Namespace) -> int:
                         service.reload()
                     except Exception as exc:  # keep serving with the old KMS
                         log.error("reload failed, still serving the previous KMS: %s", exception_line(exc))
+                    if face is not None:
+                        _reload_face_credentials(face, args.aws_kms_api_credentials)
                 elif name == "SIGUSR1":
                     current = service.status()
                     log.info("calls: %s; clients: %s; refused: %s",
@@ -203,6 +299,8 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         if metrics is not None:
             metrics.close()
+        if face is not None:
+            face.close()
         service.close()
         write_status()
     return status

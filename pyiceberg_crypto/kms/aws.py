@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -48,6 +49,8 @@ from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, 
 DEFAULT_ENCRYPTION_CONTEXT: Mapping[str, str] = {"pyiceberg-crypto:key-use": "iceberg-table-key-wrap"}
 VALID_DATA_KEY_SPECS = ("AES_256", "AES_128")
 _UNSET: Any = object()
+#: Signed into every request (see :func:`_sign_a_nonce`).
+NONCE_HEADER = "X-Pyiceberg-Crypto-Nonce"
 
 REGION_PROPERTY = "client.region"
 PROFILE_PROPERTY = "client.profile"
@@ -114,6 +117,7 @@ class AwsKms(KeyManagementClient):
                 profile_name=profile,
             )
             self._client = session.client("kms", endpoint_url=endpoint_url, config=config)
+            self._client.meta.events.register("before-sign.kms", _sign_a_nonce)
         except BotoCoreError as exc:  # no region, unknown profile, bad endpoint URL
             raise KmsError(
                 f"cannot create the AWS KMS client: {type(exc).__name__}: {exc} "
@@ -237,6 +241,13 @@ class AwsKms(KeyManagementClient):
             raise KmsError(
                 f"AWS KMS {operation} with key id {key_id!r} failed: {type(exc).__name__}: {exc}"
             ) from None
+
+
+def _sign_a_nonce(request, **_kwargs) -> None:
+    """A random signed header per request (and per retry): botocore signs no nonce of its own, so
+    two identical calls in the same second would carry the same signature, which a server that
+    refuses replays (pyiceberg-crypto's AWS KMS face) refuses. AWS KMS ignores the header."""
+    request.headers[NONCE_HEADER] = secrets.token_hex(16)
 
 
 def aws_kms(properties: Mapping[str, str] | None = None) -> AwsKms:
