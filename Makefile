@@ -3,7 +3,8 @@
 #   make test   set up, then run the whole test-suite on Spark 4.1 and the spine on Spark 3.5
 #   make test-fast  the unit lane: every test that needs no JVM, with no java on PATH (~3 min)
 #   make bench  set up, then run the benchmarks and write bench/RESULTS.md (bench-quick: tiny sizes)
-#   make dist   build the sdist and the wheel (the wheel carries the Maven-built bridge jar)
+#   make dist   build the sdist and the wheel in build's isolated environment (only `build` installed,
+#               in .cache/build-venv; the wheel carries the Maven-built bridge jar)
 #   make docs   build the documentation site into site/ (mkdocs build --strict), open site/index.html
 # Users do not need any of this: `pip install pyiceberg-crypto` (README, "Install").
 SHELL := /bin/bash
@@ -166,9 +167,22 @@ bench-quick: setup
 docs: venv
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
-dist: venv
-	rm -rf dist
-	$(PY) -m build --outdir dist
+# The sdist and the wheel, as any user's `python -m build` makes them: in build's own isolated
+# environment (setuptools from the index), the bridge jar built by Maven in setup.py's hook. The
+# only thing installed for it is `build` (pinned in constraints/), in a small venv of its own: not the
+# 1.8 GB development environment. DIST_DIR=... puts them elsewhere (the tests build into a temp dir).
+DIST_DIR ?= dist
+BUILD_VENV := .cache/build-venv
+BUILD_PY := $(BUILD_VENV)/bin/python
+
+$(BUILD_VENV)/.installed: $(CONSTRAINTS)
+	test -d $(BUILD_VENV) || $(PYTHON) -m venv $(BUILD_VENV)
+	$(BUILD_PY) -m pip install -q -c $(CONSTRAINTS) build
+	touch $@
+
+dist: $(BUILD_VENV)/.installed
+	rm -rf $(DIST_DIR)
+	$(BUILD_PY) -m build --outdir $(DIST_DIR) .
 
 clean:
 	rm -rf $(VENV) $(VENV35) jars/target $(BRIDGE_JAR) .cache .pytest_cache demo-warehouse dist build site

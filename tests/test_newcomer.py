@@ -105,6 +105,20 @@ def test_the_wheel_is_pure_python_and_carries_the_production_jar_only(dist):
     assert not [r for r in requires if re.search(r"===?\s*\d", r)], "exact pins belong in constraints/"
 
 
+def test_make_dist_installs_only_build_never_the_development_environment(tmp_path):
+    """Issue 41: ``make dist`` built the 1.8 GB development venv to run ``python -m build``. Its recipe
+    (every step, ``make -n -B``) installs ``build`` alone in a venv of its own and builds isolated; the
+    ``dist`` fixture (the tests above and below) is that target's output."""
+    env = {k: v for k, v in os.environ.items() if k not in PROJECT_ENV}
+    steps = run(["make", "--no-print-directory", "-n", "-B", "-C", str(ROOT), "dist", f"DIST_DIR={tmp_path}"],
+                cwd=tmp_path, env=env).stdout
+    assert ".venv/" not in steps and ".venv-spark3.5" not in steps and "-e " not in steps, steps
+    assert re.search(r"^\.cache/build-venv/bin/python -m pip install -q -c constraints/spark-4\.1\.txt build$",
+                     steps, re.M), steps
+    assert re.search(rf"^\.cache/build-venv/bin/python -m build --outdir {re.escape(str(tmp_path))} \.$", steps, re.M)
+    assert "--no-isolation" not in steps  # the exact line above also leaves no room for -n
+
+
 def test_the_sdist_carries_the_java_sources_but_no_test_kit_or_built_jar(dist):
     with tarfile.open(dist["sdist"]) as sdist:
         names = [n.split("/", 1)[1] for n in sdist.getnames() if "/" in n]

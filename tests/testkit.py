@@ -52,12 +52,12 @@ SHORT_DRIVER_ENV = {"SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerial
 
 
 def build_dist(out: Path) -> dict[str, Path]:
-    """``python -m build`` of the working tree into ``out`` (as a user would, without the project's
-    environment): ``{"wheel": ..., "sdist": ...}``."""
+    """``make dist`` of the working tree into ``out``: ``python -m build`` in its isolated environment
+    (as a user would, without the project's environment): ``{"wheel": ..., "sdist": ...}``."""
     env = {k: v for k, v in os.environ.items() if k not in PROJECT_ENV}
-    result = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)], cwd=out, env=env,
-                            capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, f"python -m build failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+    result = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "dist", f"DIST_DIR={out}"], cwd=out,
+                            env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, f"make dist failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
     [wheel] = out.glob("*.whl")
     [sdist] = out.glob("*.tar.gz")
     return {"wheel": wheel, "sdist": sdist}

@@ -75,6 +75,7 @@ details ul{margin:4px 0 8px;padding-left:20px}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;color:#fff;font-size:12px;font-weight:600}
 .status{font-weight:600}.status.bad{color:#cf222e}.status.warn{color:#9a6700}
 .muted{color:#59636e}
+code.name{word-break:normal;overflow-wrap:normal;white-space:normal}
 [hidden]{display:none!important}
 table.keks{border-collapse:collapse;margin:4px 0}table.keks td,table.keks th{padding:2px 8px;border:1px solid #eff1f3;font-size:12px}
 footer{color:#59636e;font-size:12px;max-width:1280px;margin:0 auto;padding:16px 24px}
@@ -192,7 +193,8 @@ def render_html(doc: dict[str, Any]) -> str:
                   f'<button type="button">{_e(title)}</button></th>' for title, key, numeric in COLUMNS)
         + "</tr></thead>",
     ]
-    parts += [_table_rows(index, table) for index, table in enumerate(doc["tables"])]
+    incremental = bool(doc.get("state_dir")) and not doc.get("full")
+    parts += [_table_rows(index, table, incremental) for index, table in enumerate(doc["tables"])]
     parts += ["</table>", "</main>",
               f'<footer>pyiceberg-crypto audit, report version {_e(doc.get("version"))}. The JSON report '
               "(<code>--json</code>) holds the same data; its schema is in the documentation.</footer>",
@@ -272,7 +274,23 @@ def _kek_chart(tables: list[dict[str, Any]], rotation_days: int) -> str:
     return _bar_chart(bars, "tables")
 
 
-def _table_rows(index: int, t: dict[str, Any]) -> str:
+def wrap_at_dots(name: str) -> str:
+    """A dotted name as HTML that may break after its dots only, never inside a word::
+
+        wrap_at_dots("sales.orders")  # 'sales.<wbr>orders'
+    """
+    return ".<wbr>".join(_e(part) for part in str(name).split("."))
+
+
+def files_text(this_run: int, so_far: int | None) -> str:
+    """The Files cell of an incremental run: what this run verified and, when the ledger knows it, so far::
+
+        files_text(0, 120)  # '0 this run, 120 so far'
+    """
+    return f"{this_run} this run" + ("" if so_far is None else f", {so_far} so far")
+
+
+def _table_rows(index: int, t: dict[str, Any], incremental: bool = False) -> str:
     not_ok = t.get("findings_total", 0)
     verified = t.get("last_verified") or {}
     values = {"table": t["table"], "state": t["state"], "encrypted": "yes" if t["encrypted"] else "no",
@@ -289,7 +307,9 @@ def _table_rows(index: int, t: dict[str, Any]) -> str:
         if key == "state":
             shown = f'<span class="badge" style="background:{colour}">{_e(value)}</span>'
         elif key == "table":
-            shown = f"<code>{_e(value)}</code>"
+            shown = f'<code class="name">{wrap_at_dots(value)}</code>'
+        elif key == "files" and incremental:
+            shown = _e(files_text(value, verified.get("files_verified")))
         elif key == "kek_age":
             rotation = " (rotation due)" if t.get("rotation_due") else ""
             shown = _e(f"{value:.1f}{rotation}" if value != "" else "")

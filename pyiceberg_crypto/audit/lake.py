@@ -509,7 +509,8 @@ def _summarise(entry: TableAudit, report: TableReport, plan: PreparedVerificatio
     ledger = plan.ledger
     if ledger is not None and ledger.last is not None:
         entry.last_verified = {"snapshot_id": ledger.last.snapshot_id, "verified_at": ledger.last.verified_at,
-                               "ledger": ledger.path, "advanced": bool(report.ledger and report.ledger.get("advanced"))}
+                               "ledger": ledger.path, "advanced": bool(report.ledger and report.ledger.get("advanced")),
+                               "files_verified": ledger.last.files_verified}
 
 
 def _keys(entry: TableAudit, plan: PreparedVerification, kms: KeyManagementClient | None, limits: Limits) -> None:

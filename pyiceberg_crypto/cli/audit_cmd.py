@@ -44,8 +44,9 @@ def add_audit_parser(sub) -> None:
                        help="a REST catalog property, as in the Spark catalog (warehouse, prefix, scope, "
                             "oauth2-server-uri, header.NAME) (repeatable)")
     audit.add_argument("--warehouse", metavar="URI", help="the lake's warehouse location (recorded in the report)")
-    audit.add_argument("--catalog", default="hive", metavar="NAME",
-                       help="the catalog's name in the report (default: %(default)s)")
+    audit.add_argument("--catalog", metavar="NAME",
+                       help="the catalog's name in the report and its metrics (default: the --metastore-uri or "
+                            "--rest-uri as given)")
     add_kms_arguments(audit)
     audit.add_argument("--io-property", action="append", default=[], metavar="KEY=VALUE",
                        help="a storage property, as in the catalog (s3.endpoint=..., s3.path-style-access=true); "
@@ -118,7 +119,7 @@ def run_audit(args: argparse.Namespace) -> int:
     import time
 
     started = time.perf_counter()
-    report = CatalogReport(args.catalog, metastore=args.metastore_uri or args.rest_uri, warehouse=args.warehouse,
+    report = CatalogReport(args.catalog or args.metastore_uri or args.rest_uri, metastore=args.metastore_uri or args.rest_uri, warehouse=args.warehouse,
                            namespaces=sorted(args.namespace) if args.namespace else None, full=args.full,
                            state_dir=args.state_dir)
     try:

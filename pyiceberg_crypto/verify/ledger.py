@@ -41,6 +41,10 @@ HISTORY_KEPT = 50  # earlier entries kept in the file for audit (the newest is `
 MAX_LEDGER_BYTES = 1 << 20
 
 
+#: Fields a ledger entry may lack (written by an earlier version).
+OPTIONAL_FIELDS = ("table_name", "files_verified")
+
+
 class LedgerError(PyicebergCryptoError):
     """The ledger cannot be used: unreadable, corrupt, or the memory of another table."""
 
@@ -58,6 +62,9 @@ class LedgerEntry:
     verified_at: str  # ISO 8601, UTC
     mode: str
     table_name: str | None = None  # catalog.db.table, when verified through Spark
+    #: Files verified OK so far: this run's, plus the earlier runs' when this run went on from the
+    #: ledger (mode "since"); None when an earlier entry was recorded before the count was kept.
+    files_verified: int | None = None
 
     @staticmethod
     def now() -> str:
@@ -66,7 +73,7 @@ class LedgerEntry:
     @classmethod
     def from_dict(cls, data: dict) -> LedgerEntry:
         fields = cls.__dataclass_fields__
-        missing = [name for name in fields if name != "table_name" and name not in data]
+        missing = [name for name in fields if name not in OPTIONAL_FIELDS and name not in data]
         if missing:
             raise ValueError(f"missing {', '.join(missing)}")
         entry = cls(**{k: data.get(k) for k in fields})
@@ -74,6 +81,9 @@ class LedgerEntry:
             raise ValueError("sequence_number is not an integer")
         if entry.snapshot_id is not None and (not isinstance(entry.snapshot_id, int) or isinstance(entry.snapshot_id, bool)):
             raise ValueError("snapshot_id is not an integer")
+        if entry.files_verified is not None and (not isinstance(entry.files_verified, int)
+                                                 or isinstance(entry.files_verified, bool) or entry.files_verified < 0):
+            raise ValueError("files_verified is not a count")
         for name in ("metadata_location", "metadata_hash", "verified_at", "mode"):
             if not isinstance(getattr(entry, name), str):
                 raise ValueError(f"{name} is not a string")

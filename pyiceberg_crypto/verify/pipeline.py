@@ -246,5 +246,19 @@ def _advance(ledger: Ledger, report: TableReport, meta: TableMetadata, digest: s
         snapshot_id=current.snapshot_id if current is not None else None,
         sequence_number=(current.sequence_number or 0) if current is not None else 0,
         metadata_location=meta.location, metadata_hash=digest, verified_at=LedgerEntry.now(),
-        mode=report.mode, table_name=table_name))
+        mode=report.mode, table_name=table_name,
+        files_verified=files_verified_so_far(len(report.files), report.mode, ledger.last)))
     report.ledger["advanced"] = True
+
+
+def files_verified_so_far(this_run: int, mode: str, last: LedgerEntry | None) -> int | None:
+    """The files verified OK up to now: this run's, plus the ledger's count when this run went on from it
+    (mode ``since``); None when that count is unknown (an entry written before it was kept)::
+
+        files_verified_so_far(3, "since", last)  # last.files_verified + 3
+    """
+    if mode != "since":
+        return this_run
+    if last is None or last.files_verified is None:
+        return None
+    return last.files_verified + this_run

@@ -65,11 +65,18 @@ def test_a_clean_namespace_exits_0_and_writes_the_report_page_and_textfile(remot
     parsed = PageParser()
     parsed.feed(page.read_text())
     assert parsed.rows == 2 and parsed.external == []
-    assert f'pyiceberg_crypto_audit_table_ok{{catalog="hive",table="{clean}.a"}} 1' in textfile.read_text()
+    assert f'pyiceberg_crypto_audit_table_ok{{catalog="{uri}",table="{clean}.a"}} 1' in textfile.read_text()
+
+    first = {t["table"]: t["files"] for t in doc["tables"]}
+    assert all(t["last_verified"]["files_verified"] == t["files"] > 0 for t in doc["tables"])
 
     code, doc, _ = audit(capsys, "--metastore-uri", uri, "--kms", KMS, "--namespace", clean,
-                         "--state-dir", str(ledgers), "--json")
+                         "--state-dir", str(ledgers), "--json", "--html", str(page))
     assert code == 0 and {t["mode"] for t in doc["tables"]} == {"since"}  # the ledgers: incremental
+    # issue 41: nothing new to verify, and the row says so beside what the ledger has verified so far
+    assert {t["table"]: (t["files"], t["last_verified"]["files_verified"]) for t in doc["tables"]} == {
+        name: (0, files) for name, files in first.items()}
+    assert f"0 this run, {first[f'{clean}.a']} so far" in page.read_text()
 
 
 def test_findings_exit_1_and_the_human_summary_names_the_table(remote_lake, capsys):

@@ -43,7 +43,7 @@ pytestmark = [pytest.mark.newcomer, pytest.mark.slow]
 #: Pages that run one after another in one directory, each continuing from the previous.
 CHAINS = {
     "lake": ["getting-started.md", "how-to/read.md", "how-to/verify.md", "how-to/verify-after-write.md",
-             "how-to/rotate-keys.md"],
+             "how-to/rotate-keys.md", "how-to/verify-each-commit.md"],
     "service": ["how-to/kms-service.md"],
 }
 #: How-to pages another change is rewriting; walked once it lands (issue 34, item 1).
@@ -58,6 +58,7 @@ EXPECTED = {
     "how-to/rotate-keys.md": ["refused, as it should be: lake.shop.returns still needs version 1",
                               "no table of the 2 checked needs key id 'orders-key' version 1",
                               "retired key id 'orders-key' version 1 from keys.json"],
+    "how-to/verify-each-commit.md": ["failures 0", "30 events"],
     "how-to/kms-service.md": ["1\tapple", "2\tpear", "OK: every file is encrypted, authentic and in its place"],
 }
 ENV_FILE = ".docs-walk.env"

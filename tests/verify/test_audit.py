@@ -201,6 +201,8 @@ def test_ledgers_make_the_next_audit_incremental_and_full_rewalks(spark, first_a
     good2, expired2 = second.table(names["good"]), second.table(names["expired"])
     assert good2.ok and good2.mode == "since" and good2.by_status == {OK: 3}  # manifest list, manifest, data file
     assert good2.last_verified["snapshot_id"] != good.last_verified["snapshot_id"]
+    assert good.last_verified["files_verified"] == good.files  # the first run: the current snapshot in full
+    assert good2.last_verified["files_verified"] == good.files + 3  # so far: the first run's and this one's
     assert expired2.ok and expired2.mode == "since" and expired2.files < report.table(names["expired"]).files
     assert second.table(names["k2"]).ok  # with k2 in the KMS: verified in full (no ledger yet)
     assert second.run["where"] == "driver"  # a handful of files: checked on the driver

@@ -141,6 +141,8 @@ def test_the_page_in_headless_chromium(chromium, tmp_path):
         page = browser.open(path.as_uri())
         assert page.evaluate("document.title") == "Encryption audit of catalog lake"
         assert page.evaluate("window.__pwned === undefined")  # the hostile table name stayed text
+        name = "getComputedStyle(document.querySelector('#audit-table code.name'))"
+        assert page.evaluate(f"[{name}.wordBreak, {name}.overflowWrap]") == ["normal", "normal"]  # at dots only
         rows = "Array.from(document.querySelectorAll('#audit-table > tbody:not([hidden])'))"
         names = f"{rows}.map(b => b.rows[0].cells[0].getAttribute('data-value'))"
         assert page.evaluate(f"{rows}.length") == 61
@@ -192,3 +194,35 @@ def test_the_page_in_headless_chromium(chromium, tmp_path):
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
     print(f"screenshot of the audit page: {shot}")
     assert os.path.getsize(path) > 0
+
+
+def test_table_names_wrap_at_their_dots_never_inside_a_word():
+    """Issue 41: long names broke mid-word (the names' <code> had word-break: break-all)."""
+    from pyiceberg_crypto.audit.html import STYLE, render_html
+
+    page = render_html(synthetic_report(3).to_dict())
+    assert '<code class="name">sales.<wbr>orders_0001</code>' in page
+    assert "code.name{word-break:normal;overflow-wrap:normal" in STYLE.replace(" ", "")
+    hostile = render_html(CatalogReport("lake", tables=[TableAudit(f"a.b.{HOSTILE}", state="OK")]).to_dict())
+    assert "a.<wbr>b.<wbr>&lt;img src=x onerror=" in hostile and HOSTILE not in hostile  # still escaped
+
+
+def test_incremental_rows_say_what_this_run_verified_and_what_so_far():
+    """Issue 41: an OK table with no new commit showed "Files 0" on an incremental run."""
+    from pyiceberg_crypto.audit.html import render_html
+
+    def row(state_dir, full=False, files_verified=120):
+        entry = TableAudit("sales.orders", key_id="orders-key", encrypted=True, state="OK", files=0)
+        entry.last_verified = {"snapshot_id": 7, "verified_at": "2026-11-26T02:00:00+00:00",
+                               "ledger": "/ledgers/sales.orders.ledger.json", "advanced": True,
+                               "files_verified": files_verified}
+        report = CatalogReport("lake", tables=[entry], state_dir=state_dir, full=full)
+        doc = report.to_dict()
+        assert_valid(doc)
+        cell = re.search(r'<td class="num" data-value="0">([^<]*)</td>', render_html(doc))
+        assert cell, "no Files cell"
+        return cell.group(1)
+
+    assert row("/ledgers") == "0 this run, 120 so far"
+    assert row("/ledgers", files_verified=None) == "0 this run"  # a ledger written before the count was kept
+    assert row(None) == "0" and row("/ledgers", full=True) == "0"  # not incremental: the files checked

@@ -234,3 +234,27 @@ def test_a_ledger_that_is_not_a_regular_file_is_refused_at_once(tmp_path):
         Ledger.load(fifo)  # never waits for a writer
     with pytest.raises(LedgerError, match="missing-dir does not exist; create it \\(mkdir -p -m 700 .*missing-dir\\)"):
         Ledger.load(tmp_path / "missing-dir" / "ledger.json")  # the message says what to do
+
+
+def test_the_ledger_counts_the_files_verified_so_far_and_reads_an_entry_without_the_count(tmp_path):
+    """Issue 41: the audit's incremental rows say how many files are verified so far; the ledger keeps
+    the count (this run's, plus the earlier ones' when the run went on from the ledger)."""
+    from pyiceberg_crypto.verify.ledger import LEDGER_FORMAT, LEDGER_VERSION, Ledger, LedgerEntry
+    from pyiceberg_crypto.verify.pipeline import files_verified_so_far
+
+    older = {"table_uuid": "u", "table_location": "file:/t", "snapshot_id": 1, "sequence_number": 1,
+             "metadata_location": "file:/t/metadata/1.metadata.json", "metadata_hash": "h",
+             "verified_at": "2026-11-26T02:00:00+00:00", "mode": "current"}
+    path = tmp_path / "t.ledger.json"
+    path.write_text(json.dumps({"format": LEDGER_FORMAT, "version": LEDGER_VERSION, "last": older, "history": []}))
+    last = Ledger.load(path).last
+    assert last is not None and last.files_verified is None  # recorded before the count was kept
+    assert files_verified_so_far(4, "since", last) is None  # unknown, not a wrong number
+    assert files_verified_so_far(7, "current", last) == 7  # a run in full counts its own files
+    ledger = Ledger.load(path)
+    ledger.record(LedgerEntry(**{**older, "snapshot_id": 2, "files_verified": 7}))
+    counted = Ledger.load(path).last
+    assert counted.files_verified == 7 and files_verified_so_far(3, "since", counted) == 10
+    for bad in (-1, "7", True):
+        with pytest.raises(ValueError, match="files_verified"):
+            LedgerEntry.from_dict({**older, "files_verified": bad})
