@@ -20,6 +20,7 @@ from pyiceberg_crypto.keys import reencrypt as reencrypt_module
 from pyiceberg_crypto.keys.reencrypt import FRESH_KEK_PROPERTY, ReencryptError, reencrypt_table
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.verify import verify_metadata
+from pyiceberg_crypto.verify.compromise import compromise_report
 from tests.keys.tables import keystore_table, metadata_doc, metadata_location
 
 MASTER = "reencrypt-key"
@@ -54,8 +55,10 @@ def story(spark, tmp_path_factory):
     old_kms = KeystoreKms(old_keystore)
     old_keks = {e["key-id"]: old_kms.unwrap_key(base64.b64decode(e["encrypted-key-metadata"]), MASTER)
                 for e in metadata_doc(before)["encryption-keys"] if e["encrypted-by-id"] == MASTER}
+    dependent = compromise_report(before, KeystoreKms(keystore), compromised_master_keys=[(MASTER, "1")])
+    assert dependent.dependent_paths() and not dependent.ok  # every file: all of it is under version 1
     KeystoreKms(keystore).rotate_key(MASTER)
-    yield {"keystore": keystore, "old_keystore": old_keystore, "table": table, "work": work, "before": before,
+    yield {"dependent": dependent.dependent_paths(), "keystore": keystore, "old_keystore": old_keystore, "table": table, "work": work, "before": before,
            "old_keks": old_keks}
     registration.close()
 
@@ -123,3 +126,12 @@ def test_reencrypt_second_run_finishes_and_old_material_opens_nothing(spark, sto
     old_doc = metadata_doc(story["before"])
     for snapshot in old_doc["snapshots"]:
         assert not Path(snapshot["manifest-list"].removeprefix("file:")).exists()
+    # The verifier's proof: every chain ends at version 2, every file that depended on version 1 is gone.
+    proof = compromise_report(location, KeystoreKms(keystore), compromised_master_keys=[(MASTER, "1")],
+                              previously_dependent=story["dependent"])
+    assert proof.ok, proof.render_text()
+    assert {c.master_key_version for c in proof.chains.values()} == {"2"} and proof.files
+    assert {f.kind for f in proof.files} >= {"manifest-list", "manifest", "data"}
+    assert proof.previously_dependent == len(story["dependent"]) > 10 and proof.still_present == []
+    named = compromise_report(location, KeystoreKms(keystore), compromised_keks=[result.fresh_kek])
+    assert not named.ok and len(named.dependent) == len(proof.files)  # the check can fail
