@@ -9,15 +9,19 @@ sealed. ``reencrypt_table`` makes the table's live content new under new keys, t
     result.fresh_kek, result.expired_snapshots, result.orphans, result.to_dict()
 
 How Iceberg 1.12.0 is made to use a fresh KEK (its public API has no call for it):
-``StandardEncryptionManager.keyEncryptionKeyID()`` walks the table's ``encryption-keys`` in list
-order and takes the first KEK (``encrypted-by-id`` = the table's ``encryption.key-id``) younger than
-730 days; only when there is none does it make one. So one metadata commit
-(``TableMetadata.buildFrom(base)``, through the catalog's compare-and-swap as :mod:`.commit` does)
-adds a KEK with NEW random bytes, wrapped by the KMS under the master key's current version, with
-``KEY_TIMESTAMP`` = now and the property ``REENCRYPTED_AFTER_COMPROMISE``, and then removes and
-re-adds every older KEK unchanged, which moves them behind it (``addEncryptionKey`` appends). Every
-older snapshot keeps reading (its KEK is still there), and every write from then on, starting
-with the rewrites below, seals its manifest list with the fresh KEK. The table's
+``StandardEncryptionManager.keyEncryptionKeyID()`` takes the first KEK (``encrypted-by-id`` = the
+table's ``encryption.key-id``) younger than 730 days in its key map, a ``SerializableMap`` (a hash
+map: the metadata's list order is lost), and makes a new one only when there is none. So the fresh
+KEK must be the table's only KEK. One metadata commit (``TableMetadata.buildFrom(base)``,
+``removeEncryptionKey`` / ``addEncryptionKey``, the catalog's compare-and-swap as :mod:`.commit`
+does; Hive and REST alike) adds a KEK with NEW random bytes, wrapped by the KMS under the master
+key's current version (``KEY_TIMESTAMP`` = now, property ``REENCRYPTED_AFTER_COMPROMISE``),
+re-seals the manifest-list key of every snapshot with it (unwrapped with the old KEK in Python,
+sealed again: AES-GCM, AAD = the fresh KEK's ``KEY_TIMESTAMP``, as Iceberg seals), and removes every
+other KEK. Every snapshot keeps reading, and every write from then on, starting with the rewrites
+below, seals its manifest list with the fresh KEK. The re-sealed snapshots still reach files whose
+keys the leaked material opens (their manifest lists are unchanged): ``RESEALED_UP_TO_SEQUENCE``
+on the fresh KEK records the sequence number up to which snapshots are old. The table's
 ``encryption.key-id`` cannot change (Hive's commit refuses it, FINDINGS.md): the replacement is the
 master key's current version, so rotate first (``pyiceberg-crypto keystore rotate``); a current
 version that is itself compromised stops the run.
@@ -26,8 +30,9 @@ Then, in rounds until the current snapshot holds nothing older (``max_rounds``):
 ``rewrite_data_files`` (``rewrite-all``, ``remove-dangling-deletes``) rewrites every data file with
 its deletes applied, ``rewrite_position_delete_files`` (``rewrite-all``) whatever delete files are
 left, ``rewrite_manifests`` the manifests. A file counts as new when the snapshot that added it (the
-``entries`` and ``manifests`` metadata tables) is sealed by a fresh KEK; a concurrent writer whose
-snapshot was sealed by an older KEK (it read the table before the KEK commit) makes another round.
+``entries`` and ``manifests`` metadata tables) is newer than the re-seal and sealed by the fresh KEK;
+a concurrent writer whose snapshot was sealed by an older KEK (its encryption manager was made
+before the KEK commit; Iceberg writes that KEK back) makes another round, which re-seals first.
 Then ``expire_snapshots`` of every snapshot but the current one (they are exactly what the leaked
 material opens, or share files with it; Iceberg deletes the files only they reach), the KEK entries
 no remaining snapshot needs are removed in one commit, and ``remove_orphan_files`` runs with a
@@ -36,7 +41,7 @@ safety window (``orphans_older_than``; a dry run lists what would go).
 Refs: a branch or tag other than ``main`` pins snapshots the run must expire; it blocks the run
 (listed in the error) unless ``drop_refs``. Every step is idempotent: a crash leaves a readable
 table (each step is one Iceberg commit) and running again finishes the job (a fresh KEK already
-first in the list is reused, files already new are not rewritten again). Prove the outcome
+the only one is kept, files already new are not rewritten again). Prove the outcome
 independently with :func:`pyiceberg_crypto.verify.compromise.compromise_report`.
 """
 
@@ -51,6 +56,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.formats.manifest_list_key import decrypt_manifest_list_key_metadata, seal_manifest_list_key_metadata
 from pyiceberg_crypto.keys.commit import commit_with_retries, java_line, load_operations
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import exception_line
@@ -58,7 +64,8 @@ from pyiceberg_crypto.table.catalog import catalog_properties, registered_kms
 
 #: The property a KEK made by ``reencrypt_table`` carries (Iceberg reads only ``KEY_TIMESTAMP``).
 FRESH_KEK_PROPERTY = "REENCRYPTED_AFTER_COMPROMISE"
-KEK_LIFESPAN_MS = 730 * 86_400_000
+#: The table's last sequence number when the fresh KEK last re-sealed older snapshots' keys.
+RESEALED_UP_TO_PROPERTY = "RESEALED_UP_TO_SEQUENCE"
 DEFAULT_ORPHAN_WINDOW_SECONDS = 3 * 86_400  # Iceberg's own default for remove_orphan_files
 
 Progress = Callable[[str], None]
@@ -163,8 +170,12 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
         kind, name = ref.split(" ", 1)
         spark.sql(f"ALTER TABLE {full_name} DROP {kind.upper()} IF EXISTS `{name}`")
         result.refs_dropped.append(ref)
-    # 3. rewrites, in rounds
+    # 3. rewrites, in rounds (each starts by re-sealing what a stale writer sealed with an old KEK)
     for round_number in range(1, max_rounds + 1):
+        if round_number > 1:
+            commit_with_retries(spark, ops, full_name,
+                                lambda b: _fresh_kek_step(jvm, b, table_key_id, kms, fresh, result),
+                                what="re-seal", error=ReencryptError, max_attempts=max_attempts)
         old = _old_content(spark, ops, full_name, fresh)
         if not any(old.values()):
             break
@@ -219,43 +230,63 @@ def _keks(jvm, base, table_key_id: str) -> dict[str, tuple[bytes, dict[str, str]
     return keks
 
 
-def _first_young_kek(keks: dict[str, tuple[bytes, dict[str, str]]], now_ms: int) -> str | None:
-    """The KEK Iceberg's next write takes (StandardEncryptionManager.keyEncryptionKeyID)."""
-    for kek_id, (_wrapped, props) in keks.items():
-        try:
-            if now_ms - int(props.get("KEY_TIMESTAMP", "")) < KEK_LIFESPAN_MS:
-                return kek_id
-        except ValueError:
-            continue
-    return None
-
-
 def _fresh_kek_step(jvm, base, table_key_id: str, kms: KeyManagementClient, fresh, result: ReencryptResult):
+    """The fresh KEK as the table's only KEK: every snapshot's manifest-list key re-sealed with it,
+    every other KEK (and entry sealed by one that no snapshot names) removed; None when so already."""
     keks = _keks(jvm, base, table_key_id)
-    first = _first_young_kek(keks, int(time.time() * 1000))
-    if first is not None and fresh(first, *keks[first]):
-        result.fresh_kek = first
-        result.fresh_kek_master_version = _ask(kms.key_version, keks[first][0], table_key_id, what="key_version")
+    fresh_ids = [k for k, value in keks.items() if fresh(k, *value)]
+    old = [k for k in keks if k not in fresh_ids]
+    if fresh_ids and not old:
+        result.fresh_kek = fresh_ids[0]
+        result.fresh_kek_master_version = _ask(kms.key_version, keks[fresh_ids[0]][0], table_key_id, what="key_version")
         return None
-    length = int(base.properties().get("encryption.data-key-length") or 16)
-    kek = os.urandom(length)
-    wrapped = bytes(_ask(kms.wrap_key, kek, table_key_id, what="wrap of the fresh KEK"))
-    if bytes(_ask(kms.unwrap_key, wrapped, table_key_id, what="check of the fresh KEK")) != kek:
-        raise ReencryptError("the KMS did not give back the fresh KEK from its wrapping: nothing committed")
-    del kek
-    kek_id = base64.b64encode(os.urandom(16)).decode()
-    props = jvm.java.util.HashMap()
-    props.put("KEY_TIMESTAMP", str(int(time.time() * 1000)))
-    props.put(FRESH_KEK_PROPERTY, datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
-    new_key = jvm.org.apache.iceberg.encryption.BaseEncryptedKey(kek_id, jvm.java.nio.ByteBuffer.wrap(bytearray(wrapped)),
-                                                                 table_key_id, props)
     builder = jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
-    old = [key for key in list(base.encryptionKeys()) if key.encryptedById() == table_key_id]
-    for key in old:
-        builder.removeEncryptionKey(key.keyId())
-    builder.addEncryptionKey(new_key)
-    for key in old:  # the same entries, now behind the fresh one
-        builder.addEncryptionKey(key)
+    now_sequence = str(base.lastSequenceNumber())
+    if fresh_ids:  # a round after a stale writer: reuse the fresh KEK, move its cut-off
+        kek_id = fresh_ids[0]
+        wrapped, props = keks[kek_id]
+        kek = bytes(_ask(kms.unwrap_key, wrapped, table_key_id, what=f"unwrap of the fresh KEK {kek_id!r}"))
+    else:
+        length = int(base.properties().get("encryption.data-key-length") or 16)
+        kek = os.urandom(length)
+        wrapped = bytes(_ask(kms.wrap_key, kek, table_key_id, what="wrap of the fresh KEK"))
+        if bytes(_ask(kms.unwrap_key, wrapped, table_key_id, what="check of the fresh KEK")) != kek:
+            raise ReencryptError("the KMS did not give back the fresh KEK from its wrapping: nothing committed")
+        kek_id = base64.b64encode(os.urandom(16)).decode()
+        props = {"KEY_TIMESTAMP": str(int(time.time() * 1000)),
+                 FRESH_KEK_PROPERTY: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    props = {**props, RESEALED_UP_TO_PROPERTY: now_sequence}
+    java_props = jvm.java.util.HashMap()
+    for name, value in props.items():
+        java_props.put(name, value)
+    builder.removeEncryptionKey(kek_id)
+    builder.addEncryptionKey(jvm.org.apache.iceberg.encryption.BaseEncryptedKey(
+        kek_id, jvm.java.nio.ByteBuffer.wrap(bytearray(wrapped)), table_key_id, java_props))
+    entries = {key.keyId(): key for key in list(base.encryptionKeys())}
+    named = {snapshot.keyId() for snapshot in list(base.snapshots()) if snapshot.keyId() is not None}
+    old_bytes: dict[str, bytes] = {}
+    for key_id, entry in entries.items():
+        sealer = entry.encryptedById()
+        if sealer not in old:
+            continue
+        builder.removeEncryptionKey(key_id)
+        if key_id not in named:
+            continue  # the manifest-list key of an expired snapshot: dropped
+        if sealer not in old_bytes:
+            old_bytes[sealer] = bytes(_ask(kms.unwrap_key, keks[sealer][0], table_key_id, what=f"unwrap of KEK {sealer!r}"))
+        envelope = bytes(jvm.org.apache.iceberg.util.ByteBuffers.toByteArray(entry.encryptedKeyMetadata()))
+        try:
+            plain = decrypt_manifest_list_key_metadata(old_bytes[sealer], envelope, keks[sealer][1]["KEY_TIMESTAMP"],
+                                                       file=f"encryption-keys[{key_id}]")
+        except (PyicebergCryptoError, KeyError) as exc:
+            raise ReencryptError(f"manifest-list key {key_id!r} does not open with its KEK {sealer!r} ({exc}): "
+                                 "nothing committed") from None
+        sealed = seal_manifest_list_key_metadata(kek, plain, props["KEY_TIMESTAMP"])
+        builder.addEncryptionKey(jvm.org.apache.iceberg.encryption.BaseEncryptedKey(
+            key_id, jvm.java.nio.ByteBuffer.wrap(bytearray(sealed)), kek_id, None))
+    for kek_old in old:
+        builder.removeEncryptionKey(kek_old)
+    del kek, old_bytes
     result.fresh_kek = kek_id
     result.fresh_kek_master_version = _ask(kms.key_version, wrapped, table_key_id, what="key_version")
     return builder.build()
@@ -279,26 +310,27 @@ def _drop_old_keys_step(jvm, base, table_key_id: str, fresh, result: ReencryptRe
 
 
 def _old_content(spark, ops, full_name: str, fresh) -> dict[str, int]:
-    """Live files and manifests of the current snapshot added by a snapshot not sealed by a fresh KEK."""
+    """Live files and manifests of the current snapshot added by a snapshot that is not new: new is
+    committed after the last re-seal (sequence number above the fresh KEK's ``RESEALED_UP_TO``) and
+    sealed by the fresh KEK."""
     base = ops.refresh()
     spark.sql(f"REFRESH TABLE {full_name}")
-    jvm = spark.sparkContext._jvm
-    table_key_id = base.properties().get("encryption.key-id")
-    keks = _keks(jvm, base, table_key_id)
-    entries = {key.keyId(): key.encryptedById() for key in list(base.encryptionKeys())}
-    new_ids = set()
-    for snapshot in list(base.snapshots()):
-        kek_id = entries.get(snapshot.keyId())
-        if kek_id in keks and fresh(kek_id, *keks[kek_id]):
-            new_ids.add(int(snapshot.snapshotId()))
     if base.currentSnapshot() is None:
-        return {"data": 0, "deletes": 0, "manifests": 0}
-    old = {"data": 0, "deletes": 0, "manifests": 0, "manifest_list": int(_current_id(base) not in new_ids)}
+        return {"data": 0, "deletes": 0, "manifests": 0, "manifest_list": 0}
+    jvm = spark.sparkContext._jvm
+    keks = _keks(jvm, base, base.properties().get("encryption.key-id"))
+    fresh_ids = {k: int(props.get(RESEALED_UP_TO_PROPERTY, "-1")) for k, (wrapped, props) in keks.items()
+                 if fresh(k, wrapped, props)}
+    entries = {key.keyId(): key.encryptedById() for key in list(base.encryptionKeys())}
+    new_ids = {int(s.snapshotId()) for s in list(base.snapshots())
+               if entries.get(s.keyId()) in fresh_ids and s.sequenceNumber() > fresh_ids[entries.get(s.keyId())]}
+    current = _current_id(base)
+    old = {"data": 0, "deletes": 0, "manifests": 0, "manifest_list": int(current not in new_ids)}
     for row in spark.sql(f"SELECT snapshot_id, data_file.content FROM {full_name}.entries WHERE status < 2").collect():
         if row[0] not in new_ids:
             old["data" if row[1] == 0 else "deletes"] += 1
     for row in spark.sql(f"SELECT added_snapshot_id FROM {full_name}.all_manifests "
-                         f"WHERE reference_snapshot_id = {_current_id(base)}").collect():
+                         f"WHERE reference_snapshot_id = {current}").collect():
         if row[0] not in new_ids:
             old["manifests"] += 1
     return old

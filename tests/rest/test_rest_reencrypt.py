@@ -57,8 +57,9 @@ def test_rest_reencrypt_cli_proves_nothing_depends_on_the_leaked_version(spark, 
         report = tmp_path / "proof.json"
         code = main(["keys", "reencrypt", table, "--compromised-version", f"{MASTER}:1", *kms, "--drop-refs",
                      "--report", str(report)])
-        out = capsys.readouterr().out
-        assert code == 0, out
+        captured = capsys.readouterr()
+        out = captured.out
+        assert code == 0, (out, captured.err)
         assert "compromise check of" in out and ": OK" in out
         document = json.loads(report.read_text())
         proof = document["proof"]
