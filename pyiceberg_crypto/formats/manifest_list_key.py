@@ -13,12 +13,9 @@ Usage::
 
     key_metadata = decrypt_manifest_list_key_metadata(kek, encrypted, kek_timestamp)
     StandardKeyMetadata.parse(key_metadata)
-    envelope = seal_manifest_list_key_metadata(new_kek, key_metadata, new_kek_timestamp)  # re-seal
 """
 
 from __future__ import annotations
-
-import os
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -50,10 +47,3 @@ def decrypt_manifest_list_key_metadata(
             file=file,
             location=LOCATION,
         ) from None
-
-
-def seal_manifest_list_key_metadata(kek: bytes, key_metadata: bytes, kek_timestamp: str) -> bytes:
-    """Seal serialized key metadata with a KEK, as Iceberg's ``encryptManifestListKeyMetadata`` does
-    (a fresh random nonce; AAD = ``kek_timestamp``): the envelope :func:`decrypt_manifest_list_key_metadata` opens."""
-    nonce = os.urandom(NONCE_LENGTH)
-    return nonce + AESGCM(check_key(kek)).encrypt(nonce, bytes(key_metadata), kek_timestamp.encode("utf-8"))

@@ -55,8 +55,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
 from pyiceberg_crypto.errors import PyicebergCryptoError
-from pyiceberg_crypto.formats.manifest_list_key import decrypt_manifest_list_key_metadata, seal_manifest_list_key_metadata
+from pyiceberg_crypto.formats.ags1 import NONCE_LENGTH, check_key
+from pyiceberg_crypto.formats.manifest_list_key import decrypt_manifest_list_key_metadata
 from pyiceberg_crypto.keys.commit import commit_with_retries, java_line, load_operations
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import exception_line
@@ -281,7 +284,7 @@ def _fresh_kek_step(jvm, base, table_key_id: str, kms: KeyManagementClient, fres
         except (PyicebergCryptoError, KeyError) as exc:
             raise ReencryptError(f"manifest-list key {key_id!r} does not open with its KEK {sealer!r} ({exc}): "
                                  "nothing committed") from None
-        sealed = seal_manifest_list_key_metadata(kek, plain, props["KEY_TIMESTAMP"])
+        sealed = seal_manifest_list_key(kek, plain, props["KEY_TIMESTAMP"])
         builder.addEncryptionKey(jvm.org.apache.iceberg.encryption.BaseEncryptedKey(
             key_id, jvm.java.nio.ByteBuffer.wrap(bytearray(sealed)), kek_id, None))
     for kek_old in old:
@@ -290,6 +293,14 @@ def _fresh_kek_step(jvm, base, table_key_id: str, kms: KeyManagementClient, fres
     result.fresh_kek = kek_id
     result.fresh_kek_master_version = _ask(kms.key_version, wrapped, table_key_id, what="key_version")
     return builder.build()
+
+
+def seal_manifest_list_key(kek: bytes, key_metadata: bytes, kek_timestamp: str) -> bytes:
+    """Seal a manifest list's key metadata with a KEK as Iceberg's ``encryptManifestListKeyMetadata``
+    does: nonce(12) + AES-GCM ciphertext + tag, AAD = the KEK's ``KEY_TIMESTAMP`` (UTF-8). Here, not in
+    :mod:`pyiceberg_crypto.formats`: the verifier imports no writer."""
+    nonce = os.urandom(NONCE_LENGTH)
+    return nonce + AESGCM(check_key(kek)).encrypt(nonce, bytes(key_metadata), kek_timestamp.encode("utf-8"))
 
 
 def _drop_old_keys_step(jvm, base, table_key_id: str, fresh, result: ReencryptResult):
