@@ -22,7 +22,7 @@ other KEK. Every snapshot keeps reading, and every write from then on, starting 
 below, seals its manifest list with the fresh KEK. The re-sealed snapshots still reach files whose
 keys the leaked material opens (their manifest lists are unchanged): ``RESEALED_UP_TO_SEQUENCE``
 on the fresh KEK records the sequence number up to which snapshots are old. The table's
-``encryption.key-id`` cannot change (Hive's commit refuses it, docs/explanation/facts.md): the replacement is the
+``encryption.key-id`` cannot change (Hive's commit refuses it, docs/explanation/facts.md#kek-choice): the replacement is the
 master key's current version, so rotate first (``pyiceberg-crypto keystore rotate``); a current
 version that is itself compromised stops the run.
 
