@@ -73,6 +73,8 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.keys.inventory.key_inventory": (NotASparkSessionError, lambda: keys.key_inventory(NOT_SPARK, "lake.db.t")),
         "pyiceberg_crypto.keys.prune.prune_keys": (NotASparkSessionError, lambda: keys.prune_keys(NOT_SPARK, "lake.db.t")),
         "pyiceberg_crypto.keys.rewrap.rewrap_keks": (NotASparkSessionError, lambda: keys.rewrap_keks(NOT_SPARK, "lake.db.t")),
+        "pyiceberg_crypto.keys.reencrypt.reencrypt_table": (
+            NotASparkSessionError, lambda: keys.reencrypt_table(NOT_SPARK, "lake.db.t", compromised_keks=["k"])),
         "pyiceberg_crypto.keys.where_used.where_used_in_catalog": (
             NotASparkSessionError, lambda: keys.where_used_in_catalog(NOT_SPARK, "lake", "k", None, None)),
         "pyiceberg_crypto.keys.where_used.where_used_in_listing": (

@@ -1,4 +1,4 @@
-"""``pyiceberg-crypto keys list | rewrap | prune | where-used``: the keys a table depends on,
+"""``pyiceberg-crypto keys list | rewrap | prune | reencrypt | where-used``: the keys a table depends on,
 re-wrapping its KEKs, removing the entries no snapshot needs, which tables need a master key.
 
     pyiceberg-crypto keys list METADATA_JSON --kms keystore --kms-property keystore.path=keys.json [--json]
@@ -6,6 +6,7 @@ re-wrapping its KEKs, removing the entries no snapshot needs, which tables need 
         --warehouse /data/wh [--metastore-uri thrift://...] [--dry-run] [--all] [--json]
     pyiceberg-crypto keys prune lake.db.orders --kms keystore --kms-property keystore.path=keys.json \\
         --warehouse /data/wh [--dry-run] [--json]
+    pyiceberg-crypto keys reencrypt lake.db.orders --compromised-version orders-key:1 --kms keystore ... (:mod:`.reencrypt_cmd`)
     pyiceberg-crypto keys where-used orders-key 1 --kms keystore --kms-property keystore.path=keys.json \
         --metastore-uri thrift://hms:9083 [--catalog lake] [--table lake.db.orders ...] [--json]
     pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --rest-uri http://catalog:8181
@@ -32,6 +33,7 @@ from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, parse_properties, positive_seconds
 from pyiceberg_crypto.cli.audit_cmd import REST_CREDENTIAL_VARIABLE, REST_TOKEN_VARIABLE, rest_properties
 from pyiceberg_crypto.config import HIVE, REST
+from pyiceberg_crypto.cli.reencrypt_cmd import add_reencrypt_parser, run_reencrypt
 from pyiceberg_crypto.safe_text import escape_text, exception_line
 
 
@@ -50,6 +52,7 @@ def add_keys_parser(sub) -> None:
     prune = actions.add_parser("prune", help="remove encryption-keys entries no snapshot needs (one commit)")
     _add_table_arguments(prune)
     prune.add_argument("--dry-run", action="store_true", help="say what would be removed; no commit")
+    add_reencrypt_parser(actions, _add_table_arguments)
     where = actions.add_parser("where-used", help="which tables and snapshots need a master key (version), "
                                                   "across a catalog")
     where.add_argument("key_id", metavar="KEY_ID", help="the master key id (a table's encryption.key-id)")
@@ -172,6 +175,8 @@ def run_keys(args: argparse.Namespace) -> int:
         return _list(args, kms)
     if args.keys_action == "where-used":
         return _where_used(args, kms)
+    if args.keys_action == "reencrypt":
+        return run_reencrypt(args, kms)
     return _commit(args, kms)
 
 

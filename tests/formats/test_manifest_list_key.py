@@ -79,3 +79,17 @@ def test_kek_length_checked(key_metadata):
         encrypt_manifest_list_key_metadata(b"k" * 8, key_metadata, TIMESTAMP)
     with pytest.raises(FormatError, match="key length 31"):
         decrypt_manifest_list_key_metadata(b"k" * 31, b"x" * 40, TIMESTAMP)
+
+
+def test_reencrypt_seal_opens_with_its_kek_and_timestamp_only(key_metadata):
+    """keys.reencrypt's sealer (re-sealing manifest-list keys under a fresh KEK) writes what Python's
+    opener (and, through the Hive and REST reencrypt tests, Iceberg) reads."""
+    from pyiceberg_crypto.keys.reencrypt import seal_manifest_list_key
+
+    kek = random_bytes(16)
+    sealed = seal_manifest_list_key(kek, key_metadata, TIMESTAMP)
+    assert decrypt_manifest_list_key_metadata(kek, sealed, TIMESTAMP) == key_metadata
+    with pytest.raises(TagMismatchError):
+        decrypt_manifest_list_key_metadata(kek, sealed, TIMESTAMP + "1")
+    with pytest.raises(TagMismatchError):
+        decrypt_manifest_list_key_metadata(random_bytes(16), sealed, TIMESTAMP)
