@@ -142,7 +142,7 @@ def test_rest_cli_prints_catalog_settings_that_encrypt(tmp_path):
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = process.stdout.readline()
-        assert line.startswith("Iceberg REST catalog ready at http://127.0.0.1:"), process.stderr.read()
+        assert line.startswith("REST catalog ready at http://127.0.0.1:"), process.stderr.read()
         assert f"catalog-impl={config.ENCRYPTING_REST_CATALOG_IMPL}" in line
         assert "catalog_type='rest'" in line
         assert "properties type=rest" not in line
