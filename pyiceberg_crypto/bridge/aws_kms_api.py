@@ -65,6 +65,7 @@ from pyiceberg_crypto.bridge.callback_server import (
     write_private_file,
 )
 from pyiceberg_crypto.bridge.sigv4 import Principal, SigV4Refused, SigV4Verifier
+from pyiceberg_crypto.bridge.tls import server_context
 from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError
 from pyiceberg_crypto.kms import aws_face_blob
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
@@ -152,7 +153,7 @@ class FaceTls:
         """Your own key (0600) and certificate chain (PEM), e.g. from the company CA."""
         key_pem = read_operator_file(key_file, "TLS key", private=True)
         cert_pem = read_operator_file(certificate_file, "TLS certificate")
-        return cls(_context(key_pem, cert_pem), None, None)
+        return cls(server_context(key_pem, cert_pem), None, None)
 
 
 def _make_identity(names: tuple[str, ...]) -> tuple[bytes, bytes, bytes, bytes]:
@@ -197,21 +198,6 @@ def _make_identity(names: tuple[str, ...]) -> tuple[bytes, bytes, bytes, bytes]:
                                                   serialization.NoEncryption())
     return (key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
             server.public_bytes(pem) + ca.public_bytes(pem), ca.public_bytes(pem), truststore)
-
-
-def _context(key_pem: bytes, cert_pem: bytes) -> ssl.SSLContext:
-    import tempfile
-
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    with tempfile.TemporaryDirectory(prefix="pyiceberg-crypto-tls-") as directory:
-        key_path, cert_path = os.path.join(directory, "key.pem"), os.path.join(directory, "cert.pem")
-        with open(os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
-            handle.write(key_pem)
-        with open(cert_path, "wb") as handle:
-            handle.write(cert_pem)
-        context.load_cert_chain(cert_path, key_path)
-    return context
 
 
 # --- key ids ---------------------------------------------------------------------------------

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import contextlib
 import http.server
-import ipaddress
 import logging
 import socket
 import sys
@@ -48,6 +47,7 @@ from typing import TYPE_CHECKING
 from pyiceberg_crypto.bridge.adapter import LATENCY_BUCKETS
 from pyiceberg_crypto.bridge.service import RateLimitedLog
 from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.kms._loopback import is_loopback_host as is_loopback  # kms serve --metrics checks it too
 
 if TYPE_CHECKING:
     from pyiceberg_crypto.bridge.service import KmsService
@@ -66,16 +66,6 @@ log = logging.getLogger(__name__)
 
 class MetricsAddressError(PyicebergCryptoError, ValueError):
     """The metrics port was asked to listen beyond loopback without ``allow_remote``."""
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and ``localhost``; a wildcard (0.0.0.0, ::) or other name is not."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _label(value: str) -> str:

@@ -46,7 +46,7 @@ class TlsIdentity:
     @classmethod
     def fresh(cls) -> TlsIdentity:
         key_pem, cert_pem = _self_signed_pem()
-        return cls(_server_context(key_pem, cert_pem), _der(cert_pem))
+        return cls(server_context(key_pem, cert_pem), _der(cert_pem))
 
     @classmethod
     def load_or_create(cls, key_file: str | os.PathLike, certificate_file: str | os.PathLike) -> TlsIdentity:
@@ -63,7 +63,7 @@ class TlsIdentity:
             write_private_file(cert_path, cert_pem, mode=PUBLIC)
         key_pem = read_operator_file(key_path, "TLS key", private=True)
         cert_pem = read_operator_file(cert_path, "TLS certificate")
-        return cls(_server_context(key_pem, cert_pem), _der(cert_pem))
+        return cls(server_context(key_pem, cert_pem), _der(cert_pem))
 
 
 
@@ -96,7 +96,9 @@ def _der(certificate_pem: bytes) -> bytes:
     return x509.load_pem_x509_certificate(certificate_pem).public_bytes(serialization.Encoding.DER)
 
 
-def _server_context(key_pem: bytes, certificate_pem: bytes) -> ssl.SSLContext:
+def server_context(key_pem: bytes, certificate_pem: bytes) -> ssl.SSLContext:
+    """A TLS 1.2+ server context for this key and certificate chain (PEM), for every listener of
+    the bridge (the Py4J face, the AWS KMS face)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     # ssl loads keys only from files: a private directory, removed at once.

@@ -19,6 +19,11 @@ def is_loopback_url(url: str | None) -> bool:
         host = parsed.hostname or ""
     except ValueError:
         return False
+    return is_loopback_host(host)
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and ``localhost``; a wildcard (0.0.0.0, ::) or other name is not."""
     if host == "localhost":
         return True
     try:
