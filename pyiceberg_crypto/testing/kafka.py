@@ -163,7 +163,10 @@ class KafkaBroker(ServiceProcess):
 
     def _format_storage(self) -> None:
         """``kafka-storage format``: write ``meta.properties`` and the bootstrap metadata."""
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        cluster_id = "-"
+        while cluster_id.startswith("-"):  # Kafka's argument parser takes "-..." for an option (its own
+            # Uuid.randomUuid() draws again for the same reason); 1 in 64 ids did, failing the format
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         command = self._java("kafka.tools.StorageTool", "format", "-t", cluster_id,
                              "-c", str(self.properties_path), "--ignore-formatted")
         with open(self.log_path, "ab") as log:
