@@ -76,10 +76,13 @@ def test_metrics_and_healthz_of_kms_serve(tmp_path, keystore):
         def reloaded_and_refused() -> str | None:
             text = _get(f"{base}/metrics")[1]
             done = (_metric(text, "pyiceberg_crypto_kms_reloads_total") >= 1
-                    and _metric(text, "pyiceberg_crypto_kms_refused_tokens_total") >= 1)
+                    and _metric(text, "pyiceberg_crypto_kms_refused_tokens_total") >= 1
+                    # the clients gone: counted off when the service's thread sees the close
+                    and _metric(text, "pyiceberg_crypto_kms_connected_clients") == 0)
             return text if done else None
 
-        text = eventually(reloaded_and_refused, message="the reload and the refused token in the metrics")
+        text = eventually(reloaded_and_refused,
+                          message="the reload, the refused token and no connected client in the metrics")
         assert _metric(text, "pyiceberg_crypto_kms_reloads_total") == 1
         assert _metric(text, "pyiceberg_crypto_kms_refused_tokens_total") == 1
         assert _metric(text, "pyiceberg_crypto_kms_connected_clients") == 0
