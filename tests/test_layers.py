@@ -27,7 +27,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "pyiceberg_crypto"
 
 RANKS = {
-    "__init__": 0, "errors": 0, "safe_text": 0, "exit_status": 0, "_log": 0, "_atomic": 0,
+    "__init__": 0, "errors": 0, "safe_text": 0, "exit_status": 0, "_log": 0, "_atomic": 0, "_net": 0,
     "formats": 1, "io": 1, "kms": 1, "jars": 1, "catalog_support": 1,
     "config": 2, "bridge": 2,
     "table": 3,

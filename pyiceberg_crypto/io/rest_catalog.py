@@ -43,7 +43,6 @@ plain http.
 from __future__ import annotations
 
 import http.client
-import ipaddress
 import json
 import socket
 import ssl
@@ -56,6 +55,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyiceberg_crypto._net import is_loopback_host
 from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.safe_text import escape_text, shorten
 
@@ -365,16 +365,6 @@ def _origin(url: str) -> tuple[str, str, int]:
     parts = urllib.parse.urlsplit(url)
     scheme = parts.scheme.lower()
     return scheme, (parts.hostname or "").lower(), parts.port or (443 if scheme == "https" else 80)
-
-
-def is_loopback_host(host: str) -> bool:
-    """127.0.0.0/8, ``::1`` or ``localhost``."""
-    if host.lower() in ("localhost", "localhost."):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _refuse_plain_http(url: str, allowed: bool) -> None:

@@ -6,8 +6,11 @@
 
 from __future__ import annotations
 
-import ipaddress
 from urllib.parse import urlparse
+
+from pyiceberg_crypto._net import is_loopback_host
+
+__all__ = ["is_loopback_host", "is_loopback_url"]
 
 
 def is_loopback_url(url: str | None) -> bool:
@@ -20,13 +23,3 @@ def is_loopback_url(url: str | None) -> bool:
     except ValueError:
         return False
     return is_loopback_host(host)
-
-
-def is_loopback_host(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and ``localhost``; a wildcard (0.0.0.0, ::) or other name is not."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
