@@ -23,7 +23,7 @@ from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: 
 from pyiceberg_crypto.testing.rest import RestCatalogServer
 from pyiceberg_crypto.verify.pipeline import verify_metadata
 from pyiceberg_crypto.verify.report import DATA, DELETION_VECTOR, MANIFEST, MANIFEST_LIST, PLAINTEXT
-from tests.conftest import add_catalog
+from tests.rest.tables import create_encrypted_table, new_namespace, new_rest_catalog
 
 SCHEMA = {"type": "struct", "schema-id": 0,
           "fields": [{"id": 1, "name": "id", "required": False, "type": "long"}]}
@@ -166,14 +166,9 @@ def test_rest_catalog_encrypting_client_writes_pare_ags1_and_commits_its_keys(
     verifier and the JVM-free reader work from the REST load response, and the key id cannot be
     removed or changed."""
 
-    name = f"restenc_{uuid.uuid4().hex[:8]}"
-    add_catalog(spark, name, tmp_path / "warehouse", catalog_type="rest", uri=rest_catalog_server.uri,
-                kms_name="test")
-    namespace = f"enc_{uuid.uuid4().hex[:8]}"
-    table = f"{name}.{namespace}.orders"
-    spark.sql(f"CREATE NAMESPACE {name}.{namespace}")
-    props = ", ".join(f"'{k}'='{v}'" for k, v in config.table_properties(key_id="k1").items())
-    spark.sql(f"CREATE TABLE {table} (id BIGINT, note STRING) USING iceberg TBLPROPERTIES ({props})")
+    name = new_rest_catalog(spark, rest_catalog_server.uri, tmp_path / "warehouse", prefix="restenc")
+    namespace = new_namespace(spark, name, "enc")
+    table = create_encrypted_table(spark, f"{name}.{namespace}.orders", key_id="k1")
     spark.sql(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b'), (3, 'c')")
     assert sorted(tuple(r) for r in spark.table(table).collect()) == [(1, "a"), (2, "b"), (3, "c")]
 
@@ -225,12 +220,9 @@ def test_rest_catalog_encrypting_client_ctas_merge_delete_deletion_vectors_and_t
     DELETE and MERGE writing deletion vectors, and time travel, through the EncryptingRestCatalog;
     a second catalog on the same server (fresh table operations) reads the same rows; every file of
     every snapshot verifies and the JVM-free reader returns Spark's rows."""
-    name = f"restenc_{uuid.uuid4().hex[:8]}"
-    add_catalog(spark, name, tmp_path / "warehouse", catalog_type="rest", uri=rest_catalog_server.uri,
-                kms_name="test")
-    namespace = f"dv_{uuid.uuid4().hex[:8]}"
+    name = new_rest_catalog(spark, rest_catalog_server.uri, tmp_path / "warehouse", prefix="restenc")
+    namespace = new_namespace(spark, name, "dv")
     table = f"{name}.{namespace}.events"
-    spark.sql(f"CREATE NAMESPACE {name}.{namespace}")
     props = config.table_properties(key_id="k2", extra={"write.delete.mode": "merge-on-read",
                                                         "write.update.mode": "merge-on-read",
                                                         "write.merge.mode": "merge-on-read"})
@@ -248,9 +240,7 @@ def test_rest_catalog_encrypting_client_ctas_merge_delete_deletion_vectors_and_t
     assert spark.sql(f"SELECT count(*) FROM {table} VERSION AS OF {first}").first()[0] == 20
     assert spark.sql(f"SELECT count(*) FROM {table}.delete_files WHERE file_format = 'PUFFIN'").first()[0] > 0
 
-    other = f"restenc_{uuid.uuid4().hex[:8]}"
-    add_catalog(spark, other, tmp_path / "warehouse", catalog_type="rest", uri=rest_catalog_server.uri,
-                kms_name="test")
+    other = new_rest_catalog(spark, rest_catalog_server.uri, tmp_path / "warehouse", prefix="restenc")
     assert sorted(tuple(r) for r in spark.table(f"{other}.{namespace}.events").collect()) == expected
 
     status, loaded = call(rest_catalog_server, "GET", f"/v1/namespaces/{namespace}/tables/events")

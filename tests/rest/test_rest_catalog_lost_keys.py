@@ -25,8 +25,8 @@ from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.read import read_table
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
 from pyiceberg_crypto.verify.pipeline import verify_metadata
-from tests.conftest import add_catalog
 from tests.rest.rest_proxy import RestProxy
+from tests.rest.tables import new_rest_catalog
 
 
 def load(uri: str, namespace: str, table: str) -> dict:
@@ -47,9 +47,7 @@ def rows(spark, table: str) -> list[tuple]:
 
 
 def new_catalog(spark, tmp_path, uri: str) -> str:
-    name = f"restlost_{uuid.uuid4().hex[:8]}"
-    add_catalog(spark, name, tmp_path / "warehouse", catalog_type="rest", uri=uri, kms_name="test")
-    return name
+    return new_rest_catalog(spark, uri, tmp_path / "warehouse", prefix="restlost")
 
 
 @pytest.mark.slow

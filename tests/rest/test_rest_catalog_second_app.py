@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import uuid
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from pyiceberg_crypto import config
 from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
 from pyiceberg_crypto.verify.pipeline import verify_metadata
-from tests.conftest import add_catalog
+from tests.rest.tables import create_encrypted_table, new_namespace, new_rest_catalog
 from tests.kms_service.service_process import ROOT, ServiceProcess
 
 #: The second application: settings as JSON on stdin (no secret in them: the token stays in its file).
@@ -62,14 +61,10 @@ def run_second_app(settings: dict[str, str], table: str, cwd: Path) -> dict:
 @pytest.mark.slow
 def test_rest_catalog_table_is_read_and_appended_by_a_second_application_through_kms_serve(
         spark, kms_registration, master_keys, rest_catalog_server, tmp_path):  # noqa: F811
-    name = f"restapp_{uuid.uuid4().hex[:8]}"
-    add_catalog(spark, name, tmp_path / "warehouse", catalog_type="rest", uri=rest_catalog_server.uri,
-                kms_name="test")
-    namespace = f"apps_{uuid.uuid4().hex[:8]}"
+    name = new_rest_catalog(spark, rest_catalog_server.uri, tmp_path / "warehouse", prefix="restapp")
+    namespace = new_namespace(spark, name, "apps")
     table = f"{namespace}.orders"
-    spark.sql(f"CREATE NAMESPACE {name}.{namespace}")
-    spark.sql(f"CREATE TABLE {name}.{table} (id BIGINT, note STRING) USING iceberg "
-              + config.tblproperties_sql(config.table_properties(key_id="k1")))
+    create_encrypted_table(spark, f"{name}.{table}", key_id="k1")
     spark.sql(f"INSERT INTO {name}.{table} VALUES (1, 'from the session'), (2, 'from the session')")
 
     # kms serve with the session's own master keys (a file only the test user can read)

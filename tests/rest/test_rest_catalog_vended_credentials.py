@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from pyiceberg_crypto import config
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
-from tests.conftest import add_catalog
 from tests.rest.rest_proxy import ACCESS_DELEGATION, RestProxy
+from tests.rest.tables import create_encrypted_table, new_rest_catalog
 
 
 def storage_credentials_under_the_encrypting_io(spark, table: str) -> list[tuple[str, dict]]:
@@ -47,13 +46,10 @@ def test_rest_catalog_vended_storage_credentials_reach_a_file_io_that_still_encr
     location = f"file:{tmp_path}/vended/{namespace}/orders"
     vended = [{"prefix": location, "config": {"s3.access-key-id": "vended-id", "s3.secret-access-key": "vended"}}]
     with RestProxy(rest_catalog_server.uri, vend_credentials=vended) as proxy:
-        name = f"restvend_{uuid.uuid4().hex[:8]}"
-        add_catalog(spark, name, tmp_path / "warehouse", catalog_type="rest", uri=proxy.uri, kms_name="test",
-                    extra_catalog_properties={f"header.{ACCESS_DELEGATION[0]}": ACCESS_DELEGATION[1]})
-        table = f"{name}.{namespace}.orders"
+        name = new_rest_catalog(spark, proxy.uri, tmp_path / "warehouse", prefix="restvend",
+                                extra_catalog_properties={f"header.{ACCESS_DELEGATION[0]}": ACCESS_DELEGATION[1]})
         spark.sql(f"CREATE NAMESPACE {name}.{namespace}")
-        spark.sql(f"CREATE TABLE {table} (id BIGINT, note STRING) USING iceberg LOCATION '{location}' "
-                  + config.tblproperties_sql(config.table_properties(key_id="k1")))
+        table = create_encrypted_table(spark, f"{name}.{namespace}.orders", key_id="k1", location=location)
         spark.sql(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b')")
         spark.sql(f"REFRESH TABLE {table}")
         assert sorted(tuple(r) for r in spark.table(table).collect()) == [(1, "a"), (2, "b")]
