@@ -2,6 +2,8 @@
 re-wrapping its KEKs, removing the entries no snapshot needs, which tables need a master key.
 
     pyiceberg-crypto keys list METADATA_JSON --kms keystore --kms-property keystore.path=keys.json [--json]
+    pyiceberg-crypto keys list lake.db.orders --metastore-uri thrift://hms:9083 [--kms ...] [--json]
+    pyiceberg-crypto keys list db.orders --rest-uri http://catalog:8181 [--kms ...] [--json]
     pyiceberg-crypto keys rewrap lake.db.orders --kms keystore --kms-property keystore.path=keys.json \\
         --warehouse /data/wh [--metastore-uri thrift://...] [--dry-run] [--all] [--json]
     pyiceberg-crypto keys prune lake.db.orders --kms keystore --kms-property keystore.path=keys.json \\
@@ -12,7 +14,8 @@ re-wrapping its KEKs, removing the entries no snapshot needs, which tables need 
     pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --rest-uri http://catalog:8181
     pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --table /wh/db/t/metadata/00042-x.metadata.json
 
-``list`` needs no JVM (the KMS is optional: without it, no master key versions), nor does
+``list`` needs no JVM (the KMS is optional: without it, no master key versions; a table name is
+looked up in ``--metastore-uri`` or ``--rest-uri`` directly), nor does
 ``where-used`` with ``--metastore-uri`` or ``--rest-uri`` (the catalog is asked directly, as
 ``pyiceberg-crypto audit`` does) or with metadata.json files. ``rewrap`` and
 ``prune`` commit through the table's catalog (whose KMS every commit needs), so they start Spark: a
@@ -41,9 +44,12 @@ def add_keys_parser(sub) -> None:
     keys = sub.add_parser("keys", help="list a table's keys; re-wrap its KEKs after a master key rotation; prune unused ones")
     actions = keys.add_subparsers(dest="keys_action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="every KEK: age, master key and version, the snapshots it seals")
-    listing.add_argument("metadata", metavar="METADATA_JSON", help="the table's metadata.json (path or URI)")
+    listing.add_argument("metadata", metavar="METADATA_JSON|TABLE",
+                         help="the table's metadata.json (path or URI), or CATALOG.DB.TABLE with --metastore-uri "
+                              "or --rest-uri")
     add_kms_arguments(listing, required=False)
     listing.add_argument("--kms-timeout", type=positive_seconds, default=DEFAULT_KMS_TIMEOUT_SECONDS, metavar="SECONDS")
+    add_service_arguments(listing)
     listing.add_argument("--json", action="store_true", help="print JSON")
     rewrap = actions.add_parser("rewrap", help="re-wrap KEKs under the master key's current version (one commit)")
     _add_table_arguments(rewrap)
@@ -63,11 +69,12 @@ def add_keys_parser(sub) -> None:
     where.add_argument("--json", action="store_true", help="print JSON")
 
 
-def add_catalog_arguments(parser) -> None:
-    """Where the tables are for ``keys where-used`` and ``keystore retire``: a Hive metastore or a
-    REST catalog asked directly (no JVM), a Spark catalog, or the tables themselves."""
-    parser.add_argument("--metastore-uri", metavar="URI",
-                        help="thrift://host:port of the Hive metastore, asked directly (no Spark, no JVM)")
+def add_service_arguments(parser, *, metastore_uri: bool = True) -> None:
+    """A Hive metastore or a REST catalog asked directly (no Spark, no JVM): ``--metastore-uri``,
+    ``--rest-uri``, ``--rest-property``, ``--metastore-timeout`` (read by :func:`catalog_service`)."""
+    if metastore_uri:
+        parser.add_argument("--metastore-uri", metavar="URI",
+                            help="thrift://host:port of the Hive metastore, asked directly (no Spark, no JVM)")
     parser.add_argument("--rest-uri", metavar="URI",
                         help="http(s)://... of a REST catalog, asked directly (no Spark, no JVM); its token (or "
                              f"client_id:secret credential) comes from ${REST_TOKEN_VARIABLE} "
@@ -77,6 +84,12 @@ def add_catalog_arguments(parser) -> None:
                              "(repeatable)")
     parser.add_argument("--metastore-timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
                         help="give up on a catalog call after this long (default: %(default)g)")
+
+
+def add_catalog_arguments(parser) -> None:
+    """Where the tables are for ``keys where-used`` and ``keystore retire``: a Hive metastore or a
+    REST catalog asked directly (no JVM), a Spark catalog, or the tables themselves."""
+    add_service_arguments(parser)
     parser.add_argument("--catalog", metavar="NAME",
                         help="the catalog's name: tables are shown as NAME.db.table (default: lake); without "
                              "--metastore-uri, --rest-uri or --warehouse, the Spark catalog of the session "
@@ -103,7 +116,7 @@ def catalog_service(args: argparse.Namespace) -> dict[str, str] | None:
                          "(a REST catalog), not both")
     if args.rest_uri:
         return {**rest_properties(args), "type": REST}
-    if args.metastore_uri and not (args.warehouse or args.metastore_dir):
+    if args.metastore_uri and not (getattr(args, "warehouse", None) or getattr(args, "metastore_dir", None)):
         return {"type": HIVE, "uri": args.metastore_uri}
     return None
 
@@ -197,7 +210,8 @@ def _list(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
     from pyiceberg_crypto.keys.inventory import inventory_from_metadata
     from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
     try:
-        inventory = call_with_timeout(inventory_from_metadata, args.metadata, kms, timeout=args.kms_timeout,
+        location = _listed_metadata(args)
+        inventory = call_with_timeout(inventory_from_metadata, location, kms, timeout=args.kms_timeout,
                                       what="the key inventory's KMS calls")
     except (TableInputError, KmsTimeoutError, ValueError) as exc:
         return _fail(str(exc))
@@ -218,6 +232,25 @@ def _list(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
             print(f"{'':<26} {escape_text(kek.note)}")
     print(f"entries no live snapshot uses: {len(inventory.unused_entries)}")
     return ExitStatus.OK
+
+
+def _listed_metadata(args: argparse.Namespace) -> str:
+    """The metadata.json ``keys list`` reads: METADATA_JSON as given, or the current one of
+    CATALOG.DB.TABLE, asked of ``--metastore-uri`` / ``--rest-uri`` (no JVM)."""
+    from pyiceberg_crypto.keys.inventory import catalog_entry
+
+    service = catalog_service(args)
+    if _is_metadata_location(args.metadata):
+        if service is not None:
+            raise ValueError(f"{args.metadata} is a metadata.json: give a table name (CATALOG.DB.TABLE) with "
+                             "--metastore-uri / --rest-uri, or the file without them")
+        return args.metadata
+    if service is None:
+        raise ValueError(f"{args.metadata!r} is a table name: say where its catalog is with --metastore-uri "
+                         "thrift://host:port (a Hive metastore) or --rest-uri http://host:port (a REST catalog), "
+                         "or give its metadata.json")
+    entry = catalog_entry(service, args.metadata, timeout=args.metastore_timeout)
+    return entry.parameters["metadata_location"]
 
 
 def _commit(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
