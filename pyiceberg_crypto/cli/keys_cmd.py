@@ -8,6 +8,8 @@ re-wrapping its KEKs, removing the entries no snapshot needs, which tables need 
         --warehouse /data/wh [--metastore-uri thrift://...] [--dry-run] [--all] [--json]
     pyiceberg-crypto keys prune lake.db.orders --kms keystore --kms-property keystore.path=keys.json \\
         --warehouse /data/wh [--dry-run] [--json]
+    pyiceberg-crypto keys rewrap lake.db.orders --kms ... --metastore-uri thrift://hms:9083    # no JVM
+    pyiceberg-crypto keys prune db.orders --kms ... --rest-uri http://catalog:8181             # no JVM
     pyiceberg-crypto keys reencrypt lake.db.orders --compromised-version orders-key:1 --kms keystore ... (:mod:`.reencrypt_cmd`)
     pyiceberg-crypto keys where-used orders-key 1 --kms keystore --kms-property keystore.path=keys.json \
         --metastore-uri thrift://hms:9083 [--catalog lake] [--table lake.db.orders ...] [--json]
@@ -17,9 +19,10 @@ re-wrapping its KEKs, removing the entries no snapshot needs, which tables need 
 ``list`` needs no JVM (the KMS is optional: without it, no master key versions; a table name is
 looked up in ``--metastore-uri`` or ``--rest-uri`` directly), nor does
 ``where-used`` with ``--metastore-uri`` or ``--rest-uri`` (the catalog is asked directly, as
-``pyiceberg-crypto audit`` does) or with metadata.json files. ``rewrap`` and
-``prune`` commit through the table's catalog (whose KMS every commit needs), so they start Spark: a
-local session with ``--warehouse``, else the session spark-submit configured. Exit status: 0 done (or nothing to do), 2 usage error, unreadable
+``pyiceberg-crypto audit`` does) or with metadata.json files. ``rewrap`` and ``prune`` commit to
+the catalog directly with ``--metastore-uri`` (and no ``--warehouse``) or ``--rest-uri``, as
+Iceberg's own clients commit (:mod:`pyiceberg_crypto.keys.catalog_commit`); otherwise they start
+Spark: a local session with ``--warehouse``, else the session spark-submit configured. Exit status: 0 done (or nothing to do), 2 usage error, unreadable
 input or a re-wrap / prune that committed nothing.
 """
 
@@ -52,11 +55,11 @@ def add_keys_parser(sub) -> None:
     add_service_arguments(listing)
     listing.add_argument("--json", action="store_true", help="print JSON")
     rewrap = actions.add_parser("rewrap", help="re-wrap KEKs under the master key's current version (one commit)")
-    _add_table_arguments(rewrap)
+    _add_commit_arguments(rewrap)
     rewrap.add_argument("--dry-run", action="store_true", help="say what would change; no wrap, no commit")
     rewrap.add_argument("--all", action="store_true", help="re-wrap every KEK, also those already current")
     prune = actions.add_parser("prune", help="remove encryption-keys entries no snapshot needs (one commit)")
-    _add_table_arguments(prune)
+    _add_commit_arguments(prune)
     prune.add_argument("--dry-run", action="store_true", help="say what would be removed; no commit")
     add_reencrypt_parser(actions, _add_table_arguments)
     where = actions.add_parser("where-used", help="which tables and snapshots need a master key (version), "
@@ -171,8 +174,16 @@ def _add_table_arguments(parser) -> None:
     add_kms_arguments(parser)
     parser.add_argument("--warehouse", help="build a local Spark session for this warehouse")
     parser.add_argument("--metastore-dir", help="embedded metastore directory (default: next to the warehouse)")
-    parser.add_argument("--metastore-uri", help="thrift://host:port of a metastore")
+    parser.add_argument("--metastore-uri", help="thrift://host:port of a metastore (rewrap, prune: committed to "
+                                                "directly, no JVM, unless --warehouse builds a local session on it)")
     parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _add_commit_arguments(parser) -> None:
+    """``rewrap`` and ``prune``: a table committed to through Spark, or (``--metastore-uri``
+    without ``--warehouse``, ``--rest-uri``) through its catalog directly, without a JVM."""
+    _add_table_arguments(parser)
+    add_service_arguments(parser, metastore_uri=False)
 
 
 def run_keys(args: argparse.Namespace) -> int:
@@ -254,25 +265,16 @@ def _listed_metadata(args: argparse.Namespace) -> str:
 
 
 def _commit(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
-    """``rewrap`` or ``prune``: a commit through the table's catalog, in a Spark session."""
-    from pyiceberg_crypto.bridge import register_kms
-    from pyiceberg_crypto.config import session_for_catalog
-    from pyiceberg_crypto.keys.prune import PruneError, prune_keys
-    from pyiceberg_crypto.keys.rewrap import RewrapError, rewrap_keks
-    catalog = args.table.split(".")[0]
-    spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
-                                metastore_uri=args.metastore_uri, app_name="pyiceberg-crypto-keys")
+    """``rewrap`` or ``prune``: a commit through the table's catalog, directly (no JVM) with
+    ``--metastore-uri`` (no ``--warehouse``) or ``--rest-uri``, else in a Spark session."""
+    from pyiceberg_crypto.keys.prune import PruneError
+    from pyiceberg_crypto.keys.rewrap import RewrapError
+
     try:
-        with register_kms(spark, kms):
-            if args.keys_action == "prune":
-                result = prune_keys(spark, args.table, dry_run=args.dry_run)
-            else:
-                result = rewrap_keks(spark, args.table, kms=kms, dry_run=args.dry_run, all_keks=args.all)
-    except (RewrapError, PruneError, TableInputError) as exc:
+        service = catalog_service(args)
+        result = _commit_without_jvm(args, service, kms) if service is not None else _commit_in_spark(args, kms)
+    except (RewrapError, PruneError, TableInputError, ValueError) as exc:
         return _fail(str(exc))
-    finally:
-        if args.warehouse:
-            spark.stop()
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     elif args.keys_action == "prune":
@@ -280,6 +282,35 @@ def _commit(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
     else:
         _print_rewrap(result)
     return ExitStatus.OK
+
+
+def _commit_without_jvm(args: argparse.Namespace, service: dict[str, str], kms: KeyManagementClient | None):
+    from pyiceberg_crypto.keys.prune import prune_keys_in_catalog
+    from pyiceberg_crypto.keys.rewrap import rewrap_keks_in_catalog
+
+    if args.keys_action == "prune":
+        return prune_keys_in_catalog(service, args.table, dry_run=args.dry_run, timeout=args.metastore_timeout)
+    return rewrap_keks_in_catalog(service, args.table, kms, dry_run=args.dry_run, all_keks=args.all,
+                                  timeout=args.metastore_timeout)
+
+
+def _commit_in_spark(args: argparse.Namespace, kms: KeyManagementClient | None):
+    from pyiceberg_crypto.bridge import register_kms
+    from pyiceberg_crypto.config import session_for_catalog
+    from pyiceberg_crypto.keys.prune import prune_keys
+    from pyiceberg_crypto.keys.rewrap import rewrap_keks
+
+    catalog = args.table.split(".")[0]
+    spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
+                                metastore_uri=args.metastore_uri, app_name="pyiceberg-crypto-keys")
+    try:
+        with register_kms(spark, kms):
+            if args.keys_action == "prune":
+                return prune_keys(spark, args.table, dry_run=args.dry_run)
+            return rewrap_keks(spark, args.table, kms=kms, dry_run=args.dry_run, all_keks=args.all)
+    finally:
+        if args.warehouse:
+            spark.stop()
 
 
 def _print_rewrap(result) -> None:
