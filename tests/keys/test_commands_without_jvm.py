@@ -9,19 +9,52 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
+from pyiceberg_crypto import config
+from pyiceberg_crypto.bridge import register_kms
+from pyiceberg_crypto.cli.main import main
 from pyiceberg_crypto.io.hive_metastore import table_parameters
+from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
-from tests.keys.test_where_used_without_jvm import KEY, kms_args, lakes, run_cli  # noqa: F401 - the fixture
+from tests.conftest import add_catalog
+from tests.keys.test_where_used_without_jvm import kms_args, run_cli
 from tests.path_without_java import fill_without_java
 
 pytestmark = [pytest.mark.loopback, pytest.mark.slow]
 
 #: What a JVM start or an Ivy resolution prints (spark-submit's --packages, log4j, Spark's banner).
 JVM_OUTPUT = (":: resolving", "Ivy", "ivy", "SparkSession", "log4j", "WARN NativeCodeLoader", "py4j")
+
+
+#: Not test_where_used_without_jvm's key: its where-used lists the whole shared metastore.
+KEY = "nj-key"
+
+
+@pytest.fixture(scope="module")
+def lakes(spark, hive_metastore, rest_catalog_server, tmp_path_factory):  # noqa: F811
+    """Table orders under KEY in a Hive namespace, events under KEY over REST (two INSERTs each)."""
+    work = tmp_path_factory.mktemp("without-jvm")
+    keystore = work / "keys.json"
+    for argv in (["create", str(keystore)], ["add", str(keystore), KEY]):
+        assert main(["keystore", *argv]) == 0
+    suffix = uuid.uuid4().hex[:6]
+    registration = register_kms(spark, KeystoreKms(keystore), name=f"nj-{suffix}")
+    hive, rest, ns = f"njhive_{suffix}", f"njrest_{suffix}", f"ns_{suffix}"
+    add_catalog(spark, hive, warehouse=work / "wh", kms_name=f"nj-{suffix}", metastore_uri=hive_metastore.uri)
+    add_catalog(spark, rest, work / "rest-wh", catalog_type="rest", uri=rest_catalog_server.uri,
+                kms_name=f"nj-{suffix}")
+    for catalog, name in ((hive, "orders"), (rest, "events")):
+        spark.sql(f"CREATE NAMESPACE {catalog}.{ns}")
+        table = f"{catalog}.{ns}.{name}"
+        spark.sql(f"CREATE TABLE {table} (id bigint) USING iceberg "
+                  f"{config.tblproperties_sql(config.table_properties(KEY))}")
+        spark.sql(f"INSERT INTO {table} VALUES (1), (2)")
+    yield {"keystore": keystore, "ns": ns, "metastore": hive_metastore.uri, "rest": rest_catalog_server.uri}
+    registration.close()
 
 
 def run_job(*argv: str) -> subprocess.CompletedProcess:
@@ -32,7 +65,7 @@ def run_job(*argv: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=180)
 
 
-def test_keys_list_by_table_name_over_thrift_and_rest(lakes):  # noqa: F811
+def test_keys_list_by_table_name_over_thrift_and_rest(lakes):
     ns = lakes["ns"]
     done = run_cli("keys", "list", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *kms_args(lakes),
                    "--json")
@@ -50,7 +83,7 @@ def test_keys_list_by_table_name_over_thrift_and_rest(lakes):  # noqa: F811
     assert done.returncode == 2 and f"lake.{ns}.gone" in done.stderr and "does not exist" in done.stderr
 
 
-def test_the_verification_job_asks_the_metastore_directly(lakes, tmp_path):  # noqa: F811
+def test_the_verification_job_asks_the_metastore_directly(lakes, tmp_path):
     ns = lakes["ns"]
     report = tmp_path / "report.json"
     done = run_job("--table", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *kms_args(lakes),
@@ -69,7 +102,7 @@ def test_the_verification_job_asks_the_metastore_directly(lakes, tmp_path):  # n
     assert done.returncode == 2 and "--parallelism" in done.stderr
 
 
-def test_verify_by_table_name_keeps_one_ledger_with_the_job(lakes, tmp_path):  # noqa: F811
+def test_verify_by_table_name_keeps_one_ledger_with_the_job(lakes, tmp_path):
     ns = lakes["ns"]
     ledger = tmp_path / "orders.ledger.json"
     done = run_cli("verify", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *kms_args(lakes),
@@ -84,7 +117,7 @@ def test_verify_by_table_name_keeps_one_ledger_with_the_job(lakes, tmp_path):  #
     assert done.returncode == 2 and "--metadata-hash" in done.stderr
 
 
-def test_no_key_command_that_needs_no_jvm_starts_one(lakes, tmp_path):  # noqa: F811
+def test_no_key_command_that_needs_no_jvm_starts_one(lakes, tmp_path):
     """The console script, with no java on PATH and no JAVA_HOME: each command works and prints
     nothing of Spark's or Ivy's."""
     ns = lakes["ns"]
@@ -102,6 +135,8 @@ def test_no_key_command_that_needs_no_jvm_starts_one(lakes, tmp_path):  # noqa: 
         ["keys", "where-used", KEY, *kms_args(lakes), *hive, "--table", f"lake.{ns}.orders"],
         ["keys", "where-used", KEY, *kms_args(lakes), *rest],
         ["keys", "where-used", KEY, *kms_args(lakes), "--table", location],
+        ["keys", "rewrap", f"lake.{ns}.orders", *kms_args(lakes), *hive, "--dry-run"],
+        ["keys", "prune", f"shop.{ns}.events", *kms_args(lakes), *rest, "--dry-run"],
         ["keystore", "list", str(lakes["keystore"])],
         ["verify", f"lake.{ns}.orders", *hive, *kms_args(lakes)],
         ["verify", f"shop.{ns}.events", *rest, *kms_args(lakes)],
