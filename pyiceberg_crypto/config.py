@@ -402,16 +402,27 @@ def table_properties(
     data_key_length: int | None = None,
     format_version: int = 3,
     extra: Mapping[str, str] | None = None,
+    spark=None,
+    catalog: str = "lake",
 ) -> dict[str, str]:
     """Table properties that turn on encryption for ``CREATE TABLE ... TBLPROPERTIES``.
 
     >>> table_properties("k1", data_key_length=32)
     {'encryption.key-id': 'k1', 'format-version': '3', 'encryption.data-key-length': '32'}
 
+    With ``spark``, the KMS registered for Spark catalog ``catalog`` must know master key
+    ``key_id`` first (:func:`pyiceberg_crypto.bridge.check_key_id`): Iceberg accepts an unknown
+    key id at CREATE and fails only at the first INSERT.
+
     Raises:
-        ConfigError: missing key id, DEK length not 16/24/32, or a format version below 3.
+        ConfigError: missing key id, DEK length not 16/24/32, or a format version below 3;
+            ``UnknownMasterKeyError`` (a ConfigError) when the catalog's KMS does not know the key.
     """
     _require_nonempty("key_id", key_id)
+    if spark is not None:
+        from pyiceberg_crypto.bridge.key_check import check_key_id
+
+        check_key_id(spark, key_id, catalog=catalog)
     if format_version < 3:
         raise ConfigError(f"encryption needs format-version >= 3, got {format_version}")
     props = {"encryption.key-id": key_id, "format-version": str(format_version)}

@@ -70,6 +70,16 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
             PyicebergCryptoError, lambda: parquet.verify_parquet(io.BytesIO(b"junk"))),
         "pyiceberg_crypto.io.hive_metastore.table_parameters": (MetastoreError, lambda: table_parameters("gs://x", "db", "t")),
         "pyiceberg_crypto.keys.inventory.inventory_from_metadata": (UnsupportedSchemeError, lambda: keys.inventory_from_metadata(GS)),
+        "pyiceberg_crypto.keys.rewrap.rewrap_keks_in_catalog": (
+            InvalidArgumentError, lambda: keys.rewrap_keks_in_catalog({"uri": "thrift://127.0.0.1:1"}, "orders", None)),
+        "pyiceberg_crypto.keys.prune.prune_keys_in_catalog": (
+            InvalidArgumentError, lambda: keys.prune_keys_in_catalog({"uri": "thrift://127.0.0.1:1"}, "orders")),
+        "pyiceberg_crypto.keys.inventory.catalog_entry": (
+            InvalidArgumentError, lambda: keys.inventory.catalog_entry({"uri": "thrift://127.0.0.1:1"}, "orders")),
+        "pyiceberg_crypto.keys.inventory.split_catalog_name": (
+            InvalidArgumentError, lambda: keys.inventory.split_catalog_name("lake.db.t", "other")),
+        "pyiceberg_crypto.bridge.key_check.check_key_id": (
+            NotASparkSessionError, lambda: bridge.check_key_id(NOT_SPARK, "orders-key")),
         "pyiceberg_crypto.keys.inventory.key_inventory": (NotASparkSessionError, lambda: keys.key_inventory(NOT_SPARK, "lake.db.t")),
         "pyiceberg_crypto.keys.prune.prune_keys": (NotASparkSessionError, lambda: keys.prune_keys(NOT_SPARK, "lake.db.t")),
         "pyiceberg_crypto.keys.rewrap.rewrap_keks": (NotASparkSessionError, lambda: keys.rewrap_keks(NOT_SPARK, "lake.db.t")),

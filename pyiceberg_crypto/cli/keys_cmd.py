@@ -2,21 +2,27 @@
 re-wrapping its KEKs, removing the entries no snapshot needs, which tables need a master key.
 
     pyiceberg-crypto keys list METADATA_JSON --kms keystore --kms-property keystore.path=keys.json [--json]
+    pyiceberg-crypto keys list lake.db.orders --metastore-uri thrift://hms:9083 [--kms ...] [--json]
+    pyiceberg-crypto keys list db.orders --rest-uri http://catalog:8181 [--kms ...] [--json]
     pyiceberg-crypto keys rewrap lake.db.orders --kms keystore --kms-property keystore.path=keys.json \\
         --warehouse /data/wh [--metastore-uri thrift://...] [--dry-run] [--all] [--json]
     pyiceberg-crypto keys prune lake.db.orders --kms keystore --kms-property keystore.path=keys.json \\
         --warehouse /data/wh [--dry-run] [--json]
+    pyiceberg-crypto keys rewrap lake.db.orders --kms ... --metastore-uri thrift://hms:9083    # no JVM
+    pyiceberg-crypto keys prune db.orders --kms ... --rest-uri http://catalog:8181             # no JVM
     pyiceberg-crypto keys reencrypt lake.db.orders --compromised-version orders-key:1 --kms keystore ... (:mod:`.reencrypt_cmd`)
     pyiceberg-crypto keys where-used orders-key 1 --kms keystore --kms-property keystore.path=keys.json \
         --metastore-uri thrift://hms:9083 [--catalog lake] [--table lake.db.orders ...] [--json]
     pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --rest-uri http://catalog:8181
     pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --table /wh/db/t/metadata/00042-x.metadata.json
 
-``list`` needs no JVM (the KMS is optional: without it, no master key versions), nor does
+``list`` needs no JVM (the KMS is optional: without it, no master key versions; a table name is
+looked up in ``--metastore-uri`` or ``--rest-uri`` directly), nor does
 ``where-used`` with ``--metastore-uri`` or ``--rest-uri`` (the catalog is asked directly, as
-``pyiceberg-crypto audit`` does) or with metadata.json files. ``rewrap`` and
-``prune`` commit through the table's catalog (whose KMS every commit needs), so they start Spark: a
-local session with ``--warehouse``, else the session spark-submit configured. Exit status: 0 done (or nothing to do), 2 usage error, unreadable
+``pyiceberg-crypto audit`` does) or with metadata.json files. ``rewrap`` and ``prune`` commit to
+the catalog directly with ``--metastore-uri`` (and no ``--warehouse``) or ``--rest-uri``, as
+Iceberg's own clients commit (:mod:`pyiceberg_crypto.keys.catalog_commit`); otherwise they start
+Spark: a local session with ``--warehouse``, else the session spark-submit configured. Exit status: 0 done (or nothing to do), 2 usage error, unreadable
 input or a re-wrap / prune that committed nothing.
 """
 
@@ -41,16 +47,19 @@ def add_keys_parser(sub) -> None:
     keys = sub.add_parser("keys", help="list a table's keys; re-wrap its KEKs after a master key rotation; prune unused ones")
     actions = keys.add_subparsers(dest="keys_action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="every KEK: age, master key and version, the snapshots it seals")
-    listing.add_argument("metadata", metavar="METADATA_JSON", help="the table's metadata.json (path or URI)")
+    listing.add_argument("metadata", metavar="METADATA_JSON|TABLE",
+                         help="the table's metadata.json (path or URI), or CATALOG.DB.TABLE with --metastore-uri "
+                              "or --rest-uri")
     add_kms_arguments(listing, required=False)
     listing.add_argument("--kms-timeout", type=positive_seconds, default=DEFAULT_KMS_TIMEOUT_SECONDS, metavar="SECONDS")
+    add_service_arguments(listing)
     listing.add_argument("--json", action="store_true", help="print JSON")
     rewrap = actions.add_parser("rewrap", help="re-wrap KEKs under the master key's current version (one commit)")
-    _add_table_arguments(rewrap)
+    _add_commit_arguments(rewrap)
     rewrap.add_argument("--dry-run", action="store_true", help="say what would change; no wrap, no commit")
     rewrap.add_argument("--all", action="store_true", help="re-wrap every KEK, also those already current")
     prune = actions.add_parser("prune", help="remove encryption-keys entries no snapshot needs (one commit)")
-    _add_table_arguments(prune)
+    _add_commit_arguments(prune)
     prune.add_argument("--dry-run", action="store_true", help="say what would be removed; no commit")
     add_reencrypt_parser(actions, _add_table_arguments)
     where = actions.add_parser("where-used", help="which tables and snapshots need a master key (version), "
@@ -63,11 +72,12 @@ def add_keys_parser(sub) -> None:
     where.add_argument("--json", action="store_true", help="print JSON")
 
 
-def add_catalog_arguments(parser) -> None:
-    """Where the tables are for ``keys where-used`` and ``keystore retire``: a Hive metastore or a
-    REST catalog asked directly (no JVM), a Spark catalog, or the tables themselves."""
-    parser.add_argument("--metastore-uri", metavar="URI",
-                        help="thrift://host:port of the Hive metastore, asked directly (no Spark, no JVM)")
+def add_service_arguments(parser, *, metastore_uri: bool = True) -> None:
+    """A Hive metastore or a REST catalog asked directly (no Spark, no JVM): ``--metastore-uri``,
+    ``--rest-uri``, ``--rest-property``, ``--metastore-timeout`` (read by :func:`catalog_service`)."""
+    if metastore_uri:
+        parser.add_argument("--metastore-uri", metavar="URI",
+                            help="thrift://host:port of the Hive metastore, asked directly (no Spark, no JVM)")
     parser.add_argument("--rest-uri", metavar="URI",
                         help="http(s)://... of a REST catalog, asked directly (no Spark, no JVM); its token (or "
                              f"client_id:secret credential) comes from ${REST_TOKEN_VARIABLE} "
@@ -77,6 +87,12 @@ def add_catalog_arguments(parser) -> None:
                              "(repeatable)")
     parser.add_argument("--metastore-timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
                         help="give up on a catalog call after this long (default: %(default)g)")
+
+
+def add_catalog_arguments(parser) -> None:
+    """Where the tables are for ``keys where-used`` and ``keystore retire``: a Hive metastore or a
+    REST catalog asked directly (no JVM), a Spark catalog, or the tables themselves."""
+    add_service_arguments(parser)
     parser.add_argument("--catalog", metavar="NAME",
                         help="the catalog's name: tables are shown as NAME.db.table (default: lake); without "
                              "--metastore-uri, --rest-uri or --warehouse, the Spark catalog of the session "
@@ -103,7 +119,7 @@ def catalog_service(args: argparse.Namespace) -> dict[str, str] | None:
                          "(a REST catalog), not both")
     if args.rest_uri:
         return {**rest_properties(args), "type": REST}
-    if args.metastore_uri and not (args.warehouse or args.metastore_dir):
+    if args.metastore_uri and not (getattr(args, "warehouse", None) or getattr(args, "metastore_dir", None)):
         return {"type": HIVE, "uri": args.metastore_uri}
     return None
 
@@ -158,8 +174,16 @@ def _add_table_arguments(parser) -> None:
     add_kms_arguments(parser)
     parser.add_argument("--warehouse", help="build a local Spark session for this warehouse")
     parser.add_argument("--metastore-dir", help="embedded metastore directory (default: next to the warehouse)")
-    parser.add_argument("--metastore-uri", help="thrift://host:port of a metastore")
+    parser.add_argument("--metastore-uri", help="thrift://host:port of a metastore (rewrap, prune: committed to "
+                                                "directly, no JVM, unless --warehouse builds a local session on it)")
     parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _add_commit_arguments(parser) -> None:
+    """``rewrap`` and ``prune``: a table committed to through Spark, or (``--metastore-uri``
+    without ``--warehouse``, ``--rest-uri``) through its catalog directly, without a JVM."""
+    _add_table_arguments(parser)
+    add_service_arguments(parser, metastore_uri=False)
 
 
 def run_keys(args: argparse.Namespace) -> int:
@@ -197,7 +221,8 @@ def _list(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
     from pyiceberg_crypto.keys.inventory import inventory_from_metadata
     from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
     try:
-        inventory = call_with_timeout(inventory_from_metadata, args.metadata, kms, timeout=args.kms_timeout,
+        location = _listed_metadata(args)
+        inventory = call_with_timeout(inventory_from_metadata, location, kms, timeout=args.kms_timeout,
                                       what="the key inventory's KMS calls")
     except (TableInputError, KmsTimeoutError, ValueError) as exc:
         return _fail(str(exc))
@@ -220,26 +245,36 @@ def _list(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
     return ExitStatus.OK
 
 
+def _listed_metadata(args: argparse.Namespace) -> str:
+    """The metadata.json ``keys list`` reads: METADATA_JSON as given, or the current one of
+    CATALOG.DB.TABLE, asked of ``--metastore-uri`` / ``--rest-uri`` (no JVM)."""
+    from pyiceberg_crypto.keys.inventory import catalog_entry
+
+    service = catalog_service(args)
+    if _is_metadata_location(args.metadata):
+        if service is not None:
+            raise ValueError(f"{args.metadata} is a metadata.json: give a table name (CATALOG.DB.TABLE) with "
+                             "--metastore-uri / --rest-uri, or the file without them")
+        return args.metadata
+    if service is None:
+        raise ValueError(f"{args.metadata!r} is a table name: say where its catalog is with --metastore-uri "
+                         "thrift://host:port (a Hive metastore) or --rest-uri http://host:port (a REST catalog), "
+                         "or give its metadata.json")
+    entry = catalog_entry(service, args.metadata, timeout=args.metastore_timeout)
+    return entry.parameters["metadata_location"]
+
+
 def _commit(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
-    """``rewrap`` or ``prune``: a commit through the table's catalog, in a Spark session."""
-    from pyiceberg_crypto.bridge import register_kms
-    from pyiceberg_crypto.config import session_for_catalog
-    from pyiceberg_crypto.keys.prune import PruneError, prune_keys
-    from pyiceberg_crypto.keys.rewrap import RewrapError, rewrap_keks
-    catalog = args.table.split(".")[0]
-    spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
-                                metastore_uri=args.metastore_uri, app_name="pyiceberg-crypto-keys")
+    """``rewrap`` or ``prune``: a commit through the table's catalog, directly (no JVM) with
+    ``--metastore-uri`` (no ``--warehouse``) or ``--rest-uri``, else in a Spark session."""
+    from pyiceberg_crypto.keys.prune import PruneError
+    from pyiceberg_crypto.keys.rewrap import RewrapError
+
     try:
-        with register_kms(spark, kms):
-            if args.keys_action == "prune":
-                result = prune_keys(spark, args.table, dry_run=args.dry_run)
-            else:
-                result = rewrap_keks(spark, args.table, kms=kms, dry_run=args.dry_run, all_keks=args.all)
-    except (RewrapError, PruneError, TableInputError) as exc:
+        service = catalog_service(args)
+        result = _commit_without_jvm(args, service, kms) if service is not None else _commit_in_spark(args, kms)
+    except (RewrapError, PruneError, TableInputError, ValueError) as exc:
         return _fail(str(exc))
-    finally:
-        if args.warehouse:
-            spark.stop()
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     elif args.keys_action == "prune":
@@ -247,6 +282,35 @@ def _commit(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
     else:
         _print_rewrap(result)
     return ExitStatus.OK
+
+
+def _commit_without_jvm(args: argparse.Namespace, service: dict[str, str], kms: KeyManagementClient | None):
+    from pyiceberg_crypto.keys.prune import prune_keys_in_catalog
+    from pyiceberg_crypto.keys.rewrap import rewrap_keks_in_catalog
+
+    if args.keys_action == "prune":
+        return prune_keys_in_catalog(service, args.table, dry_run=args.dry_run, timeout=args.metastore_timeout)
+    return rewrap_keks_in_catalog(service, args.table, kms, dry_run=args.dry_run, all_keks=args.all,
+                                  timeout=args.metastore_timeout)
+
+
+def _commit_in_spark(args: argparse.Namespace, kms: KeyManagementClient | None):
+    from pyiceberg_crypto.bridge import register_kms
+    from pyiceberg_crypto.config import session_for_catalog
+    from pyiceberg_crypto.keys.prune import prune_keys
+    from pyiceberg_crypto.keys.rewrap import rewrap_keks
+
+    catalog = args.table.split(".")[0]
+    spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
+                                metastore_uri=args.metastore_uri, app_name="pyiceberg-crypto-keys")
+    try:
+        with register_kms(spark, kms):
+            if args.keys_action == "prune":
+                return prune_keys(spark, args.table, dry_run=args.dry_run)
+            return rewrap_keks(spark, args.table, kms=kms, dry_run=args.dry_run, all_keks=args.all)
+    finally:
+        if args.warehouse:
+            spark.stop()
 
 
 def _print_rewrap(result) -> None:

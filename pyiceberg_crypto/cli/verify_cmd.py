@@ -1,5 +1,14 @@
 """``pyiceberg-crypto verify METADATA_JSON --kms SPEC``: verify a whole table without a JVM.
 
+    pyiceberg-crypto verify /wh/db.db/orders/metadata/00042-....metadata.json --kms keystore ...
+    pyiceberg-crypto verify lake.db.orders --metastore-uri thrift://hms:9083 --kms keystore ...
+    pyiceberg-crypto verify db.orders --rest-uri http://catalog:8181 --kms keystore ...
+
+With a table name, its current metadata.json is asked of the Hive metastore (over Thrift: its
+``metadata_hash`` is checked too) or the REST catalog (``loadTable``: the file must be the
+metadata it serves) directly, as ``pyiceberg-crypto audit`` does (:func:`verify_catalog_table`,
+also the verification job's JVM-free form).
+
 Human output: the table checks, counts by kind and status, then every file that is not OK with
 its reason; a progress bar on a terminal (none when piped). ``--json`` prints the report document
 (also on errors). Exit status: 0 every file and check OK, 1 any finding not OK, 2 usage error or
@@ -29,14 +38,18 @@ from pyiceberg_crypto.cli.arguments import (
     parse_properties,
     verification_options,
 )
+from pyiceberg_crypto.cli.keys_cmd import add_service_arguments, catalog_service
 from pyiceberg_crypto.verify.render import error_document, write_report
 from pyiceberg_crypto.safe_text import escape_text, exception_line
 
 
 def add_verify_parser(sub) -> None:
     verify = sub.add_parser("verify", help="verify every file of an encrypted table (no JVM)")
-    verify.add_argument("metadata", metavar="METADATA_JSON", help="the table's current metadata.json (path or URI)")
+    verify.add_argument("metadata", metavar="METADATA_JSON|TABLE",
+                        help="the table's current metadata.json (path or URI), or CATALOG.DB.TABLE with "
+                             "--metastore-uri or --rest-uri")
     add_kms_arguments(verify)
+    add_service_arguments(verify)
     verify.add_argument("--io-property", action="append", default=[], metavar="KEY=VALUE",
                         help="a storage property, as in the catalog (s3.endpoint=http://127.0.0.1:9000, "
                              "s3.path-style-access=true, client.region=...); credentials come from the "
@@ -58,6 +71,7 @@ def run_verify(args: argparse.Namespace) -> int:
     try:
         properties = parse_properties(args.kms_property)
         options = verification_options(args, parse_properties(args.io_property, "--io-property"))
+        service = _service(args)
         kms = call_with_timeout(load_kms, args.kms, properties, timeout=args.kms_timeout,
                                 what=f"the KMS factory {args.kms!r}")
     except (KmsLoadError, ValueError) as exc:
@@ -68,8 +82,12 @@ def run_verify(args: argparse.Namespace) -> int:
         return _fail(args, "kms", f"the KMS factory {args.kms!r} failed: {exception_line(exc)}")
     try:
         with _progress(enabled=not args.json and sys.stderr.isatty()) as progress:
-            report = verify_metadata(args.metadata, kms, expected_metadata_hash=args.metadata_hash,
-                                     progress=progress, **options)
+            if service is not None:
+                report = verify_catalog_table(service, args.metadata, kms, timeout=args.metastore_timeout,
+                                              progress=progress, **options)
+            else:
+                report = verify_metadata(args.metadata, kms, expected_metadata_hash=args.metadata_hash,
+                                         progress=progress, **options)
     except TableInputError as exc:
         return _fail(args, "unreadable", str(exc))
     except LedgerError as exc:
@@ -80,6 +98,45 @@ def run_verify(args: argparse.Namespace) -> int:
         return _fail(args, "internal", f"internal error in the verifier: {exception_line(exc)}")
     write_report(report, sys.stdout, as_json=args.json)
     return ExitStatus.of(report)
+
+
+def _service(args: argparse.Namespace) -> dict[str, str] | None:
+    """The catalog to ask for a table name (None: METADATA_JSON is read as given); ValueError when
+    the positional and the options do not go together."""
+    service = catalog_service(args)
+    is_file = args.metadata.endswith(".json") or "/" in args.metadata
+    if service is None and not is_file:
+        raise ValueError(f"{args.metadata!r} is a table name: say where its catalog is with --metastore-uri "
+                         "thrift://host:port (a Hive metastore) or --rest-uri http://host:port (a REST catalog), "
+                         "or give its metadata.json")
+    if service is not None and is_file:
+        raise ValueError(f"{args.metadata} is a metadata.json: give a table name (CATALOG.DB.TABLE) with "
+                         "--metastore-uri / --rest-uri, or the file without them")
+    if service is not None and args.metadata_hash:
+        raise ValueError("--metadata-hash is for a metadata.json: with a table name the metastore's hash is used")
+    return service
+
+
+def verify_catalog_table(service: dict[str, str], table: str, kms, *, timeout: float = 30.0, **options):
+    """Verify ``table`` (``catalog.db.table`` or ``db.table``) at the metadata.json its catalog
+    names, asking the Hive metastore or REST catalog with settings ``service`` directly (no Spark):
+    :func:`~pyiceberg_crypto.keys.inventory.catalog_entry`, then
+    :func:`~pyiceberg_crypto.verify.verify_metadata` with the catalog's checks (Hive's
+    ``metadata_hash``, REST's served metadata), the ledger recording ``catalog.db.table`` as
+    ``verify_table`` does. ``options``: ``verify_metadata``'s keywords. Raises TableInputError."""
+    from pyiceberg_crypto.keys.inventory import catalog_entry, split_catalog_name
+    from pyiceberg_crypto.table.catalog import HIVE, REST
+    from pyiceberg_crypto.verify.pipeline import verify_metadata
+    from pyiceberg_crypto.verify.table_checks import catalog_checks
+
+    catalog = split_catalog_name(table)[0]
+    entry = catalog_entry(service, table, timeout=timeout)
+    name = f"{catalog}.{entry.table}"
+    expected_hash = entry.parameters.get("metadata_hash")
+    kind = REST if entry.served_metadata is not None else HIVE
+    return verify_metadata(entry.parameters["metadata_location"], kms, table_name=name,
+                           expected_metadata_hash=expected_hash, catalog_metadata=entry.served_metadata,
+                           source_checks=catalog_checks(kind, name, service.get("uri"), expected_hash), **options)
 
 
 def _fail(args: argparse.Namespace, kind: str, message: str) -> int:

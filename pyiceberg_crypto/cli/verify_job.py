@@ -7,7 +7,15 @@
     python -m pyiceberg_crypto.cli.verify_job --table lake.db.orders --kms keystore \\
         --warehouse /data/warehouse            # builds a local session with the package's settings
 
-The Spark settings come from ``spark-submit`` (``--conf`` / ``spark-defaults.conf``); with
+    python -m pyiceberg_crypto.cli.verify_job --table lake.db.orders --kms keystore \
+        --metastore-uri thrift://hms:9083      # no Spark: the metastore is asked directly
+    python -m pyiceberg_crypto.cli.verify_job --table lake.db.orders --kms keystore \
+        --rest-uri http://catalog:8181          # no Spark: the REST catalog is asked directly
+
+With ``--metastore-uri`` (and no ``--warehouse``) or ``--rest-uri`` the job starts no Spark and no
+JVM: the table is looked up in the catalog and verified on this machine's cores, as
+``pyiceberg-crypto verify TABLE --metastore-uri ...`` does
+(:func:`pyiceberg_crypto.cli.verify_cmd.verify_catalog_table`). Otherwise the Spark settings come from ``spark-submit`` (``--conf`` / ``spark-defaults.conf``); with
 ``--warehouse`` the job builds a local session itself (:func:`pyiceberg_crypto.config.spark_settings`).
 Exit status (:class:`pyiceberg_crypto.exit_status.ExitStatus`): 0 every file OK, 1 a finding is not OK,
 2 usage error, the table cannot be read, or the ledger cannot be used.
@@ -22,6 +30,7 @@ import sys
 from collections.abc import Sequence
 
 from pyiceberg_crypto.exit_status import ExitStatus
+from pyiceberg_crypto.cli.keys_cmd import add_service_arguments, catalog_service
 from pyiceberg_crypto.cli.arguments import (
     add_kms_arguments,
     add_limit_arguments,
@@ -47,8 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     local = parser.add_argument_group("a local session (instead of spark-submit settings)")
     local.add_argument("--warehouse", help="build a local Spark session for this warehouse")
     local.add_argument("--metastore-dir", help="embedded metastore directory (default: next to the warehouse)")
-    local.add_argument("--metastore-uri", help="thrift://host:port of a metastore")
+    local.add_argument("--metastore-uri", help="thrift://host:port of a metastore: asked directly (no Spark, no "
+                                               "JVM), or with --warehouse the local session's metastore")
     local.add_argument("--master", default="local[2]")
+    add_service_arguments(parser, metastore_uri=False)
     return parser
 
 
@@ -57,8 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
     from pyiceberg_crypto.verify.ledger import LedgerError
     from pyiceberg_crypto.errors import TableInputError
-    from pyiceberg_crypto.verify.render import error_document, write_report
-    from pyiceberg_crypto.verify.spark import verify_table
+    from pyiceberg_crypto.verify.render import error_document
     from pyiceberg_crypto.safe_text import escape_text, exception_line
 
     args = build_parser().parse_args(argv)
@@ -71,12 +81,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         options = verification_options(args)
+        service = catalog_service(args)
         kms = call_with_timeout(load_kms, args.kms, parse_properties(args.kms_property), timeout=args.kms_timeout,
                                 what=f"the KMS factory {args.kms!r}")
     except (KmsLoadError, ValueError) as exc:
         return fail("usage", str(exc))
     except KmsTimeoutError as exc:
         return fail("kms", str(exc))
+    if service is not None:
+        return _without_spark(args, service, kms, options, fail)
+    from pyiceberg_crypto.verify.spark import verify_table
+
     spark = _session(args)
     try:
         if args.driver_max_files is not None:
@@ -91,6 +106,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if args.warehouse:
             spark.stop()
+    return _output(args, report)
+
+
+def _without_spark(args: argparse.Namespace, service: dict[str, str], kms, options: dict, fail) -> int:
+    """The job's JVM-free form: the catalog asked directly, the files checked in this process."""
+    from pyiceberg_crypto.cli.verify_cmd import verify_catalog_table
+    from pyiceberg_crypto.errors import TableInputError
+    from pyiceberg_crypto.safe_text import exception_line
+    from pyiceberg_crypto.verify.ledger import LedgerError
+
+    if args.parallelism is not None or args.driver_max_files is not None:
+        return fail("usage", "--parallelism and --driver-max-files are for Spark tasks: without Spark "
+                             "(--metastore-uri / --rest-uri) the files are checked on this machine's cores")
+    try:
+        report = verify_catalog_table(service, args.table, kms, timeout=args.metastore_timeout, **options)
+    except TableInputError as exc:
+        return fail("unreadable", str(exc))
+    except LedgerError as exc:
+        return fail("ledger", str(exc))
+    except Exception as exc:  # a verifier bug: one line, exit 2
+        return fail("internal", f"the verification failed: {exception_line(exc)}")
+    return _output(args, report)
+
+
+def _output(args: argparse.Namespace, report) -> int:
+    from pyiceberg_crypto.verify.render import write_report
+
     write_report(report, sys.stdout, as_json=args.json)
     if args.output:
         with open(args.output, "w") as out:

@@ -2,7 +2,10 @@
 
 Just enough of the Thrift binary protocol (strict messages over a plain, unframed socket, no SASL,
 as Hive's unsecured metastore speaks it) to call ``get_table`` and keep the table's parameters,
-and to list databases and tables (``get_all_databases``, ``get_all_tables``)::
+to list databases and tables (``get_all_databases``, ``get_all_tables``), and to commit a new
+``metadata_location`` the way Iceberg's ``HiveTableOperations`` does without a lock
+(:meth:`MetastoreConnection.swap_parameters`: ``alter_table_with_environment_context`` with the
+HIVE-26882 ``expected_parameter_key`` compare-and-swap)::
 
     from pyiceberg_crypto.io.hive_metastore import MetastoreConnection, MetastoreError, table_parameters
 
@@ -10,6 +13,8 @@ and to list databases and tables (``get_all_databases``, ``get_all_tables``)::
     params["metadata_location"], params.get("metadata_hash")
     with MetastoreConnection("thrift://hms-1:9083", timeout=10) as connection:   # several calls, one connection
         connection.databases(), connection.tables("db"), connection.parameters("db", "orders")
+        connection.swap_parameters("db", "orders", "metadata_location", old_location,
+                                   {"metadata_location": new_location, ...})   # ConcurrentCommitError: lost the race
 
 Listing a catalog's tables is :func:`pyiceberg_crypto.table.catalog.list_tables` (Hive or REST).
 
@@ -32,7 +37,17 @@ class MetastoreError(PyicebergCryptoError):
     """The metastore cannot be asked, or does not know the table as an Iceberg table."""
 
 
-__all__ = ["DEFAULT_PORT", "MetastoreConnection", "MetastoreError", "table_parameters"]
+class ConcurrentCommitError(MetastoreError):
+    """The metastore refused a compare-and-swap: the parameter no longer has the expected value."""
+
+
+__all__ = ["ConcurrentCommitError", "DEFAULT_PORT", "MetastoreConnection", "MetastoreError", "table_parameters"]
+
+#: The HIVE-26882 environment-context keys (Hive 2.3.10+, 4.0+): the metastore alters the table only
+#: if its parameter ``expected_parameter_key`` still has the value ``expected_parameter_value``.
+EXPECTED_PARAMETER_KEY, EXPECTED_PARAMETER_VALUE = "expected_parameter_key", "expected_parameter_value"
+#: What the metastore says when the swap loses (HiveAlterHandler); Iceberg matches the same prefix.
+_MODIFIED = "The table has been modified. The parameter value for key '{}'"
 
 DEFAULT_PORT = 9083
 MAX_STRING_BYTES = 16 * 1024 * 1024
@@ -130,7 +145,45 @@ class MetastoreConnection:
                 return None
             raise MetastoreError(exc.message(database, table, self.where)) from None
 
-    def _call(self, method: str, args: bytes, read_result, what: str):
+    def swap_parameters(self, database: str, table: str, key: str, expected: str,
+                        updates: dict[str, str]) -> None:
+        """Set ``updates`` in the table's parameters if its parameter ``key`` is still ``expected``:
+        ``get_table`` (the whole Table struct, kept byte for byte but its parameters), then
+        ``alter_table_with_environment_context`` with ``DO_NOT_UPDATE_STATS`` and the HIVE-26882
+        compare-and-swap (``expected_parameter_key`` / ``expected_parameter_value``), as Iceberg's
+        ``HiveTableOperations`` commits with the lock off. A metastore without HIVE-26882 (older
+        than Hive 2.3.10) ignores the expectation. Raises ConcurrentCommitError when the value
+        changed (seen here or refused by the metastore), MetastoreError otherwise (the alter may
+        or may not have happened when the connection failed: read the parameter again)."""
+        args = struct.pack(">bh", STRING, 1) + _string(database) + struct.pack(">bh", STRING, 2) + _string(table)
+        try:
+            fields = self._call("get_table", args, _table_struct, f"table {database}.{table}")
+        except _ServerError as exc:
+            raise MetastoreError(exc.message(database, table, self.where)) from None
+        params = dict(next((value for ftype, fid, value in fields if fid == 9), {}))
+        if params.get(key) != expected:
+            raise ConcurrentCommitError(f"{database}.{table} was committed to meanwhile: its {key} is now "
+                                        f"{params.get(key)!r}, not {expected!r}")
+        params.update(updates)
+        body = b"".join(_table_field(ftype, fid, params if fid == 9 else value) for ftype, fid, value in fields)
+        if not any(fid == 9 for _, fid, _ in fields):
+            body += _table_field(MAP, 9, params)
+        context = {"DO_NOT_UPDATE_STATS": "true", EXPECTED_PARAMETER_KEY: key, EXPECTED_PARAMETER_VALUE: expected}
+        args = (struct.pack(">bh", STRING, 1) + _string(database) + struct.pack(">bh", STRING, 2) + _string(table)
+                + struct.pack(">bh", STRUCT, 3) + body + bytes([STOP])
+                + struct.pack(">bh", STRUCT, 4) + _string_map_field(1, context) + bytes([STOP]))
+        try:
+            self._call("alter_table_with_environment_context", args, None, f"the commit of {database}.{table}",
+                       exceptions=("InvalidOperationException", "MetaException"))
+        except _ServerError as exc:
+            if _MODIFIED.format(key) in exc.text:
+                raise ConcurrentCommitError(f"{database}.{table} was committed to meanwhile (the metastore's "
+                                            f"compare-and-swap of {key} refused ours)") from None
+            raise MetastoreError(f"the Hive metastore at {self.where} refused the commit of {database}.{table}: "
+                                 f"{exc.kind}: {exc.text}") from None
+
+    def _call(self, method: str, args: bytes, read_result, what: str,
+              exceptions: tuple[str, str] = ("MetaException", "NoSuchObjectException")):
         self._seqid += 1
         deadline = time.monotonic() + self.timeout
         where = self.where
@@ -139,7 +192,7 @@ class MetastoreConnection:
             self._sock.settimeout(max(deadline - time.monotonic(), 0.001))
             header = struct.pack(">I", _VERSION_1 | CALL) + _string(method) + struct.pack(">i", self._seqid)
             self._sock.sendall(header + args + bytes([STOP]))
-            return _read_reply(_Reader(self._sock, deadline), method, self._seqid, read_result)
+            return _read_reply(_Reader(self._sock, deadline), method, self._seqid, read_result, exceptions)
         except _ProtocolError as exc:
             raise MetastoreError(f"invalid reply asking {asking}: {exc}") from None
         except _Closed:
@@ -150,8 +203,8 @@ class MetastoreConnection:
         except OSError as exc:
             raise MetastoreError(f"connection failed asking {asking}: {_os_reason(exc)}") from None
         except _ServerError as exc:
-            if method == "get_table":
-                raise  # parameters() names the table
+            if method in ("get_table", "alter_table_with_environment_context"):
+                raise  # the caller names the table
             raise MetastoreError(f"the Hive metastore at {where} failed to give {what}: {exc.kind}: {exc.text}") from None
 
 
@@ -277,10 +330,11 @@ def _skip(r: _Reader, ttype: int, depth: int = 0) -> None:
         raise _ProtocolError(f"unknown Thrift type {ttype}")
 
 
-def _read_reply(r: _Reader, method: str, seqid: int, read_result):
-    """The reply to ``method`` #``seqid``: ``read_result(r, field_type)`` of its success field (0);
-    declared exceptions (fields 1, 2: MetaException, then NoSuchObjectException for get_table)
-    and TApplicationException raise _ServerError."""
+def _read_reply(r: _Reader, method: str, seqid: int, read_result,
+                exceptions: tuple[str, str] = ("MetaException", "NoSuchObjectException")):
+    """The reply to ``method`` #``seqid``: ``read_result(r, field_type)`` of its success field (0;
+    ``read_result`` None: a void method, None returned); declared exceptions (fields 1, 2, named
+    by ``exceptions``) and TApplicationException raise _ServerError."""
     version = r.unpack(">I")
     if version & _VERSION_MASK != _VERSION_1:
         raise _ProtocolError(f"not a Thrift binary message (header 0x{version:08x})")
@@ -296,10 +350,10 @@ def _read_reply(r: _Reader, method: str, seqid: int, read_result):
         if field[1] == 0:
             result, found = read_result(r, field[0]), True
         elif field in ((STRUCT, 1), (STRUCT, 2)):
-            raise _ServerError(("MetaException", "NoSuchObjectException")[field[1] - 1], _struct_message(r))
+            raise _ServerError(exceptions[field[1] - 1], _struct_message(r))
         else:
             _skip(r, field[0])
-    if not found:
+    if not found and read_result is not None:
         raise _ProtocolError(f"{method} returned neither {'a table' if method == 'get_table' else 'a result'} nor an exception")
     return result
 
@@ -343,6 +397,49 @@ def _table_parameters(r: _Reader, ftype: int = STRUCT) -> dict[str, str]:
             key = r.string()
             params[key] = r.string()
     return params
+
+
+class _Recorder(_Reader):
+    """Reads through another reader, keeping every byte read (a value passed on as it came)."""
+
+    def __init__(self, reader: _Reader):  # noqa: D107 - no _Reader state of its own
+        self._reader, self.data = reader, bytearray()
+
+    def read(self, n: int) -> bytes:
+        data = self._reader.read(n)
+        self.data += data
+        return data
+
+
+def _table_struct(r: _Reader, ftype: int = STRUCT) -> list[tuple[int, int, bytes | dict[str, str]]]:
+    """A Table struct as (type, id, value) fields in the order read: ``parameters`` (field 9)
+    decoded, every other field its encoded bytes, to be written back unchanged."""
+    if ftype != STRUCT:
+        raise _ProtocolError(f"get_table returned Thrift type {ftype}, not a Table struct")
+    fields: list[tuple[int, int, bytes | dict[str, str]]] = []
+    while (field := r.field())[0] != STOP:
+        if field == (MAP, 9):
+            ktype, vtype, n = r.unpack(">b"), r.unpack(">b"), _entries(r.unpack(">i"))
+            if n and (ktype, vtype) != (STRING, STRING):
+                raise _ProtocolError("Table.parameters is not a map<string,string>")
+            fields.append((MAP, 9, {r.name(): r.name() for _ in range(n)}))
+            continue
+        recorder = _Recorder(r)
+        _skip(recorder, field[0], 1)
+        fields.append((field[0], field[1], bytes(recorder.data)))
+    return fields
+
+
+def _table_field(ftype: int, fid: int, value: bytes | dict[str, str]) -> bytes:
+    if isinstance(value, dict):
+        return _string_map_field(fid, value)
+    return struct.pack(">bh", ftype, fid) + value
+
+
+def _string_map_field(fid: int, values: dict[str, str]) -> bytes:
+    """Field ``fid``, a ``map<string,string>``."""
+    return (struct.pack(">bhbbi", MAP, fid, STRING, STRING, len(values))
+            + b"".join(_string(k) + _string(v) for k, v in values.items()))
 
 
 def _one_line(text: str, limit: int = 500) -> str:

@@ -164,6 +164,25 @@ class RestCatalog:
         config = reply.get("config") if isinstance(reply.get("config"), dict) else {}
         return LoadedTable(name, location, metadata, {str(k): str(v) for k, v in config.items()})
 
+    def commit_table(self, namespace: str | Sequence[str], table: str, requirements: list[dict[str, Any]],
+                     updates: list[dict[str, Any]]) -> LoadedTable:
+        """Commit ``updates`` (REST ``updateTable``: ``{"action": "remove-encryption-key", ...}``) if
+        every one of ``requirements`` (``{"type": "assert-table-uuid", ...}``) holds; the table as
+        the catalog then serves it. RestCatalogError with ``status`` 409: a requirement failed
+        (re-read the table and redo); 5xx or no answer (``status`` None): the commit may or may not
+        have happened (Iceberg's CommitStateUnknownException)."""
+        levels = _levels(namespace)
+        name = f"{namespace_name(levels)}.{table}"
+        body = {"identifier": {"namespace": list(levels), "name": table}, "requirements": requirements,
+                "updates": updates}
+        reply = self._call("POST", f"{self._path()}/namespaces/{_encode(levels)}/tables/{_quote(table)}",
+                           f"the commit of table {_shown(name)}", body=body)
+        location, metadata = reply.get("metadata-location"), reply.get("metadata")
+        if not isinstance(location, str) or not location or not isinstance(metadata, dict):
+            raise RestCatalogError(f"REST catalog {self.uri}: the answer to the commit of table {_shown(name)} has "
+                                   "no metadata-location or metadata", status=None)
+        return LoadedTable(name, location, metadata)
+
     def list_namespaces(self) -> list[tuple[str, ...]]:
         """Every namespace, nested ones included, as tuples of levels, sorted. RestCatalogError when
         there are more than ``max_namespaces``, deeper than ``max_depth``, or a listing has more
@@ -230,14 +249,21 @@ class RestCatalog:
         raise RestCatalogError(f"REST catalog {self.uri}: more than {self.max_pages} pages of {what} (max_pages)")
 
     def _get(self, path: str, what: str, query: Mapping[str, str] | None = None) -> dict:
+        return self._call("GET", path, what, query)
+
+    def _call(self, method: str, path: str, what: str, query: Mapping[str, str] | None = None,
+              body: dict | None = None) -> dict:
         url = self.uri + path + (("?" + urllib.parse.urlencode(query)) if query else "")
+        data = json.dumps(body).encode() if body is not None else None
         for attempt in (1, 2):
             headers = {"Accept": "application/json", **self._headers}
+            if data is not None:
+                headers["Content-Type"] = "application/json"
             token = self._bearer_token()
             if token:
                 headers["Authorization"] = f"Bearer {token}"
             try:
-                return self._send(urllib.request.Request(url, headers=headers, method="GET"), what)
+                return self._send(urllib.request.Request(url, data=data, headers=headers, method=method), what)
             except RestCatalogError as exc:
                 # a token of our credential that the server no longer takes: exchange it once more
                 if exc.status == 401 and attempt == 1 and self._credential and self._forget_token(token):

@@ -6,6 +6,7 @@ every later metadata.json (``keys list`` shows them as unused). ``prune_keys`` r
 
     result = prune_keys(spark, "lake.db.orders")                # one Iceberg commit (or none)
     result = prune_keys(spark, "lake.db.orders", dry_run=True)  # what would go, no commit
+    result = prune_keys_in_catalog({"uri": "thrift://hms:9083"}, "lake.db.orders")   # no JVM (Hive or REST)
     result.removed_keks, result.removed_entries, result.committed
 
 What is never removed (decided on the metadata as read, again after every refused commit):
@@ -31,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pyiceberg_crypto.errors import PyicebergCryptoError, TableInputError
+from pyiceberg_crypto.keys.catalog_commit import KeyChange, commit_key_change, current_metadata
 from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations
 from pyiceberg_crypto.table.key_inventory import NotEncryptedError, prunable_keys
 from pyiceberg_crypto.table.metadata import TableMetadata, load_document
@@ -92,6 +94,32 @@ def prune_keys(spark, table: str, *, dry_run: bool = False, max_attempts: int = 
     return result
 
 
+def prune_keys_in_catalog(service: dict[str, str], table: str, *, dry_run: bool = False, max_attempts: int = 4,
+                          timeout: float = 30.0) -> PruneResult:
+    """:func:`prune_keys` without Spark or a JVM: the table (``catalog.db.table`` or ``db.table``)
+    read from and committed to the catalog with settings ``service`` directly (a Hive metastore's
+    ``uri``, or ``type=rest`` and the REST catalog's settings;
+    :func:`~pyiceberg_crypto.keys.catalog_commit.commit_key_change`). Raises PruneError."""
+    result = PruneResult(table, dry_run)
+
+    def step(meta, doc) -> KeyChange | None:
+        _check_refs(meta, doc)
+        result.removed_keks, result.removed_entries, result.kept_keks = plan_prune(meta)
+        removed = [*result.removed_keks, *result.removed_entries]
+        return None if dry_run or not removed else KeyChange(removed=removed)
+
+    result.table, result.attempts, result.committed, result.metadata_location = commit_key_change(
+        service, table, step, what="prune", error=PruneError, max_attempts=max_attempts, timeout=timeout)
+    if result.committed:  # what the committed metadata still lists (a catalog that writes keys back)
+        try:
+            present = set(current_metadata(service, table, timeout).encryption_keys)
+        except TableInputError as exc:
+            raise PruneError(f"the prune of {result.table} was committed ({result.metadata_location}), but the "
+                             f"table cannot be read back: {exc}") from None
+        result.not_removed = sorted(present & {*result.removed_keks, *result.removed_entries})
+    return result
+
+
 def plan_prune(meta, now_ms: int | None = None) -> tuple[list[str], list[str], list[str]]:
     """(KEKs to remove, other entries to remove, KEKs kept) of parsed table metadata."""
     try:
@@ -110,9 +138,14 @@ def _parse(jvm, base):
         meta = TableMetadata.from_document(doc, location)
     except TableInputError as exc:
         raise PruneError(f"the table metadata cannot be used: {exc}") from None
+    _check_refs(meta, doc)
+    return meta
+
+
+def _check_refs(meta: TableMetadata, doc: dict) -> None:
+    """PruneError unless every ref names a snapshot of the metadata (branches and tags keep their keys)."""
     for name, ref in (doc.get("refs") or {}).items():
         if ref.get("snapshot-id") not in meta.snapshots:
             raise PruneError(f"ref {name!r} names snapshot {ref.get('snapshot-id')}, which is not in the table "
                              "metadata: nothing pruned")
-    return meta
 

@@ -10,6 +10,11 @@ wrapped blobs in one commit through the catalog (Iceberg's ``TableMetadata.build
     result = rewrap_keks(spark, "lake.db.orders")               # KEKs wrapped by an old version
     result = rewrap_keks(spark, "lake.db.orders", dry_run=True)  # what would change, no KMS wrap
     result.changes, result.committed, result.metadata_location
+    result = rewrap_keks_in_catalog({"uri": "thrift://hms:9083"}, "lake.db.orders", kms)   # no JVM
+    result = rewrap_keks_in_catalog({"type": "rest", "uri": "http://127.0.0.1:8181"}, "lake.db.orders", kms)
+
+Without a JVM the commit goes to the Hive metastore or the REST catalog directly, as Iceberg's own
+clients commit (:mod:`pyiceberg_crypto.keys.catalog_commit`: the same result, the same retries).
 
 What stays equal, so every snapshot keeps reading and time travel works: the KEK id and bytes,
 its ``KEY_TIMESTAMP`` (the AAD of the manifest-list key envelopes it seals, and its rotation
@@ -24,7 +29,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import base64
+import binascii
+
 from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.keys.catalog_commit import KeyChange, commit_key_change
 from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import exception_line
@@ -93,18 +102,66 @@ def rewrap_keks(spark, table: str, *, kms: KeyManagementClient | None = None, dr
     return result
 
 
+def rewrap_keks_in_catalog(service: dict[str, str], table: str, kms: KeyManagementClient, *,
+                           dry_run: bool = False, all_keks: bool = False, max_attempts: int = 4,
+                           timeout: float = 30.0) -> RewrapResult:
+    """:func:`rewrap_keks` without Spark or a JVM: the table (``catalog.db.table`` or ``db.table``)
+    read from and committed to the catalog with settings ``service`` directly (a Hive metastore's
+    ``uri``, or ``type=rest`` and the REST catalog's settings;
+    :func:`~pyiceberg_crypto.keys.catalog_commit.commit_key_change`). Raises RewrapError."""
+    result = RewrapResult(table, dry_run)
+
+    def step(meta, doc) -> KeyChange | None:
+        if not meta.key_id:
+            raise RewrapError("the table has no encryption.key-id: it is not encrypted")
+        keks = []
+        for entry in meta.encryption_keys.values():
+            if entry.encrypted_by_id == meta.key_id:
+                try:
+                    keks.append((entry.key_id, base64.b64decode(entry.encrypted_key_metadata, validate=True)))
+                except (binascii.Error, ValueError):
+                    raise RewrapError(f"KEK {entry.key_id!r} is not valid base64: nothing committed") from None
+        plan, result.unchanged = plan_rewrap(keks, meta.key_id, kms, dry_run, all_keks)
+        result.changes = [change for change, _ in plan]
+        if dry_run or not plan:
+            return None
+        return KeyChange(rewrapped={change.key_id: base64.b64encode(wrapped).decode() for change, wrapped in plan})
+
+    result.table, result.attempts, result.committed, result.metadata_location = commit_key_change(
+        service, table, step, what="re-wrap", error=RewrapError, max_attempts=max_attempts, timeout=timeout)
+    return result
+
+
 def _plan(jvm, base, kms: KeyManagementClient, dry_run: bool, all_keks: bool):
     """[(change, new BaseEncryptedKey)] for the KEKs to re-wrap (all KMS calls happen here)."""
     table_key_id = base.properties().get("encryption.key-id")
     if not table_key_id:
         raise RewrapError("the table has no encryption.key-id: it is not encrypted")
-    plan, unchanged = [], []
+    keys = {key.keyId(): key for key in list(base.encryptionKeys()) if key.encryptedById() == table_key_id}
+    keks = [(key_id, bytes(jvm.org.apache.iceberg.util.ByteBuffers.toByteArray(key.encryptedKeyMetadata())))
+            for key_id, key in keys.items()]  # manifest-list key metadata (sealed by a KEK) stays as it is
+    plan, unchanged = plan_rewrap(keks, table_key_id, kms, dry_run, all_keks)
+    built = []
+    for change, rewrapped in plan:
+        new_key = None
+        if rewrapped is not None:
+            buffer = jvm.java.nio.ByteBuffer.wrap(bytearray(rewrapped))
+            new_key = jvm.org.apache.iceberg.encryption.BaseEncryptedKey(change.key_id, buffer, table_key_id,
+                                                                        keys[change.key_id].properties())
+        built.append((change, new_key))
+    return built, unchanged
+
+
+def plan_rewrap(keks: list[tuple[str, bytes]], table_key_id: str, kms: KeyManagementClient, dry_run: bool,
+                all_keks: bool) -> tuple[list[tuple[RewrapChange, bytes | None]], list[str]]:
+    """([(change, the KEK wrapped again; None on a dry run)], KEK ids left as they are) for the
+    table's KEKs ``(key id, wrapped blob)`` under master key ``table_key_id``. Every KMS call of a
+    re-wrap happens here, before anything is built; each new wrapping is unwrapped again and
+    compared (RewrapError: nothing committed)."""
+    plan: list[tuple[RewrapChange, bytes | None]] = []
+    unchanged: list[str] = []
     current = _ask(kms.current_key_version, table_key_id, what="current_key_version")
-    for key in list(base.encryptionKeys()):
-        if key.encryptedById() != table_key_id:
-            continue  # manifest-list key metadata, sealed by a KEK: stays as it is
-        key_id = key.keyId()
-        wrapped = bytes(jvm.org.apache.iceberg.util.ByteBuffers.toByteArray(key.encryptedKeyMetadata()))
+    for key_id, wrapped in keks:
         version = _ask(kms.key_version, wrapped, table_key_id, what=f"key_version of KEK {key_id!r}")
         if not all_keks and (version is None or current is None or version == current):
             unchanged.append(key_id)
@@ -114,13 +171,11 @@ def _plan(jvm, base, kms: KeyManagementClient, dry_run: bool, all_keks: bool):
             plan.append((change, None))
             continue
         kek = _ask(kms.unwrap_key_version, wrapped, table_key_id, version, what=f"unwrap of KEK {key_id!r}")
-        rewrapped = _ask(kms.wrap_key, kek, table_key_id, what=f"wrap of KEK {key_id!r}")
+        rewrapped = bytes(_ask(kms.wrap_key, kek, table_key_id, what=f"wrap of KEK {key_id!r}"))
         if bytes(_ask(kms.unwrap_key, rewrapped, table_key_id, what=f"check of KEK {key_id!r}")) != bytes(kek):
             raise RewrapError(f"the KMS did not give back KEK {key_id!r} from its new wrapping: nothing committed")
         change.new_version = _ask(kms.key_version, rewrapped, table_key_id, what="key_version") or current
-        buffer = jvm.java.nio.ByteBuffer.wrap(bytearray(rewrapped))
-        new_key = jvm.org.apache.iceberg.encryption.BaseEncryptedKey(key_id, buffer, table_key_id, key.properties())
-        plan.append((change, new_key))
+        plan.append((change, rewrapped))
     return plan, unchanged
 
 

@@ -1,0 +1,153 @@
+"""`keys list`, `verify` and the verification job ask the catalog directly (issue 41, item 2):
+`--metastore-uri thrift://...` or `--rest-uri http://...`, no Spark and no JVM in the command's
+process; and every JVM-free key command, run as the console script with no java on PATH, prints
+no Spark or Ivy output (the same lakes as tests/keys/test_where_used_without_jvm.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from pyiceberg_crypto import config
+from pyiceberg_crypto.bridge import register_kms
+from pyiceberg_crypto.cli.main import main
+from pyiceberg_crypto.io.hive_metastore import table_parameters
+from pyiceberg_crypto.kms import KeystoreKms
+from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
+from tests.conftest import add_catalog
+from tests.keys.test_where_used_without_jvm import kms_args, run_cli
+from tests.path_without_java import fill_without_java
+
+pytestmark = [pytest.mark.loopback, pytest.mark.slow]
+
+#: What a JVM start or an Ivy resolution prints (spark-submit's --packages, log4j, Spark's banner).
+JVM_OUTPUT = (":: resolving", "Ivy", "ivy", "SparkSession", "log4j", "WARN NativeCodeLoader", "py4j")
+
+
+#: Not test_where_used_without_jvm's key: its where-used lists the whole shared metastore.
+KEY = "nj-key"
+
+
+@pytest.fixture(scope="module")
+def lakes(spark, hive_metastore, rest_catalog_server, tmp_path_factory):  # noqa: F811
+    """Table orders under KEY in a Hive namespace, events under KEY over REST (two INSERTs each)."""
+    work = tmp_path_factory.mktemp("without-jvm")
+    keystore = work / "keys.json"
+    for argv in (["create", str(keystore)], ["add", str(keystore), KEY]):
+        assert main(["keystore", *argv]) == 0
+    suffix = uuid.uuid4().hex[:6]
+    registration = register_kms(spark, KeystoreKms(keystore), name=f"nj-{suffix}")
+    hive, rest, ns = f"njhive_{suffix}", f"njrest_{suffix}", f"ns_{suffix}"
+    add_catalog(spark, hive, warehouse=work / "wh", kms_name=f"nj-{suffix}", metastore_uri=hive_metastore.uri)
+    add_catalog(spark, rest, work / "rest-wh", catalog_type="rest", uri=rest_catalog_server.uri,
+                kms_name=f"nj-{suffix}")
+    for catalog, name in ((hive, "orders"), (rest, "events")):
+        spark.sql(f"CREATE NAMESPACE {catalog}.{ns}")
+        table = f"{catalog}.{ns}.{name}"
+        spark.sql(f"CREATE TABLE {table} (id bigint) USING iceberg "
+                  f"{config.tblproperties_sql(config.table_properties(KEY))}")
+        spark.sql(f"INSERT INTO {table} VALUES (1), (2)")
+    yield {"keystore": keystore, "ns": ns, "metastore": hive_metastore.uri, "rest": rest_catalog_server.uri}
+    registration.close()
+
+
+def run_job(*argv: str) -> subprocess.CompletedProcess:
+    """The verification job in a fresh Python process that must never import pyspark."""
+    code = ("import sys; from pyiceberg_crypto.cli.verify_job import main; code = main(sys.argv[1:]); "
+            "assert 'pyspark' not in sys.modules and 'py4j' not in sys.modules, 'pyspark was imported'; "
+            "sys.exit(code)")
+    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=180)
+
+
+def test_keys_list_by_table_name_over_thrift_and_rest(lakes):
+    ns = lakes["ns"]
+    done = run_cli("keys", "list", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *kms_args(lakes),
+                   "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["metadata_location"] == table_parameters(lakes["metastore"], ns, "orders")["metadata_location"]
+    assert doc["master_key_id"] == KEY
+    assert doc["keks"] and {k["master_key_version"] for k in doc["keks"]} <= {"1", "2"}
+    done = run_cli("keys", "list", f"shop.{ns}.events", "--rest-uri", lakes["rest"])
+    assert done.returncode == 0, done.stderr
+    assert f"master key   '{KEY}'" in done.stdout and f"/{ns}/events" in done.stdout
+    done = run_cli("keys", "list", f"{ns}.orders")  # a table name with nowhere to look it up
+    assert done.returncode == 2 and "--metastore-uri thrift://host:port" in done.stderr
+    done = run_cli("keys", "list", f"lake.{ns}.gone", "--metastore-uri", lakes["metastore"])
+    assert done.returncode == 2 and f"lake.{ns}.gone" in done.stderr and "does not exist" in done.stderr
+
+
+def test_the_verification_job_asks_the_metastore_directly(lakes, tmp_path):
+    ns = lakes["ns"]
+    report = tmp_path / "report.json"
+    done = run_job("--table", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *kms_args(lakes),
+                   "--json", "--output", str(report))
+    assert done.returncode == 0, done.stderr + done.stdout
+    doc = json.loads(report.read_text())
+    checks = {c["name"]: c["status"] for c in doc["table"]["checks"]}
+    assert checks["metastore"] == "OK" and checks["metadata-hash"] == "OK", checks
+    assert doc["files"] and all(f["status"] == "OK" for f in doc["files"])
+    done = run_job("--table", f"shop.{ns}.events", "--rest-uri", lakes["rest"], *kms_args(lakes), "--json")
+    assert done.returncode == 0, done.stderr + done.stdout
+    checks = {c["name"]: c["status"] for c in json.loads(done.stdout)["table"]["checks"]}
+    assert checks["catalog"] == "OK" and checks["catalog-metadata"] == "OK", checks
+    done = run_job("--table", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *kms_args(lakes),
+                   "--parallelism", "4")
+    assert done.returncode == 2 and "--parallelism" in done.stderr
+
+
+def test_verify_by_table_name_keeps_one_ledger_with_the_job(lakes, tmp_path):
+    ns = lakes["ns"]
+    ledger = tmp_path / "orders.ledger.json"
+    done = run_cli("verify", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *kms_args(lakes),
+                   "--state", str(ledger))
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert json.loads(ledger.read_text())["last"]["table_name"] == f"lake.{ns}.orders"  # as verify_table records it
+    done = run_job("--table", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *kms_args(lakes),
+                   "--state", str(ledger), "--json")
+    assert done.returncode == 0, done.stderr + done.stdout
+    done = run_cli("verify", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *kms_args(lakes),
+                   "--metadata-hash", "abc")
+    assert done.returncode == 2 and "--metadata-hash" in done.stderr
+
+
+def test_no_key_command_that_needs_no_jvm_starts_one(lakes, tmp_path):
+    """The console script, with no java on PATH and no JAVA_HOME: each command works and prints
+    nothing of Spark's or Ivy's."""
+    ns = lakes["ns"]
+    bin_dir = tmp_path / "bin"
+    fill_without_java(bin_dir, os.environ.get("PATH", ""))
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "SPARK_HOME", "PYSPARK_SUBMIT_ARGS")}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), str(bin_dir)])
+    console_script = str(Path(sys.executable).parent / "pyiceberg-crypto")
+    hive, rest = ["--metastore-uri", lakes["metastore"]], ["--rest-uri", lakes["rest"]]
+    location = table_parameters(lakes["metastore"], ns, "orders")["metadata_location"]
+    commands = [
+        ["keys", "list", location, *kms_args(lakes)],
+        ["keys", "list", f"lake.{ns}.orders", *hive, *kms_args(lakes)],
+        ["keys", "list", f"shop.{ns}.events", *rest],
+        ["keys", "where-used", KEY, *kms_args(lakes), *hive, "--table", f"lake.{ns}.orders"],
+        ["keys", "where-used", KEY, *kms_args(lakes), *rest],
+        ["keys", "where-used", KEY, *kms_args(lakes), "--table", location],
+        ["keys", "rewrap", f"lake.{ns}.orders", *kms_args(lakes), *hive, "--dry-run"],
+        ["keys", "prune", f"shop.{ns}.events", *kms_args(lakes), *rest, "--dry-run"],
+        ["keystore", "list", str(lakes["keystore"])],
+        ["verify", f"lake.{ns}.orders", *hive, *kms_args(lakes)],
+        ["verify", f"shop.{ns}.events", *rest, *kms_args(lakes)],
+    ]
+    for argv in commands:
+        done = subprocess.run([console_script, *argv], capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, (argv, done.stderr)
+        output = done.stdout + done.stderr
+        assert not [marker for marker in JVM_OUTPUT if marker in output], (argv, output)
+    # keystore retire's check: refused (the version is the newest, or still needed), still no JVM
+    done = subprocess.run([console_script, "keystore", "retire", str(lakes["keystore"]), KEY, "1", *hive,
+                           "--table", f"{ns}.orders"], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert not [marker for marker in JVM_OUTPUT if marker in done.stdout + done.stderr]
