@@ -233,7 +233,7 @@ def _list(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
         version = kek.master_key_version or "?"
         if kek.outdated:
             version += f" (current {kek.current_master_key_version})"
-        flag = "  rotation due" if kek.rotation_due else ""
+        flag = ("  rotation due" if kek.rotation_due else "") + ("  COMPROMISED (keys reencrypt)" if kek.compromised else "")
         print(f"{escape_text(kek.key_id):<26} {kek.created or '?':<26} {kek.age_days if kek.age_days is not None else '?':>10}"
               f"  {escape_text(version):<20} {len(kek.snapshot_ids)}{flag}")
         if kek.note:

@@ -104,7 +104,7 @@ def run_reencrypt(args: argparse.Namespace, kms: KeyManagementClient | None) -> 
         if args.warehouse:
             spark.stop()
     if args.report:
-        _write_report(args.report, document)
+        _write_report(args.report, _public(document))
     if args.json:
         print(json.dumps(_public(document), indent=2))
     else:
@@ -256,10 +256,10 @@ def _status(document: dict) -> int:
     return ExitStatus.OK if proof is None or proof.ok else ExitStatus.INTEGRITY
 
 
-def _write_report(path: str, document: dict) -> None:
+def _write_report(path: str, body: dict) -> None:
+    """``body`` (a JSON document) to ``path``, atomically."""
     from pyiceberg_crypto._atomic import PUBLIC, write_atomically
 
-    body = document if "ok" in document and "done" in document else _public(document)
     write_atomically(path, json.dumps(body, indent=2) + "\n", mode=PUBLIC)
 
 
