@@ -87,6 +87,10 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
             NotASparkSessionError, lambda: keys.reencrypt_table(NOT_SPARK, "lake.db.t", compromised_keks=["k"])),
         "pyiceberg_crypto.keys.where_used.where_used_in_catalog": (
             NotASparkSessionError, lambda: keys.where_used_in_catalog(NOT_SPARK, "lake", "k", None, None)),
+        "pyiceberg_crypto.keys.reencrypt_all.dependent_tables": (
+            InvalidArgumentError, lambda: keys.dependent_tables({"uri": "thrift://127.0.0.1:1"}, "lake", [], None)),
+        "pyiceberg_crypto.keys.reencrypt_all.reencrypt_each": (
+            InvalidArgumentError, lambda: keys.reencrypt_each(["lake.db.t"], "not a function")),
         "pyiceberg_crypto.keys.where_used.where_used_in_listing": (
             InvalidArgumentError, lambda: keys.where_used_in_listing({"uri": "thrift://127.0.0.1:1"}, "k", None, None,
                                                                      tables=["too.many.dots.here"])),

@@ -211,6 +211,7 @@ def _cards(summary: dict[str, Any]) -> str:
              ("Not checked", states.get("UNCHECKED", 0), True), ("Not Iceberg (skipped)", states.get("SKIPPED", 0), False),
              ("Files checked", summary["files"], False), ("Files not OK", not_ok_files, True),
              ("KEKs", summary["keks"], False), ("KEKs due for rotation", summary["keks_rotation_due"], True),
+             ("Tables on a compromised key", summary.get("compromised_tables", 0), True),
              ("KEKs prune would remove", summary["prunable_keks"], False),
              ("Plaintext statistics files", summary["plaintext_statistics"], True)]
     return ('<section class="cards" id="summary">'
@@ -324,6 +325,10 @@ def _table_rows(index: int, t: dict[str, Any], incremental: bool = False) -> str
             f'<tr class="detail"><td colspan="{len(COLUMNS)}">{_details(t)}</td></tr></tbody>')
 
 
+#: The KEK table's mark for a KEK wrapped by a compromised master key version.
+LEAKED = '<span class="status bad">YES</span>'
+
+
 def _details(t: dict[str, Any]) -> str:
     findings = t.get("findings") or []
     checks = t.get("checks") or []
@@ -354,7 +359,7 @@ def _details(t: dict[str, Any]) -> str:
             f"<li><code>{_e(p)}</code></li>" for p in t["plaintext_statistics"]) + "</ul>")
     if t["keks"]:
         out.append('<table class="keks"><tr><th>KEK</th><th>master key</th><th>version (current)</th><th>created</th>'
-                   "<th>age (days)</th><th>rotation due</th><th>in use</th><th>prune removes</th></tr>")
+                   "<th>age (days)</th><th>rotation due</th><th>in use</th><th>prune removes</th><th>compromised</th></tr>")
         prunable = set(t.get("prunable_keks") or [])
         for k in t["keks"]:
             version = k.get("master_key_version") or "?"
@@ -362,7 +367,8 @@ def _details(t: dict[str, Any]) -> str:
             out.append(f"<tr><td><code>{_e(k['key_id'])}</code></td><td>{_e(k.get('master_key_id'))}</td>"
                        f"<td>{_e(version)}{_e(f' ({current})') if current else ''}</td><td>{_e(k.get('created'))}</td>"
                        f"<td>{_e(k.get('age_days'))}</td><td>{'yes' if k.get('rotation_due') else 'no'}</td>"
-                       f"<td>{'yes' if k.get('in_use') else 'no'}</td><td>{'yes' if k['key_id'] in prunable else 'no'}</td></tr>")
+                       f"<td>{'yes' if k.get('in_use') else 'no'}</td><td>{'yes' if k['key_id'] in prunable else 'no'}</td>"
+                       f"<td>{LEAKED if k.get('compromised') else 'no'}</td></tr>")
         out.append("</table>")
     out.append("</details>")
     return "".join(out)

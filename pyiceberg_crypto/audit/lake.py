@@ -105,6 +105,9 @@ REASON_UNREADABLE = "UNREADABLE"  # metadata.json missing, unreadable, not table
 REASON_LEDGER = "LEDGER"  # the table's ledger is corrupt, another table's, or its directory is gone
 REASON_METASTORE = "METASTORE"  # no metadata_location; a table the catalog cannot load, or a namespace it cannot list
 REASON_INTERNAL = "INTERNAL"  # a verifier bug: still one entry, the other tables are audited
+#: Why a checked table FAILED although its files are fine: a KEK is wrapped by a master key version
+#: the KMS marks compromised (``pyiceberg-crypto keystore compromised``); ``keys reencrypt`` fixes it.
+REASON_COMPROMISED = "COMPROMISED_KEY"
 
 #: Findings listed per table in the document and the page (the counts always cover all of them).
 MAX_LISTED_FINDINGS = 200
@@ -169,6 +172,12 @@ class TableAudit:
     def rotation_due(self) -> bool:
         return any(k.get("rotation_due") for k in self.keks)
 
+    @property
+    def compromised(self) -> list[str]:
+        """``master key id@version`` of every compromised master key version a KEK of it depends on."""
+        return sorted({f"{k.get('master_key_id')}@{k.get('master_key_version') or '?'}" for k in self.keks
+                       if k.get("compromised")})
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "table": self.table, "iceberg": self.iceberg, "state": self.state, "encrypted": self.encrypted,
@@ -180,6 +189,7 @@ class TableAudit:
             "findings": list(self.findings), "findings_listed": len(self.findings),
             "findings_total": sum(n for s, n in self.by_status.items() if s != OK),
             "keks": list(self.keks), "oldest_kek_days": self.oldest_kek_days, "rotation_due": self.rotation_due,
+            "compromised": self.compromised,
             "prunable_keks": list(self.prunable_keks), "prunable_entries": list(self.prunable_entries),
             "plaintext_statistics": list(self.plaintext_statistics), "last_verified": self.last_verified,
             "seconds": round(self.seconds, 4),
@@ -250,6 +260,7 @@ class CatalogReport:
             "keks_rotation_due": sum(1 for t in iceberg for k in t.keks if k.get("rotation_due")),
             "keks_outdated": sum(1 for t in iceberg for k in t.keks if k.get("outdated")),
             "prunable_keks": sum(len(t.prunable_keks) for t in iceberg),
+            "compromised_tables": sum(1 for t in iceberg if t.compromised),
             "plaintext_statistics": sum(len(t.plaintext_statistics) for t in iceberg),
             "key_ids": sorted({t.key_id for t in iceberg if t.key_id}),
             "unlisted": sum(1 for t in self.tables if t.counts and not t.iceberg),
@@ -502,6 +513,7 @@ def _summarise(entry: TableAudit, report: TableReport, plan: PreparedVerificatio
         if len(failed) + len(bad) > 1:
             entry.detail += f" (and {len(failed) + len(bad) - 1} more)"
     _keys(entry, plan, kms, limits)
+    _compromised(entry)
     stats_findings = [f.path for f in report.files if f.kind in (STATISTICS, PARTITION_STATISTICS)
                       and f.status == PLAINTEXT]
     unsealed = [s.path for s in meta.statistics if not s.key_metadata]  # Iceberg recorded no key for it
@@ -525,13 +537,30 @@ def _keys(entry: TableAudit, plan: PreparedVerification, kms: KeyManagementClien
     entry.keks = [{"key_id": k.key_id, "master_key_id": k.master_key_id, "master_key_version": k.master_key_version,
                    "current_master_key_version": k.current_master_key_version, "created": k.created,
                    "age_days": k.age_days, "rotation_due": k.rotation_due, "outdated": k.outdated,
-                   "in_use": k.in_use, "snapshots": len(k.snapshot_ids), "note": k.note} for k in inventory.keks]
+                   "in_use": k.in_use, "snapshots": len(k.snapshot_ids), "note": k.note,
+                   "compromised": k.compromised} for k in inventory.keks]
     if not meta.key_id:
         return
     try:
         entry.prunable_keks, entry.prunable_entries, _ = prunable_keys(meta)
     except PyicebergCryptoError as exc:
         entry.checks.append({"name": "prunable-keys", "status": WARN, "detail": str(exc)})
+
+
+def _compromised(entry: TableAudit) -> None:
+    """A table whose KEKs depend on a compromised master key version is not OK (FAILED, reason
+    COMPROMISED_KEY), even when every file verifies: the leaked material still opens it."""
+    leaked = entry.compromised
+    if not leaked or entry.state not in (STATE_OK, STATE_FAILED):
+        return
+    keks = [k["key_id"] for k in entry.keks if k.get("compromised")]
+    versions = " ".join(f"--compromised-version {v.replace('@', ':')}" for v in leaked)
+    text = (f"depends on compromised master key version(s) {', '.join(leaked)} (KEK(s) {', '.join(keks)}): "
+            f"re-encrypt it (pyiceberg-crypto keys reencrypt CATALOG.{entry.table} {versions} --kms ...)")
+    if entry.state == STATE_OK:
+        entry.state, entry.reason, entry.detail = STATE_FAILED, REASON_COMPROMISED, text
+    else:
+        entry.detail = f"{entry.detail}; it also {text}"
 
 
 def _now() -> str:

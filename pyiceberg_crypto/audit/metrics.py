@@ -5,7 +5,7 @@
 
 Per table (label ``table="namespace.name"``, plus ``catalog``): ``..._table_ok``,
 ``..._table_encrypted``, ``..._table_files{status=...}``, ``..._table_kek_oldest_age_days``,
-``..._table_kek_rotation_due``, ``..._table_prunable_keks``, ``..._table_plaintext_statistics``,
+``..._table_kek_rotation_due``, ``..._table_compromised_keks``, ``..._table_prunable_keks``, ``..._table_plaintext_statistics``,
 ``..._table_last_verified_timestamp_seconds`` (with a ledger); for the lake: ``..._ok``,
 ``..._tables{state=...}``, ``..._timestamp_seconds``, ``..._duration_seconds``. Only counts and
 verdicts: no paths, no key material. Alert on, e.g., ``pyiceberg_crypto_audit_table_ok == 0`` or
@@ -75,6 +75,7 @@ def render_prometheus(doc: dict[str, Any]) -> str:
     files = family("table_files", "files checked in this run, by verification status")
     oldest = family("table_kek_oldest_age_days", "age of the table's oldest KEK in days")
     due = family("table_kek_rotation_due", "KEKs past Iceberg's rotation age (730 days)")
+    leaked = family("table_compromised_keks", "KEKs wrapped by a master key version marked compromised")
     prunable = family("table_prunable_keks", "KEKs that `pyiceberg-crypto keys prune` would remove")
     stats = family("table_plaintext_statistics", "statistics files stored in plaintext")
     verified = family("table_last_verified_timestamp_seconds", "when the table's ledger last recorded an OK run")
@@ -89,6 +90,7 @@ def render_prometheus(doc: dict[str, Any]) -> str:
         if table.get("oldest_kek_days") is not None:
             oldest.append((labels, float(table["oldest_kek_days"])))
         due.append((labels, sum(1 for k in table["keks"] if k.get("rotation_due"))))
+        leaked.append((labels, sum(1 for k in table["keks"] if k.get("compromised"))))
         prunable.append((labels, len(table["prunable_keks"])))
         stats.append((labels, len(table["plaintext_statistics"])))
         when = _epoch((table.get("last_verified") or {}).get("verified_at"))

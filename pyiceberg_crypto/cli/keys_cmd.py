@@ -14,15 +14,20 @@ re-wrapping its KEKs, removing the entries no snapshot needs, which tables need 
     pyiceberg-crypto keys where-used orders-key 1 --kms keystore --kms-property keystore.path=keys.json \
         --metastore-uri thrift://hms:9083 [--catalog lake] [--table lake.db.orders ...] [--json]
     pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --rest-uri http://catalog:8181
+    pyiceberg-crypto keys where-used orders-key --compromised --kms keystore ... --metastore-uri thrift://hms:9083
     pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --table /wh/db/t/metadata/00042-x.metadata.json
 
 ``list`` needs no JVM (the KMS is optional: without it, no master key versions; a table name is
 looked up in ``--metastore-uri`` or ``--rest-uri`` directly), nor does
 ``where-used`` with ``--metastore-uri`` or ``--rest-uri`` (the catalog is asked directly, as
-``pyiceberg-crypto audit`` does) or with metadata.json files. ``rewrap`` and ``prune`` commit to
-the catalog directly with ``--metastore-uri`` (and no ``--warehouse``) or ``--rest-uri``, as
-Iceberg's own clients commit (:mod:`pyiceberg_crypto.keys.catalog_commit`); otherwise they start
-Spark: a local session with ``--warehouse``, else the session spark-submit configured. Exit status: 0 done (or nothing to do), 2 usage error, unreadable
+``pyiceberg-crypto audit`` does) or with metadata.json files. ``where-used --compromised`` lists
+only the tables that still depend on a version the KMS marks compromised (``keystore compromised``),
+and exits 1 while any do. ``rewrap`` and ``prune`` commit to the catalog directly with
+``--metastore-uri`` (and no ``--warehouse``) or ``--rest-uri``, as Iceberg's own clients commit
+(:mod:`pyiceberg_crypto.keys.catalog_commit`); otherwise they start Spark: a local session with
+``--warehouse``, else the session spark-submit configured. Exit status: 0 done (or nothing to do),
+1 ``where-used --compromised`` found tables that still depend on a compromised version (or could
+not check some), 2 usage error, unreadable
 input or a re-wrap / prune that committed nothing.
 """
 
@@ -67,6 +72,9 @@ def add_keys_parser(sub) -> None:
     where.add_argument("key_id", metavar="KEY_ID", help="the master key id (a table's encryption.key-id)")
     where.add_argument("version", metavar="VERSION", nargs="?",
                        help="one version of it (as `keys list` shows it; default: any version)")
+    where.add_argument("--compromised", action="store_true",
+                       help="only the tables that still depend on a version the KMS marks compromised "
+                            "(keystore compromised); exit 1 while any do")
     add_kms_arguments(where)
     add_catalog_arguments(where)
     where.add_argument("--json", action="store_true", help="print JSON")
@@ -99,6 +107,9 @@ def add_catalog_arguments(parser) -> None:
                              "spark-submit configured")
     parser.add_argument("--warehouse", help="build a local Spark session for this warehouse (embedded metastore)")
     parser.add_argument("--metastore-dir", help="embedded metastore directory (default: next to the warehouse)")
+    parser.add_argument("--namespace", action="append", default=[], metavar="NS",
+                        help="with --metastore-uri or --rest-uri: check only the tables of this namespace "
+                             "(repeatable; default: every namespace)")
     parser.add_argument("--table", action="append", default=[], metavar="TABLE",
                         help="check only this table: CATALOG.DB.TABLE, or its current metadata.json (path or URI; "
                              "no Spark needed when every --table is one) (repeatable)")
@@ -124,28 +135,34 @@ def catalog_service(args: argparse.Namespace) -> dict[str, str] | None:
     return None
 
 
-def find_key_uses(args: argparse.Namespace, key_id: str, version: str | None, kms: KeyManagementClient | None):
+def find_key_uses(args: argparse.Namespace, key_id: str, version: str | None, kms: KeyManagementClient | None, *,
+                  compromised_only: bool = False):
     """WhereUsed for these options: metadata.json files read directly; the Hive metastore or REST
-    catalog asked directly (no JVM); else a Spark session for the catalog."""
+    catalog asked directly (no JVM); else a Spark session for the catalog. ``compromised_only``:
+    only the KEKs wrapped by a version the KMS marks compromised count."""
     from pyiceberg_crypto.keys.where_used import where_used_in_catalog, where_used_in_listing, where_used_in_metadata
 
     locations = [t for t in args.table if _is_metadata_location(t)]
     service = catalog_service(args)
+    if args.namespace and service is None:
+        raise ValueError("--namespace needs --metastore-uri or --rest-uri (the catalog asked directly)")
     if args.table and len(locations) == len(args.table) and not args.warehouse and service is None:
-        return where_used_in_metadata(locations, key_id, version, kms)
+        return where_used_in_metadata(locations, key_id, version, kms, compromised_only=compromised_only)
     if locations:
         raise ValueError("give --table as CATALOG.DB.TABLE names or as metadata.json files, not both")
     catalog = args.catalog or (args.table[0].split(".")[0] if args.table and args.table[0].count(".") == 2
                                else "lake")
     if service is not None:
         return where_used_in_listing(service, key_id, version, kms, catalog=catalog, tables=args.table or None,
-                                     timeout=args.metastore_timeout)
+                                     timeout=args.metastore_timeout, compromised_only=compromised_only,
+                                     namespaces=args.namespace or None)
     from pyiceberg_crypto.config import session_for_catalog
 
     spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
                                 metastore_uri=args.metastore_uri, app_name="pyiceberg-crypto-keys")
     try:  # only the metastore and the metadata.json files are read: no Iceberg load, no KMS in the JVM
-        return where_used_in_catalog(spark, catalog, key_id, version, kms, tables=args.table or None)
+        return where_used_in_catalog(spark, catalog, key_id, version, kms, tables=args.table or None,
+                                     compromised_only=compromised_only)
     finally:
         if args.warehouse:
             spark.stop()
@@ -161,8 +178,11 @@ def print_key_uses(result) -> None:
     for use in result.uses:
         snapshots = ", ".join(map(str, use.snapshot_ids)) or "none live (Iceberg may use the KEK for the next commit)"
         versions = ", ".join(v or "?" for v in use.versions)
+        leaked = (f"; COMPROMISED: depends on version {escape_text(', '.join(v or '?' for v in use.compromised_versions))}"
+                  " marked compromised (re-encrypt: pyiceberg-crypto keys reencrypt TABLE --compromised-version "
+                  "KEY_ID:VERSION ...)" if use.compromised_versions else "")
         print(f"{escape_text(use.table)}: KEK(s) {escape_text(', '.join(use.kek_ids))} (version {escape_text(versions)}); "
-              f"snapshots {snapshots}")
+              f"snapshots {snapshots}{leaked}")
         print(f"  metadata: {escape_text(use.metadata_location)}")
     for table, why in result.unchecked.items():
         print(f"{escape_text(table)}: NOT CHECKED: {escape_text(why)}")
@@ -205,16 +225,19 @@ def run_keys(args: argparse.Namespace) -> int:
 
 
 def _where_used(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
-    """Exit 0 with the answer (used or not); 2 when the catalog cannot be listed."""
+    """Exit 0 with the answer (used or not); with ``--compromised``, 1 while a table depends on a
+    compromised version (or one could not be checked); 2 when the catalog cannot be listed."""
+    if args.compromised and kms is None:
+        return _fail("--compromised needs the KMS (--kms) that marks the versions")
     try:
-        result = find_key_uses(args, args.key_id, args.version, kms)
+        result = find_key_uses(args, args.key_id, args.version, kms, compromised_only=args.compromised)
     except (TableInputError, ValueError) as exc:
         return _fail(str(exc))
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
         print_key_uses(result)
-    return ExitStatus.OK
+    return ExitStatus.INTEGRITY if args.compromised and result.needed else ExitStatus.OK
 
 
 def _list(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
@@ -236,7 +259,7 @@ def _list(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
         version = kek.master_key_version or "?"
         if kek.outdated:
             version += f" (current {kek.current_master_key_version})"
-        flag = "  rotation due" if kek.rotation_due else ""
+        flag = ("  rotation due" if kek.rotation_due else "") + ("  COMPROMISED (keys reencrypt)" if kek.compromised else "")
         print(f"{escape_text(kek.key_id):<26} {kek.created or '?':<26} {kek.age_days if kek.age_days is not None else '?':>10}"
               f"  {escape_text(version):<20} {len(kek.snapshot_ids)}{flag}")
         if kek.note:

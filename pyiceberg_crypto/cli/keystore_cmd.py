@@ -5,7 +5,12 @@
     pyiceberg-crypto keystore rotate PATH KEY_ID
     pyiceberg-crypto keystore retire PATH KEY_ID VERSION --metastore-uri thrift://hms:9083 [--table ...] [--force]
     pyiceberg-crypto keystore retire PATH KEY_ID VERSION --rest-uri http://catalog:8181 [--force]
+    pyiceberg-crypto keystore compromised PATH KEY_ID VERSION
     pyiceberg-crypto keystore list PATH [--json]
+
+``compromised`` marks a version as leaked, in the keystore file (written atomically): it still
+unwraps, so every table keeps reading, but ``audit`` fails (exit 1) and ``keys where-used KEY_ID
+--compromised`` lists the tables while any still depends on it; ``keys reencrypt`` re-encrypts them.
 
 ``retire`` refuses while any table still needs that version (it checks every table of the catalog,
 or the tables given, as ``keys where-used`` does: with ``--metastore-uri`` or ``--rest-uri``
@@ -61,6 +66,11 @@ def add_keystore_parser(sub) -> None:
     add_catalog_arguments(retire)
     retire.add_argument("--force", action="store_true",
                         help="retire without checking the tables (data wrapped by it becomes unreadable)")
+    leaked = actions.add_parser("compromised", help="mark a version of a master key as leaked (it still decrypts; "
+                                                    "audit fails while a table depends on it)")
+    leaked.add_argument("path", metavar="PATH", help="the keystore file")
+    leaked.add_argument("key_id", metavar="KEY_ID", help="the master key id")
+    leaked.add_argument("version", metavar="VERSION", type=int, help="the version that leaked")
     listing = actions.add_parser("list", help="list key ids and versions (never key bytes)")
     listing.add_argument("path", metavar="PATH")
     listing.add_argument("--json", action="store_true", help="print JSON")
@@ -81,6 +91,8 @@ def run_keystore(args: argparse.Namespace) -> int:
                   f"(older versions kept for unwrapping) in {keystore.path}")
         elif args.keystore_action == "retire":
             return _retire(keystore, args)
+        elif args.keystore_action == "compromised":
+            _mark_compromised(keystore, args)
         else:
             _print_listing(keystore, as_json=args.json)
     except (InsecureKeystoreError, MalformedKeystoreError) as exc:
@@ -124,10 +136,26 @@ def _retire(keystore: Keystore, args: argparse.Namespace) -> int:
     return ExitStatus.OK
 
 
+def _mark_compromised(keystore: Keystore, args: argparse.Namespace) -> None:
+    marked = keystore.mark_compromised(args.key_id, args.version)
+    newest = keystore.load()[args.key_id][-1].version
+    print(f"marked key id {args.key_id!r} version {marked.version} compromised (since {marked.compromised}) in "
+          f"{keystore.path}; it still decrypts until the tables are re-encrypted")
+    if newest == marked.version:
+        print(f"  it is the newest version: new keys are still wrapped by it. Rotate first: "
+              f"pyiceberg-crypto keystore rotate {keystore.path} {args.key_id}")
+    print(f"  which tables depend on it: pyiceberg-crypto keys where-used {args.key_id} --compromised --kms keystore "
+          f"--kms-property keystore.path={keystore.path} --metastore-uri thrift://HOST:PORT")
+    print(f"  then, for each: pyiceberg-crypto keys reencrypt CATALOG.DB.TABLE "
+          f"--compromised-version {args.key_id}:{marked.version} --kms keystore ...")
+
+
 def _print_listing(keystore: Keystore, *, as_json: bool) -> None:
     keys = keystore.load()
     rows = {
-        key_id: [{"version": v.version, "length": v.length, "created": v.created} for v in versions]
+        key_id: [{"version": v.version, "length": v.length, "created": v.created,
+                  **({"compromised": v.compromised} if v.compromised else {})}
+                 for v in versions]
         for key_id, versions in sorted(keys.items())
     }
     if as_json:
@@ -137,5 +165,7 @@ def _print_listing(keystore: Keystore, *, as_json: bool) -> None:
         print(f"{keystore.path}: no keys")
     for key_id, versions in rows.items():
         newest = versions[-1]
+        leaked = [str(v["version"]) for v in versions if v.get("compromised")]
         print(f"{key_id}: {len(versions)} version(s), newest {newest['version']} "
-              f"({newest['length']} bytes, created {newest['created']})")
+              f"({newest['length']} bytes, created {newest['created']})"
+              + (f"; COMPROMISED: version {', '.join(leaked)}" if leaked else ""))

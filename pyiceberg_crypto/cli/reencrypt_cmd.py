@@ -6,6 +6,8 @@ fresh KEK, drop what the old material opens, and print the proof (issue 42)::
         --kms keystore --kms-property keystore.path=keys.json --warehouse /data/wh \\
         [--compromised-kek KEK_ID ...] [--drop-refs] [--dry-run] [--orphans-older-than 2026-11-24T00:00:00] \\
         [--report proof.json] [--json]
+    pyiceberg-crypto keys reencrypt lake --all-tables --compromised-version orders-key:1 \
+        --metastore-uri thrift://hms:9083 [--namespace shop ...] --kms keystore ...     # every table that depends on it
 
 It records which files depend on the compromised material, runs
 :func:`pyiceberg_crypto.keys.reencrypt_table`, then proves the outcome with the verifier
@@ -14,6 +16,13 @@ remaining snapshot, its key chain, none leading to the compromised material, and
 did gone from storage. Exit status: 0 proven, 1 the proof is not OK (the report says which files),
 2 usage error or a step that stopped (the message says which; the table stays readable and running
 again finishes the job).
+
+``--all-tables`` (the positional argument is then the catalog's name) finds every table of the
+catalog that still depends on the ``--compromised-version`` material with the JVM-free where-used
+listing (``--metastore-uri`` over Thrift, or ``--rest-uri`` over HTTP; without either, the Spark
+catalog lists them) and re-encrypts them one after another, with progress and a summary: a table
+that fails (or cannot be checked) is named with its reason, the others still run; the exit status
+is the worst of all tables.
 """
 
 from __future__ import annotations
@@ -42,6 +51,16 @@ def add_reencrypt_parser(actions, add_table_arguments) -> None:
     parser.add_argument("--orphans-older-than", metavar="ISO_TIME",
                         help="remove orphan files older than this (default: 3 days ago)")
     parser.add_argument("--report", metavar="PATH", help="also write the proof as JSON here")
+    parser.add_argument("--all-tables", action="store_true",
+                        help="TABLE is a catalog name: re-encrypt every table of it that depends on the "
+                             "--compromised-version material, one after another")
+    parser.add_argument("--namespace", action="append", default=[], metavar="NS",
+                        help="with --all-tables: only the tables of this namespace (repeatable)")
+    parser.add_argument("--rest-uri", metavar="URI",
+                        help="with --all-tables: list the tables over this REST catalog's HTTP API (token from "
+                             "$PYICEBERG_CRYPTO_REST_TOKEN)")
+    parser.add_argument("--rest-property", action="append", default=[], metavar="KEY=VALUE",
+                        help="a REST catalog property for the listing (repeatable)")
 
 
 def parse_versions(values: list[str]) -> list[tuple[str, str]]:
@@ -58,13 +77,12 @@ def parse_versions(values: list[str]) -> list[tuple[str, str]]:
 def run_reencrypt(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
     from pyiceberg_crypto.bridge import register_kms
     from pyiceberg_crypto.config import session_for_catalog
-    from pyiceberg_crypto.keys.commit import load_operations
-    from pyiceberg_crypto.keys.reencrypt import ReencryptError, reencrypt_table
-    from pyiceberg_crypto.verify.compromise import compromise_report
+    from pyiceberg_crypto.keys.reencrypt import ReencryptError
 
     try:
         versions = parse_versions(args.compromised_version)
         older = datetime.fromisoformat(args.orphans_older_than) if args.orphans_older_than else None
+        _check_mode(args, versions)
     except ValueError as exc:
         return _fail(str(exc))
     if older is not None and older.tzinfo is None:
@@ -77,29 +95,172 @@ def run_reencrypt(args: argparse.Namespace, kms: KeyManagementClient | None) -> 
                                 metastore_uri=args.metastore_uri, app_name="pyiceberg-crypto-keys")
     try:
         with register_kms(spark, kms):
-            _name, ops = load_operations(spark, args.table, ReencryptError)
-            before = compromise_report(ops.refresh().metadataFileLocation(), kms, **material)
-            result = reencrypt_table(spark, args.table, **material, kms=kms, drop_refs=args.drop_refs,
-                                     dry_run=args.dry_run, orphans_older_than=older,
-                                     progress=lambda message: print(f"  {message}", file=sys.stderr))
-            proof = None
-            if not args.dry_run:
-                proof = compromise_report(result.metadata_location, kms, **material,
-                                          previously_dependent=before.dependent_paths())
-    except (ReencryptError, TableInputError) as exc:
+            if args.all_tables:
+                return _all_tables(spark, args, kms, material, older)
+            document = _one_table(spark, args.table, args, kms, material, older)
+    except (ReencryptError, TableInputError, ReportError, ValueError) as exc:
         return _fail(str(exc))
     finally:
         if args.warehouse:
             spark.stop()
-    document = {"reencrypt": result.to_dict(), "before": before.to_dict(), "proof": proof.to_dict() if proof else None}
     if args.report:
-        with open(args.report, "w", encoding="utf-8") as handle:
-            json.dump(document, handle, indent=2)
+        _write_report(args.report, _public(document))
     if args.json:
-        print(json.dumps(document, indent=2))
+        print(json.dumps(_public(document), indent=2))
     else:
-        _print(result, before, proof)
+        _print(document["result"], document["before_report"], document["proof_report"])
+    return _status(document)
+
+
+def _check_mode(args: argparse.Namespace, versions: list[tuple[str, str]]) -> None:
+    """ValueError for options that do not go together."""
+    if args.all_tables:
+        if args.table.count("."):
+            raise ValueError(f"with --all-tables, give the catalog's name (e.g. lake), not {args.table!r}")
+        if not versions:
+            raise ValueError("--all-tables finds the tables by --compromised-version KEY_ID:VERSION (a KEK id "
+                             "belongs to one table: re-encrypt that table by name)")
+        if args.rest_uri and args.metastore_uri:
+            raise ValueError("list the tables with --metastore-uri or --rest-uri, not both")
+    elif args.namespace or args.rest_uri or args.rest_property:
+        raise ValueError("--namespace, --rest-uri and --rest-property go with --all-tables")
+
+
+def _one_table(spark, table: str, args: argparse.Namespace, kms: KeyManagementClient, material: dict,
+               older: datetime | None) -> dict:
+    """Record what depends on the material, re-encrypt, prove: the document of one table.
+
+    With ``--report`` (one table), what depends on the material is written there before the first
+    commit, and a re-run after a crash adds the files an earlier run recorded (``carried_dependent``)
+    to the files the proof checks are gone: the re-run's proof covers what the first run saw."""
+    from pyiceberg_crypto.keys.commit import load_operations
+    from pyiceberg_crypto.keys.reencrypt import ReencryptError, reencrypt_table
+    from pyiceberg_crypto.verify.compromise import compromise_report
+
+    full_name, ops = load_operations(spark, table, ReencryptError)
+    before = compromise_report(ops.refresh().metadataFileLocation(), kms, **material)
+    keep = args.report if args.report and not args.all_tables and not args.dry_run else None
+    carried = _carried_dependent(keep, full_name) if keep else []
+    if keep:
+        _write_report(keep, {"table": full_name, "reencrypt": None, "before": before.to_dict(), "proof": None,
+                             "carried_dependent": carried, "finished": False})
+    result = reencrypt_table(spark, table, **material, kms=kms, drop_refs=args.drop_refs, dry_run=args.dry_run,
+                             orphans_older_than=older, progress=lambda message: print(f"  {message}", file=sys.stderr))
+    proof = None
+    if not args.dry_run:
+        proof = compromise_report(result.metadata_location, kms, **material,
+                                  previously_dependent=sorted({*before.dependent_paths(), *carried}))
+    return {"result": result, "before_report": before, "proof_report": proof, "carried": carried}
+
+
+def _carried_dependent(path: str, table: str) -> list[str]:
+    """The dependent files an earlier, unfinished run of this table recorded in ``path`` (none when
+    the file is absent, another table's, or finished)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            earlier = json.load(handle)
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"--report {path}: cannot read the earlier run's report ({exc}); move it away to start "
+                          "afresh") from None
+    if not isinstance(earlier, dict) or earlier.get("table") != table or earlier.get("finished", True):
+        return []
+    before = earlier.get("before") or {}
+    return sorted({*map(str, before.get("dependent") or []), *map(str, earlier.get("carried_dependent") or [])})
+
+
+def _all_tables(spark, args: argparse.Namespace, kms: KeyManagementClient, material: dict,
+                older: datetime | None) -> int:
+    """Every dependent table of the catalog, one after another; the summary names each failure."""
+    from pyiceberg_crypto.keys.reencrypt_all import DependentTables, dependent_tables, reencrypt_each
+    from pyiceberg_crypto.keys.where_used import where_used_in_catalog
+
+    catalog = args.table
+    versions = material["compromised_master_keys"]
+    listing = _listing_properties(args)
+    if listing is not None:
+        found = dependent_tables(listing, catalog, versions, kms, namespaces=args.namespace or None)
+    else:  # the session's catalog lists them
+        found = DependentTables()
+        tables: set[str] = set()
+        for key_id, version in versions:
+            uses = where_used_in_catalog(spark, catalog, key_id, version, kms)
+            tables.update(u.table for u in uses.uses)
+            found.unchecked.update(uses.unchecked)
+            found.checked = max(found.checked, len(uses.checked))
+        found.tables = sorted(tables)
+    print(f"{escape_text(catalog)}: {len(found.tables)} of {found.checked} table(s) checked depend on the compromised "
+          f"material; {len(found.unchecked)} could not be checked", file=sys.stderr)
+
+    outcome = reencrypt_each(found.tables, lambda table: _one_table(spark, table, args, kms, material, older),
+                             progress=lambda message: print(message, file=sys.stderr))
+    proven = {t: d for t, d in outcome.done.items() if _status(d) == ExitStatus.OK}
+    summary = {"catalog": catalog, "tables": found.tables, "unchecked": found.unchecked,
+               "done": {t: _public(d) for t, d in proven.items()},
+               "not_proven": {t: _public(d) for t, d in outcome.done.items() if t not in proven},
+               "failed": outcome.failed}
+    summary["ok"] = not (summary["unchecked"] or summary["not_proven"] or summary["failed"])
+    if args.report:
+        _write_report(args.report, summary)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print_summary(summary)
+    if summary["failed"] or summary["unchecked"]:
+        return ExitStatus.USAGE
+    return ExitStatus.INTEGRITY if summary["not_proven"] else ExitStatus.OK
+
+
+def _listing_properties(args: argparse.Namespace) -> dict[str, str] | None:
+    """How ``--all-tables`` lists the catalog without a JVM, or None (the Spark session's catalog)."""
+    from pyiceberg_crypto.cli.audit_cmd import rest_properties
+    from pyiceberg_crypto.config import HIVE, REST
+
+    if args.rest_uri:
+        return {**rest_properties(args), "type": REST}
+    if args.metastore_uri:
+        return {"type": HIVE, "uri": args.metastore_uri}
+    return None
+
+
+def _print_summary(summary: dict) -> None:
+    esc = escape_text
+    done, failed = summary["done"], summary["failed"]
+    print(f"{esc(summary['catalog'])}: {len(summary['tables'])} table(s) depended on the compromised material; "
+          f"re-encrypted and proven: {len(done)}")
+    for table, document in done.items():
+        result = document["reencrypt"]
+        print(f"  OK          {esc(table)}: fresh KEK (master key version {result['fresh_kek_master_version']}), "
+              f"{len(result['expired_snapshots'])} snapshot(s) expired, {len(result['orphans'])} orphan file(s)")
+    for table in summary["not_proven"]:
+        print(f"  NOT PROVEN  {esc(table)}: the proof lists files that still depend on it (--report for the list)")
+    for table, why in failed.items():
+        print(f"  FAILED      {esc(table)}: {esc(why)} (the table stays readable; run again to finish)")
+    for table, why in summary["unchecked"].items():
+        print(f"  UNCHECKED   {esc(table)}: {esc(why)}")
+    print("OK: no table depends on the compromised material" if summary["ok"] else
+          "FAILED: some tables still depend on the compromised material or could not be checked (listed above)")
+
+
+def _public(document: dict) -> dict:
+    """One table's JSON: the run, what depended before, the proof."""
+    proof = document["proof_report"]
+    return {"table": document["result"].table, "reencrypt": document["result"].to_dict(),
+            "before": document["before_report"].to_dict(), "proof": proof.to_dict() if proof else None,
+            "carried_dependent": document.get("carried", []), "finished": True}
+
+
+def _status(document: dict) -> int:
+    proof = document["proof_report"]
     return ExitStatus.OK if proof is None or proof.ok else ExitStatus.INTEGRITY
+
+
+def _write_report(path: str, body: dict) -> None:
+    """``body`` (a JSON document) to ``path``, atomically."""
+    from pyiceberg_crypto._atomic import PUBLIC, write_atomically
+
+    write_atomically(path, json.dumps(body, indent=2) + "\n", mode=PUBLIC)
 
 
 def _print(result, before, proof) -> None:
@@ -117,6 +278,10 @@ def _print(result, before, proof) -> None:
           f"expired {len(result.expired_snapshots)} snapshot(s); removed {len(result.removed_key_entries)} key "
           f"entr(ies) and {len(result.orphans)} orphan file(s)")
     print(proof.render_text())
+
+
+class ReportError(TableInputError):
+    """The ``--report`` file of an earlier run cannot be read."""
 
 
 def _fail(message: str) -> int:

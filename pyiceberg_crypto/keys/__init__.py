@@ -14,22 +14,26 @@ without rewriting data, and remove the entries no snapshot needs::
     where_used_in_catalog(spark, "lake", "orders-key", "1", kms).needed   # before retiring a version
     where_used_in_listing({"uri": "thrift://hms:9083"}, "orders-key", "1", kms).needed   # the same, no JVM
     reencrypt_table(spark, "lake.db.orders", compromised_master_keys=[("orders-key", "1")])  # after a leak
+    dependent_tables({"uri": "thrift://hms:9083"}, "lake", [("orders-key", "1")], kms).tables   # which to re-encrypt
 
 Modules: :mod:`.inventory` (KEKs, their age, master key versions, the snapshots they seal, unused
 entries: :mod:`pyiceberg_crypto.table.key_inventory` by metadata.json or table name),
 :mod:`.rewrap` and :mod:`.prune` (commits through the catalog: with Spark, :mod:`.commit`; without,
 :mod:`.catalog_commit`), :mod:`.where_used`
 (which tables need a master key version: the check before ``keystore retire``), :mod:`.reencrypt`
-(fresh KEK, every file rewritten, old snapshots expired: after a key was compromised).
+(fresh KEK, every file rewritten, old snapshots expired: after a key was compromised), :mod:`.reencrypt_all`
+(every table of a catalog that depends on the compromised versions, one after another).
 """
 
 from pyiceberg_crypto.keys.inventory import KekInfo, KeyInventory, inventory_from_metadata, key_inventory
 from pyiceberg_crypto.keys.prune import PruneError, PruneResult, prune_keys, prune_keys_in_catalog
 from pyiceberg_crypto.keys.reencrypt import ReencryptError, ReencryptResult, reencrypt_table
+from pyiceberg_crypto.keys.reencrypt_all import DependentTables, EachOutcome, dependent_tables, reencrypt_each
 from pyiceberg_crypto.keys.rewrap import RewrapError, RewrapResult, rewrap_keks, rewrap_keks_in_catalog
 from pyiceberg_crypto.keys.where_used import KeyUse, WhereUsed, where_used_in_catalog, where_used_in_listing, where_used_in_metadata
 
-__all__ = ["KekInfo", "KeyInventory", "KeyUse", "PruneError", "PruneResult", "ReencryptError", "ReencryptResult",
-           "RewrapError", "RewrapResult", "WhereUsed", "inventory_from_metadata", "key_inventory", "prune_keys",
-           "prune_keys_in_catalog", "reencrypt_table", "rewrap_keks", "rewrap_keks_in_catalog", "where_used_in_catalog",
-           "where_used_in_listing", "where_used_in_metadata"]
+__all__ = ["DependentTables", "EachOutcome", "KekInfo", "KeyInventory", "KeyUse", "PruneError", "PruneResult",
+           "ReencryptError", "ReencryptResult", "RewrapError", "RewrapResult", "WhereUsed", "dependent_tables",
+           "inventory_from_metadata", "key_inventory", "prune_keys", "prune_keys_in_catalog", "reencrypt_each",
+           "reencrypt_table", "rewrap_keks", "rewrap_keks_in_catalog", "where_used_in_catalog", "where_used_in_listing",
+           "where_used_in_metadata"]

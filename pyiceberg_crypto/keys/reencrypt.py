@@ -164,9 +164,9 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
 
     # 1. a fresh KEK, first in the list
     say("fresh KEK")
-    _attempts, committed, _location = commit_with_retries(
+    _attempts, committed, _location = _commit(
         spark, ops, full_name, lambda b: _fresh_kek_step(jvm, b, table_key_id, kms, fresh, result),
-        what="fresh KEK commit", error=ReencryptError, max_attempts=max_attempts)
+        what="fresh KEK commit", max_attempts=max_attempts)
     result.steps_done.append("fresh-kek" if committed else "fresh-kek (already first)")
     # 2. refs
     for ref in blocking:
@@ -176,9 +176,8 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
     # 3. rewrites, in rounds (each starts by re-sealing what a stale writer sealed with an old KEK)
     for round_number in range(1, max_rounds + 1):
         if round_number > 1:
-            commit_with_retries(spark, ops, full_name,
-                                lambda b: _fresh_kek_step(jvm, b, table_key_id, kms, fresh, result),
-                                what="re-seal", error=ReencryptError, max_attempts=max_attempts)
+            _commit(spark, ops, full_name, lambda b: _fresh_kek_step(jvm, b, table_key_id, kms, fresh, result),
+                    what="re-seal", max_attempts=max_attempts)
         old = _old_content(spark, ops, full_name, fresh)
         if not any(old.values()):
             break
@@ -210,8 +209,8 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
         ids = ", ".join(str(s) for s in result.expired_snapshots)
         _call(spark, full_name, "expire_snapshots", f"snapshot_ids => array({ids})")
     result.steps_done.append("expire")
-    commit_with_retries(spark, ops, full_name, lambda b: _drop_old_keys_step(jvm, b, table_key_id, fresh, result),
-                        what="removal of old key entries", error=ReencryptError, max_attempts=max_attempts)
+    _commit(spark, ops, full_name, lambda b: _drop_old_keys_step(jvm, b, table_key_id, fresh, result),
+            what="removal of old key entries", max_attempts=max_attempts)
     result.steps_done.append("old-keys-removed")
     # 5. orphans
     if remove_orphans:
@@ -221,6 +220,17 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
     result.metadata_location = ops.refresh().metadataFileLocation()
     spark.sql(f"REFRESH TABLE {full_name}")
     return result
+
+
+def _commit(spark, ops, full_name: str, step, *, what: str, max_attempts: int) -> tuple[int, bool, str]:
+    """:func:`~.commit.commit_with_retries`, its failure saying that the table stays readable and
+    what to do (a writer committing faster than the run can retry stops it cleanly)."""
+    try:
+        return commit_with_retries(spark, ops, full_name, step, what=what, error=ReencryptError,
+                                   max_attempts=max_attempts)
+    except ReencryptError as exc:
+        raise ReencryptError(f"{exc}; the table stays readable: run the re-encryption again to finish (writers "
+                             "committing faster than it can retry: pause them, or raise max_attempts)") from None
 
 
 def _keks(jvm, base, table_key_id: str) -> dict[str, tuple[bytes, dict[str, str]]]:

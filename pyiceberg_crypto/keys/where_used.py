@@ -7,7 +7,8 @@ retired (``pyiceberg-crypto keys where-used``, ``pyiceberg-crypto keystore retir
     result = where_used_in_metadata(["/wh/shop.db/orders/metadata/00042-....metadata.json"], "orders-key", "1", kms)
     result.needed        # True: some table needs it, or a table could not be checked
     for use in result.uses:
-        use.table, use.kek_ids, use.snapshot_ids
+        use.table, use.kek_ids, use.snapshot_ids, use.compromised_versions
+    result = where_used_in_listing({"uri": "thrift://hms:9083"}, "orders-key", None, kms, compromised_only=True)
 
 A table needs a master key version when one of its KEKs (``encryption-keys`` wrapped by the KMS)
 is wrapped by it: without it that KEK can never be unwrapped, and every snapshot whose manifest
@@ -16,6 +17,12 @@ every KEK of every live snapshot); a KEK that seals no live snapshot still count
 it for the next commit; ``keys prune`` removes the unused ones). A KEK whose version the KMS cannot
 tell counts as needing every version. Nothing here unwraps a key: versions come from the wrapped
 blobs (:meth:`~pyiceberg_crypto.kms.KeyManagementClient.key_version`).
+
+Compromised versions: every use lists which of its versions the KMS marks compromised
+(:meth:`~pyiceberg_crypto.kms.KeyManagementClient.compromised_versions`, set for a keystore by
+``pyiceberg-crypto keystore compromised``); with ``compromised_only`` (``keys where-used KEY_ID
+--compromised``) only the tables that still depend on such a version are uses: the tables
+``keys reencrypt`` must still re-encrypt.
 """
 
 from __future__ import annotations
@@ -41,12 +48,14 @@ class KeyUse:
     kek_ids: list[str]
     snapshot_ids: list[int]
     versions: list[str | None]  # the master key versions of those KEKs (None: the KMS cannot tell)
+    compromised_versions: list[str | None] = field(default_factory=list)  # those the KMS marks compromised
 
 
 @dataclass
 class WhereUsed:
     key_id: str
     version: str | None  # None: any version of the key
+    compromised_only: bool = False  # only KEKs wrapped by a version the KMS marks compromised count
     uses: list[KeyUse] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)  # tables read
     unchecked: dict[str, str] = field(default_factory=dict)  # table -> why it could not be read
@@ -57,38 +66,51 @@ class WhereUsed:
         return bool(self.uses or self.unchecked)
 
     def what(self) -> str:
-        return f"master key {self.key_id!r}" + (f" version {self.version}" if self.version is not None else "")
+        return (("compromised versions of " if self.compromised_only else "") + f"master key {self.key_id!r}"
+                + (f" version {self.version}" if self.version is not None else ""))
+
+    @property
+    def compromised_tables(self) -> list[str]:
+        """The tables with a KEK wrapped by a version the KMS marks compromised."""
+        return [u.table for u in self.uses if u.compromised_versions]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key_id": self.key_id, "version": self.version, "needed": self.needed,
+        return {"key_id": self.key_id, "version": self.version, "compromised_only": self.compromised_only,
+                "needed": self.needed, "compromised_tables": self.compromised_tables,
                 "uses": [asdict(u) for u in self.uses], "checked": list(self.checked),
                 "unchecked": dict(self.unchecked)}
 
 
-def key_use(inventory: KeyInventory, table: str, key_id: str, version: str | None) -> KeyUse | None:
-    """The KEKs of ``inventory`` that need ``key_id`` (at ``version``; None: any), or None."""
+def key_use(inventory: KeyInventory, table: str, key_id: str, version: str | None, *,
+            compromised_only: bool = False) -> KeyUse | None:
+    """The KEKs of ``inventory`` that need ``key_id`` (at ``version``; None: any; with
+    ``compromised_only``, only those wrapped by a version the KMS marks compromised), or None."""
     keks = [k for k in inventory.keks if k.master_key_id == key_id
-            and (version is None or k.master_key_version is None or k.master_key_version == version)]
+            and (version is None or k.master_key_version is None or k.master_key_version == version)
+            and (k.compromised or not compromised_only)]
     if not keks:
         return None
     return KeyUse(table, inventory.metadata_location, sorted(k.key_id for k in keks),
-                  sorted({s for k in keks for s in k.snapshot_ids}), [k.master_key_version for k in keks])
+                  sorted({s for k in keks for s in k.snapshot_ids}), [k.master_key_version for k in keks],
+                  sorted({k.master_key_version for k in keks if k.compromised}, key=str))
 
 
 def where_used_in_metadata(locations: list[str], key_id: str, version: str | int | None,
-                           kms: KeyManagementClient | None, *, limits: Limits | None = None) -> WhereUsed:
+                           kms: KeyManagementClient | None, *, limits: Limits | None = None,
+                           compromised_only: bool = False) -> WhereUsed:
     """Check the tables whose current metadata.json files are ``locations`` (no JVM)."""
-    result = _where_used(key_id, version)
+    result = _where_used(key_id, version, compromised_only)
     for location in locations:
         _check(result, location, lambda loc=location: inventory_from_metadata(loc, kms, limits=limits))
     return result
 
 
 def where_used_in_catalog(spark, catalog: str, key_id: str, version: str | int | None,
-                          kms: KeyManagementClient | None, *, tables: list[str] | None = None) -> WhereUsed:
+                          kms: KeyManagementClient | None, *, tables: list[str] | None = None,
+                          compromised_only: bool = False) -> WhereUsed:
     """Check every Iceberg table of ``catalog`` (or only ``tables``, ``catalog.db.table`` names),
     each at the metadata.json its metastore entry names."""
-    result = _where_used(key_id, version)
+    result = _where_used(key_id, version, compromised_only)
     for table in (tables if tables else iceberg_tables(spark, catalog)):
         _check(result, table, lambda name=table: key_inventory(spark, name, kms))
     return result
@@ -96,15 +118,18 @@ def where_used_in_catalog(spark, catalog: str, key_id: str, version: str | int |
 
 def where_used_in_listing(properties: dict[str, str], key_id: str, version: str | int | None,
                           kms: KeyManagementClient | None, *, catalog: str = "lake", tables: list[str] | None = None,
-                          timeout: float = 30.0, limits: Limits | None = None) -> WhereUsed:
+                          timeout: float = 30.0, limits: Limits | None = None, compromised_only: bool = False,
+                          namespaces: list[str] | None = None) -> WhereUsed:
     """Check every Iceberg table of the catalog with these settings (a Hive metastore's ``uri``
     ``thrift://host:port``, or ``type=rest`` and its ``uri``: :func:`~pyiceberg_crypto.table.catalog.list_tables`),
-    without Spark or a JVM; or only ``tables`` (``catalog.db.table`` or ``db.table`` names). Tables
+    without Spark or a JVM; or only ``tables`` (``catalog.db.table`` or ``db.table`` names), or only
+    the tables of ``namespaces``. Tables
     are named ``catalog.db.table`` in the result. Raises TableInputError when the catalog cannot be
     listed (unreachable, unknown namespace)."""
-    result = _where_used(key_id, version)
+    result = _where_used(key_id, version, compromised_only)
     wanted = {_without_catalog(name, catalog) for name in tables} if tables else None
-    namespaces = sorted({name.rsplit(".", 1)[0] for name in wanted}) if wanted else None
+    if wanted:
+        namespaces = sorted({name.rsplit(".", 1)[0] for name in wanted})
     try:
         listing = list_tables(properties, namespaces, timeout=timeout)
     except MetastoreError as exc:
@@ -156,7 +181,7 @@ def _check(result: WhereUsed, table: str, inventory) -> None:
         result.unchecked[table] = exception_line(exc)
         return
     result.checked.append(table)
-    use = key_use(found, table, result.key_id, result.version)
+    use = key_use(found, table, result.key_id, result.version, compromised_only=result.compromised_only)
     if use is not None:
         result.uses.append(use)
 
@@ -165,8 +190,8 @@ def _version(version: str | int | None) -> str | None:
     return None if version is None else str(version)
 
 
-def _where_used(key_id: str, version: str | int | None) -> WhereUsed:
+def _where_used(key_id: str, version: str | int | None, compromised_only: bool = False) -> WhereUsed:
     """An empty result for ``key_id``; InvalidArgumentError for an empty key id."""
     if not key_id:
         raise InvalidArgumentError("key_id must be a master key id (encryption.key-id), got an empty one")
-    return WhereUsed(key_id, _version(version))
+    return WhereUsed(key_id, _version(version), compromised_only)

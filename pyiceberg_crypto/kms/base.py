@@ -66,6 +66,15 @@ class KeyManagementClient(abc.ABC):
         never returns key material. Override it in a KMS with key versions."""
         return None
 
+    def compromised_versions(self, wrapping_key_id: str) -> frozenset[str]:
+        """The versions of master key ``wrapping_key_id`` (as :meth:`key_version` names them) that
+        are known to have leaked. A compromised version still unwraps; the audit fails and
+        ``keys where-used --compromised`` lists the tables while any KEK wrapped by one remains
+        (re-encrypt them: ``keys reencrypt``). Default: none. The keystore KMS keeps the flag in
+        its file (``pyiceberg-crypto keystore compromised``); for another KMS, override this (e.g.
+        from the KMS's own key metadata or an operator's list)."""
+        return frozenset()
+
     def current_key_version(self, wrapping_key_id: str) -> str | None:
         """The version :meth:`wrap_key` uses for ``wrapping_key_id`` now (None: cannot tell)."""
         return None

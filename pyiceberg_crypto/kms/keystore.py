@@ -18,6 +18,10 @@ and use it from Python::
      "keys": {"orders-key": [{"version": 1, "created": "2026-11-22T15:00:00Z",
                               "key": "<base64 of 16, 24 or 32 bytes>"}, ...]}}
 
+A version may carry ``"compromised": "<ISO 8601 UTC>"``: marked leaked (``pyiceberg-crypto keystore
+compromised PATH KEY_ID VERSION``, :meth:`Keystore.mark_compromised`). It still unwraps (decryption
+goes on until the tables are re-encrypted); :meth:`KeystoreKms.compromised_versions` reports it.
+
 **Rotation**: each key id holds several versions. :meth:`KeystoreKms.wrap_key` always uses the
 newest version; the version used is recorded in the wrapped blob, so :meth:`~KeystoreKms.unwrap_key`
 keeps working for keys wrapped before a rotation. Never delete an old version while a table still
@@ -53,7 +57,7 @@ import stat
 import struct
 import threading
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -99,6 +103,7 @@ class MasterKeyVersion:
     version: int
     created: str
     key: bytes = field(repr=False)
+    compromised: str | None = None  # when it was marked compromised (ISO 8601 UTC); None: not marked
 
     @property
     def length(self) -> int:
@@ -195,6 +200,29 @@ class Keystore:
             self._write(keys)
             return saved
 
+    def mark_compromised(self, key_id: str, version: int) -> MasterKeyVersion:
+        """Record that ``version`` of ``key_id`` leaked (``pyiceberg-crypto keystore compromised``).
+
+        The flag is stored in the file (the version's ``compromised`` time) and the bytes are kept:
+        decryption goes on working until every table is re-encrypted (``keys reencrypt``); the
+        audit and ``keys where-used --compromised`` name the tables that still depend on it.
+        Marking again keeps the first time. Raises UnknownKeyError for an unknown key id or version."""
+        with self._locked():
+            keys = self.load()
+            versions = keys.get(key_id)
+            if not versions:
+                raise UnknownKeyError(f"key id {key_id!r} is not in keystore {self.path}")
+            found = [v for v in versions if v.version == version]
+            if not found:
+                raise UnknownKeyError(f"key id {key_id!r} has no version {version} in keystore {self.path} "
+                                      f"(versions: {', '.join(str(v.version) for v in versions)})")
+            if found[0].compromised:
+                return found[0]
+            marked = replace(found[0], compromised=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+            keys[key_id] = [marked if v.version == version else v for v in versions]
+            self._write(keys)
+            return marked
+
     def check_removable(self, key_id: str, version: int) -> None:
         """Raise what :meth:`remove_version` would (unknown key id or version, the newest version)."""
         self._removable(self.load(), key_id, version)
@@ -259,7 +287,8 @@ class Keystore:
             "format-version": FILE_FORMAT_VERSION,
             "keys": {
                 key_id: [
-                    {"version": v.version, "created": v.created, "key": base64.b64encode(v.key).decode()}
+                    {"version": v.version, "created": v.created, "key": base64.b64encode(v.key).decode(),
+                     **({"compromised": v.compromised} if v.compromised else {})}
                     for v in versions
                 ]
                 for key_id, versions in sorted(keys.items())
@@ -341,6 +370,13 @@ class KeystoreKms(KeyManagementClient):
         if len(wrapped) < _HEADER.size or wrapped[:4] != WRAPPED_MAGIC:
             return None
         return str(_HEADER.unpack(wrapped[: _HEADER.size])[1])
+
+    def compromised_versions(self, wrapping_key_id: str) -> frozenset[str]:
+        """The versions of ``wrapping_key_id`` marked compromised in the keystore file
+        (:meth:`Keystore.mark_compromised`); an unknown key id has none."""
+        self._refresh()
+        with self._lock:
+            return frozenset(str(v.version) for v in self._keys.get(wrapping_key_id, ()) if v.compromised)
 
     def current_key_version(self, wrapping_key_id: str) -> str | None:
         self._refresh()
@@ -496,7 +532,10 @@ def _parse(path: Path, raw: bytes) -> dict[str, list[MasterKeyVersion]]:
                 raise bad(f"key id {key_id!r} version {version}: 'key' is not base64") from None
             if len(key) not in VALID_KEY_LENGTHS:
                 raise bad(f"key id {key_id!r} version {version}: key must be 16, 24 or 32 bytes, got {len(key)}")
-            parsed.append(MasterKeyVersion(key_id, version, str(entry.get("created", "")), key))
+            compromised = entry.get("compromised")
+            if compromised is not None and (not isinstance(compromised, str) or not compromised):
+                raise bad(f"key id {key_id!r} version {version}: 'compromised' must be the time it was marked")
+            parsed.append(MasterKeyVersion(key_id, version, str(entry.get("created", "")), key, compromised))
         parsed.sort(key=lambda v: v.version)
         if len({v.version for v in parsed}) != len(parsed):
             raise bad(f"key id {key_id!r} lists a version twice")

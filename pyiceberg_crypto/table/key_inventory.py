@@ -52,6 +52,7 @@ class KekInfo:
     snapshot_ids: list[int] = field(default_factory=list)  # live snapshots whose manifest-list keys it seals
     sealed_keys: int = 0  # encryption-keys entries it seals
     note: str | None = None  # why a version is unknown (KMS error, no KMS)
+    compromised: bool = False  # wrapped by a master key version the KMS marks compromised (or unknown under such a key)
 
     @property
     def outdated(self) -> bool | None:
@@ -81,6 +82,11 @@ class KeyInventory:
         """(master key id, version) pairs the table still needs."""
         return {(k.master_key_id, k.master_key_version) for k in self.keks}
 
+    def compromised_keks(self) -> list[KekInfo]:
+        """The KEKs wrapped by a master key version the KMS marks compromised: the table still
+        depends on leaked material until ``keys reencrypt`` replaces them."""
+        return [k for k in self.keks if k.compromised]
+
     def to_dict(self) -> dict[str, Any]:
         return {"metadata_location": self.metadata_location, "table_location": self.table_location,
                 "table_uuid": self.table_uuid, "master_key_id": self.master_key_id,
@@ -101,12 +107,14 @@ def build_inventory(meta: TableMetadata, kms: KeyManagementClient | None = None,
     kek_ids = {k.key_id for k in keks}
     live = {s.key_id: s.snapshot_id for s in meta.snapshots.values() if s.key_id}
     current_versions: dict[str, str | None] = {}
+    compromised: dict[str, frozenset[str]] = {}
     for entry in keks:
         info = KekInfo(entry.key_id, entry.encrypted_by_id, *_age(entry.timestamp, now_ms))
         sealed = [e for e in meta.encryption_keys.values() if e.encrypted_by_id == entry.key_id]
         info.sealed_keys = len(sealed)
         info.snapshot_ids = sorted(live[e.key_id] for e in sealed if e.key_id in live)
         _versions(info, entry, kms, current_versions)
+        _compromised(info, kms, compromised)
         inventory.keks.append(info)
     inventory.unused_entries = sorted(e.key_id for e in meta.encryption_keys.values()
                                       if e.key_id not in kek_ids and e.key_id not in live)
@@ -143,6 +151,28 @@ def _versions(info: KekInfo, entry: EncryptionKey, kms: KeyManagementClient | No
         info.note = f"the KMS could not tell the master key version: {exception_line(exc)}"
     if info.master_key_version is None and info.note is None:
         info.note = "this KMS does not report master key versions"
+
+
+def compromised_versions(kms: KeyManagementClient | None, master_key_id: str) -> frozenset[str]:
+    """What the KMS marks compromised for ``master_key_id`` (none without a KMS, or from a KMS
+    object that predates :meth:`~pyiceberg_crypto.kms.KeyManagementClient.compromised_versions`)."""
+    ask = getattr(kms, "compromised_versions", None)
+    return frozenset(str(v) for v in ask(master_key_id)) if ask is not None else frozenset()
+
+
+def _compromised(info: KekInfo, kms: KeyManagementClient | None, known: dict[str, frozenset[str]]) -> None:
+    """Mark ``info`` compromised when its master key version is flagged, or unknown under a key with
+    flagged versions (not provably clean)."""
+    if kms is None or not info.master_key_id:
+        return
+    if info.master_key_id not in known:
+        try:
+            known[info.master_key_id] = compromised_versions(kms, info.master_key_id)
+        except Exception as exc:  # a KMS that cannot tell: nothing flagged, the note says why
+            known[info.master_key_id] = frozenset()
+            info.note = f"the KMS could not tell its compromised versions: {exception_line(exc)}"
+    flagged = known[info.master_key_id]
+    info.compromised = bool(flagged) and (info.master_key_version is None or info.master_key_version in flagged)
 
 
 def prunable_keys(meta: TableMetadata, now_ms: int | None = None) -> tuple[list[str], list[str], list[str]]:

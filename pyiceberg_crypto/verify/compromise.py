@@ -19,6 +19,15 @@ manifest key and file key below it. ``ok`` holds when no file depends on it, eve
 (manifest lists and manifests authenticated by the verifier's plan) and every path in
 ``previously_dependent`` is gone from storage. This module shares no code with the re-encryption
 (:mod:`pyiceberg_crypto.keys.reencrypt`): it reads what was written, and never prints key bytes.
+
+Re-sealed snapshots: the re-encryption's first commit re-seals the manifest-list key of every
+snapshot with the fresh KEK and drops the old KEKs, so a snapshot written before the run then shows
+a clean chain, but its manifest-list key (the same bytes) was sealed by an old KEK in every copy of
+the metadata taken before, so the leaked material still opens it. The fresh KEK records the last
+sequence number it re-sealed (``RESEALED_UP_TO_SEQUENCE``): every snapshot at or below it counts as
+compromised here (``KeyChain.resealed``). So a report on a table where a run stopped half-way (the
+``before`` of a re-run) lists those snapshots' files as dependent, and the re-run's proof checks
+that they are gone.
 """
 
 from __future__ import annotations
@@ -35,6 +44,11 @@ from pyiceberg_crypto.safe_text import escape_text, exception_line
 from pyiceberg_crypto.table.file_kinds import MANIFEST, MANIFEST_LIST
 from pyiceberg_crypto.verify.pipeline import prepare_verification
 
+#: The property ``keys reencrypt`` sets on its fresh KEK: the table's last sequence number when it
+#: re-sealed older snapshots' manifest-list keys (the same name as keys.reencrypt.RESEALED_UP_TO_PROPERTY;
+#: features do not import one another, tests/keys checks they agree).
+RESEALED_UP_TO_PROPERTY = "RESEALED_UP_TO_SEQUENCE"
+
 
 @dataclass
 class KeyChain:
@@ -44,10 +58,12 @@ class KeyChain:
     master_key: str | None
     master_key_version: str | None
     compromised: bool
+    resealed: bool = False  # written before a re-encryption re-sealed its key: the old material opens it
 
     def text(self) -> str:
         return (f"{self.master_key}@{self.master_key_version} -> KEK {self.kek} -> manifest-list key "
-                f"{self.manifest_list_key} (snapshot {self.snapshot_id})")
+                f"{self.manifest_list_key} (snapshot {self.snapshot_id}"
+                + (", re-sealed: written before the re-encryption)" if self.resealed else ")"))
 
 
 @dataclass
@@ -157,9 +173,22 @@ def _chain(meta, kms: KeyManagementClient, snapshot, versions: set, kek_ids: set
             version = f"unknown ({exception_line(exc)})"
     version = None if version is None else str(version)
     unknown_version = version is None or version.startswith("unknown")
-    compromised = (kek_id is None or kek_id in kek_ids
+    resealed = _resealed(kek, snapshot)
+    compromised = (kek_id is None or kek_id in kek_ids or resealed
                    or bool(versions) and (unknown_version or (master, version) in versions))
-    return KeyChain(snapshot.snapshot_id, snapshot.key_id, kek_id, master, version, compromised)
+    return KeyChain(snapshot.snapshot_id, snapshot.key_id, kek_id, master, version, compromised, resealed)
+
+
+def _resealed(kek, snapshot) -> bool:
+    """The snapshot is at or below the sequence number up to which its KEK re-sealed older keys
+    (an unreadable mark counts as re-sealed: not provably clean)."""
+    if kek is None or RESEALED_UP_TO_PROPERTY not in kek.properties:
+        return False
+    try:
+        cut_off = int(kek.properties[RESEALED_UP_TO_PROPERTY])
+    except ValueError:
+        return True
+    return snapshot.sequence_number is None or snapshot.sequence_number <= cut_off
 
 
 def _exists(file_io, path: str) -> bool:

@@ -45,6 +45,7 @@ CHAINS = {
     "lake": ["getting-started.md", "how-to/read.md", "how-to/verify.md", "how-to/verify-after-write.md",
              "how-to/rotate-keys.md", "how-to/verify-each-commit.md"],
     "service": ["how-to/kms-service.md"],
+    "key-compromised": ["getting-started.md", "how-to/key-compromised.md"],
 }
 #: How-to pages another change is rewriting; walked once it lands (issue 34, item 1).
 PENDING: dict[str, str] = {}
@@ -60,6 +61,10 @@ EXPECTED = {
                               "retired key id 'orders-key' version 1 from keys.json"],
     "how-to/verify-each-commit.md": ["failures 0", "30 events"],
     "how-to/kms-service.md": ["1\tapple", "2\tpear", "OK: every file is encrypted, authentic and in its place"],
+    "how-to/key-compromised.md": ["COMPROMISED: depends on version 1", "exit 1: a table still depends",
+                                  "refused: the tag before_leak", "would drop refs: tag before_leak", ": OK",
+                                  "proof ok: True | files reachable:", "still in storage: 0",
+                                  "OK: no table depends on the compromised material"],
 }
 ENV_FILE = ".docs-walk.env"
 PIP_INSTALL = re.compile(r"""pip install (['"]?)pyiceberg-crypto(\[[\w,-]+\])?\1""")

@@ -20,6 +20,7 @@ from pyiceberg_crypto.keys import reencrypt as reencrypt_module
 from pyiceberg_crypto.keys.reencrypt import FRESH_KEK_PROPERTY, ReencryptError, reencrypt_table
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.verify import verify_metadata
+from pyiceberg_crypto.verify import compromise as compromise_module
 from pyiceberg_crypto.verify.compromise import compromise_report
 from tests.keys.tables import keystore_table, metadata_doc, metadata_location
 
@@ -97,6 +98,23 @@ def test_reencrypt_crash_mid_run_leaves_the_table_readable(spark, story, monkeyp
     sealed_by = {e["key-id"]: e["encrypted-by-id"] for e in doc["encryption-keys"]}
     assert sealed_by[current["key-id"]] == keks[0]["key-id"]  # the rewrite wrote under the fresh KEK
     story["fresh_kek"] = keks[0]["key-id"]
+
+
+def test_reencrypt_after_a_crash_the_report_still_counts_resealed_snapshots_as_dependent(spark, story):
+    """After the crash the old snapshots' manifest-list keys are sealed by the fresh KEK (a clean-looking
+    chain), but the leaked material opened them before: the re-run's 'before' must still list their files."""
+    assert compromise_module.RESEALED_UP_TO_PROPERTY == reencrypt_module.RESEALED_UP_TO_PROPERTY
+    location = metadata_location(spark, story["table"])
+    doc = metadata_doc(location)
+    report = compromise_report(location, KeystoreKms(story["keystore"]), compromised_master_keys=[(MASTER, "1")])
+    old = {s["snapshot-id"] for s in doc["snapshots"]} - {doc["current-snapshot-id"]}
+    assert old and {c.snapshot_id for c in report.chains.values() if c.resealed} == old
+    assert all(c.master_key_version == "2" and c.compromised for c in report.chains.values() if c.resealed)
+    current = report.chains[doc["current-snapshot-id"]]
+    assert not current.resealed and not current.compromised
+    reachable = {f.path for f in report.files}
+    still_reached = set(story["dependent"]) & reachable
+    assert still_reached and still_reached <= set(report.dependent_paths())
 
 
 def test_reencrypt_second_run_finishes_and_old_material_opens_nothing(spark, story):
