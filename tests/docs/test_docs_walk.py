@@ -45,6 +45,7 @@ CHAINS = {
     "lake": ["getting-started.md", "how-to/read.md", "how-to/verify.md", "how-to/verify-after-write.md",
              "how-to/rotate-keys.md", "how-to/verify-each-commit.md"],
     "service": ["how-to/kms-service.md"],
+    "trino": ["how-to/trino.md"],
 }
 #: How-to pages another change is rewriting; walked once it lands (issue 34, item 1).
 PENDING: dict[str, str] = {}
@@ -60,6 +61,8 @@ EXPECTED = {
                               "retired key id 'orders-key' version 1 from keys.json"],
     "how-to/verify-each-commit.md": ["failures 0", "30 events"],
     "how-to/kms-service.md": ["1\tapple", "2\tpear", "OK: every file is encrypted, authentic and in its place"],
+    "how-to/trino.md": ["AWS KMS API: https://127.0.0.1:9602 (region eu-west-1", "CA clients trust: ",
+                        "the face's blob opens without the service: True", "the bridge's key opens through the face: True"],
 }
 ENV_FILE = ".docs-walk.env"
 PIP_INSTALL = re.compile(r"""pip install (['"]?)pyiceberg-crypto(\[[\w,-]+\])?\1""")
