@@ -52,7 +52,7 @@ QUICK_NOTE = (
     f"measured {QUICK.goal_repeats} times instead of the {FULL.goal_repeats} of `make bench`, so their "
     "spreads are indicative only. Left out, with the reason in their rows: every Spark application besides the "
     "shared session (most of a quick run's time): section 8, section 7's fresh Spark process, section 5's Spark "
-    "jobs, section 12's Spark command; "
+    "jobs, section 12's Spark command, section 13's Trino (its start alone takes 20-40 s); "
     "the Java reference of section 1 gets 2 JIT warm-up reads instead of 16. Do not quote quick figures."
 )
 

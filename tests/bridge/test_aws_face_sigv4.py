@@ -178,3 +178,18 @@ def test_aws_face_needs_tls_off_loopback():
     with pytest.raises(AwsKmsApiError, match="needs TLS"):
         AwsKmsApi(lambda: None, credentials=PRINCIPALS, listen="127.0.0.1:0")
     AwsKmsApi(lambda: None, credentials=PRINCIPALS, listen="127.0.0.1:0", allow_plaintext=True)  # not started
+
+
+def test_aws_face_x_amz_date_is_parsed_strictly():
+    """parse_amz_date (what replaced strptime per request) agrees with strptime and refuses what it refused."""
+    import calendar
+    import time as _time
+
+    from pyiceberg_crypto.bridge.sigv4 import parse_amz_date
+
+    for stamp in ("20261127T081900Z", "20240229T235959Z", "19700101T000000Z"):
+        assert parse_amz_date(stamp) == calendar.timegm(_time.strptime(stamp, "%Y%m%dT%H%M%SZ"))
+    for stamp in ("20261301T000000Z", "20261127T250000Z", "20230229T000000Z", "2026-11-27T08:19:00Z",
+                  "20261127T081900", "20261127T081900Z ", "\uff12\uff10\uff12\uff161127T081900Z", ""):
+        with pytest.raises(ValueError):
+            parse_amz_date(stamp)
