@@ -193,3 +193,25 @@ def test_aws_face_x_amz_date_is_parsed_strictly():
                   "20261127T081900", "20261127T081900Z ", "\uff12\uff10\uff12\uff161127T081900Z", ""):
         with pytest.raises(ValueError):
             parse_amz_date(stamp)
+
+
+def test_aws_face_replays_are_refused_for_as_long_as_the_skew_check_would_let_them_through():
+    """A signature is remembered until its X-Amz-Date + max_skew (+1 s), when the skew check takes
+    over: a replay is refused all along, and the cache holds no entry longer than needed."""
+    from pyiceberg_crypto.bridge.sigv4 import parse_amz_date
+
+    path, query, headers, body = botocore_signed()
+    signed_at = parse_amz_date(headers["x-amz-date"])
+    now = [signed_at - 200.0]  # a client clock 200 s ahead: its entry must outlive the default window
+    check = verifier(clock=lambda: now[0])
+    check.verify("POST", path, query, headers, body)
+    for now[0] in (signed_at - 100.0, signed_at, signed_at + 300.0):
+        with pytest.raises(SigV4Refused) as refused:
+            check.verify("POST", path, query, headers, body)
+        assert refused.value.reason == "replayed"
+    now[0] = signed_at + 302.0
+    with pytest.raises(SigV4Refused) as refused:
+        check.verify("POST", path, query, headers, body)
+    assert refused.value.reason == "expired"
+    assert check.replays.add("another signature", now=now[0])  # evicts what expired
+    assert len(check.replays) == 1
