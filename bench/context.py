@@ -50,6 +50,9 @@ class Sizes:
     stream_rows_per_batch: int  # section 11: rows of each micro-batch (10 data files per commit) ...
     stream_batches: int  # ... micro-batches per query (the first is not timed) ...
     stream_lag_batches: int  # ... and commits of the query whose VerifyEachCommit lag is measured
+    face_calls: int  # section 14: timed unwraps per configuration of the faces (split over the threads)
+    trino_rows: int  # section 14: rows of the encrypted table Trino reads (and of its plaintext twin) ...
+    trino_files: int  # ... in this many data files
 
 
 FULL = Sizes(
@@ -78,6 +81,9 @@ FULL = Sizes(
     stream_rows_per_batch=200_000,
     stream_batches=5,
     stream_lag_batches=20,
+    face_calls=2_000,
+    trino_rows=5_000,
+    trino_files=4,
 )
 
 QUICK = Sizes(
@@ -106,6 +112,9 @@ QUICK = Sizes(
     stream_rows_per_batch=2_000,
     stream_batches=2,
     stream_lag_batches=3,
+    face_calls=300,
+    trino_rows=2_000,
+    trino_files=2,
 )
 
 

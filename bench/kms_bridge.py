@@ -69,8 +69,10 @@ def bench_kms(properties: Mapping[str, str]):
 
 
 @contextmanager
-def kms_service(ctx: Context, name: str, latency: float):
-    """A ``kms serve`` process serving a keystore (with ``latency``); yields its catalog properties."""
+def kms_service(ctx: Context, name: str, latency: float, extra_args: tuple[str, ...] = ()):
+    """A ``kms serve`` process serving a keystore (with ``latency``; ``extra_args`` to the command,
+    e.g. ``--aws-kms-api``); yields its catalog properties. Its directory, keystore (``keys.json``)
+    and log (``kms-serve.log``) are ``ctx.data_dir / f"kms-serve-{name}"``."""
     from pyiceberg_crypto import config
     from pyiceberg_crypto.kms.keystore import Keystore
 
@@ -85,7 +87,7 @@ def kms_service(ctx: Context, name: str, latency: float):
     args = [sys.executable, "-m", "pyiceberg_crypto.cli.main", "kms", "serve", "--kms", "bench.kms_bridge:bench_kms",
             f"--kms-property=keystore.path={keystore.path}", f"--kms-property=latency.seconds={latency}",
             "--listen", "127.0.0.1:0", "--token-file", str(directory / "kms.token"),
-            "--status-file", str(status_file)]
+            "--status-file", str(status_file), *extra_args]
     with open(directory / "kms-serve.log", "ab") as log:
         process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=directory,
                                    env=dict(os.environ, PYTHONPATH=str(ROOT)))

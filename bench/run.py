@@ -2,7 +2,7 @@
 
     make bench          # full sizes (~60 min on 2 cores, ~50 of them sections 5 and 6, ~6 section 7), writes bench/RESULTS.md
     make bench-quick    # tiny sizes (< 3 min), same table shape (QUICK_NOTE: what it leaves out), writes bench/.data/RESULTS-quick.md
-    .venv/bin/python -m bench.run [--quick] [--only ags1,parquet,kms,tables,verify,incremental,read,cluster,selective,audit,streaming,keys,reencrypt] [--output FILE]
+    .venv/bin/python -m bench.run [--quick] [--only ags1,parquet,kms,tables,verify,incremental,read,cluster,selective,audit,streaming,keys,reencrypt,trino] [--output FILE]
 
 Bench data (AGS1 and Parquet files, the Iceberg warehouse and metastore) goes to ``bench/.data/``
 (gitignored), recreated on each run.
@@ -36,6 +36,7 @@ SECTIONS = {
     "streaming": "bench.streaming",
     "keys": "bench.keys_where_used",
     "reencrypt": "bench.reencrypt",
+    "trino": "bench.trino_face",
 }
 #: Sections that stop the shared Spark session and shut the embedded Derby metastore down (it
 #: cannot be restarted in this JVM): they run after every other selected section; the results
@@ -52,7 +53,7 @@ QUICK_NOTE = (
     f"measured {QUICK.goal_repeats} times instead of the {FULL.goal_repeats} of `make bench`, so their "
     "spreads are indicative only. Left out, with the reason in their rows: every Spark application besides the "
     "shared session (most of a quick run's time): section 8, section 7's fresh Spark process, section 5's Spark "
-    "jobs, section 12's Spark command; "
+    "jobs, section 12's Spark command, section 14's Trino (its start alone takes 20-40 s); "
     "the Java reference of section 1 gets 2 JIT warm-up reads instead of 16. Do not quote quick figures."
 )
 

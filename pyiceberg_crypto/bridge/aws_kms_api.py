@@ -42,6 +42,7 @@ import base64
 import binascii
 import datetime
 import ipaddress
+import itertools
 import json
 import logging
 import os
@@ -286,6 +287,8 @@ class AwsKmsApi:
         self._listener: socket.socket | None = None
         self._threads: list[threading.Thread] = []
         self._last_warning: dict[str, float] = {}
+        self._request_id_prefix = str(uuid.uuid4())[:24]
+        self._request_ids = itertools.count()
 
     # --- life cycle ---------------------------------------------------------------------------
 
@@ -619,13 +622,18 @@ class AwsKmsApi:
         reason = {200: "OK", 400: "Bad Request", 413: "Payload Too Large", 431: "Request Header Fields Too Large",
                   500: "Internal Server Error", 503: "Service Unavailable"}.get(status, "Error")
         lines = [f"HTTP/1.1 {status} {reason}", f"Content-Type: {CONTENT_TYPE}", f"Content-Length: {len(body)}",
-                 f"x-amzn-RequestId: {uuid.uuid4()}", f"Connection: {'close' if close else 'keep-alive'}"]
+                 f"x-amzn-RequestId: {self._request_id()}", f"Connection: {'close' if close else 'keep-alive'}"]
         if error:
             lines.append(f"x-amzn-ErrorType: {error}")
         try:
             connection.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
         except OSError:
             pass
+
+    def _request_id(self) -> str:
+        """A UUID-shaped id, unique per answer: this face's random prefix and a counter (a fresh
+        ``uuid4`` per answer cost a ``getrandom`` call each)."""
+        return f"{self._request_id_prefix}{next(self._request_ids) & 0xFFFFFFFFFFFF:012x}"
 
     # --- refusals and metrics -----------------------------------------------------------------
 

@@ -47,7 +47,7 @@ from pyiceberg_crypto.bridge.callback_server import (
     write_private_file,
 )
 from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, KmsError, UnknownKeyError
-from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
+from pyiceberg_crypto.kms.bounded import KmsCallPool, KmsTimeoutError, call_with_timeout
 from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.safe_text import exception_line
 
@@ -158,14 +158,20 @@ class _TimeBoundKms(KeyManagementClient):
     and errors told to clients by key id only: the detail (a keystore's path, its versions, a cloud
     endpoint) goes to the service's log, not to every token holder."""
 
-    def __init__(self, kms: KeyManagementClient, timeout: float, errors: RateLimitedLog | None = None):
+    def __init__(self, kms: KeyManagementClient, timeout: float, errors: RateLimitedLog | None = None,
+                 runner: Callable[..., Any] = call_with_timeout):
         self.kms = kms
         self.timeout = timeout
         self.errors = errors or RateLimitedLog(log)
+        self.runner = runner  # call_with_timeout (a thread per call) or a KmsCallPool
+
+    def on(self, runner: Callable[..., Any]) -> _TimeBoundKms:
+        """The same KMS, timeout and error log, its calls run by ``runner`` (a :class:`KmsCallPool`)."""
+        return _TimeBoundKms(self.kms, self.timeout, self.errors, runner)
 
     def _call(self, operation: str, wrapping_key_id: str, fn, *args):
         try:
-            return call_with_timeout(fn, *args, timeout=self.timeout, what=f"the KMS call {operation}")
+            return self.runner(fn, *args, timeout=self.timeout, what=f"the KMS call {operation}")
         except KmsTimeoutError:
             raise
         except Exception as exc:
@@ -268,11 +274,13 @@ class KmsService:
                  f" (TLS, certificate sha256 {self._tls.sha256})" if self._tls else "", self.token_file)
         return self
 
-    def served_kms(self) -> KeyManagementClient:
+    def served_kms(self, pool: KmsCallPool | None = None) -> KeyManagementClient:
         """The KMS as served now (time-bounded, errors by key id only; follows :meth:`reload`):
-        what another face of this service, such as the AWS KMS API, calls."""
+        what another face of this service, such as the AWS KMS API, calls. ``pool``: its calls run
+        on that pool's persistent threads, with the same timeout, instead of a thread each."""
         assert self._adapter is not None, "start() first"
-        return self._adapter.kms
+        kms = self._adapter.kms
+        return kms if pool is None else kms.on(pool)
 
     def reload(self) -> None:
         """Rebuild the KMS from its factory (a changed keystore); calls in flight finish on the old one.

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import configparser
+import datetime
 import hashlib
 import hmac
 import re
@@ -44,6 +45,8 @@ from pyiceberg_crypto.errors import PyicebergCryptoError
 ALGORITHM = "AWS4-HMAC-SHA256"
 DEFAULT_MAX_SKEW_SECONDS = 300.0
 DEFAULT_REPLAY_CACHE_ENTRIES = 100_000
+#: Derived signing keys kept (one per client and day; a cache, cleared when full).
+SIGNING_KEY_CACHE_ENTRIES = 1024
 _ACCESS_KEY = re.compile(r"^[A-Za-z0-9_+=,.@-]{1,128}$")
 _AUTHORIZATION = re.compile(
     r"^AWS4-HMAC-SHA256\s+Credential=([^,\s]+)\s*,\s*SignedHeaders=([a-z0-9;_.-]+)\s*,\s*Signature=([0-9a-f]{64})$")
@@ -108,6 +111,21 @@ def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
     return _hmac(_hmac(_hmac(_hmac(("AWS4" + secret).encode(), date), region), service), "aws4_request")
 
 
+_AMZ_DATE = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2})(\d{2})(\d{2})Z$", re.ASCII)
+
+
+def parse_amz_date(stamp: str) -> int:
+    """Seconds since the epoch of an ``X-Amz-Date`` (``YYYYMMDDTHHMMSSZ``, UTC); ValueError if it is
+    not one (a regular expression and ``datetime``'s range checks: ~10x cheaper than ``strptime``,
+    which each request paid)."""
+    match = _AMZ_DATE.match(stamp)
+    if not match:
+        raise ValueError("not YYYYMMDDTHHMMSSZ")
+    year, month, day, hour, minute, second = map(int, match.groups())
+    datetime.datetime(year, month, day, hour, minute, second)  # ValueError for a day or hour out of range
+    return timegm((year, month, day, hour, minute, second))
+
+
 def _canonical_uri(path: str) -> str:
     # Non-S3 services: the path as sent (already URI-encoded once) is URI-encoded again, as
     # botocore and the AWS SDK for Java do.
@@ -143,7 +161,9 @@ class ReplayCache:
         self._seen: collections.OrderedDict[str, float] = collections.OrderedDict()
         self._lock = threading.Lock()
 
-    def add(self, signature: str, now: float) -> bool:
+    def add(self, signature: str, now: float, expires: float | None = None) -> bool:
+        """Remember ``signature`` until ``expires`` (default: ``now`` + the window); False if it is
+        already remembered (a replay). Raises :class:`SigV4Refused` (throttling) when full."""
         with self._lock:
             while self._seen:
                 oldest, expires = next(iter(self._seen.items()))
@@ -155,7 +175,7 @@ class ReplayCache:
             if len(self._seen) >= self.max_entries:
                 raise SigV4Refused("ThrottlingException", "replay-cache-full",
                                    "too many requests in the replay window: try again later", status=400)
-            self._seen[signature] = now + self.window
+            self._seen[signature] = now + self.window if expires is None else expires
             return True
 
     def forget(self, signature: str) -> None:
@@ -180,6 +200,7 @@ class SigV4Verifier:
         self.clock = clock
         # A signature stays replayable only while its date is within the skew, on either side.
         self.replays = ReplayCache(2 * max_skew + 1, replay_entries)
+        self._signing_keys: dict[tuple[Principal, str], bytes] = {}
 
     def verify(self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes) -> Principal:
         """The principal that signed the request, or :class:`SigV4Refused`. ``headers``: lower-case names."""
@@ -212,7 +233,7 @@ class SigV4Verifier:
                                f"credential scope names region {region[:32]!r}, this endpoint is {self.region!r}")
         stamp = headers.get("x-amz-date", "")
         try:
-            signed_at = timegm(time.strptime(stamp, "%Y%m%dT%H%M%SZ"))
+            signed_at = parse_amz_date(stamp)
         except ValueError:
             raise SigV4Refused("IncompleteSignatureException", "malformed", "X-Amz-Date is not YYYYMMDDTHHMMSSZ") from None
         if stamp[:8] != date:
@@ -225,15 +246,30 @@ class SigV4Verifier:
         scope = f"{date}/{region}/{service}/aws4_request"
         request = canonical_request(method, path, query, headers, signed, body)
         to_sign = "\n".join([ALGORITHM, stamp, scope, _sha256_hex(request.encode())])
-        expected = hmac.new(signing_key(principal.secret_access_key, date, region, service), to_sign.encode(),
-                            hashlib.sha256).hexdigest()
+        expected = hmac.new(self._signing_key(principal, date), to_sign.encode(), hashlib.sha256).hexdigest()
         if not hmac.compare_digest(expected, signature):
             raise SigV4Refused("InvalidSignatureException", "bad-signature",
                                "the request signature does not match (wrong secret, or the request was altered)")
-        if not self.replays.add(signature, now):
+        # Remembered while a replay could pass the skew check (X-Amz-Date + max_skew), not longer:
+        # the cache's capacity then allows twice the sustained rate (100,000 entries: ~330 calls/s).
+        if not self.replays.add(signature, now, expires=signed_at + self.max_skew + 1):
             raise SigV4Refused("InvalidSignatureException", "replayed",
                                "replayed request: this signed request was already served (sign a new one)")
         return principal
+
+    def _signing_key(self, principal: Principal, date: str) -> bytes:
+        """:func:`signing_key` of ``principal`` for ``date`` (this region and service), kept for
+        the day: four HMACs fewer per request. Keyed by the principal itself (its secret
+        included), so re-read credentials never meet a stale key; at most a few days' keys of the
+        clients seen are held (cleared past :data:`SIGNING_KEY_CACHE_ENTRIES`)."""
+        cache_key = (principal, date)
+        key = self._signing_keys.get(cache_key)
+        if key is None:
+            key = signing_key(principal.secret_access_key, date, self.region, self.service)
+            if len(self._signing_keys) >= SIGNING_KEY_CACHE_ENTRIES:
+                self._signing_keys.clear()
+            self._signing_keys[cache_key] = key
+        return key
 
     def forget(self, headers: Mapping[str, str]) -> None:
         """Forget the signature of a verified request that then failed on the server's side (5xx)."""

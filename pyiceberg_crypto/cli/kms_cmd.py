@@ -17,6 +17,7 @@ the keys of ``--aws-kms-api-credentials``), for Trino and Iceberg's ``AwsKeyMana
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import signal
 import sys
@@ -108,6 +109,7 @@ def _start_aws_face(args: argparse.Namespace, service):
 
     from pyiceberg_crypto.bridge.aws_kms_api import AwsKmsApi, FaceLimits, FaceTls
     from pyiceberg_crypto.bridge.sigv4 import load_credentials
+    from pyiceberg_crypto.kms.bounded import KmsCallPool
 
     if not args.aws_kms_api:
         return None
@@ -126,7 +128,10 @@ def _start_aws_face(args: argparse.Namespace, service):
             names = tuple(args.aws_kms_api_tls_name) + ((host,) if host not in ("0.0.0.0", "::") else ())
             directory = args.aws_kms_api_tls_dir or Path(service.token_file).parent / "aws-kms-api-tls"
             tls = FaceTls.load_or_create(directory, names)
-    face = AwsKmsApi(service.served_kms, credentials=credentials, listen=listen, region=args.aws_kms_api_region,
+    # The face's KMS calls keep the service's call timeout, on persistent threads (one per call
+    # in flight, at most one per connection): starting a thread per request was its largest cost.
+    pool = KmsCallPool(max_workers=args.aws_kms_api_max_connections, name="aws-kms-api-kms-call")
+    face = AwsKmsApi(functools.partial(service.served_kms, pool), credentials=credentials, listen=listen, region=args.aws_kms_api_region,
                      account=args.aws_kms_api_account, tls=tls, allow_plaintext=args.aws_kms_api_plaintext,
                      accept_raw_blobs=not args.aws_kms_api_refuse_raw_blobs,
                      limits=FaceLimits(max_connections=args.aws_kms_api_max_connections))

@@ -178,3 +178,40 @@ def test_aws_face_needs_tls_off_loopback():
     with pytest.raises(AwsKmsApiError, match="needs TLS"):
         AwsKmsApi(lambda: None, credentials=PRINCIPALS, listen="127.0.0.1:0")
     AwsKmsApi(lambda: None, credentials=PRINCIPALS, listen="127.0.0.1:0", allow_plaintext=True)  # not started
+
+
+def test_aws_face_x_amz_date_is_parsed_strictly():
+    """parse_amz_date (what replaced strptime per request) agrees with strptime and refuses what it refused."""
+    import calendar
+    import time as _time
+
+    from pyiceberg_crypto.bridge.sigv4 import parse_amz_date
+
+    for stamp in ("20261127T081900Z", "20240229T235959Z", "19700101T000000Z"):
+        assert parse_amz_date(stamp) == calendar.timegm(_time.strptime(stamp, "%Y%m%dT%H%M%SZ"))
+    for stamp in ("20261301T000000Z", "20261127T250000Z", "20230229T000000Z", "2026-11-27T08:19:00Z",
+                  "20261127T081900", "20261127T081900Z ", "\uff12\uff10\uff12\uff161127T081900Z", ""):
+        with pytest.raises(ValueError):
+            parse_amz_date(stamp)
+
+
+def test_aws_face_replays_are_refused_for_as_long_as_the_skew_check_would_let_them_through():
+    """A signature is remembered until its X-Amz-Date + max_skew (+1 s), when the skew check takes
+    over: a replay is refused all along, and the cache holds no entry longer than needed."""
+    from pyiceberg_crypto.bridge.sigv4 import parse_amz_date
+
+    path, query, headers, body = botocore_signed()
+    signed_at = parse_amz_date(headers["x-amz-date"])
+    now = [signed_at - 200.0]  # a client clock 200 s ahead: its entry must outlive the default window
+    check = verifier(clock=lambda: now[0])
+    check.verify("POST", path, query, headers, body)
+    for now[0] in (signed_at - 100.0, signed_at, signed_at + 300.0):
+        with pytest.raises(SigV4Refused) as refused:
+            check.verify("POST", path, query, headers, body)
+        assert refused.value.reason == "replayed"
+    now[0] = signed_at + 302.0
+    with pytest.raises(SigV4Refused) as refused:
+        check.verify("POST", path, query, headers, body)
+    assert refused.value.reason == "expired"
+    assert check.replays.add("another signature", now=now[0])  # evicts what expired
+    assert len(check.replays) == 1

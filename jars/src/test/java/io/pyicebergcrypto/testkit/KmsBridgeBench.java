@@ -46,6 +46,25 @@ public final class KmsBridgeBench {
     return measure(kms, keyId, threads, callsPerThread, warmupCalls);
   }
 
+  /**
+   * Unwrap through any Iceberg {@link KeyManagementClient} class, made as Iceberg makes it (no-arg
+   * constructor, then {@code initialize(properties)}): e.g. Iceberg's own {@code
+   * org.apache.iceberg.aws.AwsKeyManagementClient} with {@code kms.endpoint} pointed at {@code kms
+   * serve --aws-kms-api}, the client Trino uses.
+   */
+  public static double[] named(
+      String kmsImpl, Map<String, String> properties, String keyId, int threads, int callsPerThread, int warmupCalls)
+      throws Exception {
+    KeyManagementClient kms =
+        (KeyManagementClient) Class.forName(kmsImpl).getDeclaredConstructor().newInstance();
+    kms.initialize(properties);
+    try {
+      return measure(kms, keyId, threads, callsPerThread, warmupCalls);
+    } finally {
+      kms.close();
+    }
+  }
+
   /** Unwrap through {@link JavaMemoryKms} holding {@code masterKey} under {@code keyId}. */
   public static double[] java(byte[] masterKey, String keyId, int threads, int callsPerThread, int warmupCalls)
       throws Exception {
