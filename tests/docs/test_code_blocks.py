@@ -42,8 +42,8 @@ CHECKED = [b for b in BLOCKS if b.opt_out is None]
 EXTRAS = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
 MAKE_TARGETS = set(re.findall(r"^([\w.-]+)\s*:(?!=)", (ROOT / "Makefile").read_text(), re.M))
 MERMAID_TYPES = {"flowchart", "graph", "sequenceDiagram", "classDiagram", "stateDiagram-v2"}
-#: Plain shell commands a block may consist of (a page creating a directory, stopping what it started).
-PLAIN_SHELL = {"mkdir", "kill"}
+#: Plain shell commands a block may consist of (a page setting its paths, creating a directory, stopping what it started).
+PLAIN_SHELL = {"mkdir", "kill", "export"}
 SHELL_SEPARATORS = {"&&", "||", ";", "|", "&", "(", ")", "$(", "`"}
 
 

@@ -24,28 +24,39 @@ Marked ``newcomer``: ``make test`` runs it in its multi-host pytest process, wit
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from tests.docs.blocks import DOCS, Block, blocks_of
+from pyiceberg_crypto import jars
 from tests.testkit import PROJECT_ENV, SHORT_DRIVER_ENV
 
 pytestmark = [pytest.mark.newcomer, pytest.mark.slow]
 
-#: Pages that run one after another in one directory, each continuing from the previous.
+#: Pages that run one after another in one directory, each continuing from the previous. Chains run
+#: side by side (:data:`WALKERS` at a time), each in its own directory: pages that only need Getting
+#: started's table get a chain of their own after it, rather than waiting for every page before them.
 CHAINS = {
     "lake": ["getting-started.md", "how-to/read.md", "how-to/verify.md", "how-to/verify-after-write.md",
-             "how-to/rotate-keys.md", "how-to/verify-each-commit.md"],
+             "how-to/check-files.md", "how-to/verify-each-commit.md"],
+    "keys": ["getting-started.md", "how-to/rotate-keys.md"],
     "service": ["how-to/kms-service.md"],
+    "jars": ["how-to/offline-jars.md"],
 }
+#: How many chains walk at once: most of a page's time is a JVM starting, which two do side by side
+#: on two cores about as fast as one.
+WALKERS = 2
 #: How-to pages another change is rewriting; walked once it lands (issue 34, item 1).
 PENDING: dict[str, str] = {}
 #: What each page's run must print (stdout of its blocks, in order), beyond every block exiting 0.
@@ -60,6 +71,9 @@ EXPECTED = {
                               "retired key id 'orders-key' version 1 from keys.json"],
     "how-to/verify-each-commit.md": ["failures 0", "30 events"],
     "how-to/kms-service.md": ["1\tapple", "2\tpear", "OK: every file is encrypted, authentic and in its place"],
+    "how-to/check-files.md": ["AGS1 (AES GCM Stream)", "authenticated:    yes, all 1 blocks", '"authenticated": true'],
+    "how-to/offline-jars.md": ["3 jar(s) in", "local jars  ($PYICEBERG_CRYPTO_JARS=",
+                               "iceberg-spark-runtime-4.1_2.13-1.12.0.jar"],
 }
 ENV_FILE = ".docs-walk.env"
 PIP_INSTALL = re.compile(r"""pip install (['"]?)pyiceberg-crypto(\[[\w,-]+\])?\1""")
@@ -120,6 +134,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+#: Chains walk side by side in one virtual environment: one ``pip install`` into it at a time.
+PIP_LOCK = threading.Lock()
+
+
 def walk(pages: list[str], directory: Path, env: dict[str, str], wheel: Path) -> dict[str, float]:
     """Run ``pages`` in ``directory``; returns each page's duration in seconds."""
     directory.mkdir()
@@ -131,8 +149,9 @@ def walk(pages: list[str], directory: Path, env: dict[str, str], wheel: Path) ->
         for block in steps(page):
             code = substituted(block.code, wheel) if block.language == "sh" else block.code
             step_env = dict(env, DOCS_WALK_CODE=code) if block.language == "python" else env
-            result = subprocess.run(["bash", "-e", "-c", terminal(code, block.language)], cwd=directory,
-                                    env=step_env, capture_output=True, text=True, timeout=900)
+            with PIP_LOCK if "pip install" in code else contextlib.nullcontext():
+                result = subprocess.run(["bash", "-e", "-c", terminal(code, block.language)], cwd=directory,
+                                        env=step_env, capture_output=True, text=True, timeout=900)
             assert result.returncode == 0, (
                 f"{block.where} ({block.language}) failed with exit {result.returncode} in {directory}:\n{code}\n"
                 f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-5000:]}")
@@ -153,14 +172,56 @@ def _stop_leftovers(directory: Path) -> None:
             pass
 
 
+def maven_mirror(directory: Path) -> str:
+    """A ``file://`` Maven repository of the project's pinned jars (``$PYICEBERG_CRYPTO_JARS``, as
+    ``make`` exports it), for the pages that download jars (offline-jars): the machines that run the
+    walk reach no Maven Central. Links, not copies; ``jars download`` checks each against its pin."""
+    local = jars.local_jars_dir()
+    assert local is not None, "the docs walk needs $PYICEBERG_CRYPTO_JARS (make exports it) for its Maven mirror"
+    root = directory.resolve().as_uri()
+    for artifact in {a for line in jars.SUPPORTED_SPARK_LINES.values() for a in jars.artifacts(line, aws=True, local=True)}:
+        source = local / artifact.file_name
+        if source.is_file():
+            target = Path(artifact.url(root).removeprefix("file://"))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(source)
+    return root
+
+
+def chain_environment(chain: str, base: dict[str, str], root: Path) -> dict[str, str]:
+    """What a chain's terminal has besides the walk's environment: the variables its pages document."""
+    env = dict(base, KMS_LISTEN=f"127.0.0.1:{_free_port()}")
+    if chain == "jars":
+        env["MAVEN_REPOSITORY"] = maven_mirror(root / "maven-mirror")
+    return env
+
+
+@pytest.fixture(scope="module")
+def chain_walks(walk_venv, request):
+    """Every selected chain, started at once, :data:`WALKERS` at a time: ``{chain: Future of
+    (directory, durations)}``. Each test case waits for its own chain."""
+    selected = [item.callspec.params["chain"] for item in request.session.items
+                if item.originalname == "test_the_pages_run_as_written" and hasattr(item, "callspec")]
+    root = walk_venv["root"]
+
+    def run(chain: str) -> tuple[Path, dict[str, float]]:
+        directory = root / chain
+        env = chain_environment(chain, walk_venv["env"], root)
+        try:
+            return directory, walk(CHAINS[chain], directory, env, walk_venv["wheel"])
+        finally:
+            _stop_leftovers(directory)
+
+    with ThreadPoolExecutor(max_workers=WALKERS, thread_name_prefix="docs-walk") as pool:
+        futures: dict[str, Future] = {chain: pool.submit(run, chain) for chain in dict.fromkeys(selected)}
+        yield futures
+        for future in futures.values():
+            future.cancel()
+
+
 @pytest.mark.parametrize("chain", list(CHAINS))
-def test_the_pages_run_as_written(walk_venv, chain, record_property, capsys):
-    directory = walk_venv["root"] / chain
-    env = dict(walk_venv["env"], KMS_LISTEN=f"127.0.0.1:{_free_port()}")
-    try:
-        durations = walk(CHAINS[chain], directory, env, walk_venv["wheel"])
-    finally:
-        _stop_leftovers(directory)
+def test_the_pages_run_as_written(chain_walks, chain, record_property, capsys):
+    directory, durations = chain_walks[chain].result()
     record_property("durations", durations)
     with capsys.disabled():
         print(f"\ndocs walk {chain}: " + ", ".join(f"{page} {seconds} s" for page, seconds in durations.items()))
@@ -169,5 +230,12 @@ def test_the_pages_run_as_written(walk_venv, chain, record_property, capsys):
         assert all(p.read_bytes()[:4] in (b"PARE", b"AGS1") for p in table.rglob("*")
                    if p.is_file() and not p.name.endswith((".metadata.json", ".crc")))
         assert (directory / "verify-state").stat().st_mode & 0o777 == 0o700
+        assert (directory / "file-keys").stat().st_mode & 0o777 == 0o700
+        assert all(p.stat().st_mode & 0o077 == 0 for p in (directory / "file-keys").glob("key*"))
     if chain == "service":
         assert not (directory / "run" / "kms.token").exists(), "the page's kill -TERM did not stop the service"
+    if chain == "jars":
+        assert sorted(p.name for p in (directory / "iceberg-jars").glob("*.jar")) == [
+            "iceberg-aws-bundle-1.12.0.jar", "iceberg-spark-runtime-3.5_2.12-1.12.0.jar",
+            "iceberg-spark-runtime-4.1_2.13-1.12.0.jar"]
+        assert not any(p.is_symlink() for p in (directory / "iceberg-jars").iterdir()), "downloaded, not linked"
