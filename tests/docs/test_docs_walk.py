@@ -38,8 +38,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.blocks import DOCS, Block, blocks_of
 from pyiceberg_crypto import jars
+from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401  (the rest-catalog page's server)
+from tests.docs.blocks import DOCS, Block, blocks_of
 from tests.testkit import PROJECT_ENV, SHORT_DRIVER_ENV
 
 pytestmark = [pytest.mark.newcomer, pytest.mark.slow]
@@ -50,9 +51,16 @@ pytestmark = [pytest.mark.newcomer, pytest.mark.slow]
 CHAINS = {
     "lake": ["getting-started.md", "how-to/read.md", "how-to/verify.md", "how-to/verify-after-write.md",
              "how-to/check-files.md", "how-to/verify-each-commit.md"],
-    "keys": ["getting-started.md", "how-to/rotate-keys.md"],
+    "keys": ["getting-started.md", "how-to/rotate-keys.md", "how-to/rest-catalog.md"],
     "service": ["how-to/kms-service.md"],
     "jars": ["how-to/offline-jars.md"],
+    "audit": ["how-to/audit-lake.md"],
+}
+#: The servers a chain's pages read from the environment, as each page documents it: the test
+#: session's own (pyiceberg_crypto.testing.pytest_plugin), started only when a selected chain needs one.
+SERVERS = {
+    "keys": {"REST_URI": ("rest_catalog_server", "uri")},
+    "audit": {"METASTORE_URI": ("hive_metastore", "uri")},
 }
 #: How many chains walk at once: most of a page's time is a JVM starting, which two do side by side
 #: on two cores about as fast as one.
@@ -71,6 +79,9 @@ EXPECTED = {
                               "retired key id 'orders-key' version 1 from keys.json"],
     "how-to/verify-each-commit.md": ["failures 0", "30 events"],
     "how-to/kms-service.md": ["1\tapple", "2\tpear", "OK: every file is encrypted, authentic and in its place"],
+    "how-to/rest-catalog.md": ["verified: True", "{'OK': 1}", "[{'id': 1, 'item': 'apple'}, {'id': 2, 'item': 'pear'}]",
+                               "(2 rows)"],
+    "how-to/audit-lake.md": ["{'OK': 2}", "tables    2 (2 OK)", "OK: every Iceberg table is encrypted and verified"],
     "how-to/check-files.md": ["AGS1 (AES GCM Stream)", "authenticated:    yes, all 1 blocks", '"authenticated": true'],
     "how-to/offline-jars.md": ["3 jar(s) in", "local jars  ($PYICEBERG_CRYPTO_JARS=",
                                "iceberg-spark-runtime-4.1_2.13-1.12.0.jar"],
@@ -188,9 +199,14 @@ def maven_mirror(directory: Path) -> str:
     return root
 
 
-def chain_environment(chain: str, base: dict[str, str], root: Path) -> dict[str, str]:
-    """What a chain's terminal has besides the walk's environment: the variables its pages document."""
-    env = dict(base, KMS_LISTEN=f"127.0.0.1:{_free_port()}")
+def chain_environment(chain: str, base: dict[str, str], root: Path, servers: dict[str, str]) -> dict[str, str]:
+    """What a chain's terminal has besides the walk's environment: the variables its pages document
+    (``servers``: the addresses of the session's servers, by variable)."""
+    env = dict(base, KMS_LISTEN=f"127.0.0.1:{_free_port()}", **servers)
+    if chain == "audit":
+        assert (directory / "reports" / "lake.html").read_text().startswith("<!DOCTYPE html>")
+        assert "pyiceberg_crypto_audit_table_ok" in (directory / "textfile" / "lake_audit.prom").read_text()
+        assert (directory / "ledgers").stat().st_mode & 0o777 == 0o700
     if chain == "jars":
         env["MAVEN_REPOSITORY"] = maven_mirror(root / "maven-mirror")
     return env
@@ -203,10 +219,13 @@ def chain_walks(walk_venv, request):
     selected = [item.callspec.params["chain"] for item in request.session.items
                 if item.originalname == "test_the_pages_run_as_written" and hasattr(item, "callspec")]
     root = walk_venv["root"]
+    servers = {chain: {variable: getattr(request.getfixturevalue(fixture), attribute)
+                       for variable, (fixture, attribute) in SERVERS.get(chain, {}).items()}
+               for chain in selected}
 
     def run(chain: str) -> tuple[Path, dict[str, float]]:
         directory = root / chain
-        env = chain_environment(chain, walk_venv["env"], root)
+        env = chain_environment(chain, walk_venv["env"], root, servers[chain])
         try:
             return directory, walk(CHAINS[chain], directory, env, walk_venv["wheel"])
         finally:
@@ -234,6 +253,10 @@ def test_the_pages_run_as_written(chain_walks, chain, record_property, capsys):
         assert all(p.stat().st_mode & 0o077 == 0 for p in (directory / "file-keys").glob("key*"))
     if chain == "service":
         assert not (directory / "run" / "kms.token").exists(), "the page's kill -TERM did not stop the service"
+    if chain == "audit":
+        assert (directory / "reports" / "lake.html").read_text().startswith("<!DOCTYPE html>")
+        assert "pyiceberg_crypto_audit_table_ok" in (directory / "textfile" / "lake_audit.prom").read_text()
+        assert (directory / "ledgers").stat().st_mode & 0o777 == 0o700
     if chain == "jars":
         assert sorted(p.name for p in (directory / "iceberg-jars").glob("*.jar")) == [
             "iceberg-aws-bundle-1.12.0.jar", "iceberg-spark-runtime-3.5_2.12-1.12.0.jar",
