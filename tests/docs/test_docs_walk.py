@@ -12,7 +12,8 @@ page's ``sh`` and ``python`` blocks run in order, in the page's directory:
   (``$METADATA_JSON``, ``$KMS_LISTEN``), python blocks see them in ``os.environ``; consecutive python
   blocks are one Python process (a page that continues "in the same Python session");
 - the substitutions the pages explain: ``pip install 'pyiceberg-crypto[X]'`` installs the built
-  wheel with extras X, ``python -m venv ... && . .venv/bin/activate`` is the shared environment,
+  wheel with extras X, ``python -m venv ... && . .venv/bin/activate`` is the shared environment (or,
+  for a chain in :data:`OWN_VENV`, the chain's own, made empty by the walk),
   ``$KMS_LISTEN`` is a free port on 127.0.0.1;
 - a block marked ``<!-- not-run: REASON -->`` or ``<!-- not-checked: REASON -->`` is not run, and a
   page marked ``<!-- not-walked: REASON -->`` is not walked (tests/docs/test_code_blocks.py checks
@@ -55,7 +56,11 @@ CHAINS = {
     "service": ["how-to/kms-service.md"],
     "jars": ["how-to/offline-jars.md"],
     "audit": ["how-to/audit-lake.md"],
+    "spark-3.5": ["how-to/spark-3.5.md"],
 }
+#: Chains whose page makes a virtual environment of its own (``python -m venv``): the walk makes it
+#: (empty, outside the repository) and the chain's terminal has it on ``PATH``.
+OWN_VENV = {"spark-3.5"}
 #: The servers a chain's pages read from the environment, as each page documents it: the test
 #: session's own (pyiceberg_crypto.testing.pytest_plugin), started only when a selected chain needs one.
 SERVERS = {
@@ -65,8 +70,13 @@ SERVERS = {
 #: How many chains walk at once: most of a page's time is a JVM starting, which two do side by side
 #: on two cores about as fast as one.
 WALKERS = 2
-#: How-to pages another change is rewriting; walked once it lands (issue 34, item 1).
-PENDING: dict[str, str] = {}
+#: How-to pages another change is making walkable (it adds their chain at the end of CHAINS and
+#: drops their not-walked marker); until it lands they may keep their reason, which does not count
+#: toward the three a page may keep. Remove an entry once its chain is in CHAINS.
+PENDING: dict[str, str] = {
+    "how-to/trino.md": "issue 41 item 1: the trino helper's branch walks it",
+    "how-to/key-compromised.md": "issue 41 item 1: the key-compromised helper's branch walks it",
+}
 #: What each page's run must print (stdout of its blocks, in order), beyond every block exiting 0.
 EXPECTED = {
     "getting-started.md": ["verified: True {'OK': 4}", "OK: every file is encrypted, authentic and in its place",
@@ -82,6 +92,8 @@ EXPECTED = {
     "how-to/rest-catalog.md": ["verified: True", "{'OK': 1}", "[{'id': 1, 'item': 'apple'}, {'id': 2, 'item': 'pear'}]",
                                "(2 rows)"],
     "how-to/audit-lake.md": ["{'OK': 2}", "tables    2 (2 OK)", "OK: every Iceberg table is encrypted and verified"],
+    "how-to/spark-3.5.md": ["pyspark 3.5.9: Spark 3.5", "iceberg-spark-runtime-3.5_2.12:1.12.0",
+                            "1 jar(s) in"],
     "how-to/check-files.md": ["AGS1 (AES GCM Stream)", "authenticated:    yes, all 1 blocks", '"authenticated": true'],
     "how-to/offline-jars.md": ["3 jar(s) in", "local jars  ($PYICEBERG_CRYPTO_JARS=",
                                "iceberg-spark-runtime-4.1_2.13-1.12.0.jar"],
@@ -207,8 +219,13 @@ def chain_environment(chain: str, base: dict[str, str], root: Path, servers: dic
         assert (directory / "reports" / "lake.html").read_text().startswith("<!DOCTYPE html>")
         assert "pyiceberg_crypto_audit_table_ok" in (directory / "textfile" / "lake_audit.prom").read_text()
         assert (directory / "ledgers").stat().st_mode & 0o777 == 0o700
-    if chain == "jars":
-        env["MAVEN_REPOSITORY"] = maven_mirror(root / "maven-mirror")
+    if chain in ("jars", "spark-3.5"):
+        env["MAVEN_REPOSITORY"] = maven_mirror(root / f"maven-mirror-{chain}")
+    if chain in OWN_VENV:
+        venv = root / f"venv-{chain}"
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+        env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH'].split(os.pathsep, 1)[1]}"   # in place of the shared one
+        env["PYSPARK_PYTHON"] = str(venv / "bin" / "python")
     return env
 
 
@@ -257,6 +274,9 @@ def test_the_pages_run_as_written(chain_walks, chain, record_property, capsys):
         assert (directory / "reports" / "lake.html").read_text().startswith("<!DOCTYPE html>")
         assert "pyiceberg_crypto_audit_table_ok" in (directory / "textfile" / "lake_audit.prom").read_text()
         assert (directory / "ledgers").stat().st_mode & 0o777 == 0o700
+    if chain == "spark-3.5":
+        assert [p.name for p in (directory / "iceberg-jars-3.5").glob("*.jar")] == [
+            "iceberg-spark-runtime-3.5_2.12-1.12.0.jar"]
     if chain == "jars":
         assert sorted(p.name for p in (directory / "iceberg-jars").glob("*.jar")) == [
             "iceberg-aws-bundle-1.12.0.jar", "iceberg-spark-runtime-3.5_2.12-1.12.0.jar",
