@@ -57,6 +57,7 @@ CHAINS = {
     "jars": ["how-to/offline-jars.md"],
     "audit": ["how-to/audit-lake.md"],
     "spark-3.5": ["how-to/spark-3.5.md"],
+    "services": ["how-to/services.md"],
 }
 #: Chains whose page makes a virtual environment of its own (``python -m venv``): the walk makes it
 #: (empty, outside the repository) and the chain's terminal has it on ``PATH``.
@@ -94,6 +95,8 @@ EXPECTED = {
     "how-to/audit-lake.md": ["{'OK': 2}", "tables    2 (2 OK)", "OK: every Iceberg table is encrypted and verified"],
     "how-to/spark-3.5.md": ["pyspark 3.5.9: Spark 3.5", "iceberg-spark-runtime-3.5_2.12:1.12.0",
                             "1 jar(s) in"],
+    "how-to/services.md": ["REST catalog ready at http://127.0.0.1:", "metastore thrift://127.0.0.1:",
+                           "org.apache.iceberg.aws.s3.S3FileIO"],
     "how-to/check-files.md": ["AGS1 (AES GCM Stream)", "authenticated:    yes, all 1 blocks", '"authenticated": true'],
     "how-to/offline-jars.md": ["3 jar(s) in", "local jars  ($PYICEBERG_CRYPTO_JARS=",
                                "iceberg-spark-runtime-4.1_2.13-1.12.0.jar"],
@@ -184,6 +187,14 @@ def walk(pages: list[str], directory: Path, env: dict[str, str], wheel: Path) ->
             assert expected in printed, f"docs/{name}: {expected!r} not in its output:\n{printed[-4000:]}"
         durations[name] = round(time.monotonic() - started, 1)
     return durations
+
+
+def _running(pid_file: Path) -> bool:
+    try:
+        os.kill(int(pid_file.read_text().strip()), 0)
+    except (ValueError, ProcessLookupError, FileNotFoundError):
+        return False
+    return True
 
 
 def _stop_leftovers(directory: Path) -> None:
@@ -277,6 +288,8 @@ def test_the_pages_run_as_written(chain_walks, chain, record_property, capsys):
     if chain == "spark-3.5":
         assert [p.name for p in (directory / "iceberg-jars-3.5").glob("*.jar")] == [
             "iceberg-spark-runtime-3.5_2.12-1.12.0.jar"]
+    if chain == "services":
+        assert not _running(directory / "rest.pid"), "the page's kill -TERM did not stop the REST catalog"
     if chain == "jars":
         assert sorted(p.name for p in (directory / "iceberg-jars").glob("*.jar")) == [
             "iceberg-aws-bundle-1.12.0.jar", "iceberg-spark-runtime-3.5_2.12-1.12.0.jar",
