@@ -231,6 +231,8 @@ def command_problems(argv: list[str]) -> tuple[bool, list[str]]:
     if program == "make":
         return True, [f"make {target}: no such target" for target in argv[1:] if "=" not in target
                       and target not in MAKE_TARGETS]
+    if program == "spark-pipelines":  # pyspark 4.1's command: its one subcommand the pages use
+        return True, [] if argv[1:2] == ["run"] else [f"{shlex.join(argv)}: the pages run pipelines with 'run'"]
     if program in PLAIN_SHELL:  # nothing to check beyond bash -n; the docs walk runs them
         return True, []
     return False, []
