@@ -7,7 +7,12 @@ One virtual environment for every page (the wheel, then whatever extras each pag
 page's ``sh`` and ``python`` blocks run in order, in the page's directory:
 
 - a chain of pages shares one directory: a page that "starts from" Getting started runs where
-  Getting started left its table and keystore (:data:`CHAINS`);
+  Getting started left its table and keystore (:data:`CHAINS`); chains are independent and walk
+  side by side, :data:`WALKERS` at a time (each test case waits for its own chain);
+- the servers a page needs are the test session's (the test kit's ``hive_metastore`` and
+  ``rest_catalog_server`` fixtures), their addresses in the variables the page documents
+  (``$METASTORE_URI``, ``$REST_URI``: :data:`SERVERS`); a page that downloads jars gets
+  ``$MAVEN_REPOSITORY``, a ``file://`` mirror of the project's pinned jars (no Maven Central here);
 - every block runs as in one terminal: the shell variables a block exports are there for the next
   (``$METADATA_JSON``, ``$KMS_LISTEN``), python blocks see them in ``os.environ``; consecutive python
   blocks are one Python process (a page that continues "in the same Python session");
@@ -17,7 +22,7 @@ page's ``sh`` and ``python`` blocks run in order, in the page's directory:
   ``$KMS_LISTEN`` is a free port on 127.0.0.1;
 - a block marked ``<!-- not-run: REASON -->`` or ``<!-- not-checked: REASON -->`` is not run, and a
   page marked ``<!-- not-walked: REASON -->`` is not walked (tests/docs/test_code_blocks.py checks
-  that every how-to page is walked or says why).
+  that every tutorial and how-to page is walked or says why, and that at most three say why).
 
 Marked ``newcomer``: ``make test`` runs it in its multi-host pytest process, with the newcomer tests
 (they share the one built wheel, the ``dist`` fixture).
