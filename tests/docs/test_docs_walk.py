@@ -247,7 +247,7 @@ def chain_environment(chain: str, base: dict[str, str], root: Path, servers: dic
 @pytest.fixture(scope="module")
 def chain_walks(walk_venv, request):
     """Every selected chain, started at once, :data:`WALKERS` at a time: ``{chain: Future of
-    (directory, durations)}``. Each test case waits for its own chain."""
+    (directory, durations, pid files left running)}``. Each test case waits for its own chain."""
     selected = [item.callspec.params["chain"] for item in request.session.items
                 if item.originalname == "test_the_pages_run_as_written" and hasattr(item, "callspec")]
     root = walk_venv["root"]
@@ -255,11 +255,14 @@ def chain_walks(walk_venv, request):
                        for variable, (fixture, attribute) in SERVERS.get(chain, {}).items()}
                for chain in selected}
 
-    def run(chain: str) -> tuple[Path, dict[str, float]]:
+    def run(chain: str) -> tuple[Path, dict[str, float], list[str]]:
+        """The chain's directory, each page's seconds, and the pid files whose process the pages
+        left running (looked at before the walk stops them)."""
         directory = root / chain
         env = chain_environment(chain, walk_venv["env"], root, servers[chain])
         try:
-            return directory, walk(CHAINS[chain], directory, env, walk_venv["wheel"])
+            durations = walk(CHAINS[chain], directory, env, walk_venv["wheel"])
+            return directory, durations, sorted(p.name for p in directory.glob("*.pid") if _running(p))
         finally:
             _stop_leftovers(directory)
 
@@ -272,7 +275,7 @@ def chain_walks(walk_venv, request):
 
 @pytest.mark.parametrize("chain", list(CHAINS))
 def test_the_pages_run_as_written(chain_walks, chain, record_property, capsys):
-    directory, durations = chain_walks[chain].result()
+    directory, durations, left_running = chain_walks[chain].result()
     record_property("durations", durations)
     with capsys.disabled():
         print(f"\ndocs walk {chain}: " + ", ".join(f"{page} {seconds} s" for page, seconds in durations.items()))
@@ -293,9 +296,9 @@ def test_the_pages_run_as_written(chain_walks, chain, record_property, capsys):
         assert [p.name for p in (directory / "iceberg-jars-3.5").glob("*.jar")] == [
             "iceberg-spark-runtime-3.5_2.12-1.12.0.jar"]
     if chain == "services":
-        assert not _running(directory / "rest.pid"), "the page's kill -TERM did not stop the REST catalog"
+        assert "rest.pid" not in left_running, "the page's kill -TERM did not stop the REST catalog"
     if chain == "pipelines":
-        assert not _running(directory / "kms-serve.pid"), "the page's kill -TERM did not stop the service"
+        assert "kms-serve.pid" not in left_running, "the page's kill -TERM did not stop the service"
     if chain == "jars":
         assert sorted(p.name for p in (directory / "iceberg-jars").glob("*.jar")) == [
             "iceberg-aws-bundle-1.12.0.jar", "iceberg-spark-runtime-3.5_2.12-1.12.0.jar",
