@@ -7,16 +7,22 @@ One virtual environment for every page (the wheel, then whatever extras each pag
 page's ``sh`` and ``python`` blocks run in order, in the page's directory:
 
 - a chain of pages shares one directory: a page that "starts from" Getting started runs where
-  Getting started left its table and keystore (:data:`CHAINS`);
+  Getting started left its table and keystore (:data:`CHAINS`); chains are independent and walk
+  side by side, :data:`WALKERS` at a time (each test case waits for its own chain);
+- the servers a page needs are the test session's (the test kit's ``hive_metastore`` and
+  ``rest_catalog_server`` fixtures), their addresses in the variables the page documents
+  (``$METASTORE_URI``, ``$REST_URI``: :data:`SERVERS`); a page that downloads jars gets
+  ``$MAVEN_REPOSITORY``, a ``file://`` mirror of the project's pinned jars (no Maven Central here);
 - every block runs as in one terminal: the shell variables a block exports are there for the next
   (``$METADATA_JSON``, ``$KMS_LISTEN``), python blocks see them in ``os.environ``; consecutive python
   blocks are one Python process (a page that continues "in the same Python session");
 - the substitutions the pages explain: ``pip install 'pyiceberg-crypto[X]'`` installs the built
-  wheel with extras X, ``python -m venv ... && . .venv/bin/activate`` is the shared environment,
+  wheel with extras X, ``python -m venv ... && . .venv/bin/activate`` is the shared environment (or,
+  for a chain in :data:`OWN_VENV`, the chain's own, made empty by the walk),
   ``$KMS_LISTEN`` is a free port on 127.0.0.1;
 - a block marked ``<!-- not-run: REASON -->`` or ``<!-- not-checked: REASON -->`` is not run, and a
   page marked ``<!-- not-walked: REASON -->`` is not walked (tests/docs/test_code_blocks.py checks
-  that every how-to page is walked or says why).
+  that every tutorial and how-to page is walked or says why, and that at most three say why).
 
 Marked ``newcomer``: ``make test`` runs it in its multi-host pytest process, with the newcomer tests
 (they share the one built wheel, the ``dist`` fixture).
@@ -24,31 +30,58 @@ Marked ``newcomer``: ``make test`` runs it in its multi-host pytest process, wit
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from pyiceberg_crypto import jars
+from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401  (the rest-catalog page's server)
 from tests.docs.blocks import DOCS, Block, blocks_of
 from tests.testkit import PROJECT_ENV, SHORT_DRIVER_ENV
 
 pytestmark = [pytest.mark.newcomer, pytest.mark.slow]
 
-#: Pages that run one after another in one directory, each continuing from the previous.
+#: Pages that run one after another in one directory, each continuing from the previous. Chains run
+#: side by side (:data:`WALKERS` at a time), each in its own directory: pages that only need Getting
+#: started's table get a chain of their own after it, rather than waiting for every page before them.
 CHAINS = {
     "lake": ["getting-started.md", "how-to/read.md", "how-to/verify.md", "how-to/verify-after-write.md",
-             "how-to/rotate-keys.md", "how-to/verify-each-commit.md"],
+             "how-to/check-files.md", "how-to/verify-each-commit.md"],
+    "keys": ["getting-started.md", "how-to/rotate-keys.md", "how-to/rest-catalog.md"],
     "service": ["how-to/kms-service.md"],
+    "jars": ["how-to/offline-jars.md"],
+    "audit": ["how-to/audit-lake.md"],
+    "spark-3.5": ["how-to/spark-3.5.md"],
+    "services": ["how-to/services.md"],
+    "pipelines": ["how-to/declarative-pipelines.md"],
     "key-compromised": ["getting-started.md", "how-to/key-compromised.md"],
     "trino": ["how-to/trino.md"],
 }
-#: How-to pages another change is rewriting; walked once it lands (issue 34, item 1).
+#: Chains whose page makes a virtual environment of its own (``python -m venv``): the walk makes it
+#: (empty, outside the repository) and the chain's terminal has it on ``PATH``.
+OWN_VENV = {"spark-3.5"}
+#: The servers a chain's pages read from the environment, as each page documents it: the test
+#: session's own (pyiceberg_crypto.testing.pytest_plugin), started only when a selected chain needs one.
+SERVERS = {
+    "keys": {"REST_URI": ("rest_catalog_server", "uri")},
+    "audit": {"METASTORE_URI": ("hive_metastore", "uri")},
+}
+#: How many chains walk at once: most of a page's time is a JVM starting, which two do side by side
+#: on two cores about as fast as one.
+WALKERS = 2
+#: How-to pages another change is making walkable (it adds their chain at the end of CHAINS and
+#: drops their not-walked marker); until it lands they may keep their reason, which does not count
+#: toward the three a page may keep. Remove an entry once its chain is in CHAINS.
 PENDING: dict[str, str] = {}
 #: What each page's run must print (stdout of its blocks, in order), beyond every block exiting 0.
 EXPECTED = {
@@ -62,6 +95,18 @@ EXPECTED = {
                               "retired key id 'orders-key' version 1 from keys.json"],
     "how-to/verify-each-commit.md": ["failures 0", "30 events"],
     "how-to/kms-service.md": ["1\tapple", "2\tpear", "OK: every file is encrypted, authentic and in its place"],
+    "how-to/rest-catalog.md": ["verified: True", "{'OK': 1}", "[{'id': 1, 'item': 'apple'}, {'id': 2, 'item': 'pear'}]",
+                               "(2 rows)"],
+    "how-to/audit-lake.md": ["{'OK': 2}", "tables    2 (2 OK)", "OK: every Iceberg table is encrypted and verified"],
+    "how-to/spark-3.5.md": ["pyspark 3.5.9: Spark 3.5", "iceberg-spark-runtime-3.5_2.12:1.12.0",
+                            "1 jar(s) in"],
+    "how-to/services.md": ["REST catalog ready at http://127.0.0.1:", "metastore thrift://127.0.0.1:",
+                           "org.apache.iceberg.aws.s3.S3FileIO"],
+    "how-to/declarative-pipelines.md": ["warehouse/events/metadata/", "warehouse/events_by_bucket/metadata/",
+                                        "OK: every file is encrypted, authentic and in its place"],
+    "how-to/check-files.md": ["AGS1 (AES GCM Stream)", "authenticated:    yes, all 1 blocks", '"authenticated": true'],
+    "how-to/offline-jars.md": ["3 jar(s) in", "local jars  ($PYICEBERG_CRYPTO_JARS=",
+                               "iceberg-spark-runtime-4.1_2.13-1.12.0.jar"],
     "how-to/key-compromised.md": ["COMPROMISED: depends on version 1", "exit 1: a table still depends",
                                   "refused: the tag before_leak", "would drop refs: tag before_leak", ": OK",
                                   "proof ok: True | files reachable:", "still in storage: 0",
@@ -128,6 +173,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+#: Chains walk side by side in one virtual environment: one ``pip install`` into it at a time.
+PIP_LOCK = threading.Lock()
+
+
 def walk(pages: list[str], directory: Path, env: dict[str, str], wheel: Path) -> dict[str, float]:
     """Run ``pages`` in ``directory``; returns each page's duration in seconds."""
     directory.mkdir()
@@ -139,8 +188,9 @@ def walk(pages: list[str], directory: Path, env: dict[str, str], wheel: Path) ->
         for block in steps(page):
             code = substituted(block.code, wheel) if block.language == "sh" else block.code
             step_env = dict(env, DOCS_WALK_CODE=code) if block.language == "python" else env
-            result = subprocess.run(["bash", "-e", "-c", terminal(code, block.language)], cwd=directory,
-                                    env=step_env, capture_output=True, text=True, timeout=900)
+            with PIP_LOCK if "pip install" in code else contextlib.nullcontext():
+                result = subprocess.run(["bash", "-e", "-c", terminal(code, block.language)], cwd=directory,
+                                        env=step_env, capture_output=True, text=True, timeout=900)
             assert result.returncode == 0, (
                 f"{block.where} ({block.language}) failed with exit {result.returncode} in {directory}:\n{code}\n"
                 f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-5000:]}")
@@ -152,6 +202,14 @@ def walk(pages: list[str], directory: Path, env: dict[str, str], wheel: Path) ->
     return durations
 
 
+def _running(pid_file: Path) -> bool:
+    try:
+        os.kill(int(pid_file.read_text().strip()), 0)
+    except (ValueError, ProcessLookupError, FileNotFoundError):
+        return False
+    return True
+
+
 def _stop_leftovers(directory: Path) -> None:
     """Stop a background process a page started and did not stop (its pid file is the page's)."""
     for pid_file in directory.glob("*.pid"):
@@ -161,14 +219,68 @@ def _stop_leftovers(directory: Path) -> None:
             pass
 
 
+def maven_mirror(directory: Path) -> str:
+    """A ``file://`` Maven repository of the project's pinned jars (``$PYICEBERG_CRYPTO_JARS``, as
+    ``make`` exports it), for the pages that download jars (offline-jars): the machines that run the
+    walk reach no Maven Central. Links, not copies; ``jars download`` checks each against its pin."""
+    local = jars.local_jars_dir()
+    assert local is not None, "the docs walk needs $PYICEBERG_CRYPTO_JARS (make exports it) for its Maven mirror"
+    root = directory.resolve().as_uri()
+    for artifact in {a for line in jars.SUPPORTED_SPARK_LINES.values() for a in jars.artifacts(line, aws=True, local=True)}:
+        source = local / artifact.file_name
+        if source.is_file():
+            target = Path(artifact.url(root).removeprefix("file://"))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(source)
+    return root
+
+
+def chain_environment(chain: str, base: dict[str, str], root: Path, servers: dict[str, str]) -> dict[str, str]:
+    """What a chain's terminal has besides the walk's environment: the variables its pages document
+    (``servers``: the addresses of the session's servers, by variable)."""
+    env = dict(base, KMS_LISTEN=f"127.0.0.1:{_free_port()}", **servers)
+    if chain in ("jars", "spark-3.5"):
+        env["MAVEN_REPOSITORY"] = maven_mirror(root / f"maven-mirror-{chain}")
+    if chain in OWN_VENV:
+        venv = root / f"venv-{chain}"
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+        env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH'].split(os.pathsep, 1)[1]}"   # in place of the shared one
+        env["PYSPARK_PYTHON"] = str(venv / "bin" / "python")
+    return env
+
+
+@pytest.fixture(scope="module")
+def chain_walks(walk_venv, request):
+    """Every selected chain, started at once, :data:`WALKERS` at a time: ``{chain: Future of
+    (directory, durations, pid files left running)}``. Each test case waits for its own chain."""
+    selected = [item.callspec.params["chain"] for item in request.session.items
+                if item.originalname == "test_the_pages_run_as_written" and hasattr(item, "callspec")]
+    root = walk_venv["root"]
+    servers = {chain: {variable: getattr(request.getfixturevalue(fixture), attribute)
+                       for variable, (fixture, attribute) in SERVERS.get(chain, {}).items()}
+               for chain in selected}
+
+    def run(chain: str) -> tuple[Path, dict[str, float], list[str]]:
+        """The chain's directory, each page's seconds, and the pid files whose process the pages
+        left running (looked at before the walk stops them)."""
+        directory = root / chain
+        env = chain_environment(chain, walk_venv["env"], root, servers[chain])
+        try:
+            durations = walk(CHAINS[chain], directory, env, walk_venv["wheel"])
+            return directory, durations, sorted(p.name for p in directory.glob("*.pid") if _running(p))
+        finally:
+            _stop_leftovers(directory)
+
+    with ThreadPoolExecutor(max_workers=WALKERS, thread_name_prefix="docs-walk") as pool:
+        futures: dict[str, Future] = {chain: pool.submit(run, chain) for chain in dict.fromkeys(selected)}
+        yield futures
+        for future in futures.values():
+            future.cancel()
+
+
 @pytest.mark.parametrize("chain", list(CHAINS))
-def test_the_pages_run_as_written(walk_venv, chain, record_property, capsys):
-    directory = walk_venv["root"] / chain
-    env = dict(walk_venv["env"], KMS_LISTEN=f"127.0.0.1:{_free_port()}")
-    try:
-        durations = walk(CHAINS[chain], directory, env, walk_venv["wheel"])
-    finally:
-        _stop_leftovers(directory)
+def test_the_pages_run_as_written(chain_walks, chain, record_property, capsys):
+    directory, durations, left_running = chain_walks[chain].result()
     record_property("durations", durations)
     with capsys.disabled():
         print(f"\ndocs walk {chain}: " + ", ".join(f"{page} {seconds} s" for page, seconds in durations.items()))
@@ -177,5 +289,23 @@ def test_the_pages_run_as_written(walk_venv, chain, record_property, capsys):
         assert all(p.read_bytes()[:4] in (b"PARE", b"AGS1") for p in table.rglob("*")
                    if p.is_file() and not p.name.endswith((".metadata.json", ".crc")))
         assert (directory / "verify-state").stat().st_mode & 0o777 == 0o700
+        assert (directory / "file-keys").stat().st_mode & 0o777 == 0o700
+        assert all(p.stat().st_mode & 0o077 == 0 for p in (directory / "file-keys").glob("key*"))
     if chain == "service":
         assert not (directory / "run" / "kms.token").exists(), "the page's kill -TERM did not stop the service"
+    if chain == "audit":
+        assert (directory / "reports" / "lake.html").read_text().startswith("<!DOCTYPE html>")
+        assert "pyiceberg_crypto_audit_table_ok" in (directory / "textfile" / "lake_audit.prom").read_text()
+        assert (directory / "ledgers").stat().st_mode & 0o777 == 0o700
+    if chain == "spark-3.5":
+        assert [p.name for p in (directory / "iceberg-jars-3.5").glob("*.jar")] == [
+            "iceberg-spark-runtime-3.5_2.12-1.12.0.jar"]
+    if chain == "services":
+        assert "rest.pid" not in left_running, "the page's kill -TERM did not stop the REST catalog"
+    if chain == "pipelines":
+        assert "kms-serve.pid" not in left_running, "the page's kill -TERM did not stop the service"
+    if chain == "jars":
+        assert sorted(p.name for p in (directory / "iceberg-jars").glob("*.jar")) == [
+            "iceberg-aws-bundle-1.12.0.jar", "iceberg-spark-runtime-3.5_2.12-1.12.0.jar",
+            "iceberg-spark-runtime-4.1_2.13-1.12.0.jar"]
+        assert not any(p.is_symlink() for p in (directory / "iceberg-jars").iterdir()), "downloaded, not linked"
