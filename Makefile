@@ -95,34 +95,44 @@ system-packages:
 		{ apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends $$missing >/dev/null; }; \
 	else echo "not installing $$missing (needs root and apt-get): the tests that need them will skip"; fi
 
-# Three lanes at once, each printed when done (fails if any fails). Most of the suite waits on JVMs
+# Four lanes at once, each printed when done (fails if any fails). Most of the suite waits on JVMs
 # starting, so on 2 cores they overlap well:
 #   - the Spark 3.5 spine (-m spine on .venv-spark3.5), then the tests that start Spark applications
 #     of their own (-m apps: Connect / Thrift servers, spark-submit jobs, spark-pipelines, streaming
 #     drivers killed and restarted, Trino reading what Spark wrote) on Spark 4.1;
-#   - the multi-host tests (-m 'cluster or newcomer': the namespace cluster, wheels installed into
-#     fresh environments, the docs walk that runs the pages from the installed wheel; they share
-#     one built wheel);
+#   - the namespace clusters (-m cluster: Spark standalone, then YARN);
+#   - the newcomer tests (-m newcomer: wheels installed into fresh environments, the docs walk that
+#     runs the pages from the installed wheel);
 #   - everything else on Spark 4.1.
-# Each pytest process has its own --basetemp, so their temporary directories never collide.
+# The wheel the cluster and newcomer lanes install is built once, before the lanes (`make dist` into
+# $(TEST_DIST), handed to the tests' `dist` fixture by PYICEBERG_CRYPTO_TEST_DIST): two lanes never
+# build it at once. Each pytest process has its own --basetemp, so their temporary directories never collide.
 SPARK35_LOG := .cache/test-spark3.5.log
 APPS_LOG := .cache/test-apps.log
-MULTIHOST_LOG := .cache/test-multihost.log
+CLUSTER_LOG := .cache/test-cluster.log
+NEWCOMER_LOG := .cache/test-newcomer.log
 MULTIHOST := cluster or newcomer
+TEST_DIST := .cache/test-dist
 
-test: setup setup-spark3.5 system-packages docs trino-jars
+test: setup setup-spark3.5 system-packages docs trino-jars yarn-jars
 	@mkdir -p .cache
+	$(MAKE) --no-print-directory dist DIST_DIR=$(TEST_DIST)
+	export PYICEBERG_CRYPTO_TEST_DIST=$(CURDIR)/$(TEST_DIST); \
 	{ $(PY35) -m pytest -m spine -p no:cacheprovider --basetemp=/tmp/pyiceberg-crypto-test-3.5 $(PYTEST_ARGS) \
 		> $(SPARK35_LOG) 2>&1; spine=$$?; \
 	  PYICEBERG_CRYPTO_REQUIRE_TRINO=1 $(PY) -m pytest -m 'apps and not ($(MULTIHOST))' -p no:cacheprovider \
 		--basetemp=/tmp/pyiceberg-crypto-test-apps \
 		$(PYTEST_ARGS) > $(APPS_LOG) 2>&1 && exit $$spine; } & lane3=$$!; \
-	$(PY) -m pytest -m '$(MULTIHOST)' -p no:cacheprovider --basetemp=/tmp/pyiceberg-crypto-test-multihost \
-		$(PYTEST_ARGS) > $(MULTIHOST_LOG) 2>&1 & multihost=$$!; \
+	$(PY) -m pytest -m 'cluster and not newcomer' -p no:cacheprovider --basetemp=/tmp/pyiceberg-crypto-test-cluster \
+		$(PYTEST_ARGS) > $(CLUSTER_LOG) 2>&1 & cluster=$$!; \
+	$(PY) -m pytest -m newcomer -p no:cacheprovider --basetemp=/tmp/pyiceberg-crypto-test-newcomer \
+		$(PYTEST_ARGS) > $(NEWCOMER_LOG) 2>&1 & newcomer=$$!; \
 	status=0; \
 	$(PY) -m pytest -m 'not ($(MULTIHOST) or apps)' --basetemp=/tmp/pyiceberg-crypto-test-main $(PYTEST_ARGS) || status=1; \
-	wait $$multihost || status=1; \
-	echo "======== multi-host tests, Spark 4.1 ($(MULTIHOST_LOG)) ========"; cat $(MULTIHOST_LOG); \
+	wait $$newcomer || status=1; \
+	echo "======== newcomer tests and the docs walk, Spark 4.1 ($(NEWCOMER_LOG)) ========"; cat $(NEWCOMER_LOG); \
+	wait $$cluster || status=1; \
+	echo "======== namespace clusters, Spark 4.1 ($(CLUSTER_LOG)) ========"; cat $(CLUSTER_LOG); \
 	wait $$lane3 || status=1; \
 	echo "======== Spark 3.5 spine ($(SPARK35_LOG)) ========"; cat $(SPARK35_LOG); \
 	echo "======== own Spark applications, Spark 4.1 ($(APPS_LOG)) ========"; cat $(APPS_LOG); \

@@ -17,7 +17,7 @@ import pytest
 from pyiceberg_crypto import config
 # One standalone Hive metastore (loopback) for every test that needs one, started on first use.
 from pyiceberg_crypto.testing.pytest_plugin import hive_metastore  # noqa: F401
-from tests.testkit import build_dist, testkit_jar
+from tests.testkit import TEST_DIST_ENV, build_dist, found_dist, testkit_jar
 
 CATALOG = "local"
 
@@ -97,7 +97,14 @@ def spark(spark_dirs):
 
 @pytest.fixture(scope="session")
 def dist(tmp_path_factory):
-    """The sdist and wheel built from the working tree, once per test run (newcomer and cluster tests)."""
+    """The sdist and wheel built from the working tree, once per test run (newcomer and cluster tests).
+
+    ``make test`` builds them once before its lanes (``make dist`` into ``.cache/test-dist``) and
+    names the directory in ``PYICEBERG_CRYPTO_TEST_DIST``, so two lanes never build at once; without
+    it (a single pytest run) the fixture builds them itself, the same way."""
+    prebuilt = os.environ.get(TEST_DIST_ENV)
+    if prebuilt:
+        return found_dist(Path(prebuilt))
     return build_dist(tmp_path_factory.mktemp("dist"))
 
 

@@ -51,6 +51,18 @@ SMALL_APP_SETTINGS = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "
 SHORT_DRIVER_ENV = {"SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 
 
+#: Set by ``make test``: the directory where it built the sdist and wheel once for every lane.
+TEST_DIST_ENV = "PYICEBERG_CRYPTO_TEST_DIST"
+
+
+def found_dist(directory: Path) -> dict[str, Path]:
+    """The one wheel and one sdist in ``directory`` (``make dist``'s output), else a clear failure."""
+    wheels, sdists = sorted(directory.glob("*.whl")), sorted(directory.glob("*.tar.gz"))
+    assert len(wheels) == 1 and len(sdists) == 1, (
+        f"{TEST_DIST_ENV}={directory}: expected one wheel and one sdist (make dist), found {wheels + sdists}")
+    return {"wheel": wheels[0], "sdist": sdists[0]}
+
+
 def build_dist(out: Path) -> dict[str, Path]:
     """``make dist`` of the working tree into ``out``: ``python -m build`` in its isolated environment
     (as a user would, without the project's environment): ``{"wheel": ..., "sdist": ...}``."""
@@ -58,9 +70,7 @@ def build_dist(out: Path) -> dict[str, Path]:
     result = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "dist", f"DIST_DIR={out}"], cwd=out,
                             env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, f"make dist failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
-    [wheel] = out.glob("*.whl")
-    [sdist] = out.glob("*.tar.gz")
-    return {"wheel": wheel, "sdist": sdist}
+    return found_dist(out)
 
 
 def java_classpath() -> str:

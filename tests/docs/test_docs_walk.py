@@ -24,8 +24,8 @@ page's ``sh`` and ``python`` blocks run in order, in the page's directory:
   page marked ``<!-- not-walked: REASON -->`` is not walked (tests/docs/test_code_blocks.py checks
   that every tutorial and how-to page is walked or says why, and that at most three say why).
 
-Marked ``newcomer``: ``make test`` runs it in its multi-host pytest process, with the newcomer tests
-(they share the one built wheel, the ``dist`` fixture).
+Marked ``newcomer``: ``make test`` runs it in its newcomer pytest process, with the newcomer tests
+(they share the one built wheel, the ``dist`` fixture, which ``make test`` builds before its lanes).
 """
 
 from __future__ import annotations
