@@ -2,7 +2,7 @@
 
 The same Spark application (``python -m bench.cluster_kms --app CONFIG.json``) runs twice:
 
-* **namespace cluster**: the Spark standalone cluster of ``tests/cluster/netns.py`` (master, two
+* **namespace cluster**: the Spark standalone cluster of ``pyiceberg_crypto/testing/netns.py`` (master, two
   workers, driver, each in its own Linux network namespace, joined by a bridge); the driver registers
   its KMS with ``bind_address=<driver address>``, so executors call it over TLS across the bridge,
   as on a real cluster;
@@ -198,7 +198,7 @@ def _run_loopback(ctx: Context) -> dict:
 
 
 def _run_netns(ctx: Context) -> dict:
-    from tests.cluster.netns import NetnsCluster
+    from pyiceberg_crypto.testing.netns import NetnsCluster
 
     ctx.log("cluster KMS: starting the network-namespace cluster (master, 2 workers, driver)")
     cluster = NetnsCluster.start(ctx.data_dir / "netns-cluster")
@@ -276,7 +276,7 @@ QUICK_SKIP = ("quick mode leaves this section out: it starts two Spark applicati
 
 
 def run(ctx: Context) -> Section:
-    from tests.cluster.netns import ClusterUnavailable, check_namespaces_possible
+    from pyiceberg_crypto.testing.netns import ClusterUnavailable, check_namespaces_possible
 
     results: dict = {}
     skipped: dict[str, str] = {}
@@ -297,7 +297,7 @@ def run(ctx: Context) -> Section:
     description = (
         "`unwrapKey` from inside one executor JVM through the `PythonKmsClient` Iceberg ships in its tasks "
         f"(test kit `ExecutorKmsBench`; {sizes.cluster_kms_calls_per_thread} calls split over the JVM threads, "
-        f"after a warm-up, {sizes.repeats} repeats): on the Spark standalone cluster of `tests/cluster/netns.py` "
+        f"after a warm-up, {sizes.repeats} repeats): on the Spark standalone cluster of `pyiceberg_crypto/testing/netns.py` "
         "(executors in other network namespaces, the driver's KMS registered with `bind_address`, so every call "
         "is TLS across the bridge) and on `local-cluster[2,1,1024]` with the KMS on loopback; the driver JVM's "
         "own Py4J calls are the floor. Then `expire_snapshots(retain_last => 1)` on a table of "
