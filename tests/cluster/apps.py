@@ -6,11 +6,14 @@ of the machine (kill a node, firewall a port), and a packed virtual environment 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+
+from tests.testkit import PROJECT_ENV
 
 
 def serve_requests(workdir: Path, stop: threading.Event, handle: Callable[[dict], dict | None]) -> list[dict]:
@@ -38,12 +41,18 @@ def serve_requests(workdir: Path, stop: threading.Event, handle: Callable[[dict]
 
 def pack_environment(wheel: Path, workdir: Path) -> Path:
     """A virtual environment with the package's wheel and its dependencies (pyspark left out: the
-    nodes' Spark brings its own), packed by venv-pack into ``workdir/env.tar.gz``."""
+    nodes' Spark brings its own), packed by venv-pack into ``workdir/env.tar.gz``. pip runs without
+    the project's variables: with this checkout on PYTHONPATH it would find the package "already
+    installed" (its egg-info) and pack an environment without it."""
     env_dir = workdir / "env"
-    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=120)
+    clean = {k: v for k, v in os.environ.items() if k not in PROJECT_ENV}
+    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=120, env=clean)
     pip = [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, "--no-deps", str(wheel)], check=True, timeout=300)
-    subprocess.run([*pip, "cryptography", "fastavro", "rich"], check=True, timeout=300)
+    subprocess.run([*pip, "--no-deps", str(wheel)], check=True, timeout=300, env=clean)
+    subprocess.run([*pip, "cryptography", "fastavro", "rich"], check=True, timeout=300, env=clean)
+    check = subprocess.run([str(env_dir / "bin" / "python"), "-c", "import pyiceberg_crypto"], env=clean,
+                           capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, f"the packed environment lacks the package: {check.stderr}"
     archive = workdir / "env.tar.gz"
     subprocess.run([sys.executable, "-m", "venv_pack", "-p", str(env_dir), "-o", str(archive)], check=True,
                    timeout=300, capture_output=True)

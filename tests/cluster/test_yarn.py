@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import subprocess
 import sys
 import threading
 import zipfile
@@ -187,7 +189,7 @@ def app_helpers(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cluster_run(yarn_cluster, keystore, tmp_path_factory, packed_env, app_helpers, client_run):
+def cluster_run(yarn_cluster, keystore, tmp_path_factory, packed_env, app_helpers):
     yarn_cluster.ensure_nodemanagers()
     workdir = tmp_path_factory.mktemp("yarn-cluster-mode")
     cfg = {"driver_address": "0.0.0.0", "keystore": str(keystore), "kill_during_insert": False,
@@ -239,7 +241,7 @@ def test_yarn_cluster_mode_table_reads_back_without_a_jvm(cluster_run, keystore)
 
 
 def test_yarn_kms_port_blocked_from_one_nodemanager_fails_naming_the_kms_and_its_address(yarn_cluster, keystore,
-                                                                                         tmp_path, client_run):
+                                                                                         tmp_path):
     """cluster_app.py's ``faults`` (spark.task.maxFailures 1): a KMS on loopback, then the KMS port
     blocked from NodeManager 1 by an iptables rule in its namespace, then unblocked."""
     yarn_cluster.ensure_nodemanagers()
@@ -268,7 +270,7 @@ def failed(steps: dict, name: str) -> str:
 
 
 def test_yarn_python_environment_missing_on_the_containers_fails_naming_the_interpreter(yarn_cluster, keystore,
-                                                                                         tmp_path, cluster_run):
+                                                                                         tmp_path):
     """spark.pyspark.python points into an archive that was not shipped (--archives forgotten)."""
     cfg = {"driver_address": "0.0.0.0", "keystore": str(keystore)}
     conf = {"spark.pyspark.python": "./env/bin/python", "spark.pyspark.driver.python": "./env/bin/python"}
@@ -279,3 +281,26 @@ def test_yarn_python_environment_missing_on_the_containers_fails_naming_the_inte
     driver_logs = [path for name, path in yarn_cluster.container_logs(app_id).items() if name.endswith("_000001")]
     stderr = "".join((path / "stderr").read_text(errors="replace") for path in driver_logs)
     assert 'Cannot run program "./env/bin/python"' in stderr and "No such file or directory" in stderr
+
+
+# --- by hand -------------------------------------------------------------------------------------
+
+
+def test_yarn_cluster_by_hand_starts_and_stops_with_its_namespaces(yarn_cluster, tmp_path):
+    """``python -m pyiceberg_crypto.testing yarn`` starts the same cluster (the fixture's gates: root,
+    tools, jars) until SIGTERM, and leaves no namespace behind."""
+    process = subprocess.Popen([sys.executable, "-m", "pyiceberg_crypto.testing", "yarn", "--directory",
+                                str(tmp_path / "yarn")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        line = process.stdout.readline()
+        assert line.startswith("YARN cluster ready: ResourceManager at 10.77.0.2, NodeManagers at 10.77.0.3, "
+                               "10.77.0.4; submit from the edge node: ip netns exec pic"), process.stderr.read()
+        prefix = re.search(r"ip netns exec (pic\d+-[0-9a-f]{4})-edge", line).group(1)
+        assert f"HADOOP_CONF_DIR={tmp_path / 'yarn' / 'conf' / 'edge'}" in line
+        assert (tmp_path / "yarn" / "conf" / "edge" / "yarn-site.xml").is_file()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(120) == 0
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert prefix not in namespaces
