@@ -124,7 +124,7 @@ def remove_orphans_sql() -> str:
 
 
 def advertised_address(spark, bind_address: str) -> str:
-    """Where executors reach a KMS bound to ``bind_address`` ("0.0.0.0": spark.driver.host)."""
+    """Where executors reach a KMS bound to ``bind_address`` (the wildcard: spark.driver.host)."""
     return spark.conf.get("spark.driver.host") if bind_address == "0.0.0.0" else bind_address
 
 
@@ -133,8 +133,8 @@ def main_scenario(spark, kms, cfg: dict, workdir: Path) -> dict:
     tokens, data_keys = [], set()
     registration = register_kms(spark, kms, bind_address=driver_address, kms_timeout=KMS_TIMEOUT_SECONDS)
     tokens.append(registration._server.auth_token)
-    report("registered", registration.tls and registration.address == advertised_address(spark, driver_address),
-           port=registration.port, address=registration.address)
+    report("registered", registration.tls and registration.address == driver_address,
+           port=registration.port, address=registration.address, advertised=advertised_address(spark, driver_address))
     listed = spark.sparkContext._jsc.sc().listJars().mkString(",")
     report("jars shipped to executors", "iceberg-spark-runtime" in listed and "pyiceberg-crypto-bridge" in listed,
            jars=listed)
@@ -292,9 +292,11 @@ def first_attempt_dies(spark, kms, cfg: dict) -> None:
     """With ``spark.yarn.maxAppAttempts=2`` (``cfg["first_attempt_dies"]``): attempt 1 registers its
     Python KMS, writes an encrypted table and dies; attempt 2 (a new driver, a new registration)
     reads that table back and goes on with the scenario."""
-    attempt = spark.sparkContext.applicationAttemptId or "1"
+    option = spark.sparkContext._jsc.sc().applicationAttemptId()  # Scala Option: YARN cluster mode sets it
+    attempt = option.get() if option.isDefined() else "1"
     registration = register_kms(spark, kms, bind_address=cfg["driver_address"], kms_timeout=KMS_TIMEOUT_SECONDS)
-    report("attempt", True, attempt=attempt, address=registration.address, port=registration.port)
+    report("attempt", True, attempt=attempt, port=registration.port,
+           advertised=advertised_address(spark, cfg["driver_address"]))
     if attempt == "1":
         spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.attempts")
         spark.sql("CREATE TABLE lake.attempts.t (id bigint) USING iceberg "

@@ -216,7 +216,7 @@ def test_yarn_cluster_mode_retries_a_failed_attempt_with_a_new_kms_registration(
     ok(second, "attempt 2 reads what attempt 1 wrote")
     ok(second, "attempt 2 writes")
     nodes = {n.address for n in yarn_cluster.nodemanagers}
-    assert first["attempt"]["address"] in nodes and second["attempt"]["address"] in nodes
+    assert first["attempt"]["advertised"] in nodes and second["attempt"]["advertised"] in nodes  # the AMs' hosts
     assert len(yarn_cluster.app_attempts(cluster_run["app_id"])) == 2
     assert yarn_cluster.application(cluster_run["app_id"])["finalStatus"] == "SUCCEEDED"
 
@@ -226,7 +226,8 @@ def test_yarn_cluster_mode_runs_the_same_operations_from_the_packed_environment(
     driver = ok(steps, "driver python")
     assert "/env/" in driver["package"] and "container_" in driver["package"], driver  # --archives, not the host's
     registered = ok(steps, "registered")
-    assert registered["address"] in {n.address for n in yarn_cluster.nodemanagers}  # the AM's host
+    assert registered["address"] == "0.0.0.0"
+    assert registered["advertised"] in {n.address for n in yarn_cluster.nodemanagers}  # the AM's host
     assert set(ok(steps, "executors")["hosts"]) <= {n.address for n in yarn_cluster.nodemanagers}
     for name in MAIN_STEPS:
         ok(steps, name)
