@@ -164,7 +164,7 @@ test-spark3.5: setup-spark3.5
 
 # Benchmarks (bench/README.md): full sizes write bench/RESULTS.md (~20 min on 2 cores); quick
 # sizes print the same tables in < 3 minutes (data in the gitignored bench/.data/).
-bench: setup
+bench: setup yarn-jars
 	$(PY) -m bench.run
 
 bench-quick: setup
