@@ -109,7 +109,7 @@ system-packages:
 #   - the Spark 3.5 spine (-m spine on .venv-spark3.5), then the tests that start Spark applications
 #     of their own (-m apps: Connect / Thrift servers, spark-submit jobs, spark-pipelines, streaming
 #     drivers killed and restarted, Trino reading what Spark wrote) on Spark 4.1;
-#   - the multi-host tests (-m 'cluster or newcomer': the namespace cluster, wheels installed into
+#   - the multi-host tests (-m 'cluster or newcomer': the namespace clusters, Spark standalone and YARN, wheels installed into
 #     fresh environments, the docs walk that runs the pages from the installed wheel; they share
 #     one built wheel);
 #   - everything else on Spark 4.1.
