@@ -9,7 +9,7 @@ application)::
     cluster = YarnCluster.start(workdir)              # needs root, `ip`, iptables, tcpdump, java
     try:
         conf = cluster.spark_conf("client")           # spark.master=yarn, addresses, staging, sizes
-        result = cluster.run(cluster.edge, [spark_submit, *conf_args(conf), "job.py"],
+        result = cluster.run(cluster.edge, [spark_submit, *config.spark_conf_args(conf), "job.py"],
                              env=cluster.submit_env())
         cluster.kill_nodemanager(1)                   # a lost machine: its NodeManager and containers
         cluster.ensure_nodemanagers()                 # started again, registered
@@ -87,7 +87,6 @@ class YarnCluster(Namespaces):
         self.edge = Node("edge", f"{prefix}-edge", f"{SUBNET}.5")
         super().__init__(workdir, prefix, [self.resource_manager, *self.nodemanagers, self.edge])
         self.jars = jars
-        self._log_offsets: dict[str, int] = {}
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -187,10 +186,7 @@ class YarnCluster(Namespaces):
             classpath=[self.conf_dir(node), self.jars / "*"], heap="384m" if is_rm else "256m",
             options=[f"--add-opens={module}=ALL-UNNAMED" for module in _OPENS],
             system_properties={"hadoop.log.dir": self.workdir / node.name, "yarn.log.dir": self.workdir / node.name})
-        log = self.daemon_log(node)
-        log.parent.mkdir(parents=True, exist_ok=True)
-        self._log_offsets[node.name] = log.stat().st_size if log.exists() else 0
-        self._start_logged(node, command, self._daemon_env(), log)
+        self._start_logged(node, command, self._daemon_env(), self.daemon_log(node))
 
     def log_tail(self, node: Node, lines: int = 30) -> str:
         path = self.daemon_log(node)
