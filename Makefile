@@ -28,7 +28,7 @@ RUNTIME_JARS := .cache/jars
 export PYICEBERG_CRYPTO_JARS := $(CURDIR)/$(RUNTIME_JARS)
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-spark3.5 venv venv-spark3.5 jars runtime-jars trino-jars system-packages demo test test-fast \
+.PHONY: setup setup-spark3.5 venv venv-spark3.5 jars runtime-jars trino-jars yarn-jars system-packages demo test test-fast \
 	test-spark3.5 bench bench-quick dist clean fuzz docs
 
 setup: venv jars runtime-jars
@@ -69,16 +69,25 @@ $(RUNTIME_JARS)/.complete: pyiceberg_crypto/jars.py pyiceberg_crypto/testing/jar
 demo: setup
 	$(VENV)/bin/pyiceberg-crypto demo
 
-# Trino 483 in one JVM for tests/trino (Java 25, which these machines ship under /usr/lib/jvm beside
-# Java 17; pyiceberg_crypto/testing/trino.py finds it): its ~475 jars (~510 MB) from Maven Central,
-# resolved once by the same Maven that builds the bridge jar (tests/trino/pom.xml).
+# Jar sets resolved by Maven (the same Maven that builds the bridge jar), each from a pom that only
+# lists dependencies: `mvn dependency:copy-dependencies` into .cache/NAME, once; offline afterwards.
+# One rule for all of them (a new set: a pom, a directory, a line below).
+#   trino-jars: Trino 483 in one JVM for tests/trino (Java 25, which these machines ship under
+#     /usr/lib/jvm beside Java 17; pyiceberg_crypto/testing/trino.py finds it): ~475 jars (~510 MB).
+#   yarn-jars: a YARN ResourceManager and NodeManager (Hadoop 3.4.2, pyspark's Hadoop client) for
+#     the YARN cluster in network namespaces (pyiceberg_crypto/testing/yarn.py): ~140 jars (~80 MB).
 TRINO_JARS := .cache/trino
+YARN_JARS := .cache/yarn
 export PYICEBERG_CRYPTO_TRINO_JARS := $(CURDIR)/$(TRINO_JARS)
+export PYICEBERG_CRYPTO_YARN_JARS := $(CURDIR)/$(YARN_JARS)
 trino-jars: $(TRINO_JARS)/.complete
+yarn-jars: $(YARN_JARS)/.complete
 
 $(TRINO_JARS)/.complete: tests/trino/pom.xml
-	mvn -q -B -f tests/trino/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
-		-DoutputDirectory=$(CURDIR)/$(TRINO_JARS)
+$(YARN_JARS)/.complete: tests/cluster/yarn/pom.xml
+$(TRINO_JARS)/.complete $(YARN_JARS)/.complete:
+	rm -rf $(@D)
+	mvn -q -B -f $< dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(CURDIR)/$(@D)
 	touch $@
 
 # The network-namespace cluster tests (tests/cluster) need iptables (a firewall rule in one node)
@@ -165,7 +174,7 @@ test-spark3.5: setup-spark3.5
 
 # Benchmarks (bench/README.md): full sizes write bench/RESULTS.md (~20 min on 2 cores); quick
 # sizes print the same tables in < 3 minutes (data in the gitignored bench/.data/).
-bench: setup
+bench: setup yarn-jars
 	$(PY) -m bench.run
 
 bench-quick: setup

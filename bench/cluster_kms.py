@@ -2,10 +2,13 @@
 
 The same Spark application (``python -m bench.cluster_kms --app CONFIG.json``) runs twice:
 
-* **namespace cluster**: the Spark standalone cluster of ``tests/cluster/netns.py`` (master, two
+* **namespace cluster**: the Spark standalone cluster of ``pyiceberg_crypto/testing/netns.py`` (master, two
   workers, driver, each in its own Linux network namespace, joined by a bridge); the driver registers
   its KMS with ``bind_address=<driver address>``, so executors call it over TLS across the bridge,
   as on a real cluster;
+* **YARN**: the YARN cluster of ``pyiceberg_crypto/testing/yarn.py`` (a ResourceManager and two
+  NodeManagers in namespaces of their own, the driver on the edge node in client mode): executors in
+  NodeManager containers call the driver's KMS over TLS, as on EMR or Dataproc;
 * **loopback**: ``local-cluster[2,1,1024]`` on this machine, the KMS on 127.0.0.1 (token, no TLS).
 
 In each: ``unwrapKey`` latency and calls/s from 1 and 8 JVM threads inside one executor (the test
@@ -15,8 +18,8 @@ as Iceberg ships it), the same from the driver JVM (Py4J, no network) as the flo
 cleanup deletes N-1 data files, manifests and manifest lists in Spark tasks that unwrap the KEK on
 executors): wall time, Spark tasks, and KMS calls counted by the registration.
 
-The namespace cluster needs root, ``ip``, ``iptables`` and ``tcpdump`` (``make test`` installs the last
-two); elsewhere its rows are left out and the section says why.
+The namespace clusters need root, ``ip``, ``iptables`` and ``tcpdump`` (``make test`` installs the last
+two), YARN also its jars (``make yarn-jars``); elsewhere their rows are left out and the section says why.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ RESULT_PREFIX = "BENCH "
 #: (config key, how the table names it, its reference in the same run)
 ENVIRONMENTS = {
     "netns": "executor on another host, TLS",
+    "yarn": "executor in a YARN container on another host, TLS",
     "loopback": "local-cluster executor, loopback",
 }
 
@@ -198,7 +202,7 @@ def _run_loopback(ctx: Context) -> dict:
 
 
 def _run_netns(ctx: Context) -> dict:
-    from tests.cluster.netns import NetnsCluster
+    from pyiceberg_crypto.testing.netns import NetnsCluster
 
     ctx.log("cluster KMS: starting the network-namespace cluster (master, 2 workers, driver)")
     cluster = NetnsCluster.start(ctx.data_dir / "netns-cluster")
@@ -208,6 +212,22 @@ def _run_netns(ctx: Context) -> dict:
         completed = cluster.run(cluster.driver, _app_command(path), env=_app_env(cluster.driver_env()),
                                 cwd=path.parent, timeout=1800)
         return _parse(completed, "namespace cluster")
+    finally:
+        cluster.close()
+
+
+def _run_yarn(ctx: Context) -> dict:
+    from pyiceberg_crypto.testing.yarn import YarnCluster
+
+    ctx.log("cluster KMS: starting the YARN cluster (ResourceManager, 2 NodeManagers, edge node)")
+    cluster = YarnCluster.start(ctx.data_dir / "yarn-cluster")
+    try:
+        conf = {**cluster.spark_conf("client"), "spark.pyspark.python": sys.executable}
+        path = _config(ctx, "yarn", conf, cluster.edge.address)
+        ctx.log("cluster KMS: executors in YARN containers, KMS on the edge node over TLS")
+        completed = cluster.run(cluster.edge, _app_command(path), env=_app_env(cluster.submit_env()),
+                                cwd=path.parent, timeout=1800)
+        return _parse(completed, "YARN")
     finally:
         cluster.close()
 
@@ -230,29 +250,32 @@ def _latency_rows(results: dict, skipped: dict[str, str]) -> list[Row]:
                             f"{metric_name}, {ENVIRONMENTS['loopback']}, {label}", unit,
                             loop["executor"][metric] if loop else [], refs=(driver_key,), short="loopback",
                             note="" if loop else not_run))
-            if "netns" in results:
-                netns = results["netns"]["latency"][str(threads)]
-                rows.append(Row("cluster KMS", f"netns_{metric}_{threads}",
-                                f"{metric_name}, {ENVIRONMENTS['netns']}, {label}", unit, netns["executor"][metric],
-                                refs=(f"loopback_{metric}_{threads}", driver_key), headline=metric != "p99",
-                                note="executor " + ", ".join(netns["executor"]["hosts"])))
-            elif "netns" in skipped:
-                rows.append(not_measured("cluster KMS", f"netns_{metric}_{threads}",
-                                         f"{metric_name}, {ENVIRONMENTS['netns']}, {label}", unit, skipped["netns"],
-                                         refs=(f"loopback_{metric}_{threads}", driver_key),
-                                         headline=metric != "p99"))
+            for name in ("netns", "yarn"):
+                refs = (f"loopback_{metric}_{threads}", driver_key) + ((f"netns_{metric}_{threads}",)
+                                                                       if name == "yarn" and "netns" in results else ())
+                if name in results:
+                    measured = results[name]["latency"][str(threads)]
+                    rows.append(Row("cluster KMS", f"{name}_{metric}_{threads}",
+                                    f"{metric_name}, {ENVIRONMENTS[name]}, {label}", unit,
+                                    measured["executor"][metric], refs=refs,
+                                    headline=name == "netns" and metric != "p99",
+                                    note="executor " + ", ".join(measured["executor"]["hosts"])))
+                elif name in skipped:
+                    rows.append(not_measured("cluster KMS", f"{name}_{metric}_{threads}",
+                                             f"{metric_name}, {ENVIRONMENTS[name]}, {label}", unit, skipped[name],
+                                             refs=refs, headline=name == "netns" and metric != "p99"))
     return rows
 
 
 def _expire_rows(results: dict, skipped: dict[str, str], snapshots: int) -> list[Row]:
     rows: list[Row] = []
-    for name in ("loopback", "netns"):
+    for name in ("loopback", "netns", "yarn"):
         if name not in results and name not in skipped:
             continue
-        refs = ("expire_loopback",) if name == "netns" else ()
+        refs = ("expire_loopback",) if name != "loopback" else ()
         wall = f"`expire_snapshots` wall time, {snapshots} snapshots, {ENVIRONMENTS[name]}"
         calls = f"KMS calls during `expire_snapshots`, {ENVIRONMENTS[name]}"
-        calls_refs = ("expire_calls_loopback",) if name == "netns" else ()
+        calls_refs = ("expire_calls_loopback",) if name != "loopback" else ()
         if name not in results:
             rows.append(not_measured("cluster KMS", f"expire_{name}", wall, "s", skipped[name], refs=refs,
                                      short="loopback", headline=name == "netns"))
@@ -270,19 +293,21 @@ def _expire_rows(results: dict, skipped: dict[str, str], snapshots: int) -> list
 
 
 #: Why quick mode measures nothing here: each environment is a Spark application of its own.
-QUICK_SKIP = ("quick mode leaves this section out: it starts two Spark applications of their own (a "
-              "`local-cluster` and a four-JVM standalone cluster in network namespaces), ~1.5 of the quick "
-              "run's minutes on 2 vCPUs; `make bench` measures it")
+QUICK_SKIP = ("quick mode leaves this section out: it starts three Spark applications of their own (a "
+              "`local-cluster`, a four-JVM standalone cluster and a YARN cluster in network namespaces), "
+              "minutes of the quick run on 2 vCPUs; `make bench` measures it")
 
 
 def run(ctx: Context) -> Section:
-    from tests.cluster.netns import ClusterUnavailable, check_namespaces_possible
+    from pyiceberg_crypto.testing.netns import ClusterUnavailable, check_namespaces_possible
+    from pyiceberg_crypto.testing.yarn import check_yarn_jars
 
     results: dict = {}
     skipped: dict[str, str] = {}
     missing = ""
     if ctx.quick:
-        skipped = {"loopback": "quick mode (see above)", "netns": "quick mode (see above)"}
+        skipped = {"loopback": "quick mode (see above)", "netns": "quick mode (see above)",
+                   "yarn": "quick mode (see above)"}
         missing = f" Not measured in this run: {QUICK_SKIP}."
         ctx.log(f"cluster KMS: skipped, {QUICK_SKIP}")
     else:
@@ -293,19 +318,31 @@ def run(ctx: Context) -> Section:
             missing = f" The namespace cluster rows are missing from this run: {exc}."
         else:
             results["netns"] = _run_netns(ctx)
+            try:
+                check_yarn_jars()
+            except ClusterUnavailable as exc:
+                missing = f" The YARN rows are missing from this run: {exc}."
+                skipped["yarn"] = str(exc)
+            else:
+                results["yarn"] = _run_yarn(ctx)
     sizes = ctx.sizes
     description = (
         "`unwrapKey` from inside one executor JVM through the `PythonKmsClient` Iceberg ships in its tasks "
         f"(test kit `ExecutorKmsBench`; {sizes.cluster_kms_calls_per_thread} calls split over the JVM threads, "
-        f"after a warm-up, {sizes.repeats} repeats): on the Spark standalone cluster of `tests/cluster/netns.py` "
+        f"after a warm-up, {sizes.repeats} repeats): on the Spark standalone cluster of `pyiceberg_crypto/testing/netns.py` "
         "(executors in other network namespaces, the driver's KMS registered with `bind_address`, so every call "
-        "is TLS across the bridge) and on `local-cluster[2,1,1024]` with the KMS on loopback; the driver JVM's "
+        "is TLS across the bridge), on the YARN cluster of `pyiceberg_crypto/testing/yarn.py` (executors in "
+        "NodeManager containers, the driver in client mode on the edge node) "
+        "and on `local-cluster[2,1,1024]` with the KMS on loopback; the driver JVM's "
         "own Py4J calls are the floor. Then `expire_snapshots(retain_last => 1)` on a table of "
         f"{sizes.cluster_snapshots} snapshots (INSERT OVERWRITE of one data file each): wall time, Spark tasks "
         "and KMS calls counted by the registration (one sample each: the table is consumed)." + missing)
     if "netns" in results:
         tls = results["netns"]
         description += f" Namespace cluster: KMS at {tls['address']}, TLS {'on' if tls['tls'] else 'OFF'}."
+    if "yarn" in results:
+        tls = results["yarn"]
+        description += f" YARN: KMS at {tls['address']}, TLS {'on' if tls['tls'] else 'OFF'}."
     return Section(TITLE, description,
                    _latency_rows(results, skipped) + _expire_rows(results, skipped, sizes.cluster_snapshots))
 

@@ -27,7 +27,7 @@ CATALOG = "local"
 # closure in item.fixturenames): the Spark driver, the Java test services, the wheel build (Maven).
 JVM_FIXTURES = frozenset({
     "spark", "jvm", "kms_registration", "hive_metastore", "rest_catalog_server", "kafka_broker",
-    "dist", "netns_cluster",
+    "dist", "netns_cluster", "yarn_cluster",
 })
 # Markers whose tests start JVMs of their own, by subprocess (spark-submit, Spark applications,
 # the namespace cluster, wheels installed into fresh environments, the docs walk).

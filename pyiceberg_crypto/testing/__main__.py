@@ -6,6 +6,7 @@
     python -m pyiceberg_crypto.testing openbao --directory /tmp/bao [--port 8200] [--persistent [--tls]]
     python -m pyiceberg_crypto.testing rest --directory /tmp/rest [--port 8181]
     python -m pyiceberg_crypto.testing jars DIR [--kafka-broker] [--rest-catalog]   # fetch their jars once (offline use)
+    python -m pyiceberg_crypto.testing yarn --directory /tmp/yarn   # a YARN cluster in network namespaces (root; make yarn-jars)
 
 Prints where the service listens (never credentials: moto accepts any, the clients bring their own
 through ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``; OpenBao's root token is in a 0600 file whose
@@ -54,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     rest = sub.add_parser("rest", help="an Iceberg REST catalog for tests on 127.0.0.1 (no authentication)")
     rest.add_argument("--directory", required=True, help="catalog database, default warehouse and log directory")
     rest.add_argument("--port", type=int, default=8181, help="HTTP port (0: a free one)")
+    yarn = sub.add_parser("yarn", help="a ResourceManager and two NodeManagers in network namespaces, and an edge "
+                          "node to submit from (needs root, iproute2, iptables, tcpdump; jars: make yarn-jars)")
+    yarn.add_argument("--directory", required=True, help="configuration, daemon logs, NodeManager directories, staging")
     fetch = sub.add_parser("jars", help="download the servers' pinned jars into DIR, SHA-256 checked (offline use)")
     fetch.add_argument("directory", metavar="DIR")
     fetch.add_argument("--kafka-broker", action="store_true", help="the Kafka broker's jars, into DIR/kafka-VERSION")
@@ -63,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.service == "jars":
         return _download_jars(args)
+    if args.service == "yarn":
+        return _run_yarn(args.directory)
 
     if args.service == "metastore":
         service = StandaloneMetastore(args.directory, host=args.host, port=args.port)
@@ -108,6 +114,33 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         service.stop()
+
+
+def _run_yarn(directory: str) -> int:
+    """The test suite's YARN cluster (:class:`YarnCluster`), until Ctrl-C / SIGTERM."""
+    from pyiceberg_crypto.testing.yarn import YarnCluster
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        cluster = YarnCluster.start(directory)
+    except ServiceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        edge = cluster.edge
+        print(f"YARN cluster ready: ResourceManager at {cluster.resource_manager.address}, NodeManagers at "
+              f"{', '.join(n.address for n in cluster.nodemanagers)}; submit from the edge node: "
+              f"ip netns exec {edge.netns} env HADOOP_CONF_DIR={cluster.client_conf_dir} spark-submit --master yarn "
+              f"--conf spark.yarn.jars=local:<pyspark>/jars/* --conf spark.driver.host={edge.address} ... "
+              f"(settings: YarnCluster.spark_conf; logs under {cluster.workdir})", flush=True)
+        while all(cluster.daemon_running(node) for node in [cluster.resource_manager, *cluster.nodemanagers]):
+            time.sleep(1)
+        print(f"a YARN daemon exited; see the daemon.log files under {cluster.workdir}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        cluster.close()
 
 
 def _download_jars(args: argparse.Namespace) -> int:

@@ -40,17 +40,20 @@ def pyspark_jars_dir() -> Path:
 
 
 def java_command(main_class: str, *args: str, classpath: Iterable[str | os.PathLike], heap: str,
-                 c1_only: bool = True, system_properties: Mapping[str, str] | None = None) -> list[str]:
+                 c1_only: bool = True, system_properties: Mapping[str, object] | None = None,
+                 options: Iterable[str] = ()) -> list[str]:
     """The command line of one JVM: ``java -Xmx<heap> [-XX:TieredStopAtLevel=1] -XX:+UseSerialGC
-    [-Dkey=value ...] -cp <classpath> <main_class> <args>``.
+    [options ...] [-Dkey=value ...] -cp <classpath> <main_class> <args>``.
 
     ``c1_only``: compile with C1 only (servers of small requests start faster; the Kafka broker
-    keeps C2). ``system_properties``: ``-D`` options, in their order."""
+    keeps C2). ``options``: other JVM options (``--add-opens=...``). ``system_properties``: ``-D``
+    options, in their order."""
     return [
         java_executable(),
         f"-Xmx{heap}",
         *(["-XX:TieredStopAtLevel=1"] if c1_only else []),
         "-XX:+UseSerialGC",
+        *options,
         *(f"-D{key}={value}" for key, value in (system_properties or {}).items()),
         "-cp",
         os.pathsep.join(map(str, classpath)),

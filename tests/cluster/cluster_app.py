@@ -1,5 +1,5 @@
 """Spark applications whose driver runs in the network-namespace cluster's driver namespace, with
-executors on two workers in namespaces of their own (tests/cluster/netns.py). Run by
+executors on two workers in namespaces of their own (pyiceberg_crypto/testing/netns.py). Run by
 tests/cluster/test_cluster.py as ``python cluster_app.py SCENARIO CONFIG.json``:
 
 - ``main``: the package's public API with its default jar path (``spark.jars.packages``): the
@@ -88,7 +88,7 @@ def executor_hosts(spark) -> list[str]:
     def host(_):
         import os as os_
 
-        return [os_.environ.get("SPARK_LOCAL_IP", "?")]
+        return [os_.environ.get("NM_HOST") or os_.environ.get("SPARK_LOCAL_IP", "?")]  # YARN or standalone
 
     return sorted(set(spark.sparkContext.parallelize(range(8), 8).mapPartitions(host).collect()))
 
@@ -123,13 +123,18 @@ def remove_orphans_sql() -> str:
     return REMOVE_ORPHANS.format(datetime.now() - timedelta(days=2))
 
 
+def advertised_address(spark, bind_address: str) -> str:
+    """Where executors reach a KMS bound to ``bind_address`` (the wildcard: spark.driver.host)."""
+    return spark.conf.get("spark.driver.host") if bind_address == "0.0.0.0" else bind_address
+
+
 def main_scenario(spark, kms, cfg: dict, workdir: Path) -> dict:
     driver_address = cfg["driver_address"]
     tokens, data_keys = [], set()
     registration = register_kms(spark, kms, bind_address=driver_address, kms_timeout=KMS_TIMEOUT_SECONDS)
     tokens.append(registration._server.auth_token)
     report("registered", registration.tls and registration.address == driver_address,
-           port=registration.port, address=registration.address)
+           port=registration.port, address=registration.address, advertised=advertised_address(spark, driver_address))
     listed = spark.sparkContext._jsc.sc().listJars().mkString(",")
     report("jars shipped to executors", "iceberg-spark-runtime" in listed and "pyiceberg-crypto-bridge" in listed,
            jars=listed)
@@ -203,7 +208,8 @@ def main_scenario(spark, kms, cfg: dict, workdir: Path) -> dict:
     step("drop table purge", lambda: spark.sql("DROP TABLE lake.db.purged PURGE").collect())
     report("purge deleted every file", bool(tracked) and not any(p.exists() for p in tracked), tracked=len(tracked))
 
-    worker_killed_during_insert(spark, cfg, workdir, model)
+    if cfg.get("kill_during_insert", True):
+        worker_killed_during_insert(spark, cfg, workdir, model)
     data_keys |= data_keys_of(spark, "lake.db.t")
     location = spark.sql("SELECT file FROM lake.db.t.metadata_log_entries ORDER BY timestamp DESC LIMIT 1").first()[0]
     report("table", True, metadata_location=location, rows=len(model), sum=sum(model))
@@ -282,6 +288,29 @@ def faults_scenario(spark, kms, cfg: dict, workdir: Path) -> dict:
 SCENARIOS = {"main": (main_scenario, 4), "faults": (faults_scenario, 1)}
 
 
+def first_attempt_dies(spark, kms, cfg: dict) -> None:
+    """With ``spark.yarn.maxAppAttempts=2`` (``cfg["first_attempt_dies"]``): attempt 1 registers its
+    Python KMS, writes an encrypted table and dies; attempt 2 (a new driver, a new registration)
+    reads that table back and goes on with the scenario."""
+    option = spark.sparkContext._jsc.sc().applicationAttemptId()  # Scala Option: YARN cluster mode sets it
+    attempt = option.get() if option.isDefined() else "1"
+    registration = register_kms(spark, kms, bind_address=cfg["driver_address"], kms_timeout=KMS_TIMEOUT_SECONDS)
+    report("attempt", True, attempt=attempt, port=registration.port,
+           advertised=advertised_address(spark, cfg["driver_address"]))
+    if attempt == "1":
+        spark.sql("CREATE NAMESPACE IF NOT EXISTS lake.attempts")
+        spark.sql("CREATE TABLE lake.attempts.t (id bigint) USING iceberg "
+                  + config.tblproperties_sql(config.table_properties("orders-key")))
+        spark.sql("INSERT INTO lake.attempts.t SELECT id FROM range(0, 100, 1, 2)")
+        step("attempt 1 wrote", lambda: totals(spark, "lake.attempts.t"), expected=[100, sum(range(100)), 100])
+        sys.stdout.flush()
+        os._exit(17)  # the driver dies: YARN starts attempt 2 in a new ApplicationMaster container
+    step("attempt 2 reads what attempt 1 wrote", lambda: totals(spark, "lake.attempts.t"),
+         expected=[100, sum(range(100)), 100])
+    spark.sql("INSERT INTO lake.attempts.t SELECT id FROM range(100, 200, 1, 2)")
+    step("attempt 2 writes", lambda: totals(spark, "lake.attempts.t"), expected=[200, sum(range(200)), 200])
+
+
 def run(scenario: str, cfg: dict) -> None:
     workdir = Path(cfg["workdir"])
     os.chdir(workdir)
@@ -289,6 +318,12 @@ def run(scenario: str, cfg: dict) -> None:
     settings = config.spark_settings(CATALOG, warehouse=workdir / "wh")
     spark = session(settings, cfg["spark_conf"], f"cluster-{scenario}", max_failures)
     kms = RecordingKeystoreKms(cfg["keystore"])
+    import pyiceberg_crypto
+
+    report("driver python", True, executable=sys.executable, package=pyiceberg_crypto.__file__,
+           application_id=spark.sparkContext.applicationId)
+    if cfg.get("first_attempt_dies"):
+        first_attempt_dies(spark, kms, cfg)
     secrets = body(spark, kms, cfg, workdir)
     (workdir / "secrets.json").write_text(json.dumps({
         **{f"kek {i}": kek.hex() for i, kek in enumerate(sorted(secrets["kms"].keks | kms.keks))},

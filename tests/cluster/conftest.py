@@ -1,10 +1,11 @@
-"""The network-namespace cluster (tests/cluster/netns.py): one per test run, started on first use."""
+"""The network-namespace clusters (pyiceberg_crypto/testing/netns.py, .../yarn.py): one of each per
+test run, started on first use and shared by the module's tests."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.cluster.netns import ClusterUnavailable, NetnsCluster
+from pyiceberg_crypto.testing.netns import ClusterUnavailable, NetnsCluster
 
 
 @pytest.fixture(scope="session")
@@ -13,6 +14,22 @@ def netns_cluster(tmp_path_factory):
         cluster = NetnsCluster.start(tmp_path_factory.mktemp("netns-cluster"))
     except ClusterUnavailable as exc:
         pytest.skip(f"no network-namespace cluster here: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture(scope="session")
+def yarn_cluster(tmp_path_factory):
+    """A ResourceManager and two NodeManagers (Hadoop 3.4.2), each in its own namespace, and an
+    edge node that submits applications."""
+    from pyiceberg_crypto.testing.yarn import YarnCluster
+
+    try:
+        cluster = YarnCluster.start(tmp_path_factory.mktemp("yarn-cluster"))
+    except ClusterUnavailable as exc:
+        pytest.skip(f"no YARN cluster in network namespaces here: {exc}")
     try:
         yield cluster
     finally:

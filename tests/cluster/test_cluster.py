@@ -1,4 +1,4 @@
-"""The package on a Spark standalone cluster whose nodes share no loopback (tests/cluster/netns.py):
+"""The package on a Spark standalone cluster whose nodes share no loopback (pyiceberg_crypto/testing/netns.py):
 the default jar path, the Python KMS over TLS from executors on other hosts, maintenance, the
 verifier in Python tasks on the workers, faults, and what crosses the wire.
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -21,7 +20,8 @@ import pytest
 
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.kms.keystore import Keystore
-from tests.cluster.netns import read_pcap_payloads
+from pyiceberg_crypto.testing.netns import read_pcap_payloads
+from tests.cluster.apps import pack_environment, serve_requests
 from tests.integration.kms_cluster_app import ok, results_of
 from tests.testkit import PROJECT_ENV, ROOT
 
@@ -49,32 +49,17 @@ def default_jar_env(cluster) -> dict[str, str]:
     return env
 
 
-def serve_requests(cluster, workdir: Path, stop: threading.Event) -> list[dict]:
-    """Do what the application asks (kill a worker, firewall a port) until ``stop``; return the log."""
-    handled = []
+def worker_actions(cluster):
+    """What the ``faults`` and ``main`` applications ask of the machine, done on ``cluster``."""
+    def handle(ask: dict) -> None:
+        if ask["action"] == "kill_worker":
+            cluster.kill_worker(ask["index"])
+        elif ask["action"] == "block_port":
+            cluster.block_port(cluster.workers[WORKER_NODES[ask["node"]]], ask["port"])
+        elif ask["action"] == "unblock_port":
+            cluster.unblock_port(cluster.workers[WORKER_NODES[ask["node"]]], ask["port"])
 
-    def loop():
-        requests = workdir / "requests"
-        while not stop.is_set():
-            for request in sorted(requests.glob("*.json")) if requests.is_dir() else []:
-                done = request.with_suffix(".done")
-                if done.exists():
-                    continue
-                ask = json.loads(request.read_text())
-                result = {}
-                if ask["action"] == "kill_worker":
-                    cluster.kill_worker(ask["index"])
-                elif ask["action"] == "block_port":
-                    cluster.block_port(cluster.workers[WORKER_NODES[ask["node"]]], ask["port"])
-                elif ask["action"] == "unblock_port":
-                    cluster.unblock_port(cluster.workers[WORKER_NODES[ask["node"]]], ask["port"])
-                handled.append(ask)
-                done.write_text(json.dumps({"done": ask["action"], **result}))
-            stop.wait(0.1)  # a server's loop: the pace at which it looks for requests
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    return handled
+    return handle
 
 
 def run_app(cluster, scenario: str, workdir: Path, keystore: Path, timeout: int = 900) -> dict:
@@ -83,7 +68,7 @@ def run_app(cluster, scenario: str, workdir: Path, keystore: Path, timeout: int 
            "keystore": str(keystore)}
     (workdir / "config.json").write_text(json.dumps(cfg))
     stop = threading.Event()
-    handled = serve_requests(cluster, workdir, stop)
+    handled = serve_requests(workdir, stop, worker_actions(cluster))
     try:
         result = cluster.run(cluster.driver, [sys.executable, str(APP), scenario, str(workdir / "config.json")],
                              env=default_jar_env(cluster), cwd=workdir, timeout=timeout)
@@ -234,15 +219,7 @@ def assert_tls_records(data: bytes, stream) -> None:
 
 def test_the_verification_job_through_spark_submit_with_a_packed_environment(main_run, netns_cluster, keystore,
                                                                               dist, tmp_path):
-    env_dir = tmp_path / "env"
-    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=120)
-    pip = [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    # pyspark itself stays out of the archive: executors use their Spark's own pyspark.zip.
-    subprocess.run([*pip, "--no-deps", str(dist["wheel"])], check=True, timeout=300)
-    subprocess.run([*pip, "cryptography", "fastavro", "rich"], check=True, timeout=300)
-    archive = tmp_path / "env.tar.gz"
-    subprocess.run([sys.executable, "-m", "venv_pack", "-p", str(env_dir), "-o", str(archive)], check=True,
-                   timeout=300, capture_output=True)
+    archive = pack_environment(dist["wheel"], tmp_path)
 
     import pyspark
     from pyiceberg_crypto import config

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from tests.cluster.netns import SUBNET, ClusterUnavailable, NetnsCluster, read_pcap_payloads
+from pyiceberg_crypto.testing.netns import SUBNET, ClusterUnavailable, NetnsCluster, read_pcap_payloads
 from tests.testkit import eventually
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]

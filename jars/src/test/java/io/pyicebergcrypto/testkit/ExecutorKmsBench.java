@@ -50,7 +50,10 @@ public final class ExecutorKmsBench implements FlatMapFunction<Iterator<Object>,
   @Override
   public Iterator<String> call(Iterator<Object> ignored) throws Exception {
     double[] result = KmsBridgeBench.measure(kms, keyId, threads, callsPerThread, warmupCalls);
-    String host = System.getenv("SPARK_LOCAL_IP");
+    String host = System.getenv("NM_HOST"); // a YARN container: its NodeManager's address
+    if (host == null || host.isEmpty()) {
+      host = System.getenv("SPARK_LOCAL_IP"); // a standalone worker's
+    }
     if (host == null || host.isEmpty()) {
       host = InetAddress.getLocalHost().getHostAddress();
     }

@@ -1,7 +1,11 @@
-"""A Spark standalone cluster made of Linux network namespaces: a master, two workers and a driver,
-each a "host" with its own loopback and address, joined by a bridge that lives in a namespace of its
-own (the root namespace, where the tests run, has no route to them). The file system is shared, as
-on a cluster with a shared warehouse (NFS, an object store).
+"""Clusters made of Linux network namespaces: each node a "host" with its own loopback and address,
+joined by a bridge that lives in a namespace of its own (the root namespace, where the tests run, has
+no route to them). The file system is shared, as on a cluster with a shared warehouse (NFS, an
+object store) and Spark installed on every machine's image.
+
+:class:`Namespaces` is the network and the bookkeeping (nodes, processes started in them, firewall
+rules, captures, ``close()``); :class:`NetnsCluster` is a Spark standalone cluster on it (a master,
+two workers and a driver), :class:`pyiceberg_crypto.testing.yarn.YarnCluster` a YARN one.
 
     cluster = NetnsCluster.start(workdir)            # needs root and iproute2's `ip`
     try:
@@ -33,20 +37,21 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.testkit import eventually
+from pyiceberg_crypto.testing._process import ServiceError
+from pyiceberg_crypto.testing._wait import eventually
 
 SUBNET = "10.77.0"
 MASTER_PORT = 7077
 MASTER_UI_PORT = 8080
 
 
-class ClusterUnavailable(RuntimeError):
+class ClusterUnavailable(ServiceError):
     """Namespaces cannot be made here (not root, no `ip`, a kernel without them): tests skip."""
 
 
 @dataclass(frozen=True)
 class Node:
-    name: str  # "master", "w1", "w2", "driver"
+    name: str  # "master", "w1", "w2", "driver"; "rm", "nm1", "nm2" on YARN
     netns: str
     address: str
 
@@ -69,49 +74,31 @@ def _ip(*args: str, netns: str | None = None) -> None:
     command = ["ip", *(["-n", netns] if netns else []), *args]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed: {result.stderr.strip()}")
+        raise ServiceError(f"{' '.join(command)} failed: {result.stderr.strip()}")
 
 
-class NetnsCluster:
-    """The namespaces, the master and worker processes, and the operations tests need on them."""
+class Namespaces:
+    """The namespaces of ``nodes`` on one bridge, the processes started in them, and the operations
+    tests need on them (firewall rules, captures, killing a node). Subclasses start the daemons."""
 
-    def __init__(self, workdir: Path, prefix: str):
+    def __init__(self, workdir: Path, prefix: str, nodes: list[Node]):
         self.workdir = workdir
         self.prefix = prefix
         self.bridge_netns = f"{prefix}-br"
         self.bridge_interface = "br0"
-        self.master = Node("master", f"{prefix}-master", f"{SUBNET}.2")
-        self.workers = [Node("w1", f"{prefix}-w1", f"{SUBNET}.3"), Node("w2", f"{prefix}-w2", f"{SUBNET}.4")]
-        self.driver = Node("driver", f"{prefix}-driver", f"{SUBNET}.5")
-        self.auth_secret = secrets.token_hex(32)
+        self._nodes = nodes
         self._daemons: dict[str, subprocess.Popen] = {}
         self._processes: list[subprocess.Popen] = []
         self._namespaces: list[str] = []
 
-    # --- lifecycle ---------------------------------------------------------------------------
-
-    @classmethod
-    def start(cls, workdir: Path, *, startup_timeout: float = 90) -> NetnsCluster:
-        check_namespaces_possible()
-        cluster = cls(Path(workdir), f"pic{os.getpid()}-{secrets.token_hex(2)}")
-        try:
-            cluster._make_network()
-            cluster._start_daemon(cluster.master)
-            for worker in cluster.workers:
-                cluster._start_daemon(worker)
-            cluster.wait_for_workers(2, startup_timeout)
-        except BaseException:
-            cluster.close()
-            raise
-        return cluster
+    @staticmethod
+    def new_prefix() -> str:
+        """A prefix for namespace names no other run uses (``pic<pid>-<random>``)."""
+        return f"pic{os.getpid()}-{secrets.token_hex(2)}"
 
     @property
     def nodes(self) -> list[Node]:
-        return [self.master, *self.workers, self.driver]
-
-    @property
-    def master_url(self) -> str:
-        return f"spark://{self.master.address}:{MASTER_PORT}"
+        return list(self._nodes)
 
     def _make_network(self) -> None:
         _ip("netns", "add", self.bridge_netns)
@@ -129,6 +116,134 @@ class NetnsCluster:
             _ip("addr", "add", f"{node.address}/24", "dev", "eth0", netns=node.netns)
             _ip("link", "set", "eth0", "up", netns=node.netns)
             _ip("link", "set", "lo", "up", netns=node.netns)
+
+    def close(self) -> None:
+        """End every process (by PID, then whatever is left in the namespaces) and delete them."""
+        for process in self._processes:
+            _terminate(process)
+        for netns in self._namespaces:
+            _kill_namespace_processes(netns)
+        for netns in reversed(self._namespaces):
+            subprocess.run(["ip", "netns", "del", netns], capture_output=True)
+        self._namespaces.clear()
+
+    # --- running things on nodes -------------------------------------------------------------
+
+    def popen(self, node: Node, argv: list[str], **kwargs) -> subprocess.Popen:
+        """Start ``argv`` in ``node``'s namespace (tracked: ended by :meth:`close`)."""
+        process = subprocess.Popen(["ip", "netns", "exec", node.netns, *argv], start_new_session=True, **kwargs)
+        self._processes.append(process)
+        return process
+
+    def run(self, node: Node, argv: list[str], *, env=None, cwd=None, timeout: float = 600) -> subprocess.CompletedProcess:
+        """Run ``argv`` in ``node``'s namespace to completion (killed with its group on timeout)."""
+        process = self.popen(node, argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _terminate(process)
+            stdout, stderr = process.communicate()
+            stderr += f"\n[killed after {timeout} s]"
+        return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+    def _start_logged(self, node: Node, argv: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen:
+        """Start ``node``'s daemon, its output appended to ``log_path`` (restarted by ``ensure_*``)."""
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "ab") as log:
+            process = self.popen(node, argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+        self._daemons[node.name] = process
+        return process
+
+    def daemon_running(self, node: Node) -> bool:
+        process = self._daemons.get(node.name)
+        return process is not None and process.poll() is None
+
+    def kill_node(self, node: Node) -> list[int]:
+        """SIGKILL every process in ``node``'s namespace (its daemon and its children): a lost machine."""
+        pids = _namespace_pids(node.netns)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        process = self._daemons.get(node.name)
+        if process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(10)
+        return pids
+
+    # --- faults and observation --------------------------------------------------------------
+
+    def block_port(self, node: Node, port: int) -> None:
+        """Drop TCP from ``node`` to destination ``port`` (an iptables rule in its namespace)."""
+        subprocess.run(["ip", "netns", "exec", node.netns, "iptables", "-A", "OUTPUT", "-p", "tcp",
+                        "--dport", str(port), "-j", "DROP"], check=True, capture_output=True)
+
+    def unblock_port(self, node: Node, port: int) -> None:
+        subprocess.run(["ip", "netns", "exec", node.netns, "iptables", "-D", "OUTPUT", "-p", "tcp",
+                        "--dport", str(port), "-j", "DROP"], check=True, capture_output=True)
+
+    @contextlib.contextmanager
+    def capture(self, path: Path, bpf_filter: str = "tcp"):
+        """tcpdump on the bridge (every packet between nodes) into ``path`` while the block runs."""
+        log = open(Path(path).with_suffix(".log"), "wb")
+        process = self.popen(Node("bridge", self.bridge_netns, ""),
+                             ["tcpdump", "-i", self.bridge_interface, "-U", "-s", "0", "-w", str(path), bpf_filter],
+                             stdout=log, stderr=subprocess.STDOUT)
+        try:
+            def listening() -> bool:
+                if process.poll() is not None:
+                    raise ServiceError(f"tcpdump exited: {Path(log.name).read_text(errors='replace')}")
+                return b"listening on" in Path(log.name).read_bytes()
+
+            eventually(listening, 10, retry_on=(OSError,), message=lambda: f"tcpdump to listen on the bridge:\n"
+                       f"{Path(log.name).read_text(errors='replace')}")
+            yield path
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(10)
+            _terminate(process)
+            log.close()
+
+    @staticmethod
+    def root_namespace_addresses() -> str:
+        """Every address of the root namespace (where the tests run), for "not on the bridge" checks."""
+        return subprocess.run(["ip", "-br", "addr"], capture_output=True, text=True).stdout
+
+    def describe(self) -> str:
+        return json.dumps({n.name: {"netns": n.netns, "address": n.address} for n in self.nodes})
+
+
+class NetnsCluster(Namespaces):
+    """A Spark standalone cluster: a master, two workers and a driver, each in its own namespace."""
+
+    def __init__(self, workdir: Path, prefix: str):
+        self.master = Node("master", f"{prefix}-master", f"{SUBNET}.2")
+        self.workers = [Node("w1", f"{prefix}-w1", f"{SUBNET}.3"), Node("w2", f"{prefix}-w2", f"{SUBNET}.4")]
+        self.driver = Node("driver", f"{prefix}-driver", f"{SUBNET}.5")
+        super().__init__(workdir, prefix, [self.master, *self.workers, self.driver])
+        self.auth_secret = secrets.token_hex(32)
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    @classmethod
+    def start(cls, workdir: Path, *, startup_timeout: float = 90) -> NetnsCluster:
+        check_namespaces_possible()
+        cluster = cls(Path(workdir), cls.new_prefix())
+        try:
+            cluster._make_network()
+            cluster._start_daemon(cluster.master)
+            for worker in cluster.workers:
+                cluster._start_daemon(worker)
+            cluster.wait_for_workers(2, startup_timeout)
+        except BaseException:
+            cluster.close()
+            raise
+        return cluster
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://{self.master.address}:{MASTER_PORT}"
 
     def _spark_home(self) -> Path:
         import pyspark
@@ -166,10 +281,7 @@ class NetnsCluster:
                     "--memory", "1g", "--webui-port", "8081", self.master_url]
         env = self.node_env(node)
         env["SPARK_DAEMON_JAVA_OPTS"] = self._daemon_options()
-        log = open(self.workdir / node.name / "logs" / "daemon.log", "ab")
-        process = self.popen(node, argv, env=env, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        self._daemons[node.name] = process
+        self._start_logged(node, argv, env, self.workdir / node.name / "logs" / "daemon.log")
 
     def wait_for_workers(self, count: int, timeout: float = 90) -> None:
         """Wait until the master lists ``count`` ALIVE workers (a clear error with the node logs)."""
@@ -195,41 +307,11 @@ class NetnsCluster:
         """Restart any worker that is no longer running (after :meth:`kill_worker`)."""
         restarted = False
         for worker in self.workers:
-            process = self._daemons.get(worker.name)
-            if process is None or process.poll() is not None:
+            if not self.daemon_running(worker):
                 self._start_daemon(worker)
                 restarted = True
         if restarted:
             self.wait_for_workers(len(self.workers))
-
-    def close(self) -> None:
-        """End every process (by PID, then whatever is left in the namespaces) and delete them."""
-        for process in self._processes:
-            _terminate(process)
-        for netns in self._namespaces:
-            _kill_namespace_processes(netns)
-        for netns in reversed(self._namespaces):
-            subprocess.run(["ip", "netns", "del", netns], capture_output=True)
-        self._namespaces.clear()
-
-    # --- running things on nodes -------------------------------------------------------------
-
-    def popen(self, node: Node, argv: list[str], **kwargs) -> subprocess.Popen:
-        """Start ``argv`` in ``node``'s namespace (tracked: ended by :meth:`close`)."""
-        process = subprocess.Popen(["ip", "netns", "exec", node.netns, *argv], start_new_session=True, **kwargs)
-        self._processes.append(process)
-        return process
-
-    def run(self, node: Node, argv: list[str], *, env=None, cwd=None, timeout: float = 600) -> subprocess.CompletedProcess:
-        """Run ``argv`` in ``node``'s namespace to completion (killed with its group on timeout)."""
-        process = self.popen(node, argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            stdout, stderr = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _terminate(process)
-            stdout, stderr = process.communicate()
-            stderr += f"\n[killed after {timeout} s]"
-        return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
     def driver_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """Environment of a PySpark driver process in the driver's namespace."""
@@ -257,57 +339,7 @@ class NetnsCluster:
 
     def kill_worker(self, index: int) -> list[int]:
         """SIGKILL every process of worker ``index`` (its Worker and executor JVMs): a lost machine."""
-        worker = self.workers[index]
-        pids = _namespace_pids(worker.netns)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        process = self._daemons.get(worker.name)
-        if process is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(10)
-        return pids
-
-    def block_port(self, node: Node, port: int) -> None:
-        """Drop TCP from ``node`` to destination ``port`` (an iptables rule in its namespace)."""
-        subprocess.run(["ip", "netns", "exec", node.netns, "iptables", "-A", "OUTPUT", "-p", "tcp",
-                        "--dport", str(port), "-j", "DROP"], check=True, capture_output=True)
-
-    def unblock_port(self, node: Node, port: int) -> None:
-        subprocess.run(["ip", "netns", "exec", node.netns, "iptables", "-D", "OUTPUT", "-p", "tcp",
-                        "--dport", str(port), "-j", "DROP"], check=True, capture_output=True)
-
-    @contextlib.contextmanager
-    def capture(self, path: Path, bpf_filter: str = "tcp"):
-        """tcpdump on the bridge (every packet between nodes) into ``path`` while the block runs."""
-        log = open(Path(path).with_suffix(".log"), "wb")
-        process = self.popen(Node("bridge", self.bridge_netns, ""),
-                             ["tcpdump", "-i", self.bridge_interface, "-U", "-s", "0", "-w", str(path), bpf_filter],
-                             stdout=log, stderr=subprocess.STDOUT)
-        try:
-            def listening() -> bool:
-                if process.poll() is not None:
-                    raise RuntimeError(f"tcpdump exited: {Path(log.name).read_text(errors='replace')}")
-                return b"listening on" in Path(log.name).read_bytes()
-
-            eventually(listening, 10, retry_on=(OSError,), message=lambda: f"tcpdump to listen on the bridge:\n"
-                       f"{Path(log.name).read_text(errors='replace')}")
-            yield path
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGINT)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(10)
-            _terminate(process)
-            log.close()
-
-    @staticmethod
-    def root_namespace_addresses() -> str:
-        """Every address of the root namespace (where the tests run), for "not on the bridge" checks."""
-        return subprocess.run(["ip", "-br", "addr"], capture_output=True, text=True).stdout
-
-    def describe(self) -> str:
-        return json.dumps({n.name: {"netns": n.netns, "address": n.address} for n in self.nodes})
+        return self.kill_node(self.workers[index])
 
 
 def _namespace_pids(netns: str) -> list[int]:
