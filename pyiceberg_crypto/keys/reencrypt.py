@@ -199,7 +199,9 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
         old = _old_content(spark, ops, full_name, fresh)
         if any(old.values()):
             raise ReencryptError(f"{full_name}: after {max_rounds} rounds the current snapshot still holds files "
-                                 f"written under older keys ({old}); concurrent writers? run again")
+                                 f"written under older keys ({old}): other writers keep sealing with an older KEK (a session "
+                                 "that loaded the table before the run); the table stays readable (every commit so far "
+                                 "is whole): run again once they have reloaded it or paused")
     result.steps_done.append("rewrite")
     # 4. expire everything but the current snapshot; drop the key entries they alone needed
     say("expire snapshots")
