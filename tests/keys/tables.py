@@ -32,3 +32,18 @@ def keystore_table(spark, work: Path, master: str, prefix: str):
 
 def metadata_doc(location: str) -> dict:
     return json.loads(Path(location.removeprefix("file:")).read_text())
+
+
+class InsertDuringWrap(KeystoreKms):
+    """The keystore KMS that lets another writer commit while a re-wrap is between read and commit: its
+    first ``wrap_key`` INSERTs two rows into ``table`` through ``spark`` first."""
+
+    def __init__(self, path, spark, table):
+        super().__init__(path)
+        self.spark, self.table, self.inserted = spark, table, False
+
+    def wrap_key(self, key, wrapping_key_id):
+        if not self.inserted:
+            self.inserted = True
+            self.spark.sql(f"INSERT INTO {self.table} VALUES (100), (101)")
+        return super().wrap_key(key, wrapping_key_id)

@@ -25,25 +25,12 @@ from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
 from pyiceberg_crypto.verify import verify_table
 from tests.conftest import add_catalog
+from tests.keys.tables import InsertDuringWrap
 from tests.keys.test_where_used_without_jvm import run_cli
 
 pytestmark = [pytest.mark.loopback, pytest.mark.slow]
 
 MASTER = "cj-key"
-
-
-class InsertDuringWrap(KeystoreKms):
-    """The keystore KMS that lets a Spark writer commit while the re-wrap is between read and commit."""
-
-    def __init__(self, path, spark, table):
-        super().__init__(path)
-        self.spark, self.table, self.inserted = spark, table, False
-
-    def wrap_key(self, key, wrapping_key_id):
-        if not self.inserted:
-            self.inserted = True
-            self.spark.sql(f"INSERT INTO {self.table} VALUES (100), (101)")
-        return super().wrap_key(key, wrapping_key_id)
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.verify import verify_metadata, verify_table
 from pyiceberg_crypto.verify.report import KEY_ERROR, OK, WARN
 from tests.conftest import add_catalog
-from tests.keys.tables import keystore_table, metadata_doc, metadata_location
+from tests.keys.tables import InsertDuringWrap, keystore_table, metadata_doc, metadata_location
 
 MASTER = "rot"
 
@@ -37,20 +37,6 @@ class FailingWrap(KeystoreKms):
 
     def wrap_key(self, key, wrapping_key_id):
         raise ConnectionError("KMS endpoint went away")
-
-
-class InsertDuringWrap(KeystoreKms):
-    """The keystore KMS that lets another writer commit while the re-wrap is between read and commit."""
-
-    def __init__(self, path, spark, table):
-        super().__init__(path)
-        self.spark, self.table, self.inserted = spark, table, False
-
-    def wrap_key(self, key, wrapping_key_id):
-        if not self.inserted:
-            self.inserted = True
-            self.spark.sql(f"INSERT INTO {self.table} VALUES (100), (101)")
-        return super().wrap_key(key, wrapping_key_id)
 
 
 @pytest.fixture(scope="module")
