@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyiceberg_crypto import config
@@ -47,3 +48,34 @@ class InsertDuringWrap(KeystoreKms):
             self.inserted = True
             self.spark.sql(f"INSERT INTO {self.table} VALUES (100), (101)")
         return super().wrap_key(key, wrapping_key_id)
+
+
+@dataclass
+class KeystoreCatalogs:
+    """A keystore KMS registered in the session, and a Hive and a REST catalog that use it."""
+
+    keystore: Path
+    registration: object
+    kms_name: str
+    hive: str
+    rest: str
+    ns: str
+
+
+def keystore_catalogs(spark, work: Path, keys: tuple[str, ...], *, prefix: str, metastore_uri: str,
+                      rest_uri: str) -> KeystoreCatalogs:
+    """A keystore with ``keys`` in ``work``, registered as KMS ``<prefix>-<suffix>``; catalogs
+    ``<prefix>hive_<suffix>`` (the metastore at ``metastore_uri``) and ``<prefix>rest_<suffix>`` (the
+    REST server at ``rest_uri``) using it; ``ns`` a fresh namespace name (not created). Close the
+    registration when done."""
+    keystore = work / "keys.json"
+    assert main(["keystore", "create", str(keystore)]) == 0
+    for key in keys:
+        assert main(["keystore", "add", str(keystore), key]) == 0
+    suffix = uuid.uuid4().hex[:6]
+    kms_name = f"{prefix}-{suffix}"
+    registration = register_kms(spark, KeystoreKms(keystore), name=kms_name)
+    hive, rest = f"{prefix}hive_{suffix}", f"{prefix}rest_{suffix}"
+    add_catalog(spark, hive, warehouse=work / "wh", kms_name=kms_name, metastore_uri=metastore_uri)
+    add_catalog(spark, rest, work / "rest-wh", catalog_type="rest", uri=rest_uri, kms_name=kms_name)
+    return KeystoreCatalogs(keystore, registration, kms_name, hive, rest, f"ns_{suffix}")

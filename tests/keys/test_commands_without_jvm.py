@@ -9,18 +9,14 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
 
 from pyiceberg_crypto import config
-from pyiceberg_crypto.bridge import register_kms
-from pyiceberg_crypto.cli.main import main
 from pyiceberg_crypto.io.hive_metastore import table_parameters
-from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
-from tests.conftest import add_catalog
+from tests.keys.tables import keystore_catalogs
 from tests.keys.test_where_used_without_jvm import kms_args, run_cli
 from tests.path_without_java import fill_without_java
 
@@ -38,15 +34,9 @@ KEY = "nj-key"
 def lakes(spark, hive_metastore, rest_catalog_server, tmp_path_factory):  # noqa: F811
     """Table orders under KEY in a Hive namespace, events under KEY over REST (two INSERTs each)."""
     work = tmp_path_factory.mktemp("without-jvm")
-    keystore = work / "keys.json"
-    for argv in (["create", str(keystore)], ["add", str(keystore), KEY]):
-        assert main(["keystore", *argv]) == 0
-    suffix = uuid.uuid4().hex[:6]
-    registration = register_kms(spark, KeystoreKms(keystore), name=f"nj-{suffix}")
-    hive, rest, ns = f"njhive_{suffix}", f"njrest_{suffix}", f"ns_{suffix}"
-    add_catalog(spark, hive, warehouse=work / "wh", kms_name=f"nj-{suffix}", metastore_uri=hive_metastore.uri)
-    add_catalog(spark, rest, work / "rest-wh", catalog_type="rest", uri=rest_catalog_server.uri,
-                kms_name=f"nj-{suffix}")
+    lake = keystore_catalogs(spark, work, (KEY,), prefix="nj", metastore_uri=hive_metastore.uri,
+                             rest_uri=rest_catalog_server.uri)
+    keystore, registration, hive, rest, ns = lake.keystore, lake.registration, lake.hive, lake.rest, lake.ns
     for catalog, name in ((hive, "orders"), (rest, "events")):
         spark.sql(f"CREATE NAMESPACE {catalog}.{ns}")
         table = f"{catalog}.{ns}.{name}"

@@ -9,12 +9,10 @@ from __future__ import annotations
 import base64
 import json
 import threading
-import uuid
 
 import pytest
 
 from pyiceberg_crypto import config
-from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.cli.main import main
 from pyiceberg_crypto.io.hive_metastore import table_parameters
 from pyiceberg_crypto.keys import RewrapError
@@ -24,8 +22,7 @@ from pyiceberg_crypto.keys.rewrap import rewrap_keks_in_catalog
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
 from pyiceberg_crypto.verify import verify_table
-from tests.conftest import add_catalog
-from tests.keys.tables import InsertDuringWrap
+from tests.keys.tables import InsertDuringWrap, keystore_catalogs
 from tests.keys.test_where_used_without_jvm import run_cli
 
 pytestmark = [pytest.mark.loopback, pytest.mark.slow]
@@ -38,15 +35,9 @@ def lake(spark, hive_metastore, rest_catalog_server, tmp_path_factory):  # noqa:
     """One table under MASTER (three INSERTs, version 1) in a Hive and in a REST catalog; then the
     key is rotated, so every KEK is outdated."""
     work = tmp_path_factory.mktemp("commit-without-jvm")
-    keystore = work / "keys.json"
-    for argv in (["create", str(keystore)], ["add", str(keystore), MASTER]):
-        assert main(["keystore", *argv]) == 0
-    suffix = uuid.uuid4().hex[:6]
-    registration = register_kms(spark, KeystoreKms(keystore), name=f"cj-{suffix}")
-    hive, rest, ns = f"cjhive_{suffix}", f"cjrest_{suffix}", f"ns_{suffix}"
-    add_catalog(spark, hive, warehouse=work / "wh", kms_name=f"cj-{suffix}", metastore_uri=hive_metastore.uri)
-    add_catalog(spark, rest, work / "rest-wh", catalog_type="rest", uri=rest_catalog_server.uri,
-                kms_name=f"cj-{suffix}")
+    lake = keystore_catalogs(spark, work, (MASTER,), prefix="cj", metastore_uri=hive_metastore.uri,
+                             rest_uri=rest_catalog_server.uri)
+    keystore, registration, hive, rest, ns = lake.keystore, lake.registration, lake.hive, lake.rest, lake.ns
     for catalog in (hive, rest):
         spark.sql(f"CREATE NAMESPACE {catalog}.{ns}")
         for name in ("orders", "pruned", "cli"):

@@ -8,17 +8,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import uuid
 
 import pytest
 
 from pyiceberg_crypto import config
-from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.cli.main import main
 from pyiceberg_crypto.keys import where_used_in_listing
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
-from tests.conftest import add_catalog
+from tests.keys.tables import keystore_catalogs
 
 pytestmark = [pytest.mark.loopback, pytest.mark.slow]
 
@@ -29,15 +27,9 @@ KEY, OTHER = "wu-key", "wu-other"
 def lakes(spark, hive_metastore, rest_catalog_server, tmp_path_factory):  # noqa: F811
     """Two tables under KEY and one under OTHER in a Hive namespace; one table under KEY over REST."""
     work = tmp_path_factory.mktemp("where-used")
-    keystore = work / "keys.json"
-    for argv in (["create", str(keystore)], ["add", str(keystore), KEY], ["add", str(keystore), OTHER]):
-        assert main(["keystore", *argv]) == 0
-    suffix = uuid.uuid4().hex[:6]
-    kms_name = f"wu-{suffix}"
-    registration = register_kms(spark, KeystoreKms(keystore), name=kms_name)
-    hive, rest, ns = f"wuhive_{suffix}", f"wurest_{suffix}", f"ns_{suffix}"
-    add_catalog(spark, hive, warehouse=work / "wh", kms_name=kms_name, metastore_uri=hive_metastore.uri)
-    add_catalog(spark, rest, work / "rest-wh", catalog_type="rest", uri=rest_catalog_server.uri, kms_name=kms_name)
+    lake = keystore_catalogs(spark, work, (KEY, OTHER), prefix="wu", metastore_uri=hive_metastore.uri,
+                             rest_uri=rest_catalog_server.uri)
+    keystore, registration, hive, rest, ns = lake.keystore, lake.registration, lake.hive, lake.rest, lake.ns
     for catalog, tables in ((hive, (("orders", KEY), ("returns", KEY), ("audit", OTHER))), (rest, (("events", KEY),))):
         spark.sql(f"CREATE NAMESPACE {catalog}.{ns}")
         for name, key in tables:
