@@ -3,8 +3,11 @@ test run, started on first use and shared by the module's tests."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from pyiceberg_crypto.kms.keystore import Keystore
 from pyiceberg_crypto.testing.netns import ClusterUnavailable, NetnsCluster
 
 
@@ -34,3 +37,13 @@ def yarn_cluster(tmp_path_factory):
         yield cluster
     finally:
         cluster.close()
+
+
+@pytest.fixture(scope="module")
+def keystore(tmp_path_factory) -> Path:
+    """A keystore file on the shared file system (every node, and this test process, can read it)."""
+    path = tmp_path_factory.mktemp("keys") / "keys.json"
+    store = Keystore(path)
+    store.create()
+    store.add_key("orders-key")
+    return path

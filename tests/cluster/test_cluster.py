@@ -31,16 +31,6 @@ APP = Path(__file__).with_name("cluster_app.py")
 WORKER_NODES = {"w1": 0, "w2": 1}
 
 
-@pytest.fixture(scope="module")
-def keystore(tmp_path_factory) -> Path:
-    """A keystore file on the shared file system (every node, and this test process, can read it)."""
-    path = tmp_path_factory.mktemp("keys") / "keys.json"
-    store = Keystore(path)
-    store.create()
-    store.add_key("orders-key")
-    return path
-
-
 def default_jar_env(cluster) -> dict[str, str]:
     """The driver's environment as a user's: no local jar directory, so spark.jars.packages is used."""
     env = {k: v for k, v in cluster.driver_env().items() if k not in PROJECT_ENV}

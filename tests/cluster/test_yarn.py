@@ -33,7 +33,6 @@ import pytest
 
 from pyiceberg_crypto import config
 from pyiceberg_crypto.kms import KeystoreKms
-from pyiceberg_crypto.kms.keystore import Keystore
 from tests.cluster.apps import pack_environment, serve_requests
 from tests.integration.kms_cluster_app import ok, results_of
 from tests.testkit import PROJECT_ENV, ROOT
@@ -47,16 +46,6 @@ APP_HELPERS = ("tests/__init__.py", "tests/testkit.py", "tests/integration/__ini
 MAIN_STEPS = ("ten lines", "insert update merge delete", "expire_snapshots", "remove_orphan_files", "orphan removed",
               "rows after maintenance", "verify_table", "re-registered", "remove_orphan_files after re-registration",
               "executors called the new registration", "drop table purge", "purge deleted every file")
-
-
-@pytest.fixture(scope="module")
-def keystore(tmp_path_factory) -> Path:
-    """A keystore file on the shared file system (every node, and this test process, can read it)."""
-    path = tmp_path_factory.mktemp("yarn-keys") / "keys.json"
-    store = Keystore(path)
-    store.create()
-    store.add_key("orders-key")
-    return path
 
 
 def spark_submit() -> str:
