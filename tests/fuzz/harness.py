@@ -38,6 +38,7 @@ import fastavro
 
 from pyiceberg_crypto.testing import decrypt_bytes, encrypt_bytes
 from pyiceberg_crypto.testing import encrypt_manifest_list_key_metadata
+from pyiceberg_crypto.testing._wait import load_factor
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.io import LocalFileIO, local_path
 from pyiceberg_crypto.kms import InMemoryKms
@@ -47,7 +48,8 @@ from pyiceberg_crypto.table.metadata import TableMetadata
 from pyiceberg_crypto.verify.plan import read_avro
 from pyiceberg_crypto.verify.report import MANIFEST, MANIFEST_LIST
 
-#: Every case must end within this many seconds of wall time (a hang detector, not a speed goal).
+#: Every case must end within this many seconds of wall time, times the machine's load factor (a
+#: hang detector, not a speed goal).
 TIME_BOUND_SECONDS = float(os.environ.get("PYICEBERG_CRYPTO_FUZZ_SECONDS", "10"))
 #: ... and allocate at most this much Python memory at its peak (tracemalloc).
 MEMORY_BOUND_BYTES = int(os.environ.get("PYICEBERG_CRYPTO_FUZZ_MIB", "256")) * 1024 * 1024
@@ -66,8 +68,8 @@ _TRACE_LOCK = threading.Lock()
 def bounded(function: Callable[[], Any], *, seconds: float = TIME_BOUND_SECONDS,
             max_bytes: int = MEMORY_BOUND_BYTES) -> Any:
     """``function()`` in a watchdog thread under tracemalloc: its result, or its exception
-    re-raised; BoundExceeded if it is still running after ``seconds`` (the thread is left behind,
-    a daemon) or its peak traced allocation exceeds ``max_bytes``."""
+    re-raised; BoundExceeded if it is still running after ``seconds`` times the load factor (the
+    thread is left behind, a daemon) or its peak traced allocation exceeds ``max_bytes``."""
     outcome: dict[str, Any] = {}
 
     def run() -> None:
@@ -87,12 +89,13 @@ def bounded(function: Callable[[], Any], *, seconds: float = TIME_BOUND_SECONDS,
         started = time.monotonic()
         thread = threading.Thread(target=run, name="fuzz-case", daemon=True)
         thread.start()
+        seconds *= load_factor()
         thread.join(seconds)
         elapsed = time.monotonic() - started
         _, peak = tracemalloc.get_traced_memory()
         peak -= baseline
     if thread.is_alive():
-        raise BoundExceeded(f"the case is still running after {seconds:g} s (a hang?)")
+        raise BoundExceeded(f"the case is still running after {seconds:.0f} s (a hang?)")
     if peak > max_bytes:
         raise BoundExceeded(f"the case allocated {peak / 2**20:.1f} MiB at its peak (bound {max_bytes / 2**20:g} MiB)")
     if "error" in outcome:

@@ -16,6 +16,7 @@ import pytest
 from pyiceberg_crypto.io import hive_metastore as hms
 from pyiceberg_crypto.io.hive_metastore import MetastoreError, table_parameters
 from pyiceberg_crypto.table import catalog as verify_metastore
+from tests.testkit import load_factor
 
 pytestmark = [pytest.mark.loopback]
 
@@ -119,8 +120,8 @@ def test_unreachable_metastore_fails_fast_naming_host_and_port():
     port = free_port()
     start = time.monotonic()
     with pytest.raises(MetastoreError) as excinfo:
-        table_parameters(f"thrift://127.0.0.1:{port}", "db", "t", timeout=5)
-    assert time.monotonic() - start < 2
+        table_parameters(f"thrift://127.0.0.1:{port}", "db", "t", timeout=60)
+    assert time.monotonic() - start < 2 * load_factor()  # refused at once: far short of the 60 s timeout
     assert str(excinfo.value) == (
         f"cannot reach the Hive metastore to read table db.t: 127.0.0.1:{port} (Connection refused)")
 
@@ -247,7 +248,7 @@ def test_silent_server_times_out(fake_metastore):
     uri = fake_metastore(None)
     start = time.monotonic()
     shown = ask(uri, timeout=0.5)
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 2 * load_factor()  # the server stays silent for 10 s
     assert shown == f"timed out after 0.5 s asking table db.t from the Hive metastore at {uri[9:]}"
 
 

@@ -20,6 +20,7 @@ from pyiceberg_crypto.verify import VerifyEachCommit
 from pyiceberg_crypto.verify.compromise import compromise_report
 from tests.conftest import add_catalog
 from tests.keys.tables import keystore_table, metadata_location
+from tests.testkit import eventually
 
 pytestmark = pytest.mark.slow
 
@@ -84,12 +85,20 @@ def test_reencrypt_with_a_concurrent_writer_session_loses_no_row(spark, leaked_t
                 failed.append(exception_line(exc))
             time.sleep(0.2)
 
+    def hold_the_first_round_for_a_concurrent_commit(message: str) -> None:
+        """The run's progress: its first rewrite round waits until a commit of the other writer has
+        landed during the run (the rewrite then meets it), however slowly each side goes."""
+        if message.startswith("round 1:"):
+            eventually(lambda: written.count(-1) >= 1, 120, interval=0.2,
+                       message=lambda: f"a commit of the other writer during the run (failures: {failed})")
+
     thread = threading.Thread(target=writer, daemon=True)
     thread.start()
     during.set()
     stopped = None
     try:
-        reencrypt_table(spark, table, compromised_master_keys=LEAKED)
+        reencrypt_table(spark, table, compromised_master_keys=LEAKED,
+                        progress=hold_the_first_round_for_a_concurrent_commit)
     except ReencryptError as exc:
         stopped = str(exc)
     during.clear()

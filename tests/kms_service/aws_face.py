@@ -8,11 +8,11 @@
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.kms_service.service_process import ServiceProcess
+from tests.testkit import eventually
 
 ACCESS_KEY_ID = "AKIDLAKETRINO0000001"
 SECRET = "trino-secret-0123456789abcdef"
@@ -45,14 +45,8 @@ class FaceProcess:
                 "--aws-kms-api-region", REGION, *(["--aws-kms-api-plaintext"] if plaintext else []),
                 *(["--metrics", "127.0.0.1:0"] if metrics else []), *extra]
         service = ServiceProcess.start(workdir / "service", keystore, extra=args, kms=kms, properties=properties)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            found = re.search(r"AWS KMS API: (https?://127\.0\.0\.1:\d+)", service.log())
-            if found:
-                break
-            time.sleep(0.1)
-        else:
-            raise AssertionError(f"the face did not say where it listens:\n{service.log()}")
+        found = eventually(lambda: re.search(r"AWS KMS API: (https?://127\.0\.0\.1:\d+)", service.log()), 30,
+                           message=lambda: f"the face to say where it listens:\n{service.log()}")
         tls_dir = service.token_file.parent / "aws-kms-api-tls"
         return cls(service, found.group(1), None if plaintext else tls_dir / "aws-kms-api-ca.pem",
                    None if plaintext else tls_dir / "aws-kms-api-truststore.p12", credentials)

@@ -162,13 +162,14 @@ def test_an_authenticated_client_cannot_hold_a_slot_forever(tmp_path, keystore):
         busy = RawClient(host, port)
         assert busy.stream.readline().startswith(b"!busy too many connections (cap 4)")
         busy.close()
-        # A client that keeps calling is not idle, however long it stays.
+        # A client that keeps calling is not idle, however long it stays. (The sleeps are the client's
+        # pace: 3 s in all, longer than the idle timeout; a gap reaches 1.5 s only if a call stalls 1 s.)
         for _ in range(6):
             time.sleep(0.5)
             assert RawClient.bytes_of(holders[0].call("wrapKey", KEY, "k1"))
         # The others, silent since their handshake, were closed: they read the end of the stream.
         for holder in holders[1:]:
-            holder.sock.settimeout(5)
+            holder.sock.settimeout(5 * load_factor())
             assert holder.stream.readline() == b""
         with RawClient(host, port) as newcomer:
             assert newcomer.handshake(_token(service)) == b"!yv"
@@ -263,20 +264,22 @@ def test_the_metrics_port_caps_connections_and_reaps_idle_ones(tmp_path, keystor
                 idle.append(socket.create_connection(("127.0.0.1", port), timeout=5))
             except OSError:
                 break
-        time.sleep(1.0)
+        time.sleep(1.0)  # time for threads to appear: on a loaded machine the check is weaker, never flaky
         assert _threads(pid) - before <= 40, (before, _threads(pid))
+        # 10 s idle, up to 40 s on a loaded machine: short of kept for good (recv below would time out).
+        bound = 10 * load_factor()
         started = time.monotonic()
         status, text = _get(f"http://127.0.0.1:{port}/metrics")  # a scraper still gets its answer
         assert status == 200 and _metric(text, "pyiceberg_crypto_kms_up") == 1
-        assert time.monotonic() - started < 10
+        assert time.monotonic() - started < bound
         # The idle sockets are closed at the request deadline (5 s) at the latest, not kept.
         oldest = idle[-1]
-        oldest.settimeout(10)
+        oldest.settimeout(bound)
         try:
             assert oldest.recv(100) == b""
         except ConnectionResetError:
             pass
-        assert time.monotonic() - started < 10
+        assert time.monotonic() - started < bound
     finally:
         for sock in idle:
             sock.close()
@@ -296,7 +299,7 @@ def test_resets_before_the_answer_cost_one_log_line_not_a_traceback_each(tmp_pat
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
             sock.close()
         assert _get(f"http://127.0.0.1:{port}/metrics")[0] == 200
-        time.sleep(1.0)
+        time.sleep(1.0)  # time for late log lines: on a loaded machine the check is weaker, never flaky
         grown = service.log()[size_before:]
         assert "Traceback" not in grown, grown[:2000]
         assert len(grown.encode()) < 4096, grown[:2000]

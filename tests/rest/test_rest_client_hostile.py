@@ -26,6 +26,7 @@ import pytest
 
 from pyiceberg_crypto.io.rest_catalog import ALLOW_PLAIN_HTTP_PROPERTY, RestCatalog, RestCatalogError
 from pyiceberg_crypto.table.catalog import REST, list_tables
+from tests.testkit import load_factor
 
 TOKEN = "tok-abcdef123456"
 SECRET_HEADER = "tenant-secret-987"
@@ -173,7 +174,8 @@ def test_https_to_http_is_never_followed_even_on_the_same_host_and_port(tmp_path
 
 
 def test_a_server_that_trickles_its_answer_fails_at_the_deadline_of_the_whole_call():
-    """One byte every 0.2 s never trips a per-read timeout; the whole call ends at its deadline."""
+    """One byte every 0.2 s never trips a per-read timeout; the whole call ends at its deadline
+    (1.5 s), far before the 100 s the whole answer takes, however loaded the machine."""
     stop = threading.Event()
 
     def route(handler):
@@ -201,7 +203,7 @@ def test_a_server_that_trickles_its_answer_fails_at_the_deadline_of_the_whole_ca
                 RestCatalog(uri, timeout=1.5).list_namespaces()
         finally:
             stop.set()
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 5 * load_factor()  # at most 20 s: the answer takes 100 s
 
 
 def test_a_server_that_trickles_its_headers_fails_at_the_deadline_too():
@@ -209,7 +211,7 @@ def test_a_server_that_trickles_its_headers_fails_at_the_deadline_too():
 
     def route(handler):
         handler.wfile.write(b"HTTP/1.1 200 OK\r\nX-Pad: ")
-        for _ in range(200):  # bounded: 20 s at most
+        for _ in range(600):  # bounded: 60 s at most (longer than the scaled bound below)
             if stop.is_set():
                 return None
             try:
@@ -227,7 +229,7 @@ def test_a_server_that_trickles_its_headers_fails_at_the_deadline_too():
                 RestCatalog(uri, timeout=1).list_namespaces()
         finally:
             stop.set()
-        assert time.monotonic() - started < 4
+        assert time.monotonic() - started < 4 * load_factor()  # at most 16 s: the headers take 60 s
 
 
 def test_an_endless_listing_is_cut_at_max_pages_and_a_repeated_page_token_at_once():
@@ -320,7 +322,9 @@ def test_a_credential_token_is_exchanged_again_before_it_expires_and_after_a_401
             token = f"tok-{len(issued)}"
             issued.append(token)
             accepted.add(token)
-            return ok({"access_token": token, "token_type": "bearer", "expires_in": 1})
+            # 3 s: the first call's requests fit in the 2.4 s before the exchange is due, however
+            # loaded the machine (with 1 s, a 0.8 s stall made the first call exchange twice).
+            return ok({"access_token": token, "token_type": "bearer", "expires_in": 3})
         auth = handler.headers.get("Authorization", "")
         if auth.removeprefix("Bearer ") not in accepted:
             return 401, {"error": {"message": "expired", "type": "NotAuthorizedException", "code": 401}}, {}
@@ -332,7 +336,7 @@ def test_a_credential_token_is_exchanged_again_before_it_expires_and_after_a_401
         client = RestCatalog(uri, credential="reader:s3cret", timeout=10)
         assert client.list_namespaces() == []
         assert issued == ["tok-0"]
-        time.sleep(0.9)  # 80 % of expires_in has passed: the next call exchanges the credential first
+        time.sleep(2.5)  # 80 % of expires_in has passed: the next call exchanges the credential first
         assert client.list_namespaces() == []
         assert issued == ["tok-0", "tok-1"]
         assert seen.requests[-1][2] == "Bearer tok-1"
@@ -371,7 +375,7 @@ def test_a_server_that_trickles_its_tls_handshake_fails_at_the_deadline_too():
         with connection:
             connection.recv(4096)  # the ClientHello
             connection.sendall(b"\x16\x03\x03\x40\x00")  # a handshake record of 16 KiB follows...
-            for _ in range(100):  # bounded: 10 s at most
+            for _ in range(600):  # bounded: 60 s at most (longer than the scaled bound below)
                 if stop.is_set():
                     return
                 try:
@@ -389,4 +393,4 @@ def test_a_server_that_trickles_its_tls_handshake_fails_at_the_deadline_too():
     finally:
         stop.set()
         listener.close()
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < 4 * load_factor()  # at most 16 s: the trickle lasts 60 s
