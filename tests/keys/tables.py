@@ -8,7 +8,8 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,12 +104,26 @@ def keystore_catalogs(spark, work: Path, keys: tuple[str, ...], *, prefix: str, 
     return KeystoreCatalogs(keystore, registration, kms_name, hive, rest, f"ns_{suffix}")
 
 
-def create_encrypted_tables(spark, namespace: str, tables: Iterable[tuple[str, str]]) -> None:
-    """Namespace ``namespace`` (``catalog.ns``), and in it each table ``(name, master key)``,
-    encrypted under that key, with the rows 1 and 2 (one INSERT)."""
-    spark.sql(f"CREATE NAMESPACE {namespace}")
-    for name, key in tables:
-        table = f"{namespace}.{name}"
-        properties = config.tblproperties_sql(config.table_properties(key))
-        spark.sql(f"CREATE TABLE {table} (id bigint) USING iceberg {properties}")
-        spark.sql(f"INSERT INTO {table} VALUES (1), (2)")
+@contextmanager
+def encrypted_lakes(spark, work: Path, *, prefix: str, metastore_uri: str, rest_uri: str,
+                    hive_tables: Iterable[tuple[str, str]], rest_tables: Iterable[tuple[str, str]]) -> Iterator[dict]:
+    """:func:`keystore_catalogs` with the master keys the tables name, and in a fresh namespace of
+    its Hive catalog the tables ``(name, master key)`` of ``hive_tables``, of its REST catalog those
+    of ``rest_tables``, each encrypted with the rows 1 and 2. Yields ``{"keystore", "kms"``
+    (:func:`kms_args`)``, "ns", "metastore", "rest"}`` (the services' URIs); closes the KMS
+    registration after."""
+    hive_tables, rest_tables = tuple(hive_tables), tuple(rest_tables)
+    keys = tuple(dict.fromkeys(key for _, key in (*hive_tables, *rest_tables)))
+    lake = keystore_catalogs(spark, work, keys, prefix=prefix, metastore_uri=metastore_uri, rest_uri=rest_uri)
+    try:
+        for catalog, tables in ((lake.hive, hive_tables), (lake.rest, rest_tables)):
+            spark.sql(f"CREATE NAMESPACE {catalog}.{lake.ns}")
+            for name, key in tables:
+                table = f"{catalog}.{lake.ns}.{name}"
+                properties = config.tblproperties_sql(config.table_properties(key))
+                spark.sql(f"CREATE TABLE {table} (id bigint) USING iceberg {properties}")
+                spark.sql(f"INSERT INTO {table} VALUES (1), (2)")
+        yield {"keystore": lake.keystore, "kms": kms_args(lake.keystore), "ns": lake.ns, "metastore": metastore_uri,
+               "rest": rest_uri}
+    finally:
+        lake.registration.close()

@@ -15,7 +15,7 @@ import pytest
 
 from pyiceberg_crypto.io.hive_metastore import table_parameters
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
-from tests.keys.tables import VERIFY_JOB, create_encrypted_tables, keystore_catalogs, kms_args, run_cli
+from tests.keys.tables import VERIFY_JOB, encrypted_lakes, run_cli
 from tests.path_without_java import fill_without_java
 
 pytestmark = [pytest.mark.loopback, pytest.mark.slow]
@@ -31,14 +31,10 @@ KEY = "nj-key"
 @pytest.fixture(scope="module")
 def lakes(spark, hive_metastore, rest_catalog_server, tmp_path_factory):  # noqa: F811
     """Table orders under KEY in a Hive namespace, events under KEY over REST (two INSERTs each)."""
-    work = tmp_path_factory.mktemp("without-jvm")
-    lake = keystore_catalogs(spark, work, (KEY,), prefix="nj", metastore_uri=hive_metastore.uri,
-                             rest_uri=rest_catalog_server.uri)
-    create_encrypted_tables(spark, f"{lake.hive}.{lake.ns}", (("orders", KEY),))
-    create_encrypted_tables(spark, f"{lake.rest}.{lake.ns}", (("events", KEY),))
-    yield {"keystore": lake.keystore, "kms": kms_args(lake.keystore), "ns": lake.ns, "metastore": hive_metastore.uri,
-           "rest": rest_catalog_server.uri}
-    lake.registration.close()
+    with encrypted_lakes(spark, tmp_path_factory.mktemp("without-jvm"), prefix="nj", metastore_uri=hive_metastore.uri,
+                         rest_uri=rest_catalog_server.uri, hive_tables=(("orders", KEY),),
+                         rest_tables=(("events", KEY),)) as lakes:
+        yield lakes
 
 
 def test_keys_list_by_table_name_over_thrift_and_rest(lakes):
@@ -69,7 +65,8 @@ def test_the_verification_job_asks_the_metastore_directly(lakes, tmp_path):
     checks = {c["name"]: c["status"] for c in doc["table"]["checks"]}
     assert checks["metastore"] == "OK" and checks["metadata-hash"] == "OK", checks
     assert doc["files"] and all(f["status"] == "OK" for f in doc["files"])
-    done = run_cli("--table", f"shop.{ns}.events", "--rest-uri", lakes["rest"], *lakes["kms"], "--json", main=VERIFY_JOB)
+    done = run_cli("--table", f"shop.{ns}.events", "--rest-uri", lakes["rest"], *lakes["kms"], "--json",
+                   main=VERIFY_JOB)
     assert done.returncode == 0, done.stderr + done.stdout
     checks = {c["name"]: c["status"] for c in json.loads(done.stdout)["table"]["checks"]}
     assert checks["catalog"] == "OK" and checks["catalog-metadata"] == "OK", checks

@@ -13,7 +13,7 @@ from pyiceberg_crypto.cli.main import main
 from pyiceberg_crypto.keys import where_used_in_listing
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
-from tests.keys.tables import create_encrypted_tables, keystore_catalogs, kms_args, run_cli
+from tests.keys.tables import encrypted_lakes, run_cli
 
 pytestmark = [pytest.mark.loopback, pytest.mark.slow]
 
@@ -23,14 +23,11 @@ KEY, OTHER = "wu-key", "wu-other"
 @pytest.fixture(scope="module")
 def lakes(spark, hive_metastore, rest_catalog_server, tmp_path_factory):  # noqa: F811
     """Two tables under KEY and one under OTHER in a Hive namespace; one table under KEY over REST."""
-    work = tmp_path_factory.mktemp("where-used")
-    lake = keystore_catalogs(spark, work, (KEY, OTHER), prefix="wu", metastore_uri=hive_metastore.uri,
-                             rest_uri=rest_catalog_server.uri)
-    create_encrypted_tables(spark, f"{lake.hive}.{lake.ns}", (("orders", KEY), ("returns", KEY), ("audit", OTHER)))
-    create_encrypted_tables(spark, f"{lake.rest}.{lake.ns}", (("events", KEY),))
-    yield {"keystore": lake.keystore, "kms": kms_args(lake.keystore), "ns": lake.ns, "metastore": hive_metastore.uri,
-           "rest": rest_catalog_server.uri}
-    lake.registration.close()
+    with encrypted_lakes(spark, tmp_path_factory.mktemp("where-used"), prefix="wu", metastore_uri=hive_metastore.uri,
+                         rest_uri=rest_catalog_server.uri,
+                         hive_tables=(("orders", KEY), ("returns", KEY), ("audit", OTHER)),
+                         rest_tables=(("events", KEY),)) as lakes:
+        yield lakes
 
 
 def test_where_used_over_thrift_names_the_tables_without_a_jvm(lakes):
