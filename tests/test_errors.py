@@ -74,10 +74,6 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
             InvalidArgumentError, lambda: keys.rewrap_keks_in_catalog({"uri": "thrift://127.0.0.1:1"}, "orders", None)),
         "pyiceberg_crypto.keys.prune.prune_keys_in_catalog": (
             InvalidArgumentError, lambda: keys.prune_keys_in_catalog({"uri": "thrift://127.0.0.1:1"}, "orders")),
-        "pyiceberg_crypto.keys.inventory.catalog_entry": (
-            InvalidArgumentError, lambda: keys.inventory.catalog_entry({"uri": "thrift://127.0.0.1:1"}, "orders")),
-        "pyiceberg_crypto.keys.inventory.split_catalog_name": (
-            InvalidArgumentError, lambda: keys.inventory.split_catalog_name("lake.db.t", "other")),
         "pyiceberg_crypto.bridge.key_check.check_key_id": (
             NotASparkSessionError, lambda: bridge.check_key_id(NOT_SPARK, "orders-key")),
         "pyiceberg_crypto.keys.inventory.key_inventory": (NotASparkSessionError, lambda: keys.key_inventory(NOT_SPARK, "lake.db.t")),
@@ -105,6 +101,10 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.table.metadata.read_metadata": (
             TableInputError, lambda: metadata.read_metadata(file_io_for("/"), str(tmp_path / "missing.json"), 1024)),
         "pyiceberg_crypto.table.metadata.load_document": (TableInputError, lambda: metadata.load_document(b"{not", "x")),
+        "pyiceberg_crypto.table.catalog.catalog_entry": (
+            InvalidArgumentError, lambda: catalog.catalog_entry({"uri": "thrift://127.0.0.1:1"}, "orders")),
+        "pyiceberg_crypto.table.catalog.split_catalog_name": (
+            InvalidArgumentError, lambda: catalog.split_catalog_name("lake.db.t", "other")),
         "pyiceberg_crypto.table.catalog.catalog_kind": (MetastoreError, lambda: catalog.catalog_kind({"type": "hadoop"})),
         "pyiceberg_crypto.table.catalog.catalog_properties": (
             NotASparkSessionError, lambda: catalog.catalog_properties(NOT_SPARK, "lake")),
@@ -121,6 +121,10 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.testing.writers.encrypt_manifest_list_key_metadata": (
             PyicebergCryptoError, lambda: testing.encrypt_manifest_list_key_metadata(b"short", b"", "0")),
         "pyiceberg_crypto.verify.pipeline.verify_metadata": (UnsupportedSchemeError, lambda: verify.verify_metadata(GS, None)),
+        "pyiceberg_crypto.verify.pipeline.prepare_catalog_verification": (
+            TableInputError, lambda: pipeline.prepare_catalog_verification(
+                catalog.ListedTable("db", "t", {"metadata_location": str(not_json)}), None, table_name="lake.db.t",
+                catalog_uri=None)),
         "pyiceberg_crypto.verify.pipeline.prepare_verification": (
             TableInputError, lambda: pipeline.prepare_verification(str(not_json), None)),
         "pyiceberg_crypto.verify.spark.verify_table": (NotASparkSessionError, lambda: verify.verify_table(NOT_SPARK, "lake.db.t")),

@@ -16,7 +16,7 @@ How it runs (:func:`audit_tables`, shared by the Spark form above and the Spark-
    such and skipped;
 2. for each Iceberg table, on the driver: its ``metadata_location``, its metadata.json, its keys
    and the table checks, then its manifest lists and manifests (the plan of
-   :func:`~pyiceberg_crypto.verify.pipeline.prepare_verification`); with ``state_dir``, the
+   :func:`~pyiceberg_crypto.verify.pipeline.prepare_catalog_verification`); with ``state_dir``, the
    table's ledger makes it incremental;
 3. the data, delete and statistics files of **all** tables are checked in one batch: one Spark job
    (or, without Spark, this machine's cores);
@@ -50,8 +50,6 @@ from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.table.catalog import (
-    HIVE,
-    REST,
     ListedTable,
     MetastoreError,
     catalog_properties,
@@ -64,7 +62,7 @@ from pyiceberg_crypto.audit.html import render_html
 from pyiceberg_crypto.audit.metrics import render_prometheus
 from pyiceberg_crypto.verify.checks import FileTask, check_file
 from pyiceberg_crypto.verify.ledger import LedgerError
-from pyiceberg_crypto.verify.pipeline import PreparedVerification, prepare_verification
+from pyiceberg_crypto.verify.pipeline import PreparedVerification, prepare_catalog_verification
 from pyiceberg_crypto.verify.report import (
     KEY_ERROR,
     OK,
@@ -78,7 +76,6 @@ from pyiceberg_crypto.verify.report import (
     TableReport,
 )
 from pyiceberg_crypto.verify.runners import DEFAULT_DRIVER_MAX_FILES, in_one_spark_job, local_runner, on_the_driver
-from pyiceberg_crypto.verify.table_checks import catalog_checks
 
 __all__ = ["AUDIT_VERSION", "STATES", "AuditOutputError", "CatalogReport", "ListedTable", "SparkBatchRunner", "TableAudit",
            "audit_catalog", "audit_schema", "audit_tables", "ledger_path", "local_batch_runner"]
@@ -457,14 +454,10 @@ def _prepare(entry: TableAudit, listed: ListedTable, kms: KeyManagementClient | 
     if not location:
         _unchecked(entry, REASON_METASTORE, params.get("load_error") or "the metastore entry names no metadata_location")
         return None
-    expected_hash = params.get("metadata_hash")
-    kind = REST if listed.served_metadata is not None else HIVE
-    source = catalog_checks(kind, listed.table, report.metastore, expected_hash)
     state = ledger_path(report.state_dir, listed.table) if report.state_dir else None
     try:
-        return prepare_verification(
-            location, kms, state=state, full=report.full, table_name=listed.table,
-            expected_metadata_hash=expected_hash, catalog_metadata=listed.served_metadata, source_checks=source,
+        return prepare_catalog_verification(
+            listed, kms, table_name=listed.table, catalog_uri=report.metastore, state=state, full=report.full,
             limits=replace(limits, file_io=file_io_for(location, properties), properties=None))
     except TableInputError as exc:
         _unchecked(entry, REASON_UNREADABLE, str(exc))

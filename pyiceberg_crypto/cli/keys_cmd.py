@@ -271,7 +271,7 @@ def _list(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
 def _listed_metadata(args: argparse.Namespace) -> str:
     """The metadata.json ``keys list`` reads: METADATA_JSON as given, or the current one of
     CATALOG.DB.TABLE, asked of ``--metastore-uri`` / ``--rest-uri`` (no JVM)."""
-    from pyiceberg_crypto.keys.inventory import catalog_entry
+    from pyiceberg_crypto.table.catalog import catalog_entry
 
     service = catalog_service(args)
     if _is_metadata_location(args.metadata):

@@ -39,6 +39,8 @@ from pyiceberg_crypto.cli.arguments import (
     verification_options,
 )
 from pyiceberg_crypto.cli.keys_cmd import add_service_arguments, catalog_service
+from pyiceberg_crypto.table.catalog import catalog_entry, split_catalog_name
+from pyiceberg_crypto.verify.pipeline import prepare_catalog_verification
 from pyiceberg_crypto.verify.render import error_document, write_report
 from pyiceberg_crypto.safe_text import escape_text, exception_line
 
@@ -120,23 +122,15 @@ def _service(args: argparse.Namespace) -> dict[str, str] | None:
 def verify_catalog_table(service: dict[str, str], table: str, kms, *, timeout: float = 30.0, **options):
     """Verify ``table`` (``catalog.db.table`` or ``db.table``) at the metadata.json its catalog
     names, asking the Hive metastore or REST catalog with settings ``service`` directly (no Spark):
-    :func:`~pyiceberg_crypto.keys.inventory.catalog_entry`, then
-    :func:`~pyiceberg_crypto.verify.verify_metadata` with the catalog's checks (Hive's
+    :func:`~pyiceberg_crypto.table.catalog.catalog_entry`, then
+    :func:`~pyiceberg_crypto.verify.pipeline.prepare_catalog_verification` (Hive's
     ``metadata_hash``, REST's served metadata), the ledger recording ``catalog.db.table`` as
-    ``verify_table`` does. ``options``: ``verify_metadata``'s keywords. Raises TableInputError."""
-    from pyiceberg_crypto.keys.inventory import catalog_entry, split_catalog_name
-    from pyiceberg_crypto.table.catalog import HIVE, REST
-    from pyiceberg_crypto.verify.pipeline import verify_metadata
-    from pyiceberg_crypto.verify.table_checks import catalog_checks
-
+    ``verify_table`` does. ``options``: ``verify_metadata``'s keywords but ``runner``. Raises TableInputError."""
     catalog = split_catalog_name(table)[0]
     entry = catalog_entry(service, table, timeout=timeout)
-    name = f"{catalog}.{entry.table}"
-    expected_hash = entry.parameters.get("metadata_hash")
-    kind = REST if entry.served_metadata is not None else HIVE
-    return verify_metadata(entry.parameters["metadata_location"], kms, table_name=name,
-                           expected_metadata_hash=expected_hash, catalog_metadata=entry.served_metadata,
-                           source_checks=catalog_checks(kind, name, service.get("uri"), expected_hash), **options)
+    prepared = prepare_catalog_verification(entry, kms, table_name=f"{catalog}.{entry.table}",
+                                            catalog_uri=service.get("uri"), **options)
+    return prepared.run()
 
 
 def _fail(args: argparse.Namespace, kind: str, message: str) -> int:

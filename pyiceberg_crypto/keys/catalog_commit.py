@@ -46,8 +46,7 @@ from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.io import file_io_for, local_path
 from pyiceberg_crypto.io.hive_metastore import ConcurrentCommitError, MetastoreConnection, MetastoreError
 from pyiceberg_crypto.io.rest_catalog import RestCatalogError
-from pyiceberg_crypto.keys.inventory import split_catalog_name
-from pyiceberg_crypto.table.catalog import REST, catalog_kind, rest_catalog
+from pyiceberg_crypto.table.catalog import REST, catalog_kind, rest_catalog, split_catalog_name
 from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.table.metadata import TableMetadata, read_metadata
 

@@ -1,7 +1,10 @@
 """One metadata change of a table's ``encryption-keys``, committed through its catalog with Iceberg
-Java over Py4J and redone on a concurrent commit (shared by :mod:`.rewrap` and :mod:`.prune`)::
+Java over Py4J and redone on a concurrent commit (shared by :mod:`.rewrap`, :mod:`.prune` and
+:mod:`.reencrypt`)::
 
-    full_name, ops = load_operations(spark, "lake.db.orders", RewrapError)
+    full_name, ops = load_operations(spark, "lake.db.orders", PruneError)
+    full_name, ops, kms = load_operations_and_kms(spark, "lake.db.orders", None, RewrapError)  # + its KMS
+    table_key_id = master_key_id(ops.refresh(), RewrapError)     # the table's encryption.key-id
     attempts, committed, location = commit_with_retries(spark, ops, full_name, step, what="re-wrap",
                                                         error=RewrapError, max_attempts=4)
 
@@ -16,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pyiceberg_crypto.table.catalog import split_table_name
+from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.table.catalog import catalog_properties, registered_kms, split_table_name
 
 
 def load_operations(spark, table: str, error: type[Exception]) -> tuple[str, Any]:
@@ -28,6 +32,26 @@ def load_operations(spark, table: str, error: type[Exception]) -> tuple[str, Any
     except Exception as exc:
         raise error(f"cannot load {full_name} as an Iceberg table: {java_line(exc)}") from None
     return full_name, ops
+
+
+def load_operations_and_kms(spark, table: str, kms: KeyManagementClient | None,
+                            error: type[Exception]) -> tuple[str, Any, KeyManagementClient]:
+    """:func:`load_operations`, and the KMS of the table's master key: ``kms``, or the Python KMS
+    registered for its catalog (TableInputError when there is none)."""
+    full_name, ops = load_operations(spark, table, error)
+    if kms is None:
+        catalog = full_name.split(".")[0]
+        kms = registered_kms(catalog_properties(spark, catalog), catalog)
+    return full_name, ops, kms
+
+
+def master_key_id(base, error: type[Exception], table: str = "the table") -> str:
+    """The ``encryption.key-id`` of Iceberg ``TableMetadata`` ``base`` (the master key wrapping
+    its KEKs), else ``error``: the table is not encrypted."""
+    key_id = base.properties().get("encryption.key-id")
+    if not key_id:
+        raise error(f"{table} has no encryption.key-id: it is not encrypted")
+    return key_id
 
 
 def commit_with_retries(spark, ops, full_name: str, step: Callable[[Any], Any], *, what: str,

@@ -60,10 +60,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.formats.ags1 import NONCE_LENGTH, check_key
 from pyiceberg_crypto.formats.manifest_list_key import decrypt_manifest_list_key_metadata
-from pyiceberg_crypto.keys.commit import commit_with_retries, java_line, load_operations
+from pyiceberg_crypto.keys.commit import commit_with_retries, java_line, load_operations_and_kms, master_key_id
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import exception_line
-from pyiceberg_crypto.table.catalog import catalog_properties, registered_kms
 
 #: The property a KEK made by ``reencrypt_table`` carries (Iceberg reads only ``KEY_TIMESTAMP``).
 FRESH_KEK_PROPERTY = "REENCRYPTED_AFTER_COMPROMISE"
@@ -124,19 +123,14 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
     compromised_ids = {str(k) for k in compromised_keks}
     if not compromised_versions and not compromised_ids:
         raise ReencryptError("name the compromised material: a master key version or a KEK id")
-    full_name, ops = load_operations(spark, table, ReencryptError)
-    catalog = full_name.split(".")[0]
-    if kms is None:
-        kms = registered_kms(catalog_properties(spark, catalog), catalog)
+    full_name, ops, kms = load_operations_and_kms(spark, table, kms, ReencryptError)
     jvm = spark.sparkContext._jvm
     result = ReencryptResult(full_name, dry_run)
     base = ops.refresh()
-    table_key_id = base.properties().get("encryption.key-id")
-    if not table_key_id:
-        raise ReencryptError(f"{full_name} has no encryption.key-id: it is not encrypted")
+    table_key_id = master_key_id(base, ReencryptError, full_name)
     if new_key_id not in (None, table_key_id):
         raise ReencryptError(f"cannot move {full_name} to master key {new_key_id!r}: Iceberg 1.12.0's Hive commit "
-                             "refuses a changed encryption.key-id; rotate {table_key_id!r} and name the old version "
+                             f"refuses a changed encryption.key-id; rotate {table_key_id!r} and name the old version "
                              "as compromised instead")
     current = _ask(kms.current_key_version, table_key_id, what="current_key_version")
     if (table_key_id, str(current)) in compromised_versions:

@@ -34,10 +34,9 @@ import binascii
 
 from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.keys.catalog_commit import KeyChange, commit_key_change
-from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations
+from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations_and_kms, master_key_id
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import exception_line
-from pyiceberg_crypto.table.catalog import catalog_properties, registered_kms
 
 
 class RewrapError(PyicebergCryptoError):
@@ -79,10 +78,7 @@ def rewrap_keks(spark, table: str, *, kms: KeyManagementClient | None = None, dr
     Raises:
         RewrapError: nothing was committed (the message says why).
     """
-    full_name, ops = load_operations(spark, table, RewrapError)
-    catalog = full_name.split(".")[0]
-    if kms is None:
-        kms = registered_kms(catalog_properties(spark, catalog), catalog)
+    full_name, ops, kms = load_operations_and_kms(spark, table, kms, RewrapError)
     jvm = spark.sparkContext._jvm
     result = RewrapResult(full_name, dry_run)
 
@@ -134,9 +130,7 @@ def rewrap_keks_in_catalog(service: dict[str, str], table: str, kms: KeyManageme
 
 def _plan(jvm, base, kms: KeyManagementClient, dry_run: bool, all_keks: bool):
     """[(change, new BaseEncryptedKey)] for the KEKs to re-wrap (all KMS calls happen here)."""
-    table_key_id = base.properties().get("encryption.key-id")
-    if not table_key_id:
-        raise RewrapError("the table has no encryption.key-id: it is not encrypted")
+    table_key_id = master_key_id(base, RewrapError)
     keys = {key.keyId(): key for key in list(base.encryptionKeys()) if key.encryptedById() == table_key_id}
     keks = [(key_id, bytes(jvm.org.apache.iceberg.util.ByteBuffers.toByteArray(key.encryptedKeyMetadata())))
             for key_id, key in keys.items()]  # manifest-list key metadata (sealed by a KEK) stays as it is

@@ -5,6 +5,8 @@ catalog's settings, and the Python KMS registered for that catalog::
     entry.metadata_location, entry.kind, entry.kms, entry.file_io
     entry.parameters.get("metadata_hash")                 # Hive: the hash Iceberg stored with the entry
     entry.served_metadata                                 # REST: the table metadata the catalog serves
+    entry = catalog_entry({"uri": "thrift://hms:9083"}, "lake.db.orders")          # no Spark: the metastore
+    entry = catalog_entry({"type": "rest", "uri": "http://127.0.0.1:8181"}, "db.orders")   # no Spark: REST
 
 Two kinds of catalog (:func:`catalog_kind`):
 
@@ -29,16 +31,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pyiceberg_crypto.config import ENCRYPTING_REST_CATALOG_IMPL, HIVE, KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY, REST
-from pyiceberg_crypto.errors import CONNECT_NEXT_STEP, NotASparkSessionError, TableInputError
+from pyiceberg_crypto.errors import CONNECT_NEXT_STEP, InvalidArgumentError, NotASparkSessionError, TableInputError
 from pyiceberg_crypto.io import FileIO, file_io_for
-from pyiceberg_crypto.io.hive_metastore import MetastoreConnection, MetastoreError  # one error for every way of asking
+from pyiceberg_crypto.io.hive_metastore import (  # MetastoreError: one error for every way of asking
+    MetastoreConnection,
+    MetastoreError,
+    table_parameters,
+)
 from pyiceberg_crypto.io.rest_catalog import RestCatalog, RestCatalogError, namespace_name
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.registrations import registered
 
-__all__ = ["CatalogTable", "HIVE", "MetastoreError", "REST", "catalog_kind", "catalog_properties",
+__all__ = ["CatalogTable", "HIVE", "MetastoreError", "REST", "catalog_entry", "catalog_kind", "catalog_properties",
            "catalog_table", "ListedTable", "list_tables", "registered_kms", "rest_catalog",
-           "spark_table_parameters", "split_table_name"]
+           "spark_table_parameters", "split_catalog_name", "split_table_name"]
 
 #: The kinds of catalog a table can be looked up in (:func:`catalog_kind`).
 #: ``catalog-impl`` values that are REST catalogs (the bridge's encrypting one, and Iceberg's).
@@ -160,6 +166,53 @@ class ListedTable:
     @property
     def is_iceberg(self) -> bool:
         return self.parameters is not None and self.parameters.get("table_type", "").upper() == "ICEBERG"
+
+    @property
+    def kind(self) -> str:
+        """:data:`REST` when the catalog served the table's metadata (a table a REST catalog
+        loaded), else :data:`HIVE`."""
+        return REST if self.served_metadata is not None else HIVE
+
+
+def catalog_entry(properties: dict[str, str], table: str, *, catalog: str | None = None,
+                  timeout: float = 30.0) -> ListedTable:
+    """One table's entry, asked of its catalog directly (no Spark, no JVM): a Hive metastore's
+    ``uri`` (``thrift://host:port``) over Thrift, or a REST catalog (``type=rest`` and its
+    ``uri``) with ``loadTable``; as :func:`list_tables` lists it (``parameters["metadata_location"]``,
+    Hive's ``metadata_hash``, REST's ``served_metadata``), named ``namespace.table``
+    (:func:`split_catalog_name` reads ``table``). Raises TableInputError: unknown or non-Iceberg
+    table, a catalog that cannot be asked."""
+    catalog, levels, name = split_catalog_name(table, catalog)
+    shown = f"{catalog}.{'.'.join(levels)}.{name}"
+    try:
+        if catalog_kind(properties, catalog) == REST:
+            loaded = rest_catalog({**properties}).load_table(levels, name)
+            return ListedTable(".".join(levels), name, {"table_type": "ICEBERG",
+                                                         "metadata_location": loaded.metadata_location},
+                               loaded.metadata)
+        if len(levels) != 1:
+            raise MetastoreError(f"a Hive metastore has one level of databases: {shown} is not DB.TABLE")
+        if not properties.get("uri"):
+            raise MetastoreError("asking a Hive metastore without Spark needs its uri (thrift://host:port)")
+        return ListedTable(levels[0], name, table_parameters(properties["uri"], levels[0], name, timeout=timeout))
+    except (MetastoreError, RestCatalogError) as exc:
+        raise TableInputError(f"cannot look up {shown}: {exc}") from None
+
+
+def split_catalog_name(table: str, catalog: str | None = None) -> tuple[str, tuple[str, ...], str]:
+    """(catalog, namespace levels, table) of ``catalog.db.table`` or ``db.table`` (catalog
+    ``catalog``, default ``lake``); a REST catalog's nested namespace as ``catalog.a.b.table``.
+    InvalidArgumentError for anything else. (With Spark, :func:`split_table_name` takes the
+    session's current catalog instead.)"""
+    parts = table.split(".")
+    if not all(parts) or len(parts) < 2:
+        raise InvalidArgumentError(f"table must be CATALOG.DB.TABLE or DB.TABLE, got {table!r}")
+    if len(parts) == 2:
+        return catalog or "lake", (parts[0],), parts[1]
+    if catalog is not None and parts[0] != catalog:
+        raise InvalidArgumentError(f"table {table!r} is not in catalog {catalog!r}: write {catalog}.DB.TABLE "
+                                   "or DB.TABLE")
+    return parts[0], tuple(parts[1:-1]), parts[-1]
 
 
 def list_tables(properties: dict[str, str], namespaces: Sequence[str] | None = None, *, spark=None,

@@ -25,6 +25,7 @@ from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.io.confinement import Confinement
 from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.table.catalog import CatalogTable, ListedTable
 from pyiceberg_crypto.table.keys import TableKeys
 from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.table.metadata import TableMetadata, metadata_hash, read_metadata
@@ -43,14 +44,15 @@ from pyiceberg_crypto.verify.report import (
 )
 from pyiceberg_crypto.verify.runners import Runner, local_runner
 from pyiceberg_crypto.verify.table_checks import (
+    catalog_checks,
     kek_rotation_check,
     metadata_location_check,
     served_metadata_check,
     table_checks,
 )
 
-__all__ = ["PreparedVerification", "metadata_hash", "prepare_verification", "read_metadata",
-           "table_checks", "verify_metadata"]
+__all__ = ["PreparedVerification", "metadata_hash", "prepare_catalog_verification", "prepare_verification",
+           "read_metadata", "table_checks", "verify_metadata"]
 
 
 def verify_metadata(
@@ -110,8 +112,7 @@ def verify_metadata(
         expected_metadata_hash=expected_metadata_hash, catalog_metadata=catalog_metadata,
         source_checks=source_checks, progress=progress,
         limits=limits)
-    tasks = prepared.plan.all_tasks()
-    return prepared.finish((runner or local_runner(prepared.file_io, progress=progress))(tasks))
+    return prepared.run(runner)
 
 
 @dataclass
@@ -132,6 +133,12 @@ class PreparedVerification:
     progress: Progress | None
     started: float
     planned: float
+
+    def run(self, runner: Runner | None = None) -> TableReport:
+        """The report: :attr:`plan`'s file tasks checked by ``runner`` (default: a small thread pool
+        in this process), then :meth:`finish`."""
+        run_tasks = runner or local_runner(self.file_io, progress=self.progress)
+        return self.finish(run_tasks(self.plan.all_tasks()))
 
     def finish(self, file_findings: list[FileFinding]) -> TableReport:
         """The report, from the findings of :attr:`plan`'s tasks (any order); advances the ledger when OK."""
@@ -224,6 +231,40 @@ def prepare_verification(
     plan = plan_verification(meta, keys, scope, file_io, progress, confinement)
     return PreparedVerification(report, plan, meta, keys, file_io, digest, ledger, table_name, progress,
                                 started, time.perf_counter())
+
+
+def prepare_catalog_verification(
+    entry: CatalogTable | ListedTable,
+    kms: KeyManagementClient | None,
+    *,
+    table_name: str,
+    catalog_uri: str | None,
+    **options,
+) -> PreparedVerification:
+    """:func:`prepare_verification` of the metadata.json a catalog entry names, anchored by its
+    catalog: the checks of where the file came from (:func:`~.table_checks.catalog_checks`), a Hive
+    metastore's ``metadata_hash`` compared with the file, a REST catalog's served metadata with it.
+    The one way from a catalog entry to a verification, for ``verify_table`` (Spark), the JVM-free
+    ``pyiceberg-crypto verify TABLE`` and the lake audit::
+
+        entry = catalog_entry({"uri": "thrift://hms:9083"}, "lake.db.orders")
+        report = prepare_catalog_verification(entry, kms, table_name="lake.db.orders",
+                                              catalog_uri="thrift://hms:9083").run()
+
+    Args:
+        entry: the table as its catalog gives it (:func:`~pyiceberg_crypto.table.catalog.catalog_table`,
+            :func:`~pyiceberg_crypto.table.catalog.catalog_entry` or a
+            :func:`~pyiceberg_crypto.table.catalog.list_tables` row with a ``metadata_location``).
+        table_name: the name the checks show and the ledger records.
+        catalog_uri: the catalog's ``uri``, shown in the checks.
+        options: :func:`prepare_verification`'s other keywords (``state``, ``limits``...).
+
+    Raises what :func:`prepare_verification` raises."""
+    expected_hash = entry.parameters.get("metadata_hash")
+    return prepare_verification(
+        entry.parameters["metadata_location"], kms, table_name=table_name, expected_metadata_hash=expected_hash,
+        catalog_metadata=entry.served_metadata,
+        source_checks=catalog_checks(entry.kind, table_name, catalog_uri, expected_hash), **options)
 
 
 def _history(meta: TableMetadata, digest: str, ledger: Ledger, accept_history: bool) -> TableCheck:

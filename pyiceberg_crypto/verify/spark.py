@@ -25,7 +25,7 @@ from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.table.catalog import catalog_table
 from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.verify.checks import FileTask, check_file
-from pyiceberg_crypto.verify.pipeline import verify_metadata
+from pyiceberg_crypto.verify.pipeline import prepare_catalog_verification
 from pyiceberg_crypto.verify.plan import Progress
 from pyiceberg_crypto.verify.report import FileFinding, TableReport
 from pyiceberg_crypto.verify.runners import (
@@ -35,7 +35,6 @@ from pyiceberg_crypto.verify.runners import (
     local_runner,
     on_the_driver,
 )
-from pyiceberg_crypto.verify.table_checks import catalog_checks
 
 #: Task lists this small are checked on the driver (a Spark job costs ~0.5-1 s to schedule).
 
@@ -81,27 +80,22 @@ def verify_table(
     """
     limits = limits or Limits()
     entry = catalog_table(spark, table, kms)
-    metadata_location = entry.metadata_location
     file_io = entry.file_io
-    expected_hash = entry.parameters.get("metadata_hash")
-    source = catalog_checks(entry.kind, entry.name, entry.properties.get("uri"), expected_hash)
-    return verify_metadata(
-        metadata_location,
+    prepared = prepare_catalog_verification(
+        entry,
         entry.kms,
+        table_name=entry.name,
+        catalog_uri=entry.properties.get("uri"),
         snapshot_id=snapshot_id,
         all_snapshots=all_snapshots,
         since_snapshot_id=since_snapshot_id,
         state=state,
         accept_history=accept_history,
-        table_name=entry.name,
-        expected_metadata_hash=expected_hash,
-        catalog_metadata=entry.served_metadata,
-        source_checks=source,
-        runner=spark_runner(spark, file_io, parallelism, description=f"pyiceberg-crypto verify {table}",
-                            driver_max_files=driver_max_files),
         progress=progress,
         limits=replace(limits, file_io=file_io, properties=None),
     )
+    return prepared.run(spark_runner(spark, file_io, parallelism, description=f"pyiceberg-crypto verify {table}",
+                                     driver_max_files=driver_max_files))
 
 
 def spark_runner(spark, file_io: FileIO, parallelism: int | None = None, description: str | None = None,

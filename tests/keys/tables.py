@@ -1,10 +1,15 @@
 """What the key lifecycle tests share: a keystore with one master key, a catalog whose KMS it is,
-and an encrypted table in it (the session's one metastore serves every catalog: table names differ)."""
+and an encrypted table in it (the session's one metastore serves every catalog: table names differ);
+and the JVM-free commands run as their own process, with no pyspark (:func:`run_cli`)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +34,24 @@ def keystore_table(spark, work: Path, master: str, prefix: str):
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.db")
     spark.sql(f"CREATE TABLE {table} (id bigint) USING iceberg {config.tblproperties_sql(config.table_properties(master))}")
     return keystore, table, registration
+
+
+#: The module whose ``main(argv)`` :func:`run_cli` runs: the command line, or the verification job.
+CLI, VERIFY_JOB = "pyiceberg_crypto.cli.main", "pyiceberg_crypto.cli.verify_job"
+
+
+def run_cli(*argv: str, main: str = CLI) -> subprocess.CompletedProcess:
+    """``main(argv)`` of module ``main`` (:data:`CLI` or :data:`VERIFY_JOB`) in a fresh Python process
+    that must never import pyspark (so never starts a JVM): it fails when pyspark or py4j was imported."""
+    code = (f"import sys; from {main} import main; code = main(sys.argv[1:]); "
+            "assert 'pyspark' not in sys.modules and 'py4j' not in sys.modules, 'pyspark was imported'; "
+            "sys.exit(code)")
+    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=180)
+
+
+def kms_args(keystore: Path) -> list[str]:
+    """The command line options of the keystore KMS at ``keystore``."""
+    return ["--kms", "keystore", "--kms-property", f"keystore.path={keystore}"]
 
 
 def metadata_doc(location: str) -> dict:
@@ -79,3 +102,28 @@ def keystore_catalogs(spark, work: Path, keys: tuple[str, ...], *, prefix: str, 
     add_catalog(spark, hive, warehouse=work / "wh", kms_name=kms_name, metastore_uri=metastore_uri)
     add_catalog(spark, rest, work / "rest-wh", catalog_type="rest", uri=rest_uri, kms_name=kms_name)
     return KeystoreCatalogs(keystore, registration, kms_name, hive, rest, f"ns_{suffix}")
+
+
+@contextmanager
+def encrypted_lakes(spark, work: Path, *, prefix: str, metastore_uri: str, rest_uri: str,
+                    hive_tables: Iterable[tuple[str, str]], rest_tables: Iterable[tuple[str, str]]) -> Iterator[dict]:
+    """:func:`keystore_catalogs` with the master keys the tables name, and in a fresh namespace of
+    its Hive catalog the tables ``(name, master key)`` of ``hive_tables``, of its REST catalog those
+    of ``rest_tables``, each encrypted with the rows 1 and 2. Yields ``{"keystore", "kms"``
+    (:func:`kms_args`)``, "ns", "metastore", "rest"}`` (the services' URIs); closes the KMS
+    registration after."""
+    hive_tables, rest_tables = tuple(hive_tables), tuple(rest_tables)
+    keys = tuple(dict.fromkeys(key for _, key in (*hive_tables, *rest_tables)))
+    lake = keystore_catalogs(spark, work, keys, prefix=prefix, metastore_uri=metastore_uri, rest_uri=rest_uri)
+    try:
+        for catalog, tables in ((lake.hive, hive_tables), (lake.rest, rest_tables)):
+            spark.sql(f"CREATE NAMESPACE {catalog}.{lake.ns}")
+            for name, key in tables:
+                table = f"{catalog}.{lake.ns}.{name}"
+                properties = config.tblproperties_sql(config.table_properties(key))
+                spark.sql(f"CREATE TABLE {table} (id bigint) USING iceberg {properties}")
+                spark.sql(f"INSERT INTO {table} VALUES (1), (2)")
+        yield {"keystore": lake.keystore, "kms": kms_args(lake.keystore), "ns": lake.ns, "metastore": metastore_uri,
+               "rest": rest_uri}
+    finally:
+        lake.registration.close()

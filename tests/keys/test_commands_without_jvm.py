@@ -13,11 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pyiceberg_crypto import config
 from pyiceberg_crypto.io.hive_metastore import table_parameters
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
-from tests.keys.tables import keystore_catalogs
-from tests.keys.test_where_used_without_jvm import kms_args, run_cli
+from tests.keys.tables import VERIFY_JOB, encrypted_lakes, run_cli
 from tests.path_without_java import fill_without_java
 
 pytestmark = [pytest.mark.loopback, pytest.mark.slow]
@@ -33,31 +31,15 @@ KEY = "nj-key"
 @pytest.fixture(scope="module")
 def lakes(spark, hive_metastore, rest_catalog_server, tmp_path_factory):  # noqa: F811
     """Table orders under KEY in a Hive namespace, events under KEY over REST (two INSERTs each)."""
-    work = tmp_path_factory.mktemp("without-jvm")
-    lake = keystore_catalogs(spark, work, (KEY,), prefix="nj", metastore_uri=hive_metastore.uri,
-                             rest_uri=rest_catalog_server.uri)
-    keystore, registration, hive, rest, ns = lake.keystore, lake.registration, lake.hive, lake.rest, lake.ns
-    for catalog, name in ((hive, "orders"), (rest, "events")):
-        spark.sql(f"CREATE NAMESPACE {catalog}.{ns}")
-        table = f"{catalog}.{ns}.{name}"
-        spark.sql(f"CREATE TABLE {table} (id bigint) USING iceberg "
-                  f"{config.tblproperties_sql(config.table_properties(KEY))}")
-        spark.sql(f"INSERT INTO {table} VALUES (1), (2)")
-    yield {"keystore": keystore, "ns": ns, "metastore": hive_metastore.uri, "rest": rest_catalog_server.uri}
-    registration.close()
-
-
-def run_job(*argv: str) -> subprocess.CompletedProcess:
-    """The verification job in a fresh Python process that must never import pyspark."""
-    code = ("import sys; from pyiceberg_crypto.cli.verify_job import main; code = main(sys.argv[1:]); "
-            "assert 'pyspark' not in sys.modules and 'py4j' not in sys.modules, 'pyspark was imported'; "
-            "sys.exit(code)")
-    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=180)
+    with encrypted_lakes(spark, tmp_path_factory.mktemp("without-jvm"), prefix="nj", metastore_uri=hive_metastore.uri,
+                         rest_uri=rest_catalog_server.uri, hive_tables=(("orders", KEY),),
+                         rest_tables=(("events", KEY),)) as lakes:
+        yield lakes
 
 
 def test_keys_list_by_table_name_over_thrift_and_rest(lakes):
     ns = lakes["ns"]
-    done = run_cli("keys", "list", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *kms_args(lakes),
+    done = run_cli("keys", "list", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *lakes["kms"],
                    "--json")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
@@ -76,33 +58,34 @@ def test_keys_list_by_table_name_over_thrift_and_rest(lakes):
 def test_the_verification_job_asks_the_metastore_directly(lakes, tmp_path):
     ns = lakes["ns"]
     report = tmp_path / "report.json"
-    done = run_job("--table", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *kms_args(lakes),
-                   "--json", "--output", str(report))
+    done = run_cli("--table", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *lakes["kms"],
+                   "--json", "--output", str(report), main=VERIFY_JOB)
     assert done.returncode == 0, done.stderr + done.stdout
     doc = json.loads(report.read_text())
     checks = {c["name"]: c["status"] for c in doc["table"]["checks"]}
     assert checks["metastore"] == "OK" and checks["metadata-hash"] == "OK", checks
     assert doc["files"] and all(f["status"] == "OK" for f in doc["files"])
-    done = run_job("--table", f"shop.{ns}.events", "--rest-uri", lakes["rest"], *kms_args(lakes), "--json")
+    done = run_cli("--table", f"shop.{ns}.events", "--rest-uri", lakes["rest"], *lakes["kms"], "--json",
+                   main=VERIFY_JOB)
     assert done.returncode == 0, done.stderr + done.stdout
     checks = {c["name"]: c["status"] for c in json.loads(done.stdout)["table"]["checks"]}
     assert checks["catalog"] == "OK" and checks["catalog-metadata"] == "OK", checks
-    done = run_job("--table", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *kms_args(lakes),
-                   "--parallelism", "4")
+    done = run_cli("--table", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *lakes["kms"],
+                   "--parallelism", "4", main=VERIFY_JOB)
     assert done.returncode == 2 and "--parallelism" in done.stderr
 
 
 def test_verify_by_table_name_keeps_one_ledger_with_the_job(lakes, tmp_path):
     ns = lakes["ns"]
     ledger = tmp_path / "orders.ledger.json"
-    done = run_cli("verify", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *kms_args(lakes),
+    done = run_cli("verify", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *lakes["kms"],
                    "--state", str(ledger))
     assert done.returncode == 0, done.stderr + done.stdout
     assert json.loads(ledger.read_text())["last"]["table_name"] == f"lake.{ns}.orders"  # as verify_table records it
-    done = run_job("--table", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *kms_args(lakes),
-                   "--state", str(ledger), "--json")
+    done = run_cli("--table", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *lakes["kms"],
+                   "--state", str(ledger), "--json", main=VERIFY_JOB)
     assert done.returncode == 0, done.stderr + done.stdout
-    done = run_cli("verify", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *kms_args(lakes),
+    done = run_cli("verify", f"lake.{ns}.orders", "--metastore-uri", lakes["metastore"], *lakes["kms"],
                    "--metadata-hash", "abc")
     assert done.returncode == 2 and "--metadata-hash" in done.stderr
 
@@ -119,17 +102,17 @@ def test_no_key_command_that_needs_no_jvm_starts_one(lakes, tmp_path):
     hive, rest = ["--metastore-uri", lakes["metastore"]], ["--rest-uri", lakes["rest"]]
     location = table_parameters(lakes["metastore"], ns, "orders")["metadata_location"]
     commands = [
-        ["keys", "list", location, *kms_args(lakes)],
-        ["keys", "list", f"lake.{ns}.orders", *hive, *kms_args(lakes)],
+        ["keys", "list", location, *lakes["kms"]],
+        ["keys", "list", f"lake.{ns}.orders", *hive, *lakes["kms"]],
         ["keys", "list", f"shop.{ns}.events", *rest],
-        ["keys", "where-used", KEY, *kms_args(lakes), *hive, "--table", f"lake.{ns}.orders"],
-        ["keys", "where-used", KEY, *kms_args(lakes), *rest],
-        ["keys", "where-used", KEY, *kms_args(lakes), "--table", location],
-        ["keys", "rewrap", f"lake.{ns}.orders", *kms_args(lakes), *hive, "--dry-run"],
-        ["keys", "prune", f"shop.{ns}.events", *kms_args(lakes), *rest, "--dry-run"],
+        ["keys", "where-used", KEY, *lakes["kms"], *hive, "--table", f"lake.{ns}.orders"],
+        ["keys", "where-used", KEY, *lakes["kms"], *rest],
+        ["keys", "where-used", KEY, *lakes["kms"], "--table", location],
+        ["keys", "rewrap", f"lake.{ns}.orders", *lakes["kms"], *hive, "--dry-run"],
+        ["keys", "prune", f"shop.{ns}.events", *lakes["kms"], *rest, "--dry-run"],
         ["keystore", "list", str(lakes["keystore"])],
-        ["verify", f"lake.{ns}.orders", *hive, *kms_args(lakes)],
-        ["verify", f"shop.{ns}.events", *rest, *kms_args(lakes)],
+        ["verify", f"lake.{ns}.orders", *hive, *lakes["kms"]],
+        ["verify", f"shop.{ns}.events", *rest, *lakes["kms"]],
     ]
     for argv in commands:
         done = subprocess.run([console_script, *argv], capture_output=True, text=True, env=env, timeout=120)

@@ -22,8 +22,7 @@ from pyiceberg_crypto.keys.rewrap import rewrap_keks_in_catalog
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
 from pyiceberg_crypto.verify import verify_table
-from tests.keys.tables import InsertDuringWrap, keystore_catalogs
-from tests.keys.test_where_used_without_jvm import run_cli
+from tests.keys.tables import InsertDuringWrap, keystore_catalogs, kms_args, run_cli
 
 pytestmark = [pytest.mark.loopback, pytest.mark.slow]
 
@@ -128,7 +127,7 @@ def test_prune_after_expiry_without_a_jvm(spark, lake, kind):
 
 
 def test_the_cli_commits_without_a_jvm_and_refuses_what_it_cannot_do_safely(spark, lake):
-    ns, kms = lake["ns"], ["--kms", "keystore", "--kms-property", f"keystore.path={lake['keystore']}"]
+    ns, kms = lake["ns"], kms_args(lake["keystore"])
     hive_uri, rest_uri = lake["services"][lake["hive"]]["uri"], lake["services"][lake["rest"]]["uri"]
     done = run_cli("keys", "rewrap", f"lake.{ns}.cli", *kms, "--metastore-uri", hive_uri, "--dry-run", "--json")
     assert done.returncode == 0, done.stderr

@@ -18,6 +18,7 @@ from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.cli.main import main
 from pyiceberg_crypto.kms import KeystoreKms
 from tests.conftest import add_catalog
+from tests.keys.tables import kms_args
 from tests.verify.test_audit import assert_valid
 
 pytestmark = [pytest.mark.loopback, pytest.mark.slow]
@@ -46,29 +47,25 @@ def lake(spark, hive_metastore, tmp_path_factory):
     spark.sql(f"ALTER TABLE {catalog}.{ns}.returns CREATE TAG keep")
     assert main(["keystore", "rotate", str(keystore), KEY]) == 0
     assert main(["keystore", "compromised", str(keystore), KEY, "1"]) == 0
-    yield {"keystore": keystore, "catalog": catalog, "ns": ns, "uri": hive_metastore.uri}
+    yield {"keystore": keystore, "kms": kms_args(keystore), "catalog": catalog, "ns": ns, "uri": hive_metastore.uri}
     registration.close()
 
 
-def kms_args(lake) -> list[str]:
-    return ["--kms", "keystore", "--kms-property", f"keystore.path={lake['keystore']}"]
-
-
 def audit(lake, capsys, *extra: str) -> tuple[int, dict | str, str]:
-    code = main(["audit", "--metastore-uri", lake["uri"], "--namespace", lake["ns"], *kms_args(lake), *extra])
+    code = main(["audit", "--metastore-uri", lake["uri"], "--namespace", lake["ns"], *lake["kms"], *extra])
     captured = capsys.readouterr()
     return code, (json.loads(captured.out) if "--json" in extra else captured.out), captured.err
 
 
 def where_used_compromised(lake, capsys) -> tuple[int, dict]:
-    code = main(["keys", "where-used", KEY, "--compromised", *kms_args(lake), "--metastore-uri", lake["uri"],
+    code = main(["keys", "where-used", KEY, "--compromised", *lake["kms"], "--metastore-uri", lake["uri"],
                  "--namespace", lake["ns"], "--catalog", lake["catalog"], "--json"])
     return code, json.loads(capsys.readouterr().out)
 
 
 def reencrypt_all(lake, capsys, *extra: str) -> tuple[int, dict, str]:
     code = main(["keys", "reencrypt", lake["catalog"], "--all-tables", "--compromised-version", f"{KEY}:1",
-                 "--metastore-uri", lake["uri"], "--namespace", lake["ns"], *kms_args(lake), "--json", *extra])
+                 "--metastore-uri", lake["uri"], "--namespace", lake["ns"], *lake["kms"], "--json", *extra])
     captured = capsys.readouterr()
     return code, json.loads(captured.out), captured.err
 

@@ -76,6 +76,8 @@ def test_reencrypt_refuses_while_refs_pin_old_snapshots_and_dry_run_changes_noth
     assert metadata_location(spark, table) == before
     with pytest.raises(ReencryptError, match="current version"):
         reencrypt_table(spark, table, compromised_master_keys=[(MASTER, "2")])
+    with pytest.raises(ReencryptError, match=f"to master key 'another-key'.*rotate '{MASTER}' and name the old"):
+        reencrypt_table(spark, table, compromised_master_keys=[(MASTER, "1")], new_key_id="another-key")
 
 
 def test_reencrypt_crash_mid_run_leaves_the_table_readable(spark, story, monkeypatch):

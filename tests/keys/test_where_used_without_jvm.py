@@ -6,17 +6,14 @@ Spark session through catalogs on those services, each under a keystore master k
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from pyiceberg_crypto import config
 from pyiceberg_crypto.cli.main import main
 from pyiceberg_crypto.keys import where_used_in_listing
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
-from tests.keys.tables import keystore_catalogs
+from tests.keys.tables import encrypted_lakes, run_cli
 
 pytestmark = [pytest.mark.loopback, pytest.mark.slow]
 
@@ -26,36 +23,16 @@ KEY, OTHER = "wu-key", "wu-other"
 @pytest.fixture(scope="module")
 def lakes(spark, hive_metastore, rest_catalog_server, tmp_path_factory):  # noqa: F811
     """Two tables under KEY and one under OTHER in a Hive namespace; one table under KEY over REST."""
-    work = tmp_path_factory.mktemp("where-used")
-    lake = keystore_catalogs(spark, work, (KEY, OTHER), prefix="wu", metastore_uri=hive_metastore.uri,
-                             rest_uri=rest_catalog_server.uri)
-    keystore, registration, hive, rest, ns = lake.keystore, lake.registration, lake.hive, lake.rest, lake.ns
-    for catalog, tables in ((hive, (("orders", KEY), ("returns", KEY), ("audit", OTHER))), (rest, (("events", KEY),))):
-        spark.sql(f"CREATE NAMESPACE {catalog}.{ns}")
-        for name, key in tables:
-            table = f"{catalog}.{ns}.{name}"
-            spark.sql(f"CREATE TABLE {table} (id bigint) USING iceberg "
-                      f"{config.tblproperties_sql(config.table_properties(key))}")
-            spark.sql(f"INSERT INTO {table} VALUES (1), (2)")
-    yield {"keystore": keystore, "ns": ns, "metastore": hive_metastore.uri, "rest": rest_catalog_server.uri}
-    registration.close()
-
-
-def run_cli(*argv: str) -> subprocess.CompletedProcess:
-    """The CLI in a fresh Python process that must never import pyspark (so never starts a JVM)."""
-    code = ("import sys; from pyiceberg_crypto.cli.main import main; code = main(sys.argv[1:]); "
-            "assert 'pyspark' not in sys.modules and 'py4j' not in sys.modules, 'pyspark was imported'; "
-            "sys.exit(code)")
-    return subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120)
-
-
-def kms_args(lakes) -> list[str]:
-    return ["--kms", "keystore", "--kms-property", f"keystore.path={lakes['keystore']}"]
+    with encrypted_lakes(spark, tmp_path_factory.mktemp("where-used"), prefix="wu", metastore_uri=hive_metastore.uri,
+                         rest_uri=rest_catalog_server.uri,
+                         hive_tables=(("orders", KEY), ("returns", KEY), ("audit", OTHER)),
+                         rest_tables=(("events", KEY),)) as lakes:
+        yield lakes
 
 
 def test_where_used_over_thrift_names_the_tables_without_a_jvm(lakes):
     ns = lakes["ns"]
-    done = run_cli("keys", "where-used", KEY, "1", *kms_args(lakes), "--metastore-uri", lakes["metastore"],
+    done = run_cli("keys", "where-used", KEY, "1", *lakes["kms"], "--metastore-uri", lakes["metastore"],
                    "--catalog", "lake", "--json")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
@@ -70,7 +47,7 @@ def test_where_used_over_thrift_names_the_tables_without_a_jvm(lakes):
 
 def test_where_used_over_rest_and_only_the_tables_asked_for(lakes):
     ns = lakes["ns"]
-    done = run_cli("keys", "where-used", KEY, *kms_args(lakes), "--rest-uri", lakes["rest"], "--catalog", "shop")
+    done = run_cli("keys", "where-used", KEY, *lakes["kms"], "--rest-uri", lakes["rest"], "--catalog", "shop")
     assert done.returncode == 0, done.stderr
     assert f"shop.{ns}.events: KEK(s)" in done.stdout
     found = where_used_in_listing({"uri": lakes["metastore"]}, OTHER, None, KeystoreKms(lakes["keystore"]),
@@ -93,10 +70,10 @@ def test_retire_checks_the_metastore_directly_and_refuses(lakes):
 
 
 def test_an_unreachable_metastore_and_mixed_catalog_options_are_one_line(lakes):
-    done = run_cli("keys", "where-used", KEY, *kms_args(lakes), "--metastore-uri", "thrift://127.0.0.1:1",
+    done = run_cli("keys", "where-used", KEY, *lakes["kms"], "--metastore-uri", "thrift://127.0.0.1:1",
                    "--metastore-timeout", "2")
     assert done.returncode == 2 and "cannot list the tables of catalog 'lake'" in done.stderr
     assert "Traceback" not in done.stderr
-    done = run_cli("keys", "where-used", KEY, *kms_args(lakes), "--metastore-uri", lakes["metastore"],
+    done = run_cli("keys", "where-used", KEY, *lakes["kms"], "--metastore-uri", lakes["metastore"],
                    "--rest-uri", lakes["rest"])
     assert done.returncode == 2 and "not both" in done.stderr
