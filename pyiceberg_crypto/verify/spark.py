@@ -36,8 +36,6 @@ from pyiceberg_crypto.verify.runners import (
     on_the_driver,
 )
 
-#: Task lists this small are checked on the driver (a Spark job costs ~0.5-1 s to schedule).
-
 
 def verify_table(
     spark,
