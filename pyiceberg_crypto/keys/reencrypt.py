@@ -29,8 +29,9 @@ version that is itself compromised stops the run.
 Then, in rounds until the current snapshot holds nothing older (``max_rounds``):
 ``rewrite_data_files`` (``rewrite-all``, ``remove-dangling-deletes``) rewrites every data file with
 its deletes applied, ``rewrite_position_delete_files`` (``rewrite-all``) whatever delete files are
-left, ``rewrite_manifests`` the manifests. A file counts as new when the snapshot that added it (the
-``entries`` and ``manifests`` metadata tables) is newer than the re-seal and sealed by the fresh KEK;
+left, ``rewrite_manifests`` the manifests the rewrites carried over unchanged (they write the others
+anew). A file counts as new when the snapshot that added it (read from the current manifest list on
+the driver, no Spark job) is newer than the re-seal and sealed by the fresh KEK;
 a concurrent writer whose snapshot was sealed by an older KEK (its encryption manager was made
 before the KEK commit; Iceberg writes that KEK back) makes another round, which re-seals first.
 Then ``expire_snapshots`` of every snapshot but the current one (they are exactly what the leaked
