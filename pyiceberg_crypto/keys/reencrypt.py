@@ -29,8 +29,9 @@ version that is itself compromised stops the run.
 Then, in rounds until the current snapshot holds nothing older (``max_rounds``):
 ``rewrite_data_files`` (``rewrite-all``, ``remove-dangling-deletes``) rewrites every data file with
 its deletes applied, ``rewrite_position_delete_files`` (``rewrite-all``) whatever delete files are
-left, ``rewrite_manifests`` the manifests. A file counts as new when the snapshot that added it (the
-``entries`` and ``manifests`` metadata tables) is newer than the re-seal and sealed by the fresh KEK;
+left, ``rewrite_manifests`` the manifests the rewrites carried over unchanged (they write the others
+anew). A file counts as new when the snapshot that added it (read from the current manifest list on
+the driver, no Spark job) is newer than the re-seal and sealed by the fresh KEK;
 a concurrent writer whose snapshot was sealed by an older KEK (its encryption manager was made
 before the KEK commit; Iceberg writes that KEK back) makes another round, which re-seals first.
 Then ``expire_snapshots`` of every snapshot but the current one (they are exactly what the leaked
@@ -140,13 +141,13 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
     compromised = [k for k, (wrapped, _props) in keks.items() if k in compromised_ids or
                    (table_key_id, str(_ask(kms.key_version, wrapped, table_key_id, what="key_version"))) in compromised_versions]
     result.compromised_keks = sorted(compromised)
-    blocking = _blocking_refs(spark, full_name)
+    blocking = _blocking_refs(base)
     if blocking and not drop_refs:
         raise ReencryptError(f"{full_name} has refs that pin snapshots the re-encryption must expire: "
                              f"{', '.join(blocking)}; drop them or pass drop_refs (--drop-refs); nothing changed")
     if dry_run:
         result.refs_dropped = blocking
-        result.expired_snapshots = [s for s in _snapshot_ids(spark, full_name) if s != _current_id(base)]
+        result.expired_snapshots = [s for s in _snapshot_ids(base) if s != _current_id(base)]
         result.orphans = _remove_orphans(spark, full_name, orphans_older_than, dry_run=True) if remove_orphans else []
         result.metadata_location = base.metadataFileLocation()
         return result
@@ -182,9 +183,13 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
         if old["data"]:
             _call(spark, full_name, "rewrite_data_files",
                   "options => map('rewrite-all', 'true', 'remove-dangling-deletes', 'true')")
-        if _old_content(spark, ops, full_name, fresh)["deletes"]:
+            old = _old_content(spark, ops, full_name, fresh)
+        if old["deletes"]:
             _call(spark, full_name, "rewrite_position_delete_files", "options => map('rewrite-all', 'true')")
-        if _current_id(ops.refresh()) == before or _old_content(spark, ops, full_name, fresh)["manifests"]:
+            old = _old_content(spark, ops, full_name, fresh)
+        # rewrite_data_files commits new manifests (its own, and the old ones filtered of the replaced
+        # files, written anew); rewrite_manifests only for what it carried over unchanged
+        if _current_id(ops.refresh()) == before or old["manifests"]:
             _call(spark, full_name, "rewrite_manifests", "use_caching => false")
         after = _current_id(ops.refresh())
         if after != before:
@@ -199,9 +204,11 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
     result.steps_done.append("rewrite")
     # 4. expire everything but the current snapshot; drop the key entries they alone needed
     say("expire snapshots")
-    current_id = _current_id(ops.refresh())
-    result.expired_snapshots = [s for s in _snapshot_ids(spark, full_name) if s != current_id]
+    base = ops.refresh()
+    result.expired_snapshots = [s for s in _snapshot_ids(base) if s != _current_id(base)]
     if result.expired_snapshots:
+        # the procedure, not Iceberg's core ExpireSnapshots: 1.12.0's core file cleanup opens the
+        # expired snapshots' manifest lists without the table's encryption ("Failed to open file")
         ids = ", ".join(str(s) for s in result.expired_snapshots)
         _call(spark, full_name, "expire_snapshots", f"snapshot_ids => array({ids})")
     result.steps_done.append("expire")
@@ -329,9 +336,13 @@ def _drop_old_keys_step(jvm, base, table_key_id: str, fresh, result: ReencryptRe
 def _old_content(spark, ops, full_name: str, fresh) -> dict[str, int]:
     """Live files and manifests of the current snapshot added by a snapshot that is not new: new is
     committed after the last re-seal (sequence number above the fresh KEK's ``RESEALED_UP_TO``) and
-    sealed by the fresh KEK."""
+    sealed by the fresh KEK.
+
+    Read from the current manifest list on the driver (no Spark job): a manifest added by an old
+    snapshot is old with every live file in it (its ADDED and EXISTING counts); a manifest added by a
+    new snapshot holds old files only among its EXISTING entries (carried over from older manifests),
+    and only then are the entries themselves read (the ``entries`` metadata table)."""
     base = ops.refresh()
-    spark.sql(f"REFRESH TABLE {full_name}")
     if base.currentSnapshot() is None:
         return {"data": 0, "deletes": 0, "manifests": 0, "manifest_list": 0}
     jvm = spark.sparkContext._jvm
@@ -343,23 +354,37 @@ def _old_content(spark, ops, full_name: str, fresh) -> dict[str, int]:
                if entries.get(s.keyId()) in fresh_ids and s.sequenceNumber() > fresh_ids[entries.get(s.keyId())]}
     current = _current_id(base)
     old = {"data": 0, "deletes": 0, "manifests": 0, "manifest_list": int(current not in new_ids)}
-    for row in spark.sql(f"SELECT snapshot_id, data_file.content FROM {full_name}.entries WHERE status < 2").collect():
-        if row[0] not in new_ids:
-            old["data" if row[1] == 0 else "deletes"] += 1
-    for row in spark.sql(f"SELECT added_snapshot_id FROM {full_name}.all_manifests "
-                         f"WHERE reference_snapshot_id = {current}").collect():
-        if row[0] not in new_ids:
+    read_entries = False
+    for manifest in list(base.currentSnapshot().allManifests(ops.io())):
+        added_by = manifest.snapshotId()
+        added, existing = manifest.addedFilesCount(), manifest.existingFilesCount()
+        if added_by is None or added is None or existing is None:
+            read_entries = True  # counts or the adding snapshot not recorded: ask the entries
+            continue
+        kind = "data" if manifest.content().id() == 0 else "deletes"
+        if int(added_by) not in new_ids:
             old["manifests"] += 1
+            old[kind] += int(added) + int(existing)
+        elif int(existing):
+            read_entries = True
+    if read_entries:
+        spark.sql(f"REFRESH TABLE {full_name}")
+        old["data"] = old["deletes"] = 0
+        for row in spark.sql(f"SELECT snapshot_id, data_file.content FROM {full_name}.entries WHERE status < 2").collect():
+            if row[0] not in new_ids:
+                old["data" if row[1] == 0 else "deletes"] += 1
     return old
 
 
-def _blocking_refs(spark, full_name: str) -> list[str]:
-    return sorted(f"{row[1].lower()} {row[0]}" for row in spark.sql(f"SELECT name, type FROM {full_name}.refs").collect()
-                  if row[0] != "main")
+def _blocking_refs(base) -> list[str]:
+    """The branches and tags other than ``main``, as ``branch NAME`` / ``tag NAME``."""
+    refs = dict(base.refs())
+    return sorted(f"{'branch' if ref.isBranch() else 'tag'} {name}" for name, ref in refs.items() if name != "main")
 
 
-def _snapshot_ids(spark, full_name: str) -> list[int]:
-    return [r[0] for r in spark.sql(f"SELECT snapshot_id FROM {full_name}.snapshots ORDER BY committed_at").collect()]
+def _snapshot_ids(base) -> list[int]:
+    """Every snapshot's id, oldest first."""
+    return [int(s.snapshotId()) for s in sorted(list(base.snapshots()), key=lambda s: s.timestampMillis())]
 
 
 def _current_id(base) -> int | None:
