@@ -21,7 +21,7 @@ import pytest
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.kms.keystore import Keystore
 from pyiceberg_crypto.testing.netns import read_pcap_payloads
-from tests.cluster.apps import pack_environment, serve_requests
+from tests.cluster.apps import serve_requests
 from tests.integration.kms_cluster_app import ok, results_of
 from tests.testkit import PROJECT_ENV, ROOT
 
@@ -208,8 +208,7 @@ def assert_tls_records(data: bytes, stream) -> None:
 
 
 def test_the_verification_job_through_spark_submit_with_a_packed_environment(main_run, netns_cluster, keystore,
-                                                                              dist, tmp_path):
-    archive = pack_environment(dist["wheel"], tmp_path)
+                                                                              packed_env, tmp_path):
 
     import pyspark
     from pyiceberg_crypto import config
@@ -217,7 +216,7 @@ def test_the_verification_job_through_spark_submit_with_a_packed_environment(mai
     settings = config.spark_settings("lake", warehouse=main_run["workdir"] / "wh")
     conf = {**netns_cluster.driver_conf(), **settings}
     job = Path(__import__("pyiceberg_crypto.cli.verify_job", fromlist=["job"]).__file__)
-    command = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--archives", f"{archive}#env",
+    command = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--archives", f"{packed_env}#env",
                "--conf", "spark.pyspark.python=./env/bin/python", "--conf", f"spark.pyspark.driver.python={sys.executable}",
                *config.spark_conf_args(conf), str(job), "--table", "lake.db.t", "--kms", "keystore",
                "--kms-property", f"keystore.path={keystore}", "--json", "--output", str(tmp_path / "report.json"),

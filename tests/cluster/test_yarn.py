@@ -33,7 +33,7 @@ import pytest
 
 from pyiceberg_crypto import config
 from pyiceberg_crypto.kms import KeystoreKms
-from tests.cluster.apps import pack_environment, serve_requests
+from tests.cluster.apps import serve_requests
 from tests.integration.kms_cluster_app import ok, results_of
 from tests.testkit import PROJECT_ENV, ROOT
 
@@ -160,11 +160,6 @@ def assert_reads_back(steps: dict, keystore: Path) -> None:
 
 
 # --- cluster mode --------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def packed_env(dist, tmp_path_factory) -> Path:
-    return pack_environment(dist["wheel"], tmp_path_factory.mktemp("yarn-env"))
 
 
 @pytest.fixture(scope="module")
