@@ -46,8 +46,10 @@ SMALL_APP_SETTINGS = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "
 #: (spark-submit's, which ``SPARK_SUBMIT_OPTS`` reaches) with the C1 compiler only and the serial
 #: collector. A ``keys rewrap --dry-run`` took 52-59 s without and 26-29 s with them on a loaded
 #: 2-core machine: such a JVM lives too short for C2 to pay back the CPU it takes. No JVM "Picked
-#: up" notice on stderr (unlike JDK_JAVA_OPTIONS); executors and servers keep their own options.
-SHORT_DRIVER_ENV = {"SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+#: up" notice on stderr (unlike JDK_JAVA_OPTIONS); servers keep their own options, executors too except
+#: in the cluster tests (tests/cluster/apps.short_lived_jvms).
+SHORT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+SHORT_DRIVER_ENV = {"SPARK_SUBMIT_OPTS": SHORT_JVM_OPTIONS}
 
 
 #: Set by ``make test``: the directory where it built the sdist and wheel once for every lane.

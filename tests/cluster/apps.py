@@ -1,6 +1,7 @@
 """What the namespace-cluster tests share to run applications (tests/cluster/test_cluster.py on
 Spark standalone, tests/cluster/test_yarn.py on YARN): the loop that does what an application asks
-of the machine (kill a node, firewall a port), and a packed virtual environment for ``--archives``.
+of the machine (kill a node, firewall a port), a packed virtual environment for ``--archives``, and
+the JVM options of the applications' short-lived JVMs.
 """
 
 from __future__ import annotations
@@ -13,7 +14,23 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.testkit import PROJECT_ENV
+from tests.testkit import PROJECT_ENV, SHORT_JVM_OPTIONS
+
+
+def short_lived_jvms(conf: dict[str, str], *, driver: bool = False) -> dict[str, str]:
+    """``conf`` with C1 only and the serial collector (``SHORT_JVM_OPTIONS``) for the test
+    applications' executors and YARN ApplicationMaster, and with ``driver`` for a driver that Spark
+    starts in a container (YARN cluster mode); the driver on the edge or driver node gets them from
+    ``SPARK_SUBMIT_OPTS`` (tests.testkit.SHORT_DRIVER_ENV). A test application starts four to six
+    JVMs on the 2 cores and lives a few minutes: too short for C2 and the parallel collector to pay
+    back the CPU their threads take from every other JVM. Options ``conf`` already has are kept."""
+    keys = ["spark.executor.extraJavaOptions", "spark.yarn.am.extraJavaOptions"]
+    if driver:
+        keys.append("spark.driver.extraJavaOptions")
+    merged = dict(conf)
+    for key in keys:
+        merged[key] = f"{SHORT_JVM_OPTIONS} {merged.get(key, '')}".strip()
+    return merged
 
 
 def serve_requests(workdir: Path, stop: threading.Event, handle: Callable[[dict], dict | None]) -> list[dict]:

@@ -1,5 +1,6 @@
 """The network-namespace clusters (pyiceberg_crypto/testing/netns.py, .../yarn.py): one of each per
-test run, started on first use and shared by the module's tests."""
+test run, started on first use and shared by the module's tests; and the packed virtual environment
+both modules ship with ``--archives`` (packed once per test run)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from pyiceberg_crypto.kms.keystore import Keystore
 from pyiceberg_crypto.testing.netns import ClusterUnavailable, NetnsCluster
+from tests.cluster.apps import pack_environment
 
 
 @pytest.fixture(scope="session")
@@ -47,3 +49,12 @@ def keystore(tmp_path_factory) -> Path:
     store.create()
     store.add_key("orders-key")
     return path
+
+
+@pytest.fixture(scope="session")
+def packed_env(dist, tmp_path_factory) -> Path:
+    """The package's wheel and its dependencies in a venv packed by venv-pack (``env.tar.gz``), for
+    ``spark-submit --archives ENV#env``: the standalone verification job and YARN's cluster mode
+    ship the same archive, so the cluster lane packs it once (a venv, pip and venv-pack: ~1-2 min
+    on a loaded 2-core machine)."""
+    return pack_environment(dist["wheel"], tmp_path_factory.mktemp("packed-env"))

@@ -21,9 +21,9 @@ import pytest
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.kms.keystore import Keystore
 from pyiceberg_crypto.testing.netns import read_pcap_payloads
-from tests.cluster.apps import pack_environment, serve_requests
+from tests.cluster.apps import serve_requests, short_lived_jvms
 from tests.integration.kms_cluster_app import ok, results_of
-from tests.testkit import PROJECT_ENV, ROOT
+from tests.testkit import PROJECT_ENV, ROOT, SHORT_DRIVER_ENV
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -32,8 +32,10 @@ WORKER_NODES = {"w1": 0, "w2": 1}
 
 
 def default_jar_env(cluster) -> dict[str, str]:
-    """The driver's environment as a user's: no local jar directory, so spark.jars.packages is used."""
+    """The driver's environment as a user's: no local jar directory, so spark.jars.packages is used
+    (the driver JVM short-lived: SHORT_DRIVER_ENV)."""
     env = {k: v for k, v in cluster.driver_env().items() if k not in PROJECT_ENV}
+    env.update(SHORT_DRIVER_ENV)
     env["PYTHONPATH"] = str(ROOT)  # for tests.* helpers; pyiceberg_crypto is installed in the venv
     env["PYSPARK_PYTHON"] = sys.executable
     return env
@@ -54,7 +56,8 @@ def worker_actions(cluster):
 
 def run_app(cluster, scenario: str, workdir: Path, keystore: Path, timeout: int = 900) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
-    cfg = {"workdir": str(workdir), "spark_conf": cluster.driver_conf(), "driver_address": cluster.driver.address,
+    cfg = {"workdir": str(workdir), "spark_conf": short_lived_jvms(cluster.driver_conf()),
+           "driver_address": cluster.driver.address,
            "keystore": str(keystore)}
     (workdir / "config.json").write_text(json.dumps(cfg))
     stop = threading.Event()
@@ -208,16 +211,15 @@ def assert_tls_records(data: bytes, stream) -> None:
 
 
 def test_the_verification_job_through_spark_submit_with_a_packed_environment(main_run, netns_cluster, keystore,
-                                                                              dist, tmp_path):
-    archive = pack_environment(dist["wheel"], tmp_path)
+                                                                              packed_env, tmp_path):
 
     import pyspark
     from pyiceberg_crypto import config
 
     settings = config.spark_settings("lake", warehouse=main_run["workdir"] / "wh")
-    conf = {**netns_cluster.driver_conf(), **settings}
+    conf = short_lived_jvms({**netns_cluster.driver_conf(), **settings})
     job = Path(__import__("pyiceberg_crypto.cli.verify_job", fromlist=["job"]).__file__)
-    command = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--archives", f"{archive}#env",
+    command = [str(Path(pyspark.__file__).parent / "bin" / "spark-submit"), "--archives", f"{packed_env}#env",
                "--conf", "spark.pyspark.python=./env/bin/python", "--conf", f"spark.pyspark.driver.python={sys.executable}",
                *config.spark_conf_args(conf), str(job), "--table", "lake.db.t", "--kms", "keystore",
                "--kms-property", f"keystore.path={keystore}", "--json", "--output", str(tmp_path / "report.json"),

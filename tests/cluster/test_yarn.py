@@ -33,9 +33,9 @@ import pytest
 
 from pyiceberg_crypto import config
 from pyiceberg_crypto.kms import KeystoreKms
-from tests.cluster.apps import pack_environment, serve_requests
+from tests.cluster.apps import serve_requests, short_lived_jvms
 from tests.integration.kms_cluster_app import ok, results_of
-from tests.testkit import PROJECT_ENV, ROOT
+from tests.testkit import PROJECT_ENV, ROOT, SHORT_DRIVER_ENV
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -57,13 +57,14 @@ def spark_submit() -> str:
 def submit(cluster, mode: str, workdir: Path, cfg: dict, *, conf: dict[str, str] | None = None,
            args: list[str] = (), env: dict[str, str] | None = None, timeout: float = 1200, scenario: str = "main"):
     """``spark-submit --master yarn --deploy-mode MODE ... cluster_app.py SCENARIO CONFIG`` on the edge
-    node, the package's settings as ``--conf`` (the default jar path); returns the finished
+    node, the package's settings as ``--conf`` (the default jar path), the containers' JVMs short-lived
+    (apps.short_lived_jvms); returns the finished
     process, the application id (from spark-submit's log; None when the driver's logging is quiet)
     and the requests the application made of the machine."""
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "config.json").write_text(json.dumps({"workdir": str(workdir), "spark_conf": {}, **cfg}))
     settings = config.spark_settings("lake", warehouse=workdir / "wh")
-    all_conf = {**cluster.spark_conf(mode), **settings, **(conf or {})}
+    all_conf = short_lived_jvms({**cluster.spark_conf(mode), **settings, **(conf or {})}, driver=mode == "cluster")
     command = [spark_submit(), *config.spark_conf_args(all_conf), *args, str(APP), scenario,
                str(workdir / "config.json")]
     stop = threading.Event()
@@ -101,8 +102,10 @@ def nodemanager_actions(cluster):
 
 
 def edge_env(cluster, **extra: str) -> dict[str, str]:
-    """spark-submit's environment on the edge node, as a user's: no project variables."""
+    """spark-submit's environment on the edge node, as a user's: no project variables (its JVM
+    short-lived: SHORT_DRIVER_ENV)."""
     env = {k: v for k, v in cluster.submit_env().items() if k not in PROJECT_ENV}
+    env.update(SHORT_DRIVER_ENV)
     env.update(extra)
     return env
 
@@ -160,11 +163,6 @@ def assert_reads_back(steps: dict, keystore: Path) -> None:
 
 
 # --- cluster mode --------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def packed_env(dist, tmp_path_factory) -> Path:
-    return pack_environment(dist["wheel"], tmp_path_factory.mktemp("yarn-env"))
 
 
 @pytest.fixture(scope="module")
