@@ -49,7 +49,7 @@ import pytest
 from pyiceberg_crypto import jars
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401  (the rest-catalog page's server)
 from tests.docs.blocks import DOCS, Block, blocks_of
-from tests.testkit import PROJECT_ENV, SHORT_DRIVER_ENV
+from tests.testkit import PROJECT_ENV, QUICK_INSTALL_ENV, SHORT_DRIVER_ENV
 
 pytestmark = [pytest.mark.newcomer, pytest.mark.slow]
 
@@ -193,6 +193,7 @@ def walk_venv(dist, tmp_path_factory):
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     env = {k: v for k, v in os.environ.items() if k not in PROJECT_ENV}
     env.update(SHORT_DRIVER_ENV)  # JVM options only: the pages' commands and settings are as written
+    env.update(QUICK_INSTALL_ENV)  # pip's byte-compiling of all of pyspark left to Python's first imports
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["PYSPARK_PYTHON"] = str(venv / "bin" / "python")
     result = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
@@ -232,18 +233,20 @@ def mount_namespaces_work(scratch: Path) -> bool:
 
 
 def walk(pages: list[str], directory: Path, env: dict[str, str], wheel: Path, *, seen_at: Path | None = None,
-         after_first: Callable[[], None] = lambda: None) -> dict[str, float]:
+         after_first: Callable[[], None] = lambda: None) -> dict[str, dict[str, float]]:
     """Run ``pages`` in ``directory`` (made here unless ``seen_at``: then ``directory`` is a copy,
-    run where it is seen at ``seen_at`` in a mount namespace); returns each page's duration in
-    seconds. ``after_first`` is called once the first page has run (and before the second starts)."""
+    run where it is seen at ``seen_at`` in a mount namespace); returns ``{page: {block: seconds}}``
+    (``block``: its ``docs/page.md:line``, the runs of consecutive python blocks joined), in order.
+    ``after_first`` is called once the first page has run (and before the second starts)."""
     if seen_at is None:
         directory.mkdir()
     durations = {}
     for position, name in enumerate(pages):
         page = DOCS / name
-        started = time.monotonic()
+        durations[name] = {}
         output = []
         for block in steps(page):
+            started = time.monotonic()
             code = substituted(block.code, wheel) if block.language == "sh" else block.code
             step_env = dict(env, DOCS_WALK_CODE=code) if block.language == "python" else env
             command = ["bash", "-e", "-c", terminal(code, block.language)]
@@ -256,10 +259,10 @@ def walk(pages: list[str], directory: Path, env: dict[str, str], wheel: Path, *,
                 f"{block.where} ({block.language}) failed with exit {result.returncode} in {directory}:\n{code}\n"
                 f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-5000:]}")
             output.append(result.stdout)
+            durations[name][block.where] = round(time.monotonic() - started, 1)
         printed = "\n".join(output)
         for expected in EXPECTED.get(name, []):
             assert expected in printed, f"docs/{name}: {expected!r} not in its output:\n{printed[-4000:]}"
-        durations[name] = round(time.monotonic() - started, 1)
         if position == 0:
             after_first()
     return durations
@@ -323,14 +326,16 @@ class Walkers:
     """Runs chains :data:`WALKERS` at a time, the longest ready one first; a chain that continues
     another (:data:`CONTINUES`) is ready once that chain's first page has run and its directory has
     been copied. ``futures[chain]`` is the result of ``run(chain, release)``; ``run`` calls
-    ``release(chain)`` after the chain's first page (the chains continuing it become ready)."""
+    ``release(chain)`` after the chain's first page (the chains continuing it become ready).
+    ``seconds(chain)``: how long a chain is expected to take (:func:`chain_seconds`)."""
 
     def __init__(self, chains: list[str], waiting_for: dict[str, str],
-                 run: Callable[[str, Callable[[str], None]], object]):
+                 run: Callable[[str, Callable[[str], None]], object], seconds: Callable[[str], int] = chain_seconds):
         self.futures: dict[str, Future] = {chain: Future() for chain in chains}
         self._waiting_for = dict(waiting_for)          # chain -> the chain it waits for
         self._ready = [chain for chain in chains if chain not in self._waiting_for]
         self._run = run
+        self._seconds = seconds
         self._stopping = False
         self._changed = threading.Condition()
         self._threads = [threading.Thread(target=self._walker, name=f"docs-walk-{n}", daemon=True)
@@ -364,7 +369,7 @@ class Walkers:
                 self._changed.wait()
             if self._stopping or not self._ready:
                 return None
-            chain = max(self._ready, key=chain_seconds)
+            chain = max(self._ready, key=self._seconds)
             self._ready.remove(chain)
             return chain
 
@@ -435,7 +440,10 @@ def test_the_pages_run_as_written(chain_walks, chain, record_property, capsys):
     directory, durations, left_running = chain_walks[chain].result()
     record_property("durations", durations)
     with capsys.disabled():
-        print(f"\ndocs walk {chain}: " + ", ".join(f"{page} {seconds} s" for page, seconds in durations.items()))
+        print(f"\ndocs walk {chain}: " + ", ".join(f"{page} {sum(blocks.values()):.1f} s ("
+                                                  + ", ".join(f"{where.rsplit(':', 1)[1]}: {seconds}"
+                                                              for where, seconds in blocks.items()) + ")"
+                                                  for page, blocks in durations.items()))
     if chain == "lake":
         table = directory / "warehouse" / "shop.db" / "orders"
         assert all(p.read_bytes()[:4] in (b"PARE", b"AGS1") for p in table.rglob("*")
