@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.testkit import PROJECT_ENV, ROOT, SHORT_DRIVER_ENV
+from tests.testkit import PROJECT_ENV, QUICK_INSTALL_ENV, ROOT, SHORT_DRIVER_ENV
 
 pytestmark = [pytest.mark.newcomer, pytest.mark.slow]
 
@@ -63,6 +63,7 @@ def pinned_pyspark(line: str) -> str:
 def newcomer_env(venv: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in PROJECT_ENV}
     env.update(SHORT_DRIVER_ENV)  # JVM options only, nothing of the checkout
+    env.update(QUICK_INSTALL_ENV)  # pip's byte-compiling of all of pyspark left to Python's first imports
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["PYSPARK_PYTHON"] = str(venv / "bin" / "python")
     return env

@@ -442,12 +442,12 @@ def test_every_getting_started_and_how_to_page_is_walked_or_says_why():
     walked page says which extras it needs, how to start over and, when it continues another page,
     which one."""
     from tests.docs.blocks import DOCS, not_walked
-    from tests.docs.test_docs_walk import CHAINS, PENDING, walked_pages
+    from tests.docs.test_docs_walk import CHAINS, PENDING, pages_of, walked_pages
 
     pages = {page: not_walked(DOCS / page) for page in walkable_pages()}
     problems = walk_coverage_problems(pages, set(walked_pages()), set(PENDING))
     assert not problems, "\n".join(problems)
-    for chain in CHAINS.values():
+    for chain in map(pages_of, CHAINS):
         for position, page in enumerate(chain):
             text = (DOCS / page).read_text()
             assert "**Extras used:**" in text and "**Start over:**" in text, f"docs/{page}"

@@ -33,21 +33,23 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
 from pyiceberg_crypto import jars
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401  (the rest-catalog page's server)
 from tests.docs.blocks import DOCS, Block, blocks_of
-from tests.testkit import PROJECT_ENV, SHORT_DRIVER_ENV
+from tests.testkit import PROJECT_ENV, QUICK_INSTALL_ENV, SHORT_DRIVER_ENV
 
 pytestmark = [pytest.mark.newcomer, pytest.mark.slow]
 
@@ -55,17 +57,37 @@ pytestmark = [pytest.mark.newcomer, pytest.mark.slow]
 #: side by side (:data:`WALKERS` at a time), each in its own directory: pages that only need Getting
 #: started's table get a chain of their own after it, rather than waiting for every page before them.
 CHAINS = {
-    "lake": ["getting-started.md", "how-to/read.md", "how-to/verify.md", "how-to/verify-after-write.md",
-             "how-to/check-files.md", "how-to/verify-each-commit.md"],
-    "keys": ["getting-started.md", "how-to/rotate-keys.md", "how-to/rest-catalog.md"],
+    "lake": ["getting-started.md", "how-to/verify.md", "how-to/verify-after-write.md"],
+    "read": ["how-to/read.md", "how-to/check-files.md"],
+    "keys": ["how-to/rotate-keys.md"],
+    "rest": ["how-to/rest-catalog.md"],
+    "commits": ["how-to/verify-each-commit.md"],
+    "key-compromised": ["how-to/key-compromised.md"],
     "service": ["how-to/kms-service.md"],
     "jars": ["how-to/offline-jars.md"],
     "audit": ["how-to/audit-lake.md"],
     "spark-3.5": ["how-to/spark-3.5.md"],
     "services": ["how-to/services.md"],
     "pipelines": ["how-to/declarative-pipelines.md"],
-    "key-compromised": ["getting-started.md", "how-to/key-compromised.md"],
     "trino": ["how-to/trino.md"],
+}
+#: Chains that start where another chain's first page (Getting started) left its directory: Getting
+#: started runs once, in the chain named here, and each of these chains continues from a copy of the
+#: directory it left, taken before the next page runs. Iceberg and the embedded metastore record
+#: absolute paths, so a copy is only the same directory at the same path: the chain's commands run
+#: in a mount namespace of their own (``unshare --mount``) where the copy is mounted over the
+#: original's path. The commands are the page's, unchanged. Where mount namespaces are not available
+#: (not root), or the other chain is not selected, the chain runs that first page itself first.
+CONTINUES = {"read": "lake", "keys": "lake", "rest": "lake", "commits": "lake", "key-compromised": "lake"}
+#: Each page's seconds in the walk on the loaded CI machine (the last ``make test`` before the walk
+#: was scheduled, 4 lanes in parallel); the walk starts the longest ready chain first, so that no
+#: long chain is left to run alone at the end. Only the order depends on them, never a verdict.
+PAGE_SECONDS = {
+    "getting-started.md": 214, "how-to/read.md": 106, "how-to/verify.md": 173, "how-to/verify-after-write.md": 181,
+    "how-to/check-files.md": 13, "how-to/verify-each-commit.md": 111, "how-to/rotate-keys.md": 585,
+    "how-to/rest-catalog.md": 128, "how-to/kms-service.md": 179, "how-to/offline-jars.md": 6,
+    "how-to/audit-lake.md": 117, "how-to/spark-3.5.md": 71, "how-to/services.md": 224,
+    "how-to/declarative-pipelines.md": 320, "how-to/key-compromised.md": 380, "how-to/trino.md": 13,
 }
 #: Chains whose page makes a virtual environment of its own (``python -m venv``): the walk makes it
 #: (empty, outside the repository) and the chain's terminal has it on ``PATH``.
@@ -73,7 +95,7 @@ OWN_VENV = {"spark-3.5"}
 #: The servers a chain's pages read from the environment, as each page documents it: the test
 #: session's own (pyiceberg_crypto.testing.pytest_plugin), started only when a selected chain needs one.
 SERVERS = {
-    "keys": {"REST_URI": ("rest_catalog_server", "uri")},
+    "rest": {"REST_URI": ("rest_catalog_server", "uri")},
     "audit": {"METASTORE_URI": ("hive_metastore", "uri")},
 }
 #: How many chains walk at once: most of a page's time is a JVM starting, which two do side by side
@@ -122,6 +144,18 @@ def walked_pages() -> list[str]:
     return [page for chain in CHAINS.values() for page in chain]
 
 
+def pages_of(chain: str) -> list[str]:
+    """Every page a chain's directory has seen, in order: a chain that continues another
+    (:data:`CONTINUES`) starts with that chain's first page."""
+    parent = CONTINUES.get(chain)
+    return ([CHAINS[parent][0]] if parent else []) + CHAINS[chain]
+
+
+def chain_seconds(chain: str) -> int:
+    """What a chain is expected to take (:data:`PAGE_SECONDS`; a page not listed counts a minute)."""
+    return sum(PAGE_SECONDS.get(page, 60) for page in CHAINS[chain])
+
+
 def steps(page: Path) -> list[Block]:
     """The blocks the walk runs, in order; consecutive python blocks joined into one."""
     out: list[Block] = []
@@ -159,6 +193,7 @@ def walk_venv(dist, tmp_path_factory):
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     env = {k: v for k, v in os.environ.items() if k not in PROJECT_ENV}
     env.update(SHORT_DRIVER_ENV)  # JVM options only: the pages' commands and settings are as written
+    env.update(QUICK_INSTALL_ENV)  # pip's byte-compiling of all of pyspark left to Python's first imports
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["PYSPARK_PYTHON"] = str(venv / "bin" / "python")
     result = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
@@ -177,28 +212,59 @@ def _free_port() -> int:
 PIP_LOCK = threading.Lock()
 
 
-def walk(pages: list[str], directory: Path, env: dict[str, str], wheel: Path) -> dict[str, float]:
-    """Run ``pages`` in ``directory``; returns each page's duration in seconds."""
-    directory.mkdir()
+def in_namespace(command: list[str], directory: Path, seen_at: Path) -> list[str]:
+    """``command`` in a mount namespace of its own where ``directory`` is mounted over ``seen_at``,
+    and run from there (a copy of a chain's directory at the original's path: :data:`CONTINUES`)."""
+    mount = 'mount --bind "$1" "$2" && cd "$2" && shift 2 && exec "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, "sh", str(directory), str(seen_at),
+            *command]
+
+
+def mount_namespaces_work(scratch: Path) -> bool:
+    """Whether this process may make mount namespaces (root, ``unshare`` installed)."""
+    (scratch / "probe-a").mkdir(exist_ok=True)
+    (scratch / "probe-b").mkdir(exist_ok=True)
+    try:
+        result = subprocess.run(in_namespace(["true"], scratch / "probe-a", scratch / "probe-b"),
+                                capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return result.returncode == 0
+
+
+def walk(pages: list[str], directory: Path, env: dict[str, str], wheel: Path, *, seen_at: Path | None = None,
+         after_first: Callable[[], None] = lambda: None) -> dict[str, dict[str, float]]:
+    """Run ``pages`` in ``directory`` (made here unless ``seen_at``: then ``directory`` is a copy,
+    run where it is seen at ``seen_at`` in a mount namespace); returns ``{page: {block: seconds}}``
+    (``block``: its ``docs/page.md:line``, the runs of consecutive python blocks joined), in order.
+    ``after_first`` is called once the first page has run (and before the second starts)."""
+    if seen_at is None:
+        directory.mkdir()
     durations = {}
-    for name in pages:
+    for position, name in enumerate(pages):
         page = DOCS / name
-        started = time.monotonic()
+        durations[name] = {}
         output = []
         for block in steps(page):
+            started = time.monotonic()
             code = substituted(block.code, wheel) if block.language == "sh" else block.code
             step_env = dict(env, DOCS_WALK_CODE=code) if block.language == "python" else env
+            command = ["bash", "-e", "-c", terminal(code, block.language)]
+            if seen_at is not None:
+                command = in_namespace(command, directory, seen_at)
             with PIP_LOCK if "pip install" in code else contextlib.nullcontext():
-                result = subprocess.run(["bash", "-e", "-c", terminal(code, block.language)], cwd=directory,
-                                        env=step_env, capture_output=True, text=True, timeout=900)
+                result = subprocess.run(command, cwd=directory, env=step_env, capture_output=True, text=True,
+                                        timeout=900)
             assert result.returncode == 0, (
                 f"{block.where} ({block.language}) failed with exit {result.returncode} in {directory}:\n{code}\n"
                 f"--- stdout\n{result.stdout[-3000:]}\n--- stderr\n{result.stderr[-5000:]}")
             output.append(result.stdout)
+            durations[name][block.where] = round(time.monotonic() - started, 1)
         printed = "\n".join(output)
         for expected in EXPECTED.get(name, []):
             assert expected in printed, f"docs/{name}: {expected!r} not in its output:\n{printed[-4000:]}"
-        durations[name] = round(time.monotonic() - started, 1)
+        if position == 0:
+            after_first()
     return durations
 
 
@@ -249,33 +315,124 @@ def chain_environment(chain: str, base: dict[str, str], root: Path, servers: dic
     return env
 
 
+def copy_for(directory: Path, copy: Path) -> None:
+    """A copy of a chain's directory for a chain that continues from it: a new terminal there (the
+    exported variables of the first chain's terminal, its own port among them, stay behind)."""
+    shutil.copytree(directory, copy, symlinks=True)
+    (copy / ENV_FILE).unlink(missing_ok=True)
+
+
+class Walkers:
+    """Runs chains :data:`WALKERS` at a time, the longest ready one first; a chain that continues
+    another (:data:`CONTINUES`) is ready once that chain's first page has run and its directory has
+    been copied. ``futures[chain]`` is the result of ``run(chain, release)``; ``run`` calls
+    ``release(chain)`` after the chain's first page (the chains continuing it become ready).
+    ``seconds(chain)``: how long a chain is expected to take (:func:`chain_seconds`)."""
+
+    def __init__(self, chains: list[str], waiting_for: dict[str, str],
+                 run: Callable[[str, Callable[[str], None]], object], seconds: Callable[[str], int] = chain_seconds):
+        self.futures: dict[str, Future] = {chain: Future() for chain in chains}
+        self._waiting_for = dict(waiting_for)          # chain -> the chain it waits for
+        self._ready = [chain for chain in chains if chain not in self._waiting_for]
+        self._run = run
+        self._seconds = seconds
+        self._stopping = False
+        self._changed = threading.Condition()
+        self._threads = [threading.Thread(target=self._walker, name=f"docs-walk-{n}", daemon=True)
+                         for n in range(WALKERS)]
+        for thread in self._threads:
+            thread.start()
+
+    def release(self, parent: str) -> None:
+        """The chains waiting for ``parent`` may start."""
+        with self._changed:
+            for chain, waited in list(self._waiting_for.items()):
+                if waited == parent:
+                    del self._waiting_for[chain]
+                    self._ready.append(chain)
+            self._changed.notify_all()
+
+    def _fail_waiting(self, parent: str, error: BaseException) -> None:
+        with self._changed:
+            failed = [chain for chain, waited in self._waiting_for.items() if waited == parent]
+            for chain in failed:
+                del self._waiting_for[chain]
+            self._changed.notify_all()
+        for chain in failed:
+            if not self.futures[chain].done():
+                self.futures[chain].set_exception(RuntimeError(f"chain {parent!r} failed before its first page was "
+                                                               f"done, which chain {chain!r} continues: {error}"))
+
+    def _next(self) -> str | None:
+        with self._changed:
+            while not self._stopping and not self._ready and self._waiting_for:
+                self._changed.wait()
+            if self._stopping or not self._ready:
+                return None
+            chain = max(self._ready, key=self._seconds)
+            self._ready.remove(chain)
+            return chain
+
+    def _walker(self) -> None:
+        while (chain := self._next()) is not None:
+            future = self.futures[chain]
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(self._run(chain, self.release))
+            except BaseException as error:  # noqa: BLE001  (the test case of the chain reports it)
+                future.set_exception(error)
+            self._fail_waiting(chain, future.exception() or RuntimeError("it did not release them"))
+
+    def stop(self) -> None:
+        """Start no more chains; wait for the running ones."""
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+        for future in self.futures.values():
+            future.cancel()
+        for thread in self._threads:
+            thread.join()
+
+
 @pytest.fixture(scope="module")
 def chain_walks(walk_venv, request):
     """Every selected chain, started at once, :data:`WALKERS` at a time: ``{chain: Future of
     (directory, durations, pid files left running)}``. Each test case waits for its own chain."""
-    selected = [item.callspec.params["chain"] for item in request.session.items
-                if item.originalname == "test_the_pages_run_as_written" and hasattr(item, "callspec")]
+    selected = list(dict.fromkeys(item.callspec.params["chain"] for item in request.session.items
+                                  if item.originalname == "test_the_pages_run_as_written" and hasattr(item, "callspec")))
     root = walk_venv["root"]
     servers = {chain: {variable: getattr(request.getfixturevalue(fixture), attribute)
                        for variable, (fixture, attribute) in SERVERS.get(chain, {}).items()}
                for chain in selected}
+    copies = mount_namespaces_work(root)
+    continuing = {chain: parent for chain, parent in CONTINUES.items()
+                  if chain in selected and parent in selected and copies}
 
-    def run(chain: str) -> tuple[Path, dict[str, float], list[str]]:
+    def run(chain: str, release: Callable[[str], None]) -> tuple[Path, dict[str, float], list[str]]:
         """The chain's directory, each page's seconds, and the pid files whose process the pages
         left running (looked at before the walk stops them)."""
         directory = root / chain
         env = chain_environment(chain, walk_venv["env"], root, servers[chain])
+        parent = continuing.get(chain)
+        pages = CHAINS[chain] if parent or chain not in CONTINUES else pages_of(chain)
+        followers = [c for c, p in continuing.items() if p == chain]
+
+        def after_first() -> None:
+            for follower in followers:
+                copy_for(directory, root / follower)
+            release(chain)
+
         try:
-            durations = walk(CHAINS[chain], directory, env, walk_venv["wheel"])
+            durations = walk(pages, directory, env, walk_venv["wheel"], seen_at=root / parent if parent else None,
+                             after_first=after_first)
             return directory, durations, sorted(p.name for p in directory.glob("*.pid") if _running(p))
         finally:
             _stop_leftovers(directory)
 
-    with ThreadPoolExecutor(max_workers=WALKERS, thread_name_prefix="docs-walk") as pool:
-        futures: dict[str, Future] = {chain: pool.submit(run, chain) for chain in dict.fromkeys(selected)}
-        yield futures
-        for future in futures.values():
-            future.cancel()
+    walkers = Walkers(selected, continuing, run)
+    yield walkers.futures
+    walkers.stop()
 
 
 @pytest.mark.parametrize("chain", list(CHAINS))
@@ -283,12 +440,16 @@ def test_the_pages_run_as_written(chain_walks, chain, record_property, capsys):
     directory, durations, left_running = chain_walks[chain].result()
     record_property("durations", durations)
     with capsys.disabled():
-        print(f"\ndocs walk {chain}: " + ", ".join(f"{page} {seconds} s" for page, seconds in durations.items()))
+        print(f"\ndocs walk {chain}: " + ", ".join(f"{page} {sum(blocks.values()):.1f} s ("
+                                                  + ", ".join(f"{where.rsplit(':', 1)[1]}: {seconds}"
+                                                              for where, seconds in blocks.items()) + ")"
+                                                  for page, blocks in durations.items()))
     if chain == "lake":
         table = directory / "warehouse" / "shop.db" / "orders"
         assert all(p.read_bytes()[:4] in (b"PARE", b"AGS1") for p in table.rglob("*")
                    if p.is_file() and not p.name.endswith((".metadata.json", ".crc")))
         assert (directory / "verify-state").stat().st_mode & 0o777 == 0o700
+    if chain == "read":
         assert (directory / "file-keys").stat().st_mode & 0o777 == 0o700
         assert all(p.stat().st_mode & 0o077 == 0 for p in (directory / "file-keys").glob("key*"))
     if chain == "service":
