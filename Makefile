@@ -109,7 +109,8 @@ system-packages:
 #   - the Spark 3.5 spine (-m spine on .venv-spark3.5), then the tests that start Spark applications
 #     of their own (-m apps: Connect / Thrift servers, spark-submit jobs, spark-pipelines, streaming
 #     drivers killed and restarted, Trino reading what Spark wrote) on Spark 4.1;
-#   - the namespace clusters (-m cluster: Spark standalone, then YARN);
+#   - the namespace clusters (-m cluster: Spark standalone, then YARN) and the local-cluster
+#     applications (-m executors: executors in JVMs of their own, on one host);
 #   - the newcomer tests (-m newcomer: wheels installed into fresh environments, the docs walk that
 #     runs the pages from the installed wheel);
 #   - everything else on Spark 4.1.
@@ -121,7 +122,7 @@ SPARK35_LOG := .cache/test-spark3.5.log
 APPS_LOG := .cache/test-apps.log
 CLUSTER_LOG := .cache/test-cluster.log
 NEWCOMER_LOG := .cache/test-newcomer.log
-MULTIHOST := cluster or newcomer
+MULTIHOST := cluster or executors or newcomer
 TEST_DIST := .cache/test-dist
 
 test: setup setup-spark3.5 system-packages docs trino-jars yarn-jars
@@ -133,7 +134,7 @@ test: setup setup-spark3.5 system-packages docs trino-jars yarn-jars
 	  PYICEBERG_CRYPTO_REQUIRE_TRINO=1 $(PY) -m pytest -m 'apps and not ($(MULTIHOST))' -p no:cacheprovider \
 		--basetemp=/tmp/pyiceberg-crypto-test-apps --junitxml=.cache/junit-apps.xml \
 		$(PYTEST_ARGS) > $(APPS_LOG) 2>&1 && exit $$spine; } & lane3=$$!; \
-	$(PY) -m pytest -m 'cluster and not newcomer' -p no:cacheprovider --basetemp=/tmp/pyiceberg-crypto-test-cluster --junitxml=.cache/junit-cluster.xml \
+	$(PY) -m pytest -m '(cluster or executors) and not newcomer' -p no:cacheprovider --basetemp=/tmp/pyiceberg-crypto-test-cluster --junitxml=.cache/junit-cluster.xml \
 		$(PYTEST_ARGS) > $(CLUSTER_LOG) 2>&1 & cluster=$$!; \
 	$(PY) -m pytest -m newcomer -p no:cacheprovider --basetemp=/tmp/pyiceberg-crypto-test-newcomer --junitxml=.cache/junit-newcomer.xml \
 		$(PYTEST_ARGS) > $(NEWCOMER_LOG) 2>&1 & newcomer=$$!; \

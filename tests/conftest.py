@@ -30,12 +30,12 @@ JVM_FIXTURES = frozenset({
     "dist", "netns_cluster", "yarn_cluster",
 })
 # Markers whose tests start JVMs of their own, by subprocess (spark-submit, Spark applications,
-# the namespace cluster, wheels installed into fresh environments, the docs walk).
-JVM_MARKERS = frozenset({"apps", "cluster", "newcomer"})
+# the namespace cluster, local-cluster applications, wheels installed into fresh environments, the docs walk).
+JVM_MARKERS = frozenset({"apps", "cluster", "executors", "newcomer"})
 # A hang fails one test, by name, after this many seconds (pyproject.toml: timeout = 300 for a
 # unit test). The longest tests take ~8 minutes under CI's load (a docs-walk chain more): these markers get 30 minutes;
 # other JVM tests 15 (the first one of a session also waits for Spark and the services to start).
-LONG_TIMEOUT_MARKERS = frozenset({"slow", "apps", "cluster", "newcomer"})
+LONG_TIMEOUT_MARKERS = frozenset({"slow", "apps", "cluster", "executors", "newcomer"})
 LONG_TIMEOUT_SECONDS = 1800
 JVM_TIMEOUT_SECONDS = 900
 

@@ -81,3 +81,17 @@ def test_the_unit_lane_path_has_no_jdk_tool(tmp_path):
     assert left_out == ["java", "keytool"]
     assert sorted(p.name for p in (tmp_path / "bin").iterdir()) == ["git-ish"]
     assert shutil.which("java", path=str(tmp_path / "bin")) is None
+
+
+def test_local_cluster_applications_run_in_the_cluster_lane():
+    """A test module that starts ``local-cluster`` executors (JVMs of their own) is marked
+    ``executors`` (or belongs to a lane of its own: apps, newcomer), so that ``make test`` runs it
+    beside the namespace clusters rather than in the main lane."""
+    modules = [path for path in (ROOT / "tests").rglob("test_*.py")
+               if "local-cluster[" in path.read_text() and path != Path(__file__)
+               and "cluster" not in path.relative_to(ROOT / "tests").parts[:1]]
+    assert modules  # the integration tests have some
+    own_lane = selected("executors or apps or newcomer", *(str(p.relative_to(ROOT)) for p in modules))
+    for path in modules:
+        name = str(path.relative_to(ROOT))
+        assert any(node.startswith(name + "::") for node in own_lane), f"{name} starts local-cluster executors: mark it executors"

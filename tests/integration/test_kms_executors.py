@@ -24,7 +24,7 @@ APP = Path(__file__).with_name("kms_cluster_app.py")
 
 # A local-cluster Spark application in a subprocess (jvm). Spark 3.5 runs the lighter executor test
 # (test_readme_and_cluster) instead (not spine).
-pytestmark = [pytest.mark.slow, pytest.mark.jvm]
+pytestmark = [pytest.mark.slow, pytest.mark.jvm, pytest.mark.executors]
 
 
 @pytest.fixture(scope="module")

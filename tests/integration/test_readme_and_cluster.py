@@ -69,6 +69,7 @@ CLUSTER_JOB = textwrap.dedent(
 
 
 @pytest.mark.slow
+@pytest.mark.executors
 @pytest.mark.jvm
 @pytest.mark.spine  # the executors' KMS path on Spark 3.5 too (the full scenario app runs on 4.1)
 def test_write_and_read_with_executors_in_separate_jvms(tmp_path):

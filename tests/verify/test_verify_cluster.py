@@ -66,6 +66,7 @@ CLUSTER_VERIFY = textwrap.dedent(
 
 
 @pytest.mark.slow
+@pytest.mark.executors
 @pytest.mark.jvm  # a local-cluster Spark application in a subprocess
 def test_verify_table_on_separate_executor_processes_matches_the_cli(tmp_path):
     (tmp_path / "cluster_kms.py").write_text(KMS_MODULE)
