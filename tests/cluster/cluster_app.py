@@ -217,9 +217,20 @@ def main_scenario(spark, kms, cfg: dict, workdir: Path) -> dict:
 
 
 def worker_killed_during_insert(spark, cfg: dict, workdir: Path, model: dict) -> None:
-    """Kill worker 1 (its Worker and executor JVMs) while an INSERT's tasks run on both workers."""
-    def slow(value):  # ~2.5 s per task: the kill lands while tasks run (the sleep is the behaviour)
-        time.sleep(0.01)
+    """Kill worker 1 (its Worker and executor JVMs) while an INSERT's tasks run on both workers.
+
+    The first partition's rows pass at once; every other row waits until the driver has asked for
+    the kill (a marker file, which the executors see: the namespaces share the filesystem), so the
+    kill always lands while tasks run, however slowly a loaded machine runs them."""
+    killed_marker = str(workdir / "insert-worker-killed")
+    first_partition_end = 10250  # range(10000, 12000, 1, 8): 8 partitions of 250 rows
+
+    def slow(value):
+        if value >= first_partition_end:
+            waited = 0.0
+            while waited < 300 and not os.path.exists(killed_marker):  # bounded: the task then goes on
+                time.sleep(0.05)
+                waited += 0.05
         return value
 
     spark.udf.register("slow_identity", slow, "bigint")
@@ -245,6 +256,7 @@ def worker_killed_during_insert(spark, cfg: dict, workdir: Path, model: dict) ->
         eventually(tasks_done_and_running, 60, message="a task of the INSERT done and one running")
     running_at_kill = thread.is_alive()
     killed = ask(workdir, "kill_worker", index=0)
+    Path(killed_marker).write_text("killed\n")  # the waiting rows (and the retried tasks) go on
     thread.join(300)
     model.update({i: "late" for i in range(10000, 12000)})
     report("insert survived a worker kill", outcome.get("ok", False) and not thread.is_alive(),
