@@ -50,6 +50,12 @@ from pyiceberg_crypto.formats.parquet.modules import (
     module_length,
 )
 from pyiceberg_crypto.formats.parquet.structs import (
+    BLOOM_FILTER_HEADER_SPEC,
+    COLUMN_METADATA_SPEC,
+    FILE_CRYPTO_METADATA_SPEC,
+    FILE_METADATA_SPEC,
+    OFFSET_INDEX_SPEC,
+    PAGE_HEADER_SPEC,
     BloomFilterHeaderF,
     ColumnChunkF,
     ColumnCrypto,
@@ -63,7 +69,7 @@ from pyiceberg_crypto.formats.parquet.structs import (
     RowGroupF,
     path_of,
 )
-from pyiceberg_crypto.formats.parquet.thrift import ThriftError, TStruct, decode_struct
+from pyiceberg_crypto.formats.parquet.thrift import StructSpec, ThriftError, TStruct, decode_struct
 
 MAGIC_PLAIN = b"PAR1"
 MAGIC_ENCRYPTED = b"PARE"
@@ -240,9 +246,11 @@ class ParquetFileReader:
             cipher = self._ciphers[key] = ModuleCipher(key)
         return cipher
 
-    def _decode(self, data: bytes, what: str, ref: ModuleRef, *, exact: bool = False) -> TStruct:
+    def _decode(
+        self, data: bytes, what: str, ref: ModuleRef, *, exact: bool = False, spec: StructSpec | None = None
+    ) -> TStruct:
         try:
-            value, end = decode_struct(data, 0)
+            value, end = decode_struct(data, 0, spec)
         except ThriftError as exc:
             raise self._fail(MalformedStructureError, f"{what} does not parse: {exc}", ref) from None
         if exact and end != len(data):
@@ -331,7 +339,7 @@ class ParquetFileReader:
 
     def _encrypted_footer(self, size: int, block: bytes) -> Footer:
         try:
-            crypto, end = decode_struct(block, 0)
+            crypto, end = decode_struct(block, 0, FILE_CRYPTO_METADATA_SPEC)
         except ThriftError as exc:
             raise self._fail(MalformedStructureError, f"FileCryptoMetaData does not parse: {exc}", _FOOTER) from None
         algorithm = self._algorithm(crypto.get(FileCryptoMetaDataF.ENCRYPTION_ALGORITHM))
@@ -352,12 +360,12 @@ class ParquetFileReader:
             module_aad(file_aad, ModuleType.FOOTER),
             _FOOTER,
         )
-        metadata = self._decode(plain, "FileMetaData", _FOOTER)
+        metadata = self._decode(plain, "FileMetaData", _FOOTER, spec=FILE_METADATA_SPEC)
         return Footer(size, MAGIC_ENCRYPTED, True, algorithm, crypto.get(FileCryptoMetaDataF.KEY_METADATA), metadata, file_aad)
 
     def _plaintext_footer(self, size: int, block: bytes) -> Footer:
         try:
-            metadata, end = decode_struct(block, 0)
+            metadata, end = decode_struct(block, 0, FILE_METADATA_SPEC)
         except ThriftError as exc:
             raise self._fail(MalformedStructureError, f"FileMetaData does not parse: {exc}", _FOOTER) from None
         union = metadata.get(FileMetaDataF.ENCRYPTION_ALGORITHM)
@@ -458,7 +466,7 @@ class ParquetFileReader:
             sealed = sealed[LENGTH_PREFIX:]
         cmd_ref = info.ref(ModuleType.COLUMN_META_DATA)
         aad = module_aad(self.footer.file_aad, ModuleType.COLUMN_META_DATA, rg_ordinal, col_ordinal)
-        info.meta = self._decode(self._open_gcm(info.cipher, sealed, aad, cmd_ref), "ColumnMetaData", cmd_ref)
+        info.meta = self._decode(self._open_gcm(info.cipher, sealed, aad, cmd_ref), "ColumnMetaData", cmd_ref, spec=COLUMN_METADATA_SPEC)
         return info
 
     def _aad(self, info: ColumnChunkInfo, module_type: ModuleType, page: int | None = None) -> bytes:
@@ -536,7 +544,7 @@ class ParquetFileReader:
         header_ref = info.ref(header_type, page_no)
         body = self._module_at(pos, header_ref, end - pos, reuse=reuse)
         plain = self._open_gcm(cipher, body, self._aad(info, header_type, page_no), header_ref)
-        header = self._decode(plain, "PageHeader", header_ref)
+        header = self._decode(plain, "PageHeader", header_ref, spec=PAGE_HEADER_SPEC)
         pos += LENGTH_PREFIX + len(body)
         kind = self._page_type(header, header_ref)
         if (kind == PageType.DICTIONARY_PAGE) != dictionary:
@@ -631,7 +639,7 @@ class ParquetFileReader:
                 raise self._fail(TagMismatchError, _AUTH_FAILED, info.ref(header_type, page_no)) from None
             authenticated[header_type] += 1
             try:
-                header = decode_struct(plain, 0)[0]
+                header = decode_struct(plain, 0, PAGE_HEADER_SPEC)[0]
             except ThriftError as exc:
                 raise self._fail(
                     MalformedStructureError, f"PageHeader does not parse: {exc}", info.ref(header_type, page_no)
@@ -733,7 +741,7 @@ class ParquetFileReader:
         while True:
             buf = self._read(pos, window, ref)
             try:
-                header, used = decode_struct(buf, 0)
+                header, used = decode_struct(buf, 0, PAGE_HEADER_SPEC)
                 break
             except ThriftError as exc:
                 if window >= end - pos:
@@ -781,7 +789,7 @@ class ParquetFileReader:
     def offset_index(self, info: ColumnChunkInfo) -> TStruct | None:
         """The OffsetIndex struct, or None when the chunk has none."""
         data = self._index(info, ColumnChunkF.OFFSET_INDEX_OFFSET, ColumnChunkF.OFFSET_INDEX_LENGTH, ModuleType.OFFSET_INDEX)
-        return None if data is None else self._decode(data, "OffsetIndex", info.ref(ModuleType.OFFSET_INDEX))
+        return None if data is None else self._decode(data, "OffsetIndex", info.ref(ModuleType.OFFSET_INDEX), spec=OFFSET_INDEX_SPEC)
 
     def bloom_filter(self, info: ColumnChunkInfo) -> tuple[TStruct, bytes] | None:
         """``(BloomFilterHeader, bitset)``, or None when the chunk has no bloom filter."""
@@ -794,13 +802,13 @@ class ParquetFileReader:
         if info.encrypted:
             body = self._module_at(offset, header_ref)
             plain = self._open_gcm(info.cipher, body, self._aad(info, ModuleType.BLOOM_FILTER_HEADER), header_ref)  # type: ignore[arg-type]
-            header = self._decode(plain, "BloomFilterHeader", header_ref)
+            header = self._decode(plain, "BloomFilterHeader", header_ref, spec=BLOOM_FILTER_HEADER_SPEC)
             bitset_body = self._module_at(offset + LENGTH_PREFIX + len(body), bitset_ref)
             bitset = self._open_gcm(info.cipher, bitset_body, self._aad(info, ModuleType.BLOOM_FILTER_BITSET), bitset_ref)  # type: ignore[arg-type]
         else:
             window = self._read(offset, min(256, self.file_size - offset), header_ref)
             try:
-                header, used = decode_struct(window, 0)
+                header, used = decode_struct(window, 0, BLOOM_FILTER_HEADER_SPEC)
             except ThriftError as exc:
                 raise self._fail(MalformedStructureError, f"BloomFilterHeader does not parse: {exc}", header_ref) from None
             bitset = self._read(offset + used, header.get(BloomFilterHeaderF.NUM_BYTES, -1), bitset_ref)

@@ -279,14 +279,73 @@ def _struct_at(buf: bytes, pos: int, depth: int) -> tuple[TStruct, int]:
             fields[fid] = (ttype, value)
 
 
-def decode_struct(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[TStruct, int]:
-    """Decode one struct starting at ``pos``; returns it and the offset just past its STOP byte."""
+def decode_struct(
+    buf: bytes | bytearray | memoryview, pos: int = 0, spec: StructSpec | None = None
+) -> tuple[TStruct, int]:
+    """Decode one struct starting at ``pos``; returns it and the offset just past its STOP byte.
+    With ``spec``, the fields it names must have the wire types it gives (:func:`check_types`)."""
     data = buf if type(buf) is bytes else bytes(buf)
     try:
-        return _struct_at(data, pos, 0)
+        value, end = _struct_at(data, pos, 0)
     except IndexError:
         raise ThriftError(f"unexpected end of data ({len(data)} bytes)") from None
+    if spec is not None:
+        check_types(value, spec)
+    return value, end
 
+
+
+# ---------------------------------------------------------------------------------------------
+# field types
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """What the IDL says one field is: its wire type and, for structs and lists, what is inside."""
+
+    name: str
+    ttype: int
+    struct: StructSpec | None = None  # a STRUCT field's struct, or the struct a LIST holds
+    elem: int | None = None  # a LIST field's element type
+
+
+@dataclass(frozen=True)
+class StructSpec:
+    """The fields of one IDL struct that a reader relies on (others are not checked)."""
+
+    name: str
+    fields: dict[int, FieldSpec]
+
+
+def check_types(value: TStruct, spec: StructSpec) -> None:
+    """Raise :class:`ThriftError` when a field ``spec`` names has another wire type than the IDL's.
+
+    A generic decoder takes whatever type a field header says, so one flipped bit in a header can
+    turn a ``binary`` into a ``list`` that still parses; generated Thrift code would skip such a
+    field, and code that reads it by id would get a value of the wrong kind. Checked here, it is a
+    malformed structure named by its field instead.
+    """
+    for fid, (ttype, item) in value.fields.items():
+        field_spec = spec.fields.get(fid)
+        if field_spec is None:
+            continue
+        where = f"{spec.name}.{field_spec.name} (field {fid})"
+        if ttype != field_spec.ttype:
+            raise ThriftError(f"{where} has wire type {_type_name(ttype)}, the IDL says {_type_name(field_spec.ttype)}")
+        if ttype == TType.STRUCT and field_spec.struct is not None:
+            check_types(item, field_spec.struct)
+        elif ttype == TType.LIST and field_spec.elem is not None:
+            if item.elem_type != field_spec.elem:
+                raise ThriftError(
+                    f"{where} holds {_type_name(item.elem_type)} elements, the IDL says {_type_name(field_spec.elem)}"
+                )
+            if field_spec.struct is not None:
+                for element in item.items:
+                    check_types(element, field_spec.struct)
+
+
+def _type_name(ttype: int) -> str:
+    return TType(ttype).name.lower() if ttype in TType._value2member_map_ else f"type {ttype}"
 
 # ---------------------------------------------------------------------------------------------
 # encoding

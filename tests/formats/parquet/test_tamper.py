@@ -7,10 +7,11 @@ import pytest
 
 from pyiceberg_crypto.formats.errors import IntegrityError, TagMismatchError
 from pyiceberg_crypto.formats.parquet.aad import ModuleType
-from pyiceberg_crypto.formats.parquet.errors import AadPrefixMismatchError
+from pyiceberg_crypto.formats.parquet.errors import AadPrefixMismatchError, MalformedStructureError
 from pyiceberg_crypto.formats.parquet.modules import LENGTH_PREFIX, NONCE_LENGTH, module_length
 from pyiceberg_crypto.formats.parquet.reader import ParquetFileReader, ParquetKeys
-from pyiceberg_crypto.formats.parquet.structs import ColumnChunkF, ColumnMetaDataF
+from pyiceberg_crypto.formats.parquet.structs import ColumnChunkF, ColumnMetaDataF, FileCryptoMetaDataF
+from pyiceberg_crypto.formats.parquet.thrift import TList, TType, decode_struct, encode_struct
 from pyiceberg_crypto.formats.parquet.verify import verify_parquet
 
 
@@ -201,3 +202,35 @@ def test_wrong_keys(parquet_vector_by_name, tmp_path):
     report = verify_bytes(per_column.path.read_bytes(), ParquetKeys(per_column.footer_key, wrong, per_column.aad_prefix), tmp_path)
     assert_failure_at(report, TagMismatchError, ModuleType.COLUMN_META_DATA, 0, "name")
     assert {e.module.column_path for e in report.failures} == {"name"}
+
+
+def _with_crypto_metadata(data: bytes, edit) -> bytes:
+    """``data`` (a PARE file) with its plaintext FileCryptoMetaData decoded, edited and re-encoded,
+    and the footer length fixed, so only the edit can make it fail."""
+    footer_len = int.from_bytes(data[-8:-4], "little")
+    start = len(data) - 8 - footer_len
+    crypto, end = decode_struct(data, start)
+    edit(crypto)
+    block = encode_struct(crypto) + data[end:-8]
+    return data[:start] + block + len(block).to_bytes(4, "little") + data[-4:]
+
+
+@pytest.mark.parametrize("field, value, said", [
+    (2, (TType.LIST, TList(TType.BINARY, [b"unique"])), "AesGcmV1.aad_file_unique (field 2) has wire type list, the IDL says binary"),
+    (1, (TType.I64, 7), "AesGcmV1.aad_prefix (field 1) has wire type i64, the IDL says binary"),
+    (3, (TType.I32, 1), "AesGcmV1.supply_aad_prefix (field 3) has wire type i32, the IDL says bool"),
+])
+def test_a_field_of_the_wrong_wire_type_is_a_malformed_footer(field, value, said, parquet_vector_by_name, tmp_path):
+    """One flipped bit in a field header can turn AesGcmV1's binary aad_file_unique into a list that
+    still parses (CI met it in the every-byte test): a precise failure at the footer, not a TypeError."""
+    vector = parquet_vector_by_name["uniform_gcm"]
+
+    def edit(crypto):
+        crypto.get(FileCryptoMetaDataF.ENCRYPTION_ALGORITHM).get(1).fields[field] = value
+
+    with pytest.raises(MalformedStructureError) as info:
+        verify_bytes(_with_crypto_metadata(vector.path.read_bytes(), edit), keys_of(vector), tmp_path)
+    assert info.value.module.module_type is ModuleType.FOOTER
+    assert said in str(info.value)
+    # the same file, re-encoded without an edit, still verifies: the edit alone is what fails
+    assert verify_bytes(_with_crypto_metadata(vector.path.read_bytes(), lambda c: None), keys_of(vector), tmp_path).ok

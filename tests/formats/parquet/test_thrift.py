@@ -92,3 +92,27 @@ def test_module_aad_layout():
         module_aad(file_aad, ModuleType.DATA_PAGE_HEADER, 0, 0)
     with pytest.raises(ValueError):
         module_aad(file_aad, ModuleType.DATA_PAGE, 0, 0, 40000)
+
+
+def test_a_spec_checks_the_wire_types_of_the_fields_it_names_at_any_depth():
+    from pyiceberg_crypto.formats.parquet.structs import ROW_GROUP_SPEC
+
+    def row_group(column_meta_field: tuple) -> bytes:
+        meta = TStruct()
+        meta.set(*column_meta_field)
+        chunk = TStruct()
+        chunk.set(3, TType.STRUCT, meta)
+        chunk.set(99, TType.LIST, TList(TType.I32, [1]))  # a field the spec does not name: any type
+        group = TStruct()
+        group.set(1, TType.LIST, TList(TType.STRUCT, [chunk]))
+        return encode_struct(group)
+
+    decoded, _ = decode_struct(row_group((7, TType.I64, 123)), 0, ROW_GROUP_SPEC)  # well typed: passes
+    assert decoded.get(1).items[0].get(3).get(7) == 123
+    with pytest.raises(ThriftError, match=r"ColumnMetaData.total_compressed_size \(field 7\) has wire type binary, the IDL says i64"):
+        decode_struct(row_group((7, TType.BINARY, b"123")), 0, ROW_GROUP_SPEC)
+    wrong_elements = TStruct()
+    wrong_elements.set(1, TType.LIST, TList(TType.BINARY, [b"chunk"]))
+    with pytest.raises(ThriftError, match=r"RowGroup.columns \(field 1\) holds binary elements, the IDL says struct"):
+        decode_struct(encode_struct(wrong_elements), 0, ROW_GROUP_SPEC)
+    assert decode_struct(encode_struct(wrong_elements), 0)[0] == wrong_elements  # without a spec: generic
