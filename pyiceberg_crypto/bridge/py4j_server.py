@@ -37,7 +37,10 @@ from pyiceberg_crypto.bridge.handshake import DRIVER_ROLE, Refused, authenticate
 from pyiceberg_crypto.bridge.tls import TLS_HANDSHAKE_TIMEOUT_SECONDS
 
 #: Accept queue length (py4j's default of 5 made every 7th of 1,000 connect/close cycles wait 1 s).
-LISTEN_BACKLOG = 128
+#: Longer than the connection caps: peers holding hundreds of idle sockets, each re-opened as soon as
+#: it is closed, kept a queue of 128 full, so a newcomer's SYN was dropped and retried after 1, 3,
+#: 7 s... (the kernel caps it at net.core.somaxconn, 4096 by default since Linux 5.4).
+LISTEN_BACKLOG = 1024
 #: The longest line after authentication: the largest legitimate parameter (a wrapped key, which
 #: cloud KMSs keep under a few KiB, base64-encoded) plus a wide margin.
 MAX_LINE_BYTES = 64 * 1024
@@ -451,8 +454,12 @@ class KmsPy4jServer(CallbackServer):
         """The unauthenticated slots are full: close the oldest connection that has not sent a line
         (else the oldest), so that idle peers without a token cannot lock others out: to keep a
         newcomer out they must open connections faster than its handshake (one round trip) ends.
-        Refusing newcomers instead let 64 idle sockets refuse everyone (issue 39). Under ``_book``."""
-        victim = next((c for c in self._pending if not c.spoke), None) or next(iter(self._pending))
+        Refusing newcomers instead let 64 idle sockets refuse everyone (issue 39). A connection whose
+        first line already waits in its socket is not silent either, though its thread has not read
+        it yet (on a loaded machine 64 accepts can come first). Under ``_book``."""
+        silent = [c for c in self._pending if not c.spoke]
+        victim = (next((c for c in silent if not _has_input(c.socket)), None) or next(iter(silent), None)
+                  or next(iter(self._pending)))
         del self._pending[victim]  # counted as open until its thread ends, no longer as pending
         victim._evicted = True
         victim.expire()
@@ -505,6 +512,16 @@ class KmsPy4jServer(CallbackServer):
             overdue = [c for c, deadline in self._pending.items() if deadline <= now]
         for connection in overdue:
             connection.expire()
+
+
+def _has_input(sock) -> bool:
+    """Whether the peer sent bytes this side has not read yet (or closed its side): poll, no read."""
+    try:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
+    except (OSError, ValueError, TypeError, AttributeError):  # closed meanwhile (socket None, fd -1)
+        return False
 
 
 def _drop(sock) -> None:
