@@ -26,7 +26,7 @@ import ssl
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from py4j import protocol as proto
@@ -457,9 +457,7 @@ class KmsPy4jServer(CallbackServer):
         Refusing newcomers instead let 64 idle sockets refuse everyone (issue 39). A connection whose
         first line already waits in its socket is not silent either, though its thread has not read
         it yet (on a loaded machine 64 accepts can come first). Under ``_book``."""
-        silent = [c for c in self._pending if not c.spoke]
-        victim = (next((c for c in silent if not _has_input(c.socket)), None) or next(iter(silent), None)
-                  or next(iter(self._pending)))
+        victim = eviction_victim(self._pending)
         del self._pending[victim]  # counted as open until its thread ends, no longer as pending
         victim._evicted = True
         victim.expire()
@@ -512,6 +510,15 @@ class KmsPy4jServer(CallbackServer):
             overdue = [c for c, deadline in self._pending.items() if deadline <= now]
         for connection in overdue:
             connection.expire()
+
+
+def eviction_victim(pending: Iterable[KmsPy4jConnection]) -> KmsPy4jConnection:
+    """Which of the unauthenticated connections (oldest first) to close for a newcomer: the oldest
+    silent one (no line read, nothing waiting in its socket), else the oldest whose first line its
+    thread has not read yet, else the oldest."""
+    pending = list(pending)
+    unread = [c for c in pending if not c.spoke]
+    return next((c for c in unread if not _has_input(c.socket)), None) or next(iter(unread), None) or pending[0]
 
 
 def _has_input(sock) -> bool:

@@ -65,6 +65,33 @@ def test_initialize_policy_operator_refuses_even_the_driver(spark, jvm):
         KmsCallbackAdapter(kms, initialize_policy="anyone")
 
 
+def test_a_newcomer_evicts_the_oldest_silent_connection_not_one_whose_line_waits_unread():
+    """On a loaded machine 64 accepts can come before a connection's thread reads the first line its
+    peer sent: what waits in the kernel's buffer counts as speaking (seen by poll, nothing read)."""
+    from types import SimpleNamespace
+
+    from pyiceberg_crypto.bridge.py4j_server import eviction_victim
+
+    pairs = [socket.socketpair() for _ in range(3)]
+    try:
+        (waiting, peer_of_waiting), (silent, _), (spoken, _) = pairs
+        oldest_with_a_line = SimpleNamespace(name="line waiting", spoke=False, socket=waiting)
+        idle = SimpleNamespace(name="silent", spoke=False, socket=silent)
+        handshaking = SimpleNamespace(name="spoke", spoke=True, socket=spoken)
+        peer_of_waiting.sendall(b"pyiceberg-crypto-kms/1 client nonce\n")
+        assert eviction_victim([oldest_with_a_line, idle, handshaking]).name == "silent"
+        assert eviction_victim([handshaking, oldest_with_a_line]).name == "line waiting"  # else the oldest unread
+        assert eviction_victim([handshaking]).name == "spoke"  # else the oldest
+        waiting.recv(4096)  # read: silent again
+        assert eviction_victim([oldest_with_a_line, idle]).name == "line waiting"
+        gone = SimpleNamespace(name="closed", spoke=False, socket=None)  # shut down meanwhile
+        assert eviction_victim([gone, idle]).name == "closed"
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
+
+
 def test_the_callback_server_bounds_hold_without_a_jvm():
     """The same listener code as kms serve: caps, deadline, bytes before the token, types."""
     kms = InMemoryKms.with_random_keys("m1")
