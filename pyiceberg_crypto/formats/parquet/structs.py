@@ -23,6 +23,27 @@ class FileCryptoMetaDataF(IntEnum):  # spec 5.4
     KEY_METADATA = 2
 
 
+class EncryptionAlgorithmF(IntEnum):  # spec 5.2: the union's members (their names are the algorithms')
+    AES_GCM_V1 = 1
+    AES_GCM_CTR_V1 = 2
+
+
+class AesGcmF(IntEnum):  # spec 5.2: AesGcmV1 and AesGcmCtrV1 have the same fields
+    AAD_PREFIX = 1
+    AAD_FILE_UNIQUE = 2
+    SUPPLY_AAD_PREFIX = 3
+
+
+class ColumnCryptoMetaDataF(IntEnum):  # spec 5.2: the union's members
+    ENCRYPTION_WITH_FOOTER_KEY = 1
+    ENCRYPTION_WITH_COLUMN_KEY = 2
+
+
+class EncryptionWithColumnKeyF(IntEnum):  # spec 5.2
+    PATH_IN_SCHEMA = 1
+    KEY_METADATA = 2
+
+
 class FileMetaDataF(IntEnum):
     VERSION = 1
     SCHEMA = 2
@@ -119,108 +140,112 @@ class BloomFilterHeaderF(IntEnum):
 # --- the wire types of the fields read above (parquet.thrift), checked on every decoded struct ---
 
 
-def _fields(struct_name: str, /, **types) -> StructSpec:
-    """``_fields("RowGroup", num_rows=(RowGroupF.NUM_ROWS, I64), columns=(1, LIST, COLUMN_CHUNK, STRUCT))``:
-    each field is (id, wire type[, struct it is or holds[, list element type]])."""
-    return StructSpec(struct_name, {int(fid): FieldSpec(field, *rest) for field, (fid, *rest) in types.items()})
+def _fields(struct_name: str, /, *fields: tuple) -> StructSpec:
+    """``_fields("RowGroup", (RowGroupF.NUM_ROWS, I64), (RowGroupF.COLUMNS, LIST, COLUMN_CHUNK_SPEC, STRUCT))``:
+    each field is (its id, wire type[, the struct it is or holds[, a list's element type]]); the
+    id's enum name, in lower case, names it in errors."""
+    return StructSpec(struct_name, {int(fid): FieldSpec(fid.name.lower(), *rest) for fid, *rest in fields})
 
 
 _B, _I16, _I32, _I64, _BOOL = TType.BINARY, TType.I16, TType.I32, TType.I64, TType.BOOL
 _LIST, _STRUCT = TType.LIST, TType.STRUCT
 
-AES_GCM_SPEC = _fields("AesGcmV1", aad_prefix=(1, _B), aad_file_unique=(2, _B), supply_aad_prefix=(3, _BOOL))
-ENCRYPTION_ALGORITHM_SPEC = _fields(  # spec 5.2; AesGcmCtrV1 has AesGcmV1's fields
-    "EncryptionAlgorithm", AES_GCM_V1=(1, _STRUCT, AES_GCM_SPEC), AES_GCM_CTR_V1=(2, _STRUCT, AES_GCM_SPEC))
+AES_GCM_SPEC = _fields(
+    "AesGcmV1", (AesGcmF.AAD_PREFIX, _B), (AesGcmF.AAD_FILE_UNIQUE, _B), (AesGcmF.SUPPLY_AAD_PREFIX, _BOOL))
+ENCRYPTION_ALGORITHM_SPEC = _fields(  # spec 5.2
+    "EncryptionAlgorithm",
+    (EncryptionAlgorithmF.AES_GCM_V1, _STRUCT, AES_GCM_SPEC),
+    (EncryptionAlgorithmF.AES_GCM_CTR_V1, _STRUCT, AES_GCM_SPEC),
+)
 FILE_CRYPTO_METADATA_SPEC = _fields(  # spec 5.4
     "FileCryptoMetaData",
-    encryption_algorithm=(FileCryptoMetaDataF.ENCRYPTION_ALGORITHM, _STRUCT, ENCRYPTION_ALGORITHM_SPEC),
-    key_metadata=(FileCryptoMetaDataF.KEY_METADATA, _B),
+    (FileCryptoMetaDataF.ENCRYPTION_ALGORITHM, _STRUCT, ENCRYPTION_ALGORITHM_SPEC),
+    (FileCryptoMetaDataF.KEY_METADATA, _B),
 )
 COLUMN_CRYPTO_SPEC = _fields(  # spec 5.2
     "ColumnCryptoMetaData",
-    ENCRYPTION_WITH_FOOTER_KEY=(1, _STRUCT),
-    ENCRYPTION_WITH_COLUMN_KEY=(2, _STRUCT, _fields(
-        "EncryptionWithColumnKey", path_in_schema=(1, _LIST, None, _B), key_metadata=(2, _B))),
+    (ColumnCryptoMetaDataF.ENCRYPTION_WITH_FOOTER_KEY, _STRUCT),
+    (ColumnCryptoMetaDataF.ENCRYPTION_WITH_COLUMN_KEY, _STRUCT, _fields(
+        "EncryptionWithColumnKey",
+        (EncryptionWithColumnKeyF.PATH_IN_SCHEMA, _LIST, None, _B),
+        (EncryptionWithColumnKeyF.KEY_METADATA, _B),
+    )),
 )
 COLUMN_METADATA_SPEC = _fields(
     "ColumnMetaData",
-    type=(ColumnMetaDataF.TYPE, _I32),
-    path_in_schema=(ColumnMetaDataF.PATH_IN_SCHEMA, _LIST, None, _B),
-    codec=(ColumnMetaDataF.CODEC, _I32),
-    num_values=(ColumnMetaDataF.NUM_VALUES, _I64),
-    total_uncompressed_size=(ColumnMetaDataF.TOTAL_UNCOMPRESSED_SIZE, _I64),
-    total_compressed_size=(ColumnMetaDataF.TOTAL_COMPRESSED_SIZE, _I64),
-    data_page_offset=(ColumnMetaDataF.DATA_PAGE_OFFSET, _I64),
-    index_page_offset=(ColumnMetaDataF.INDEX_PAGE_OFFSET, _I64),
-    dictionary_page_offset=(ColumnMetaDataF.DICTIONARY_PAGE_OFFSET, _I64),
-    bloom_filter_offset=(ColumnMetaDataF.BLOOM_FILTER_OFFSET, _I64),
-    bloom_filter_length=(ColumnMetaDataF.BLOOM_FILTER_LENGTH, _I32),
+    (ColumnMetaDataF.TYPE, _I32),
+    (ColumnMetaDataF.PATH_IN_SCHEMA, _LIST, None, _B),
+    (ColumnMetaDataF.CODEC, _I32),
+    (ColumnMetaDataF.NUM_VALUES, _I64),
+    (ColumnMetaDataF.TOTAL_UNCOMPRESSED_SIZE, _I64),
+    (ColumnMetaDataF.TOTAL_COMPRESSED_SIZE, _I64),
+    (ColumnMetaDataF.DATA_PAGE_OFFSET, _I64),
+    (ColumnMetaDataF.INDEX_PAGE_OFFSET, _I64),
+    (ColumnMetaDataF.DICTIONARY_PAGE_OFFSET, _I64),
+    (ColumnMetaDataF.BLOOM_FILTER_OFFSET, _I64),
+    (ColumnMetaDataF.BLOOM_FILTER_LENGTH, _I32),
 )
 COLUMN_CHUNK_SPEC = _fields(
     "ColumnChunk",
-    file_path=(ColumnChunkF.FILE_PATH, _B),
-    file_offset=(ColumnChunkF.FILE_OFFSET, _I64),
-    meta_data=(ColumnChunkF.META_DATA, _STRUCT, COLUMN_METADATA_SPEC),
-    offset_index_offset=(ColumnChunkF.OFFSET_INDEX_OFFSET, _I64),
-    offset_index_length=(ColumnChunkF.OFFSET_INDEX_LENGTH, _I32),
-    column_index_offset=(ColumnChunkF.COLUMN_INDEX_OFFSET, _I64),
-    column_index_length=(ColumnChunkF.COLUMN_INDEX_LENGTH, _I32),
-    crypto_metadata=(ColumnChunkF.CRYPTO_METADATA, _STRUCT, COLUMN_CRYPTO_SPEC),
-    encrypted_column_metadata=(ColumnChunkF.ENCRYPTED_COLUMN_METADATA, _B),
+    (ColumnChunkF.FILE_PATH, _B),
+    (ColumnChunkF.FILE_OFFSET, _I64),
+    (ColumnChunkF.META_DATA, _STRUCT, COLUMN_METADATA_SPEC),
+    (ColumnChunkF.OFFSET_INDEX_OFFSET, _I64),
+    (ColumnChunkF.OFFSET_INDEX_LENGTH, _I32),
+    (ColumnChunkF.COLUMN_INDEX_OFFSET, _I64),
+    (ColumnChunkF.COLUMN_INDEX_LENGTH, _I32),
+    (ColumnChunkF.CRYPTO_METADATA, _STRUCT, COLUMN_CRYPTO_SPEC),
+    (ColumnChunkF.ENCRYPTED_COLUMN_METADATA, _B),
 )
 ROW_GROUP_SPEC = _fields(
     "RowGroup",
-    columns=(RowGroupF.COLUMNS, _LIST, COLUMN_CHUNK_SPEC, _STRUCT),
-    total_byte_size=(RowGroupF.TOTAL_BYTE_SIZE, _I64),
-    num_rows=(RowGroupF.NUM_ROWS, _I64),
-    file_offset=(RowGroupF.FILE_OFFSET, _I64),
-    total_compressed_size=(RowGroupF.TOTAL_COMPRESSED_SIZE, _I64),
-    ordinal=(RowGroupF.ORDINAL, _I16),
+    (RowGroupF.COLUMNS, _LIST, COLUMN_CHUNK_SPEC, _STRUCT),
+    (RowGroupF.TOTAL_BYTE_SIZE, _I64),
+    (RowGroupF.NUM_ROWS, _I64),
+    (RowGroupF.FILE_OFFSET, _I64),
+    (RowGroupF.TOTAL_COMPRESSED_SIZE, _I64),
+    (RowGroupF.ORDINAL, _I16),
 )
 SCHEMA_ELEMENT_SPEC = _fields(
-    "SchemaElement",
-    name=(SchemaElementF.NAME, _B),
-    num_children=(SchemaElementF.NUM_CHILDREN, _I32),
-    field_id=(SchemaElementF.FIELD_ID, _I32),
-)
+    "SchemaElement", (SchemaElementF.NAME, _B), (SchemaElementF.NUM_CHILDREN, _I32), (SchemaElementF.FIELD_ID, _I32))
 FILE_METADATA_SPEC = _fields(
     "FileMetaData",
-    version=(FileMetaDataF.VERSION, _I32),
-    schema=(FileMetaDataF.SCHEMA, _LIST, SCHEMA_ELEMENT_SPEC, _STRUCT),
-    num_rows=(FileMetaDataF.NUM_ROWS, _I64),
-    row_groups=(FileMetaDataF.ROW_GROUPS, _LIST, ROW_GROUP_SPEC, _STRUCT),
-    created_by=(FileMetaDataF.CREATED_BY, _B),
-    encryption_algorithm=(FileMetaDataF.ENCRYPTION_ALGORITHM, _STRUCT, ENCRYPTION_ALGORITHM_SPEC),
-    footer_signing_key_metadata=(FileMetaDataF.FOOTER_SIGNING_KEY_METADATA, _B),
+    (FileMetaDataF.VERSION, _I32),
+    (FileMetaDataF.SCHEMA, _LIST, SCHEMA_ELEMENT_SPEC, _STRUCT),
+    (FileMetaDataF.NUM_ROWS, _I64),
+    (FileMetaDataF.ROW_GROUPS, _LIST, ROW_GROUP_SPEC, _STRUCT),
+    (FileMetaDataF.CREATED_BY, _B),
+    (FileMetaDataF.ENCRYPTION_ALGORITHM, _STRUCT, ENCRYPTION_ALGORITHM_SPEC),
+    (FileMetaDataF.FOOTER_SIGNING_KEY_METADATA, _B),
 )
 PAGE_HEADER_SPEC = _fields(
     "PageHeader",
-    type=(PageHeaderF.TYPE, _I32),
-    uncompressed_page_size=(PageHeaderF.UNCOMPRESSED_PAGE_SIZE, _I32),
-    compressed_page_size=(PageHeaderF.COMPRESSED_PAGE_SIZE, _I32),
-    crc=(PageHeaderF.CRC, _I32),
-    data_page_header=(PageHeaderF.DATA_PAGE_HEADER, _STRUCT),
-    index_page_header=(PageHeaderF.INDEX_PAGE_HEADER, _STRUCT),
-    dictionary_page_header=(PageHeaderF.DICTIONARY_PAGE_HEADER, _STRUCT),
-    data_page_header_v2=(PageHeaderF.DATA_PAGE_HEADER_V2, _STRUCT, _fields(
+    (PageHeaderF.TYPE, _I32),
+    (PageHeaderF.UNCOMPRESSED_PAGE_SIZE, _I32),
+    (PageHeaderF.COMPRESSED_PAGE_SIZE, _I32),
+    (PageHeaderF.CRC, _I32),
+    (PageHeaderF.DATA_PAGE_HEADER, _STRUCT),
+    (PageHeaderF.INDEX_PAGE_HEADER, _STRUCT),
+    (PageHeaderF.DICTIONARY_PAGE_HEADER, _STRUCT),
+    (PageHeaderF.DATA_PAGE_HEADER_V2, _STRUCT, _fields(
         "DataPageHeaderV2",
-        num_values=(DataPageHeaderV2F.NUM_VALUES, _I32),
-        definition_levels_byte_length=(DataPageHeaderV2F.DEFINITION_LEVELS_BYTE_LENGTH, _I32),
-        repetition_levels_byte_length=(DataPageHeaderV2F.REPETITION_LEVELS_BYTE_LENGTH, _I32),
+        (DataPageHeaderV2F.NUM_VALUES, _I32),
+        (DataPageHeaderV2F.DEFINITION_LEVELS_BYTE_LENGTH, _I32),
+        (DataPageHeaderV2F.REPETITION_LEVELS_BYTE_LENGTH, _I32),
     )),
 )
 OFFSET_INDEX_SPEC = _fields(
     "OffsetIndex",
-    page_locations=(OffsetIndexF.PAGE_LOCATIONS, _LIST, _fields(
+    (OffsetIndexF.PAGE_LOCATIONS, _LIST, _fields(
         "PageLocation",
-        offset=(PageLocationF.OFFSET, _I64),
-        compressed_page_size=(PageLocationF.COMPRESSED_PAGE_SIZE, _I32),
-        first_row_index=(PageLocationF.FIRST_ROW_INDEX, _I64),
+        (PageLocationF.OFFSET, _I64),
+        (PageLocationF.COMPRESSED_PAGE_SIZE, _I32),
+        (PageLocationF.FIRST_ROW_INDEX, _I64),
     ), _STRUCT),
 )
-BLOOM_FILTER_HEADER_SPEC = _fields("BloomFilterHeader", numBytes=(BloomFilterHeaderF.NUM_BYTES, _I32))
+BLOOM_FILTER_HEADER_SPEC = _fields("BloomFilterHeader", (BloomFilterHeaderF.NUM_BYTES, _I32))
 
-ALGORITHM_NAMES = {1: "AES_GCM_V1", 2: "AES_GCM_CTR_V1"}
+ALGORITHM_NAMES = {member.value: member.name for member in EncryptionAlgorithmF}
 
 
 @dataclass(frozen=True)
@@ -242,9 +267,9 @@ class EncryptionAlgorithm:
         body: TStruct = union.get(fid)
         return cls(
             name=ALGORITHM_NAMES[fid],
-            aad_prefix=body.get(1),
-            aad_file_unique=body.get(2) or b"",
-            supply_aad_prefix=bool(body.get(3, False)),
+            aad_prefix=body.get(AesGcmF.AAD_PREFIX),
+            aad_file_unique=body.get(AesGcmF.AAD_FILE_UNIQUE) or b"",
+            supply_aad_prefix=bool(body.get(AesGcmF.SUPPLY_AAD_PREFIX, False)),
         )
 
 
@@ -258,15 +283,15 @@ class ColumnCrypto:
 
     @classmethod
     def from_thrift(cls, union: TStruct) -> ColumnCrypto:
-        if union.has(1):
+        if union.has(ColumnCryptoMetaDataF.ENCRYPTION_WITH_FOOTER_KEY):
             return cls(with_footer_key=True)
-        if union.has(2):
-            body: TStruct = union.get(2)
-            path: TList | None = body.get(1)
+        if union.has(ColumnCryptoMetaDataF.ENCRYPTION_WITH_COLUMN_KEY):
+            body: TStruct = union.get(ColumnCryptoMetaDataF.ENCRYPTION_WITH_COLUMN_KEY)
+            path: TList | None = body.get(EncryptionWithColumnKeyF.PATH_IN_SCHEMA)
             return cls(
                 with_footer_key=False,
                 path_in_schema=tuple(_text(p) for p in path.items) if path else None,
-                key_metadata=body.get(2),
+                key_metadata=body.get(EncryptionWithColumnKeyF.KEY_METADATA),
             )
         raise ValueError("ColumnCryptoMetaData union has no known member")
 

@@ -294,7 +294,6 @@ def decode_struct(
     return value, end
 
 
-
 # ---------------------------------------------------------------------------------------------
 # field types
 
@@ -346,6 +345,7 @@ def check_types(value: TStruct, spec: StructSpec) -> None:
 
 def _type_name(ttype: int) -> str:
     return TType(ttype).name.lower() if ttype in TType._value2member_map_ else f"type {ttype}"
+
 
 # ---------------------------------------------------------------------------------------------
 # encoding
