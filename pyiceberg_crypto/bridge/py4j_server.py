@@ -518,7 +518,10 @@ def eviction_victim(pending: Iterable[KmsPy4jConnection]) -> KmsPy4jConnection:
     thread has not read yet, else the oldest."""
     pending = list(pending)
     unread = [c for c in pending if not c.spoke]
-    return next((c for c in unread if not _has_input(c.socket)), None) or next(iter(unread), None) or pending[0]
+    for connection in unread:
+        if not _has_input(connection.socket):
+            return connection
+    return (unread or pending)[0]
 
 
 def _has_input(sock) -> bool:
