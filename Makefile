@@ -91,7 +91,7 @@ $(TRINO_JARS)/.complete $(YARN_JARS)/.complete:
 	touch $@
 
 # The network-namespace cluster tests (tests/cluster) need iptables (a firewall rule in one node)
-# and tcpdump (what crosses the bridge), the audit page's browser test (tests/verify/test_audit_html.py)
+# and tcpdump (what crosses the bridge), the audit page's browser test (tests/audit/test_audit_html.py)
 # a headless chromium, all from Debian's packages. Installed when missing and this is
 # root with apt-get (CI, the project's machines); elsewhere those tests skip and say why.
 SYSTEM_PACKAGES := iptables tcpdump chromium

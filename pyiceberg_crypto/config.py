@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pyiceberg_crypto import jars as _jars
-from pyiceberg_crypto.catalog_support import (
+from pyiceberg_crypto.catalog.kinds import (
     ENCRYPTING_REST_CATALOG_IMPL,
     HIVE,
     REST,
@@ -53,7 +53,18 @@ from pyiceberg_crypto.catalog_support import (
     plaintext_reason,
     session_catalogs,
 )
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import ConfigError
+from pyiceberg_crypto.properties import (
+    AES_KEY_LENGTHS,
+    DATA_KEY_LENGTH,
+    DEFAULT_KMS_NAME,
+    FORMAT_VERSION,
+    KEY_ID,
+    KMS_IMPL,
+    KMS_NAME_PROPERTY,
+    KMS_SERVICE_PROPERTY,
+    PYTHON_KMS_IMPL,
+)
 
 ICEBERG_VERSION = _jars.ICEBERG_VERSION
 JAR_MODES = ("auto", "packages", "local")
@@ -62,12 +73,8 @@ S3_SCHEMES = ("s3", "s3a", "s3n")
 #: Catalog properties that would put credentials into printable settings: refused.
 SECRET_PROPERTIES = ("s3.access-key-id", "s3.secret-access-key", "s3.session-token")
 
-#: The Java class (in ``jars/``) that implements Iceberg's ``KeyManagementClient`` by calling Python.
-PYTHON_KMS_IMPL = "io.pyicebergcrypto.bridge.PythonKmsClient"
-#: Catalog property naming the registered Python KMS the bridge should call.
-KMS_NAME_PROPERTY = "pyiceberg-crypto.kms-name"
-#: Catalog property naming a ``pyiceberg-crypto kms serve`` service (HOST:PORT) instead.
-KMS_SERVICE_PROPERTY = "pyiceberg-crypto.kms-service"
+#: The property names and key sizes are defined once, in :mod:`pyiceberg_crypto.properties`
+#: (``config.PYTHON_KMS_IMPL``, ``config.KMS_NAME_PROPERTY`` and ``config.KMS_SERVICE_PROPERTY`` are those).
 
 log = logging.getLogger(__name__)
 
@@ -76,19 +83,15 @@ QUIET_LOG4J = Path(__file__).resolve().parent / "_log" / "log4j2-quiet.propertie
 LOG4J_OPTION = "-Dlog4j2.configurationFile"
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
-#: The catalog kinds (``catalog_type=``; :func:`pyiceberg_crypto.table.catalog.catalog_kind`), defined
-#: once, in :mod:`pyiceberg_crypto.catalog_support`: Iceberg's Hive catalog, and a REST catalog.
+#: The catalog kinds (``catalog_type=``; :func:`pyiceberg_crypto.catalog.kinds.catalog_kind`), defined
+#: once, in :mod:`pyiceberg_crypto.catalog.kinds`: Iceberg's Hive catalog, and a REST catalog.
 SUPPORTED_CATALOG_TYPES = (HIVE, REST)
 #: The bridge's REST catalog with table encryption is ``ENCRYPTING_REST_CATALOG_IMPL`` (``catalog-impl``;
 #: Iceberg's own ``type=rest`` writes ``encryption.key-id`` tables in plaintext in 1.12.0,
-#: apache/iceberg#16672): :mod:`pyiceberg_crypto.catalog_support` knows which catalogs encrypt.
+#: apache/iceberg#16672): :mod:`pyiceberg_crypto.catalog.kinds` knows which catalogs encrypt.
 #: Spark lines whose bundled Hive metastore lacks HIVE-26882 (pyspark 3.5: hive-metastore-2.3.9).
 LINES_WITHOUT_METASTORE_SWAP = ("3.5",)
-VALID_DATA_KEY_LENGTHS = (16, 24, 32)
-
-
-class ConfigError(PyicebergCryptoError, ValueError):
-    """Invalid configuration input; the message says which argument and why."""
+VALID_DATA_KEY_LENGTHS = AES_KEY_LENGTHS
 
 
 def spark_settings(
@@ -99,7 +102,7 @@ def spark_settings(
     uri: str | None = None,
     metastore_uri: str | None = None,
     metastore_dir: str | Path | None = None,
-    kms_name: str = "default",
+    kms_name: str = DEFAULT_KMS_NAME,
     kms_impl: str = PYTHON_KMS_IMPL,
     jars: str = "auto",
     jars_dir: str | Path | None = None,
@@ -218,7 +221,7 @@ def catalog_settings(
     catalog_type: str = HIVE,
     uri: str | None = None,
     metastore_uri: str | None = None,
-    kms_name: str = "default",
+    kms_name: str = DEFAULT_KMS_NAME,
     kms_impl: str = PYTHON_KMS_IMPL,
     hive_lock: bool = False,
     s3_endpoint: str | None = None,
@@ -261,7 +264,7 @@ def catalog_settings(
         prefix: "org.apache.iceberg.spark.SparkCatalog",
         f"{prefix}.type": catalog_type,
         f"{prefix}.warehouse": _as_uri(warehouse),
-        f"{prefix}.encryption.kms-impl": kms_impl,
+        f"{prefix}.{KMS_IMPL}": kms_impl,
         f"{prefix}.{KMS_NAME_PROPERTY}": kms_name,
         f"{prefix}.hadoop.iceberg.engine.hive.lock-enabled": "true" if hive_lock else "false",
     }
@@ -298,7 +301,7 @@ def catalog_settings(
 def refuse_plaintext_catalogs(settings: Mapping[str, str]) -> None:
     """ConfigError when ``settings`` configure an Iceberg catalog with a KMS (or a default
     ``encryption.key-id``) that Iceberg 1.12.0 would ignore, writing its tables in plaintext (e.g.
-    Iceberg's own ``type=rest``: :mod:`pyiceberg_crypto.catalog_support`); the message names the
+    Iceberg's own ``type=rest``: :mod:`pyiceberg_crypto.catalog.kinds`); the message names the
     setting that encrypts::
 
         refuse_plaintext_catalogs({"spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
@@ -425,13 +428,13 @@ def table_properties(
         check_key_id(spark, key_id, catalog=catalog)
     if format_version < 3:
         raise ConfigError(f"encryption needs format-version >= 3, got {format_version}")
-    props = {"encryption.key-id": key_id, "format-version": str(format_version)}
+    props = {KEY_ID: key_id, FORMAT_VERSION: str(format_version)}
     if data_key_length is not None:
         if data_key_length not in VALID_DATA_KEY_LENGTHS:
             raise ConfigError(
                 f"data_key_length must be one of {VALID_DATA_KEY_LENGTHS} bytes, got {data_key_length!r}"
             )
-        props["encryption.data-key-length"] = str(data_key_length)
+        props[DATA_KEY_LENGTH] = str(data_key_length)
     for key, value in (extra or {}).items():
         if key in props:
             raise ConfigError(f"extra property {key!r} conflicts with an encryption property")

@@ -45,6 +45,28 @@ class NotASparkSessionError(ArgumentTypeError):
     Connect session (it has no driver JVM here) or a stopped one."""
 
 
+class ConfigError(PyicebergCryptoError, ValueError):
+    """Invalid configuration input (:mod:`pyiceberg_crypto.config`); the message says which argument and why."""
+
+
+class MetastoreError(PyicebergCryptoError):
+    """A Hive metastore cannot be asked, or does not know the table as an Iceberg table
+    (:mod:`pyiceberg_crypto.catalog.hive`; also a catalog of a kind that cannot be asked)."""
+
+
+class ConcurrentCommitError(MetastoreError):
+    """The metastore refused a compare-and-swap: the parameter no longer has the expected value."""
+
+
+class RestCatalogError(PyicebergCryptoError):
+    """A REST catalog cannot be asked, refused the request, or does not know the table
+    (:mod:`pyiceberg_crypto.catalog.rest`); ``status`` is the HTTP status when the server answered."""
+
+    def __init__(self, message: str, *, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
 #: What a Spark Connect user does instead (no driver JVM in the client): appended to the errors.
 CONNECT_NEXT_STEP = (
     ". With Spark Connect, serve the KMS to the Connect server with `pyiceberg-crypto kms serve` (its catalog "
@@ -55,5 +77,5 @@ CONNECT_NEXT_STEP = (
 )
 
 
-__all__ = ["CONNECT_NEXT_STEP", "ArgumentTypeError", "InvalidArgumentError", "NotASparkSessionError", "PyicebergCryptoError",
-           "TableInputError"]
+__all__ = ["CONNECT_NEXT_STEP", "ArgumentTypeError", "ConcurrentCommitError", "ConfigError", "InvalidArgumentError",
+           "MetastoreError", "NotASparkSessionError", "PyicebergCryptoError", "RestCatalogError", "TableInputError"]

@@ -36,9 +36,13 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     from pyiceberg_crypto.audit import lake
     from pyiceberg_crypto.formats import deletion_vector, parquet
     from pyiceberg_crypto.io import UnsupportedSchemeError, file_io_for
-    from pyiceberg_crypto.io.hive_metastore import MetastoreError, table_parameters
+    from pyiceberg_crypto.catalog.hive import MetastoreError, table_parameters
     from pyiceberg_crypto.kms import bounded
-    from pyiceberg_crypto.table import catalog, metadata
+    from pyiceberg_crypto.catalog import entry, kinds, spark
+    from pyiceberg_crypto.bridge import tls
+    from pyiceberg_crypto.serve.aws import key_ids
+    from pyiceberg_crypto.catalog import rest as rest_catalog_module
+    from pyiceberg_crypto.table import metadata
     from pyiceberg_crypto.verify import pipeline
 
     from pyiceberg_crypto.bridge import files
@@ -68,7 +72,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
             PyicebergCryptoError, lambda: parquet.decrypt_parquet(io.BytesIO(b"junk"), io.BytesIO())),
         "pyiceberg_crypto.formats.parquet.verify.verify_parquet": (
             PyicebergCryptoError, lambda: parquet.verify_parquet(io.BytesIO(b"junk"))),
-        "pyiceberg_crypto.io.hive_metastore.table_parameters": (MetastoreError, lambda: table_parameters("gs://x", "db", "t")),
+        "pyiceberg_crypto.catalog.hive.table_parameters": (MetastoreError, lambda: table_parameters("gs://x", "db", "t")),
         "pyiceberg_crypto.keys.inventory.inventory_from_metadata": (UnsupportedSchemeError, lambda: keys.inventory_from_metadata(GS)),
         "pyiceberg_crypto.keys.rewrap.rewrap_keks_in_catalog": (
             InvalidArgumentError, lambda: keys.rewrap_keks_in_catalog({"uri": "thrift://127.0.0.1:1"}, "orders", None)),
@@ -101,20 +105,25 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.table.metadata.read_metadata": (
             TableInputError, lambda: metadata.read_metadata(file_io_for("/"), str(tmp_path / "missing.json"), 1024)),
         "pyiceberg_crypto.table.metadata.load_document": (TableInputError, lambda: metadata.load_document(b"{not", "x")),
-        "pyiceberg_crypto.table.catalog.catalog_entry": (
-            InvalidArgumentError, lambda: catalog.catalog_entry({"uri": "thrift://127.0.0.1:1"}, "orders")),
-        "pyiceberg_crypto.table.catalog.split_catalog_name": (
-            InvalidArgumentError, lambda: catalog.split_catalog_name("lake.db.t", "other")),
-        "pyiceberg_crypto.table.catalog.catalog_kind": (MetastoreError, lambda: catalog.catalog_kind({"type": "hadoop"})),
-        "pyiceberg_crypto.table.catalog.catalog_properties": (
-            NotASparkSessionError, lambda: catalog.catalog_properties(NOT_SPARK, "lake")),
-        "pyiceberg_crypto.table.catalog.catalog_table": (NotASparkSessionError, lambda: catalog.catalog_table(NOT_SPARK, "lake.db.t")),
-        "pyiceberg_crypto.table.catalog.list_tables": (MetastoreError, lambda: catalog.list_tables({"type": "hive"})),
-        "pyiceberg_crypto.table.catalog.registered_kms": (TableInputError, lambda: catalog.registered_kms({}, "lake")),
-        "pyiceberg_crypto.table.catalog.rest_catalog": (MetastoreError, lambda: catalog.rest_catalog({"uri": "gs://x"})),
-        "pyiceberg_crypto.table.catalog.spark_table_parameters": (
-            NotASparkSessionError, lambda: catalog.spark_table_parameters(NOT_SPARK, {}, "db", "t")),
-        "pyiceberg_crypto.table.catalog.split_table_name": (NotASparkSessionError, lambda: catalog.split_table_name(NOT_SPARK, "t")),
+        "pyiceberg_crypto.catalog.entry.catalog_entry": (
+            InvalidArgumentError, lambda: entry.catalog_entry({"uri": "thrift://127.0.0.1:1"}, "orders")),
+        "pyiceberg_crypto.catalog.entry.split_catalog_name": (
+            InvalidArgumentError, lambda: entry.split_catalog_name("lake.db.t", "other")),
+        "pyiceberg_crypto.catalog.kinds.catalog_kind": (MetastoreError, lambda: kinds.catalog_kind({"type": "hadoop"})),
+        "pyiceberg_crypto.catalog.spark.catalog_properties": (
+            NotASparkSessionError, lambda: spark.catalog_properties(NOT_SPARK, "lake")),
+        "pyiceberg_crypto.catalog.spark.catalog_table": (NotASparkSessionError, lambda: spark.catalog_table(NOT_SPARK, "lake.db.t")),
+        "pyiceberg_crypto.catalog.entry.list_tables": (MetastoreError, lambda: entry.list_tables({"type": "hive"})),
+        "pyiceberg_crypto.catalog.spark.registered_kms": (TableInputError, lambda: spark.registered_kms({}, "lake")),
+        "pyiceberg_crypto.catalog.rest.rest_catalog": (MetastoreError, lambda: rest_catalog_module.rest_catalog({"uri": "gs://x"})),
+        "pyiceberg_crypto.catalog.spark.spark_table_parameters": (
+            NotASparkSessionError, lambda: spark.spark_table_parameters(NOT_SPARK, {}, "db", "t")),
+        "pyiceberg_crypto.bridge.tls.server_context": (PyicebergCryptoError, lambda: tls.server_context(b"x", b"y")),
+        "pyiceberg_crypto.catalog.spark.require_classic_session": (
+            NotASparkSessionError, lambda: spark.require_classic_session(NOT_SPARK, "a test")),
+        "pyiceberg_crypto.serve.aws.key_ids.python_key_id": (
+            PyicebergCryptoError, lambda: key_ids.python_key_id("arn:aws:kms:eu-west-1:1:key/k", "us-east-1", "0" * 12)),
+        "pyiceberg_crypto.catalog.spark.split_table_name": (NotASparkSessionError, lambda: spark.split_table_name(NOT_SPARK, "t")),
         "pyiceberg_crypto.testing.writers.decrypt_bytes": (
             PyicebergCryptoError, lambda: testing.decrypt_bytes(b"junk", b"k" * 16, b"")),
         "pyiceberg_crypto.testing.writers.encrypt_bytes": (PyicebergCryptoError, lambda: testing.encrypt_bytes(b"x", b"short", b"")),
@@ -123,7 +132,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.verify.pipeline.verify_metadata": (UnsupportedSchemeError, lambda: verify.verify_metadata(GS, None)),
         "pyiceberg_crypto.verify.pipeline.prepare_catalog_verification": (
             TableInputError, lambda: pipeline.prepare_catalog_verification(
-                catalog.ListedTable("db", "t", {"metadata_location": str(not_json)}), None, table_name="lake.db.t",
+                entry.ListedTable("db", "t", {"metadata_location": str(not_json)}), None, table_name="lake.db.t",
                 catalog_uri=None)),
         "pyiceberg_crypto.verify.pipeline.prepare_verification": (
             TableInputError, lambda: pipeline.prepare_verification(str(not_json), None)),
@@ -141,10 +150,20 @@ NO_BAD_INPUT = {
     "pyiceberg_crypto.bridge.handshake.handshake_proof": "pure: an HMAC of the protocol's ASCII fields under a token",
     "pyiceberg_crypto.bridge.py4j_server.read_params":
         "the Py4J connection's own reader: EOFError is its end-of-stream signal, caught by the connection",
-    "pyiceberg_crypto.catalog_support.asks_for_encryption": "pure: any mapping of catalog settings",
-    "pyiceberg_crypto.catalog_support.plaintext_reason": "pure: any mapping of catalog settings",
-    "pyiceberg_crypto.catalog_support.session_catalogs": "pure: any mapping of Spark settings",
-    "pyiceberg_crypto.io.rest_catalog.namespace_name": "pure: any sequence of level names",
+    "pyiceberg_crypto.catalog.kinds.asks_for_encryption": "pure: any mapping of catalog settings",
+    "pyiceberg_crypto.catalog.kinds.plaintext_reason": "pure: any mapping of catalog settings",
+    "pyiceberg_crypto.catalog.kinds.session_catalogs": "pure: any mapping of Spark settings",
+    "pyiceberg_crypto.catalog.rest.namespace_name": "pure: any sequence of level names",
+    "pyiceberg_crypto.catalog.spark.close_clients": "takes no arguments",
+    "pyiceberg_crypto.bridge.handshake.authenticate": "a peer's bytes: every bad input is a Refused answer to the peer "
+                                                      "(tests/bridge, tests/fuzz/test_fuzz_callback_server.py)",
+    "pyiceberg_crypto.bridge.py4j_server.eviction_victim": "pure: picks one of the connections given, or None",
+    "pyiceberg_crypto.catalog.spark.configured_catalogs": "reads the session's settings; require_classic_session is its check",
+    "pyiceberg_crypto.serve.aws.key_ids.key_arn": "pure: any key name, region and account make an ARN string",
+    "pyiceberg_crypto.serve.metrics.faces_health": "asks running faces; a face that cannot answer is unhealthy, not an error",
+    "pyiceberg_crypto.serve.metrics.render_metrics": "renders running faces' counters",
+    "pyiceberg_crypto.serve.py4j.refusal_reasons": "pure: the reasons for the caps of a ConnectionLimits",
+    "pyiceberg_crypto.serve.py4j.tls_files": "pure: two paths beside any token path",
     "pyiceberg_crypto.bridge.registration.unregister_all": "takes no arguments",
     "pyiceberg_crypto.demo.local.build_session": "the demo starts its own local Spark in a directory it creates",
     "pyiceberg_crypto.demo.local.run_demo": "the demo starts its own local Spark in a directory it creates",

@@ -34,6 +34,8 @@ EXPECTED = {
     "pyiceberg_crypto.keys": {"cryptography"},
     "pyiceberg_crypto.audit": {"cryptography", "fastavro", "pyiceberg_crypto.audit"},
     "pyiceberg_crypto.bridge": {"cryptography", "py4j", "pyiceberg_crypto.bridge"},
+    "pyiceberg_crypto.catalog": set(),                      # a map: each module is imported on its own
+    "pyiceberg_crypto.serve": set(),
 }
 
 PROBE = """

@@ -28,7 +28,7 @@ def selected(marker: str, *paths: str) -> set[str]:
     return {line.split("[")[0] for line in result.stdout.splitlines() if "::" in line}
 
 
-PATHS = ("tests/formats/test_ags1.py", "tests/kms_service/test_entry_points.py", "tests/integration/test_kms_executors.py")
+PATHS = ("tests/formats/test_ags1.py", "tests/serve/test_entry_points.py", "tests/integration/test_kms_executors.py")
 
 
 @pytest.fixture(scope="module")

@@ -1,17 +1,21 @@
 """The package's layers, enforced over its import graph (docs/explanation/architecture.md).
 
-    bottom    errors, safe_text, exit_status,       (no imports from the package but the version;
-              _atomic                                _atomic: errors only)
-    base      formats, io, kms, jars,                bytes, storage, keys, JVM artifacts,
-              catalog_support                        which catalogs encrypt
-    platform  config, bridge                         Spark settings, the Py4J bridge
-    table     table                                  the table model every feature starts from
+    bottom    errors, properties, safe_text,         (no imports from the package but the version;
+              exit_status, _atomic, _net             _atomic and _net: errors only)
+    base      formats, io, kms, jars,                bytes, storage (FileIO only), keys, JVM artifacts,
+              catalog.kinds                          which catalogs encrypt (the catalog package's base)
+    platform  config, bridge                         Spark settings, the in-process Py4J bridge
+    table     table, catalog                         the table model; catalogs (Hive, REST, through
+                                                     Spark, the JVM-free commits), which build on it
     features  verify, read, keys                     never import one another, but read -> verify's
                                                      file checks (the documented seam below)
-    apps      audit, demo, testing                   audit: the lake audit (on verify); demo: the two
-                                                     demo jobs; testing: the test kit (loopback
-                                                     servers, writers), which nothing else imports
+    apps      audit, demo, serve, testing            audit: the lake audit (on verify); demo: the two
+                                                     demo jobs; serve: ``kms serve`` and its faces;
+                                                     testing: the test kit, which nothing else imports
     cli       cli                                    the command line: nothing imports it
+
+A module may sit lower than its package (:data:`MODULE_RANKS`): ``catalog.kinds`` is pure facts
+about catalog properties that ``config`` and ``bridge`` need.
 
 Each rule is checked on the source (ast), so a forbidden import fails here even when nothing at
 run time happens to execute it.
@@ -27,17 +31,24 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "pyiceberg_crypto"
 
 RANKS = {
-    "__init__": 0, "errors": 0, "safe_text": 0, "exit_status": 0, "_log": 0, "_atomic": 0, "_net": 0,
-    "formats": 1, "io": 1, "kms": 1, "jars": 1, "catalog_support": 1,
+    "__init__": 0, "errors": 0, "properties": 0, "safe_text": 0, "exit_status": 0, "_log": 0, "_atomic": 0, "_net": 0,
+    "formats": 1, "io": 1, "kms": 1, "jars": 1, "catalog.kinds": 1,
     "config": 2, "bridge": 2,
-    "table": 3,
+    "table": 3, "catalog": 3,
     "verify": 4, "read": 4, "keys": 4,
-    "audit": 5, "demo": 5, "testing": 5,
+    "audit": 5, "demo": 5, "serve": 5, "testing": 5,
     "cli": 6,
 }
+#: Modules ranked apart from their package (the key is what :func:`top` returns for them).
+MODULE_RANKS = {"pyiceberg_crypto.catalog.kinds": "catalog.kinds"}
 #: Imports between two packages of the same rank that the architecture allows.
 SAME_RANK_ALLOWED = {
     ("_atomic", "errors"): False,  # its AtomicWriteError has the package's root
+    ("_net", "errors"): False,  # parse_listen's InvalidArgumentError
+    ("catalog.kinds", "errors"): False,
+    ("catalog.kinds", "properties"): False,
+    ("config", "properties"): False,
+    ("catalog", "table"): False,  # the JVM-free commits write TableMetadata
     ("formats", "io"): False,
     ("kms", "io"): False,
     ("bridge", "config"): False,
@@ -49,7 +60,8 @@ READ_MAY_USE_FROM_VERIFY = {"pyiceberg_crypto.verify.checks", "pyiceberg_crypto.
                             "pyiceberg_crypto.verify.plan"}
 #: Packages whose modules import the package at module level only (no import inside a function,
 #: which is how an import circle hides).
-TOP_LEVEL_IMPORTS_ONLY = ("formats", "io", "table", "verify", "read", "keys", "audit", "errors", "safe_text")
+TOP_LEVEL_IMPORTS_ONLY = ("formats", "io", "table", "catalog", "verify", "read", "keys", "audit", "errors",
+                          "properties", "safe_text")
 #: Function-level imports that are not circles: optional dependencies loaded when used.
 LAZY_ALLOWED: set[tuple[str, str]] = {
     ("pyiceberg_crypto.verify", "pyiceberg_crypto.verify.each_commit"),  # pyspark.sql.streaming, ~0.4 s
@@ -62,6 +74,8 @@ def modules() -> dict[str, Path]:
 
 
 def top(module: str) -> str:
+    if module in MODULE_RANKS:
+        return MODULE_RANKS[module]
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
 
@@ -176,7 +190,8 @@ def test_every_exception_has_the_package_root():
 
 def test_bad_input_is_one_class_under_one_name():
     from pyiceberg_crypto import errors, read, verify
-    from pyiceberg_crypto.table import catalog, metadata
+    from pyiceberg_crypto.catalog import spark as catalog
+    from pyiceberg_crypto.table import metadata
 
     assert read.TableInputError is verify.TableInputError is errors.TableInputError
     assert issubclass(errors.TableInputError, ValueError)
@@ -185,3 +200,40 @@ def test_bad_input_is_one_class_under_one_name():
                         (read, "ReadInputError"), (verify, "VerifyInputError"), (metadata, "MetadataError"),
                         (catalog, "metastore_table"), (catalog, "MetastoreTable")]:
         assert not hasattr(module, old), f"{module.__name__}.{old} should be gone"
+
+
+def find_circles(edges: dict[str, set[str]]) -> list[str]:
+    """Every import circle of a module graph, as ``a -> b -> a`` (a package importing its own
+    modules is not one)."""
+    circles, state = [], {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = "open"
+        for target in sorted(edges.get(module, ())):
+            if target.startswith(module + ".") or module == "pyiceberg_crypto":
+                continue
+            if state.get(target) == "open" and target in path:
+                circles.append(" -> ".join(path[path.index(target):] + [target]))
+            elif target not in state:
+                visit(target, path + [target])
+        state[module] = "done"
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module, [module])
+    return circles
+
+
+def test_no_import_circles():
+    """No module reaches itself through imports (module-level or in a function): a circle means two
+    modules that are one concept split, or a layer that points back up."""
+
+    def owner(target: str) -> str:  # "from pyiceberg_crypto.x import y" where x is a package: its __init__
+        return target if target in MODULES else target.rsplit(".", 1)[0]
+
+    edges = {module: {owner(t) for t, _, _ in found if owner(t) in MODULES and owner(t) != module}
+             for module, found in GRAPH.items()}
+    circles = find_circles(edges)
+    assert not circles, "import circles:\n" + "\n".join(circles)
+    assert find_circles({"p.a": {"p.b"}, "p.b": {"p.c"}, "p.c": {"p.a"}}) == ["p.a -> p.b -> p.c -> p.a"]
+    assert find_circles({"p": {"p.a"}, "p.a": {"p"}}) == []  # a package and its module

@@ -49,13 +49,9 @@ from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
 from pyiceberg_crypto.safe_text import exception_line
-from pyiceberg_crypto.table.catalog import (
-    ListedTable,
-    MetastoreError,
-    catalog_properties,
-    list_tables,
-    registered_kms,
-)
+from pyiceberg_crypto.catalog.entry import list_tables, ListedTable
+from pyiceberg_crypto.catalog.hive import MetastoreError
+from pyiceberg_crypto.catalog.spark import catalog_properties, registered_kms
 from pyiceberg_crypto.table.key_inventory import KEK_ROTATION_DAYS, build_inventory, prunable_keys
 from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.audit.html import render_html

@@ -1,4 +1,7 @@
-"""The bridge between Iceberg's JVMs (driver and executors) and a Python KMS (Py4J, authenticated, loopback by default)."""
+"""The in-process bridge between Iceberg's JVMs (driver and executors) and a Python KMS: registration
+(``register_kms``), the authenticated Py4J callback server (loopback by default; its handshake, TLS,
+files and limits) and the adapter the JVM calls. ``kms serve`` (:mod:`pyiceberg_crypto.serve`) serves
+through the same callback server."""
 
 from pyiceberg_crypto.bridge.adapter import KmsCallStats, OperationStats
 from pyiceberg_crypto.bridge.key_check import KeyCheckSkippedWarning, UnknownMasterKeyError, check_key_id

@@ -30,26 +30,9 @@ from collections.abc import Callable
 
 from py4j.java_gateway import CallbackServerParameters, GatewayClient, PythonProxyPool
 
-from pyiceberg_crypto.bridge.files import (
-    UnsafeFileError,
-    check_operator_directory,
-    read_operator_file,
-    write_private_file,
-)
-from pyiceberg_crypto.bridge.handshake import CLIENT_ROLE, DRIVER_ROLE, HANDSHAKE_PROTOCOL, MAX_AUTH_BYTES, handshake_proof
-from pyiceberg_crypto.bridge.py4j_server import (
-    BUSY_LINGER_SECONDS,
-    BUSY_PREFIX,
-    EVICTED,
-    LISTEN_BACKLOG,
-    MAX_LINE_BYTES,
-    MAX_PARAMS,
-    MAX_TURNED_AWAY,
-    ConnectionLimits,
-    KmsPy4jServer,
-    read_params,
-)
-from pyiceberg_crypto.bridge.tls import TLS_HANDSHAKE_TIMEOUT_SECONDS, TlsIdentity
+from pyiceberg_crypto.bridge.handshake import CLIENT_ROLE, DRIVER_ROLE
+from pyiceberg_crypto.bridge.py4j_server import LISTEN_BACKLOG, ConnectionLimits, KmsPy4jServer
+from pyiceberg_crypto.bridge.tls import TlsIdentity
 
 LOOPBACK = "127.0.0.1"
 
@@ -135,10 +118,4 @@ class KmsCallbackServer:
         return f"KmsCallbackServer({self.address}:{self.port}, closed={self._closed})"
 
 
-__all__ = [
-    "EVICTED",
-    "BUSY_LINGER_SECONDS", "BUSY_PREFIX", "CLIENT_ROLE", "DRIVER_ROLE", "HANDSHAKE_PROTOCOL", "LISTEN_BACKLOG",
-    "LOOPBACK", "MAX_AUTH_BYTES", "MAX_LINE_BYTES", "MAX_PARAMS", "MAX_TURNED_AWAY", "TLS_HANDSHAKE_TIMEOUT_SECONDS",
-    "ConnectionLimits", "KmsCallbackServer", "TlsIdentity", "UnsafeFileError", "check_operator_directory",
-    "handshake_proof", "read_operator_file", "read_params", "write_private_file",
-]
+__all__ = ["LOOPBACK", "KmsCallbackServer"]

@@ -21,6 +21,8 @@ from pyiceberg_crypto._atomic import PRIVATE, write_atomically
 from pyiceberg_crypto.errors import PyicebergCryptoError
 
 
+__all__ = ["UnsafeFileError", "check_operator_directory", "read_operator_file", "write_private_file"]
+
 class UnsafeFileError(PyicebergCryptoError, PermissionError):
     """A token or TLS file, or its directory, that another user could have written or swapped."""
 

@@ -32,6 +32,8 @@ from pyiceberg_crypto.errors import PyicebergCryptoError
 
 #: What a connection may send before it is authenticated: the challenge-response of the bridge's
 #: JVM client (two short lines) or Py4J's ``A`` command (three short lines), with margin.
+__all__ = ["CLIENT_ROLE", "DRIVER_ROLE", "HANDSHAKE_PROTOCOL", "MAX_AUTH_BYTES", "Refused", "authenticate", "handshake_proof"]
+
 MAX_AUTH_BYTES = 512
 #: The bridge's own authentication (the JVM client): a challenge-response in which the server
 #: proves it knows the token before the client sends anything else, and the token never crosses

@@ -17,7 +17,8 @@ from __future__ import annotations
 import os
 import warnings
 
-from pyiceberg_crypto.config import KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY, ConfigError
+from pyiceberg_crypto.errors import ConfigError
+from pyiceberg_crypto.properties import KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY
 from pyiceberg_crypto.errors import NotASparkSessionError, PyicebergCryptoError
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS, KmsTimeoutError, call_with_timeout
 from pyiceberg_crypto.kms.registrations import registered

@@ -40,6 +40,8 @@ from pyiceberg_crypto.bridge.tls import TLS_HANDSHAKE_TIMEOUT_SECONDS
 #: Longer than the connection caps: peers holding hundreds of idle sockets, each re-opened as soon as
 #: it is closed, kept a queue of 128 full, so a newcomer's SYN was dropped and retried after 1, 3,
 #: 7 s... (the kernel caps it at net.core.somaxconn, 4096 by default since Linux 5.4).
+__all__ = ["BUSY_LINGER_SECONDS", "BUSY_PREFIX", "EVICTED", "LISTEN_BACKLOG", "MAX_LINE_BYTES", "MAX_PARAMS", "MAX_TURNED_AWAY", "ConnectionLimits", "KmsPy4jConnection", "KmsPy4jServer", "eviction_victim", "read_params"]
+
 LISTEN_BACKLOG = 1024
 #: The longest line after authentication: the largest legitimate parameter (a wrapped key, which
 #: cloud KMSs keep under a few KiB, base64-encoded) plus a wide margin.

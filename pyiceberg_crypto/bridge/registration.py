@@ -31,10 +31,10 @@ import weakref
 from py4j.java_gateway import JavaClass
 
 from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter, KmsCallStats
-from pyiceberg_crypto.bridge.callback_server import LOOPBACK, KmsCallbackServer
+from pyiceberg_crypto.bridge.callback_server import KmsCallbackServer, LOOPBACK
 from pyiceberg_crypto.bridge.redaction import redact_in_py4j_logs
 from pyiceberg_crypto.errors import CONNECT_NEXT_STEP
-from pyiceberg_crypto.catalog_support import asks_for_encryption, plaintext_reason, session_catalogs
+from pyiceberg_crypto.catalog.kinds import asks_for_encryption, plaintext_reason, session_catalogs
 from pyiceberg_crypto.jars import check_java_version
 from pyiceberg_crypto.kms import registrations
 from pyiceberg_crypto.kms.base import KeyManagementClient
@@ -202,7 +202,7 @@ class PlaintextCatalogWarning(PyicebergCryptoError, UserWarning):
 def warn_about_plaintext_catalogs(spark) -> list[str]:
     """Warn (a :class:`PlaintextCatalogWarning` and a log line), naming each catalog of the session
     that asks for encryption (a KMS, or a default ``encryption.key-id``) but is one Iceberg 1.12.0
-    writes in plaintext, such as ``type=rest`` (:mod:`pyiceberg_crypto.catalog_support`); returns
+    writes in plaintext, such as ``type=rest`` (:mod:`pyiceberg_crypto.catalog.kinds`); returns
     their names. ``register_kms`` calls it; call it again after adding catalogs with ``spark.conf.set``.
 
     It cannot stop such a write: Iceberg never calls the KMS for those catalogs, so nothing of this

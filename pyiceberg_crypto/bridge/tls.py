@@ -21,8 +21,11 @@ from pathlib import Path
 
 from pyiceberg_crypto._atomic import PUBLIC
 from pyiceberg_crypto.bridge.files import check_operator_directory, read_operator_file, write_private_file
+from pyiceberg_crypto.errors import PyicebergCryptoError
 
 #: The TLS handshake of one connection must finish within this (and within the auth deadline).
+__all__ = ["TLS_HANDSHAKE_TIMEOUT_SECONDS", "TlsFilesError", "TlsIdentity", "server_context"]
+
 TLS_HANDSHAKE_TIMEOUT_SECONDS = 10
 
 
@@ -96,6 +99,10 @@ def _der(certificate_pem: bytes) -> bytes:
     return x509.load_pem_x509_certificate(certificate_pem).public_bytes(serialization.Encoding.DER)
 
 
+class TlsFilesError(PyicebergCryptoError, ValueError):
+    """A TLS key and certificate (PEM) that are not a usable pair: malformed, or not each other's."""
+
+
 def server_context(key_pem: bytes, certificate_pem: bytes) -> ssl.SSLContext:
     """A TLS 1.2+ server context for this key and certificate chain (PEM), for every listener of
     the bridge (the Py4J face, the AWS KMS face)."""
@@ -108,5 +115,8 @@ def server_context(key_pem: bytes, certificate_pem: bytes) -> ssl.SSLContext:
             handle.write(key_pem)
         with open(cert_path, "wb") as handle:
             handle.write(certificate_pem)
-        context.load_cert_chain(cert_path, key_path)
+        try:
+            context.load_cert_chain(cert_path, key_path)
+        except ssl.SSLError as exc:  # not a key and certificate chain that belong together
+            raise TlsFilesError(f"the TLS key and certificate cannot be used: {exc.reason or exc}") from None
     return context

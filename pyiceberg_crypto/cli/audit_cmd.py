@@ -7,8 +7,8 @@
     PYICEBERG_CRYPTO_REST_TOKEN=... pyiceberg-crypto audit --rest-uri https://catalog:8181 \\
         [--rest-property warehouse=lake] --kms ...
 
-The tables are listed over the metastore's Thrift API (:mod:`pyiceberg_crypto.io.hive_metastore`),
-or a REST catalog's HTTP API (:mod:`pyiceberg_crypto.io.rest_catalog`: every table loaded);
+The tables are listed over the metastore's Thrift API (:mod:`pyiceberg_crypto.catalog.hive`),
+or a REST catalog's HTTP API (:mod:`pyiceberg_crypto.catalog.rest`: every table loaded);
 each Iceberg table is verified as ``pyiceberg-crypto verify`` would, with the files of all tables
 checked in one batch on this machine's cores (:mod:`pyiceberg_crypto.audit.lake`). Output: a
 summary and every table that is not OK (or the JSON report with ``--json``), plus the HTML page
@@ -89,10 +89,11 @@ def rest_properties(args: argparse.Namespace) -> dict[str, str]:
 
 def run_audit(args: argparse.Namespace) -> int:
     from pyiceberg_crypto.errors import TableInputError
-    from pyiceberg_crypto.io.hive_metastore import MetastoreError
+    from pyiceberg_crypto.catalog.hive import MetastoreError
     from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
-    from pyiceberg_crypto.table.catalog import HIVE, REST, list_tables
+    from pyiceberg_crypto.catalog.entry import list_tables
+    from pyiceberg_crypto.catalog.kinds import HIVE, REST
     from pyiceberg_crypto.table.limits import Limits
     from pyiceberg_crypto.audit.lake import CatalogReport, audit_tables, local_batch_runner
 

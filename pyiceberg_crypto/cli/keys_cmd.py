@@ -24,7 +24,7 @@ looked up in ``--metastore-uri`` or ``--rest-uri`` directly), nor does
 only the tables that still depend on a version the KMS marks compromised (``keystore compromised``),
 and exits 1 while any do. ``rewrap`` and ``prune`` commit to the catalog directly with
 ``--metastore-uri`` (and no ``--warehouse``) or ``--rest-uri``, as Iceberg's own clients commit
-(:mod:`pyiceberg_crypto.keys.catalog_commit`); otherwise they start Spark: a local session with
+(:mod:`pyiceberg_crypto.catalog.commit`); otherwise they start Spark: a local session with
 ``--warehouse``, else the session spark-submit configured. Exit status: 0 done (or nothing to do),
 1 ``where-used --compromised`` found tables that still depend on a compromised version (or could
 not check some), 2 usage error, unreadable
@@ -57,7 +57,7 @@ def add_keys_parser(sub) -> None:
                               "or --rest-uri")
     add_kms_arguments(listing, required=False)
     listing.add_argument("--kms-timeout", type=positive_seconds, default=DEFAULT_KMS_TIMEOUT_SECONDS, metavar="SECONDS")
-    add_service_arguments(listing)
+    add_direct_catalog_arguments(listing)
     listing.add_argument("--json", action="store_true", help="print JSON")
     rewrap = actions.add_parser("rewrap", help="re-wrap KEKs under the master key's current version (one commit)")
     _add_commit_arguments(rewrap)
@@ -80,9 +80,9 @@ def add_keys_parser(sub) -> None:
     where.add_argument("--json", action="store_true", help="print JSON")
 
 
-def add_service_arguments(parser, *, metastore_uri: bool = True) -> None:
+def add_direct_catalog_arguments(parser, *, metastore_uri: bool = True) -> None:
     """A Hive metastore or a REST catalog asked directly (no Spark, no JVM): ``--metastore-uri``,
-    ``--rest-uri``, ``--rest-property``, ``--metastore-timeout`` (read by :func:`catalog_service`)."""
+    ``--rest-uri``, ``--rest-property``, ``--metastore-timeout`` (read by :func:`direct_catalog_properties`)."""
     if metastore_uri:
         parser.add_argument("--metastore-uri", metavar="URI",
                             help="thrift://host:port of the Hive metastore, asked directly (no Spark, no JVM)")
@@ -100,7 +100,7 @@ def add_service_arguments(parser, *, metastore_uri: bool = True) -> None:
 def add_catalog_arguments(parser) -> None:
     """Where the tables are for ``keys where-used`` and ``keystore retire``: a Hive metastore or a
     REST catalog asked directly (no JVM), a Spark catalog, or the tables themselves."""
-    add_service_arguments(parser)
+    add_direct_catalog_arguments(parser)
     parser.add_argument("--catalog", metavar="NAME",
                         help="the catalog's name: tables are shown as NAME.db.table (default: lake); without "
                              "--metastore-uri, --rest-uri or --warehouse, the Spark catalog of the session "
@@ -120,7 +120,7 @@ def catalog_given(args: argparse.Namespace) -> bool:
                 or args.table)
 
 
-def catalog_service(args: argparse.Namespace) -> dict[str, str] | None:
+def direct_catalog_properties(args: argparse.Namespace) -> dict[str, str] | None:
     """The settings of the catalog asked directly (``--rest-uri``, or ``--metastore-uri`` without a
     local session), else None (a Spark session answers). ValueError for options that do not go together."""
     if args.rest_property and not args.rest_uri:
@@ -143,17 +143,17 @@ def find_key_uses(args: argparse.Namespace, key_id: str, version: str | None, km
     from pyiceberg_crypto.keys.where_used import where_used_in_catalog, where_used_in_listing, where_used_in_metadata
 
     locations = [t for t in args.table if _is_metadata_location(t)]
-    service = catalog_service(args)
-    if args.namespace and service is None:
+    properties = direct_catalog_properties(args)
+    if args.namespace and properties is None:
         raise ValueError("--namespace needs --metastore-uri or --rest-uri (the catalog asked directly)")
-    if args.table and len(locations) == len(args.table) and not args.warehouse and service is None:
+    if args.table and len(locations) == len(args.table) and not args.warehouse and properties is None:
         return where_used_in_metadata(locations, key_id, version, kms, compromised_only=compromised_only)
     if locations:
         raise ValueError("give --table as CATALOG.DB.TABLE names or as metadata.json files, not both")
     catalog = args.catalog or (args.table[0].split(".")[0] if args.table and args.table[0].count(".") == 2
                                else "lake")
-    if service is not None:
-        return where_used_in_listing(service, key_id, version, kms, catalog=catalog, tables=args.table or None,
+    if properties is not None:
+        return where_used_in_listing(properties, key_id, version, kms, catalog=catalog, tables=args.table or None,
                                      timeout=args.metastore_timeout, compromised_only=compromised_only,
                                      namespaces=args.namespace or None)
     from pyiceberg_crypto.config import session_for_catalog
@@ -203,7 +203,7 @@ def _add_commit_arguments(parser) -> None:
     """``rewrap`` and ``prune``: a table committed to through Spark, or (``--metastore-uri``
     without ``--warehouse``, ``--rest-uri``) through its catalog directly, without a JVM."""
     _add_table_arguments(parser)
-    add_service_arguments(parser, metastore_uri=False)
+    add_direct_catalog_arguments(parser, metastore_uri=False)
 
 
 def run_keys(args: argparse.Namespace) -> int:
@@ -271,19 +271,19 @@ def _list(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
 def _listed_metadata(args: argparse.Namespace) -> str:
     """The metadata.json ``keys list`` reads: METADATA_JSON as given, or the current one of
     CATALOG.DB.TABLE, asked of ``--metastore-uri`` / ``--rest-uri`` (no JVM)."""
-    from pyiceberg_crypto.table.catalog import catalog_entry
+    from pyiceberg_crypto.catalog.entry import catalog_entry
 
-    service = catalog_service(args)
+    properties = direct_catalog_properties(args)
     if _is_metadata_location(args.metadata):
-        if service is not None:
+        if properties is not None:
             raise ValueError(f"{args.metadata} is a metadata.json: give a table name (CATALOG.DB.TABLE) with "
                              "--metastore-uri / --rest-uri, or the file without them")
         return args.metadata
-    if service is None:
+    if properties is None:
         raise ValueError(f"{args.metadata!r} is a table name: say where its catalog is with --metastore-uri "
                          "thrift://host:port (a Hive metastore) or --rest-uri http://host:port (a REST catalog), "
                          "or give its metadata.json")
-    entry = catalog_entry(service, args.metadata, timeout=args.metastore_timeout)
+    entry = catalog_entry(properties, args.metadata, timeout=args.metastore_timeout)
     return entry.parameters["metadata_location"]
 
 
@@ -294,8 +294,8 @@ def _commit(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
     from pyiceberg_crypto.keys.rewrap import RewrapError
 
     try:
-        service = catalog_service(args)
-        result = _commit_without_jvm(args, service, kms) if service is not None else _commit_in_spark(args, kms)
+        properties = direct_catalog_properties(args)
+        result = _commit_without_jvm(args, properties, kms) if properties is not None else _commit_in_spark(args, kms)
     except (RewrapError, PruneError, TableInputError, ValueError) as exc:
         return _fail(str(exc))
     if args.json:
@@ -307,13 +307,13 @@ def _commit(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
     return ExitStatus.OK
 
 
-def _commit_without_jvm(args: argparse.Namespace, service: dict[str, str], kms: KeyManagementClient | None):
+def _commit_without_jvm(args: argparse.Namespace, properties: dict[str, str], kms: KeyManagementClient | None):
     from pyiceberg_crypto.keys.prune import prune_keys_in_catalog
     from pyiceberg_crypto.keys.rewrap import rewrap_keks_in_catalog
 
     if args.keys_action == "prune":
-        return prune_keys_in_catalog(service, args.table, dry_run=args.dry_run, timeout=args.metastore_timeout)
-    return rewrap_keks_in_catalog(service, args.table, kms, dry_run=args.dry_run, all_keks=args.all,
+        return prune_keys_in_catalog(properties, args.table, dry_run=args.dry_run, timeout=args.metastore_timeout)
+    return rewrap_keks_in_catalog(properties, args.table, kms, dry_run=args.dry_run, all_keks=args.all,
                                   timeout=args.metastore_timeout)
 
 

@@ -11,13 +11,15 @@ which is also rewritten every few seconds while calls arrive. ``--metrics`` serv
 at ``/metrics`` and a health check at ``/healthz`` (a canary wrap/unwrap with ``--health-key``).
 ``--aws-kms-api [HOST:]PORT`` also serves the same KMS as the AWS KMS JSON API (HTTPS, SigV4 with
 the keys of ``--aws-kms-api-credentials``), for Trino and Iceberg's ``AwsKeyManagementClient``
-(:mod:`pyiceberg_crypto.bridge.aws_kms_api`); SIGHUP re-reads its credentials file too.
+(:mod:`pyiceberg_crypto.serve.aws.api`); SIGHUP re-reads its credentials file too.
+
+One KMS is built (:class:`~pyiceberg_crypto.serve.served_kms.ServedKms`) and served by each face as an
+equal: the Py4J face (:mod:`pyiceberg_crypto.serve.py4j`) and, when asked, the AWS KMS face.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import logging
 import signal
 import sys
@@ -25,6 +27,7 @@ import threading
 
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, parse_properties, positive_seconds
+from pyiceberg_crypto.serve.served_kms import SERVED_KMS_TIMEOUT_SECONDS
 
 STATUS_INTERVAL_SECONDS = 2.0
 
@@ -43,8 +46,10 @@ def add_kms_parser(sub) -> None:
                        help="where to write the fresh token at each start (mode 0600); JVMs read it")
     serve.add_argument("--status-file", metavar="PATH",
                        help="JSON status (address, pin, calls per operation and client), kept up to date")
-    serve.add_argument("--call-timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
-                       help="longest a KMS call may take before it fails (default: %(default)s)")
+    serve.add_argument("--kms-timeout", "--call-timeout", dest="kms_timeout", type=positive_seconds,
+                       default=SERVED_KMS_TIMEOUT_SECONDS, metavar="SECONDS",
+                       help="longest a KMS call may take before it fails, on every face (default: %(default)s, half "
+                            "of what a JVM client waits; --call-timeout is its former name)")
     serve.add_argument("--tls-key-file", metavar="PATH",
                        help="TLS private key (default: beside the token file; created once, kept across restarts)")
     serve.add_argument("--tls-certificate-file", metavar="PATH", help="TLS certificate (default: beside the token file)")
@@ -103,13 +108,15 @@ def _add_aws_face_arguments(serve) -> None:
                       help="open connections at most (default: %(default)s)")
 
 
-def _start_aws_face(args: argparse.Namespace, service):
-    """The AWS KMS face of ``service``'s KMS, started (None without --aws-kms-api)."""
+def _start_aws_face(args: argparse.Namespace, served, token_file):
+    """The AWS KMS face of the served KMS, started (None without --aws-kms-api)."""
     from pathlib import Path
 
-    from pyiceberg_crypto.bridge.aws_kms_api import AwsKmsApi, FaceLimits, FaceTls
-    from pyiceberg_crypto.bridge.sigv4 import load_credentials
     from pyiceberg_crypto.kms.bounded import KmsCallPool
+    from pyiceberg_crypto.serve.aws.api import AwsKmsApi
+    from pyiceberg_crypto.serve.aws.http import FaceLimits
+    from pyiceberg_crypto.serve.aws.sigv4 import load_credentials
+    from pyiceberg_crypto.serve.aws.tls import FaceTls
 
     if not args.aws_kms_api:
         return None
@@ -126,22 +133,20 @@ def _start_aws_face(args: argparse.Namespace, service):
         else:
             host = listen.rpartition(":")[0].strip("[]")
             names = tuple(args.aws_kms_api_tls_name) + ((host,) if host not in ("0.0.0.0", "::") else ())
-            directory = args.aws_kms_api_tls_dir or Path(service.token_file).parent / "aws-kms-api-tls"
+            directory = args.aws_kms_api_tls_dir or Path(token_file).parent / "aws-kms-api-tls"
             tls = FaceTls.load_or_create(directory, names)
-    # The face's KMS calls keep the service's call timeout, on persistent threads (one per call
+    # The face's KMS calls keep the served KMS's timeout, on persistent threads (one per call
     # in flight, at most one per connection): starting a thread per request was its largest cost.
     pool = KmsCallPool(max_workers=args.aws_kms_api_max_connections, name="aws-kms-api-kms-call")
-    face = AwsKmsApi(functools.partial(service.served_kms, pool), credentials=credentials, listen=listen, region=args.aws_kms_api_region,
+    face = AwsKmsApi(served, pool=pool, credentials=credentials, listen=listen, region=args.aws_kms_api_region,
                      account=args.aws_kms_api_account, tls=tls, allow_plaintext=args.aws_kms_api_plaintext,
                      accept_raw_blobs=not args.aws_kms_api_refuse_raw_blobs,
                      limits=FaceLimits(max_connections=args.aws_kms_api_max_connections))
-    face.start()
-    service.metric_sources.append(face.render_metrics)
-    return face
+    return face.start()
 
 
 def _reload_face_credentials(face, path: str) -> None:
-    from pyiceberg_crypto.bridge.sigv4 import load_credentials
+    from pyiceberg_crypto.serve.aws.sigv4 import load_credentials
 
     try:
         face.verifier.credentials = load_credentials(path)
@@ -168,9 +173,11 @@ def run_kms(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from pyiceberg_crypto.bridge.callback_server import ConnectionLimits
-    from pyiceberg_crypto.bridge.metrics import MetricsAddressError, MetricsServer, is_loopback
-    from pyiceberg_crypto.bridge.service import KmsService, KmsServiceError, parse_listen
+    from pyiceberg_crypto._net import is_loopback_host, parse_listen
+    from pyiceberg_crypto.bridge.py4j_server import ConnectionLimits
+    from pyiceberg_crypto.serve.metrics import MetricsAddressError, MetricsServer
+    from pyiceberg_crypto.serve.py4j import KmsServiceError, Py4jFace
+    from pyiceberg_crypto.serve.served_kms import ServedKms
     from pyiceberg_crypto.config import PYTHON_KMS_IMPL, ConfigError, kms_service_properties
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
     from pyiceberg_crypto.errors import PyicebergCryptoError
@@ -186,17 +193,18 @@ def _serve(args: argparse.Namespace) -> int:
             except ValueError:
                 raise ValueError(f"--metrics must be [HOST:]PORT (e.g. 127.0.0.1:9601), got {args.metrics!r}") \
                     from None
-            if not is_loopback(metrics_at[0]) and not args.metrics_allow_remote:
+            if not is_loopback_host(metrics_at[0]) and not args.metrics_allow_remote:
                 raise ValueError(f"--metrics {args.metrics}: {metrics_at[0]} is not a loopback address; the metrics "
                                  "port has no authentication and no TLS: add --metrics-allow-remote to serve it there")
         properties = parse_properties(args.kms_property)
-        service = KmsService(lambda: load_kms(args.kms, properties), listen=args.listen, token_file=args.token_file,
-                             call_timeout=args.call_timeout, tls_key_file=args.tls_key_file,
-                             tls_certificate_file=args.tls_certificate_file, name=args.kms,
-                             limits=ConnectionLimits(max_connections=args.max_connections,
-                                                     max_unauthenticated=args.max_unauthenticated,
-                                                     auth_deadline_seconds=args.auth_deadline,
-                                                     idle_timeout_seconds=args.idle_timeout))
+        served = ServedKms(lambda: load_kms(args.kms, properties), kms_timeout=args.kms_timeout, name=args.kms)
+        service = Py4jFace(served, listen=args.listen, token_file=args.token_file, tls_key_file=args.tls_key_file,
+                           tls_certificate_file=args.tls_certificate_file,
+                           limits=ConnectionLimits(max_connections=args.max_connections,
+                                                   max_unauthenticated=args.max_unauthenticated,
+                                                   auth_deadline_seconds=args.auth_deadline,
+                                                   idle_timeout_seconds=args.idle_timeout))
+        served.start()
         service.start()
     except (ValueError, KmsServiceError, KmsLoadError) as exc:
         print(f"pyiceberg-crypto kms serve: {exc}", file=sys.stderr)
@@ -207,7 +215,7 @@ def _serve(args: argparse.Namespace) -> int:
         return ExitStatus.USAGE
 
     try:
-        face = _start_aws_face(args, service)
+        face = _start_aws_face(args, served, service.token_file)
     except (ValueError, PyicebergCryptoError, OSError) as exc:
         service.close()
         print(f"pyiceberg-crypto kms serve: --aws-kms-api: {exc}", file=sys.stderr)
@@ -216,7 +224,7 @@ def _serve(args: argparse.Namespace) -> int:
     metrics = None
     if metrics_at is not None:
         try:
-            metrics = MetricsServer(service, *metrics_at, health_key_id=args.health_key,
+            metrics = MetricsServer([service] + ([face] if face is not None else []), *metrics_at, health_key_id=args.health_key,
                                     health_interval=args.health_interval, allow_remote=args.metrics_allow_remote)
         except MetricsAddressError as exc:
             if face is not None:
@@ -290,7 +298,7 @@ def _serve(args: argparse.Namespace) -> int:
                     stop.set()
                 elif name == "SIGHUP":
                     try:
-                        service.reload()
+                        served.reload()
                     except Exception as exc:  # keep serving with the old KMS
                         log.error("reload failed, still serving the previous KMS: %s", exception_line(exc))
                     if face is not None:

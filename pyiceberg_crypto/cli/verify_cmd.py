@@ -38,8 +38,8 @@ from pyiceberg_crypto.cli.arguments import (
     parse_properties,
     verification_options,
 )
-from pyiceberg_crypto.cli.keys_cmd import add_service_arguments, catalog_service
-from pyiceberg_crypto.table.catalog import catalog_entry, split_catalog_name
+from pyiceberg_crypto.cli.keys_cmd import add_direct_catalog_arguments, direct_catalog_properties
+from pyiceberg_crypto.catalog.entry import catalog_entry, split_catalog_name
 from pyiceberg_crypto.verify.pipeline import prepare_catalog_verification
 from pyiceberg_crypto.verify.render import error_document, write_report
 from pyiceberg_crypto.safe_text import escape_text, exception_line
@@ -51,7 +51,7 @@ def add_verify_parser(sub) -> None:
                         help="the table's current metadata.json (path or URI), or CATALOG.DB.TABLE with "
                              "--metastore-uri or --rest-uri")
     add_kms_arguments(verify)
-    add_service_arguments(verify)
+    add_direct_catalog_arguments(verify)
     verify.add_argument("--io-property", action="append", default=[], metavar="KEY=VALUE",
                         help="a storage property, as in the catalog (s3.endpoint=http://127.0.0.1:9000, "
                              "s3.path-style-access=true, client.region=...); credentials come from the "
@@ -73,7 +73,7 @@ def run_verify(args: argparse.Namespace) -> int:
     try:
         properties = parse_properties(args.kms_property)
         options = verification_options(args, parse_properties(args.io_property, "--io-property"))
-        service = _service(args)
+        properties = _direct_properties(args)
         kms = call_with_timeout(load_kms, args.kms, properties, timeout=args.kms_timeout,
                                 what=f"the KMS factory {args.kms!r}")
     except (KmsLoadError, ValueError) as exc:
@@ -84,8 +84,8 @@ def run_verify(args: argparse.Namespace) -> int:
         return _fail(args, "kms", f"the KMS factory {args.kms!r} failed: {exception_line(exc)}")
     try:
         with _progress(enabled=not args.json and sys.stderr.isatty()) as progress:
-            if service is not None:
-                report = verify_catalog_table(service, args.metadata, kms, timeout=args.metastore_timeout,
+            if properties is not None:
+                report = verify_catalog_table(properties, args.metadata, kms, timeout=args.metastore_timeout,
                                               progress=progress, **options)
             else:
                 report = verify_metadata(args.metadata, kms, expected_metadata_hash=args.metadata_hash,
@@ -102,34 +102,34 @@ def run_verify(args: argparse.Namespace) -> int:
     return ExitStatus.of(report)
 
 
-def _service(args: argparse.Namespace) -> dict[str, str] | None:
+def _direct_properties(args: argparse.Namespace) -> dict[str, str] | None:
     """The catalog to ask for a table name (None: METADATA_JSON is read as given); ValueError when
     the positional and the options do not go together."""
-    service = catalog_service(args)
+    properties = direct_catalog_properties(args)
     is_file = args.metadata.endswith(".json") or "/" in args.metadata
-    if service is None and not is_file:
+    if properties is None and not is_file:
         raise ValueError(f"{args.metadata!r} is a table name: say where its catalog is with --metastore-uri "
                          "thrift://host:port (a Hive metastore) or --rest-uri http://host:port (a REST catalog), "
                          "or give its metadata.json")
-    if service is not None and is_file:
+    if properties is not None and is_file:
         raise ValueError(f"{args.metadata} is a metadata.json: give a table name (CATALOG.DB.TABLE) with "
                          "--metastore-uri / --rest-uri, or the file without them")
-    if service is not None and args.metadata_hash:
+    if properties is not None and args.metadata_hash:
         raise ValueError("--metadata-hash is for a metadata.json: with a table name the metastore's hash is used")
-    return service
+    return properties
 
 
-def verify_catalog_table(service: dict[str, str], table: str, kms, *, timeout: float = 30.0, **options):
+def verify_catalog_table(properties: dict[str, str], table: str, kms, *, timeout: float = 30.0, **options):
     """Verify ``table`` (``catalog.db.table`` or ``db.table``) at the metadata.json its catalog
-    names, asking the Hive metastore or REST catalog with settings ``service`` directly (no Spark):
-    :func:`~pyiceberg_crypto.table.catalog.catalog_entry`, then
+    names, asking the Hive metastore or REST catalog with settings ``properties`` directly (no Spark):
+    :func:`~pyiceberg_crypto.catalog.entry.catalog_entry`, then
     :func:`~pyiceberg_crypto.verify.pipeline.prepare_catalog_verification` (Hive's
     ``metadata_hash``, REST's served metadata), the ledger recording ``catalog.db.table`` as
     ``verify_table`` does. ``options``: ``verify_metadata``'s keywords but ``runner``. Raises TableInputError."""
     catalog = split_catalog_name(table)[0]
-    entry = catalog_entry(service, table, timeout=timeout)
+    entry = catalog_entry(properties, table, timeout=timeout)
     prepared = prepare_catalog_verification(entry, kms, table_name=f"{catalog}.{entry.table}",
-                                            catalog_uri=service.get("uri"), **options)
+                                            catalog_uri=properties.get("uri"), **options)
     return prepared.run()
 
 

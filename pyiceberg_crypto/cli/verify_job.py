@@ -30,7 +30,7 @@ import sys
 from collections.abc import Sequence
 
 from pyiceberg_crypto.exit_status import ExitStatus
-from pyiceberg_crypto.cli.keys_cmd import add_service_arguments, catalog_service
+from pyiceberg_crypto.cli.keys_cmd import add_direct_catalog_arguments, direct_catalog_properties
 from pyiceberg_crypto.cli.arguments import (
     add_kms_arguments,
     add_limit_arguments,
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("--metastore-uri", help="thrift://host:port of a metastore: asked directly (no Spark, no "
                                                "JVM), or with --warehouse the local session's metastore")
     local.add_argument("--master", default="local[2]")
-    add_service_arguments(parser, metastore_uri=False)
+    add_direct_catalog_arguments(parser, metastore_uri=False)
     return parser
 
 
@@ -81,15 +81,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         options = verification_options(args)
-        service = catalog_service(args)
+        properties = direct_catalog_properties(args)
         kms = call_with_timeout(load_kms, args.kms, parse_properties(args.kms_property), timeout=args.kms_timeout,
                                 what=f"the KMS factory {args.kms!r}")
     except (KmsLoadError, ValueError) as exc:
         return fail("usage", str(exc))
     except KmsTimeoutError as exc:
         return fail("kms", str(exc))
-    if service is not None:
-        return _without_spark(args, service, kms, options, fail)
+    if properties is not None:
+        return _without_spark(args, properties, kms, options, fail)
     from pyiceberg_crypto.verify.spark import verify_table
 
     spark = _session(args)
@@ -109,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _output(args, report)
 
 
-def _without_spark(args: argparse.Namespace, service: dict[str, str], kms, options: dict, fail) -> int:
+def _without_spark(args: argparse.Namespace, properties: dict[str, str], kms, options: dict, fail) -> int:
     """The job's JVM-free form: the catalog asked directly, the files checked in this process."""
     from pyiceberg_crypto.cli.verify_cmd import verify_catalog_table
     from pyiceberg_crypto.errors import TableInputError
@@ -120,7 +120,7 @@ def _without_spark(args: argparse.Namespace, service: dict[str, str], kms, optio
         return fail("usage", "--parallelism and --driver-max-files are for Spark tasks: without Spark "
                              "(--metastore-uri / --rest-uri) the files are checked on this machine's cores")
     try:
-        report = verify_catalog_table(service, args.table, kms, timeout=args.metastore_timeout, **options)
+        report = verify_catalog_table(properties, args.table, kms, timeout=args.metastore_timeout, **options)
     except TableInputError as exc:
         return fail("unreadable", str(exc))
     except LedgerError as exc:

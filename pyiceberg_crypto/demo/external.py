@@ -85,7 +85,7 @@ def run_demo(spark, kms: KeyManagementClient, table: str, *, key_id: str = KEY_I
     """The round trip on ``table`` (catalog configured on ``spark``, ``kms`` registered for it),
     then both verifiers over every snapshot."""
     from pyiceberg_crypto.table import Limits
-    from pyiceberg_crypto.table.catalog import catalog_properties
+    from pyiceberg_crypto.catalog.spark import catalog_properties
     from pyiceberg_crypto.verify import verify_metadata, verify_table
 
     rows = encrypted_round_trip(spark, table, key_id)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pyiceberg_crypto.kms.base import KeyManagementClient
-from pyiceberg_crypto.table.catalog import catalog_properties, registered_kms, split_table_name
+from pyiceberg_crypto.catalog.spark import catalog_properties, registered_kms, split_table_name
 
 
 def load_operations(spark, table: str, error: type[Exception]) -> tuple[str, Any]:

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from pyiceberg_crypto.kms.base import KeyManagementClient
-from pyiceberg_crypto.table.catalog import catalog_table
+from pyiceberg_crypto.catalog.spark import catalog_table
 from pyiceberg_crypto.table.key_inventory import (
     DAY_MS,
     KEK_ROTATION_DAYS,

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pyiceberg_crypto.errors import PyicebergCryptoError, TableInputError
-from pyiceberg_crypto.keys.catalog_commit import KeyChange, commit_key_change, current_metadata
+from pyiceberg_crypto.catalog.commit import KeyChange, commit_key_change, current_metadata
 from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations
 from pyiceberg_crypto.table.key_inventory import NotEncryptedError, prunable_keys
 from pyiceberg_crypto.table.metadata import TableMetadata, load_document
@@ -94,12 +94,12 @@ def prune_keys(spark, table: str, *, dry_run: bool = False, max_attempts: int = 
     return result
 
 
-def prune_keys_in_catalog(service: dict[str, str], table: str, *, dry_run: bool = False, max_attempts: int = 4,
+def prune_keys_in_catalog(properties: dict[str, str], table: str, *, dry_run: bool = False, max_attempts: int = 4,
                           timeout: float = 30.0) -> PruneResult:
     """:func:`prune_keys` without Spark or a JVM: the table (``catalog.db.table`` or ``db.table``)
-    read from and committed to the catalog with settings ``service`` directly (a Hive metastore's
+    read from and committed to the catalog with settings ``properties`` directly (a Hive metastore's
     ``uri``, or ``type=rest`` and the REST catalog's settings;
-    :func:`~pyiceberg_crypto.keys.catalog_commit.commit_key_change`). Raises PruneError."""
+    :func:`~pyiceberg_crypto.catalog.commit.commit_key_change`). Raises PruneError."""
     result = PruneResult(table, dry_run)
 
     def step(meta, doc) -> KeyChange | None:
@@ -109,10 +109,10 @@ def prune_keys_in_catalog(service: dict[str, str], table: str, *, dry_run: bool 
         return None if dry_run or not removed else KeyChange(removed=removed)
 
     result.table, result.attempts, result.committed, result.metadata_location = commit_key_change(
-        service, table, step, what="prune", error=PruneError, max_attempts=max_attempts, timeout=timeout)
+        properties, table, step, what="prune", error=PruneError, max_attempts=max_attempts, timeout=timeout)
     if result.committed:  # what the committed metadata still lists (a catalog that writes keys back)
         try:
-            present = set(current_metadata(service, table, timeout).encryption_keys)
+            present = set(current_metadata(properties, table, timeout).encryption_keys)
         except TableInputError as exc:
             raise PruneError(f"the prune of {result.table} was committed ({result.metadata_location}), but the "
                              f"table cannot be read back: {exc}") from None

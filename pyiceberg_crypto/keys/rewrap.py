@@ -14,7 +14,7 @@ wrapped blobs in one commit through the catalog (Iceberg's ``TableMetadata.build
     result = rewrap_keks_in_catalog({"type": "rest", "uri": "http://127.0.0.1:8181"}, "lake.db.orders", kms)
 
 Without a JVM the commit goes to the Hive metastore or the REST catalog directly, as Iceberg's own
-clients commit (:mod:`pyiceberg_crypto.keys.catalog_commit`: the same result, the same retries).
+clients commit (:mod:`pyiceberg_crypto.catalog.commit`: the same result, the same retries).
 
 What stays equal, so every snapshot keeps reading and time travel works: the KEK id and bytes,
 its ``KEY_TIMESTAMP`` (the AAD of the manifest-list key envelopes it seals, and its rotation
@@ -33,7 +33,7 @@ import base64
 import binascii
 
 from pyiceberg_crypto.errors import PyicebergCryptoError
-from pyiceberg_crypto.keys.catalog_commit import KeyChange, commit_key_change
+from pyiceberg_crypto.catalog.commit import KeyChange, commit_key_change
 from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations_and_kms, master_key_id
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import exception_line
@@ -98,13 +98,13 @@ def rewrap_keks(spark, table: str, *, kms: KeyManagementClient | None = None, dr
     return result
 
 
-def rewrap_keks_in_catalog(service: dict[str, str], table: str, kms: KeyManagementClient, *,
+def rewrap_keks_in_catalog(properties: dict[str, str], table: str, kms: KeyManagementClient, *,
                            dry_run: bool = False, all_keks: bool = False, max_attempts: int = 4,
                            timeout: float = 30.0) -> RewrapResult:
     """:func:`rewrap_keks` without Spark or a JVM: the table (``catalog.db.table`` or ``db.table``)
-    read from and committed to the catalog with settings ``service`` directly (a Hive metastore's
+    read from and committed to the catalog with settings ``properties`` directly (a Hive metastore's
     ``uri``, or ``type=rest`` and the REST catalog's settings;
-    :func:`~pyiceberg_crypto.keys.catalog_commit.commit_key_change`). Raises RewrapError."""
+    :func:`~pyiceberg_crypto.catalog.commit.commit_key_change`). Raises RewrapError."""
     result = RewrapResult(table, dry_run)
 
     def step(meta, doc) -> KeyChange | None:
@@ -124,7 +124,7 @@ def rewrap_keks_in_catalog(service: dict[str, str], table: str, kms: KeyManageme
         return KeyChange(rewrapped={change.key_id: base64.b64encode(wrapped).decode() for change, wrapped in plan})
 
     result.table, result.attempts, result.committed, result.metadata_location = commit_key_change(
-        service, table, step, what="re-wrap", error=RewrapError, max_attempts=max_attempts, timeout=timeout)
+        properties, table, step, what="re-wrap", error=RewrapError, max_attempts=max_attempts, timeout=timeout)
     return result
 
 

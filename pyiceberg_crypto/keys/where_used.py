@@ -34,7 +34,9 @@ from pyiceberg_crypto.errors import InvalidArgumentError, TableInputError
 from pyiceberg_crypto.keys.inventory import inventory_from_metadata, key_inventory
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import exception_line
-from pyiceberg_crypto.table.catalog import MetastoreError, catalog_properties, list_tables
+from pyiceberg_crypto.catalog.entry import list_tables
+from pyiceberg_crypto.catalog.hive import MetastoreError
+from pyiceberg_crypto.catalog.spark import catalog_properties
 from pyiceberg_crypto.table.key_inventory import KeyInventory
 from pyiceberg_crypto.table.limits import Limits
 
@@ -121,7 +123,7 @@ def where_used_in_listing(properties: dict[str, str], key_id: str, version: str 
                           timeout: float = 30.0, limits: Limits | None = None, compromised_only: bool = False,
                           namespaces: list[str] | None = None) -> WhereUsed:
     """Check every Iceberg table of the catalog with these settings (a Hive metastore's ``uri``
-    ``thrift://host:port``, or ``type=rest`` and its ``uri``: :func:`~pyiceberg_crypto.table.catalog.list_tables`),
+    ``thrift://host:port``, or ``type=rest`` and its ``uri``: :func:`~pyiceberg_crypto.catalog.entry.list_tables`),
     without Spark or a JVM; or only ``tables`` (``catalog.db.table`` or ``db.table`` names), or only
     the tables of ``namespaces``. Tables
     are named ``catalog.db.table`` in the result. Raises TableInputError when the catalog cannot be

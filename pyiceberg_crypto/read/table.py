@@ -31,8 +31,8 @@ import pyarrow as pa
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.io.confinement import Confinement
-from pyiceberg_crypto.io.hive_metastore import MetastoreError, table_parameters
-from pyiceberg_crypto.io.rest_catalog import RestCatalog, RestCatalogError
+from pyiceberg_crypto.catalog.hive import MetastoreError, table_parameters
+from pyiceberg_crypto.catalog.rest import RestCatalog, RestCatalogError
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
 from pyiceberg_crypto.read._deletes import DeleteCaches, apply_deletes, equality_field_ids
@@ -88,7 +88,7 @@ def scan(
             in``, ``not in``); files whose manifest column bounds rule the filter out are not read,
             nor row groups whose Parquet statistics do (:mod:`pyiceberg_crypto.read.filter`). The filter's columns need not be in ``columns``.
         catalog: the catalog that names the table: ``thrift://host:port`` of a Hive metastore, or
-            ``http(s)://...`` of a REST catalog (or a :class:`~pyiceberg_crypto.io.rest_catalog.RestCatalog`
+            ``http(s)://...`` of a REST catalog (or a :class:`~pyiceberg_crypto.catalog.rest.RestCatalog`
             built with its credentials, e.g. ``RestCatalog(uri, token=...)``).
         max_workers: reading threads (default: CPUs + 2, at most 8).
         batch_rows: rows per record batch at most.

@@ -22,7 +22,7 @@ import sys
 import time
 
 from pyiceberg_crypto import jars
-from pyiceberg_crypto.catalog_support import ENCRYPTING_REST_CATALOG_IMPL
+from pyiceberg_crypto.catalog.kinds import ENCRYPTING_REST_CATALOG_IMPL
 from pyiceberg_crypto.testing import jars as testing_jars
 from pyiceberg_crypto.testing._process import LOOPBACK, ServiceError
 from pyiceberg_crypto.testing.kafka import KafkaBroker

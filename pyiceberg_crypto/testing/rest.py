@@ -9,7 +9,7 @@
     # stopped here; the catalog stays in /tmp/rest for the next start
 
 (Iceberg's own ``type=rest`` with ``uri=server.uri`` reaches it too, but writes ``encryption.key-id``
-tables in plaintext: :mod:`pyiceberg_crypto.catalog_support`.)
+tables in plaintext: :mod:`pyiceberg_crypto.catalog.kinds`.)
 
 It runs ``io.pyicebergcrypto.testing.LoopbackRestCatalog`` (in the test kit's jar, :func:`~pyiceberg_crypto.testing.jars.testing_jar`): the JDK's HTTP server
 routing the REST endpoints Spark's ``RESTCatalog`` uses to Iceberg's own ``CatalogHandlers`` over a

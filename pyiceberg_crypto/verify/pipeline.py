@@ -25,7 +25,8 @@ from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.io.confinement import Confinement
 from pyiceberg_crypto.kms.base import KeyManagementClient
-from pyiceberg_crypto.table.catalog import CatalogTable, ListedTable
+from pyiceberg_crypto.catalog.entry import ListedTable
+from pyiceberg_crypto.catalog.spark import CatalogTable
 from pyiceberg_crypto.table.keys import TableKeys
 from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.table.metadata import TableMetadata, metadata_hash, read_metadata
@@ -252,9 +253,9 @@ def prepare_catalog_verification(
                                               catalog_uri="thrift://hms:9083").run()
 
     Args:
-        entry: the table as its catalog gives it (:func:`~pyiceberg_crypto.table.catalog.catalog_table`,
-            :func:`~pyiceberg_crypto.table.catalog.catalog_entry` or a
-            :func:`~pyiceberg_crypto.table.catalog.list_tables` row with a ``metadata_location``).
+        entry: the table as its catalog gives it (:func:`~pyiceberg_crypto.catalog.spark.catalog_table`,
+            :func:`~pyiceberg_crypto.catalog.entry.catalog_entry` or a
+            :func:`~pyiceberg_crypto.catalog.entry.list_tables` row with a ``metadata_location``).
         table_name: the name the checks show and the ledger records.
         catalog_uri: the catalog's ``uri``, shown in the checks.
         options: :func:`prepare_verification`'s other keywords (``state``, ``limits``...).

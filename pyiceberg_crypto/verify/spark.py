@@ -22,7 +22,7 @@ from functools import partial
 
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.kms.base import KeyManagementClient
-from pyiceberg_crypto.table.catalog import catalog_table
+from pyiceberg_crypto.catalog.spark import catalog_table
 from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.verify.checks import FileTask, check_file
 from pyiceberg_crypto.verify.pipeline import prepare_catalog_verification

@@ -24,7 +24,7 @@ from pyiceberg_crypto.verify.report import KEY_ERROR, OK, PLAINTEXT, TAMPERED, U
 
 def catalog_checks(kind: str, table: str, uri: str | None, expected_hash: str | None) -> list[TableCheck]:
     """Where a verification by table name took the metadata.json from (``kind``: a
-    :func:`~pyiceberg_crypto.table.catalog.catalog_kind`): the Hive metastore (whose
+    :func:`~pyiceberg_crypto.catalog.kinds.catalog_kind`): the Hive metastore (whose
     ``metadata_hash`` :func:`table_checks` then compares), or a REST catalog's ``loadTable`` (which
     keeps no hash: :func:`served_metadata_check` compares the file with what it serves)."""
     if kind == REST:

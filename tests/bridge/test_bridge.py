@@ -10,7 +10,8 @@ import threading
 import pytest
 
 from pyiceberg_crypto.bridge import BridgeError, register_kms, registered
-from pyiceberg_crypto.bridge.callback_server import LOOPBACK, read_params
+from pyiceberg_crypto.bridge.callback_server import LOOPBACK
+from pyiceberg_crypto.bridge.py4j_server import read_params
 from pyiceberg_crypto.kms import InMemoryKms
 
 pytestmark = pytest.mark.spine  # the core path: make test also runs it on Spark 3.5

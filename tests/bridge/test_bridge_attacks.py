@@ -10,9 +10,10 @@ import pytest
 
 from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter
-from pyiceberg_crypto.bridge.callback_server import ConnectionLimits, KmsCallbackServer
+from pyiceberg_crypto.bridge.callback_server import KmsCallbackServer
+from pyiceberg_crypto.bridge.py4j_server import ConnectionLimits
 from pyiceberg_crypto.kms import InMemoryKms
-from tests.kms_service.raw_client import RawClient
+from tests.serve.raw_client import RawClient
 from tests.testkit import eventually
 
 

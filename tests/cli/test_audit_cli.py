@@ -14,7 +14,7 @@ from pyiceberg_crypto import config
 from pyiceberg_crypto.cli.main import main
 from tests.conftest import add_catalog
 from tests.verify import kms_factory
-from tests.verify.test_audit import PageParser, assert_valid
+from tests.audit.test_audit import PageParser, assert_valid
 
 pytestmark = [pytest.mark.loopback, pytest.mark.slow]
 

@@ -17,7 +17,7 @@ from pyiceberg_crypto.cli.main import main
 from pyiceberg_crypto.errors import PyicebergCryptoError
 from tests.rest.test_rest_client_hostile import CONFIG, ok, serving
 from tests.table.test_limits import METADATA
-from tests.verify.test_audit import PageParser, assert_valid
+from tests.audit.test_audit import PageParser, assert_valid
 
 KMS = "tests.testing.helpers:cli_kms"
 SURROGATE = "evil\ud800name"

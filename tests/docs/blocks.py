@@ -2,7 +2,7 @@
 
 A block that cannot be checked says so on the line right before its fence, with a reason::
 
-    <!-- not-checked: needs a Spark distribution's spark-sql; tests/kms_service runs it -->
+    <!-- not-checked: needs a Spark distribution's spark-sql; tests/serve runs it -->
     ```sh
     spark-sql <conf> -e "..."
     ```

@@ -16,11 +16,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter
-from pyiceberg_crypto.bridge.callback_server import ConnectionLimits, KmsCallbackServer
+from pyiceberg_crypto.bridge.callback_server import KmsCallbackServer
+from pyiceberg_crypto.bridge.py4j_server import ConnectionLimits
 from pyiceberg_crypto.kms import InMemoryKms
 from tests.fuzz.conftest import fuzz_settings
 from tests.fuzz.harness import bounded
-from tests.kms_service.raw_client import RawClient
+from tests.serve.raw_client import RawClient
 
 KEY = b"k" * 16
 

@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pyiceberg_crypto.bridge.metrics import MetricsServer
-from pyiceberg_crypto.bridge.service import KmsService
+from pyiceberg_crypto.serve.metrics import MetricsServer
+from pyiceberg_crypto.serve.py4j import Py4jFace
+from pyiceberg_crypto.serve.served_kms import ServedKms
 from pyiceberg_crypto.kms import InMemoryKms
 from tests.fuzz.conftest import fuzz_settings
 from tests.fuzz.harness import bounded
@@ -33,13 +34,13 @@ class _Records(logging.Handler):
 @pytest.fixture(scope="module")
 def metrics(tmp_path_factory):
     directory = tmp_path_factory.mktemp("metrics-fuzz")
-    service = KmsService(lambda: InMemoryKms.with_random_keys("m1"), token_file=directory / "kms.token",
-                         listen="127.0.0.1:0")
+    service = Py4jFace(ServedKms(lambda: InMemoryKms.with_random_keys("m1")), token_file=directory / "kms.token",
+                       listen="127.0.0.1:0")
     records = _Records()
-    logger = logging.getLogger("pyiceberg_crypto.bridge.metrics")
+    logger = logging.getLogger("pyiceberg_crypto.serve.metrics")
     logger.addHandler(records)
     with service:
-        server = MetricsServer(service, "127.0.0.1", 0, health_key_id="m1", health_interval=0.0)
+        server = MetricsServer([service], "127.0.0.1", 0, health_key_id="m1", health_interval=0.0)
         server.records = records
         try:
             yield server

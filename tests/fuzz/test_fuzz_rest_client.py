@@ -25,7 +25,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pyiceberg_crypto.io.rest_catalog import NAMESPACE_SEPARATOR, RestCatalog, RestCatalogError, namespace_name
+from pyiceberg_crypto.catalog.rest import NAMESPACE_SEPARATOR, RestCatalog, RestCatalogError, namespace_name
 from tests.fuzz.conftest import fuzz_settings
 from tests.fuzz.harness import bounded
 

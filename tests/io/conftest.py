@@ -1,1 +1,4 @@
-"""The loopback Hive metastore fixture comes from tests/conftest.py (the plugin's, as a user's suite would get it)."""
+"""The confinement tests use the verifier's tables and KMS keys (tests/verify/conftest.py); the
+loopback Hive metastore fixture comes from tests/conftest.py."""
+
+from tests.verify.conftest import verify_kms_keys  # noqa: F401 - the session's keys for the KMS factory

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pyiceberg_crypto.io.hive_metastore import table_parameters
+from pyiceberg_crypto.catalog.hive import table_parameters
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
 from tests.keys.tables import VERIFY_JOB, encrypted_lakes, run_cli
 from tests.path_without_java import fill_without_java

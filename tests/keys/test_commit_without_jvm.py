@@ -14,9 +14,9 @@ import pytest
 
 from pyiceberg_crypto import config
 from pyiceberg_crypto.cli.main import main
-from pyiceberg_crypto.io.hive_metastore import table_parameters
+from pyiceberg_crypto.catalog.hive import table_parameters
 from pyiceberg_crypto.keys import RewrapError
-from pyiceberg_crypto.keys.catalog_commit import current_metadata
+from pyiceberg_crypto.catalog.commit import current_metadata
 from pyiceberg_crypto.keys.prune import prune_keys_in_catalog
 from pyiceberg_crypto.keys.rewrap import rewrap_keks_in_catalog
 from pyiceberg_crypto.kms import KeystoreKms

@@ -19,7 +19,7 @@ from pyiceberg_crypto.cli.main import main
 from pyiceberg_crypto.kms import KeystoreKms
 from tests.conftest import add_catalog
 from tests.keys.tables import kms_args
-from tests.verify.test_audit import assert_valid
+from tests.audit.test_audit import assert_valid
 
 pytestmark = [pytest.mark.loopback, pytest.mark.slow]
 

@@ -140,8 +140,8 @@ def test_openbao_restarted_during_an_insert_commits_nothing_and_the_retry_succee
 
 @pytest.mark.apps
 def test_openbao_kms_serve_vault_drives_spark_sql(tmp_path, openbao_server):
-    from tests.kms_service.service_process import ServiceProcess
-    from tests.kms_service.test_entry_points import finish, spark_sql
+    from tests.serve.service_process import ServiceProcess
+    from tests.serve.test_entry_points import finish, spark_sql
 
     bao = openbao_server
     key = f"sql-{uuid.uuid4().hex[:6]}"

@@ -18,7 +18,7 @@ import pytest
 from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.cli.main import main
-from pyiceberg_crypto.io.rest_catalog import RestCatalog, RestCatalogError
+from pyiceberg_crypto.catalog.rest import RestCatalog, RestCatalogError
 from pyiceberg_crypto.keys import key_inventory, prune_keys, rewrap_keks
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.read import read_table

@@ -24,7 +24,7 @@ from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
 from pyiceberg_crypto.verify.pipeline import verify_metadata
 from tests.rest.tables import create_encrypted_table, new_namespace, new_rest_catalog
-from tests.kms_service.service_process import ROOT, ServiceProcess
+from tests.serve.service_process import ROOT, ServiceProcess
 
 #: The second application: settings as JSON on stdin (no secret in them: the token stays in its file).
 SECOND_APP = textwrap.dedent(
@@ -71,7 +71,7 @@ def test_rest_catalog_table_is_read_and_appended_by_a_second_application_through
     keys_file = tmp_path / "master-keys.json"
     keys_file.touch(mode=0o600)
     keys_file.write_text(json.dumps({key_id: key.hex() for key_id, key in master_keys.items()}))
-    service = ServiceProcess.start(tmp_path / "kms", kms="tests.kms_service.factories:memory_kms",
+    service = ServiceProcess.start(tmp_path / "kms", kms="tests.serve.factories:memory_kms",
                                    properties={"keys.path": str(keys_file)})
     try:
         settings = config.spark_settings("lake", warehouse=tmp_path / "warehouse", catalog_type="rest",

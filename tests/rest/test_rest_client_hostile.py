@@ -24,8 +24,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from pyiceberg_crypto.io.rest_catalog import ALLOW_PLAIN_HTTP_PROPERTY, RestCatalog, RestCatalogError
-from pyiceberg_crypto.table.catalog import REST, list_tables
+from pyiceberg_crypto.catalog.rest import ALLOW_PLAIN_HTTP_PROPERTY, RestCatalog, RestCatalogError
+from pyiceberg_crypto.catalog.entry import list_tables
+from pyiceberg_crypto.catalog.kinds import REST
 from tests.testkit import load_factor
 
 TOKEN = "tok-abcdef123456"

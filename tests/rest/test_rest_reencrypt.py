@@ -15,7 +15,7 @@ import pytest
 from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.cli.main import main
-from pyiceberg_crypto.io.rest_catalog import RestCatalog
+from pyiceberg_crypto.catalog.rest import RestCatalog
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
 from pyiceberg_crypto.verify import verify_metadata

@@ -21,7 +21,7 @@ import pytest
 from pyiceberg_crypto.kms import InMemoryKms, KeystoreKms
 from pyiceberg_crypto.read import read_table
 from pyiceberg_crypto.verify import verify_metadata
-from tests.kms_service.service_process import ServiceProcess, make_keystore
+from tests.serve.service_process import ServiceProcess, make_keystore
 from tests.streaming.kafka import new_topic
 from tests.testkit import SHORT_DRIVER_ENV, eventually
 

@@ -26,8 +26,8 @@ from pyiceberg_crypto.testing import trino
 from pyiceberg_crypto.testing.metastore import StandaloneMetastore
 from pyiceberg_crypto.verify import verify_metadata
 from tests.kms.conftest import AWS_TEST_ENV
-from tests.kms_service.aws_face import ACCESS_KEY_ID, REGION, SECRET, FaceProcess
-from tests.kms_service.service_process import ROOT, make_keystore
+from tests.serve.aws_face import ACCESS_KEY_ID, REGION, SECRET, FaceProcess
+from tests.serve.service_process import ROOT, make_keystore
 from tests.testkit import SHORT_DRIVER_ENV
 
 pytestmark = [pytest.mark.slow, pytest.mark.loopback, pytest.mark.apps, pytest.mark.jvm]  # Spark and Trino JVMs

@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 from pyiceberg_crypto import config
-from pyiceberg_crypto.table.catalog import catalog_properties
-from pyiceberg_crypto.table.catalog import spark_table_parameters as table_parameters
+from pyiceberg_crypto.catalog.spark import catalog_properties
+from pyiceberg_crypto.catalog.spark import spark_table_parameters as table_parameters
 from tests.conftest import CATALOG
 from tests.verify import kms_factory
 

@@ -132,7 +132,7 @@ class metastore_points_at:
         self.spark, self.table, self.location = spark, table, location
 
     def _set(self, location: str) -> None:
-        from pyiceberg_crypto.table.catalog import catalog_properties
+        from pyiceberg_crypto.catalog.spark import catalog_properties
 
         catalog, database, name = self.table.split(".")
         jvm = self.spark.sparkContext._jvm

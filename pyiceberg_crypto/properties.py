@@ -1,0 +1,42 @@
+"""The names and sizes this package and Iceberg agree on, defined once.
+
+Table properties (``CREATE TABLE ... TBLPROPERTIES``), catalog properties (the
+``spark.sql.catalog.<name>.*`` settings without their prefix) and the AES key sizes::
+
+    from pyiceberg_crypto.properties import AES_KEY_LENGTHS, KEY_ID
+
+    metadata.properties.get(KEY_ID)          # the table's master key id, or None: not encrypted
+    len(dek) in AES_KEY_LENGTHS              # 16, 24 or 32 bytes (AES-128/192/256)
+
+Nothing here imports the package: every layer may use these names.
+"""
+
+from __future__ import annotations
+
+__all__ = ["AES_KEY_LENGTHS", "DATA_KEY_LENGTH", "DEFAULT_KMS_NAME", "FORMAT_VERSION", "KEY_ID", "KMS_IMPL",
+           "KMS_NAME_PROPERTY", "KMS_SERVICE_PROPERTY", "KMS_TYPE", "PYTHON_KMS_IMPL"]
+
+# Table properties (Iceberg's TableProperties).
+#: The table's master key id in the KMS: setting it makes a table encrypted.
+KEY_ID = "encryption.key-id"
+#: The length in bytes of the data encryption keys Iceberg makes for the table (default 16).
+DATA_KEY_LENGTH = "encryption.data-key-length"
+#: The table format version; encryption needs 3.
+FORMAT_VERSION = "format-version"
+
+# Catalog properties.
+#: Iceberg's catalog property naming the ``KeyManagementClient`` class the catalog uses.
+KMS_IMPL = "encryption.kms-impl"
+#: Iceberg's catalog property naming a KMS by type (``aws``, ``azure``, ``gcp``) instead.
+KMS_TYPE = "encryption.kms-type"
+#: The catalog property naming the registered Python KMS the bridge should call.
+KMS_NAME_PROPERTY = "pyiceberg-crypto.kms-name"
+#: The catalog property naming a ``pyiceberg-crypto kms serve`` service (HOST:PORT) instead.
+KMS_SERVICE_PROPERTY = "pyiceberg-crypto.kms-service"
+#: The name a Python KMS is registered under when none is given.
+DEFAULT_KMS_NAME = "default"
+#: The Java class (in ``jars/``) that implements Iceberg's ``KeyManagementClient`` by calling Python.
+PYTHON_KMS_IMPL = "io.pyicebergcrypto.bridge.PythonKmsClient"
+
+#: The AES key lengths in bytes (AES-128, AES-192, AES-256) of master keys, KEKs and DEKs.
+AES_KEY_LENGTHS = (16, 24, 32)

@@ -1,0 +1,399 @@
+"""The Py4J face of ``kms serve``: the served KMS (:mod:`.served_kms`) for every JVM that has the
+service's catalog properties, with no Python process in the application (``spark-sql``, the Thrift
+server, Spark Connect, JVM jobs).
+
+    served = ServedKms(lambda: load_kms("keystore", {"keystore.path": "/etc/lake/keys.json"})).start()
+    face = Py4jFace(served, listen="127.0.0.1:9600", token_file="/run/lake/kms.token")
+    face.start()           # writes a fresh token (0600, atomically), then accepts calls
+    served.reload()        # a changed keystore: new calls use the new KMS, nobody is dropped
+    face.status()          # calls per operation and per client, refused clients
+    face.health("canary")  # (ok, reason): the listener accepts, and a canary wrap/unwrap works
+    face.close()           # stops listening, removes the token file
+
+The command line is ``pyiceberg-crypto kms serve`` (:mod:`pyiceberg_crypto.cli.kms_cmd`). The JVM
+side is the bridge's ``PythonKmsClient`` configured by catalog properties that
+:func:`pyiceberg_crypto.config.kms_service_properties` renders. The listener itself (token
+handshake, TLS, connection caps) is the bridge's :class:`~pyiceberg_crypto.bridge.callback_server.KmsCallbackServer`.
+
+Security model: the token authenticates callers (a JVM that reads the token file, or an executor
+that got the token inside its task from a driver that read it); the face listens on loopback
+unless told otherwise and speaks TLS on any other address, with a certificate kept in two files
+next to the token file so that a restart keeps the pin clients are configured with. Every call is
+bounded by the served KMS's ``kms_timeout``. Nothing logged carries key bytes or the token.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import threading
+import time
+from collections import Counter, OrderedDict
+from pathlib import Path
+from typing import Any
+
+from pyiceberg_crypto._net import parse_listen
+from pyiceberg_crypto.bridge.adapter import LATENCY_BUCKETS, KmsCallbackAdapter, OperationStats
+from pyiceberg_crypto.bridge.callback_server import KmsCallbackServer, LOOPBACK
+from pyiceberg_crypto.bridge.py4j_server import ConnectionLimits
+from pyiceberg_crypto.bridge.files import check_operator_directory, write_private_file
+from pyiceberg_crypto.bridge.handshake import MAX_AUTH_BYTES
+from pyiceberg_crypto.bridge.py4j_server import EVICTED, MAX_LINE_BYTES, MAX_PARAMS
+from pyiceberg_crypto.bridge.tls import TlsIdentity
+from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.serve.served_kms import RateLimitedLog, ServedKms
+
+__all__ = ["MAX_TRACKED_PEERS", "OBJECT_ID", "KmsServiceError", "PeerCounts", "Py4jFace", "refusal_reasons",
+           "tls_files"]
+
+#: The metric names' prefix (``pyiceberg_crypto_kms_calls_total``, ...).
+PREFIX = "pyiceberg_crypto_kms"
+#: The reason a connection carrying a wrong or old token is refused (the callback server's word).
+WRONG_TOKEN = "wrong or old token"
+#: The Py4J object id the JVM client calls (``KmsServiceAddress.OBJECT_ID`` in the bridge jar).
+OBJECT_ID = "pyiceberg-crypto-kms"
+#: Java method names -> the operations counted.
+_OPERATIONS = {"wrapKey": "wrap", "unwrapKey": "unwrap", "generateKey": "generate",
+               "supportsKeyGeneration": "supports-generation", "initialize": "initialize"}
+
+#: Peers whose counts the service keeps (calls, refusals), the least recently seen forgotten first:
+#: a peer cycling through source addresses (127.0.0.0/8, an IPv6 prefix) cannot grow them forever.
+MAX_TRACKED_PEERS = 1024
+#: The label of a refusal whose reason is not one of the listener's known ones (never expected).
+OTHER_REFUSAL = "other"
+
+log = logging.getLogger(__name__)
+
+
+def refusal_reasons(limits: ConnectionLimits) -> frozenset[str]:
+    """Every reason the listener gives for a refusal: the only values of the ``reason`` label (the
+    caps are the operator's numbers; nothing a peer sends becomes part of a label)."""
+    return frozenset({
+        "no token", "wrong or old token", "no authentication within the deadline", "closed during authentication",
+        EVICTED, f"more than {MAX_AUTH_BYTES} bytes before authenticating", f"a line longer than {MAX_LINE_BYTES} bytes",
+        f"more than {MAX_PARAMS} parameters in a call",
+        f"too many connections (cap {limits.max_connections})",
+        f"too many unauthenticated connections (cap {limits.max_unauthenticated})",
+    })
+
+
+class PeerCounts:
+    """Counters per peer address, at most ``max_peers`` of them (least recently counted dropped).
+
+        counts = PeerCounts(2)
+        counts.add("10.0.0.1", "wrap")
+        counts.to_dict()   # {"10.0.0.1": {"wrap": 1}}
+    """
+
+    def __init__(self, max_peers: int = MAX_TRACKED_PEERS):
+        self.max_peers = max_peers
+        self._peers: OrderedDict[str, Counter] = OrderedDict()
+        #: Peers dropped to stay within ``max_peers``, over the service's life.
+        self.forgotten = 0
+
+    def add(self, peer: str, key: str, amount: int = 1) -> None:
+        counts = self._peers.get(peer)
+        if counts is None:
+            counts = self._peers[peer] = Counter()
+            while len(self._peers) > self.max_peers:
+                self._peers.popitem(last=False)
+                self.forgotten += 1
+        else:
+            self._peers.move_to_end(peer)
+        counts[key] += amount
+
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        return {peer: dict(counts) for peer, counts in sorted(self._peers.items())}
+
+    def __len__(self) -> int:
+        return len(self._peers)
+
+
+class KmsServiceError(PyicebergCryptoError, RuntimeError):
+    """The service cannot start (address in use, unwritable token file, unreadable TLS key...)."""
+
+
+
+def tls_files(token_file: str | os.PathLike) -> tuple[Path, Path]:
+    """Where the service keeps its TLS key and certificate by default: beside the token file."""
+    token = Path(token_file)
+    return token.with_name(token.name + ".tls-key.pem"), token.with_name(token.name + ".tls-cert.pem")
+
+
+class Py4jFace:
+    """The served KMS behind an authenticated Py4J listener, for many JVMs at once (see module doc).
+
+    Args:
+        served: the KMS this face serves (started by :meth:`start` if it is not yet).
+        token_file: where the fresh token is written at each start (0600); JVMs read it.
+        listen: ``HOST:PORT``; any host but loopback gets TLS. limits: the listener's caps and deadlines.
+        tls_key_file, tls_certificate_file: the TLS identity (default: beside the token file).
+    """
+
+    def __init__(self, served: ServedKms, *, token_file: str | os.PathLike,
+                 listen: str = f"{LOOPBACK}:9600", tls_key_file: str | os.PathLike | None = None,
+                 tls_certificate_file: str | os.PathLike | None = None, limits: ConnectionLimits | None = None):
+        self.served = served
+        self.host, self.requested_port = parse_listen(listen)
+        self.token_file = Path(token_file).absolute()
+        self.name = served.name
+        default_key, default_certificate = tls_files(self.token_file)
+        self.tls_key_file = Path(tls_key_file or default_key)
+        self.tls_certificate_file = Path(tls_certificate_file or default_certificate)
+        self._adapter: KmsCallbackAdapter | None = None
+        self._server: KmsCallbackServer | None = None
+        self._tls: TlsIdentity | None = None
+        self._lock = threading.Lock()
+        self.limits = limits or ConnectionLimits()
+        self._clients = PeerCounts()
+        self._refused = PeerCounts()
+        self._refused_reasons: Counter = Counter()
+        self._known_refusals = refusal_reasons(self.limits)
+        self._log = RateLimitedLog(log)
+        self._token_stat: tuple[int, int] | None = None
+        self._health_lock = threading.Lock()
+        self._health: tuple[float, bool, str] | None = None
+        self._health_counts: Counter = Counter()
+        self._started_at = 0.0
+        self._token = ""
+
+    # --- life cycle --------------------------------------------------------------------------
+
+    def start(self) -> Py4jFace:
+        """Start the served KMS if need be, write a fresh token, then listen. Raises :class:`KmsServiceError`."""
+        self.served.start()
+        # Configured by its operator only: no client may pass properties to initialize().
+        self._adapter = KmsCallbackAdapter(self.served.following(), initialize_policy="operator")
+        if self.host != LOOPBACK:
+            try:
+                self._tls = TlsIdentity.load_or_create(self.tls_key_file, self.tls_certificate_file)
+            except (OSError, ValueError) as exc:
+                raise KmsServiceError(f"cannot load the TLS key/certificate {self.tls_key_file}, "
+                                      f"{self.tls_certificate_file}: {exc}") from None
+        token = self._token = secrets.token_hex(32)
+        try:
+            check_operator_directory(self.token_file.parent, "token")
+            write_private_file(self.token_file, (token + "\n").encode())
+            written = os.stat(self.token_file, follow_symlinks=False)
+            self._token_stat = (written.st_dev, written.st_ino)
+        except OSError as exc:
+            raise KmsServiceError(f"cannot write the token file {self.token_file}: {exc}") from None
+        try:
+            self._server = KmsCallbackServer(
+                self._adapter, address=self.host, port=self.requested_port, auth_token=token, tls=self._tls,
+                object_id=OBJECT_ID, on_call=self._count_call, on_refused=self._refuse, limits=self.limits)
+        except Exception as exc:  # py4j wraps bind errors (address in use, not an address of this host)
+            self._remove_token_file()
+            cause = exc.__cause__ or getattr(exc, "cause", None) or exc
+            raise KmsServiceError(f"cannot listen on {self.host}:{self.requested_port}: {cause}") from None
+        self._started_at = time.time()
+        log.info("KMS service %r listening on %s:%d%s; token in %s", self.name, self.host, self.port,
+                 f" (TLS, certificate sha256 {self._tls.sha256})" if self._tls else "", self.token_file)
+        return self
+
+    def close(self) -> None:
+        """Stop listening, drop connections, remove the token file (idempotent)."""
+        if self._server is not None and not self._server.closed:
+            self._server.close()
+            self._remove_token_file()
+            log.info("KMS service %r stopped", self.name)
+
+    def __enter__(self) -> Py4jFace:
+        return self.start() if self._server is None else self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- what clients need ---------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        return self._server.port if self._server else self.requested_port
+
+    @property
+    def address(self) -> str:
+        """``HOST:PORT`` as clients write it (``pyiceberg-crypto.kms-service``)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    @property
+    def endpoint(self) -> str:
+        """Where clients reach this face: :attr:`address` (what every face of ``kms serve`` names)."""
+        return self.address
+
+    @property
+    def certificate_sha256(self) -> str | None:
+        """The pin clients need on a non-loopback address (None on loopback: no TLS)."""
+        return self._tls.sha256 if self._tls else None
+
+    @property
+    def accepting(self) -> bool:
+        """True while the listener's accept thread is alive (what a health check asks)."""
+        return bool(self._server and self._server.accepting)
+
+    def status(self) -> dict[str, Any]:
+        """Calls per operation and per client (peer address), refused connections (per peer and
+        per reason), whether the accept thread is alive, open connections; no secrets. At most
+        :data:`MAX_TRACKED_PEERS` peers each (``peers_forgotten`` counts the ones dropped)."""
+        stats = self._adapter.stats.to_dict() if self._adapter else {}
+        with self._lock:
+            clients = self._clients.to_dict()
+            refused = {peer: counts["refused"] for peer, counts in self._refused.to_dict().items()}
+            forgotten = {"clients": self._clients.forgotten, "refused": self._refused.forgotten}
+            reasons = dict(self._refused_reasons)
+        open_ = bool(self._server and not self._server.closed)
+        accepting = self.accepting
+        return {
+            "name": self.name, "pid": os.getpid(), "listen": self.address, "tls": self._tls is not None,
+            "certificate_sha256": self.certificate_sha256, "token_file": str(self.token_file),
+            "started_at": self._started_at, "running": open_ and accepting, "accepting": accepting,
+            "connections": self._server.connection_counts() if self._server else {},
+            "limits": {"max_connections": self.limits.max_connections,
+                       "max_unauthenticated": self.limits.max_unauthenticated,
+                       "auth_deadline_seconds": self.limits.auth_deadline_seconds,
+                       "idle_timeout_seconds": self.limits.idle_timeout_seconds},
+            "operations": stats, "clients": clients, "refused": refused, "refused_reasons": reasons,
+            "peers_forgotten": forgotten,
+            "reloads": self.served.reloads, "kms_timeout_seconds": self.served.kms_timeout,
+        }
+
+    def operation_stats(self) -> dict[str, OperationStats]:
+        """A consistent copy of the calls, failures and latency histogram per operation."""
+        return self._adapter.stats.snapshot().operations if self._adapter else {}
+
+    def health(self, key_id: str | None, max_age: float = 5.0) -> tuple[bool, str]:
+        """(healthy, reason): the listener accepts connections and, with ``key_id``, a canary
+        wrap + unwrap of a random key through the served KMS (bounded by the call timeout) gives
+        the key back. The answer is reused for ``max_age`` seconds. No key bytes in the reason."""
+        with self._health_lock:
+            now = time.monotonic()
+            if self._health is not None and now - self._health[0] < max_age:
+                return self._health[1], self._health[2]
+            healthy, reason = self._canary(key_id)
+            self._health = (time.monotonic(), healthy, reason)
+            with self._lock:
+                self._health_counts["ok" if healthy else "failed"] += 1
+            if not healthy:
+                self._log.warning("health", "KMS service %r is unhealthy: %s", self.name, reason)
+            return healthy, reason
+
+    def health_counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._health_counts)
+
+    def _canary(self, key_id: str | None) -> tuple[bool, str]:
+        if not self.accepting or self._adapter is None:
+            return False, f"the listener on {self.address} is not accepting connections"
+        if not key_id:
+            return True, f"listening on {self.address} (no canary: kms serve --health-key KEY_ID)"
+        return self.served.canary(key_id)
+
+    def check_token_file(self) -> bool:
+        """True if the token file is still the one this service wrote; else warn and write it again
+        (replaced or removed by someone else: clients reading it would fail to authenticate)."""
+        try:
+            info = os.stat(self.token_file, follow_symlinks=False)
+            same = self._token_stat == (info.st_dev, info.st_ino)
+        except OSError:
+            same = False
+        if same or self._server is None or self._server.closed:
+            return True
+        self._log.warning("token-file", "the token file %s was replaced or removed by someone else since the "
+                          "service wrote it: writing this service's token again", self.token_file)
+        try:
+            check_operator_directory(self.token_file.parent, "token")
+            write_private_file(self.token_file, (self._token + "\n").encode())
+            written = os.stat(self.token_file, follow_symlinks=False)
+            self._token_stat = (written.st_dev, written.st_ino)
+        except OSError as exc:
+            self._log.warning("token-file-write", "cannot write the token file %s again: %s", self.token_file, exc)
+        return False
+
+    def write_status(self, path: str | os.PathLike) -> None:
+        """:meth:`status` as JSON, replaced atomically (what monitoring and the tests read)."""
+        write_private_file(path, (json.dumps(self.status(), indent=2, sort_keys=True) + "\n").encode())
+
+    # --- hooks of the callback server ------------------------------------------------------------
+
+    def _count_call(self, peer: str, method: str, failed: bool) -> None:
+        operation = _OPERATIONS.get(method, "other")
+        with self._lock:
+            self._clients.add(peer, operation)
+            if failed:
+                self._clients.add(peer, "failures")
+
+    def _refuse(self, peer: str, reason: str) -> None:
+        label = reason if reason in self._known_refusals else OTHER_REFUSAL
+        with self._lock:
+            self._refused.add(peer, "refused")
+            self._refused_reasons[label] += 1
+        self._log.warning("refused", "KMS service %r refused a connection from %s: %s", self.name, peer, reason)
+
+    def _remove_token_file(self) -> None:
+        """Remove the token file if it still holds this service's token (not a successor's)."""
+        try:
+            if self.token_file.read_text().strip() == self._token:
+                self.token_file.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("could not remove the token file %s: %s", self.token_file, exc)
+
+    def render_metrics(self) -> str:
+        """This face's counters and the served KMS's, in Prometheus text format (``kms serve --metrics``)."""
+        status = self.status()
+        lines: list[str] = []
+
+        def family(name: str, kind: str, help_text: str) -> None:
+            lines.append(f"# HELP {PREFIX}_{name} {help_text}")
+            lines.append(f"# TYPE {PREFIX}_{name} {kind}")
+
+        operations = self.operation_stats()
+        family("calls_total", "counter", "KMS calls finished, per operation.")
+        for name, op in operations.items():
+            lines.append(f'{PREFIX}_calls_total{{operation="{name}"}} {op.calls}')
+        family("failures_total", "counter", "KMS calls that failed, per operation.")
+        for name, op in operations.items():
+            lines.append(f'{PREFIX}_failures_total{{operation="{name}"}} {op.failures}')
+        family("calls_in_flight", "gauge", "KMS calls running now, per operation.")
+        for name, op in operations.items():
+            lines.append(f'{PREFIX}_calls_in_flight{{operation="{name}"}} {op.in_flight}')
+        family("call_duration_seconds", "histogram", "Time spent in the Python KMS per call, per operation.")
+        for name, op in operations.items():
+            cumulative = 0
+            for bound, count in zip(LATENCY_BUCKETS, op.buckets):
+                cumulative += count
+                lines.append(f'{PREFIX}_call_duration_seconds_bucket{{operation="{name}",le="{bound:g}"}} {cumulative}')
+            lines.append(f'{PREFIX}_call_duration_seconds_bucket{{operation="{name}",le="+Inf"}} {sum(op.buckets)}')
+            lines.append(f'{PREFIX}_call_duration_seconds_sum{{operation="{name}"}} {op.total_seconds:.6f}')
+            lines.append(f'{PREFIX}_call_duration_seconds_count{{operation="{name}"}} {sum(op.buckets)}')
+        connections = status.get("connections", {})
+        family("connected_clients", "gauge", "Open connections (authenticated or still authenticating).")
+        lines.append(f"{PREFIX}_connected_clients {connections.get('open', 0)}")
+        family("unauthenticated_connections", "gauge", "Connections still authenticating.")
+        lines.append(f"{PREFIX}_unauthenticated_connections {connections.get('unauthenticated', 0)}")
+        family("max_connections", "gauge", "The cap on open connections (kms serve --max-connections).")
+        lines.append(f"{PREFIX}_max_connections {status['limits']['max_connections']}")
+        reasons = status.get("refused_reasons", {})
+        family("refused_connections_total", "counter", "Connections refused, per reason.")
+        for reason, count in sorted(reasons.items()):
+            lines.append(f'{PREFIX}_refused_connections_total{{reason="{_label(reason)}"}} {count}')
+        family("refused_tokens_total", "counter", "Connections refused for a wrong or old token.")
+        lines.append(f"{PREFIX}_refused_tokens_total {reasons.get(WRONG_TOKEN, 0)}")
+        family("idle_closed_total", "counter", "Authenticated connections closed after --idle-timeout without a call.")
+        lines.append(f"{PREFIX}_idle_closed_total {connections.get('idle_closed', 0)}")
+        family("reloads_total", "counter", "KMS rebuilds (SIGHUP).")
+        lines.append(f"{PREFIX}_reloads_total {status.get('reloads', 0)}")
+        health = self.health_counts()
+        family("health_checks_total", "counter", "Canary wrap/unwrap runs of /healthz, per result.")
+        for result in ("ok", "failed"):
+            lines.append(f'{PREFIX}_health_checks_total{{result="{result}"}} {health.get(result, 0)}')
+        family("up", "gauge", "1 while the listener accepts connections.")
+        lines.append(f"{PREFIX}_up {int(bool(status.get('accepting')))}")
+        return "\n".join(lines) + "\n"
+
+
+def _label(value: str) -> str:
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
