@@ -1,7 +1,7 @@
 """The JVM artifacts a session needs, chosen from the running pyspark, and where they come from.
 
 - **The bridge jar** (``pyiceberg-crypto-bridge.jar``: the Python-KMS ``KeyManagementClient`` and
-  the loopback metastore) ships inside this package (``_jars/``), built by Maven when the wheel is
+  the encrypting REST catalog; the loopback servers are the test kit's own jar) ships inside this package (``_jars/``), built by Maven when the wheel is
   built. It matches this package's version and runs on Java 11+. The build also lays it out as a
   one-artifact Maven repository (``_jars/maven``, :func:`bridge_artifact`).
 - **The Iceberg Spark runtime** (and ``iceberg-aws-bundle`` when S3 or AWS KMS is used) is chosen

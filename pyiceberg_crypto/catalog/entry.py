@@ -95,7 +95,7 @@ def split_catalog_name(table: str, catalog: str | None = None) -> tuple[str, tup
 def list_tables(properties: dict[str, str], namespaces: Sequence[str] | None = None, *, spark=None,
                 timeout: float = 30.0) -> list[ListedTable]:
     """Every table of ``namespaces`` (default: all; a REST catalog's nested ones as ``a.b``, a level
-    that holds a dot in backticks: :func:`~pyiceberg_crypto.io.rest_catalog.namespace_name`) of the
+    that holds a dot in backticks: :func:`~pyiceberg_crypto.catalog.rest.namespace_name`) of the
     catalog with these settings (:func:`catalog_properties`), Iceberg or not, sorted: the package's
     one table listing. One namespace or table that fails is its own row (:class:`ListedTable`);
     the others are listed.
@@ -121,7 +121,7 @@ def list_tables(properties: dict[str, str], namespaces: Sequence[str] | None = N
 
 
 def _thrift_listing(uri: str, namespaces: Sequence[str] | None, timeout: float) -> list[ListedTable]:
-    """Over one Thrift connection (:class:`~pyiceberg_crypto.io.hive_metastore.MetastoreConnection`),
+    """Over one Thrift connection (:class:`~pyiceberg_crypto.catalog.hive.MetastoreConnection`),
     a new one after a call that failed (it may have left the old one mid-reply). A name that is not
     UTF-8 comes back with lone surrogates (``surrogateescape``), asked for byte for byte."""
     connection = MetastoreConnection(uri, timeout=timeout, purpose="list its tables")

@@ -3,7 +3,7 @@
 
     inventory = inventory_from_metadata("file:/wh/db.db/t/metadata/00007-....metadata.json", kms)
     inventory = key_inventory(spark, "lake.db.orders")     # the current metadata.json, from its catalog
-    entry = catalog_entry({"uri": "thrift://hms:9083"}, "lake.db.orders")   # no JVM (pyiceberg_crypto.table.catalog)
+    entry = catalog_entry({"uri": "thrift://hms:9083"}, "lake.db.orders")   # no JVM (pyiceberg_crypto.catalog.entry)
     inventory = inventory_from_metadata(entry.parameters["metadata_location"], kms)
     inventory.master_key_versions()        # {("orders-key", "1"), ("orders-key", "2")}
     inventory.to_dict()                    # what ``pyiceberg-crypto keys list --json`` prints

@@ -23,8 +23,8 @@ Usage::
     keys = TableKeys(meta, kms)
     list_key = keys.manifest_list_key(meta.current_snapshot)   # StandardKeyMetadata of the manifest list
 
-:mod:`.catalog` needs a SparkSession and is imported on its own (``from pyiceberg_crypto.table.catalog
-import catalog_table``).
+A table by its catalog name is :mod:`pyiceberg_crypto.catalog` (``catalog.spark.catalog_table``
+through a session, ``catalog.entry.catalog_entry`` without one).
 """
 
 from pyiceberg_crypto.table.keys import KeyLookupError, TableKeys
