@@ -1,7 +1,7 @@
 # pyiceberg-crypto: everything a fresh machine needs is installed by these targets.
 #   make demo   set up, then run the end-to-end demo (encrypted Iceberg table, Python KMS)
 #   make test   set up, then run the whole test-suite on Spark 4.1 and the spine on Spark 3.5
-#   make test-fast  the unit lane: every test that needs no JVM, with no java on PATH (~3 min)
+#   make test-fast  the unit lane: every test that needs no JVM and no system package, with no java on PATH (~3 min)
 #   make bench  set up, then run the benchmarks and write bench/RESULTS.md (bench-quick: tiny sizes)
 #   make dist   build the sdist and the wheel in build's isolated environment (only `build` installed,
 #               in .cache/build-venv; the wheel carries the Maven-built bridge jar)
@@ -160,7 +160,7 @@ NO_JAVA_BIN := .cache/no-java-bin
 test-fast: venv
 	@path=$$($(PY) -m tests.path_without_java $(NO_JAVA_BIN)) && \
 	if [ -f $(RUNTIME_JARS)/.complete ]; then jars=; else jars="-u PYICEBERG_CRYPTO_JARS"; fi && \
-	env -u JAVA_HOME $$jars PATH="$$path" $(PY) -m pytest -m 'not jvm' -p no:cacheprovider \
+	env -u JAVA_HOME $$jars PATH="$$path" $(PY) -m pytest -m 'not (jvm or system_packages)' -p no:cacheprovider \
 		--basetemp=/tmp/pyiceberg-crypto-test-fast $(PYTEST_ARGS)
 
 # The fuzzing harness's long run (tests/fuzz, README "Security design"): random, FUZZ_EXAMPLES

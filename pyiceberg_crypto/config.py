@@ -91,7 +91,6 @@ SUPPORTED_CATALOG_TYPES = (HIVE, REST)
 #: apache/iceberg#16672): :mod:`pyiceberg_crypto.catalog.kinds` knows which catalogs encrypt.
 #: Spark lines whose bundled Hive metastore lacks HIVE-26882 (pyspark 3.5: hive-metastore-2.3.9).
 LINES_WITHOUT_METASTORE_SWAP = ("3.5",)
-VALID_DATA_KEY_LENGTHS = AES_KEY_LENGTHS
 
 
 def spark_settings(
@@ -430,9 +429,9 @@ def table_properties(
         raise ConfigError(f"encryption needs format-version >= 3, got {format_version}")
     props = {KEY_ID: key_id, FORMAT_VERSION: str(format_version)}
     if data_key_length is not None:
-        if data_key_length not in VALID_DATA_KEY_LENGTHS:
+        if data_key_length not in AES_KEY_LENGTHS:
             raise ConfigError(
-                f"data_key_length must be one of {VALID_DATA_KEY_LENGTHS} bytes, got {data_key_length!r}"
+                f"data_key_length must be one of {AES_KEY_LENGTHS} bytes, got {data_key_length!r}"
             )
         props[DATA_KEY_LENGTH] = str(data_key_length)
     for key, value in (extra or {}).items():

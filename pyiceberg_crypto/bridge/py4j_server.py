@@ -35,6 +35,7 @@ from py4j.protocol import get_command_part
 
 from pyiceberg_crypto.bridge.handshake import DRIVER_ROLE, Refused, authenticate
 from pyiceberg_crypto.bridge.tls import TLS_HANDSHAKE_TIMEOUT_SECONDS
+from pyiceberg_crypto.errors import InvalidArgumentError
 
 #: Accept queue length (py4j's default of 5 made every 7th of 1,000 connect/close cycles wait 1 s).
 #: Longer than the connection caps: peers holding hundreds of idle sockets, each re-opened as soon as
@@ -84,7 +85,7 @@ class ConnectionLimits:
     def __post_init__(self):
         if (self.max_connections < 1 or self.max_unauthenticated < 1 or self.auth_deadline_seconds <= 0
                 or self.idle_timeout_seconds <= 0):
-            raise ValueError("connection limits must be positive")
+            raise InvalidArgumentError("connection limits must be positive")
 
 
 class KmsPy4jConnection(CallbackConnection):

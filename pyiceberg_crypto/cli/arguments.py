@@ -12,6 +12,7 @@ import argparse
 import math
 from typing import Any
 
+from pyiceberg_crypto.cli.options import UsageError
 from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 
@@ -44,7 +45,7 @@ def parse_properties(pairs: list[str], option: str = "--kms-property") -> dict[s
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise ValueError(f"{option} must be KEY=VALUE, got {pair!r}")
+            raise UsageError(f"{option} must be KEY=VALUE, got {pair!r}")
         props[key] = value
     return props
 
@@ -88,7 +89,7 @@ def verification_options(args: argparse.Namespace, io_properties: dict[str, str]
     from pyiceberg_crypto.table.limits import Limits
 
     if args.accept_history and not args.state:
-        raise ValueError("--accept-history needs --state FILE (it resets that ledger)")
+        raise UsageError("--accept-history needs --state FILE (it resets that ledger)")
     return {"snapshot_id": args.snapshot, "all_snapshots": args.all_snapshots, "since_snapshot_id": args.since,
             "state": args.state, "accept_history": args.accept_history,
             "limits": Limits(allowed_locations=tuple(args.allow_location), max_metadata_bytes=args.max_metadata_bytes,

@@ -27,6 +27,7 @@ import os
 import sys
 
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, add_limit_arguments, parse_properties, positive_seconds
+from pyiceberg_crypto.cli.options import UsageError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.safe_text import escape_text, exception_line
 
@@ -77,7 +78,7 @@ def rest_properties(args: argparse.Namespace) -> dict[str, str]:
     properties = parse_properties(args.rest_property, "--rest-property")
     for key in ("token", "credential", "uri"):
         if key in properties:
-            raise ValueError(f"--rest-property {key}=...: " + ("use --rest-uri" if key == "uri" else
+            raise UsageError(f"--rest-property {key}=...: " + ("use --rest-uri" if key == "uri" else
                              f"secrets go in ${REST_TOKEN_VARIABLE} or ${REST_CREDENTIAL_VARIABLE}, not the "
                              "command line (other users can read it)"))
     properties["uri"] = args.rest_uri
@@ -101,13 +102,13 @@ def run_audit(args: argparse.Namespace) -> int:
         properties = parse_properties(args.kms_property)
         io_properties = parse_properties(args.io_property, "--io-property")
         if args.rest_property and not args.rest_uri:
-            raise ValueError("--rest-property needs --rest-uri")
+            raise UsageError("--rest-property needs --rest-uri")
         rest = rest_properties(args) if args.rest_uri else None
         for option, path in (("--html", args.html), ("--prometheus", args.prometheus)):
             if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-                raise ValueError(f"{option} {path}: its directory does not exist")
+                raise UsageError(f"{option} {path}: its directory does not exist")
         if args.state_dir and not os.path.isdir(args.state_dir):
-            raise ValueError(f"--state-dir {args.state_dir} does not exist: create it (mkdir -p -m 700 "
+            raise UsageError(f"--state-dir {args.state_dir} does not exist: create it (mkdir -p -m 700 "
                              f"{args.state_dir}) where the tables' writers cannot write, then run again")
         kms = call_with_timeout(load_kms, args.kms, properties, timeout=args.kms_timeout,
                                 what=f"the KMS factory {args.kms!r}")

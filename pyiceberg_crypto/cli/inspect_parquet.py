@@ -20,8 +20,8 @@ import json
 from typing import Any
 
 from pyiceberg_crypto.exit_status import ExitStatus
+from pyiceberg_crypto.properties import AES_KEY_LENGTHS
 from pyiceberg_crypto.cli.options import (
-    VALID_KEY_LENGTHS,
     UsageError,
     error_dict,
     integrity_failure,
@@ -54,7 +54,7 @@ def keys_from_args(args: argparse.Namespace) -> tuple[ParquetKeys, int | None]:
             raise UsageError("give either --key-metadata or --key/--aad-prefix, not both")
         metadata = parse_key_metadata(args.key_metadata)
         footer_key, aad_prefix, expected_size = metadata.encryption_key, metadata.aad_prefix, metadata.file_length
-        if len(footer_key) not in VALID_KEY_LENGTHS:
+        if len(footer_key) not in AES_KEY_LENGTHS:
             raise UsageError(f"--key-metadata: AES key must be 16, 24 or 32 bytes, got {len(footer_key)}")
     column_keys: dict[str, bytes] = {}
     for item in args.column_key or []:

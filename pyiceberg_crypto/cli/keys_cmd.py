@@ -37,6 +37,7 @@ import argparse
 import json
 import sys
 
+from pyiceberg_crypto.cli.options import UsageError
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.errors import TableInputError
@@ -124,9 +125,9 @@ def direct_catalog_properties(args: argparse.Namespace) -> dict[str, str] | None
     """The settings of the catalog asked directly (``--rest-uri``, or ``--metastore-uri`` without a
     local session), else None (a Spark session answers). ValueError for options that do not go together."""
     if args.rest_property and not args.rest_uri:
-        raise ValueError("--rest-property needs --rest-uri")
+        raise UsageError("--rest-property needs --rest-uri")
     if args.rest_uri and args.metastore_uri:
-        raise ValueError("give --metastore-uri thrift://... (a Hive metastore) or --rest-uri http://... "
+        raise UsageError("give --metastore-uri thrift://... (a Hive metastore) or --rest-uri http://... "
                          "(a REST catalog), not both")
     if args.rest_uri:
         return {**rest_properties(args), "type": REST}
@@ -143,17 +144,17 @@ def find_key_uses(args: argparse.Namespace, key_id: str, version: str | None, km
     from pyiceberg_crypto.keys.where_used import where_used_in_catalog, where_used_in_listing, where_used_in_metadata
 
     locations = [t for t in args.table if _is_metadata_location(t)]
-    properties = direct_catalog_properties(args)
-    if args.namespace and properties is None:
-        raise ValueError("--namespace needs --metastore-uri or --rest-uri (the catalog asked directly)")
-    if args.table and len(locations) == len(args.table) and not args.warehouse and properties is None:
+    catalog_properties = direct_catalog_properties(args)
+    if args.namespace and catalog_properties is None:
+        raise UsageError("--namespace needs --metastore-uri or --rest-uri (the catalog asked directly)")
+    if args.table and len(locations) == len(args.table) and not args.warehouse and catalog_properties is None:
         return where_used_in_metadata(locations, key_id, version, kms, compromised_only=compromised_only)
     if locations:
-        raise ValueError("give --table as CATALOG.DB.TABLE names or as metadata.json files, not both")
+        raise UsageError("give --table as CATALOG.DB.TABLE names or as metadata.json files, not both")
     catalog = args.catalog or (args.table[0].split(".")[0] if args.table and args.table[0].count(".") == 2
                                else "lake")
-    if properties is not None:
-        return where_used_in_listing(properties, key_id, version, kms, catalog=catalog, tables=args.table or None,
+    if catalog_properties is not None:
+        return where_used_in_listing(catalog_properties, key_id, version, kms, catalog=catalog, tables=args.table or None,
                                      timeout=args.metastore_timeout, compromised_only=compromised_only,
                                      namespaces=args.namespace or None)
     from pyiceberg_crypto.config import session_for_catalog
@@ -273,17 +274,17 @@ def _listed_metadata(args: argparse.Namespace) -> str:
     CATALOG.DB.TABLE, asked of ``--metastore-uri`` / ``--rest-uri`` (no JVM)."""
     from pyiceberg_crypto.catalog.entry import catalog_entry
 
-    properties = direct_catalog_properties(args)
+    catalog_properties = direct_catalog_properties(args)
     if _is_metadata_location(args.metadata):
-        if properties is not None:
-            raise ValueError(f"{args.metadata} is a metadata.json: give a table name (CATALOG.DB.TABLE) with "
+        if catalog_properties is not None:
+            raise UsageError(f"{args.metadata} is a metadata.json: give a table name (CATALOG.DB.TABLE) with "
                              "--metastore-uri / --rest-uri, or the file without them")
         return args.metadata
-    if properties is None:
-        raise ValueError(f"{args.metadata!r} is a table name: say where its catalog is with --metastore-uri "
+    if catalog_properties is None:
+        raise UsageError(f"{args.metadata!r} is a table name: say where its catalog is with --metastore-uri "
                          "thrift://host:port (a Hive metastore) or --rest-uri http://host:port (a REST catalog), "
                          "or give its metadata.json")
-    entry = catalog_entry(properties, args.metadata, timeout=args.metastore_timeout)
+    entry = catalog_entry(catalog_properties, args.metadata, timeout=args.metastore_timeout)
     return entry.parameters["metadata_location"]
 
 
@@ -294,8 +295,8 @@ def _commit(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
     from pyiceberg_crypto.keys.rewrap import RewrapError
 
     try:
-        properties = direct_catalog_properties(args)
-        result = _commit_without_jvm(args, properties, kms) if properties is not None else _commit_in_spark(args, kms)
+        catalog_properties = direct_catalog_properties(args)
+        result = _commit_without_jvm(args, catalog_properties, kms) if catalog_properties is not None else _commit_in_spark(args, kms)
     except (RewrapError, PruneError, TableInputError, ValueError) as exc:
         return _fail(str(exc))
     if args.json:

@@ -31,10 +31,10 @@ import sys
 from pyiceberg_crypto.cli.keys_cmd import add_catalog_arguments, catalog_given, find_key_uses, print_key_uses
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.exit_status import ExitStatus
+from pyiceberg_crypto.properties import AES_KEY_LENGTHS
 from pyiceberg_crypto.kms.base import UnknownKeyError
 from pyiceberg_crypto.kms.keystore import (
     DEFAULT_KEY_LENGTH,
-    VALID_KEY_LENGTHS,
     InsecureKeystoreError,
     Keystore,
     KeystoreError,
@@ -53,7 +53,7 @@ def add_keystore_parser(sub) -> None:
     add = actions.add_parser("add", help="add a new random master key (version 1)")
     add.add_argument("path", metavar="PATH")
     add.add_argument("key_id", metavar="KEY_ID")
-    add.add_argument("--length", type=int, choices=VALID_KEY_LENGTHS, default=DEFAULT_KEY_LENGTH,
+    add.add_argument("--length", type=int, choices=AES_KEY_LENGTHS, default=DEFAULT_KEY_LENGTH,
                      help="key length in bytes (default: %(default)s)")
     rotate = actions.add_parser("rotate", help="add a new version of a master key; old versions stay")
     rotate.add_argument("path", metavar="PATH")

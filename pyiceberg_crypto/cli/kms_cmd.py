@@ -25,8 +25,10 @@ import signal
 import sys
 import threading
 
+from pyiceberg_crypto.cli.options import UsageError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, parse_properties, positive_seconds
+from pyiceberg_crypto.properties import KMS_IMPL
 from pyiceberg_crypto.serve.served_kms import SERVED_KMS_TIMEOUT_SECONDS
 
 STATUS_INTERVAL_SECONDS = 2.0
@@ -121,13 +123,13 @@ def _start_aws_face(args: argparse.Namespace, served, token_file):
     if not args.aws_kms_api:
         return None
     if not args.aws_kms_api_credentials:
-        raise ValueError("--aws-kms-api needs --aws-kms-api-credentials FILE")
+        raise UsageError("--aws-kms-api needs --aws-kms-api-credentials FILE")
     listen = args.aws_kms_api if ":" in args.aws_kms_api else f"127.0.0.1:{args.aws_kms_api}"
     credentials = load_credentials(args.aws_kms_api_credentials)
     tls = None
     if not args.aws_kms_api_plaintext:
         if bool(args.aws_kms_api_tls_key_file) != bool(args.aws_kms_api_tls_certificate_file):
-            raise ValueError("give both --aws-kms-api-tls-key-file and --aws-kms-api-tls-certificate-file, or neither")
+            raise UsageError("give both --aws-kms-api-tls-key-file and --aws-kms-api-tls-certificate-file, or neither")
         if args.aws_kms_api_tls_key_file:
             tls = FaceTls.from_files(args.aws_kms_api_tls_key_file, args.aws_kms_api_tls_certificate_file)
         else:
@@ -191,10 +193,10 @@ def _serve(args: argparse.Namespace) -> int:
             try:
                 metrics_at = parse_listen(args.metrics if ":" in args.metrics else f"127.0.0.1:{args.metrics}")
             except ValueError:
-                raise ValueError(f"--metrics must be [HOST:]PORT (e.g. 127.0.0.1:9601), got {args.metrics!r}") \
+                raise UsageError(f"--metrics must be [HOST:]PORT (e.g. 127.0.0.1:9601), got {args.metrics!r}") \
                     from None
             if not is_loopback_host(metrics_at[0]) and not args.metrics_allow_remote:
-                raise ValueError(f"--metrics {args.metrics}: {metrics_at[0]} is not a loopback address; the metrics "
+                raise UsageError(f"--metrics {args.metrics}: {metrics_at[0]} is not a loopback address; the metrics "
                                  "port has no authentication and no TLS: add --metrics-allow-remote to serve it there")
         properties = parse_properties(args.kms_property)
         served = ServedKms(lambda: load_kms(args.kms, properties), kms_timeout=args.kms_timeout, name=args.kms)
@@ -261,7 +263,7 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"  token file: {service.token_file} (rewritten at each start)", flush=True)
     print("  catalog properties (spark.sql.catalog.<catalog>.<property>, or config.spark_settings("
           "kms_service=..., kms_token_file=..., kms_certificate_sha256=...)):", flush=True)
-    for key, value in {"encryption.kms-impl": PYTHON_KMS_IMPL, **client_properties}.items():
+    for key, value in {KMS_IMPL: PYTHON_KMS_IMPL, **client_properties}.items():
         print(f"    {key}={value}", flush=True)
     if metrics is not None:
         print(f"  metrics: http://{metrics.address}/metrics, health: http://{metrics.address}/healthz"

@@ -13,12 +13,13 @@ from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.properties import AES_KEY_LENGTHS
 
-VALID_KEY_LENGTHS = (16, 24, 32)
 
 
-class UsageError(PyicebergCryptoError):
-    """Bad or inconsistent command-line input (exit status 2)."""
+class UsageError(PyicebergCryptoError, ValueError):
+    """Bad or inconsistent command-line input (exit status 2): the one error the commands raise for
+    it (a ``ValueError``, so every command's usage handling catches it)."""
 
 
 def parse_hex(value: str, option: str) -> bytes:
@@ -32,7 +33,7 @@ def parse_hex(value: str, option: str) -> bytes:
 def parse_aes_key(value: str, option: str) -> bytes:
     """An AES key (16, 24 or 32 bytes) from a hex option value."""
     key = parse_hex(value, option)
-    if len(key) not in VALID_KEY_LENGTHS:
+    if len(key) not in AES_KEY_LENGTHS:
         raise UsageError(f"{option}: AES key must be 16, 24 or 32 bytes, got {len(key)}")
     return key
 

@@ -32,6 +32,7 @@ import json
 import sys
 from datetime import datetime, timezone
 
+from pyiceberg_crypto.cli.options import UsageError
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.kms.base import KeyManagementClient
@@ -69,7 +70,7 @@ def parse_versions(values: list[str]) -> list[tuple[str, str]]:
     for value in values:
         key_id, sep, version = value.rpartition(":")
         if not sep or not key_id or not version:
-            raise ValueError(f"--compromised-version wants KEY_ID:VERSION, got {value!r}")
+            raise UsageError(f"--compromised-version wants KEY_ID:VERSION, got {value!r}")
         pairs.append((key_id, version))
     return pairs
 
@@ -116,14 +117,14 @@ def _check_mode(args: argparse.Namespace, versions: list[tuple[str, str]]) -> No
     """ValueError for options that do not go together."""
     if args.all_tables:
         if args.table.count("."):
-            raise ValueError(f"with --all-tables, give the catalog's name (e.g. lake), not {args.table!r}")
+            raise UsageError(f"with --all-tables, give the catalog's name (e.g. lake), not {args.table!r}")
         if not versions:
-            raise ValueError("--all-tables finds the tables by --compromised-version KEY_ID:VERSION (a KEK id "
+            raise UsageError("--all-tables finds the tables by --compromised-version KEY_ID:VERSION (a KEK id "
                              "belongs to one table: re-encrypt that table by name)")
         if args.rest_uri and args.metastore_uri:
-            raise ValueError("list the tables with --metastore-uri or --rest-uri, not both")
+            raise UsageError("list the tables with --metastore-uri or --rest-uri, not both")
     elif args.namespace or args.rest_uri or args.rest_property:
-        raise ValueError("--namespace, --rest-uri and --rest-property go with --all-tables")
+        raise UsageError("--namespace, --rest-uri and --rest-property go with --all-tables")
 
 
 def _one_table(spark, table: str, args: argparse.Namespace, kms: KeyManagementClient, material: dict,

@@ -30,6 +30,7 @@ import json
 import sys
 from collections.abc import Callable
 
+from pyiceberg_crypto.cli.options import UsageError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.arguments import (
     add_kms_arguments,
@@ -73,7 +74,7 @@ def run_verify(args: argparse.Namespace) -> int:
     try:
         properties = parse_properties(args.kms_property)
         options = verification_options(args, parse_properties(args.io_property, "--io-property"))
-        properties = _direct_properties(args)
+        catalog_properties = _direct_properties(args)
         kms = call_with_timeout(load_kms, args.kms, properties, timeout=args.kms_timeout,
                                 what=f"the KMS factory {args.kms!r}")
     except (KmsLoadError, ValueError) as exc:
@@ -84,8 +85,8 @@ def run_verify(args: argparse.Namespace) -> int:
         return _fail(args, "kms", f"the KMS factory {args.kms!r} failed: {exception_line(exc)}")
     try:
         with _progress(enabled=not args.json and sys.stderr.isatty()) as progress:
-            if properties is not None:
-                report = verify_catalog_table(properties, args.metadata, kms, timeout=args.metastore_timeout,
+            if catalog_properties is not None:
+                report = verify_catalog_table(catalog_properties, args.metadata, kms, timeout=args.metastore_timeout,
                                               progress=progress, **options)
             else:
                 report = verify_metadata(args.metadata, kms, expected_metadata_hash=args.metadata_hash,
@@ -105,18 +106,18 @@ def run_verify(args: argparse.Namespace) -> int:
 def _direct_properties(args: argparse.Namespace) -> dict[str, str] | None:
     """The catalog to ask for a table name (None: METADATA_JSON is read as given); ValueError when
     the positional and the options do not go together."""
-    properties = direct_catalog_properties(args)
+    catalog_properties = direct_catalog_properties(args)
     is_file = args.metadata.endswith(".json") or "/" in args.metadata
-    if properties is None and not is_file:
-        raise ValueError(f"{args.metadata!r} is a table name: say where its catalog is with --metastore-uri "
+    if catalog_properties is None and not is_file:
+        raise UsageError(f"{args.metadata!r} is a table name: say where its catalog is with --metastore-uri "
                          "thrift://host:port (a Hive metastore) or --rest-uri http://host:port (a REST catalog), "
                          "or give its metadata.json")
-    if properties is not None and is_file:
-        raise ValueError(f"{args.metadata} is a metadata.json: give a table name (CATALOG.DB.TABLE) with "
+    if catalog_properties is not None and is_file:
+        raise UsageError(f"{args.metadata} is a metadata.json: give a table name (CATALOG.DB.TABLE) with "
                          "--metastore-uri / --rest-uri, or the file without them")
-    if properties is not None and args.metadata_hash:
-        raise ValueError("--metadata-hash is for a metadata.json: with a table name the metastore's hash is used")
-    return properties
+    if catalog_properties is not None and args.metadata_hash:
+        raise UsageError("--metadata-hash is for a metadata.json: with a table name the metastore's hash is used")
+    return catalog_properties
 
 
 def verify_catalog_table(properties: dict[str, str], table: str, kms, *, timeout: float = 30.0, **options):

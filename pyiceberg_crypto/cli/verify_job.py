@@ -81,15 +81,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         options = verification_options(args)
-        properties = direct_catalog_properties(args)
+        catalog_properties = direct_catalog_properties(args)
         kms = call_with_timeout(load_kms, args.kms, parse_properties(args.kms_property), timeout=args.kms_timeout,
                                 what=f"the KMS factory {args.kms!r}")
     except (KmsLoadError, ValueError) as exc:
         return fail("usage", str(exc))
     except KmsTimeoutError as exc:
         return fail("kms", str(exc))
-    if properties is not None:
-        return _without_spark(args, properties, kms, options, fail)
+    if catalog_properties is not None:
+        return _without_spark(args, catalog_properties, kms, options, fail)
     from pyiceberg_crypto.verify.spark import verify_table
 
     spark = _session(args)

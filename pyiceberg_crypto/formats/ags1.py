@@ -40,11 +40,12 @@ from pyiceberg_crypto.formats.errors import (
     BadBlockLengthError,
     BadMagicError,
     ExtraDataError,
-    FormatError,
+    InvalidKeyError,
     LengthMismatchError,
     TagMismatchError,
     TruncatedError,
 )
+from pyiceberg_crypto.properties import AES_KEY_LENGTHS
 
 MAGIC = b"AGS1"
 HEADER_LENGTH = 8  # magic + int32 block length
@@ -53,7 +54,6 @@ TAG_LENGTH = 16
 BLOCK_OVERHEAD = NONCE_LENGTH + TAG_LENGTH
 DEFAULT_BLOCK_SIZE = 1024 * 1024  # Iceberg's Ciphers.PLAIN_BLOCK_SIZE
 MAX_BLOCK_SIZE = 2**31 - 1  # BlockLength is a Java int
-KEY_LENGTHS = (16, 24, 32)
 _HAS_DECRYPT_INTO = hasattr(AESGCM, "decrypt_into")
 
 
@@ -71,10 +71,10 @@ class ExtraDataBeyondTrustedLengthError(ExtraDataError, LengthMismatchError):
 def check_key(key: bytes) -> bytes:
     """Return ``key`` as bytes if it is an AES key (16, 24 or 32 bytes), else raise FormatError."""
     if not isinstance(key, (bytes, bytearray, memoryview)):
-        raise FormatError(f"AES key must be bytes, got {type(key).__name__}")
+        raise InvalidKeyError(f"AES key must be bytes, got {type(key).__name__}")
     key = bytes(key)
-    if len(key) not in KEY_LENGTHS:
-        raise FormatError(f"invalid AES key length {len(key)} bytes (must be 16, 24 or 32)")
+    if len(key) not in AES_KEY_LENGTHS:
+        raise InvalidKeyError(f"invalid AES key length {len(key)} bytes (must be 16, 24 or 32)")
     return key
 
 

@@ -19,6 +19,10 @@ class FormatError(PyicebergCryptoError):
     """The input is not a file of the expected format (or the caller's arguments are wrong)."""
 
 
+class InvalidKeyError(FormatError, ValueError):
+    """A key that is not an AES key (16, 24 or 32 bytes): the one error every codec raises for it."""
+
+
 class LocatedError:
     """Mixin of errors that say where: ``file``, ``location`` in it, and ``reason``; the message
     is ``"file: location: reason"`` (the parts that are known)."""

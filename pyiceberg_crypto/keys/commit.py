@@ -21,6 +21,7 @@ from typing import Any
 
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.catalog.spark import catalog_properties, registered_kms, split_table_name
+from pyiceberg_crypto.properties import KEY_ID
 
 
 def load_operations(spark, table: str, error: type[Exception]) -> tuple[str, Any]:
@@ -48,7 +49,7 @@ def load_operations_and_kms(spark, table: str, kms: KeyManagementClient | None,
 def master_key_id(base, error: type[Exception], table: str = "the table") -> str:
     """The ``encryption.key-id`` of Iceberg ``TableMetadata`` ``base`` (the master key wrapping
     its KEKs), else ``error``: the table is not encrypted."""
-    key_id = base.properties().get("encryption.key-id")
+    key_id = base.properties().get(KEY_ID)
     if not key_id:
         raise error(f"{table} has no encryption.key-id: it is not encrypted")
     return key_id

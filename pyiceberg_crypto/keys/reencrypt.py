@@ -63,6 +63,7 @@ from pyiceberg_crypto.formats.ags1 import NONCE_LENGTH, check_key
 from pyiceberg_crypto.formats.manifest_list_key import decrypt_manifest_list_key_metadata
 from pyiceberg_crypto.keys.commit import commit_with_retries, java_line, load_operations_and_kms, master_key_id
 from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.properties import DATA_KEY_LENGTH, KEY_ID
 from pyiceberg_crypto.safe_text import exception_line
 
 #: The property a KEK made by ``reencrypt_table`` carries (Iceberg reads only ``KEY_TIMESTAMP``).
@@ -263,7 +264,7 @@ def _fresh_kek_step(jvm, base, table_key_id: str, kms: KeyManagementClient, fres
         wrapped, props = keks[kek_id]
         kek = bytes(_ask(kms.unwrap_key, wrapped, table_key_id, what=f"unwrap of the fresh KEK {kek_id!r}"))
     else:
-        length = int(base.properties().get("encryption.data-key-length") or 16)
+        length = int(base.properties().get(DATA_KEY_LENGTH) or 16)
         kek = os.urandom(length)
         wrapped = bytes(_ask(kms.wrap_key, kek, table_key_id, what="wrap of the fresh KEK"))
         if bytes(_ask(kms.unwrap_key, wrapped, table_key_id, what="check of the fresh KEK")) != kek:
@@ -346,7 +347,7 @@ def _old_content(spark, ops, full_name: str, fresh) -> dict[str, int]:
     if base.currentSnapshot() is None:
         return {"data": 0, "deletes": 0, "manifests": 0, "manifest_list": 0}
     jvm = spark.sparkContext._jvm
-    keks = _keks(jvm, base, base.properties().get("encryption.key-id"))
+    keks = _keks(jvm, base, base.properties().get(KEY_ID))
     fresh_ids = {k: int(props.get(RESEALED_UP_TO_PROPERTY, "-1")) for k, (wrapped, props) in keks.items()
                  if fresh(k, wrapped, props)}
     entries = {key.keyId(): key.encryptedById() for key in list(base.encryptionKeys())}

@@ -66,6 +66,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from pyiceberg_crypto._atomic import PRIVATE, write_atomically
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
+from pyiceberg_crypto.properties import AES_KEY_LENGTHS
 
 FILE_FORMAT = "pyiceberg-crypto-keystore"
 FILE_FORMAT_VERSION = 1
@@ -79,7 +80,6 @@ NONCE_LENGTH = 12
 TAG_LENGTH = 16
 _HEADER = struct.Struct(">4sI")  # magic, master key version
 WRAPPED_OVERHEAD = _HEADER.size + NONCE_LENGTH + TAG_LENGTH
-VALID_KEY_LENGTHS = (16, 24, 32)
 DEFAULT_KEY_LENGTH = 32
 
 
@@ -158,7 +158,7 @@ class Keystore:
     def add_key(self, key_id: str, length: int = DEFAULT_KEY_LENGTH) -> MasterKeyVersion:
         """Add a new master key ``key_id`` (version 1) of ``length`` random bytes."""
         _check_key_id(key_id)
-        if length not in VALID_KEY_LENGTHS:
+        if length not in AES_KEY_LENGTHS:
             raise KeystoreError(f"master key length must be 16, 24 or 32 bytes, got {length}")
         with self._locked():
             keys = self.load()
@@ -530,7 +530,7 @@ def _parse(path: Path, raw: bytes) -> dict[str, list[MasterKeyVersion]]:
                 key = base64.b64decode(entry.get("key", ""), validate=True)
             except (binascii.Error, ValueError, TypeError):
                 raise bad(f"key id {key_id!r} version {version}: 'key' is not base64") from None
-            if len(key) not in VALID_KEY_LENGTHS:
+            if len(key) not in AES_KEY_LENGTHS:
                 raise bad(f"key id {key_id!r} version {version}: key must be 16, 24 or 32 bytes, got {len(key)}")
             compromised = entry.get("compromised")
             if compromised is not None and (not isinstance(compromised, str) or not compromised):

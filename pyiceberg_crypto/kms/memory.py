@@ -20,10 +20,10 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
+from pyiceberg_crypto.properties import AES_KEY_LENGTHS
 
 NONCE_LENGTH = 12
 TAG_LENGTH = 16
-VALID_KEY_LENGTHS = (16, 24, 32)
 
 
 class InMemoryKms(KeyManagementClient):
@@ -32,7 +32,7 @@ class InMemoryKms(KeyManagementClient):
     def __init__(self, master_keys: Mapping[str, bytes]):
         keys: dict[str, AESGCM] = {}
         for key_id, key in master_keys.items():
-            if not isinstance(key, (bytes, bytearray)) or len(key) not in VALID_KEY_LENGTHS:
+            if not isinstance(key, (bytes, bytearray)) or len(key) not in AES_KEY_LENGTHS:
                 raise InvalidArgumentError(
                     f"master key {key_id!r} must be 16, 24 or 32 bytes, got "
                     f"{len(key) if isinstance(key, (bytes, bytearray)) else type(key).__name__}"

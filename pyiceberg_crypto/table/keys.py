@@ -27,6 +27,7 @@ from pyiceberg_crypto.formats.key_metadata import KeyMetadataError, StandardKeyM
 from pyiceberg_crypto.formats.manifest_list_key import decrypt_manifest_list_key_metadata
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS, KmsTimeoutError, call_with_timeout
+from pyiceberg_crypto.properties import AES_KEY_LENGTHS
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.table.metadata import EncryptionKey, Snapshot, TableMetadata
 from pyiceberg_crypto.table.statuses import KEY_ERROR, TAMPERED
@@ -96,7 +97,7 @@ class TableKeys:
         except Exception as exc:  # any KMS refusal: the message names the key id, never bytes
             return KeyLookupError(f"the KMS refused to unwrap KEK {kek_id!r} with master key {master!r}: "
                                   f"{exception_line(exc)}")
-        if not isinstance(key, (bytes, bytearray)) or len(key) not in (16, 24, 32):
+        if not isinstance(key, (bytes, bytearray)) or len(key) not in AES_KEY_LENGTHS:
             return KeyLookupError(f"the KMS returned no valid AES key for KEK {kek_id!r}")
         return bytes(key)
 

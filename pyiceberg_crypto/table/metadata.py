@@ -21,6 +21,7 @@ from typing import Any
 
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.io import FileIO, FileTooLargeError, NotRegularFileError, read_bounded
+from pyiceberg_crypto.properties import KEY_ID
 from pyiceberg_crypto.table.file_kinds import PARTITION_STATISTICS, STATISTICS
 
 # :class:`pyiceberg_crypto.errors.TableInputError` is what this module raises.
@@ -76,7 +77,7 @@ class TableMetadata:
     @property
     def key_id(self) -> str | None:
         """The table's master key id (``encryption.key-id``), None for an unencrypted table."""
-        return self.properties.get("encryption.key-id")
+        return self.properties.get(KEY_ID)
 
     @property
     def current_snapshot(self) -> Snapshot | None:

@@ -15,6 +15,7 @@ from pyiceberg_crypto.io.confinement import Confinement, location_is_under
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
 from pyiceberg_crypto.config import REST
+from pyiceberg_crypto.properties import KEY_ID
 from pyiceberg_crypto.table.key_inventory import KEK_ROTATION_DAYS, build_inventory
 from pyiceberg_crypto.table.keys import KeyLookupError, TableKeys
 from pyiceberg_crypto.table.metadata import TableMetadata, fields_differing
@@ -65,9 +66,9 @@ def table_checks(meta: TableMetadata, keys: TableKeys, digest: str, expected_has
         checks.append(TableCheck("format-version", PLAINTEXT, f"format-version {meta.format_version}: "
                                  "Iceberg encrypts tables of format-version 3 and later only"))
     if meta.key_id:
-        checks.append(TableCheck("encryption.key-id", OK, f"master key id {meta.key_id!r}"))
+        checks.append(TableCheck(KEY_ID, OK, f"master key id {meta.key_id!r}"))
     else:
-        checks.append(TableCheck("encryption.key-id", PLAINTEXT, "no encryption.key-id: the table is not encrypted"))
+        checks.append(TableCheck(KEY_ID, PLAINTEXT, "no encryption.key-id: the table is not encrypted"))
     only = None
     if scope is not None and scope.mode == "since":
         sealed = [meta.encryption_keys.get(s.key_id) for s in scope.snapshots if s.key_id]

@@ -133,6 +133,7 @@ def chromium():
     return executable
 
 
+@pytest.mark.system_packages
 def test_the_page_in_headless_chromium(chromium, tmp_path):
     report = synthetic_report(60)
     path = tmp_path / "audit.html"

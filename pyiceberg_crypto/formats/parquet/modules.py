@@ -20,6 +20,9 @@ import struct
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from pyiceberg_crypto.formats.errors import InvalidKeyError
+from pyiceberg_crypto.properties import AES_KEY_LENGTHS
+
 NONCE_LENGTH = 12
 TAG_LENGTH = 16
 LENGTH_PREFIX = 4
@@ -31,7 +34,7 @@ HAS_DECRYPT_INTO = hasattr(AESGCM, "decrypt_into")  # cryptography >= 45
 
 def valid_key_length(key: bytes) -> bool:
     """AES-128/192/256 (spec section 4)."""
-    return len(key) in (16, 24, 32)
+    return len(key) in AES_KEY_LENGTHS
 
 
 def module_length(prefix: bytes) -> int:
@@ -44,7 +47,7 @@ class ModuleCipher:
 
     def __init__(self, key: bytes):
         if not valid_key_length(key):
-            raise ValueError(f"AES key must be 16, 24 or 32 bytes, got {len(key)}")
+            raise InvalidKeyError(f"AES key must be 16, 24 or 32 bytes, got {len(key)}")
         self._key = key
         self._gcm = AESGCM(key)
 

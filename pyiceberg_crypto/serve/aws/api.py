@@ -33,9 +33,9 @@ Rooms: the HTTP listener and its bounds (:mod:`.http`), SigV4 (:mod:`.sigv4`), k
 (:mod:`pyiceberg_crypto.kms.aws_face_blob`); this module is the API itself.
 
 Bounds (like the Py4J face): at most ``max_connections`` open connections (more are closed at
-once), a TLS handshake within ``handshake_seconds``, a request (headers and body) within
-``request_seconds`` of its first byte, an idle keep-alive connection closed after
-``idle_seconds``, headers of at most 16 KiB, bodies of at most ``max_body_bytes`` (64 KiB; a
+once), a TLS handshake within ``auth_deadline_seconds``, a request (headers and body) within
+``request_deadline_seconds`` of its first byte, an idle keep-alive connection closed after
+``idle_timeout_seconds``, headers of at most 16 KiB, bodies of at most ``max_body_bytes`` (64 KiB; a
 KMS request is a few KiB), no chunked bodies. A watchdog closes connections past their deadline,
 so dribbling bytes does not keep one open. Nothing logged, counted or answered carries key bytes,
 secrets or signatures.

@@ -12,8 +12,8 @@ a time with bounded headers and body, calls :meth:`JsonHttpListener.handle` (the
     Echo("127.0.0.1", 0, tls=None, limits=FaceLimits(), name="echo").start()
 
 Bounds: at most ``max_connections`` open connections (more are closed at once), a TLS handshake
-within ``handshake_seconds``, a request (headers and body) within ``request_seconds`` of its first
-byte, an idle keep-alive connection closed after ``idle_seconds``, headers of at most 16 KiB,
+within ``auth_deadline_seconds``, a request (headers and body) within ``request_deadline_seconds`` of its first
+byte, an idle keep-alive connection closed after ``idle_timeout_seconds``, headers of at most 16 KiB,
 bodies of at most ``max_body_bytes``, no chunked bodies. A watchdog closes connections past their
 deadline, so dribbling bytes does not keep one open.
 """
@@ -63,17 +63,23 @@ class FaceStartError(PyicebergCryptoError, RuntimeError):
 
 @dataclass(frozen=True)
 class FaceLimits:
-    """Bounds of the face's listener (see module doc)."""
+    """Bounds of the face's listener (see module doc); the names the Py4J face's
+    :class:`~pyiceberg_crypto.bridge.py4j_server.ConnectionLimits` uses for the same things."""
 
+    #: Open connections at most; more are closed at once.
     max_connections: int = 256
+    #: A request body of at most this many bytes (a KMS request is a few KiB).
     max_body_bytes: int = 64 * 1024
-    handshake_seconds: float = 5.0
-    request_seconds: float = 10.0
-    idle_seconds: float = 30.0
+    #: The TLS handshake must finish within this (a request then proves who signed it, SigV4).
+    auth_deadline_seconds: float = 5.0
+    #: A request (headers and body) must arrive whole within this of its first byte.
+    request_deadline_seconds: float = 10.0
+    #: A keep-alive connection that sends nothing for this long is closed.
+    idle_timeout_seconds: float = 30.0
 
     def __post_init__(self):
         if min(self.max_connections, self.max_body_bytes) < 1 or \
-                min(self.handshake_seconds, self.request_seconds, self.idle_seconds) <= 0:
+                min(self.auth_deadline_seconds, self.request_deadline_seconds, self.idle_timeout_seconds) <= 0:
             raise InvalidArgumentError("face limits must be positive")
 
 
@@ -224,7 +230,7 @@ class JsonHttpListener:
                 full = len(self._connections) >= self.limits.max_connections
                 connection = None if full else _Connection(sock, peer)
                 if connection is not None:
-                    connection.deadline = time.monotonic() + self.limits.handshake_seconds
+                    connection.deadline = time.monotonic() + self.limits.auth_deadline_seconds
                     connection.reason = "tls-handshake"
                     self._connections.add(connection)
             if connection is None:
@@ -249,7 +255,7 @@ class JsonHttpListener:
 
     def _serve(self, connection: _Connection) -> None:
         try:
-            connection.sock.settimeout(self.limits.handshake_seconds + 1)
+            connection.sock.settimeout(self.limits.auth_deadline_seconds + 1)
             if self.tls is not None:
                 try:
                     connection.sock = self.tls.context.wrap_socket(connection.sock, server_side=True)
@@ -269,8 +275,8 @@ class JsonHttpListener:
     def _serve_one(self, connection: _Connection) -> bool:
         """Read one request, answer it; False when the connection is to be closed."""
         limits = self.limits
-        connection.deadline, connection.reason = time.monotonic() + limits.idle_seconds, "idle"
-        connection.sock.settimeout(limits.idle_seconds + 1)
+        connection.deadline, connection.reason = time.monotonic() + limits.idle_timeout_seconds, "idle"
+        connection.sock.settimeout(limits.idle_timeout_seconds + 1)
         head = self._read_head(connection)
         if head is None:
             return False
@@ -315,7 +321,7 @@ class JsonHttpListener:
             status, answer, result = exc.status, {"__type": exc.code, "message": exc.message}, exc.code
         self.stats.request(label, result, time.perf_counter() - started)
         keep = headers.get("connection", "").lower() != "close"
-        connection.deadline, connection.reason = time.monotonic() + limits.request_seconds, "deadline"
+        connection.deadline, connection.reason = time.monotonic() + limits.request_deadline_seconds, "deadline"
         self._send(connection, status, answer, error=answer.get("__type") if status != 200 else None, close=not keep)
         return keep
 
@@ -330,9 +336,9 @@ class JsonHttpListener:
             if not chunk:
                 return None
             if connection.reason == "idle":  # the request started: it must be complete in time
-                connection.deadline = time.monotonic() + self.limits.request_seconds
+                connection.deadline = time.monotonic() + self.limits.request_deadline_seconds
                 connection.reason = "deadline"
-                connection.sock.settimeout(self.limits.request_seconds + 1)
+                connection.sock.settimeout(self.limits.request_deadline_seconds + 1)
             connection.buffer += chunk
         head, _, connection.buffer = connection.buffer.partition(b"\r\n\r\n")
         if len(head) > MAX_HEADER_BYTES:
