@@ -1,7 +1,8 @@
 """The package's layers, enforced over its import graph (docs/explanation/architecture.md).
 
     bottom    errors, properties, safe_text,         (no imports from the package but the version;
-              exit_status, _atomic, _net             _atomic and _net: errors only)
+              exit_status, _atomic, _net,            _atomic and _net: errors only; _prometheus:
+              _prometheus                            the one Prometheus text renderer)
     base      formats, io, kms, jars,                bytes, storage (FileIO only), keys, JVM artifacts,
               catalog.kinds                          which catalogs encrypt (the catalog package's base)
     platform  config, bridge                         Spark settings, the in-process Py4J bridge
@@ -32,6 +33,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pyiceberg_crypto"
 
 RANKS = {
     "__init__": 0, "errors": 0, "properties": 0, "safe_text": 0, "exit_status": 0, "_log": 0, "_atomic": 0, "_net": 0,
+    "_prometheus": 0,
     "formats": 1, "io": 1, "kms": 1, "jars": 1, "catalog.kinds": 1,
     "config": 2, "bridge": 2,
     "table": 3, "catalog": 3,

@@ -46,6 +46,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from pyiceberg_crypto._net import is_loopback_host
+from pyiceberg_crypto._prometheus import CONTENT_TYPE
 from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.serve.served_kms import RateLimitedLog
 
@@ -69,7 +70,6 @@ class Face(Protocol):
     def health(self, key_id: str | None, max_age: float) -> tuple[bool, str]: ...
 
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: Open connections to the metrics port at most (scrapers and probes need a few); more are closed.
 MAX_CONNECTIONS = 16
 #: A request (line and headers) must arrive whole within this; each read and write is bounded too.

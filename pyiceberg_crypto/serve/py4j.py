@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pyiceberg_crypto._net import parse_listen
+from pyiceberg_crypto._prometheus import counter, gauge, histogram, render
 from pyiceberg_crypto.bridge.adapter import LATENCY_BUCKETS, KmsCallbackAdapter, OperationStats
 from pyiceberg_crypto.bridge.callback_server import KmsCallbackServer, LOOPBACK
 from pyiceberg_crypto.bridge.py4j_server import ConnectionLimits
@@ -344,56 +345,36 @@ class Py4jFace:
     def render_metrics(self) -> str:
         """This face's counters and the served KMS's, in Prometheus text format (``kms serve --metrics``)."""
         status = self.status()
-        lines: list[str] = []
-
-        def family(name: str, kind: str, help_text: str) -> None:
-            lines.append(f"# HELP {PREFIX}_{name} {help_text}")
-            lines.append(f"# TYPE {PREFIX}_{name} {kind}")
-
         operations = self.operation_stats()
-        family("calls_total", "counter", "KMS calls finished, per operation.")
-        for name, op in operations.items():
-            lines.append(f'{PREFIX}_calls_total{{operation="{name}"}} {op.calls}')
-        family("failures_total", "counter", "KMS calls that failed, per operation.")
-        for name, op in operations.items():
-            lines.append(f'{PREFIX}_failures_total{{operation="{name}"}} {op.failures}')
-        family("calls_in_flight", "gauge", "KMS calls running now, per operation.")
-        for name, op in operations.items():
-            lines.append(f'{PREFIX}_calls_in_flight{{operation="{name}"}} {op.in_flight}')
-        family("call_duration_seconds", "histogram", "Time spent in the Python KMS per call, per operation.")
-        for name, op in operations.items():
-            cumulative = 0
-            for bound, count in zip(LATENCY_BUCKETS, op.buckets):
-                cumulative += count
-                lines.append(f'{PREFIX}_call_duration_seconds_bucket{{operation="{name}",le="{bound:g}"}} {cumulative}')
-            lines.append(f'{PREFIX}_call_duration_seconds_bucket{{operation="{name}",le="+Inf"}} {sum(op.buckets)}')
-            lines.append(f'{PREFIX}_call_duration_seconds_sum{{operation="{name}"}} {op.total_seconds:.6f}')
-            lines.append(f'{PREFIX}_call_duration_seconds_count{{operation="{name}"}} {sum(op.buckets)}')
         connections = status.get("connections", {})
-        family("connected_clients", "gauge", "Open connections (authenticated or still authenticating).")
-        lines.append(f"{PREFIX}_connected_clients {connections.get('open', 0)}")
-        family("unauthenticated_connections", "gauge", "Connections still authenticating.")
-        lines.append(f"{PREFIX}_unauthenticated_connections {connections.get('unauthenticated', 0)}")
-        family("max_connections", "gauge", "The cap on open connections (kms serve --max-connections).")
-        lines.append(f"{PREFIX}_max_connections {status['limits']['max_connections']}")
         reasons = status.get("refused_reasons", {})
-        family("refused_connections_total", "counter", "Connections refused, per reason.")
-        for reason, count in sorted(reasons.items()):
-            lines.append(f'{PREFIX}_refused_connections_total{{reason="{_label(reason)}"}} {count}')
-        family("refused_tokens_total", "counter", "Connections refused for a wrong or old token.")
-        lines.append(f"{PREFIX}_refused_tokens_total {reasons.get(WRONG_TOKEN, 0)}")
-        family("idle_closed_total", "counter", "Authenticated connections closed after --idle-timeout without a call.")
-        lines.append(f"{PREFIX}_idle_closed_total {connections.get('idle_closed', 0)}")
-        family("reloads_total", "counter", "KMS rebuilds (SIGHUP).")
-        lines.append(f"{PREFIX}_reloads_total {status.get('reloads', 0)}")
         health = self.health_counts()
-        family("health_checks_total", "counter", "Canary wrap/unwrap runs of /healthz, per result.")
-        for result in ("ok", "failed"):
-            lines.append(f'{PREFIX}_health_checks_total{{result="{result}"}} {health.get(result, 0)}')
-        family("up", "gauge", "1 while the listener accepts connections.")
-        lines.append(f"{PREFIX}_up {int(bool(status.get('accepting')))}")
-        return "\n".join(lines) + "\n"
-
-
-def _label(value: str) -> str:
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+        by_operation = ("operation",)
+        return render([
+            counter(f"{PREFIX}_calls_total", "KMS calls finished, per operation.",
+                    {(name,): op.calls for name, op in operations.items()}, by_operation),
+            counter(f"{PREFIX}_failures_total", "KMS calls that failed, per operation.",
+                    {(name,): op.failures for name, op in operations.items()}, by_operation),
+            gauge(f"{PREFIX}_calls_in_flight", "KMS calls running now, per operation.",
+                  {(name,): op.in_flight for name, op in operations.items()}, by_operation),
+            histogram(f"{PREFIX}_call_duration_seconds", "Time spent in the Python KMS per call, per operation.",
+                      "operation", {name: (LATENCY_BUCKETS, op.buckets, op.total_seconds)
+                                    for name, op in operations.items()}),
+            gauge(f"{PREFIX}_connected_clients", "Open connections (authenticated or still authenticating).",
+                  {(): connections.get("open", 0)}),
+            gauge(f"{PREFIX}_unauthenticated_connections", "Connections still authenticating.",
+                  {(): connections.get("unauthenticated", 0)}),
+            gauge(f"{PREFIX}_max_connections", "The cap on open connections (kms serve --max-connections).",
+                  {(): status["limits"]["max_connections"]}),
+            counter(f"{PREFIX}_refused_connections_total", "Connections refused, per reason.",
+                    {(reason,): count for reason, count in sorted(reasons.items())}, ("reason",)),
+            counter(f"{PREFIX}_refused_tokens_total", "Connections refused for a wrong or old token.",
+                    {(): reasons.get(WRONG_TOKEN, 0)}),
+            counter(f"{PREFIX}_idle_closed_total",
+                    "Authenticated connections closed after --idle-timeout without a call.",
+                    {(): connections.get("idle_closed", 0)}),
+            counter(f"{PREFIX}_reloads_total", "KMS rebuilds (SIGHUP).", {(): status.get("reloads", 0)}),
+            counter(f"{PREFIX}_health_checks_total", "Canary wrap/unwrap runs of /healthz, per result.",
+                    {(result,): health.get(result, 0) for result in ("ok", "failed")}, ("result",)),
+            gauge(f"{PREFIX}_up", "1 while the listener accepts connections.", {(): bool(status.get("accepting"))}),
+        ])

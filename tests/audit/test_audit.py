@@ -221,9 +221,9 @@ def test_the_page_and_the_textfile_of_a_real_audit(first_audit, lake, tmp_path):
     assert parsed.external == [] and parsed.rows == len(report.tables)
     metrics = textfile.read_text()
     ns, names = lake
-    assert f'pyiceberg_crypto_audit_table_ok{{catalog="{CATALOG}",table="{names["good"]}"}} 1' in metrics
-    assert f'pyiceberg_crypto_audit_table_ok{{catalog="{CATALOG}",table="{names["k2"]}"}} 0' in metrics
-    assert f'pyiceberg_crypto_audit_ok{{catalog="{CATALOG}"}} 0' in metrics
+    assert f'pyiceberg_crypto_audit_table_ok{{catalog="{CATALOG}",table="{names["good"]}"}} 1.0' in metrics
+    assert f'pyiceberg_crypto_audit_table_ok{{catalog="{CATALOG}",table="{names["k2"]}"}} 0.0' in metrics
+    assert f'pyiceberg_crypto_audit_ok{{catalog="{CATALOG}"}} 0.0' in metrics
     assert names["hive"] not in metrics  # not an Iceberg table: no gauges
 
 

@@ -105,11 +105,11 @@ def test_the_textfile_has_a_gauge_per_table_and_escapes_labels():
     sample = re.compile(r'^pyiceberg_crypto_audit_[a-z_]+\{(?:[a-z_]+="(?:[^"\\]|\\.)*",?)+\} -?[0-9.e+]+$')
     assert all(sample.match(line) for line in lines), [line for line in lines if not sample.match(line)]
     assert len([line for line in lines if line.startswith("pyiceberg_crypto_audit_table_ok{")]) == 12
-    assert 'pyiceberg_crypto_audit_table_ok{catalog="lake",table="sales.orders_0003"} 0' in text
-    assert 'pyiceberg_crypto_audit_table_ok{catalog="lake",table="sales.orders_0001"} 1' in text
+    assert 'pyiceberg_crypto_audit_table_ok{catalog="lake",table="sales.orders_0003"} 0.0' in text
+    assert 'pyiceberg_crypto_audit_table_ok{catalog="lake",table="sales.orders_0001"} 1.0' in text
     assert 'table="sales.<img src=x onerror=\\"window.__pwned=1\\">\\"\'&"' in text
-    assert 'pyiceberg_crypto_audit_ok{catalog="lake"} 0' in text
-    assert 'pyiceberg_crypto_audit_tables{catalog="lake",state="SKIPPED"} 1' in text
+    assert 'pyiceberg_crypto_audit_ok{catalog="lake"} 0.0' in text
+    assert 'pyiceberg_crypto_audit_tables{catalog="lake",state="SKIPPED"} 1.0' in text
     assert "# TYPE pyiceberg_crypto_audit_table_kek_oldest_age_days gauge" in text
 
 

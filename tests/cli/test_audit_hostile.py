@@ -82,7 +82,7 @@ def test_hostile_names_and_unlistable_namespaces_are_rows_and_every_report_is_wr
     assert parsed.rows == 5 and "evil\\ud800name" in html
     prom = textfile.read_text(encoding="utf-8")
     # issue 41: the report names the REST catalog by the URI given, not "hive"
-    assert 'table="good.evil\\\\ud800name"' in prom and f'pyiceberg_crypto_audit_error{{catalog="{uri}"}} 0' in prom
+    assert 'table="good.evil\\\\ud800name"' in prom and f'pyiceberg_crypto_audit_error{{catalog="{uri}"}} 0.0' in prom
     assert f"<title>Encryption audit of catalog {uri}</title>" in html and doc["catalog"] == uri
     assert sorted(p.name for p in page.parent.iterdir()) == ["audit.html", "audit.prom"]  # no .tmp left
 
@@ -115,7 +115,7 @@ def test_nothing_audited_exits_2_and_still_writes_the_page_and_the_textfile(tmp_
     doc = json.loads(out)
     assert_valid(doc)
     assert doc["ok"] is False and {t["table"] for t in doc["tables"]} == {"bad.*", "good.*", "`x.y`.*"}
-    assert page.exists() and f'pyiceberg_crypto_audit_ok{{catalog="{uri}"}} 0' in textfile.read_text()
+    assert page.exists() and f'pyiceberg_crypto_audit_ok{{catalog="{uri}"}} 0.0' in textfile.read_text()
 
     # the catalog cannot be listed at all: the error document, and the page and textfile say so
     with serving(lambda h: (500, {"error": {"message": "down", "type": "ServerError", "code": 500}}, {})) as (uri, _):
@@ -127,7 +127,7 @@ def test_nothing_audited_exits_2_and_still_writes_the_page_and_the_textfile(tmp_
     assert doc["error"]["type"] == "metastore" and "HTTP 500" in doc["error"]["message"]
     assert "No audit could be made" in page.read_text()
     prom = textfile.read_text()
-    assert f'pyiceberg_crypto_audit_error{{catalog="{uri}"}} 1' in prom and f'pyiceberg_crypto_audit_ok{{catalog="{uri}"}} 0' in prom
+    assert f'pyiceberg_crypto_audit_error{{catalog="{uri}"}} 1.0' in prom and f'pyiceberg_crypto_audit_ok{{catalog="{uri}"}} 0.0' in prom
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
 
 

@@ -58,7 +58,7 @@ def metric(face, sample: str) -> int:
 
     text = urllib.request.urlopen(face.metrics_url(), timeout=10).read().decode()
     line = next(line for line in text.splitlines() if line.startswith(f"pyiceberg_crypto_aws_kms_api_{sample} "))
-    return int(line.split()[-1])
+    return int(float(line.split()[-1]))
 
 
 def refused(face, reason: str) -> int:

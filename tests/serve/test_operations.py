@@ -34,11 +34,12 @@ def _get(url: str) -> tuple[int, str]:
 
 
 def _metric(text: str, name: str, **labels: str) -> float:
-    selector = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    pattern = "^" + re.escape(name + (f"{{{selector}}}" if selector else "")) + r" (\S+)$"
-    match = re.search(pattern, text, re.M)
-    assert match, f"{name}{labels} not in metrics:\n{text}"
-    return float(match.group(1))
+    """The value of the sample ``name`` with exactly these labels, in any order."""
+    for match in re.finditer(r"^(\w+)(?:\{(.*)\})? (\S+)$", text, re.M):
+        found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(2) or ""))
+        if match.group(1) == name and found == labels:
+            return float(match.group(3))
+    raise AssertionError(f"{name}{labels} not in metrics:\n{text}")
 
 
 def _client(service: ServiceProcess) -> RawClient:

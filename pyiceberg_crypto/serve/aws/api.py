@@ -53,6 +53,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyiceberg_crypto._net import is_loopback_host, parse_listen
+from pyiceberg_crypto._prometheus import counter, gauge, histogram, render
 from pyiceberg_crypto.bridge.adapter import LATENCY_BUCKETS
 from pyiceberg_crypto.bridge.callback_server import LOOPBACK
 from pyiceberg_crypto.errors import InvalidArgumentError
@@ -238,39 +239,25 @@ class AwsKmsApi(JsonHttpListener):
             "Description": "a key of the Python KMS behind pyiceberg-crypto's AWS KMS face"}}
 
     def render_metrics(self) -> str:
-        """Prometheus text of the face (appended to ``kms serve --metrics``); fixed labels only."""
+        """Prometheus text of the face (beside the Py4J face's on ``kms serve --metrics``); fixed labels only."""
         p = METRICS_PREFIX
         with self.stats.lock:
             requests = dict(self.stats.requests)
             refused = dict(self.stats.refused)
             durations = {k: list(v) for k, v in self.stats.duration.items()}
             sums = dict(self.stats.duration_sum)
-        lines = [f"# HELP {p}_requests_total Requests answered, per operation and result (ok or the AWS error type).",
-                 f"# TYPE {p}_requests_total counter"]
-        for (operation, result), count in sorted(requests.items()):
-            lines.append(f'{p}_requests_total{{operation="{operation}",result="{result}"}} {count}')
-        lines += [f"# HELP {p}_refused_total Requests and connections refused, per reason.",
-                  f"# TYPE {p}_refused_total counter"]
-        for reason in REFUSAL_REASONS:
-            lines.append(f'{p}_refused_total{{reason="{reason}"}} {refused.get(reason, 0)}')
-        lines += [f"# HELP {p}_request_duration_seconds Time to answer a request, per operation.",
-                  f"# TYPE {p}_request_duration_seconds histogram"]
-        for operation, buckets in sorted(durations.items()):
-            cumulative = 0
-            for bound, count in zip(LATENCY_BUCKETS, buckets):
-                cumulative += count
-                lines.append(f'{p}_request_duration_seconds_bucket{{operation="{operation}",le="{bound:g}"}} '
-                             f"{cumulative}")
-            lines.append(f'{p}_request_duration_seconds_bucket{{operation="{operation}",le="+Inf"}} {sum(buckets)}')
-            lines.append(f'{p}_request_duration_seconds_sum{{operation="{operation}"}} {sums.get(operation, 0):.6f}')
-            lines.append(f'{p}_request_duration_seconds_count{{operation="{operation}"}} {sum(buckets)}')
-        lines += [f"# HELP {p}_open_connections Open connections.", f"# TYPE {p}_open_connections gauge",
-                  f"{p}_open_connections {self.open_connections()}",
-                  f"# HELP {p}_max_connections The configured cap.", f"# TYPE {p}_max_connections gauge",
-                  f"{p}_max_connections {self.limits.max_connections}",
-                  f"# HELP {p}_up 1 while the face accepts connections.", f"# TYPE {p}_up gauge",
-                  f"{p}_up {1 if self.accepting else 0}"]
-        return "\n".join(lines) + "\n"
+        return render([
+            counter(f"{p}_requests_total", "Requests answered, per operation and result (ok or the AWS error type).",
+                    dict(sorted(requests.items())), ("operation", "result")),
+            counter(f"{p}_refused_total", "Requests and connections refused, per reason.",
+                    {(reason,): refused.get(reason, 0) for reason in REFUSAL_REASONS}, ("reason",)),
+            histogram(f"{p}_request_duration_seconds", "Time to answer a request, per operation.", "operation",
+                      {operation: (LATENCY_BUCKETS, buckets, sums.get(operation, 0.0))
+                       for operation, buckets in sorted(durations.items())}),
+            gauge(f"{p}_open_connections", "Open connections.", {(): self.open_connections()}),
+            gauge(f"{p}_max_connections", "The configured cap.", {(): self.limits.max_connections}),
+            gauge(f"{p}_up", "1 while the face accepts connections.", {(): self.accepting}),
+        ])
 
 
 def _blob(request: Mapping[str, Any], field: str, limit: int) -> bytes:

@@ -20,6 +20,7 @@ deadline, so dribbling bytes does not keep one open.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import logging
@@ -106,11 +107,9 @@ class RequestStats:
     def request(self, operation: str, result: str, seconds: float) -> None:
         with self.lock:
             self.requests[(operation, result)] += 1
-            buckets = self.duration.setdefault(operation, [0] * len(LATENCY_BUCKETS))
-            for index, bound in enumerate(LATENCY_BUCKETS):
-                if seconds <= bound:
-                    buckets[index] += 1
-                    break
+            # one count per bucket and one past the last bound (a request slower than them all still counts)
+            buckets = self.duration.setdefault(operation, [0] * (len(LATENCY_BUCKETS) + 1))
+            buckets[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
             self.duration_sum[operation] += seconds
 
     def refuse(self, reason: str) -> None:
