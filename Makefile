@@ -4,7 +4,8 @@
 #   make test-fast  the unit lane: every test that needs no JVM and no system package, with no java on PATH (~3 min)
 #   make bench  set up, then run the benchmarks and write bench/RESULTS.md (bench-quick: tiny sizes)
 #   make dist   build the sdist and the wheel in build's isolated environment (only `build` installed,
-#               in .cache/build-venv; the wheel carries the Maven-built bridge jar)
+#               in .cache/build-venv; the wheel carries the Maven-built bridge jar), and beside them
+#               the test kit's wheel, pyiceberg-crypto-testing (testkit/)
 #   make docs   build the documentation site into site/ (mkdocs build --strict), open site/index.html
 # Users do not need any of this: `pip install pyiceberg-crypto` (README, "Install").
 SHELL := /bin/bash
@@ -204,6 +205,7 @@ $(BUILD_VENV)/.installed: $(CONSTRAINTS)
 dist: $(BUILD_VENV)/.installed
 	rm -rf $(DIST_DIR)
 	$(BUILD_PY) -m build --outdir $(DIST_DIR) .
+	$(BUILD_PY) -m build --wheel --outdir $(DIST_DIR) testkit
 
 clean:
 	rm -rf $(VENV) $(VENV35) jars/target $(BRIDGE_JAR) .cache .pytest_cache demo-warehouse dist build site

@@ -2,11 +2,13 @@
 
 Every wheel (``python -m build``, ``pip install .``, ``pip install git+URL``, or a wheel built from
 the sdist, which carries ``jars/``) gets ``pyiceberg_crypto/_jars/pyiceberg-crypto-bridge.jar``.
-Editable installs put it into the source tree instead. ``PYICEBERG_CRYPTO_SKIP_JAR_BUILD=1`` skips
+Editable installs put it into the source tree instead. The test kit (``pyiceberg_crypto.testing`` and
+its jar) is not in this wheel: it is the ``pyiceberg-crypto-testing`` distribution (``testkit/``). ``PYICEBERG_CRYPTO_SKIP_JAR_BUILD=1`` skips
 the step (the Makefile does, it runs ``jars/build_bridge.py --testkit`` itself).
 """
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -34,6 +36,12 @@ class build_py_with_bridge_jar(build_py):
             jar = build_bridge.install(into)
         except build_bridge.BuildError as exc:
             raise SystemExit(f"error: {exc}") from None
+        if not getattr(self, "editable_mode", False):
+            # The test kit's jar ships in pyiceberg-crypto-testing (testkit/), never in this wheel.
+            shutil.rmtree(build_bridge.testing_into(into), ignore_errors=True)
+            testing = build_bridge.testing_into(into).parent
+            if testing.is_dir() and not any(testing.iterdir()):
+                testing.rmdir()
         self.announce(f"built {jar}", level=2)
 
 

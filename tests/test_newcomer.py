@@ -85,7 +85,9 @@ def test_the_wheel_is_pure_python_and_carries_the_production_jar_only(dist):
     assert dist["wheel"].name.endswith("-py3-none-any.whl")
     with zipfile.ZipFile(dist["wheel"]) as wheel:
         names = wheel.namelist()
-        jar_names = sorted(n for n in names if n.endswith(".jar") and not n.startswith("pyiceberg_crypto/testing/"))
+        # No test kit at all: its code and its jar are the pyiceberg-crypto-testing wheel (below).
+        assert not [n for n in names if n.startswith("pyiceberg_crypto/testing")]
+        jar_names = sorted(n for n in names if n.endswith(".jar"))
         # The jar, and the same bytes as a Maven artifact (spark.jars.packages: pyiceberg_crypto/jars.py).
         assert len(jar_names) == 2 and "pyiceberg_crypto/_jars/pyiceberg-crypto-bridge.jar" in jar_names
         assert re.fullmatch(r"pyiceberg_crypto/_jars/maven/io/pyicebergcrypto/pyiceberg-crypto-bridge/"
@@ -95,15 +97,51 @@ def test_the_wheel_is_pure_python_and_carries_the_production_jar_only(dist):
         # The production jar: the bridge and the encrypting REST catalog, no test server, no test kit.
         assert jar_listing(wheel.read("pyiceberg_crypto/_jars/pyiceberg-crypto-bridge.jar")) == {
             "io/pyicebergcrypto/bridge", "io/pyicebergcrypto/rest", "org/apache/iceberg/rest"}
-        # The loopback servers ship apart, in the test kit's own jar.
-        testing_jars = [n for n in names if n.endswith(".jar") and n.startswith("pyiceberg_crypto/testing/")]
-        assert testing_jars == ["pyiceberg_crypto/testing/_jars/pyiceberg-crypto-testing.jar"]
-        assert jar_listing(wheel.read(testing_jars[0])) == {"io/pyicebergcrypto/testing"}
         metadata = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     requires = re.findall(r"^Requires-Dist: (.*)$", metadata, re.M)
     [pyspark] = [r for r in requires if r.startswith("pyspark")]
     assert set(pyspark.removeprefix("pyspark").split(",")) == {">=3.5", "!=4.0.*", "<4.2"}
     assert not [r for r in requires if re.search(r"===?\s*\d", r)], "exact pins belong in constraints/"
+    # The [testing] extra is the test kit's distribution.
+    assert [r for r in requires if "extra == \"testing\"" in r] == [
+        'pyiceberg-crypto-testing<0.2,>=0.1.0; extra == "testing"']
+
+
+def test_the_test_kit_is_its_own_wheel_with_the_loopback_servers_jar(dist):
+    """pyiceberg-crypto-testing holds ``pyiceberg_crypto/testing`` (and nothing else of the package:
+    no second ``pyiceberg_crypto/__init__.py``), the loopback servers' jar and the Trino harness."""
+    assert dist["testing_wheel"].name == "pyiceberg_crypto_testing-0.1.0-py3-none-any.whl"
+    with zipfile.ZipFile(dist["testing_wheel"]) as wheel:
+        names = wheel.namelist()
+        package = [n for n in names if not n.startswith("pyiceberg_crypto_testing-")]
+        assert package and all(n.startswith("pyiceberg_crypto/testing/") for n in package), package
+        assert {"pyiceberg_crypto/testing/__init__.py", "pyiceberg_crypto/testing/pytest_plugin.py",
+                "pyiceberg_crypto/testing/writers.py", "pyiceberg_crypto/testing/netns.py",
+                "pyiceberg_crypto/testing/trino_harness/TrinoHarness.java"} <= set(package)
+        assert [n for n in package if n.endswith(".jar")] == ["pyiceberg_crypto/testing/_jars/pyiceberg-crypto-testing.jar"]
+        assert jar_listing(wheel.read("pyiceberg_crypto/testing/_jars/pyiceberg-crypto-testing.jar")) == {
+            "io/pyicebergcrypto/testing"}
+        metadata = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    requires = re.findall(r"^Requires-Dist: (.*)$", metadata, re.M)
+    assert "pyiceberg-crypto<0.2,>=0.1.0" in requires and any(r.startswith("pytest") for r in requires)
+
+
+def test_the_main_wheel_installs_without_the_test_kit_and_the_kit_installs_beside_it(dist, tmp_path):
+    """``pip install`` of the main wheel has no ``pyiceberg_crypto.testing``; the test kit's wheel
+    adds it (same import package, files of its own), and removing it leaves the package whole."""
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path, env=dict(os.environ))
+    env = newcomer_env(venv)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps"]
+    probe = [str(venv / "bin" / "python"), "-c",
+             "import importlib.util as u; s = u.find_spec('pyiceberg_crypto.testing'); print(s.origin if s else None)"]
+    run([*pip, str(dist["wheel"])], cwd=tmp_path, env=env)
+    assert run(probe, cwd=tmp_path, env=env).stdout.strip() == "None"
+    run([*pip, str(dist["testing_wheel"])], cwd=tmp_path, env=env)
+    assert run(probe, cwd=tmp_path, env=env).stdout.strip().endswith("site-packages/pyiceberg_crypto/testing/__init__.py")
+    run([str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y", "pyiceberg-crypto-testing"], cwd=tmp_path, env=env)
+    assert run(probe, cwd=tmp_path, env=env).stdout.strip() == "None"
+    assert list((venv / "lib").glob("python*/site-packages/pyiceberg_crypto/config.py"))  # the package stays
 
 
 def test_make_dist_installs_only_build_never_the_development_environment(tmp_path):
@@ -117,6 +155,8 @@ def test_make_dist_installs_only_build_never_the_development_environment(tmp_pat
     assert re.search(r"^\.cache/build-venv/bin/python -m pip install -q -c constraints/spark-4\.1\.txt build$",
                      steps, re.M), steps
     assert re.search(rf"^\.cache/build-venv/bin/python -m build --outdir {re.escape(str(tmp_path))} \.$", steps, re.M)
+    assert re.search(rf"^\.cache/build-venv/bin/python -m build --wheel --outdir {re.escape(str(tmp_path))} testkit$",
+                     steps, re.M)  # the test kit's own wheel, beside it
     assert "--no-isolation" not in steps  # the exact line above also leaves no room for -n
 
 

@@ -63,11 +63,15 @@ TEST_DIST_ENV = "PYICEBERG_CRYPTO_TEST_DIST"
 
 
 def found_dist(directory: Path) -> dict[str, Path]:
-    """The one wheel and one sdist in ``directory`` (``make dist``'s output), else a clear failure."""
-    wheels, sdists = sorted(directory.glob("*.whl")), sorted(directory.glob("*.tar.gz"))
-    assert len(wheels) == 1 and len(sdists) == 1, (
-        f"{TEST_DIST_ENV}={directory}: expected one wheel and one sdist (make dist), found {wheels + sdists}")
-    return {"wheel": wheels[0], "sdist": sdists[0]}
+    """``make dist``'s output in ``directory``: the package's one wheel and one sdist, and the test
+    kit's wheel (pyiceberg-crypto-testing), else a clear failure."""
+    wheels = sorted(directory.glob("pyiceberg_crypto-*.whl"))
+    testing = sorted(directory.glob("pyiceberg_crypto_testing-*.whl"))
+    sdists = sorted(directory.glob("*.tar.gz"))
+    assert len(wheels) == 1 and len(testing) == 1 and len(sdists) == 1, (
+        f"{TEST_DIST_ENV}={directory}: expected the wheel, the test kit's wheel and the sdist (make dist), found "
+        f"{sorted(directory.iterdir())}")
+    return {"wheel": wheels[0], "sdist": sdists[0], "testing_wheel": testing[0]}
 
 
 def build_dist(out: Path) -> dict[str, Path]:

@@ -66,7 +66,7 @@ def pack_environment(wheel: Path, workdir: Path) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=120, env=clean)
     pip = [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     subprocess.run([*pip, "--no-deps", str(wheel)], check=True, timeout=300, env=clean)
-    subprocess.run([*pip, "cryptography", "fastavro", "rich"], check=True, timeout=300, env=clean)
+    subprocess.run([*pip, "cryptography", "fastavro", "rich", "prometheus-client"], check=True, timeout=300, env=clean)
     check = subprocess.run([str(env_dir / "bin" / "python"), "-c", "import pyiceberg_crypto"], env=clean,
                            capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, f"the packed environment lacks the package: {check.stderr}"

@@ -17,7 +17,7 @@ page's ``sh`` and ``python`` blocks run in order, in the page's directory:
   (``$METADATA_JSON``, ``$KMS_LISTEN``), python blocks see them in ``os.environ``; consecutive python
   blocks are one Python process (a page that continues "in the same Python session");
 - the substitutions the pages explain: ``pip install 'pyiceberg-crypto[X]'`` installs the built
-  wheel with extras X, ``python -m venv ... && . .venv/bin/activate`` is the shared environment (or,
+  wheel with extras X (``[testing]`` pulls the test kit's wheel, built beside it), ``python -m venv ... && . .venv/bin/activate`` is the shared environment (or,
   for a chain in :data:`OWN_VENV`, the chain's own, made empty by the walk),
   ``$KMS_LISTEN`` is a free port on 127.0.0.1;
 - a block marked ``<!-- not-run: REASON -->`` or ``<!-- not-checked: REASON -->`` is not run, and a
@@ -171,10 +171,13 @@ def steps(page: Path) -> list[Block]:
 
 
 def substituted(code: str, wheel: Path) -> str:
-    """A shell block with the substitutions the pages explain (see the module docstring)."""
+    """A shell block with the substitutions the pages explain (see the module docstring). pip also
+    looks in the wheel's directory (``--find-links``): the ``[testing]`` extra is the test kit's own
+    distribution, pyiceberg-crypto-testing, built beside the wheel by ``make dist``."""
     lines = [line for line in code.splitlines() if not line.startswith("python -m venv ")]
     code = "\n".join(lines) + "\n"
-    return PIP_INSTALL.sub(lambda m: f"pip install -q --disable-pip-version-check '{wheel}{m.group(2) or ''}'", code)
+    return PIP_INSTALL.sub(lambda m: f"pip install -q --disable-pip-version-check --find-links '{wheel.parent}' "
+                                     f"'{wheel}{m.group(2) or ''}'", code)
 
 
 def terminal(code: str, language: str) -> str:
