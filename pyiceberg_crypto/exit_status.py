@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+__all__ = ["ExitStatus"]
+
 
 class ExitStatus(IntEnum):
     OK = 0  # every file and check OK (other commands: every block/module authenticated)

@@ -12,6 +12,9 @@ from urllib.parse import parse_qsl
 
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError
 
+__all__ = ["INITIALIZE_POLICIES", "LATENCY_BUCKETS", "OPERATIONS", "KmsCallStats", "KmsCallbackAdapter",
+           "KmsConfigurationRefused", "OperationStats"]
+
 #: The operations counted, in the order they are shown.
 OPERATIONS = ("wrap", "unwrap", "generate", "initialize")
 #: Who may pass properties to the KMS's ``initialize()`` over the bridge:

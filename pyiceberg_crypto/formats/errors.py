@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from pyiceberg_crypto.errors import PyicebergCryptoError
 
+__all__ = ["BadBlockLengthError", "BadMagicError", "ExtraDataError", "FormatError", "IntegrityError",
+           "InvalidKeyError", "LengthMismatchError", "LocatedError", "TagMismatchError", "TruncatedError"]
+
 
 class FormatError(PyicebergCryptoError):
     """The input is not a file of the expected format (or the caller's arguments are wrong)."""

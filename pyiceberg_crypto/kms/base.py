@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 from pyiceberg_crypto.errors import PyicebergCryptoError
 
+__all__ = ["KeyGenerationResult", "KeyManagementClient", "KmsError", "UnknownKeyError"]
+
 
 class KmsError(PyicebergCryptoError):
     """A KMS refused or failed an operation. Messages name the key id, never key bytes."""

@@ -22,6 +22,8 @@ from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
 from pyiceberg_crypto.properties import AES_KEY_LENGTHS
 
+__all__ = ["NONCE_LENGTH", "TAG_LENGTH", "InMemoryKms"]
+
 NONCE_LENGTH = 12
 TAG_LENGTH = 16
 

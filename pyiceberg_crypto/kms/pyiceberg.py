@@ -28,6 +28,8 @@ from typing import Any
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError
 from pyiceberg_crypto.kms.loader import load_kms
 
+__all__ = ["KMS_PROPERTY", "PY_KMS_IMPL", "GeneratedKey", "PyIcebergKms"]
+
 #: The catalog property naming the KMS (a shipped short name or ``module:factory``).
 KMS_PROPERTY = "pyiceberg-crypto.kms"
 #: PyIceberg's catalog property naming the KMS class (not passed on to the KMS).

@@ -7,6 +7,9 @@ table metadata its statistics files::
     from pyiceberg_crypto.table.file_kinds import DATA, MANIFEST
 """
 
+__all__ = ["DATA", "DELETION_VECTOR", "EQUALITY_DELETE", "KINDS", "MANIFEST", "MANIFEST_LIST",
+           "PARTITION_STATISTICS", "POSITION_DELETE", "STATISTICS"]
+
 DATA = "data"
 POSITION_DELETE = "position-delete"
 EQUALITY_DELETE = "equality-delete"

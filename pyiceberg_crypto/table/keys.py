@@ -32,6 +32,8 @@ from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.table.metadata import EncryptionKey, Snapshot, TableMetadata
 from pyiceberg_crypto.table.statuses import KEY_ERROR, TAMPERED
 
+__all__ = ["KeyLookupError", "TableKeys"]
+
 
 class KeyLookupError(PyicebergCryptoError):
     """A key needed for the walk cannot be obtained; ``status`` is the report status to use."""

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, FileIO, file_io_for
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 
+__all__ = ["Limits"]
+
 
 @dataclass(frozen=True)
 class Limits:

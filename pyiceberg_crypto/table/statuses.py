@@ -4,6 +4,9 @@ integrity errors and a key lookup share (:mod:`pyiceberg_crypto.verify.report` r
     from pyiceberg_crypto.table.statuses import OK, TAMPERED, KEY_ERROR
 """
 
+__all__ = ["DIVERGED", "KEY_ERROR", "LENGTH_MISMATCH", "MISSING", "OK", "OUTSIDE_TABLE", "PLAINTEXT", "STATUSES",
+           "TAMPERED", "TRUNCATED", "UNVERIFIABLE", "WARN", "WRONG_FILE"]
+
 OK = "OK"  # encrypted, every block/module authenticated, trusted length, own AAD
 PLAINTEXT = "PLAINTEXT"  # should be encrypted and is not
 TAMPERED = "TAMPERED"  # a GCM tag failed or the structure is corrupt: names the block/module

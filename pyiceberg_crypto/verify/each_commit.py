@@ -54,6 +54,8 @@ from pyiceberg_crypto.verify.render import format_text
 from pyiceberg_crypto.verify.report import TableReport
 from pyiceberg_crypto.verify.spark import DEFAULT_DRIVER_MAX_FILES, verify_table
 
+__all__ = ["VerifyEachCommit"]
+
 LOG = logging.getLogger("pyiceberg_crypto.verify.each_commit")
 
 OnFailure = Union[str, Callable[[TableReport], Any]]
