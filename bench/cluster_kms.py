@@ -299,7 +299,7 @@ QUICK_SKIP = ("quick mode leaves this section out: it starts three Spark applica
 
 
 def run(ctx: Context) -> Section:
-    from pyiceberg_crypto.testing.netns import ClusterUnavailable, check_namespaces_possible
+    from pyiceberg_crypto.testing.netns import ClusterUnavailableError, check_namespaces_possible
     from pyiceberg_crypto.testing.yarn import check_yarn_jars
 
     results: dict = {}
@@ -314,13 +314,13 @@ def run(ctx: Context) -> Section:
         results["loopback"] = _run_loopback(ctx)
         try:
             check_namespaces_possible()
-        except ClusterUnavailable as exc:
+        except ClusterUnavailableError as exc:
             missing = f" The namespace cluster rows are missing from this run: {exc}."
         else:
             results["netns"] = _run_netns(ctx)
             try:
                 check_yarn_jars()
-            except ClusterUnavailable as exc:
+            except ClusterUnavailableError as exc:
                 missing = f" The YARN rows are missing from this run: {exc}."
                 skipped["yarn"] = str(exc)
             else:

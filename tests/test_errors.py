@@ -155,7 +155,7 @@ NO_BAD_INPUT = {
     "pyiceberg_crypto.catalog.kinds.session_catalogs": "pure: any mapping of Spark settings",
     "pyiceberg_crypto.catalog.rest.namespace_name": "pure: any sequence of level names",
     "pyiceberg_crypto.catalog.spark.close_clients": "takes no arguments",
-    "pyiceberg_crypto.bridge.handshake.authenticate": "a peer's bytes: every bad input is a Refused answer to the peer "
+    "pyiceberg_crypto.bridge.handshake.authenticate": "a peer's bytes: every bad input is a HandshakeRefusedError (the peer is told no) "
                                                       "(tests/bridge, tests/fuzz/test_fuzz_callback_server.py)",
     "pyiceberg_crypto.bridge.py4j_server.eviction_victim": "pure: picks one of the connections given, or None",
     "pyiceberg_crypto.catalog.spark.configured_catalogs": "reads the session's settings; require_classic_session is its check",

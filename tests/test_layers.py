@@ -239,3 +239,19 @@ def test_no_import_circles():
     assert not circles, "import circles:\n" + "\n".join(circles)
     assert find_circles({"p.a": {"p.b"}, "p.b": {"p.c"}, "p.c": {"p.a"}}) == ["p.a -> p.b -> p.c -> p.a"]
     assert find_circles({"p": {"p.a"}, "p.a": {"p"}}) == []  # a package and its module
+
+
+def test_exception_names_end_in_error_or_warning():
+    """One naming rule for the package's exceptions (private ones too): ``...Error`` or ``...Warning``."""
+    import importlib
+    import inspect
+
+    wrong = []
+    for name in MODULES:
+        if name.endswith("pytest_plugin"):
+            continue
+        module = importlib.import_module(name)
+        wrong += [f"{name}.{attr}" for attr, value in vars(module).items()
+                  if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == name
+                  and not attr.endswith(("Error", "Warning"))]
+    assert not wrong, "exceptions named otherwise: " + ", ".join(wrong)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pyiceberg_crypto import jars
 # The one wait with a load-scaled deadline, shared with the test kit's clusters (pyiceberg_crypto.testing).
-from pyiceberg_crypto.testing._wait import MAX_LOAD_FACTOR, WaitTimeout, eventually, load_factor  # noqa: F401
+from pyiceberg_crypto.testing._wait import MAX_LOAD_FACTOR, WaitTimeoutError, eventually, load_factor  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTKIT_JAR = ROOT / "jars" / "target" / "pyiceberg-crypto-bridge-tests.jar"

@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError
 
 __all__ = ["INITIALIZE_POLICIES", "LATENCY_BUCKETS", "OPERATIONS", "KmsCallStats", "KmsCallbackAdapter",
-           "KmsConfigurationRefused", "OperationStats"]
+           "KmsConfigurationRefusedError", "OperationStats"]
 
 #: The operations counted, in the order they are shown.
 OPERATIONS = ("wrap", "unwrap", "generate", "initialize")
@@ -28,7 +28,7 @@ INITIALIZE_POLICIES = ("operator", "driver", "any")
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
-class KmsConfigurationRefused(KmsError):
+class KmsConfigurationRefusedError(KmsError):
     """A client asked to reconfigure the served KMS (``initialize`` with properties), which its
     policy does not allow: endpoints, hosts, ports, credentials and CAs are the operator's."""
 
@@ -200,7 +200,7 @@ class KmsCallbackAdapter:
             return
         if self.initialize_policy == "operator" or (self.initialize_policy == "driver" and not privileged):
             names = ", ".join(sorted(properties)[:5]) + (", ..." if len(properties) > 5 else "")
-            raise KmsConfigurationRefused(
+            raise KmsConfigurationRefusedError(
                 "this KMS is configured by its operator only and refuses properties from clients "
                 f"({names}): remove the catalog's pyiceberg-crypto.kms.* properties, or configure the KMS "
                 "where it is built" + (" (register_kms(..., initialize_policy=...) says who may)"

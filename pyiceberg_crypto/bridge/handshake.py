@@ -32,7 +32,8 @@ from pyiceberg_crypto.errors import PyicebergCryptoError
 
 #: What a connection may send before it is authenticated: the challenge-response of the bridge's
 #: JVM client (two short lines) or Py4J's ``A`` command (three short lines), with margin.
-__all__ = ["CLIENT_ROLE", "DRIVER_ROLE", "HANDSHAKE_PROTOCOL", "MAX_AUTH_BYTES", "Refused", "authenticate", "handshake_proof"]
+__all__ = ["CLIENT_ROLE", "DRIVER_ROLE", "HANDSHAKE_PROTOCOL", "MAX_AUTH_BYTES", "HandshakeRefusedError", "authenticate",
+           "handshake_proof"]
 
 MAX_AUTH_BYTES = 512
 #: The bridge's own authentication (the JVM client): a challenge-response in which the server
@@ -43,34 +44,34 @@ HANDSHAKE_PROTOCOL = "pyiceberg-crypto-kms/1"
 DRIVER_ROLE, CLIENT_ROLE = "driver", "client"
 
 
-class Refused(PyicebergCryptoError):
+class HandshakeRefusedError(PyicebergCryptoError):
     """A peer broke the protocol or its bounds: the connection is closed (reason for the log)."""
 
 
 def authenticate(read_line: Callable[[int], bytes], send: Callable[[bytes], None], tokens: Mapping[str, str]) -> str:
     """The bridge's challenge-response, or Py4J's ``A`` command (token compared in constant time);
-    the role whose token the peer proved. Raises :class:`Refused` (after telling the peer no).
+    the role whose token the peer proved. Raises :class:`HandshakeRefusedError` (after telling the peer no).
 
     ``read_line(limit)``: the next line, newline removed, at most ``limit`` bytes (raises
-    :class:`Refused` beyond, ``EOFError`` when the peer closed); ``send``: bytes to the peer;
+    :class:`HandshakeRefusedError` beyond, ``EOFError`` when the peer closed); ``send``: bytes to the peer;
     ``tokens``: role -> token."""
     budget = [MAX_AUTH_BYTES]
 
     def line() -> str:
         try:
             raw = read_line(budget[0])
-        except Refused:  # the same reason whatever is left of the budget (the peer chose that number)
-            raise Refused(f"more than {MAX_AUTH_BYTES} bytes before authenticating") from None
+        except HandshakeRefusedError:  # the same reason whatever is left of the budget (the peer chose that number)
+            raise HandshakeRefusedError(f"more than {MAX_AUTH_BYTES} bytes before authenticating") from None
         budget[0] -= len(raw) + 1
         if budget[0] <= 0:
-            raise Refused(f"more than {MAX_AUTH_BYTES} bytes before authenticating")
+            raise HandshakeRefusedError(f"more than {MAX_AUTH_BYTES} bytes before authenticating")
         return raw.decode("ascii")
 
     first = line()
     if first.startswith(HANDSHAKE_PROTOCOL + " "):
         return _challenge(first, line, send, tokens)
     if first != proto.AUTH_COMMAND_NAME:
-        raise Refused("no token")  # dropped without a word
+        raise HandshakeRefusedError("no token")  # dropped without a word
     token = line()
     line()  # END marker
     for role, known in tokens.items():
@@ -78,7 +79,7 @@ def authenticate(read_line: Callable[[int], bytes], send: Callable[[bytes], None
             send(proto.OUTPUT_VOID_COMMAND.encode("utf-8"))
             return role
     send(proto.ERROR_RETURN_MESSAGE.encode("utf-8"))
-    raise Refused("wrong or old token")
+    raise HandshakeRefusedError("wrong or old token")
 
 
 def _challenge(first: str, line: Callable[[], str], send: Callable[[bytes], None], tokens: Mapping[str, str]) -> str:
@@ -87,7 +88,7 @@ def _challenge(first: str, line: Callable[[], str], send: Callable[[bytes], None
     parts = first.split(" ")
     if len(parts) != 3 or parts[1] not in tokens or not _is_nonce(parts[2]):
         send(proto.ERROR_RETURN_MESSAGE.encode("utf-8"))
-        raise Refused("wrong or old token")
+        raise HandshakeRefusedError("wrong or old token")
     role, client_nonce = parts[1], parts[2]
     server_nonce = secrets.token_hex(32)
     token = tokens[role].encode()
@@ -96,7 +97,7 @@ def _challenge(first: str, line: Callable[[], str], send: Callable[[bytes], None
     if not hmac.compare_digest(answer.encode(), handshake_proof(token, "client", role, client_nonce,
                                                                 server_nonce).encode()):
         send(proto.ERROR_RETURN_MESSAGE.encode("utf-8"))
-        raise Refused("wrong or old token")
+        raise HandshakeRefusedError("wrong or old token")
     send(proto.OUTPUT_VOID_COMMAND.encode("utf-8"))
     return role
 

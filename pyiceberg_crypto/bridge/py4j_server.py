@@ -33,7 +33,7 @@ from py4j import protocol as proto
 from py4j.java_gateway import CallbackConnection, CallbackServer
 from py4j.protocol import get_command_part
 
-from pyiceberg_crypto.bridge.handshake import DRIVER_ROLE, Refused, authenticate
+from pyiceberg_crypto.bridge.handshake import DRIVER_ROLE, HandshakeRefusedError, authenticate
 from pyiceberg_crypto.bridge.tls import TLS_HANDSHAKE_TIMEOUT_SECONDS
 from pyiceberg_crypto.errors import InvalidArgumentError
 
@@ -135,8 +135,8 @@ class KmsPy4jConnection(CallbackConnection):
             try:
                 # self.socket looked up at each send, as before the split (shutdown sets it to None).
                 self.role = authenticate(self._spoken_line, lambda data: self.socket.sendall(data), server.tokens)
-            except (Refused, OSError, ValueError, EOFError) as exc:
-                reason = str(exc) if isinstance(exc, Refused) else EVICTED if self._evicted else (
+            except (HandshakeRefusedError, OSError, ValueError, EOFError) as exc:
+                reason = str(exc) if isinstance(exc, HandshakeRefusedError) else EVICTED if self._evicted else (
                     "no authentication within the deadline" if self._expired or isinstance(exc, TimeoutError)
                     else "closed during authentication")
                 server.refused(peer, reason)
@@ -153,7 +153,7 @@ class KmsPy4jConnection(CallbackConnection):
                 obj_id = readline(MAX_LINE_BYTES + 1)
                 if obj_id[-1:] != b"\n" or command[-1:] != b"\n":
                     if len(obj_id) > MAX_LINE_BYTES or len(command) > MAX_LINE_BYTES:
-                        raise Refused(f"a line longer than {MAX_LINE_BYTES} bytes")
+                        raise HandshakeRefusedError(f"a line longer than {MAX_LINE_BYTES} bytes")
                     break  # closed
                 command, obj_id = command[:-1].decode("utf-8"), obj_id[:-1].decode("utf-8")
                 if not obj_id.strip():
@@ -166,7 +166,7 @@ class KmsPy4jConnection(CallbackConnection):
                 else:
                     self.socket.sendall(proto.ERROR_RETURN_MESSAGE.encode("utf-8"))
                     break
-        except Refused as exc:  # an authenticated peer broke the bounds: it learns only that
+        except HandshakeRefusedError as exc:  # an authenticated peer broke the bounds: it learns only that
             server.refused(peer, str(exc))
             with contextlib.suppress(OSError, AttributeError):
                 self.socket.sendall(proto.ERROR_RETURN_MESSAGE.encode("utf-8"))
@@ -191,7 +191,7 @@ class KmsPy4jConnection(CallbackConnection):
             raise EOFError("the peer closed the connection")
         if len(line) > limit or not line.endswith(b"\n"):
             if len(line) > limit:
-                raise Refused(f"a line longer than {limit} bytes")
+                raise HandshakeRefusedError(f"a line longer than {limit} bytes")
             raise EOFError("the peer closed the connection within a line")
         return line[:-1]
 
@@ -216,7 +216,7 @@ class KmsPy4jConnection(CallbackConnection):
             method = input.readline(MAX_LINE_BYTES + 1)
             if method[-1:] != b"\n":
                 if len(method) > MAX_LINE_BYTES:
-                    raise Refused(f"a line longer than {MAX_LINE_BYTES} bytes")
+                    raise HandshakeRefusedError(f"a line longer than {MAX_LINE_BYTES} bytes")
                 raise EOFError("the JVM closed the connection during a call")
             method = method[:-1].decode("utf-8")
             try:
@@ -267,13 +267,13 @@ def read_params(input) -> list:  # noqa: A002 - py4j's name
         raw = readline(MAX_LINE_BYTES + 1)
         if raw[-1:] != b"\n":
             if len(raw) > MAX_LINE_BYTES:
-                raise Refused(f"a line longer than {MAX_LINE_BYTES} bytes")
+                raise HandshakeRefusedError(f"a line longer than {MAX_LINE_BYTES} bytes")
             raise EOFError("the JVM closed the connection during a call")
         if raw == b"e\n":
             break
         count += 1
         if count > MAX_PARAMS:
-            raise Refused(f"more than {MAX_PARAMS} parameters in a call")
+            raise HandshakeRefusedError(f"more than {MAX_PARAMS} parameters in a call")
         kind = raw[:1]
         if kind == b"j":
             params.append(binascii.a2b_base64(raw[1:-1]))

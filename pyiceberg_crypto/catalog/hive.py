@@ -57,7 +57,7 @@ class _ProtocolError(PyicebergCryptoError):
     """The reply is not valid Thrift (turned into a MetastoreError naming the server)."""
 
 
-class _Closed(PyicebergCryptoError):
+class _ClosedError(PyicebergCryptoError):
     """The server closed the connection before the reply was complete."""
 
 
@@ -187,7 +187,7 @@ class MetastoreConnection:
             return _read_reply(_Reader(self._sock, deadline), method, self._seqid, read_result, exceptions)
         except _ProtocolError as exc:
             raise MetastoreError(f"invalid reply asking {asking}: {exc}") from None
-        except _Closed:
+        except _ClosedError:
             raise MetastoreError(f"the Hive metastore at {where} closed the connection before answering "
                                  f"for {what}") from None
         except (socket.timeout, TimeoutError):
@@ -254,7 +254,7 @@ class _Reader:
         self._sock.settimeout(remaining)
         chunk = self._sock.recv(65536)
         if not chunk:
-            raise _Closed()
+            raise _ClosedError()
         del self._buf[:self._pos]
         self._pos = 0
         self._buf += chunk

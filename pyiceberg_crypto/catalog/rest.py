@@ -312,10 +312,10 @@ class RestCatalog:
                     message = _server_message(exc)
                     raise RestCatalogError(f"REST catalog {self.uri} refused {what}: HTTP {exc.code} {message}",
                                            status=exc.code) from None
-        except _CrossOriginRedirect as exc:
+        except _CrossOriginRedirectError as exc:
             raise RestCatalogError(f"REST catalog {self.uri} redirected {what} to another origin ({exc}): refused, "
                                    "so its token and headers do not leave the catalog's host") from None
-        except _TooLarge:
+        except _TooLargeError:
             raise RestCatalogError(f"REST catalog {self.uri}: the answer for {what} is larger than "
                                    f"{MAX_REPLY_BYTES} bytes") from None
         except RestCatalogError:
@@ -393,11 +393,11 @@ def _refuse_plain_http(url: str, allowed: bool) -> None:
                                "trust")
 
 
-class _CrossOriginRedirect(PyicebergCryptoError):  # noqa: N818 - internal, becomes a RestCatalogError
+class _CrossOriginRedirectError(PyicebergCryptoError):  # internal, becomes a RestCatalogError
     pass
 
 
-class _TooLarge(PyicebergCryptoError):  # noqa: N818 - internal, becomes a RestCatalogError
+class _TooLargeError(PyicebergCryptoError):  # internal, becomes a RestCatalogError
     pass
 
 
@@ -410,7 +410,7 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         source, target = _origin(req.full_url), _origin(urllib.parse.urljoin(req.full_url, newurl))
         if source != target:
-            raise _CrossOriginRedirect(f"HTTP {code} from {source[0]}://{source[1]}:{source[2]} to "
+            raise _CrossOriginRedirectError(f"HTTP {code} from {source[0]}://{source[1]}:{source[2]} to "
                                        f"{target[0]}://{_shown(target[1])}:{target[2]}")
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
@@ -514,7 +514,7 @@ def _read_bounded(response, deadline: _Deadline, limit: int = MAX_REPLY_BYTES) -
             return b"".join(parts)
         size += len(chunk)
         if size > limit:
-            raise _TooLarge()
+            raise _TooLargeError()
         parts.append(chunk)
 
 

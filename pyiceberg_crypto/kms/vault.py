@@ -73,7 +73,7 @@ def _read_secret_file(path: str, what: str) -> str:
         raise KmsError(f"Vault Transit: cannot read the {what} file {path!r}: {exc.strerror}") from None
 
 
-class VaultAccessDenied(KmsError):
+class VaultAccessDeniedError(KmsError):
     """Vault refused the token (403) even after one refresh: expired, revoked, or not allowed by its policy."""
 
 
@@ -259,7 +259,7 @@ class VaultTransitKms(KeyManagementClient):
                 f"Vault Transit encrypt with key id {key_id!r} (mount {self.mount!r}) refused: the Transit key is "
                 f"not found, and encrypt would create a new one; create it on purpose (bao write -f "
                 f"{self.mount}/keys/{key_id}) or fix the table's encryption.key-id") from None
-        except VaultAccessDenied:
+        except VaultAccessDeniedError:
             pass  # no read permission on keys/<key>: the policy decides (grant update, not create, on encrypt)
         self._known_keys.add(key_id)
 
@@ -328,7 +328,7 @@ class VaultTransitKms(KeyManagementClient):
             except hvac.exceptions.Forbidden as exc:
                 if attempt == 1 and self._refresh_token(token):
                     continue
-                raise VaultAccessDenied(f"{where} refused: {_errors(exc)} (the {self._token_source()} expired, was "
+                raise VaultAccessDeniedError(f"{where} refused: {_errors(exc)} (the {self._token_source()} expired, was "
                                         "revoked, or its policy does not allow this)") from None
             except hvac.exceptions.InvalidPath:
                 raise UnknownKeyError(f"{where} failed: key not found") from None

@@ -16,7 +16,7 @@ from typing import TypeVar
 from pyiceberg_crypto.errors import PyicebergCryptoError
 
 
-class WaitTimeout(PyicebergCryptoError, AssertionError):
+class WaitTimeoutError(PyicebergCryptoError, AssertionError):
     """The condition did not hold before the deadline (an ``AssertionError``: tests fail on it)."""
 
 
@@ -48,7 +48,7 @@ def eventually(condition: Callable[[], T], timeout: float = 30.0, *, interval: f
 
     An exception of a type in ``retry_on`` counts as "not yet" (a server not up, a file half
     written). Anything else ends the wait at once: to give up early (the process died), raise from
-    the condition, e.g. ``pytest.fail(...)``. When the deadline passes, a :class:`WaitTimeout` (an ``AssertionError``) names
+    the condition, e.g. ``pytest.fail(...)``. When the deadline passes, a :class:`WaitTimeoutError` (an ``AssertionError``) names
     ``message`` (a string, or a function called then, e.g. for a log tail), the seconds waited and
     the last value; the last exception is its cause.
 
@@ -80,6 +80,6 @@ def eventually(condition: Callable[[], T], timeout: float = 30.0, *, interval: f
             what = message() if callable(message) else message
             last = f"last error: {type(last_error).__name__}: {last_error}" if last_error is not None \
                 else f"last value: {last_value!r}"
-            raise WaitTimeout(f"timed out after {waited:.1f} s waiting for {what} (timeout {timeout:g} s "
+            raise WaitTimeoutError(f"timed out after {waited:.1f} s waiting for {what} (timeout {timeout:g} s "
                                  f"x load factor {factor:.1f}); {last}") from last_error
         time.sleep(max(0.0, min(interval - (time.monotonic() - attempt), timeout * factor - waited)))

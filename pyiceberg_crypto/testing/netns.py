@@ -45,7 +45,7 @@ MASTER_PORT = 7077
 MASTER_UI_PORT = 8080
 
 
-class ClusterUnavailable(ServiceError):
+class ClusterUnavailableError(ServiceError):
     """Namespaces cannot be made here (not root, no `ip`, a kernel without them): tests skip."""
 
 
@@ -57,16 +57,16 @@ class Node:
 
 
 def check_namespaces_possible() -> None:
-    """Raise :class:`ClusterUnavailable` saying why this machine cannot host the cluster."""
+    """Raise :class:`ClusterUnavailableError` saying why this machine cannot host the cluster."""
     if os.geteuid() != 0:
-        raise ClusterUnavailable("network namespaces need root (ip netns add)")
+        raise ClusterUnavailableError("network namespaces need root (ip netns add)")
     for tool in ("ip", "iptables", "tcpdump", "java"):
         if shutil.which(tool) is None:
-            raise ClusterUnavailable(f"`{tool}` is not installed (make test installs iptables and tcpdump as root)")
+            raise ClusterUnavailableError(f"`{tool}` is not installed (make test installs iptables and tcpdump as root)")
     probe = f"pic{os.getpid()}-probe"
     result = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     if result.returncode != 0:
-        raise ClusterUnavailable(f"`ip netns add` failed: {result.stderr.strip()}")
+        raise ClusterUnavailableError(f"`ip netns add` failed: {result.stderr.strip()}")
     subprocess.run(["ip", "netns", "del", probe], capture_output=True)
 
 

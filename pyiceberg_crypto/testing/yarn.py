@@ -31,7 +31,7 @@ from xml.sax.saxutils import escape
 from pyiceberg_crypto.testing._jvm import java_command, java_executable, pyspark_jars_dir
 from pyiceberg_crypto.testing._process import ServiceError
 from pyiceberg_crypto.testing._wait import eventually
-from pyiceberg_crypto.testing.netns import SUBNET, ClusterUnavailable, Namespaces, Node, check_namespaces_possible
+from pyiceberg_crypto.testing.netns import SUBNET, ClusterUnavailableError, Namespaces, Node, check_namespaces_possible
 
 #: Where ``make yarn-jars`` puts the daemons' jars (``$PYICEBERG_CRYPTO_YARN_JARS`` overrides).
 YARN_JARS_ENV = "PYICEBERG_CRYPTO_YARN_JARS"
@@ -55,10 +55,10 @@ def yarn_jars_dir() -> Path:
 
 
 def check_yarn_jars() -> Path:
-    """The jar directory, or :class:`ClusterUnavailable` saying how to get it."""
+    """The jar directory, or :class:`ClusterUnavailableError` saying how to get it."""
     directory = yarn_jars_dir()
     if not (directory / ".complete").is_file():
-        raise ClusterUnavailable(f"no YARN jars in {directory}: run `make yarn-jars` (Maven, once)")
+        raise ClusterUnavailableError(f"no YARN jars in {directory}: run `make yarn-jars` (Maven, once)")
     return directory
 
 

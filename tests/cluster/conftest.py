@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pyiceberg_crypto.kms.keystore import Keystore
-from pyiceberg_crypto.testing.netns import ClusterUnavailable, NetnsCluster
+from pyiceberg_crypto.testing.netns import ClusterUnavailableError, NetnsCluster
 from tests.cluster.apps import pack_environment
 
 
@@ -17,7 +17,7 @@ from tests.cluster.apps import pack_environment
 def netns_cluster(tmp_path_factory):
     try:
         cluster = NetnsCluster.start(tmp_path_factory.mktemp("netns-cluster"))
-    except ClusterUnavailable as exc:
+    except ClusterUnavailableError as exc:
         pytest.skip(f"no network-namespace cluster here: {exc}")
     try:
         yield cluster
@@ -33,7 +33,7 @@ def yarn_cluster(tmp_path_factory):
 
     try:
         cluster = YarnCluster.start(tmp_path_factory.mktemp("yarn-cluster"))
-    except ClusterUnavailable as exc:
+    except ClusterUnavailableError as exc:
         pytest.skip(f"no YARN cluster in network namespaces here: {exc}")
     try:
         yield cluster

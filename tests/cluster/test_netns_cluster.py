@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from pyiceberg_crypto.testing.netns import SUBNET, ClusterUnavailable, NetnsCluster, read_pcap_payloads
+from pyiceberg_crypto.testing.netns import SUBNET, ClusterUnavailableError, NetnsCluster, read_pcap_payloads
 from tests.testkit import eventually
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -117,7 +117,7 @@ def test_the_capture_sees_what_crosses_the_bridge(netns_cluster, listener, tmp_p
 def test_close_ends_every_process_and_deletes_every_namespace(tmp_path):
     try:
         cluster = NetnsCluster.start(tmp_path, startup_timeout=90)
-    except ClusterUnavailable as exc:
+    except ClusterUnavailableError as exc:
         pytest.skip(str(exc))
     names = [cluster.bridge_netns, *(n.netns for n in cluster.nodes)]
     pids = [p.pid for p in cluster._processes]

@@ -20,7 +20,7 @@ from pyiceberg_crypto.serve.aws.sigv4 import (
     CredentialsFileError,
     Principal,
     ReplayCache,
-    SigV4Refused,
+    SigV4RefusedError,
     SigV4Verifier,
     load_credentials,
 )
@@ -66,7 +66,7 @@ def test_aws_face_sigv4_accepts_what_botocore_signs():
 def test_aws_face_sigv4_refuses_altered_requests(change, reason):
     path, query, headers, body = botocore_signed()
     headers, body = change(headers, body)
-    with pytest.raises(SigV4Refused) as refused:
+    with pytest.raises(SigV4RefusedError) as refused:
         verifier().verify("POST", path, query, headers, body)
     assert refused.value.reason == reason
     assert SECRET not in str(refused.value)
@@ -75,12 +75,12 @@ def test_aws_face_sigv4_refuses_altered_requests(change, reason):
 def test_aws_face_sigv4_refuses_wrong_secret_region_service_and_clock():
     for kwargs, reason in (({"secret": "another-secret-0123456789"}, "bad-signature"),
                            ({"region": "us-east-1"}, "wrong-region"), ({"service": "s3"}, "wrong-service")):
-        with pytest.raises(SigV4Refused) as refused:
+        with pytest.raises(SigV4RefusedError) as refused:
             verifier().verify("POST", *botocore_signed(**kwargs))
         assert refused.value.reason == reason
     signed = botocore_signed()
     for offset in (-301, 301):
-        with pytest.raises(SigV4Refused) as refused:
+        with pytest.raises(SigV4RefusedError) as refused:
             verifier(clock=lambda: time.time() + offset).verify("POST", *signed)
         assert refused.value.reason == "expired"
     assert verifier(clock=lambda: time.time() + 290).verify("POST", *signed).name == "client"
@@ -90,14 +90,14 @@ def test_aws_face_sigv4_refuses_replays_and_fails_closed_when_full():
     check = verifier(replay_entries=2)
     first = botocore_signed(b'{"a": 1}')
     check.verify("POST", *first)
-    with pytest.raises(SigV4Refused) as refused:
+    with pytest.raises(SigV4RefusedError) as refused:
         check.verify("POST", *first)
     assert refused.value.reason == "replayed"
     check.verify("POST", *botocore_signed(b'{"a": 2}'))
-    with pytest.raises(SigV4Refused) as full:  # full of live entries: refused, nothing forgotten
+    with pytest.raises(SigV4RefusedError) as full:  # full of live entries: refused, nothing forgotten
         check.verify("POST", *botocore_signed(b'{"a": 3}'))
     assert full.value.reason == "replay-cache-full"
-    with pytest.raises(SigV4Refused):
+    with pytest.raises(SigV4RefusedError):
         check.verify("POST", *first)
     check.forget(first[2])  # a server-side failure lets the client's retry through
     check.verify("POST", *first)
@@ -209,11 +209,11 @@ def test_aws_face_replays_are_refused_for_as_long_as_the_skew_check_would_let_th
     check = verifier(clock=lambda: now[0])
     check.verify("POST", path, query, headers, body)
     for now[0] in (signed_at - 100.0, signed_at, signed_at + 300.0):
-        with pytest.raises(SigV4Refused) as refused:
+        with pytest.raises(SigV4RefusedError) as refused:
             check.verify("POST", path, query, headers, body)
         assert refused.value.reason == "replayed"
     now[0] = signed_at + 302.0
-    with pytest.raises(SigV4Refused) as refused:
+    with pytest.raises(SigV4RefusedError) as refused:
         check.verify("POST", path, query, headers, body)
     assert refused.value.reason == "expired"
     assert check.replays.add("another signature", now=now[0])  # evicts what expired

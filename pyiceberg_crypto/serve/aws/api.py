@@ -69,7 +69,7 @@ from pyiceberg_crypto.serve.aws.http import (
     JsonHttpListener,
 )
 from pyiceberg_crypto.serve.aws.key_ids import key_arn, python_key_id
-from pyiceberg_crypto.serve.aws.sigv4 import Principal, SigV4Refused, SigV4Verifier
+from pyiceberg_crypto.serve.aws.sigv4 import Principal, SigV4RefusedError, SigV4Verifier
 from pyiceberg_crypto.serve.aws.tls import FaceTls
 from pyiceberg_crypto.serve.served_kms import ServedKms
 
@@ -132,7 +132,7 @@ class AwsKmsApi(JsonHttpListener):
             raise ApiError("UnknownOperationException", "only POST is served", reason="bad-request")
         try:
             principal = self.verifier.verify(method, path, query, headers, body)
-        except SigV4Refused as exc:
+        except SigV4RefusedError as exc:
             self._refused(peer, exc.reason)
             raise ApiError(exc.code, str(exc), exc.status, exc.reason) from None
         if not headers.get("content-type", "").startswith(CONTENT_TYPE):

@@ -2,7 +2,7 @@
 
     credentials = load_credentials("/etc/lake/aws-kms-api.credentials")   # operator-owned, 0600
     verifier = SigV4Verifier(credentials, region="eu-west-1", service="kms")
-    principal = verifier.verify("POST", "/", "", headers, body)           # or raises SigV4Refused
+    principal = verifier.verify("POST", "/", "", headers, body)           # or raises SigV4RefusedError
 
 The credentials file is an AWS-style INI file, one section per client (the section name is the
 principal the logs name; the secret never appears anywhere)::
@@ -52,7 +52,7 @@ _AUTHORIZATION = re.compile(
     r"^AWS4-HMAC-SHA256\s+Credential=([^,\s]+)\s*,\s*SignedHeaders=([a-z0-9;_.-]+)\s*,\s*Signature=([0-9a-f]{64})$")
 
 
-class SigV4Refused(PyicebergCryptoError):
+class SigV4RefusedError(PyicebergCryptoError):
     """A request the verifier does not believe: ``code`` is the AWS error type, ``reason`` a fixed
     metrics label, the message is safe to send back (no secret, no expected signature)."""
 
@@ -145,7 +145,7 @@ def canonical_request(method: str, path: str, query: str, headers: Mapping[str, 
     for name in signed:
         value = headers.get(name)
         if value is None:
-            raise SigV4Refused("IncompleteSignatureException", "malformed", f"signed header {name!r} is missing")
+            raise SigV4RefusedError("IncompleteSignatureException", "malformed", f"signed header {name!r} is missing")
         lines.append(f"{name}:{' '.join(value.strip().split())}\n")
     return "\n".join([method, _canonical_uri(path), _canonical_query(query), "".join(lines), ";".join(signed),
                       _sha256_hex(body)])
@@ -163,7 +163,7 @@ class ReplayCache:
 
     def add(self, signature: str, now: float, expires: float | None = None) -> bool:
         """Remember ``signature`` until ``expires`` (default: ``now`` + the window); False if it is
-        already remembered (a replay). Raises :class:`SigV4Refused` (throttling) when full."""
+        already remembered (a replay). Raises :class:`SigV4RefusedError` (throttling) when full."""
         with self._lock:
             while self._seen:
                 oldest, expires = next(iter(self._seen.items()))
@@ -173,7 +173,7 @@ class ReplayCache:
             if signature in self._seen:
                 return False
             if len(self._seen) >= self.max_entries:
-                raise SigV4Refused("ThrottlingException", "replay-cache-full",
+                raise SigV4RefusedError("ThrottlingException", "replay-cache-full",
                                    "too many requests in the replay window: try again later", status=400)
             self._seen[signature] = now + self.window if expires is None else expires
             return True
@@ -203,44 +203,44 @@ class SigV4Verifier:
         self._signing_keys: dict[tuple[Principal, str], bytes] = {}
 
     def verify(self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes) -> Principal:
-        """The principal that signed the request, or :class:`SigV4Refused`. ``headers``: lower-case names."""
+        """The principal that signed the request, or :class:`SigV4RefusedError`. ``headers``: lower-case names."""
         authorization = headers.get("authorization", "")
         if not authorization:
-            raise SigV4Refused("MissingAuthenticationTokenException", "unsigned", "the request is not signed (SigV4)")
+            raise SigV4RefusedError("MissingAuthenticationTokenException", "unsigned", "the request is not signed (SigV4)")
         match = _AUTHORIZATION.match(authorization.strip())
         if not match:
-            raise SigV4Refused("IncompleteSignatureException", "malformed",
+            raise SigV4RefusedError("IncompleteSignatureException", "malformed",
                                "the Authorization header is not AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., "
                                "Signature=...")
         credential, signed_text, signature = match.groups()
         parts = credential.split("/")
         if len(parts) != 5 or parts[4] != "aws4_request":
-            raise SigV4Refused("IncompleteSignatureException", "malformed", "the credential scope is malformed")
+            raise SigV4RefusedError("IncompleteSignatureException", "malformed", "the credential scope is malformed")
         access_key, date, region, service, _ = parts
         signed = signed_text.split(";")
         if signed != sorted(set(signed)) or "host" not in signed or "x-amz-date" not in signed:
-            raise SigV4Refused("IncompleteSignatureException", "malformed",
+            raise SigV4RefusedError("IncompleteSignatureException", "malformed",
                                "SignedHeaders must be sorted and include host and x-amz-date")
         principal = self.credentials.get(access_key)
         if principal is None:
-            raise SigV4Refused("UnrecognizedClientException", "unknown-access-key",
+            raise SigV4RefusedError("UnrecognizedClientException", "unknown-access-key",
                                "the security token included in the request is invalid (unknown access key id)")
         if service != self.service:
-            raise SigV4Refused("InvalidSignatureException", "wrong-service",
+            raise SigV4RefusedError("InvalidSignatureException", "wrong-service",
                                f"credential scope names service {service[:32]!r}, this endpoint is {self.service!r}")
         if region != self.region:
-            raise SigV4Refused("InvalidSignatureException", "wrong-region",
+            raise SigV4RefusedError("InvalidSignatureException", "wrong-region",
                                f"credential scope names region {region[:32]!r}, this endpoint is {self.region!r}")
         stamp = headers.get("x-amz-date", "")
         try:
             signed_at = parse_amz_date(stamp)
         except ValueError:
-            raise SigV4Refused("IncompleteSignatureException", "malformed", "X-Amz-Date is not YYYYMMDDTHHMMSSZ") from None
+            raise SigV4RefusedError("IncompleteSignatureException", "malformed", "X-Amz-Date is not YYYYMMDDTHHMMSSZ") from None
         if stamp[:8] != date:
-            raise SigV4Refused("InvalidSignatureException", "malformed", "the credential scope date is not X-Amz-Date's")
+            raise SigV4RefusedError("InvalidSignatureException", "malformed", "the credential scope date is not X-Amz-Date's")
         now = self.clock()
         if abs(now - signed_at) > self.max_skew:
-            raise SigV4Refused("InvalidSignatureException", "expired",
+            raise SigV4RefusedError("InvalidSignatureException", "expired",
                                f"signature expired or not yet valid: X-Amz-Date {stamp} is more than "
                                f"{self.max_skew:g} s from the server's clock")
         scope = f"{date}/{region}/{service}/aws4_request"
@@ -248,12 +248,12 @@ class SigV4Verifier:
         to_sign = "\n".join([ALGORITHM, stamp, scope, _sha256_hex(request.encode())])
         expected = hmac.new(self._signing_key(principal, date), to_sign.encode(), hashlib.sha256).hexdigest()
         if not hmac.compare_digest(expected, signature):
-            raise SigV4Refused("InvalidSignatureException", "bad-signature",
+            raise SigV4RefusedError("InvalidSignatureException", "bad-signature",
                                "the request signature does not match (wrong secret, or the request was altered)")
         # Remembered while a replay could pass the skew check (X-Amz-Date + max_skew), not longer:
         # the cache's capacity then allows twice the sustained rate (100,000 entries: ~330 calls/s).
         if not self.replays.add(signature, now, expires=signed_at + self.max_skew + 1):
-            raise SigV4Refused("InvalidSignatureException", "replayed",
+            raise SigV4RefusedError("InvalidSignatureException", "replayed",
                                "replayed request: this signed request was already served (sign a new one)")
         return principal
 
