@@ -1,4 +1,4 @@
-"""The names and sizes this package and Iceberg agree on, defined once.
+"""The names, sizes and shared defaults this package and Iceberg agree on, defined once.
 
 Table properties (``CREATE TABLE ... TBLPROPERTIES``), catalog properties (the
 ``spark.sql.catalog.<name>.*`` settings without their prefix) and the AES key sizes::
@@ -13,7 +13,7 @@ Nothing here imports the package: every layer may use these names.
 
 from __future__ import annotations
 
-__all__ = ["AES_KEY_LENGTHS", "DATA_KEY_LENGTH", "DEFAULT_KMS_NAME", "FORMAT_VERSION", "KEY_ID", "KMS_IMPL",
+__all__ = ["AES_KEY_LENGTHS", "CATALOG_TIMEOUT_SECONDS", "DATA_KEY_LENGTH", "DEFAULT_KMS_NAME", "FORMAT_VERSION", "KEY_ID", "KMS_IMPL",
            "KMS_NAME_PROPERTY", "KMS_SERVICE_PROPERTY", "KMS_TYPE", "PYTHON_KMS_IMPL"]
 
 # Table properties (Iceberg's TableProperties).
@@ -40,3 +40,8 @@ PYTHON_KMS_IMPL = "io.pyicebergcrypto.bridge.PythonKmsClient"
 
 #: The AES key lengths in bytes (AES-128, AES-192, AES-256) of master keys, KEKs and DEKs.
 AES_KEY_LENGTHS = (16, 24, 32)
+
+#: Seconds one call to a catalog asked directly (a Hive metastore over Thrift, a REST catalog over
+#: HTTP) may take: ``timeout=`` of the catalog functions, ``--metastore-timeout`` of the commands.
+#: (A KMS call's is ``kms_timeout``: :data:`pyiceberg_crypto.kms.bounded.DEFAULT_KMS_TIMEOUT_SECONDS`.)
+CATALOG_TIMEOUT_SECONDS = 30.0

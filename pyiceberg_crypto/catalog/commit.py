@@ -49,6 +49,7 @@ from pyiceberg_crypto.catalog.rest import RestCatalogError
 from pyiceberg_crypto.catalog.entry import split_catalog_name
 from pyiceberg_crypto.catalog.kinds import catalog_kind, REST
 from pyiceberg_crypto.catalog.rest import rest_catalog
+from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.table.metadata import TableMetadata, read_metadata
 
@@ -80,7 +81,7 @@ Step = Callable[[TableMetadata, dict], "KeyChange | None"]
 
 
 def commit_key_change(properties: dict[str, str], table: str, step: Step, *, what: str, error: type[Exception],
-                      max_attempts: int = 4, timeout: float = 30.0) -> tuple[str, int, bool, str]:
+                      max_attempts: int = 4, timeout: float = CATALOG_TIMEOUT_SECONDS) -> tuple[str, int, bool, str]:
     """(catalog.db.table, attempts, committed, the metadata location after the commit or of the
     last table read). ``properties``: a Hive metastore's ``uri`` (thrift://...), or ``type=rest`` and
     the REST catalog's settings. Raises ``error`` (nothing committed, or the outcome unknown: the
@@ -107,7 +108,7 @@ def commit_key_change(properties: dict[str, str], table: str, step: Step, *, wha
     raise error(f"the {what} of {full_name} was refused {max_attempts} times by concurrent commits")
 
 
-def current_metadata(properties: dict[str, str], table: str, timeout: float = 30.0) -> TableMetadata:
+def current_metadata(properties: dict[str, str], table: str, timeout: float = CATALOG_TIMEOUT_SECONDS) -> TableMetadata:
     """The table's current metadata, read from its catalog (TableInputError)."""
     catalog, levels, name = split_catalog_name(table)
     full_name = f"{catalog}.{'.'.join(levels)}.{name}"

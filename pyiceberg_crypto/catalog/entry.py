@@ -19,6 +19,7 @@ from pyiceberg_crypto.catalog.kinds import HIVE, REST, catalog_kind
 from pyiceberg_crypto.catalog.rest import RestCatalogError, namespace_name, rest_catalog
 from pyiceberg_crypto.catalog.spark import java_message, on_kept_client, parameters_or_none
 from pyiceberg_crypto.errors import InvalidArgumentError, TableInputError
+from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 
 __all__ = ["ListedTable", "catalog_entry", "list_tables", "split_catalog_name"]
 
@@ -52,7 +53,7 @@ class ListedTable:
 
 
 def catalog_entry(properties: dict[str, str], table: str, *, catalog: str | None = None,
-                  timeout: float = 30.0) -> ListedTable:
+                  timeout: float = CATALOG_TIMEOUT_SECONDS) -> ListedTable:
     """One table's entry, asked of its catalog directly (no Spark, no JVM): a Hive metastore's
     ``uri`` (``thrift://host:port``) over Thrift, or a REST catalog (``type=rest`` and its
     ``uri``) with ``loadTable``; as :func:`list_tables` lists it (``parameters["metadata_location"]``,
@@ -93,7 +94,7 @@ def split_catalog_name(table: str, catalog: str | None = None) -> tuple[str, tup
 
 
 def list_tables(properties: dict[str, str], namespaces: Sequence[str] | None = None, *, spark=None,
-                timeout: float = 30.0) -> list[ListedTable]:
+                timeout: float = CATALOG_TIMEOUT_SECONDS) -> list[ListedTable]:
     """Every table of ``namespaces`` (default: all; a REST catalog's nested ones as ``a.b``, a level
     that holds a dot in backticks: :func:`~pyiceberg_crypto.catalog.rest.namespace_name`) of the
     catalog with these settings (:func:`catalog_properties`), Iceberg or not, sorted: the package's

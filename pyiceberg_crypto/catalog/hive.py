@@ -31,6 +31,7 @@ import time
 from urllib.parse import urlsplit
 
 from pyiceberg_crypto.errors import ConcurrentCommitError, MetastoreError, PyicebergCryptoError
+from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 
 
 __all__ = ["ConcurrentCommitError", "DEFAULT_PORT", "MetastoreConnection", "MetastoreError", "table_parameters"]
@@ -74,7 +75,7 @@ class _ServerError(PyicebergCryptoError):
         return f"the Hive metastore at {where} failed to give table {database}.{table}: {self.kind}: {self.text}"
 
 
-def table_parameters(uri: str, database: str, table: str, *, timeout: float = 30.0) -> dict[str, str]:
+def table_parameters(uri: str, database: str, table: str, *, timeout: float = CATALOG_TIMEOUT_SECONDS) -> dict[str, str]:
     """The Hive metastore's table parameters of ``database.table`` (an Iceberg table: ``table_type``
     ICEBERG and a ``metadata_location``), else MetastoreError.
 
@@ -93,7 +94,7 @@ class MetastoreConnection:
     """One connection to a Hive metastore (the first of ``uri``'s that can be reached), for
     several calls; a context manager. Each call has ``timeout`` seconds."""
 
-    def __init__(self, uri: str, *, timeout: float = 30.0, purpose: str = "ask it"):
+    def __init__(self, uri: str, *, timeout: float = CATALOG_TIMEOUT_SECONDS, purpose: str = "ask it"):
         self.timeout = timeout
         failures = []
         for host, port in _addresses(uri):

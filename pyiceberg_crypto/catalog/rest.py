@@ -57,6 +57,7 @@ from typing import Any
 
 from pyiceberg_crypto._net import is_loopback_host
 from pyiceberg_crypto.errors import MetastoreError, PyicebergCryptoError, RestCatalogError
+from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.safe_text import escape_text, shorten
 
 __all__ = ["ALLOW_PLAIN_HTTP_PROPERTY", "LoadedTable", "MAX_REPLY_BYTES", "RestCatalog", "RestCatalogError",
@@ -100,7 +101,7 @@ class RestCatalog:
     def __init__(self, uri: str, *, token: str | None = None, credential: str | None = None,
                  warehouse: str | None = None, prefix: str | None = None, scope: str = "catalog",
                  oauth2_server_uri: str | None = None, headers: Mapping[str, str] | None = None,
-                 timeout: float = 30.0, ssl_context: ssl.SSLContext | None = None,
+                 timeout: float = CATALOG_TIMEOUT_SECONDS, ssl_context: ssl.SSLContext | None = None,
                  allow_plain_http: bool = False, max_pages: int = MAX_PAGES,
                  max_namespaces: int = MAX_NAMESPACES, max_depth: int = MAX_DEPTH):
         if not uri.startswith(("http://", "https://")):
@@ -125,7 +126,7 @@ class RestCatalog:
                 _refuse_plain_http(where, allow_plain_http)
 
     @classmethod
-    def from_properties(cls, properties: Mapping[str, str], *, timeout: float = 30.0) -> "RestCatalog":
+    def from_properties(cls, properties: Mapping[str, str], *, timeout: float = CATALOG_TIMEOUT_SECONDS) -> "RestCatalog":
         """A client from Iceberg REST catalog properties (``uri``, ``token``, ``credential``,
         ``warehouse``, ``prefix``, ``scope``, ``oauth2-server-uri``, ``header.NAME``, and this
         package's ``pyiceberg-crypto.allow-plain-http``), e.g. the ``spark.sql.catalog.<name>.*``

@@ -29,6 +29,7 @@ import sys
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, add_limit_arguments, parse_properties, positive_seconds
 from pyiceberg_crypto.cli.options import UsageError
 from pyiceberg_crypto.exit_status import ExitStatus
+from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.safe_text import escape_text, exception_line
 
 
@@ -60,7 +61,7 @@ def add_audit_parser(sub) -> None:
     audit.add_argument("--full", action="store_true",
                        help="verify every snapshot of every table, ignoring the ledgers' cut-off")
     add_limit_arguments(audit)
-    audit.add_argument("--metastore-timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
+    audit.add_argument("--metastore-timeout", type=positive_seconds, default=CATALOG_TIMEOUT_SECONDS, metavar="SECONDS",
                        help="give up on a Hive metastore call after this long (default: %(default)g; a REST call: 30)")
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     audit.add_argument("--html", metavar="FILE", help="write the report as one self-contained HTML page")

@@ -46,6 +46,7 @@ from pyiceberg_crypto.cli.arguments import add_kms_arguments, parse_properties, 
 from pyiceberg_crypto.cli.audit_cmd import REST_CREDENTIAL_VARIABLE, REST_TOKEN_VARIABLE, rest_properties
 from pyiceberg_crypto.config import HIVE, REST
 from pyiceberg_crypto.cli.reencrypt_cmd import add_reencrypt_parser, run_reencrypt
+from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.safe_text import escape_text, exception_line
 
 
@@ -94,7 +95,7 @@ def add_direct_catalog_arguments(parser, *, metastore_uri: bool = True) -> None:
     parser.add_argument("--rest-property", action="append", default=[], metavar="KEY=VALUE",
                         help="a REST catalog property, as in the Spark catalog (warehouse, prefix, header.NAME) "
                              "(repeatable)")
-    parser.add_argument("--metastore-timeout", type=positive_seconds, default=30.0, metavar="SECONDS",
+    parser.add_argument("--metastore-timeout", type=positive_seconds, default=CATALOG_TIMEOUT_SECONDS, metavar="SECONDS",
                         help="give up on a catalog call after this long (default: %(default)g)")
 
 

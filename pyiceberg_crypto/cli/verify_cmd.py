@@ -41,6 +41,7 @@ from pyiceberg_crypto.cli.arguments import (
 )
 from pyiceberg_crypto.cli.keys_cmd import add_direct_catalog_arguments, direct_catalog_properties
 from pyiceberg_crypto.catalog.entry import catalog_entry, split_catalog_name
+from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.verify.pipeline import prepare_catalog_verification
 from pyiceberg_crypto.verify.render import error_document, write_report
 from pyiceberg_crypto.safe_text import escape_text, exception_line
@@ -120,7 +121,7 @@ def _direct_properties(args: argparse.Namespace) -> dict[str, str] | None:
     return catalog_properties
 
 
-def verify_catalog_table(properties: dict[str, str], table: str, kms, *, timeout: float = 30.0, **options):
+def verify_catalog_table(properties: dict[str, str], table: str, kms, *, timeout: float = CATALOG_TIMEOUT_SECONDS, **options):
     """Verify ``table`` (``catalog.db.table`` or ``db.table``) at the metadata.json its catalog
     names, asking the Hive metastore or REST catalog with settings ``properties`` directly (no Spark):
     :func:`~pyiceberg_crypto.catalog.entry.catalog_entry`, then

@@ -34,6 +34,7 @@ from typing import Any
 from pyiceberg_crypto.errors import PyicebergCryptoError, TableInputError
 from pyiceberg_crypto.catalog.commit import KeyChange, commit_key_change, current_metadata
 from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations
+from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.table.key_inventory import NotEncryptedError, prunable_keys
 from pyiceberg_crypto.table.metadata import TableMetadata, load_document
 
@@ -95,7 +96,7 @@ def prune_keys(spark, table: str, *, dry_run: bool = False, max_attempts: int = 
 
 
 def prune_keys_in_catalog(properties: dict[str, str], table: str, *, dry_run: bool = False, max_attempts: int = 4,
-                          timeout: float = 30.0) -> PruneResult:
+                          timeout: float = CATALOG_TIMEOUT_SECONDS) -> PruneResult:
     """:func:`prune_keys` without Spark or a JVM: the table (``catalog.db.table`` or ``db.table``)
     read from and committed to the catalog with settings ``properties`` directly (a Hive metastore's
     ``uri``, or ``type=rest`` and the REST catalog's settings;

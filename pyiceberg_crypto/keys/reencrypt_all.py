@@ -22,6 +22,7 @@ from typing import Any, Generic, TypeVar
 from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.keys.where_used import where_used_in_listing
 from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.safe_text import exception_line
 
 T = TypeVar("T")
@@ -53,7 +54,7 @@ class EachOutcome(Generic[T]):
 
 def dependent_tables(properties: dict[str, str], catalog: str, compromised_master_keys: Iterable[tuple[str, str]],
                      kms: KeyManagementClient, *, namespaces: list[str] | None = None,
-                     timeout: float = 30.0) -> DependentTables:
+                     timeout: float = CATALOG_TIMEOUT_SECONDS) -> DependentTables:
     """Every table of the catalog with these settings (``{"type": "hive", "uri": "thrift://..."}``
     or ``{"type": "rest", "uri": "http://..."}``) that has a KEK wrapped by one of the
     ``(master key id, version)`` pairs, named ``catalog.db.table``. Raises TableInputError when the

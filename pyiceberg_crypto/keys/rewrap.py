@@ -36,6 +36,7 @@ from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.catalog.commit import KeyChange, commit_key_change
 from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations_and_kms, master_key_id
 from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.safe_text import exception_line
 
 
@@ -100,7 +101,7 @@ def rewrap_keks(spark, table: str, *, kms: KeyManagementClient | None = None, dr
 
 def rewrap_keks_in_catalog(properties: dict[str, str], table: str, kms: KeyManagementClient, *,
                            dry_run: bool = False, all_keks: bool = False, max_attempts: int = 4,
-                           timeout: float = 30.0) -> RewrapResult:
+                           timeout: float = CATALOG_TIMEOUT_SECONDS) -> RewrapResult:
     """:func:`rewrap_keks` without Spark or a JVM: the table (``catalog.db.table`` or ``db.table``)
     read from and committed to the catalog with settings ``properties`` directly (a Hive metastore's
     ``uri``, or ``type=rest`` and the REST catalog's settings;

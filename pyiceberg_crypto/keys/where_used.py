@@ -33,6 +33,7 @@ from typing import Any
 from pyiceberg_crypto.errors import InvalidArgumentError, TableInputError
 from pyiceberg_crypto.keys.inventory import inventory_from_metadata, key_inventory
 from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.catalog.entry import list_tables
 from pyiceberg_crypto.catalog.hive import MetastoreError
@@ -120,7 +121,7 @@ def where_used_in_catalog(spark, catalog: str, key_id: str, version: str | int |
 
 def where_used_in_listing(properties: dict[str, str], key_id: str, version: str | int | None,
                           kms: KeyManagementClient | None, *, catalog: str = "lake", tables: list[str] | None = None,
-                          timeout: float = 30.0, limits: Limits | None = None, compromised_only: bool = False,
+                          timeout: float = CATALOG_TIMEOUT_SECONDS, limits: Limits | None = None, compromised_only: bool = False,
                           namespaces: list[str] | None = None) -> WhereUsed:
     """Check every Iceberg table of the catalog with these settings (a Hive metastore's ``uri``
     ``thrift://host:port``, or ``type=rest`` and its ``uri``: :func:`~pyiceberg_crypto.catalog.entry.list_tables`),
