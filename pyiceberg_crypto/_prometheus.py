@@ -30,16 +30,16 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 def counter(name: str, help_text: str, samples: Mapping[tuple[str, ...], float],
             labels: Sequence[str] = ()) -> Metric:
     """A counter family (``name`` ends in ``_total``): one sample per tuple of label values."""
-    family = CounterMetricFamily(name, help_text, labels=list(labels))
-    for values, value in samples.items():
-        family.add_metric(list(values), float(value))
-    return family
+    return _filled(CounterMetricFamily(name, help_text, labels=list(labels)), samples)
 
 
 def gauge(name: str, help_text: str, samples: Mapping[tuple[str, ...], float],
           labels: Sequence[str] = ()) -> Metric:
     """A gauge family: one sample per tuple of label values (booleans are 1 and 0)."""
-    family = GaugeMetricFamily(name, help_text, labels=list(labels))
+    return _filled(GaugeMetricFamily(name, help_text, labels=list(labels)), samples)
+
+
+def _filled(family, samples: Mapping[tuple[str, ...], float]) -> Metric:
     for values, value in samples.items():
         family.add_metric(list(values), float(value))
     return family
