@@ -240,3 +240,74 @@ def test_register_kms_refuses_bad_arguments_with_package_errors():
         with pytest.raises(InvalidArgumentError, match=match) as caught:
             register_kms(NOT_SPARK, kms, **keywords)
         assert isinstance(caught.value, ValueError)
+
+
+# --- the command line: bad input is one line and exit status 2, never a traceback ----------------
+
+def _commands(parser) -> set[str]:
+    """Every leaf command of the parser (``keys rewrap``, ``verify``, ...)."""
+    import argparse
+
+    found = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                inner = _commands(sub)
+                found |= {f"{name} {leaf}" for leaf in inner} if inner else {name}
+    return found
+
+
+def _bad_command_lines(tmp_path) -> dict[str, list[str]]:
+    """A command line per leaf command, each with input that cannot be used (nothing here starts a JVM)."""
+    keys = tmp_path / "keys.json"
+    kms = ["--kms", "keystore", "--kms-property", f"keystore.path={keys}"]
+    missing = str(tmp_path / "missing.metadata.json")
+    absent = str(tmp_path / "absent" / "keys.json")
+    return {
+        "inspect": ["inspect", str(tmp_path / "missing.parquet")],
+        "decrypt": ["decrypt", str(tmp_path / "missing.parquet"), str(tmp_path / "out.parquet"), "--key", "00" * 16],
+        "verify": ["verify", missing, *kms],
+        "audit": ["audit", "--metastore-uri", "thrift://127.0.0.1:1", "--rest-uri", "http://127.0.0.1:1", *kms],
+        "demo": ["demo", "--workdir", str(tmp_path / "file") + "/under-a-file"],
+        "head": ["head", missing, *kms],
+        "keystore create": ["keystore", "create", absent],
+        "keystore add": ["keystore", "add", absent, "k1"],
+        "keystore rotate": ["keystore", "rotate", absent, "k1"],
+        "keystore retire": ["keystore", "retire", absent, "k1", "1", "--table", missing],
+        "keystore compromised": ["keystore", "compromised", absent, "k1", "1"],
+        "keystore list": ["keystore", "list", absent],
+        "jars show": ["jars", "show", "--spark", "9.9"],
+        "jars download": ["jars", "download", "--spark", "9.9", str(tmp_path / "jars")],
+        "keys list": ["keys", "list", missing, *kms],
+        "keys where-used": ["keys", "where-used", "k1", "1", *kms, "--table", missing],
+        "keys rewrap": ["keys", "rewrap", "db.t", *kms, "--rest-uri", "http://127.0.0.1:1", "--metastore-uri",
+                        "thrift://127.0.0.1:1"],
+        "keys prune": ["keys", "prune", "db.t", *kms, "--rest-property", "a=b"],
+        "keys reencrypt": ["keys", "reencrypt", "db.t", *kms, "--rest-uri", "http://127.0.0.1:1", "--metastore-uri",
+                           "thrift://127.0.0.1:1"],
+        "kms serve": ["kms", "serve", *kms, "--token-file", str(tmp_path / "t"), "--listen", "not-an-address"],
+    }
+
+
+def test_every_command_is_covered_by_a_bad_command_line(tmp_path):
+    from pyiceberg_crypto.cli.main import build_parser
+
+    commands = _commands(build_parser())
+    assert commands == set(_bad_command_lines(tmp_path)), "a new command needs a bad command line here"
+
+
+def test_every_command_refuses_bad_input_with_one_line_and_status_2(tmp_path, capsys):
+    from pyiceberg_crypto.cli.main import main
+
+    (tmp_path / "file").write_text("a file, not a directory")
+    failures = []
+    for command, argv in _bad_command_lines(tmp_path).items():
+        try:
+            status = main(argv)
+        except BaseException as exc:  # noqa: BLE001 - the point: nothing may escape main()
+            failures.append(f"{command}: {type(exc).__name__} escaped: {exc}")
+            continue
+        err = capsys.readouterr().err
+        if status != 2 or "Traceback" in err or not err.strip():
+            failures.append(f"{command}: status {status}, stderr {err[-300:]!r}")
+    assert not failures, "\n".join(failures)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import KmsCallStats, register_kms
+from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.verify import TableReport, verify_table
@@ -53,6 +54,10 @@ class DemoReport:
                 and self.jvm_free_rows in (None, self.rows))
 
 
+class DemoWorkdirError(PyicebergCryptoError, OSError):
+    """The demo's directory cannot be emptied or made (a file in the way, no permission)."""
+
+
 def build_session(workdir: Path):
     """A local SparkSession configured by :func:`pyiceberg_crypto.config.spark_settings`."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -68,9 +73,12 @@ def build_session(workdir: Path):
 def run_demo(workdir: str | os.PathLike = "demo-warehouse", *, keep: bool = False, log=print) -> DemoReport:
     """Run the demo in ``workdir`` (wiped first unless ``keep``) and return its report."""
     workdir = Path(workdir).absolute()
-    if workdir.exists() and not keep:
-        shutil.rmtree(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        if workdir.exists() and not keep:
+            shutil.rmtree(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DemoWorkdirError(f"cannot use {workdir} as the demo's directory: {exc.strerror or exc}") from None
 
     log(f"Starting local Spark (Iceberg {config.ICEBERG_VERSION}, embedded Hive metastore in {workdir})")
     spark = build_session(workdir)
