@@ -119,6 +119,8 @@ system-packages:
 # $(TEST_DIST), handed to the tests' `dist` fixture by PYICEBERG_CRYPTO_TEST_DIST): two lanes never
 # build it at once. Each pytest process has its own --basetemp, so their temporary directories never collide,
 # and its own .cache/junit-LANE.xml: every test's time, to see where a lane's minutes go.
+# Each user's own temporary directories (a fixed /tmp path made by another user could not be reused).
+TEST_TMP := /tmp/pyiceberg-crypto-test-$(shell id -u)
 SPARK35_LOG := .cache/test-spark3.5.log
 APPS_LOG := .cache/test-apps.log
 CLUSTER_LOG := .cache/test-cluster.log
@@ -130,17 +132,17 @@ test: setup setup-spark3.5 system-packages docs trino-jars yarn-jars
 	@mkdir -p .cache
 	$(MAKE) --no-print-directory dist DIST_DIR=$(TEST_DIST)
 	export PYICEBERG_CRYPTO_TEST_DIST=$(CURDIR)/$(TEST_DIST); \
-	{ $(PY35) -m pytest -m spine -p no:cacheprovider --basetemp=/tmp/pyiceberg-crypto-test-3.5 --junitxml=.cache/junit-spark3.5.xml $(PYTEST_ARGS) \
+	{ $(PY35) -m pytest -m spine -p no:cacheprovider --basetemp=$(TEST_TMP)-3.5 --junitxml=.cache/junit-spark3.5.xml $(PYTEST_ARGS) \
 		> $(SPARK35_LOG) 2>&1; spine=$$?; \
 	  PYICEBERG_CRYPTO_REQUIRE_TRINO=1 $(PY) -m pytest -m 'apps and not ($(MULTIHOST))' -p no:cacheprovider \
-		--basetemp=/tmp/pyiceberg-crypto-test-apps --junitxml=.cache/junit-apps.xml \
+		--basetemp=$(TEST_TMP)-apps --junitxml=.cache/junit-apps.xml \
 		$(PYTEST_ARGS) > $(APPS_LOG) 2>&1 && exit $$spine; } & lane3=$$!; \
-	$(PY) -m pytest -m '(cluster or executors) and not newcomer' -p no:cacheprovider --basetemp=/tmp/pyiceberg-crypto-test-cluster --junitxml=.cache/junit-cluster.xml \
+	$(PY) -m pytest -m '(cluster or executors) and not newcomer' -p no:cacheprovider --basetemp=$(TEST_TMP)-cluster --junitxml=.cache/junit-cluster.xml \
 		$(PYTEST_ARGS) > $(CLUSTER_LOG) 2>&1 & cluster=$$!; \
-	$(PY) -m pytest -m newcomer -p no:cacheprovider --basetemp=/tmp/pyiceberg-crypto-test-newcomer --junitxml=.cache/junit-newcomer.xml \
+	$(PY) -m pytest -m newcomer -p no:cacheprovider --basetemp=$(TEST_TMP)-newcomer --junitxml=.cache/junit-newcomer.xml \
 		$(PYTEST_ARGS) > $(NEWCOMER_LOG) 2>&1 & newcomer=$$!; \
 	status=0; \
-	$(PY) -m pytest -m 'not ($(MULTIHOST) or apps)' --basetemp=/tmp/pyiceberg-crypto-test-main --junitxml=.cache/junit-main.xml $(PYTEST_ARGS) || status=1; \
+	$(PY) -m pytest -m 'not ($(MULTIHOST) or apps)' --basetemp=$(TEST_TMP)-main --junitxml=.cache/junit-main.xml $(PYTEST_ARGS) || status=1; \
 	wait $$newcomer || status=1; \
 	echo "======== newcomer tests and the docs walk, Spark 4.1 ($(NEWCOMER_LOG)) ========"; cat $(NEWCOMER_LOG); \
 	wait $$cluster || status=1; \
@@ -162,7 +164,7 @@ test-fast: venv
 	@path=$$($(PY) -m tests.path_without_java $(NO_JAVA_BIN)) && \
 	if [ -f $(RUNTIME_JARS)/.complete ]; then jars=; else jars="-u PYICEBERG_CRYPTO_JARS"; fi && \
 	env -u JAVA_HOME $$jars PATH="$$path" $(PY) -m pytest -m 'not (jvm or system_packages)' -p no:cacheprovider \
-		--basetemp=/tmp/pyiceberg-crypto-test-fast $(PYTEST_ARGS)
+		--basetemp=$(TEST_TMP)-fast $(PYTEST_ARGS)
 
 # The fuzzing harness's long run (tests/fuzz, README "Security design"): random, FUZZ_EXAMPLES
 # examples per property (~20 min on 2 cores), failures kept in .cache/hypothesis. `make test`
