@@ -405,15 +405,15 @@ def table_properties(
     format_version: int = 3,
     extra: Mapping[str, str] | None = None,
     spark=None,
-    catalog: str = "lake",
+    catalog: str | None = None,
 ) -> dict[str, str]:
     """Table properties that turn on encryption for ``CREATE TABLE ... TBLPROPERTIES``.
 
     >>> table_properties("k1", data_key_length=32)
     {'encryption.key-id': 'k1', 'format-version': '3', 'encryption.data-key-length': '32'}
 
-    With ``spark``, the KMS registered for Spark catalog ``catalog`` must know master key
-    ``key_id`` first (:func:`pyiceberg_crypto.bridge.check_key_id`): Iceberg accepts an unknown
+    With ``spark``, the KMS registered for Spark catalog ``catalog`` (default: the session's current
+    catalog) must know master key ``key_id`` first (:func:`pyiceberg_crypto.bridge.check_key_id`): Iceberg accepts an unknown
     key id at CREATE and fails only at the first INSERT.
 
     Raises:

@@ -33,10 +33,11 @@ class KeyCheckSkippedWarning(PyicebergCryptoError, UserWarning):
     """The master key could not be checked in this process (the catalog uses ``kms serve``)."""
 
 
-def check_key_id(spark, key_id: str, *, catalog: str = "lake",
+def check_key_id(spark, key_id: str, *, catalog: str | None = None,
                  timeout: float | None = DEFAULT_KMS_TIMEOUT_SECONDS) -> None:
-    """Raise :class:`UnknownMasterKeyError` unless the KMS of Spark catalog ``catalog`` can wrap
-    with master key ``key_id`` (what Iceberg asks of it at the table's first commit).
+    """Raise :class:`UnknownMasterKeyError` unless the KMS of Spark catalog ``catalog`` (default:
+    the session's current catalog, which must then be one the session configures) can wrap with
+    master key ``key_id`` (what Iceberg asks of it at the table's first commit).
 
     The message names the key id, the KMS (registration name and class) and what to do. A catalog
     that uses a KMS service (``pyiceberg-crypto kms serve``) cannot be checked from here: a
@@ -47,6 +48,11 @@ def check_key_id(spark, key_id: str, *, catalog: str = "lake",
     if not callable(getattr(getattr(spark, "conf", None), "get", None)):
         raise NotASparkSessionError(f"check_key_id needs a SparkSession (its catalog settings), got "
                                     f"{type(spark).__name__}")
+    if catalog is None:
+        catalog = spark.catalog.currentCatalog()
+        if not spark.conf.get(f"spark.sql.catalog.{catalog}", None):
+            raise ConfigError(f"no catalog given and the session's current catalog {catalog!r} is not one it "
+                              "configures (spark.sql.catalog.NAME): pass catalog= (the name in config.spark_settings)")
     prefix = f"spark.sql.catalog.{catalog}"
     service = spark.conf.get(f"{prefix}.{KMS_SERVICE_PROPERTY}", None)
     if service:

@@ -12,6 +12,7 @@ from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import KeyCheckSkippedWarning, UnknownMasterKeyError, check_key_id, register_kms
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.cli.main import main
+from pyiceberg_crypto.errors import ConfigError
 from tests.conftest import add_catalog
 
 pytestmark = [pytest.mark.slow]
@@ -50,6 +51,22 @@ def test_check_key_id_names_the_key_and_the_kms(spark, catalog):
     assert "'nope'" in message and repr(catalog["kms_name"]) in message and "KeystoreKms" in message
     assert "keystore add" in message  # the next step
     check_key_id(spark, "kc-key", catalog=catalog["name"])  # a key it knows: no error
+
+
+def test_without_catalog_the_check_asks_the_sessions_current_catalog(spark, catalog):
+    """No made-up default name: the current catalog, or a clear error when it is not one the session
+    configures (Spark's own ``spark_catalog`` here)."""
+    before = spark.catalog.currentCatalog()
+    try:
+        spark.catalog.setCurrentCatalog("spark_catalog")
+        with pytest.raises(ConfigError, match="current catalog 'spark_catalog' is not one it configures.*catalog="):
+            check_key_id(spark, "kc-key")
+        spark.catalog.setCurrentCatalog(catalog["name"])
+        check_key_id(spark, "kc-key")  # the current catalog's KMS knows it
+        with pytest.raises(UnknownMasterKeyError, match=repr(catalog["kms_name"])):
+            config.table_properties("nope", spark=spark)
+    finally:
+        spark.catalog.setCurrentCatalog(before)
 
 
 def test_table_properties_with_the_session_refuses_the_key_before_create(spark, catalog):
