@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import unicodedata
 
+__all__ = ["MAX_MESSAGE_CHARS", "QUOTED_BYTES", "escape_text", "exception_line", "quote_bytes", "shorten"]
+
 #: How many bytes of file content a finding quotes at most.
 QUOTED_BYTES = 8
 #: How long an exception message may be in a finding or an error line.

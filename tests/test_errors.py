@@ -40,6 +40,9 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     from pyiceberg_crypto.kms import bounded
     from pyiceberg_crypto.catalog import entry, kinds, spark
     from pyiceberg_crypto.bridge import tls
+    from pyiceberg_crypto.formats import manifest_list_key
+    from pyiceberg_crypto.formats.parquet import aad
+    from pyiceberg_crypto.table import manifests
     from pyiceberg_crypto.serve.aws import key_ids
     from pyiceberg_crypto.catalog import rest as rest_catalog_module
     from pyiceberg_crypto.table import metadata
@@ -119,6 +122,12 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.catalog.spark.spark_table_parameters": (
             NotASparkSessionError, lambda: spark.spark_table_parameters(NOT_SPARK, {}, "db", "t")),
         "pyiceberg_crypto.bridge.tls.server_context": (PyicebergCryptoError, lambda: tls.server_context(b"x", b"y")),
+        "pyiceberg_crypto.formats.manifest_list_key.decrypt_manifest_list_key_metadata": (
+            PyicebergCryptoError, lambda: manifest_list_key.decrypt_manifest_list_key_metadata(b"short", b"x" * 40, "0")),
+        "pyiceberg_crypto.formats.parquet.aad.module_aad": (
+            InvalidArgumentError, lambda: aad.module_aad(b"f", aad.ModuleType.DATA_PAGE, row_group=0)),
+        "pyiceberg_crypto.table.manifests.checked_records": (
+            manifests.MalformedManifestError, lambda: manifests.checked_records("manifest", [{"status": 1}])),
         "pyiceberg_crypto.catalog.spark.require_classic_session": (
             NotASparkSessionError, lambda: spark.require_classic_session(NOT_SPARK, "a test")),
         "pyiceberg_crypto.serve.aws.key_ids.python_key_id": (
@@ -155,6 +164,18 @@ NO_BAD_INPUT = {
     "pyiceberg_crypto.catalog.kinds.session_catalogs": "pure: any mapping of Spark settings",
     "pyiceberg_crypto.catalog.rest.namespace_name": "pure: any sequence of level names",
     "pyiceberg_crypto.catalog.spark.close_clients": "takes no arguments",
+    "pyiceberg_crypto.safe_text.escape_text": "pure: any object becomes safe text",
+    "pyiceberg_crypto.safe_text.exception_line": "pure: any exception has a line",
+    "pyiceberg_crypto.safe_text.quote_bytes": "pure: any bytes are quoted",
+    "pyiceberg_crypto.safe_text.shorten": "pure: any text is shortened",
+    "pyiceberg_crypto.verify.render.error_document": "pure: a kind and a message make a document",
+    "pyiceberg_crypto.verify.render.format_text": "takes a TableReport the verifier made",
+    "pyiceberg_crypto.verify.render.write_report": "takes a TableReport the verifier made and a text stream",
+    "pyiceberg_crypto.kms.registrations.registered": "a lookup: None for a name nothing is registered under",
+    "pyiceberg_crypto.io.confinement.normalised_location": "pure: any text is a location to normalise",
+    "pyiceberg_crypto.io.confinement.location_is_under": "pure: any location is or is not under the roots",
+    "pyiceberg_crypto.table.manifests.entry_kind": "lenient on purpose: a data_file without content is data",
+    "pyiceberg_crypto.audit.metrics.render_prometheus": "lenient on purpose: a field the document lacks is not rendered",
     "pyiceberg_crypto.bridge.handshake.authenticate": "a peer's bytes: every bad input is a HandshakeRefusedError (the peer is told no) "
                                                       "(tests/bridge, tests/fuzz/test_fuzz_callback_server.py)",
     "pyiceberg_crypto.bridge.py4j_server.eviction_victim": "pure: picks one of the connections given, or None",

@@ -20,6 +20,8 @@ from typing import Any
 from pyiceberg_crypto._prometheus import gauge, render
 from pyiceberg_crypto.safe_text import escape_text
 
+__all__ = ["PREFIX", "render_prometheus"]
+
 PREFIX = "pyiceberg_crypto_audit"
 
 
@@ -33,7 +35,8 @@ def _epoch(iso: str | None) -> float | None:
 
 
 def render_prometheus(doc: dict[str, Any]) -> str:
-    """The textfile of a :meth:`~pyiceberg_crypto.audit.lake.CatalogReport.to_dict` document."""
+    """The textfile of a :meth:`~pyiceberg_crypto.audit.lake.CatalogReport.to_dict` document; a
+    field the document lacks is rendered as absent (no sample), never an exception."""
     catalog = escape_text(doc.get("catalog") or "")
     families: list[tuple[str, str, tuple[str, ...], dict]] = []
 
@@ -42,11 +45,11 @@ def render_prometheus(doc: dict[str, Any]) -> str:
         families.append((f"{PREFIX}_{name}", help_text, ("catalog", *labels), samples))
         return samples
 
-    family("ok", "1 when every Iceberg table of the catalog is encrypted and verified OK")[(catalog,)] = doc["ok"]
+    family("ok", "1 when every Iceberg table of the catalog is encrypted and verified OK")[(catalog,)] = bool(doc.get("ok"))
     family("error", "1 when no audit could be made (the catalog could not be listed): see the JSON report")[
         (catalog,)] = bool(doc.get("error"))
     tables = family("tables", "tables of the catalog by audit state", "state")
-    for state, count in doc["summary"]["by_state"].items():
+    for state, count in (doc.get("summary") or {}).get("by_state", {}).items():
         tables[(catalog, state)] = count
     finished = _epoch(doc.get("finished_at"))
     if finished is not None:
@@ -63,20 +66,21 @@ def render_prometheus(doc: dict[str, Any]) -> str:
     prunable = family("table_prunable_keks", "KEKs that `pyiceberg-crypto keys prune` would remove", "table")
     stats = family("table_plaintext_statistics", "statistics files stored in plaintext", "table")
     verified = family("table_last_verified_timestamp_seconds", "when the table's ledger last recorded an OK run", "table")
-    for table in doc["tables"]:
-        if not table["iceberg"]:
+    for table in doc.get("tables") or []:
+        if not table.get("iceberg"):
             continue
-        key = (catalog, escape_text(table["table"]))
-        table_ok[key] = table["ok"]
-        encrypted[key] = table["encrypted"]
-        for status, count in table["by_status"].items():
+        key = (catalog, escape_text(table.get("table", "")))
+        keks = table.get("keks") or []
+        table_ok[key] = bool(table.get("ok"))
+        encrypted[key] = bool(table.get("encrypted"))
+        for status, count in (table.get("by_status") or {}).items():
             files[(*key, escape_text(status))] = count
         if table.get("oldest_kek_days") is not None:
             oldest[key] = float(table["oldest_kek_days"])
-        due[key] = sum(1 for k in table["keks"] if k.get("rotation_due"))
-        leaked[key] = sum(1 for k in table["keks"] if k.get("compromised"))
-        prunable[key] = len(table["prunable_keks"])
-        stats[key] = len(table["plaintext_statistics"])
+        due[key] = sum(1 for k in keks if k.get("rotation_due"))
+        leaked[key] = sum(1 for k in keks if k.get("compromised"))
+        prunable[key] = len(table.get("prunable_keks") or [])
+        stats[key] = len(table.get("plaintext_statistics") or [])
         when = _epoch((table.get("last_verified") or {}).get("verified_at"))
         if when is not None:
             verified[key] = when

@@ -23,6 +23,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from pyiceberg_crypto.formats.ags1 import NONCE_LENGTH, TAG_LENGTH, check_key
 from pyiceberg_crypto.formats.errors import TagMismatchError, TruncatedError
 
+__all__ = ["decrypt_manifest_list_key_metadata"]
+
 LOCATION = "manifest list key metadata"
 
 

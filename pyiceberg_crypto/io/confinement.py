@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 from pyiceberg_crypto.io import local_path
 
+__all__ = ["Confinement", "location_is_under", "normalised_location"]
+
 #: Table properties that name where Iceberg writes the table's files.
 LOCATION_PROPERTIES = ("write.data.path", "write.metadata.path", "write.folder-storage.path",
                        "write.object-storage.path")

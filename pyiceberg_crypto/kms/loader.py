@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.errors import PyicebergCryptoError
 
+__all__ = ["KmsLoadError", "load_kms"]
+
 #: Short name -> "module:factory" of the KMSs shipped with the package.
 SHIPPED: dict[str, str] = {
     "keystore": "pyiceberg_crypto.kms.keystore:keystore_kms",

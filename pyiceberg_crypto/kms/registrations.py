@@ -16,6 +16,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+__all__ = ["registered"]
+
 #: Guards :data:`by_name`: the bridge adds and removes registrations under it.
 lock = threading.RLock()
 #: name -> the live registration (a :class:`pyiceberg_crypto.bridge.KmsRegistration`).

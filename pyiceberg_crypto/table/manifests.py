@@ -5,13 +5,16 @@ Reading them is a verification (each AGS1 block authenticated with the file's ow
 :func:`pyiceberg_crypto.verify.plan.read_avro`); this module only says what the authenticated
 records mean::
 
-    records = checked_records(MANIFEST, list(fastavro.reader(plaintext)))   # ValueError: wrong shape
+    records = checked_records(MANIFEST, list(fastavro.reader(plaintext)))   # MalformedManifestError: wrong shape
     [entry_kind(r["data_file"]) for r in records if r["status"] != ENTRY_DELETED]
 """
 
 from __future__ import annotations
 
+from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.table.file_kinds import DATA, DELETION_VECTOR, EQUALITY_DELETE, MANIFEST_LIST, POSITION_DELETE
+
+__all__ = ["ENTRY_ADDED", "ENTRY_DELETED", "MalformedManifestError", "checked_records", "entry_kind"]
 
 ENTRY_ADDED = 1  # manifest entry status (Iceberg spec): the file entered the table in that manifest's snapshot
 ENTRY_DELETED = 2  # the file left the table in that snapshot
@@ -52,8 +55,13 @@ def _shape_error(record, fields: dict[str, tuple], what: str) -> str | None:
     return None
 
 
+class MalformedManifestError(PyicebergCryptoError, ValueError):
+    """A manifest (list) whose records lack a field the walk relies on, or have it of another type."""
+
+
 def checked_records(kind: str, records: list) -> list[dict]:
-    """``records`` if each has the shape the walk relies on, else ValueError naming the field."""
+    """``records`` if each has the shape the walk relies on, else :class:`MalformedManifestError`
+    (a ``ValueError``) naming the field."""
     for record in records:
         if kind == MANIFEST_LIST:
             error = _shape_error(record, _LIST_FIELDS, "manifest list entry")
@@ -61,5 +69,5 @@ def checked_records(kind: str, records: list) -> list[dict]:
             error = (_shape_error(record, _ENTRY_FIELDS, "manifest entry")
                      or _shape_error(record["data_file"], _DATA_FILE_FIELDS, "data_file"))
         if error:
-            raise ValueError(error)
+            raise MalformedManifestError(error)
     return records

@@ -16,6 +16,8 @@ from typing import Any, TextIO
 from pyiceberg_crypto.safe_text import escape_text
 from pyiceberg_crypto.verify.report import KINDS, REPORT_VERSION, STATUSES, TableReport
 
+__all__ = ["error_document", "format_text", "write_report"]
+
 
 def error_document(kind: str, message: str) -> dict[str, Any]:
     """The ``--json`` document when no report could be made (usage error, unreadable input)."""

@@ -19,6 +19,10 @@ from __future__ import annotations
 import struct
 from enum import IntEnum
 
+from pyiceberg_crypto.errors import InvalidArgumentError
+
+__all__ = ["MAX_ORDINAL", "ModuleType", "module_aad"]
+
 MAX_ORDINAL = 32767  # ordinals are signed 16-bit shorts on the wire (spec 4.4.2)
 
 
@@ -52,18 +56,18 @@ def module_aad(
     column: int | None = None,
     page: int | None = None,
 ) -> bytes:
-    """The AAD of one module; raises ValueError when the ordinals do not fit the module type."""
+    """The AAD of one module; raises InvalidArgumentError (a ValueError) when the ordinals do not fit the module type."""
     if module_type == ModuleType.FOOTER:
         if row_group is not None or column is not None or page is not None:
-            raise ValueError("the footer AAD has no ordinals")
+            raise InvalidArgumentError("the footer AAD has no ordinals")
         return file_aad + bytes([module_type])
     if row_group is None or column is None:
-        raise ValueError(f"{module_type.label} AAD needs row group and column ordinals")
+        raise InvalidArgumentError(f"{module_type.label} AAD needs row group and column ordinals")
     needs_page = module_type in _WITH_PAGE_ORDINAL
     if needs_page != (page is not None):
-        raise ValueError(f"{module_type.label} AAD {'needs' if needs_page else 'has no'} page ordinal")
+        raise InvalidArgumentError(f"{module_type.label} AAD {'needs' if needs_page else 'has no'} page ordinal")
     ordinals = (row_group, column) + ((page,) if needs_page else ())
     for value in ordinals:
         if not 0 <= value <= MAX_ORDINAL:
-            raise ValueError(f"ordinal {value} does not fit a 16-bit short")
+            raise InvalidArgumentError(f"ordinal {value} does not fit a 16-bit short")
     return file_aad + bytes([module_type]) + struct.pack(f"<{len(ordinals)}h", *ordinals)
