@@ -40,7 +40,9 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     from pyiceberg_crypto.kms import bounded
     from pyiceberg_crypto.catalog import entry, kinds, spark
     from pyiceberg_crypto.bridge import tls
-    from pyiceberg_crypto.formats import manifest_list_key
+    from pyiceberg_crypto.formats import ags1, key_metadata, manifest_list_key
+    from pyiceberg_crypto.formats.errors import IntegrityError, InvalidKeyError
+    from pyiceberg_crypto.formats.parquet import modules, thrift
     from pyiceberg_crypto.formats.parquet import aad
     from pyiceberg_crypto.table import manifests
     from pyiceberg_crypto.serve.aws import key_ids
@@ -128,6 +130,32 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
             InvalidArgumentError, lambda: aad.module_aad(b"f", aad.ModuleType.DATA_PAGE, row_group=0)),
         "pyiceberg_crypto.table.manifests.checked_records": (
             manifests.MalformedManifestError, lambda: manifests.checked_records("manifest", [{"status": 1}])),
+        "pyiceberg_crypto.formats.ags1.check_key": (InvalidKeyError, lambda: ags1.check_key(b"short")),
+        "pyiceberg_crypto.formats.ags1.build_header": (InvalidArgumentError, lambda: ags1.build_header(0)),
+        "pyiceberg_crypto.formats.ags1.parse_header": (IntegrityError, lambda: ags1.parse_header(b"JUNKJUNK")),
+        "pyiceberg_crypto.formats.ags1.block_aad": (InvalidArgumentError, lambda: ags1.block_aad(b"p", -1)),
+        "pyiceberg_crypto.formats.ags1.encrypted_length": (InvalidArgumentError, lambda: ags1.encrypted_length(-5)),
+        "pyiceberg_crypto.formats.ags1.check_last_block": (IntegrityError, lambda: ags1.check_last_block(3, 0)),
+        "pyiceberg_crypto.formats.ags1.layout": (IntegrityError, lambda: ags1.layout(1024, 10)),
+        "pyiceberg_crypto.formats.ags1.check_trusted_lengths": (
+            IntegrityError, lambda: ags1.check_trusted_lengths(ags1.layout(1024, ags1.encrypted_length(100, 1024)),
+                                                                length=99)),
+        "pyiceberg_crypto.formats.ags1.read_layout": (IntegrityError, lambda: ags1.read_layout(io.BytesIO(b"AG"))),
+        "pyiceberg_crypto.formats.ags1.verify_ags1": (
+            IntegrityError, lambda: ags1.verify_ags1(io.BytesIO(b"AG"), b"k" * 16, b"")),
+        "pyiceberg_crypto.formats.key_metadata.encode_long": (InvalidArgumentError, lambda: key_metadata.encode_long(2**64)),
+        "pyiceberg_crypto.formats.key_metadata.decode_long": (
+            key_metadata.KeyMetadataError, lambda: key_metadata.decode_long(b"\xff", 0, "x")),
+        "pyiceberg_crypto.formats.key_metadata.encode_bytes": (ArgumentTypeError, lambda: key_metadata.encode_bytes("text")),
+        "pyiceberg_crypto.formats.key_metadata.decode_bytes": (
+            key_metadata.KeyMetadataError, lambda: key_metadata.decode_bytes(b"\x10", 0, "x")),
+        "pyiceberg_crypto.formats.parquet.modules.module_length": (InvalidArgumentError, lambda: modules.module_length(b"\x01")),
+        "pyiceberg_crypto.formats.parquet.thrift.decode_struct": (thrift.ThriftError, lambda: thrift.decode_struct(b"\xff\xff")),
+        "pyiceberg_crypto.formats.parquet.thrift.encode_struct": (ArgumentTypeError, lambda: thrift.encode_struct("text")),
+        "pyiceberg_crypto.formats.parquet.thrift.check_types": (
+            thrift.ThriftError, lambda: thrift.check_types(
+                thrift.TStruct({1: (thrift.TType.LIST, thrift.TList(thrift.TType.BYTE, []))}),
+                thrift.StructSpec("S", {1: thrift.FieldSpec("f", thrift.TType.BINARY)}))),
         "pyiceberg_crypto.catalog.spark.require_classic_session": (
             NotASparkSessionError, lambda: spark.require_classic_session(NOT_SPARK, "a test")),
         "pyiceberg_crypto.serve.aws.key_ids.python_key_id": (
@@ -165,6 +193,7 @@ NO_BAD_INPUT = {
     "pyiceberg_crypto.catalog.rest.namespace_name": "pure: any sequence of level names",
     "pyiceberg_crypto.catalog.spark.close_clients": "takes no arguments",
     "pyiceberg_crypto.safe_text.escape_text": "pure: any object becomes safe text",
+    "pyiceberg_crypto.formats.parquet.modules.valid_key_length": "a predicate: False for a key of another length",
     "pyiceberg_crypto.safe_text.exception_line": "pure: any exception has a line",
     "pyiceberg_crypto.safe_text.quote_bytes": "pure: any bytes are quoted",
     "pyiceberg_crypto.safe_text.shorten": "pure: any text is shortened",

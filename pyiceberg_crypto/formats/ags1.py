@@ -36,6 +36,7 @@ from typing import BinaryIO
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.formats.errors import (
     BadBlockLengthError,
     BadMagicError,
@@ -46,6 +47,11 @@ from pyiceberg_crypto.formats.errors import (
     TruncatedError,
 )
 from pyiceberg_crypto.properties import AES_KEY_LENGTHS
+
+__all__ = ["DEFAULT_BLOCK_SIZE", "HEADER_LENGTH", "MAGIC", "MAX_BLOCK_INDEX", "MAX_BLOCK_SIZE", "Ags1Layout",
+           "Ags1Reader", "Ags1Report", "ExtraDataBeyondTrustedLengthError", "TruncatedBelowTrustedLengthError",
+           "block_aad", "build_header", "check_key", "check_last_block", "check_trusted_lengths", "encrypted_length",
+           "layout", "parse_header", "read_layout", "verify_ags1"]
 
 MAGIC = b"AGS1"
 HEADER_LENGTH = 8  # magic + int32 block length
@@ -81,7 +87,7 @@ def check_key(key: bytes) -> bytes:
 def build_header(block_size: int = DEFAULT_BLOCK_SIZE) -> bytes:
     """Spec "File structure": ``b"AGS1"`` + plain block length as int32 little endian."""
     if not 0 < block_size <= MAX_BLOCK_SIZE:
-        raise ValueError(f"AGS1 block size must be in 1..{MAX_BLOCK_SIZE}, got {block_size}")
+        raise InvalidArgumentError(f"AGS1 block size must be in 1..{MAX_BLOCK_SIZE}, got {block_size}")
     return MAGIC + struct.pack("<i", block_size)
 
 
@@ -109,13 +115,23 @@ def parse_header(header: bytes, *, file: str | None = None) -> int:
     return block_size
 
 
+#: The last block index an int32 holds (spec "Additional Authenticated Data").
+MAX_BLOCK_INDEX = 2**31 - 1
+
+
 def block_aad(aad_prefix: bytes, index: int) -> bytes:
-    """Spec "Additional Authenticated Data": AAD prefix + block index as 4-byte little endian."""
+    """Spec "Additional Authenticated Data": AAD prefix + block index as 4-byte little endian
+    (an int32: InvalidArgumentError for an index outside 0..2**31-1)."""
+    if not 0 <= index <= MAX_BLOCK_INDEX:
+        raise InvalidArgumentError(f"AGS1 block index must be in 0..{MAX_BLOCK_INDEX}, got {index}")
     return bytes(aad_prefix) + struct.pack("<i", index)
 
 
 def encrypted_length(plaintext_length: int, block_size: int = DEFAULT_BLOCK_SIZE) -> int:
     """Stored length of ``plaintext_length`` bytes as Iceberg writes them (empty -> one empty block)."""
+    if plaintext_length < 0 or not 0 < block_size <= MAX_BLOCK_SIZE:
+        raise InvalidArgumentError(f"a plaintext length >= 0 and a block size in 1..{MAX_BLOCK_SIZE}, got "
+                                   f"{plaintext_length} and {block_size}")
     blocks = max(1, -(-plaintext_length // block_size))
     return HEADER_LENGTH + plaintext_length + blocks * BLOCK_OVERHEAD
 

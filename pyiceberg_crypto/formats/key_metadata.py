@@ -23,7 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pyiceberg_crypto.errors import ArgumentTypeError, InvalidArgumentError
 from pyiceberg_crypto.formats.errors import FormatError
+
+__all__ = ["KeyMetadataError", "StandardKeyMetadata", "decode_bytes", "decode_long", "encode_bytes", "encode_long"]
 
 VERSION_1 = 0x01
 
@@ -38,7 +41,7 @@ class KeyMetadataError(FormatError):
 def encode_long(value: int) -> bytes:
     """Avro long: zig-zag, then little-endian base-128 varint."""
     if not -(2**63) <= value < 2**63:
-        raise ValueError(f"{value} does not fit an Avro long")
+        raise InvalidArgumentError(f"{value} does not fit an Avro long")
     zigzag = (value << 1) ^ (value >> 63)
     out = bytearray()
     while zigzag > 0x7F:
@@ -66,6 +69,8 @@ def decode_long(data: bytes, pos: int, what: str) -> tuple[int, int]:
 
 def encode_bytes(value: bytes) -> bytes:
     """Avro bytes: length as long, then the bytes."""
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise ArgumentTypeError(f"Avro bytes are bytes, got {type(value).__name__}")
     return encode_long(len(value)) + bytes(value)
 
 

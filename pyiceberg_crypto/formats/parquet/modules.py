@@ -20,8 +20,11 @@ import struct
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.formats.errors import InvalidKeyError
 from pyiceberg_crypto.properties import AES_KEY_LENGTHS
+
+__all__ = ["GCM_OVERHEAD", "NONCE_LENGTH", "TAG_LENGTH", "ModuleCipher", "module_length", "valid_key_length"]
 
 NONCE_LENGTH = 12
 TAG_LENGTH = 16
@@ -38,7 +41,10 @@ def valid_key_length(key: bytes) -> bool:
 
 
 def module_length(prefix: bytes) -> int:
-    """The length field of a module (spec 5.1: 4-byte little endian)."""
+    """The length field of a module (spec 5.1: 4-byte little endian);
+    :class:`~pyiceberg_crypto.errors.InvalidArgumentError` for a prefix that is not 4 bytes."""
+    if len(prefix) != LENGTH_PREFIX:
+        raise InvalidArgumentError(f"a module length prefix is {LENGTH_PREFIX} bytes, got {len(prefix)}")
     return struct.unpack("<I", prefix)[0]
 
 

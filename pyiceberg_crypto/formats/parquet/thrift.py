@@ -28,7 +28,11 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from pyiceberg_crypto.errors import ArgumentTypeError
 from pyiceberg_crypto.formats.errors import FormatError
+
+__all__ = ["FieldSpec", "StructSpec", "TList", "TMap", "TStruct", "TType", "ThriftError", "check_types",
+           "decode_struct", "encode_struct"]
 
 MAX_DEPTH = 64
 
@@ -434,6 +438,8 @@ def _write_struct(struct: TStruct, out: bytearray) -> None:
 
 def encode_struct(struct: TStruct) -> bytes:
     """Serialise a struct (fields in ascending id order, as Thrift-generated writers do)."""
+    if not isinstance(struct, TStruct):
+        raise ArgumentTypeError(f"encode_struct takes a TStruct, got {type(struct).__name__}")
     out = bytearray()
     _write_struct(struct, out)
     return bytes(out)
