@@ -40,6 +40,9 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     from pyiceberg_crypto.kms import bounded
     from pyiceberg_crypto.catalog import entry, kinds, spark
     from pyiceberg_crypto.bridge import tls
+    from pyiceberg_crypto.kms import aws_face_blob as fb
+    from pyiceberg_crypto.read import schema as read_schema
+    from pyiceberg_crypto.serve.aws import sigv4
     from pyiceberg_crypto.formats import ags1, key_metadata, manifest_list_key
     from pyiceberg_crypto.formats.errors import IntegrityError, InvalidKeyError
     from pyiceberg_crypto.formats.parquet import modules, thrift
@@ -156,6 +159,14 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
             thrift.ThriftError, lambda: thrift.check_types(
                 thrift.TStruct({1: (thrift.TType.LIST, thrift.TList(thrift.TType.BYTE, []))}),
                 thrift.StructSpec("S", {1: thrift.FieldSpec("f", thrift.TType.BINARY)}))),
+        "pyiceberg_crypto.kms.aws_face_blob.parse": (fb.InvalidCiphertextError, lambda: fb.parse(b"junk")),
+        "pyiceberg_crypto.kms.aws_face_blob.open_blob": (
+            fb.InvalidCiphertextError, lambda: fb.open_blob(kms.InMemoryKms.with_random_keys("k1"), b"junk")),
+        "pyiceberg_crypto.kms.aws_face_blob.seal": (
+            PyicebergCryptoError, lambda: fb.seal(kms.InMemoryKms.with_random_keys("k1"), b"x", "no-such-key")),
+        "pyiceberg_crypto.read.schema.arrow_type": (PyicebergCryptoError, lambda: read_schema.arrow_type("nonsense")),
+        "pyiceberg_crypto.serve.aws.sigv4.load_credentials": (
+            PyicebergCryptoError, lambda: sigv4.load_credentials(tmp_path / "no-credentials")),
         "pyiceberg_crypto.catalog.spark.require_classic_session": (
             NotASparkSessionError, lambda: spark.require_classic_session(NOT_SPARK, "a test")),
         "pyiceberg_crypto.serve.aws.key_ids.python_key_id": (
@@ -193,6 +204,9 @@ NO_BAD_INPUT = {
     "pyiceberg_crypto.catalog.rest.namespace_name": "pure: any sequence of level names",
     "pyiceberg_crypto.catalog.spark.close_clients": "takes no arguments",
     "pyiceberg_crypto.safe_text.escape_text": "pure: any object becomes safe text",
+    "pyiceberg_crypto.bridge.redaction.redact_in_py4j_logs": "any text is a token to keep out of Py4J's logs",
+    "pyiceberg_crypto.kms.aws_face_blob.is_face_blob": "a predicate: False for bytes that are not a face blob",
+    "pyiceberg_crypto.verify.report.report_schema": "takes no arguments",
     "pyiceberg_crypto.formats.parquet.modules.valid_key_length": "a predicate: False for a key of another length",
     "pyiceberg_crypto.safe_text.exception_line": "pure: any exception has a line",
     "pyiceberg_crypto.safe_text.quote_bytes": "pure: any bytes are quoted",

@@ -24,6 +24,8 @@ from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS, KmsTimeout
 from pyiceberg_crypto.kms.registrations import registered
 from pyiceberg_crypto.safe_text import exception_line
 
+__all__ = ["KeyCheckSkippedWarning", "UnknownMasterKeyError", "check_key_id"]
+
 
 class UnknownMasterKeyError(ConfigError):
     """The catalog's KMS cannot wrap with this master key (unknown key id, or the KMS refused)."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 
+__all__ = ["TokenRedactingFilter", "redact_in_py4j_logs"]
+
 #: The loggers Py4J sends commands and answers through (module loggers of py4j).
 PY4J_LOGGERS = ("py4j.java_gateway", "py4j.clientserver")
 REDACTED = "<redacted>"

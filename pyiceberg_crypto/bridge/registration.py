@@ -41,6 +41,9 @@ from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS, kms_timeout_millis
 from pyiceberg_crypto.errors import ArgumentTypeError, InvalidArgumentError, PyicebergCryptoError
 
+__all__ = ["BridgeError", "KmsRegistration", "PlaintextCatalogWarning", "register_kms", "registered",
+           "unregister_all", "warn_about_plaintext_catalogs"]
+
 REGISTRY_CLASS = "io.pyicebergcrypto.bridge.PythonKmsRegistry"
 WILDCARD_ADDRESSES = ("0.0.0.0", "::")
 

@@ -25,6 +25,8 @@ from typing import BinaryIO
 
 from pyiceberg_crypto.io import InvalidLocationError
 
+__all__ = ["S3FileIO", "S3InputFile"]
+
 SCHEMES = ("s3", "s3a", "s3n")
 #: Catalog properties read (the names Iceberg's S3FileIO uses).
 PROPERTY_ENDPOINT = "s3.endpoint"

@@ -45,6 +45,8 @@ from typing import Any
 
 from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, KmsError, UnknownKeyError
 
+__all__ = ["AwsKms"]
+
 #: The encryption context sent with every Encrypt/Decrypt/GenerateDataKey unless configured.
 DEFAULT_ENCRYPTION_CONTEXT: Mapping[str, str] = {"pyiceberg-crypto:key-use": "iceberg-table-key-wrap"}
 VALID_DATA_KEY_SPECS = ("AES_256", "AES_128")

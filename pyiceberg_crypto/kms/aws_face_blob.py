@@ -37,6 +37,8 @@ from collections.abc import Mapping
 from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, KmsError, UnknownKeyError
 
+__all__ = ["FaceBlobKms", "IncorrectKeyError", "InvalidCiphertextError", "is_face_blob", "open_blob", "parse", "seal"]
+
 MAGIC = b"PICAWSK1"
 BINDING_LENGTH = 32
 MAX_KEY_ID_BYTES = 2048

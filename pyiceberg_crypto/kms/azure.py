@@ -49,6 +49,8 @@ from pyiceberg_crypto.kms import _version_label as version_label
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
 from pyiceberg_crypto.kms._loopback import is_loopback_url
 
+__all__ = ["AzureKeyVaultKms", "StaticTokenCredential"]
+
 PROVIDER = "Azure Key Vault"
 MAGIC = b"PAZ1"
 AUTH_METHODS = ("default", "client-secret", "managed-identity", "static-token")

@@ -45,6 +45,8 @@ from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyE
 from pyiceberg_crypto.kms._crc32c import crc32c
 from pyiceberg_crypto.kms._loopback import is_loopback_url
 
+__all__ = ["GcpKms"]
+
 PROVIDER = "Google Cloud KMS"
 MAGIC = b"PGC1"
 DEFAULT_AAD = "pyiceberg-crypto:iceberg-table-key-wrap"

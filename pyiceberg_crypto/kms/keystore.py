@@ -68,6 +68,9 @@ from pyiceberg_crypto._atomic import PRIVATE, write_atomically
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
 from pyiceberg_crypto.properties import AES_KEY_LENGTHS
 
+__all__ = ["InsecureKeystoreError", "Keystore", "KeystoreError", "KeystoreKms", "MalformedKeystoreError",
+           "MasterKeyVersion"]
+
 FILE_FORMAT = "pyiceberg-crypto-keystore"
 FILE_FORMAT_VERSION = 1
 #: Environment variable naming the keystore file when no ``keystore.path`` property is given.

@@ -78,6 +78,8 @@ from typing import Any
 
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
 
+__all__ = ["KmipKms"]
+
 PROVIDER = "KMIP"
 DEFAULT_PORT = 5696
 DEFAULT_TIMEOUT_SECONDS = 10.0

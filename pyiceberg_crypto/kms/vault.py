@@ -50,6 +50,8 @@ from typing import Any
 
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
 
+__all__ = ["VaultAccessDeniedError", "VaultTransitKms"]
+
 DEFAULT_ASSOCIATED_DATA = "pyiceberg-crypto:iceberg-table-key-wrap"
 DEFAULT_JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 AUTH_METHODS = ("token", "approle", "kubernetes")

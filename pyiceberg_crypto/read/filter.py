@@ -36,6 +36,8 @@ import pyarrow.parquet as pq
 
 from pyiceberg_crypto.errors import PyicebergCryptoError
 
+__all__ = ["Predicate", "RowFilter", "RowFilterError"]
+
 OPERATORS = ("==", "!=", "<", "<=", ">", ">=", "in", "not in")
 _EPOCH_DATE = _dt.date(1970, 1, 1)
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)

@@ -24,6 +24,8 @@ import pyarrow as pa
 from pyiceberg_crypto.formats.parquet.structs import SchemaElementF
 from pyiceberg_crypto.errors import PyicebergCryptoError
 
+__all__ = ["Field", "IcebergSchema", "SchemaError", "arrow_type"]
+
 FIELD_ID_KEY = b"PARQUET:field_id"  # how PyArrow exposes a Parquet field id on an Arrow field
 _DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
 _FIXED = re.compile(r"fixed\[\s*(\d+)\s*\]")

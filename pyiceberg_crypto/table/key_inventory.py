@@ -29,6 +29,8 @@ from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.table.keys import TableKeys
 from pyiceberg_crypto.table.metadata import EncryptionKey, TableMetadata
 
+__all__ = ["KekInfo", "KeyInventory", "NotEncryptedError", "build_inventory", "kek_entries"]
+
 #: Iceberg rotates a table's KEK when it is older than this (StandardEncryptionManager: 730 days).
 KEK_ROTATION_DAYS = 730
 DAY_MS = 86_400_000

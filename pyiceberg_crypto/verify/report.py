@@ -45,6 +45,8 @@ from pyiceberg_crypto.table.statuses import (  # noqa: E402  (re-exported: the r
     WRONG_FILE,
 )
 
+__all__ = ["FileFinding", "TableCheck", "TableReport", "report_schema"]
+
 REPORT_VERSION = 1
 # The JSON Schema (draft 2020-12) of the report document and of the error document, shipped as
 # package data beside this module: see :func:`report_schema`.

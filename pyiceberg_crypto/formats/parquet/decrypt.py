@@ -59,6 +59,8 @@ from pyiceberg_crypto.formats.parquet.structs import (
 )
 from pyiceberg_crypto.formats.parquet.thrift import TList, TStruct, TType, encode_struct
 
+__all__ = ["DecryptResult", "decrypt_parquet"]
+
 try:  # the same CRC-32 (IEEE 802.3, as zlib), ~20x faster than zlib 1.2's: extra [speed]
     from zlib_ng.zlib_ng import crc32
 except ImportError:  # pragma: no cover - exercised where zlib-ng is not installed

@@ -14,6 +14,8 @@ from typing import NamedTuple
 from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
 from pyiceberg_crypto.formats.parquet.aad import ModuleType
 
+__all__ = ["AadPrefixMismatchError", "KeyRequiredError", "MalformedStructureError", "ModuleRef"]
+
 
 class MalformedStructureError(IntegrityError):
     """Bytes that should be a Parquet structure (footer, page header, index...) do not parse,

@@ -71,6 +71,8 @@ from pyiceberg_crypto.formats.parquet.structs import (
 )
 from pyiceberg_crypto.formats.parquet.thrift import StructSpec, ThriftError, TStruct, decode_struct
 
+__all__ = ["ColumnChunkInfo", "Footer", "Page", "ParquetFileReader", "ParquetKeys"]
+
 MAGIC_PLAIN = b"PAR1"
 MAGIC_ENCRYPTED = b"PARE"
 _FOOTER = ModuleRef(ModuleType.FOOTER)

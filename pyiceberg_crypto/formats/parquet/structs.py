@@ -17,6 +17,8 @@ from enum import IntEnum
 
 from pyiceberg_crypto.formats.parquet.thrift import FieldSpec, StructSpec, TList, TStruct, TType
 
+__all__ = ["ColumnCrypto", "EncryptionAlgorithm"]
+
 
 class FileCryptoMetaDataF(IntEnum):  # spec 5.4
     ENCRYPTION_ALGORITHM = 1

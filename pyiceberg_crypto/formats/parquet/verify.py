@@ -26,6 +26,8 @@ from pyiceberg_crypto.formats.parquet.structs import FileMetaDataF
 from pyiceberg_crypto.formats.parquet.thrift import TList
 from pyiceberg_crypto.formats.parquet.reader import ColumnChunkInfo, ParquetFileReader, ParquetKeys
 
+__all__ = ["ColumnReport", "VerificationReport", "verify_parquet"]
+
 
 @dataclass
 class ColumnReport:

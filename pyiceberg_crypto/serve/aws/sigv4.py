@@ -42,6 +42,9 @@ from pathlib import Path
 from pyiceberg_crypto.bridge.files import read_operator_file
 from pyiceberg_crypto.errors import PyicebergCryptoError
 
+__all__ = ["CredentialsFileError", "Principal", "ReplayCache", "SigV4RefusedError", "SigV4Verifier",
+           "load_credentials"]
+
 ALGORITHM = "AWS4-HMAC-SHA256"
 DEFAULT_MAX_SKEW_SECONDS = 300.0
 DEFAULT_REPLAY_CACHE_ENTRIES = 100_000
