@@ -38,6 +38,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     from pyiceberg_crypto.io import UnsupportedSchemeError, file_io_for
     from pyiceberg_crypto.catalog.hive import MetastoreError, table_parameters
     from pyiceberg_crypto.kms import bounded
+    from pyiceberg_crypto.catalog import commit as catalog_commit
     from pyiceberg_crypto.catalog import entry, kinds, spark
     from pyiceberg_crypto.bridge import tls
     from pyiceberg_crypto.kms import aws_face_blob as fb
@@ -167,6 +168,11 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.read.schema.arrow_type": (PyicebergCryptoError, lambda: read_schema.arrow_type("nonsense")),
         "pyiceberg_crypto.serve.aws.sigv4.load_credentials": (
             PyicebergCryptoError, lambda: sigv4.load_credentials(tmp_path / "no-credentials")),
+        "pyiceberg_crypto.catalog.commit.current_metadata": (
+            TableInputError, lambda: catalog_commit.current_metadata({"type": "hadoop"}, "db.t")),
+        "pyiceberg_crypto.catalog.commit.commit_key_change": (
+            InvalidArgumentError, lambda: catalog_commit.commit_key_change({"uri": "thrift://127.0.0.1:1"}, "orders", None,
+                                                                           what="prune", error=TableInputError)),
         "pyiceberg_crypto.catalog.spark.require_classic_session": (
             NotASparkSessionError, lambda: spark.require_classic_session(NOT_SPARK, "a test")),
         "pyiceberg_crypto.serve.aws.key_ids.python_key_id": (

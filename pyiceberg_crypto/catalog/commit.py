@@ -53,6 +53,8 @@ from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.table.metadata import TableMetadata, read_metadata
 
+__all__ = ["KeyChange", "commit_key_change", "current_metadata"]
+
 METADATA_LOCATION, PREVIOUS_METADATA_LOCATION, METADATA_HASH = (
     "metadata_location", "previous_metadata_location", "metadata_hash")
 PREVIOUS_VERSIONS_MAX, PREVIOUS_VERSIONS_MAX_DEFAULT = "write.metadata.previous-versions-max", 100

@@ -31,6 +31,8 @@ from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.verify import TableReport, verify_table
 from pyiceberg_crypto.verify.magic_scan import MagicFinding, scan_table_files, table_location
 
+__all__ = ["DemoReport", "DemoWorkdirError", "build_session", "print_report", "run_demo"]
+
 CATALOG = "demo"
 TABLE = f"{CATALOG}.shop.orders"
 MASTER_KEY_ID = "demo-master-key"

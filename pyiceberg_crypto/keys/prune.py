@@ -38,6 +38,8 @@ from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.table.key_inventory import NotEncryptedError, prunable_keys
 from pyiceberg_crypto.table.metadata import TableMetadata, load_document
 
+__all__ = ["PruneError", "PruneResult", "prune_keys", "prune_keys_in_catalog"]
+
 
 class PruneError(PyicebergCryptoError):
     """The prune did not commit (table not encrypted, inconsistent metadata, too many concurrent commits)."""

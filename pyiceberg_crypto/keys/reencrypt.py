@@ -66,6 +66,8 @@ from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.properties import DATA_KEY_LENGTH, KEY_ID
 from pyiceberg_crypto.safe_text import exception_line
 
+__all__ = ["ReencryptError", "ReencryptResult", "reencrypt_table"]
+
 #: The property a KEK made by ``reencrypt_table`` carries (Iceberg reads only ``KEY_TIMESTAMP``).
 FRESH_KEK_PROPERTY = "REENCRYPTED_AFTER_COMPROMISE"
 #: The table's last sequence number when the fresh KEK last re-sealed older snapshots' keys.

@@ -25,6 +25,8 @@ from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.safe_text import exception_line
 
+__all__ = ["DependentTables", "EachOutcome", "dependent_tables", "reencrypt_each"]
+
 T = TypeVar("T")
 
 

@@ -39,6 +39,8 @@ from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.safe_text import exception_line
 
+__all__ = ["RewrapChange", "RewrapError", "RewrapResult", "rewrap_keks", "rewrap_keks_in_catalog"]
+
 
 class RewrapError(PyicebergCryptoError):
     """The re-wrap did not commit (KMS failure, table not encrypted, too many concurrent commits)."""

@@ -41,6 +41,8 @@ from pyiceberg_crypto.catalog.spark import catalog_properties
 from pyiceberg_crypto.table.key_inventory import KeyInventory
 from pyiceberg_crypto.table.limits import Limits
 
+__all__ = ["KeyUse", "WhereUsed", "where_used_in_catalog", "where_used_in_listing", "where_used_in_metadata"]
+
 
 @dataclass
 class KeyUse:

@@ -35,6 +35,8 @@ from pyiceberg_crypto.io import open_regular_file
 from pyiceberg_crypto.table.metadata import TableMetadata
 from pyiceberg_crypto.verify.report import DIVERGED, OK, TableCheck
 
+__all__ = ["Ledger", "LedgerEntry", "LedgerError"]
+
 LEDGER_FORMAT = "pyiceberg-crypto-ledger"
 LEDGER_VERSION = 1
 HISTORY_KEPT = 50  # earlier entries kept in the file for audit (the newest is ``last``)

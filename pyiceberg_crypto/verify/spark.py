@@ -36,6 +36,8 @@ from pyiceberg_crypto.verify.runners import (
     on_the_driver,
 )
 
+__all__ = ["verify_table"]
+
 
 def verify_table(
     spark,
