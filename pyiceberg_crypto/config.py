@@ -66,6 +66,12 @@ from pyiceberg_crypto.properties import (
     PYTHON_KMS_IMPL,
 )
 
+__all__ = ["ICEBERG_VERSION", "JAR_MODES", "KMS_NAME_PROPERTY", "KMS_SERVICE_PROPERTY", "PYTHON_KMS_IMPL",
+           "ConfigError", "catalog_settings", "configure_spark_with_encryption", "embedded_metastore_settings",
+           "jar_settings", "kms_service_properties", "local_spark_builder", "refuse_plaintext_catalogs",
+           "s3_catalog_properties", "session_for_catalog", "spark_conf_args", "spark_conf_lines",
+           "spark_defaults_lines", "spark_settings", "table_properties", "tblproperties_sql"]
+
 ICEBERG_VERSION = _jars.ICEBERG_VERSION
 JAR_MODES = ("auto", "packages", "local")
 S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
@@ -240,6 +246,7 @@ def catalog_settings(
     instead of ``type`` (Iceberg refuses both) and no metastore settings.
     """
     _require_identifier("catalog", catalog)
+    _require_nonempty("warehouse", str(warehouse))
     _require_nonempty("kms_name", kms_name)
     if catalog_type not in SUPPORTED_CATALOG_TYPES:
         raise ConfigError(
@@ -381,6 +388,7 @@ def embedded_metastore_settings(metastore_dir: str | Path) -> dict[str, str]:
 
     The directory is created if missing (Derby needs it to exist for its log file).
     """
+    _require_nonempty("metastore_dir", str(metastore_dir))
     directory = Path(metastore_dir).absolute()
     directory.mkdir(parents=True, exist_ok=True)
     return {
@@ -453,6 +461,7 @@ def tblproperties_sql(props: Mapping[str, str]) -> str:
 
 def spark_conf_args(settings: Mapping[str, str]) -> list[str]:
     """``["--conf", "k=v", ...]`` arguments for ``spark-sql`` / ``spark-submit``."""
+    _check_renderable(settings)
     args: list[str] = []
     for key, value in settings.items():
         args += ["--conf", f"{key}={value}"]
@@ -461,11 +470,13 @@ def spark_conf_args(settings: Mapping[str, str]) -> list[str]:
 
 def spark_conf_lines(settings: Mapping[str, str]) -> str:
     """Shell-quoted ``--conf k=v`` lines, one per setting, to paste after ``spark-sql``."""
+    _check_renderable(settings)
     return " \\\n".join(f"  --conf {shlex.quote(f'{k}={v}')}" for k, v in settings.items())
 
 
 def spark_defaults_lines(settings: Mapping[str, str]) -> str:
     """The settings as ``spark-defaults.conf`` lines."""
+    _check_renderable(settings)
     return "\n".join(f"{k} {v}" for k, v in settings.items())
 
 
@@ -569,6 +580,8 @@ def jar_settings(
         UnsupportedSparkError: pyspark (or ``spark_version``) is not a supported line.
         JarNotFoundError: ``"local"`` without a directory, or a jar missing from it.
     """
+    if jars not in JAR_MODES:
+        raise ConfigError(f"jars must be one of {', '.join(JAR_MODES)}, got {jars!r}")
     line = _jars.spark_line(spark_version)
     directory = Path(jars_dir) if jars_dir is not None else _jars.local_jars_dir()
     if jars == "auto":
@@ -606,6 +619,16 @@ def _as_uri(location: str | Path) -> str:
     if "://" in text or text.startswith("file:"):
         return text
     return Path(text).absolute().as_uri()
+
+
+def _check_renderable(settings: Mapping[str, str]) -> None:
+    """ConfigError for a setting no Spark command line or ``spark-defaults.conf`` can carry: an
+    empty key, a key with whitespace or ``=``, a value with a line break."""
+    for key, value in settings.items():
+        if not isinstance(key, str) or not key or any(c.isspace() or c == "=" for c in key):
+            raise ConfigError(f"setting names are non-empty, without spaces or '=', got {key!r}")
+        if "\n" in str(value) or "\r" in str(value):
+            raise ConfigError(f"the value of {key} has a line break: no Spark command line or defaults file carries it")
 
 
 def _require_nonempty(name: str, value: str) -> None:

@@ -38,7 +38,9 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     from pyiceberg_crypto.io import UnsupportedSchemeError, file_io_for
     from pyiceberg_crypto.catalog.hive import MetastoreError, table_parameters
     from pyiceberg_crypto.kms import bounded
+    from pyiceberg_crypto import config
     from pyiceberg_crypto.catalog import commit as catalog_commit
+    from pyiceberg_crypto.errors import ConfigError
     from pyiceberg_crypto.catalog import entry, kinds, spark
     from pyiceberg_crypto.bridge import tls
     from pyiceberg_crypto.kms import aws_face_blob as fb
@@ -173,6 +175,20 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.catalog.commit.commit_key_change": (
             InvalidArgumentError, lambda: catalog_commit.commit_key_change({"uri": "thrift://127.0.0.1:1"}, "orders", None,
                                                                            what="prune", error=TableInputError)),
+        "pyiceberg_crypto.config.spark_settings": (ConfigError, lambda: config.spark_settings("lake", warehouse="")),
+        "pyiceberg_crypto.config.catalog_settings": (ConfigError, lambda: config.catalog_settings("", warehouse="/w")),
+        "pyiceberg_crypto.config.refuse_plaintext_catalogs": (ConfigError, lambda: config.refuse_plaintext_catalogs({
+            "spark.sql.catalog.x": "org.apache.iceberg.spark.SparkCatalog", "spark.sql.catalog.x.type": "rest",
+            "spark.sql.catalog.x.encryption.kms-impl": "a"})),
+        "pyiceberg_crypto.config.kms_service_properties": (ConfigError, lambda: config.kms_service_properties("x", "/t")),
+        "pyiceberg_crypto.config.s3_catalog_properties": (ConfigError, lambda: config.s3_catalog_properties(endpoint="ftp://x")),
+        "pyiceberg_crypto.config.embedded_metastore_settings": (ConfigError, lambda: config.embedded_metastore_settings("")),
+        "pyiceberg_crypto.config.table_properties": (ConfigError, lambda: config.table_properties("")),
+        "pyiceberg_crypto.config.spark_conf_args": (ConfigError, lambda: config.spark_conf_args({"": "x"})),
+        "pyiceberg_crypto.config.spark_conf_lines": (ConfigError, lambda: config.spark_conf_lines({"a b": "x"})),
+        "pyiceberg_crypto.config.spark_defaults_lines": (ConfigError, lambda: config.spark_defaults_lines({"k": "a\nb"})),
+        "pyiceberg_crypto.config.jar_settings": (ConfigError, lambda: config.jar_settings("nonsense")),
+        "pyiceberg_crypto.config.session_for_catalog": (ConfigError, lambda: config.session_for_catalog("", warehouse="/w")),
         "pyiceberg_crypto.catalog.spark.require_classic_session": (
             NotASparkSessionError, lambda: spark.require_classic_session(NOT_SPARK, "a test")),
         "pyiceberg_crypto.serve.aws.key_ids.python_key_id": (
@@ -210,6 +226,10 @@ NO_BAD_INPUT = {
     "pyiceberg_crypto.catalog.rest.namespace_name": "pure: any sequence of level names",
     "pyiceberg_crypto.catalog.spark.close_clients": "takes no arguments",
     "pyiceberg_crypto.safe_text.escape_text": "pure: any object becomes safe text",
+    "pyiceberg_crypto.config.tblproperties_sql": "any mapping of strings: quotes and backslashes are escaped",
+    "pyiceberg_crypto.config.configure_spark_with_encryption": "duck-typed on a builder's .config(); the settings are "
+                                                               "checked where they were made",
+    "pyiceberg_crypto.config.local_spark_builder": "returns a builder; Spark itself judges the master when it starts",
     "pyiceberg_crypto.bridge.redaction.redact_in_py4j_logs": "any text is a token to keep out of Py4J's logs",
     "pyiceberg_crypto.kms.aws_face_blob.is_face_blob": "a predicate: False for bytes that are not a face blob",
     "pyiceberg_crypto.verify.report.report_schema": "takes no arguments",
