@@ -48,6 +48,13 @@ from pathlib import Path
 from pyiceberg_crypto._atomic import PUBLIC, atomic_writer
 from pyiceberg_crypto.errors import PyicebergCryptoError
 
+__all__ = ["BRIDGE_ARTIFACT", "BRIDGE_GROUP", "BRIDGE_JAR_NAME", "ICEBERG_VERSION", "JARS_DIR_ENV", "MAVEN_CENTRAL",
+           "MIN_JAVA", "PINNED_SHA256", "PYSPARK_REQUIREMENT", "ChecksumError", "JarDirectoryError",
+           "JarNotFoundError", "MavenArtifact", "SparkLine", "UnsupportedJavaError", "UnsupportedSparkError",
+           "artifacts", "aws_bundle_artifact", "bridge_artifact", "bridge_jar", "bridge_repository",
+           "check_java_version", "download", "installed_pyspark_version", "kafka_connector_artifacts", "local_jar",
+           "local_jars_dir", "runtime_artifact", "spark_line"]
+
 ICEBERG_VERSION = "1.12.0"
 BRIDGE_JAR_NAME = "pyiceberg-crypto-bridge.jar"
 #: The bridge as a Maven artifact: group and artifact id (its version carries the jar's digest).
@@ -139,6 +146,10 @@ class UnsupportedJavaError(PyicebergCryptoError, RuntimeError):
     """The JVM is too old for the bridge jar (or for the Spark line); the message says which is needed."""
 
 
+class JarDirectoryError(PyicebergCryptoError, OSError):
+    """The directory jars are downloaded into cannot be made (a file in the way, no permission)."""
+
+
 class ChecksumError(PyicebergCryptoError, RuntimeError):
     """A downloaded jar does not match its pinned SHA-256."""
 
@@ -216,8 +227,11 @@ def check_java_version(specification_version: str, line: SparkLine | None = None
     >>> check_java_version("17")
     17
     """
-    text = specification_version.strip()
-    major = int(text.split(".")[1]) if text.startswith("1.") else int(text.split(".")[0])
+    text = str(specification_version).strip()
+    try:
+        major = int(text.split(".")[1]) if text.startswith("1.") else int(text.split(".")[0])
+    except (ValueError, IndexError):
+        raise UnsupportedJavaError(f"cannot read a Java version from java.specification.version {text!r}") from None
     if major < MIN_JAVA:
         raise UnsupportedJavaError(
             f"this Spark driver runs on Java {major}: pyiceberg-crypto's bridge jar needs Java {MIN_JAVA} or "
@@ -302,9 +316,13 @@ def download(
     Raises:
         ChecksumError: a download does not match its pinned digest.
         OSError: the repository cannot be reached (the message names the URL).
+        JarDirectoryError: ``directory`` cannot be made (an OSError too).
     """
     target = Path(directory)
-    target.mkdir(parents=True, exist_ok=True)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise JarDirectoryError(f"cannot use {target} as the jars directory: {exc.strerror or exc}") from None
     paths = []
     for artifact in artifacts_:
         path = target / artifact.file_name

@@ -38,7 +38,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     from pyiceberg_crypto.io import UnsupportedSchemeError, file_io_for
     from pyiceberg_crypto.catalog.hive import MetastoreError, table_parameters
     from pyiceberg_crypto.kms import bounded
-    from pyiceberg_crypto import config
+    from pyiceberg_crypto import config, jars
     from pyiceberg_crypto.catalog import commit as catalog_commit
     from pyiceberg_crypto.errors import ConfigError
     from pyiceberg_crypto.catalog import entry, kinds, spark
@@ -62,6 +62,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     world_writable = tmp_path / "shared"
     world_writable.mkdir()
     world_writable.chmod(0o777)
+    (world_writable / "a-file").write_text("not a directory")
     not_json = tmp_path / "00001-x.metadata.json"
     not_json.write_text("{not json")
     return {
@@ -189,6 +190,12 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.config.spark_defaults_lines": (ConfigError, lambda: config.spark_defaults_lines({"k": "a\nb"})),
         "pyiceberg_crypto.config.jar_settings": (ConfigError, lambda: config.jar_settings("nonsense")),
         "pyiceberg_crypto.config.session_for_catalog": (ConfigError, lambda: config.session_for_catalog("", warehouse="/w")),
+        "pyiceberg_crypto.jars.spark_line": (jars.UnsupportedSparkError, lambda: jars.spark_line("9.9")),
+        "pyiceberg_crypto.jars.check_java_version": (jars.UnsupportedJavaError, lambda: jars.check_java_version("x")),
+        "pyiceberg_crypto.jars.local_jar": (
+            jars.JarNotFoundError, lambda: jars.local_jar(tmp_path / "no-jars", jars.aws_bundle_artifact())),
+        "pyiceberg_crypto.jars.download": (
+            jars.JarDirectoryError, lambda: jars.download(world_writable / "a-file" / "jars", [])),
         "pyiceberg_crypto.catalog.spark.require_classic_session": (
             NotASparkSessionError, lambda: spark.require_classic_session(NOT_SPARK, "a test")),
         "pyiceberg_crypto.serve.aws.key_ids.python_key_id": (
@@ -226,6 +233,15 @@ NO_BAD_INPUT = {
     "pyiceberg_crypto.catalog.rest.namespace_name": "pure: any sequence of level names",
     "pyiceberg_crypto.catalog.spark.close_clients": "takes no arguments",
     "pyiceberg_crypto.safe_text.escape_text": "pure: any object becomes safe text",
+    "pyiceberg_crypto.jars.installed_pyspark_version": "takes no arguments",
+    "pyiceberg_crypto.jars.aws_bundle_artifact": "takes no arguments",
+    "pyiceberg_crypto.jars.bridge_artifact": "takes no arguments",
+    "pyiceberg_crypto.jars.bridge_repository": "takes no arguments",
+    "pyiceberg_crypto.jars.bridge_jar": "takes no arguments (JarNotFoundError when the package has no jar)",
+    "pyiceberg_crypto.jars.local_jars_dir": "takes no arguments: None when the environment names no directory",
+    "pyiceberg_crypto.jars.runtime_artifact": "takes a SparkLine, which spark_line validated",
+    "pyiceberg_crypto.jars.artifacts": "takes a SparkLine, which spark_line validated",
+    "pyiceberg_crypto.jars.kafka_connector_artifacts": "takes a SparkLine, which spark_line validated",
     "pyiceberg_crypto.config.tblproperties_sql": "any mapping of strings: quotes and backslashes are escaped",
     "pyiceberg_crypto.config.configure_spark_with_encryption": "duck-typed on a builder's .config(); the settings are "
                                                                "checked where they were made",
