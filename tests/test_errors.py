@@ -39,6 +39,9 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     from pyiceberg_crypto.catalog.hive import MetastoreError, table_parameters
     from pyiceberg_crypto.kms import bounded
     from pyiceberg_crypto import config, jars
+    from pyiceberg_crypto import io as pyiceberg_io
+    from pyiceberg_crypto.audit import html as audit_html
+    from pyiceberg_crypto.demo import external as demo_external
     from pyiceberg_crypto.catalog import commit as catalog_commit
     from pyiceberg_crypto.errors import ConfigError
     from pyiceberg_crypto.catalog import entry, kinds, spark
@@ -196,6 +199,12 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
             jars.JarNotFoundError, lambda: jars.local_jar(tmp_path / "no-jars", jars.aws_bundle_artifact())),
         "pyiceberg_crypto.jars.download": (
             jars.JarDirectoryError, lambda: jars.download(world_writable / "a-file" / "jars", [])),
+        "pyiceberg_crypto.audit.html.render_html": (PyicebergCryptoError, lambda: audit_html.render_html({"ok": True})),
+        "pyiceberg_crypto.io.file_io_for": (UnsupportedSchemeError, lambda: file_io_for(GS)),
+        "pyiceberg_crypto.io.read_bounded": (
+            PyicebergCryptoError, lambda: pyiceberg_io.read_bounded(pyiceberg_io.LocalFileIO(), "/dev/zero", 5)),
+        "pyiceberg_crypto.demo.external.settings_from_environment": (
+            PyicebergCryptoError, lambda: demo_external.settings_from_environment({})),
         "pyiceberg_crypto.catalog.spark.require_classic_session": (
             NotASparkSessionError, lambda: spark.require_classic_session(NOT_SPARK, "a test")),
         "pyiceberg_crypto.serve.aws.key_ids.python_key_id": (
@@ -233,6 +242,9 @@ NO_BAD_INPUT = {
     "pyiceberg_crypto.catalog.rest.namespace_name": "pure: any sequence of level names",
     "pyiceberg_crypto.catalog.spark.close_clients": "takes no arguments",
     "pyiceberg_crypto.safe_text.escape_text": "pure: any object becomes safe text",
+    "pyiceberg_crypto.io.local_path": "pure: any text is a local path or a file: URI",
+    "pyiceberg_crypto.demo.external.run_demo": "the demo job on a session settings_from_environment configured",
+    "pyiceberg_crypto.verify.magic_scan.scan_table_files": "a location without files has no findings",
     "pyiceberg_crypto.jars.installed_pyspark_version": "takes no arguments",
     "pyiceberg_crypto.jars.aws_bundle_artifact": "takes no arguments",
     "pyiceberg_crypto.jars.bridge_artifact": "takes no arguments",
@@ -417,3 +429,15 @@ def test_every_command_refuses_bad_input_with_one_line_and_status_2(tmp_path, ca
         if status != 2 or "Traceback" in err or not err.strip():
             failures.append(f"{command}: status {status}, stderr {err[-300:]!r}")
     assert not failures, "\n".join(failures)
+
+
+def test_every_public_module_declares_its_public_names():
+    """A public module (no ``_`` in its path) says what it exports in ``__all__`` (empty for a
+    module whose helpers only the package uses); the command line and the test kit aside."""
+    names = [m.name for m in pkgutil.walk_packages(pyiceberg_crypto.__path__, "pyiceberg_crypto.")]
+    missing = [name for name in names
+               if not any(part.startswith("_") for part in name.split(".")[1:])
+               and not name.startswith(("pyiceberg_crypto.cli", "pyiceberg_crypto.testing"))
+               and not hasattr(importlib.import_module(name), "__all__")]
+    assert not missing, f"public modules without __all__: {missing}"
+

@@ -18,3 +18,6 @@ Usage::
 The catalog-properties dict (the ``spark.sql.catalog.<name>.*`` settings without their prefix) is
 called ``properties`` everywhere.
 """
+
+#: A map of the package: import its modules (nothing is re-exported here).
+__all__: list[str] = []

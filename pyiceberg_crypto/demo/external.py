@@ -26,6 +26,8 @@ from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.verify.report import TableReport
 
+__all__ = ["DemoConfigError", "ServicesDemoResult", "run_demo", "settings_from_environment"]
+
 CATALOG = "lake"
 KEY_ID = "demo-master-key"
 EXPECTED_ROWS = [(1, "apple"), (3, "fig"), (4, "kiwi")]

@@ -10,3 +10,6 @@ located :class:`~pyiceberg_crypto.formats.errors.IntegrityError` out. No JVM, no
 
 Writers (for tests and benchmarks) live in :mod:`pyiceberg_crypto.testing`.
 """
+
+#: A map of the package: import its modules (nothing is re-exported here).
+__all__: list[str] = []

@@ -27,6 +27,9 @@ from typing import BinaryIO, Protocol, runtime_checkable
 
 from pyiceberg_crypto.errors import PyicebergCryptoError, TableInputError
 
+__all__ = ["SCHEMES", "FileIO", "FileTooLargeError", "InvalidLocationError", "LocalFileIO", "NotRegularFileError",
+           "UnsupportedSchemeError", "file_io_for", "local_path", "read_bounded"]
+
 
 @runtime_checkable
 class FileIO(Protocol):

@@ -23,6 +23,9 @@ from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.catalog.spark import catalog_properties, registered_kms, split_table_name
 from pyiceberg_crypto.properties import KEY_ID
 
+#: Nothing here is public API: the package's own modules use these helpers (the key commands' commit).
+__all__: list[str] = []
+
 
 def load_operations(spark, table: str, error: type[Exception]) -> tuple[str, Any]:
     """(catalog.db.table, its Iceberg ``TableOperations``), else ``error``."""

@@ -16,3 +16,6 @@ Usage::
 The command line is ``pyiceberg-crypto kms serve`` (:mod:`pyiceberg_crypto.cli.kms_cmd`). The
 in-process bridge (``register_kms``, the callback server both use) is :mod:`pyiceberg_crypto.bridge`.
 """
+
+#: A map of the package: import its modules (nothing is re-exported here).
+__all__: list[str] = []

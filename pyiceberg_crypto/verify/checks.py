@@ -43,6 +43,8 @@ from pyiceberg_crypto.verify.report import (
     FileFinding,
 )
 
+__all__ = ["FileTask"]
+
 AGS1_MAGIC = ags1.MAGIC
 PARQUET_ENCRYPTED_MAGIC = MAGIC_ENCRYPTED
 AVRO_MAGIC = b"Obj\x01"

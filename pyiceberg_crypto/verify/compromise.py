@@ -44,6 +44,8 @@ from pyiceberg_crypto.safe_text import escape_text, exception_line
 from pyiceberg_crypto.table.file_kinds import MANIFEST, MANIFEST_LIST
 from pyiceberg_crypto.verify.pipeline import prepare_verification
 
+__all__ = ["CompromiseReport", "FileChains", "KeyChain"]
+
 #: The property ``keys reencrypt`` sets on its fresh KEK: the table's last sequence number when it
 #: re-sealed older snapshots' manifest-list keys (the same name as keys.reencrypt.RESEALED_UP_TO_PROPERTY;
 #: features do not import one another, tests/keys checks they agree).

@@ -22,6 +22,8 @@ from pathlib import Path
 
 from pyiceberg_crypto.io import NotRegularFileError, open_regular_file
 
+__all__ = ["MagicFinding", "scan_table_files"]
+
 EXPECTED_MAGIC = {"data": b"PARE", "deletion-vector": b"AGS1", "manifest": b"AGS1", "manifest-list": b"AGS1",
                   "statistics": b"AGS1", "partition-statistics": b"PARE"}
 

@@ -48,6 +48,8 @@ from pyiceberg_crypto.verify.report import (
     FileFinding,
 )
 
+__all__ = ["Plan", "Scope"]
+
 #: ``progress(stage, done, total)``: called as the verification advances (the CLI draws a bar with it).
 Progress = Callable[[str, int, int], None]
 

@@ -32,6 +32,9 @@ from pyiceberg_crypto.verify.checks import FileTask, check_file
 from pyiceberg_crypto.verify.plan import Progress
 from pyiceberg_crypto.verify.report import FileFinding
 
+#: Nothing here is public API: the package's own modules use these helpers (the verifier's runners).
+__all__: list[str] = []
+
 #: ``runner(tasks) -> findings``, one finding per task (any order; :func:`local_runner`'s: the tasks' order).
 Runner = Callable[[list[FileTask]], list[FileFinding]]
 

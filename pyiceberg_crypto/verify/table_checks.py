@@ -22,6 +22,8 @@ from pyiceberg_crypto.table.metadata import TableMetadata, fields_differing
 from pyiceberg_crypto.verify.plan import Scope
 from pyiceberg_crypto.verify.report import KEY_ERROR, OK, PLAINTEXT, TAMPERED, UNVERIFIABLE, WARN, TableCheck
 
+__all__ = ["table_checks"]
+
 
 def catalog_checks(kind: str, table: str, uri: str | None, expected_hash: str | None) -> list[TableCheck]:
     """Where a verification by table name took the metadata.json from (``kind``: a

@@ -8,3 +8,6 @@
 
 The blob format the face writes is :mod:`pyiceberg_crypto.kms.aws_face_blob` (the verifier reads it too).
 """
+
+#: A map of the package: import its modules (nothing is re-exported here).
+__all__: list[str] = []
