@@ -13,6 +13,8 @@
 - ``<!-- generated: audit-schema -->`` the same for the catalog audit's report
   (``pyiceberg_crypto/audit/audit.schema.json``, published as ``reference/audit.schema.json``).
 - ``<!-- generated: exit-status -->`` becomes the table of ``pyiceberg_crypto.exit_status.ExitStatus``.
+- ``<!-- generated: errors -->`` becomes the table of every exception class of the package (one
+  root, ``PyicebergCryptoError``; each one's module and standard base).
 - KMS provider pages (``docs/kms/*.md``) that the nav in ``mkdocs.yml`` does not list yet are added
   to its "KMS providers" section, titled by their first heading, before "Your own KMS": a
   provider page is in the site as soon as its file is, and the nav never names a missing file.
@@ -148,6 +150,32 @@ def exit_status_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def errors_table() -> str:
+    """Every exception class the package defines (the test kit's too): its name, where it lives, the
+    standard exception it also is, and the first line of its docstring; sorted by name."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import pyiceberg_crypto
+    from pyiceberg_crypto.errors import PyicebergCryptoError
+
+    standard = (ValueError, TypeError, OSError, TimeoutError, RuntimeError, PermissionError, UserWarning, KeyError)
+    found = {}
+    for info in pkgutil.walk_packages(pyiceberg_crypto.__path__, "pyiceberg_crypto."):
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if (inspect.isclass(value) and issubclass(value, PyicebergCryptoError) and value.__module__ == info.name
+                    and not name.startswith("_")):
+                found[(name, info.name)] = value
+    rows = ["| exception | module | also a | what it means |", "|---|---|---|---|"]
+    for (name, module), cls in sorted(found.items(), key=lambda item: (item[0][0].lower(), item[0][1])):
+        also = ", ".join(f"`{base.__name__}`" for base in standard if issubclass(cls, base) and base is not Exception)
+        doc = (inspect.getdoc(cls) or "").strip().split("\n\n")[0].replace("\n", " ")
+        rows.append(f"| `{name}` | `{module}` | {also} | {_cell(doc)} |")
+    return "\n".join(rows) + "\n"
+
+
 MEANINGS = {
     "OK": "success: every file, block or module that had to be checked authenticated, every table check is OK",
     "INTEGRITY": "an integrity failure or a finding that is not OK: the message or report names the file, "
@@ -214,6 +242,7 @@ GENERATORS = {
     "<!-- generated: report-schema -->": report_schema,
     "<!-- generated: audit-schema -->": audit_schema,
     "<!-- generated: exit-status -->": exit_status_table,
+    "<!-- generated: errors -->": errors_table,
 }
 
 

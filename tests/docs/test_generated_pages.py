@@ -75,3 +75,27 @@ def test_every_subcommand_has_a_description_and_every_positional_argument_help()
         for action in parser._actions:
             if not action.option_strings and not isinstance(action, argparse._SubParsersAction):
                 assert action.help, f"{prog}: positional {action.metavar or action.dest} has no help"
+
+
+def test_the_errors_table_names_every_exception_of_the_package():
+    """docs/reference/errors.md: one row per exception class (found independently here), each with
+    its module; the page carries the marker the build replaces."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import pyiceberg_crypto
+    from pyiceberg_crypto.errors import PyicebergCryptoError
+
+    table = generated.errors_table()
+    expected = set()
+    for info in pkgutil.walk_packages(pyiceberg_crypto.__path__, "pyiceberg_crypto."):
+        for name, value in vars(importlib.import_module(info.name)).items():
+            if inspect.isclass(value) and issubclass(value, PyicebergCryptoError) and value.__module__ == info.name \
+                    and not name.startswith("_"):
+                expected.add(f"| `{name}` | `{info.name}` |")
+    assert len(expected) > 60
+    assert all(row in table for row in expected), sorted(row for row in expected if row not in table)
+    assert "| `TableInputError` | `pyiceberg_crypto.errors` | `ValueError` |" in table
+    assert "<!-- generated: errors -->" in (DOCS / "reference" / "errors.md").read_text()
+
