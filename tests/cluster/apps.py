@@ -56,16 +56,19 @@ def serve_requests(workdir: Path, stop: threading.Event, handle: Callable[[dict]
     return handled
 
 
-def pack_environment(wheel: Path, workdir: Path) -> Path:
+def pack_environment(wheel: Path, workdir: Path, testing_wheel: Path | None = None) -> Path:
     """A virtual environment with the package's wheel and its dependencies (pyspark left out: the
-    nodes' Spark brings its own), packed by venv-pack into ``workdir/env.tar.gz``. pip runs without
+    nodes' Spark brings its own), packed by venv-pack into ``workdir/env.tar.gz``; with
+    ``testing_wheel``, the test kit's wheel too (the cluster-mode driver runs the tests' helpers,
+    which use it: the main wheel has no test kit). pip runs without
     the project's variables: with this checkout on PYTHONPATH it would find the package "already
     installed" (its egg-info) and pack an environment without it."""
     env_dir = workdir / "env"
     clean = {k: v for k, v in os.environ.items() if k not in PROJECT_ENV}
     subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=120, env=clean)
     pip = [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    subprocess.run([*pip, "--no-deps", str(wheel)], check=True, timeout=300, env=clean)
+    subprocess.run([*pip, "--no-deps", str(wheel), *([str(testing_wheel)] if testing_wheel else [])],
+                   check=True, timeout=300, env=clean)
     subprocess.run([*pip, "cryptography", "fastavro", "rich", "prometheus-client"], check=True, timeout=300, env=clean)
     check = subprocess.run([str(env_dir / "bin" / "python"), "-c", "import pyiceberg_crypto"], env=clean,
                            capture_output=True, text=True, timeout=60)

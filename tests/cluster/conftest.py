@@ -57,4 +57,4 @@ def packed_env(dist, tmp_path_factory) -> Path:
     ``spark-submit --archives ENV#env``: the standalone verification job and YARN's cluster mode
     ship the same archive, so the cluster lane packs it once (a venv, pip and venv-pack: ~1-2 min
     on a loaded 2-core machine)."""
-    return pack_environment(dist["wheel"], tmp_path_factory.mktemp("packed-env"))
+    return pack_environment(dist["wheel"], tmp_path_factory.mktemp("packed-env"), dist["testing_wheel"])
