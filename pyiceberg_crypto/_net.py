@@ -12,7 +12,7 @@ import ipaddress
 
 from pyiceberg_crypto.errors import InvalidArgumentError
 
-__all__ = ["is_loopback_host", "parse_listen"]
+__all__ = ["is_loopback_host", "listen_address", "parse_listen"]
 
 
 def is_loopback_host(host: str) -> bool:
@@ -37,3 +37,11 @@ def parse_listen(listen: str, what: str = "--listen") -> tuple[str, int]:
     if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 <= int(port) <= 65535:
         raise InvalidArgumentError(f"{what} must be HOST:PORT (e.g. 127.0.0.1:9600), got {listen!r}")
     return host, int(port)
+
+
+def listen_address(host: str, port: int) -> str:
+    """``HOST:PORT`` as clients write it, an IPv6 host in brackets: what :func:`parse_listen` reads::
+
+        listen_address("::1", 9600)        # "[::1]:9600"
+    """
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -363,16 +363,12 @@ def test_register_kms_refuses_bad_arguments_with_package_errors():
 # --- the command line: bad input is one line and exit status 2, never a traceback ----------------
 
 def _commands(parser) -> set[str]:
-    """Every leaf command of the parser (``keys rewrap``, ``verify``, ...)."""
-    import argparse
+    """Every leaf command of the parser (``keys rewrap``, ``verify``, ...), walked as the CLI
+    reference walks it (tests/docs/test_generated_pages.py)."""
+    from tests.docs.test_generated_pages import _parsers, generated
 
-    found = set()
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                inner = _commands(sub)
-                found |= {f"{name} {leaf}" for leaf in inner} if inner else {name}
-    return found
+    return {prog.removeprefix("pyiceberg-crypto ") for prog, sub in _parsers(parser, "pyiceberg-crypto")
+            if prog != "pyiceberg-crypto" and not generated._subcommands(sub)}
 
 
 def _bad_command_lines(tmp_path) -> dict[str, list[str]]:

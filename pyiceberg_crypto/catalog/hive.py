@@ -30,6 +30,7 @@ import struct
 import time
 from urllib.parse import urlsplit
 
+from pyiceberg_crypto._net import listen_address
 from pyiceberg_crypto.errors import ConcurrentCommitError, MetastoreError, PyicebergCryptoError
 from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 
@@ -98,7 +99,7 @@ class MetastoreConnection:
         self.timeout = timeout
         failures = []
         for host, port in _addresses(uri):
-            where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            where = listen_address(host, port)
             try:
                 self._sock = socket.create_connection((host, port), timeout=timeout)
             except OSError as exc:

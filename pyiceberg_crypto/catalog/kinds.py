@@ -36,9 +36,11 @@ __all__ = ["ENCRYPTING_REST_CATALOG_IMPL", "HIVE", "REST", "REST_CATALOG_IMPLS",
 HIVE, REST = "hive", "rest"
 #: The bridge's REST catalog with table encryption (``catalog-impl``).
 ENCRYPTING_REST_CATALOG_IMPL = "io.pyicebergcrypto.rest.EncryptingRestCatalog"
+#: Iceberg's own REST catalog (``catalog-impl``), which ignores ``encryption.key-id`` in 1.12.0.
+ICEBERG_REST_CATALOG_IMPL = "org.apache.iceberg.rest.RESTCatalog"
 #: Iceberg's ``catalog-impl`` classes that ignore ``encryption.key-id`` in 1.12.0.
 PLAINTEXT_CATALOG_IMPLS = (
-    "org.apache.iceberg.rest.RESTCatalog",
+    ICEBERG_REST_CATALOG_IMPL,
     "org.apache.iceberg.hadoop.HadoopCatalog",
     "org.apache.iceberg.jdbc.JdbcCatalog",
     "org.apache.iceberg.aws.glue.GlueCatalog",
@@ -67,7 +69,7 @@ def plaintext_reason(properties: Mapping[str, str]) -> str | None:
     if impl:
         if impl in PLAINTEXT_CATALOG_IMPLS:
             return (f"catalog-impl={impl} ignores encryption.key-id in Iceberg 1.12.0 (only the Hive catalog "
-                    f"encrypts): {_remedy(f'catalog-impl={impl}' if impl == PLAINTEXT_CATALOG_IMPLS[0] else None)}")
+                    f"encrypts): {_remedy(f'catalog-impl={impl}' if impl == ICEBERG_REST_CATALOG_IMPL else None)}")
         return None
     if kind is None or kind.lower() == HIVE:
         return None
@@ -98,7 +100,7 @@ def session_catalogs(conf: Mapping[str, str]) -> dict[str, dict[str, str]]:
 
 
 #: ``catalog-impl`` values that are REST catalogs (the bridge's encrypting one, and Iceberg's).
-REST_CATALOG_IMPLS = (ENCRYPTING_REST_CATALOG_IMPL, "org.apache.iceberg.rest.RESTCatalog")
+REST_CATALOG_IMPLS = (ENCRYPTING_REST_CATALOG_IMPL, ICEBERG_REST_CATALOG_IMPL)
 
 
 def catalog_kind(properties: dict[str, str], catalog: str = "?") -> str:

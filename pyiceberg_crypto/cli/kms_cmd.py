@@ -124,7 +124,7 @@ def _start_aws_face(args: argparse.Namespace, served, token_file):
         return None
     if not args.aws_kms_api_credentials:
         raise UsageError("--aws-kms-api needs --aws-kms-api-credentials FILE")
-    listen = args.aws_kms_api if ":" in args.aws_kms_api else f"127.0.0.1:{args.aws_kms_api}"
+    listen = _loopback_by_default(args.aws_kms_api)
     credentials = load_credentials(args.aws_kms_api_credentials)
     tls = None
     if not args.aws_kms_api_plaintext:
@@ -145,6 +145,11 @@ def _start_aws_face(args: argparse.Namespace, served, token_file):
                      accept_raw_blobs=not args.aws_kms_api_refuse_raw_blobs,
                      limits=FaceLimits(max_connections=args.aws_kms_api_max_connections))
     return face.start()
+
+
+def _loopback_by_default(value: str) -> str:
+    """``[HOST:]PORT`` (``--aws-kms-api``, ``--metrics``) as ``HOST:PORT``, HOST 127.0.0.1 when left out."""
+    return value if ":" in value else f"127.0.0.1:{value}"
 
 
 def _reload_face_credentials(face, path: str) -> None:
@@ -191,7 +196,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         if args.metrics:
             try:
-                metrics_at = parse_listen(args.metrics if ":" in args.metrics else f"127.0.0.1:{args.metrics}")
+                metrics_at = parse_listen(_loopback_by_default(args.metrics))
             except ValueError:
                 raise UsageError(f"--metrics must be [HOST:]PORT (e.g. 127.0.0.1:9601), got {args.metrics!r}") \
                     from None
@@ -206,8 +211,7 @@ def _serve(args: argparse.Namespace) -> int:
                                                    max_unauthenticated=args.max_unauthenticated,
                                                    auth_deadline_seconds=args.auth_deadline,
                                                    idle_timeout_seconds=args.idle_timeout))
-        served.start()
-        service.start()
+        service.start()  # builds the served KMS first: a failing factory is the except below
     except (ValueError, KmsServiceError, KmsLoadError) as exc:
         print(f"pyiceberg-crypto kms serve: {exc}", file=sys.stderr)
         return ExitStatus.USAGE
@@ -226,7 +230,8 @@ def _serve(args: argparse.Namespace) -> int:
     metrics = None
     if metrics_at is not None:
         try:
-            metrics = MetricsServer([service] + ([face] if face is not None else []), *metrics_at, health_key_id=args.health_key,
+            faces = [service] if face is None else [service, face]
+            metrics = MetricsServer(faces, *metrics_at, health_key_id=args.health_key,
                                     health_interval=args.health_interval, allow_remote=args.metrics_allow_remote)
         except MetricsAddressError as exc:
             if face is not None:

@@ -45,7 +45,7 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
-from pyiceberg_crypto._net import is_loopback_host
+from pyiceberg_crypto._net import is_loopback_host, listen_address
 from pyiceberg_crypto._prometheus import CONTENT_TYPE
 from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.serve.served_kms import RateLimitedLog
@@ -214,7 +214,8 @@ class MetricsServer:
     """``/metrics`` and ``/healthz`` of the running faces of ``kms serve`` over HTTP.
 
     Args:
-        faces: the running faces, the Py4J face first (its health is the service's). host, port: where to listen (port 0: a free one).
+        faces: the running faces, the Py4J face first (its health is the service's).
+        host, port: where to listen (port 0: a free one).
         health_key_id: the key id of the canary wrap/unwrap (None: ``/healthz`` checks the listener only).
         health_interval: the canary runs at most once per this many seconds.
         allow_remote: listen on an address other than loopback (anyone who reaches it reads the
@@ -244,8 +245,7 @@ class MetricsServer:
 
     @property
     def address(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{host}:{self.port}"
+        return listen_address(self.host, self.port)
 
     def close(self) -> None:
         self._http.shutdown()

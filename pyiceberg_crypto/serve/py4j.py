@@ -34,7 +34,7 @@ from collections import Counter, OrderedDict
 from pathlib import Path
 from typing import Any
 
-from pyiceberg_crypto._net import parse_listen
+from pyiceberg_crypto._net import listen_address, parse_listen
 from pyiceberg_crypto._prometheus import counter, gauge, histogram, render
 from pyiceberg_crypto.bridge.adapter import LATENCY_BUCKETS, KmsCallbackAdapter, OperationStats
 from pyiceberg_crypto.bridge.callback_server import KmsCallbackServer, LOOPBACK
@@ -114,7 +114,6 @@ class PeerCounts:
 
 class KmsServiceError(PyicebergCryptoError, RuntimeError):
     """The service cannot start (address in use, unwritable token file, unreadable TLS key...)."""
-
 
 
 def tls_files(token_file: str | os.PathLike) -> tuple[Path, Path]:
@@ -216,8 +215,7 @@ class Py4jFace:
     @property
     def address(self) -> str:
         """``HOST:PORT`` as clients write it (``pyiceberg-crypto.kms-service``)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{host}:{self.port}"
+        return listen_address(self.host, self.port)
 
     @property
     def endpoint(self) -> str:

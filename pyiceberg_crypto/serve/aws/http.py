@@ -12,9 +12,9 @@ a time with bounded headers and body, calls :meth:`JsonHttpListener.handle` (the
     Echo("127.0.0.1", 0, tls=None, limits=FaceLimits(), name="echo").start()
 
 Bounds: at most ``max_connections`` open connections (more are closed at once), a TLS handshake
-within ``auth_deadline_seconds``, a request (headers and body) within ``request_deadline_seconds`` of its first
-byte, an idle keep-alive connection closed after ``idle_timeout_seconds``, headers of at most 16 KiB,
-bodies of at most ``max_body_bytes``, no chunked bodies. A watchdog closes connections past their
+within ``auth_deadline_seconds``, a request (headers and body) within ``request_deadline_seconds``
+of its first byte, an idle keep-alive connection closed after ``idle_timeout_seconds``, headers of
+at most 16 KiB, bodies of at most ``max_body_bytes``, no chunked bodies. A watchdog closes connections past their
 deadline, so dribbling bytes does not keep one open.
 """
 
@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pyiceberg_crypto._net import listen_address
 from pyiceberg_crypto.bridge.adapter import LATENCY_BUCKETS
 from pyiceberg_crypto.bridge.py4j_server import LISTEN_BACKLOG
 from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError
@@ -55,7 +56,6 @@ MAX_HEADER_BYTES = 16 * 1024
 REFUSAL_REASONS = ("unsigned", "malformed", "unknown-access-key", "wrong-service", "wrong-region", "expired",
                    "bad-signature", "replayed", "replay-cache-full", "connection-cap", "body-too-large",
                    "headers-too-large", "bad-request", "deadline", "tls-handshake")
-
 
 
 class FaceStartError(PyicebergCryptoError, RuntimeError):
@@ -92,7 +92,6 @@ class ApiError(PyicebergCryptoError):
         self.code, self.message, self.status, self.reason = code, message, status, reason
 
 
-
 class RequestStats:
     """Requests answered (per operation and result), refusals (per reason) and durations."""
 
@@ -102,7 +101,6 @@ class RequestStats:
         self.refused: Counter = Counter()        # reason
         self.duration: dict[str, list[float]] = {}
         self.duration_sum: Counter = Counter()
-        self.open = 0
 
     def request(self, operation: str, result: str, seconds: float) -> None:
         with self.lock:
@@ -199,8 +197,7 @@ class JsonHttpListener:
     @property
     def endpoint(self) -> str:
         """The URL clients set as ``AWS_ENDPOINT_URL_KMS`` / ``kms.endpoint``."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{listen_address(self.host, self.port)}"
 
     @property
     def accepting(self) -> bool:
