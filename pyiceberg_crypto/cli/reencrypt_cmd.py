@@ -2,18 +2,23 @@
 fresh KEK, drop what the old material opens, and print the proof (issue 42)::
 
     pyiceberg-crypto keystore rotate keys.json orders-key          # first: a new master key version
-    pyiceberg-crypto keys reencrypt lake.db.orders --compromised-version orders-key:1 \\
+    pyiceberg-crypto keys reencrypt lake.db.orders [--compromised-version orders-key:1] \\
         --kms keystore --kms-property keystore.path=keys.json --warehouse /data/wh \\
-        [--compromised-kek KEK_ID ...] [--drop-refs] [--dry-run] [--orphans-older-than 2026-11-24T00:00:00] \\
+        [--compromised-kek KEK_ID ...] [--tags rewrite|drop] [--dry-run] [--orphans-older-than 2026-11-24T00:00:00] \\
         [--report proof.json] [--json]
     pyiceberg-crypto keys reencrypt lake --all-tables --compromised-version orders-key:1 \
         --metastore-uri thrift://hms:9083 [--namespace shop ...] --kms keystore ...     # every table that depends on it
 
-It records which files depend on the compromised material, runs
-:func:`pyiceberg_crypto.keys.reencrypt_table`, then proves the outcome with the verifier
-(:func:`pyiceberg_crypto.verify.compromise.compromise_report`): every file reachable from every
-remaining snapshot, its key chain, none leading to the compromised material, and every file that
-did gone from storage. Exit status: 0 proven, 1 the proof is not OK (the report says which files),
+The compromised set is every version the KMS marks compromised (``keystore compromised``) plus
+those named, each checked to be a version the KMS holds of the table's master key; nothing
+changes otherwise. It records which files depend on the compromised material, runs
+:func:`pyiceberg_crypto.keys.reencrypt_table` (every branch kept and re-encrypted on its branch;
+tags moved to re-encrypted copies, or dropped with ``--tags drop``), then proves the outcome with
+the verifier (:func:`pyiceberg_crypto.verify.compromise.compromise_report`, ``storage=True``):
+every file reachable from every remaining snapshot, its key chain, none leading to the
+compromised material, every file that did gone from storage, and every file under the table
+location walked (no old metadata.json with a compromised KEK, nothing the material opens, nothing
+in the clear, nothing unaccounted for). Exit status: 0 proven, 1 the proof is not OK (the report says which files),
 2 usage error or a step that stopped (the message says which; the table stays readable and running
 again finishes the job).
 
@@ -44,10 +49,16 @@ def add_reencrypt_parser(actions, add_table_arguments) -> None:
                                                   "old snapshots expired, and the proof")
     add_table_arguments(parser)
     parser.add_argument("--compromised-version", action="append", default=[], metavar="KEY_ID:VERSION",
-                        help="a master key version that leaked (repeatable)")
+                        help="a master key version that leaked (repeatable; besides every version the KMS marks "
+                             "compromised, which is always included; must be a version the KMS holds of the "
+                             "table's key)")
     parser.add_argument("--compromised-kek", action="append", default=[], metavar="KEK_ID",
                         help="a KEK (encryption-keys entry id) that leaked (repeatable)")
-    parser.add_argument("--drop-refs", action="store_true", help="drop the branches and tags that pin old snapshots")
+    parser.add_argument("--tags", choices=("rewrite", "drop"), default=None,
+                        help="rewrite (default): move each tag to a re-encrypted copy of its snapshot (same rows); "
+                             "drop: drop the tags (the dry run counts each tag's rows no branch holds). Branches "
+                             "are always kept: each branch's head is re-encrypted on its branch")
+    parser.add_argument("--drop-refs", action="store_true", help="deprecated: --tags drop (branches are kept)")
     parser.add_argument("--dry-run", action="store_true", help="say what would happen; no commit, nothing removed")
     parser.add_argument("--orphans-older-than", metavar="ISO_TIME",
                         help="remove orphan files older than this (default: 3 days ago)")
@@ -90,6 +101,9 @@ def run_reencrypt(args: argparse.Namespace, kms: KeyManagementClient | None) -> 
         older = older.replace(tzinfo=timezone.utc)
     if kms is None:
         return _fail("keys reencrypt needs the table's KMS (--kms)")
+    if args.drop_refs and args.tags == "rewrite":
+        return _fail("--drop-refs (deprecated) means --tags drop: not with --tags rewrite")
+    args.tags = "drop" if args.drop_refs else (args.tags or "rewrite")
     material = {"compromised_master_keys": versions, "compromised_keks": args.compromised_kek}
     catalog = args.table.split(".")[0]
     spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
@@ -129,28 +143,37 @@ def _check_mode(args: argparse.Namespace, versions: list[tuple[str, str]]) -> No
 
 def _one_table(spark, table: str, args: argparse.Namespace, kms: KeyManagementClient, material: dict,
                older: datetime | None) -> dict:
-    """Record what depends on the material, re-encrypt, prove: the document of one table.
+    """Check the compromised set, record what depends on it, re-encrypt, prove: the document of one table.
 
-    With ``--report`` (one table), what depends on the material is written there before the first
-    commit, and a re-run after a crash adds the files an earlier run recorded (``carried_dependent``)
-    to the files the proof checks are gone: the re-run's proof covers what the first run saw."""
+    The compromised set is the versions named and every version the KMS marks compromised, checked
+    before anything changes (:func:`~pyiceberg_crypto.keys.reencrypt.table_compromised_versions`).
+    The 'before' report walks storage too: files the compromised material opens that the table no
+    longer reaches (left by an earlier expiry) are handed to the run to remove. With ``--report``
+    (one table), what depends on the material is written there before the first commit, and a
+    re-run after a crash adds the files an earlier run recorded (``carried_dependent``): the
+    re-run removes them and its proof checks they are gone."""
     from pyiceberg_crypto.keys.commit import load_operations
-    from pyiceberg_crypto.keys.reencrypt import ReencryptError, reencrypt_table
-    from pyiceberg_crypto.verify.compromise import compromise_report
+    from pyiceberg_crypto.keys.reencrypt import ReencryptError, reencrypt_table, table_compromised_versions
+    from pyiceberg_crypto.verify.compromise import EXPOSED_FILE, compromise_report
 
     full_name, ops = load_operations(spark, table, ReencryptError)
-    before = compromise_report(ops.refresh().metadataFileLocation(), kms, **material)
+    key_id, versions = table_compromised_versions(spark, full_name, kms, material["compromised_master_keys"])
+    checked = {"compromised_master_keys": sorted((key_id, v) for v in versions),
+               "compromised_keks": material["compromised_keks"]}
+    before = compromise_report(ops.refresh().metadataFileLocation(), kms, **checked, storage=True)
     keep = args.report if args.report and not args.all_tables and not args.dry_run else None
     carried = _carried_dependent(keep, full_name) if keep else []
     if keep:
         _write_report(keep, {"table": full_name, "reencrypt": None, "before": before.to_dict(), "proof": None,
                              "carried_dependent": carried, "finished": False})
-    result = reencrypt_table(spark, table, **material, kms=kms, drop_refs=args.drop_refs, dry_run=args.dry_run,
-                             orphans_older_than=older, progress=lambda message: print(f"  {message}", file=sys.stderr))
+    leftovers = [f.path for f in before.storage.findings if f.finding == EXPOSED_FILE]
+    result = reencrypt_table(spark, full_name, **material, kms=kms, tags=args.tags, dry_run=args.dry_run,
+                             orphans_older_than=older, also_remove=[*carried, *leftovers],
+                             progress=lambda message: print(f"  {message}", file=sys.stderr))
     proof = None
     if not args.dry_run:
-        proof = compromise_report(result.metadata_location, kms, **material,
-                                  previously_dependent=sorted({*before.dependent_paths(), *carried}))
+        proof = compromise_report(result.metadata_location, kms, **checked, storage=True,
+                                  previously_dependent=sorted({*before.dependent_paths(), *carried, *leftovers}))
     return {"result": result, "before_report": before, "proof_report": proof, "carried": carried}
 
 
@@ -168,7 +191,10 @@ def _carried_dependent(path: str, table: str) -> list[str]:
     if not isinstance(earlier, dict) or earlier.get("table") != table or earlier.get("finished", True):
         return []
     before = earlier.get("before") or {}
-    return sorted({*map(str, before.get("dependent") or []), *map(str, earlier.get("carried_dependent") or [])})
+    exposed = [f.get("path") for f in ((before.get("storage") or {}).get("findings") or [])
+               if isinstance(f, dict) and f.get("finding") == "EXPOSED_FILE"]
+    return sorted({*map(str, before.get("dependent") or []), *map(str, earlier.get("carried_dependent") or []),
+                   *map(str, filter(None, exposed))})
 
 
 def _all_tables(spark, args: argparse.Namespace, kms: KeyManagementClient, material: dict,
@@ -265,19 +291,33 @@ def _write_report(path: str, body: dict) -> None:
 
 
 def _print(result, before, proof) -> None:
-    name = escape_text(result.table)
-    print(f"{name}: {len(before.dependent)} file(s) depend on the compromised material "
-          f"(KEKs: {', '.join(escape_text(k) for k in result.compromised_keks) or 'none'})")
+    esc = escape_text
+    name = esc(result.table)
+    leftovers = [f for f in (before.storage.findings if before.storage else []) if f.finding == "EXPOSED_FILE"]
+    print(f"{name}: {len(before.dependent)} file(s) depend on the compromised material (versions: "
+          f"{', '.join(esc(v) for v in result.compromised_versions) or 'none'}; KEKs: "
+          f"{', '.join(esc(k) for k in result.compromised_keks) or 'none'}); {len(leftovers)} more on storage that "
+          "no snapshot reaches")
     if result.dry_run:
-        print(f"  would drop refs: {', '.join(escape_text(r) for r in result.refs_dropped) or 'none'}; would expire "
-              f"{len(result.expired_snapshots)} snapshot(s); orphan files that would go: {len(result.orphans)}")
+        print(f"  would re-encrypt branches: {', '.join(map(esc, result.branches_rewritten)) or 'none'} (and main)")
+        print(f"  would move tags to a re-encrypted copy: {', '.join(map(esc, result.tags_rewritten)) or 'none'}")
+        for ref in result.refs_dropped:
+            tag = ref.split(" ", 1)[1]
+            count = result.tag_rows_nowhere_else.get(tag)
+            print(f"  would drop {esc(ref)}: {'?' if count is None else count} of its row(s) are on no branch")
+        print(f"  would expire {len(result.expired_snapshots)} snapshot(s) (and the run's own intermediate ones); "
+              f"orphan files that would go: {len(result.orphans)}")
         for path in result.orphans:
-            print(f"    {escape_text(path)}")
+            print(f"    {esc(path)}")
         return
-    print(f"  fresh KEK {escape_text(result.fresh_kek or '')} (master key version {result.fresh_kek_master_version}); "
-          f"{result.rounds} rewrite round(s); refs dropped: {len(result.refs_dropped)}; "
-          f"expired {len(result.expired_snapshots)} snapshot(s); removed {len(result.removed_key_entries)} key "
-          f"entr(ies) and {len(result.orphans)} orphan file(s)")
+    print(f"  fresh KEK {esc(result.fresh_kek or '')} (master key version {result.fresh_kek_master_version}); "
+          f"{result.rounds} rewrite round(s) on main; branches re-encrypted: "
+          f"{', '.join(map(esc, result.branches_rewritten)) or 'none'}; tags moved: "
+          f"{', '.join(map(esc, result.tags_rewritten)) or 'none'}; refs dropped: "
+          f"{', '.join(map(esc, result.refs_dropped)) or 'none'}")
+    print(f"  expired {len(result.expired_snapshots)} snapshot(s) (+{len(result.expired_own_snapshots)} of the run's "
+          f"own); removed {len(result.removed_key_entries)} key entr(ies), {len(result.removed_metadata_files)} old "
+          f"metadata.json, {len(result.removed_files)} unreachable file(s) and {len(result.orphans)} orphan file(s)")
     print(proof.render_text())
 
 

@@ -169,6 +169,11 @@ class LocalFileIO:
     def exists(self, uri: str) -> bool:
         return os.path.isfile(local_path(uri))
 
+    def list_files(self, uri: str) -> list[str]:
+        """Every file under the directory ``uri``, as ``file:`` URIs (symbolic links not followed)."""
+        root = local_path(uri).rstrip("/") or "/"
+        return sorted(f"file:{os.path.join(folder, name)}" for folder, _dirs, names in os.walk(root) for name in names)
+
     def __repr__(self) -> str:
         return "LocalFileIO()"
 

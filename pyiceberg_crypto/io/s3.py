@@ -96,6 +96,18 @@ class S3FileIO:
             return False
         return True
 
+    def list_files(self, uri: str) -> list[str]:
+        """Every object under the prefix ``uri`` (a directory: ``/`` added), as ``s3://`` URIs."""
+        scheme = uri.partition("://")[0]
+        bucket, key = split_uri(uri.rstrip("/") + "/")
+        found = []
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key):
+                found += [f"{scheme}://{bucket}/{item['Key']}" for item in page.get("Contents", ())]
+        except self._client_error() as exc:
+            raise _translate(exc, uri, "list") from None
+        return sorted(found)
+
     def read_range(self, uri: str, start: int, length: int) -> bytes:
         """``length`` bytes of ``uri`` from ``start`` (one ranged GET)."""
         if length <= 0:

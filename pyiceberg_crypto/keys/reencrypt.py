@@ -4,8 +4,9 @@ Re-wrapping (:mod:`.rewrap`) keeps the KEK bytes, so whoever holds the leaked ma
 (or a KEK itself) can still open every manifest list, manifest and data file of every snapshot it
 sealed. ``reencrypt_table`` makes the table's live content new under new keys, then drops the rest::
 
+    result = reencrypt_table(spark, "lake.db.orders")        # every version the KMS marks compromised
     result = reencrypt_table(spark, "lake.db.orders", compromised_master_keys=[("orders-key", "1")])
-    result = reencrypt_table(spark, "lake.db.orders", compromised_keks=["kek-id"], dry_run=True)
+    result = reencrypt_table(spark, "lake.db.orders", compromised_keks=["kek-id"], tags="drop", dry_run=True)
     result.fresh_kek, result.expired_snapshots, result.orphans, result.to_dict()
 
 How Iceberg 1.12.0 is made to use a fresh KEK (its public API has no call for it):
@@ -39,11 +40,28 @@ material opens, or share files with it; Iceberg deletes the files only they reac
 no remaining snapshot needs are removed in one commit, and ``remove_orphan_files`` runs with a
 safety window (``orphans_older_than``; a dry run lists what would go).
 
-Refs: a branch or tag other than ``main`` pins snapshots the run must expire; it blocks the run
-(listed in the error) unless ``drop_refs``. Every step is idempotent: a crash leaves a readable
-table (each step is one Iceberg commit) and running again finishes the job (a fresh KEK already
-the only one is kept, files already new are not rewritten again). Prove the outcome
-independently with :func:`pyiceberg_crypto.verify.compromise.compromise_report`.
+What is compromised: the versions named (each must be a version the KMS holds of the table's
+master key: :func:`compromised_version_set`) and every version the KMS marks compromised
+(``KeyManagementClient.compromised_versions``), plus any KEK ids named. Nothing named or marked,
+or a current version that is compromised, stops the run before it changes anything.
+
+Refs: nothing on any branch is lost. After ``main``, each other branch whose head holds old
+content is re-encrypted on its branch (one overwrite with the same rows, read as the branch reads
+them). Each tag whose snapshot is old moves to a re-encrypted copy of it (``tags="rewrite"``,
+the default: a branch of the run's own is made from the tag's snapshot, overwritten, the tag
+replaced there with its retention kept, the branch removed), or is dropped (``tags="drop"``; the
+dry run counts the rows each tag holds that no branch head holds). Then every snapshot no ref
+names is expired: time travel to a snapshot id or time before the run ends there.
+
+Storage: once its commits are in, the run deletes the table's old metadata.json files that hold a
+KEK wrapped by a compromised version (listed from storage, else from the metadata log), and the
+files the snapshots it expired reached that the table no longer reaches (plus ``also_remove``:
+what an earlier, unfinished run or the storage proof found), whatever the orphan window; files no
+committed metadata ever reached (a concurrent writer's, in flight) are not touched. Every phase
+(:data:`PHASES`) is idempotent: a crash leaves a readable table (each step is one Iceberg commit)
+and running again finishes the job. Prove the outcome independently with
+:func:`pyiceberg_crypto.verify.compromise.compromise_report` (``storage=True``: every file under
+the table location).
 """
 
 from __future__ import annotations
@@ -66,13 +84,20 @@ from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.properties import DATA_KEY_LENGTH, KEY_ID
 from pyiceberg_crypto.safe_text import exception_line
 
-__all__ = ["ReencryptError", "ReencryptResult", "reencrypt_table"]
+__all__ = ["PHASES", "TAGS_DROP", "TAGS_REWRITE", "ReencryptError", "ReencryptResult", "compromised_version_set",
+           "reencrypt_table", "table_compromised_versions"]
 
 #: The property a KEK made by ``reencrypt_table`` carries (Iceberg reads only ``KEY_TIMESTAMP``).
 FRESH_KEK_PROPERTY = "REENCRYPTED_AFTER_COMPROMISE"
 #: The table's last sequence number when the fresh KEK last re-sealed older snapshots' keys.
 RESEALED_UP_TO_PROPERTY = "RESEALED_UP_TO_SEQUENCE"
 DEFAULT_ORPHAN_WINDOW_SECONDS = 3 * 86_400  # Iceberg's own default for remove_orphan_files
+#: ``tags=``: move each tag to a re-encrypted copy of its snapshot, or drop the tags.
+TAGS_REWRITE, TAGS_DROP = "rewrite", "drop"
+#: The run's phases, in order (each idempotent; ``fail_at`` stops before one, for crash tests).
+PHASES = ("fresh-kek", "rewrite", "branches", "tags", "expire", "old-keys", "sweep")
+#: The branch a tag's snapshot is re-encrypted on before the tag moves to its head (then dropped).
+TAG_BRANCH_PREFIX = "pyiceberg_crypto_reencrypt_tag_"
 
 Progress = Callable[[str], None]
 
@@ -88,11 +113,18 @@ class ReencryptResult:
     compromised_keks: list[str] = field(default_factory=list)  # KEK ids the input names or matches
     fresh_kek: str | None = None
     fresh_kek_master_version: str | None = None
-    refs_dropped: list[str] = field(default_factory=list)
+    compromised_versions: list[str] = field(default_factory=list)  # of the table's master key: named + KMS-marked
+    refs_dropped: list[str] = field(default_factory=list)  # "tag NAME" (tags="drop")
+    branches_rewritten: list[str] = field(default_factory=list)  # heads re-encrypted on their branch (or would be)
+    tags_rewritten: list[str] = field(default_factory=list)  # moved to a re-encrypted copy (or would be)
+    tag_rows_nowhere_else: dict[str, int | None] = field(default_factory=dict)  # dry run, tags="drop"
     rounds: int = 0
     rewritten_snapshots: list[int] = field(default_factory=list)  # commits of the rewrites
-    expired_snapshots: list[int] = field(default_factory=list)
+    expired_snapshots: list[int] = field(default_factory=list)  # snapshots the table had before the run
+    expired_own_snapshots: list[int] = field(default_factory=list)  # the run's own intermediate snapshots
     removed_key_entries: list[str] = field(default_factory=list)
+    removed_metadata_files: list[str] = field(default_factory=list)  # old metadata.json with a compromised KEK
+    removed_files: list[str] = field(default_factory=list)  # what the old snapshots reached, now unreachable
     orphans: list[str] = field(default_factory=list)  # removed (or, dry run, would be)
     steps_done: list[str] = field(default_factory=list)
     metadata_location: str | None = None
@@ -102,31 +134,49 @@ class ReencryptResult:
 
 
 def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tuple[str, str]] = (),
-                    compromised_keks: Iterable[str] = (), new_key_id: str | None = None, drop_refs: bool = False,
-                    dry_run: bool = False, orphans_older_than: datetime | None = None, remove_orphans: bool = True,
-                    kms: KeyManagementClient | None = None, max_rounds: int = 3, max_attempts: int = 4,
-                    progress: Progress | None = None) -> ReencryptResult:
+                    compromised_keks: Iterable[str] = (), new_key_id: str | None = None, tags: str = TAGS_REWRITE,
+                    drop_refs: bool = False, dry_run: bool = False, orphans_older_than: datetime | None = None,
+                    remove_orphans: bool = True, kms: KeyManagementClient | None = None, max_rounds: int = 3,
+                    max_attempts: int = 4, progress: Progress | None = None,
+                    also_remove: Iterable[str] = (), fail_at: str | None = None) -> ReencryptResult:
     """Re-encrypt ``catalog.db.table`` under a fresh KEK and drop what the compromised material opens.
 
     Args:
-        compromised_master_keys: ``(master key id, version)`` pairs that leaked.
+        compromised_master_keys: ``(master key id, version)`` pairs that leaked, besides the versions
+            the KMS itself marks compromised (``KeyManagementClient.compromised_versions``, always
+            included). Each must be a version the KMS holds of the table's master key.
         compromised_keks: KEK ids (``encryption-keys`` entries) that leaked.
         new_key_id: must be None or the table's ``encryption.key-id`` (Iceberg 1.12.0 cannot move a
             Hive table to another master key: rotate the key instead).
-        drop_refs: drop the branches and tags (other than ``main``) that pin old snapshots.
-        dry_run: plan only: no commit, no file removed (``orphans`` lists what would go).
-        orphans_older_than: remove orphan files older than this (default: 3 days ago).
+        tags: ``"rewrite"`` (default): each tag moves to a re-encrypted copy of its snapshot (a new
+            snapshot with the same rows, retention kept); ``"drop"``: the tags are dropped (a dry
+            run counts the rows each holds that no branch head holds). Branches are always kept:
+            each branch's head is re-encrypted on its branch.
+        drop_refs: deprecated: ``tags="drop"`` (branches are kept).
+        dry_run: plan only: no commit, no file removed; the counts are the run's.
+        orphans_older_than: also remove orphan files older than this (default: 3 days ago).
         kms: the Python KMS of the table's master key (default: the one registered for the catalog).
+        also_remove: files an earlier, unfinished run (or the storage proof) found that the
+            compromised material opens: removed in the sweep unless the current metadata reaches them.
+        fail_at: for crash tests: raise :class:`ReencryptError` just before this phase
+            (one of :data:`PHASES`).
 
     Raises:
         ReencryptError: a step failed or the input is refused; what was committed so far stays
-            (readable), and running again finishes the job.
+            (readable), and running again finishes the job. Refused before any change: a version
+            that is not the table's master key's or that the KMS does not hold, nothing marked or
+            named compromised, a current master key version that is compromised.
     """
     say = progress or (lambda _message: None)
-    compromised_versions = {(str(k), str(v)) for k, v in compromised_master_keys}
+    if drop_refs:
+        tags = TAGS_DROP
+    if tags not in (TAGS_REWRITE, TAGS_DROP):
+        raise ReencryptError(f"tags must be {TAGS_REWRITE!r} or {TAGS_DROP!r}, got {tags!r}")
+    if fail_at is not None and fail_at not in PHASES:
+        raise ReencryptError(f"fail_at must be one of {', '.join(PHASES)}, got {fail_at!r}")
+    named_versions = [(str(k), str(v)) for k, v in compromised_master_keys]
+    also_remove = {str(path) for path in also_remove}
     compromised_ids = {str(k) for k in compromised_keks}
-    if not compromised_versions and not compromised_ids:
-        raise ReencryptError("name the compromised material: a master key version or a KEK id")
     full_name, ops, kms = load_operations_and_kms(spark, table, kms, ReencryptError)
     jvm = spark.sparkContext._jvm
     result = ReencryptResult(full_name, dry_run)
@@ -136,42 +186,54 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
         raise ReencryptError(f"cannot move {full_name} to master key {new_key_id!r}: Iceberg 1.12.0's Hive commit "
                              f"refuses a changed encryption.key-id; rotate {table_key_id!r} and name the old version "
                              "as compromised instead")
-    current = _ask(kms.current_key_version, table_key_id, what="current_key_version")
-    if (table_key_id, str(current)) in compromised_versions:
-        raise ReencryptError(f"the current version ({current}) of master key {table_key_id!r} is the compromised one: "
-                             f"rotate it first (pyiceberg-crypto keystore rotate ... {table_key_id}); nothing changed")
     keks = _keks(jvm, base, table_key_id)
+    versions = compromised_version_set(kms, table_key_id, named_versions, full_name,
+                                       {k: wrapped for k, (wrapped, _props) in keks.items()})
+    if not versions and not compromised_ids:
+        raise ReencryptError(f"nothing to re-encrypt {full_name} away from: the KMS marks no version of master key "
+                             f"{table_key_id!r} compromised and none was named (mark it: pyiceberg-crypto keystore "
+                             f"compromised KEYSTORE {table_key_id} VERSION; or name it: --compromised-version "
+                             f"{table_key_id}:VERSION, or --compromised-kek KEK_ID); nothing changed")
+    compromised_versions = {(table_key_id, v) for v in versions}
+    result.compromised_versions = sorted(versions, key=_version_order)
+    current = _ask(kms.current_key_version, table_key_id, what="current_key_version")
+    if current is not None and str(current) in versions:
+        raise ReencryptError(f"the current version ({current}) of master key {table_key_id!r} is compromised: "
+                             f"rotate it first (pyiceberg-crypto keystore rotate KEYSTORE {table_key_id}), so the "
+                             "fresh KEK is wrapped by a version that did not leak; nothing changed")
+    if current is None and versions:
+        raise ReencryptError(f"the KMS cannot tell which version of master key {table_key_id!r} it wraps with now, "
+                             "so a fresh KEK might be wrapped by a compromised version: refused; nothing changed")
     compromised = [k for k, (wrapped, _props) in keks.items() if k in compromised_ids or
                    (table_key_id, str(_ask(kms.key_version, wrapped, table_key_id, what="key_version"))) in compromised_versions]
     result.compromised_keks = sorted(compromised)
-    blocking = _blocking_refs(base)
-    if blocking and not drop_refs:
-        raise ReencryptError(f"{full_name} has refs that pin snapshots the re-encryption must expire: "
-                             f"{', '.join(blocking)}; drop them or pass drop_refs (--drop-refs); nothing changed")
+    refs = _refs(base)
     if dry_run:
-        result.refs_dropped = blocking
-        result.expired_snapshots = [s for s in _snapshot_ids(base) if s != _current_id(base)]
-        result.orphans = _remove_orphans(spark, full_name, orphans_older_than, dry_run=True) if remove_orphans else []
-        result.metadata_location = base.metadataFileLocation()
-        return result
+        return _plan(spark, ops, full_name, base, refs, tags, result, orphans_older_than, remove_orphans)
 
     def fresh(kek_id, wrapped, props) -> bool:
         return (props.get(FRESH_KEK_PROPERTY) is not None and kek_id not in compromised_ids and
                 (table_key_id, str(_ask(kms.key_version, wrapped, table_key_id, what="key_version")))
                 not in compromised_versions)
 
+    def phase(name: str) -> None:
+        if fail_at == name:
+            raise ReencryptError(f"stopped before the {name} phase (fail_at, a crash test); the table stays readable")
+        say(name)
+
     # 1. a fresh KEK, first in the list
-    say("fresh KEK")
+    start_ids = set(_snapshot_ids(base))
+    before_files = _reachable_files(spark, ops, full_name)
+    phase("fresh-kek")
     _attempts, committed, _location = _commit(
         spark, ops, full_name, lambda b: _fresh_kek_step(jvm, b, table_key_id, kms, fresh, result),
         what="fresh KEK commit", max_attempts=max_attempts)
+    if result.fresh_kek_master_version is not None and str(result.fresh_kek_master_version) in versions:
+        raise ReencryptError(f"the fresh KEK of {full_name} is wrapped by compromised version "
+                             f"{result.fresh_kek_master_version}: rotate {table_key_id!r} and run again")
     result.steps_done.append("fresh-kek" if committed else "fresh-kek (already first)")
-    # 2. refs
-    for ref in blocking:
-        kind, name = ref.split(" ", 1)
-        spark.sql(f"ALTER TABLE {full_name} DROP {kind.upper()} IF EXISTS `{name}`")
-        result.refs_dropped.append(ref)
-    # 3. rewrites, in rounds (each starts by re-sealing what a stale writer sealed with an old KEK)
+    # 2. main: rewrites, in rounds (each starts by re-sealing what a stale writer sealed with an old KEK)
+    phase("rewrite")
     for round_number in range(1, max_rounds + 1):
         if round_number > 1:
             _commit(spark, ops, full_name, lambda b: _fresh_kek_step(jvm, b, table_key_id, kms, fresh, result),
@@ -205,24 +267,45 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
                                  "that loaded the table before the run); the table stays readable (every commit so far "
                                  "is whole): run again once they have reloaded it or paused")
     result.steps_done.append("rewrite")
-    # 4. expire everything but the current snapshot; drop the key entries they alone needed
-    say("expire snapshots")
+    # 3. every other branch: its head re-encrypted on the branch (same rows)
+    phase("branches")
+    for name in _branches(ops.refresh()):
+        if _head_is_old(spark, ops, full_name, fresh, name):
+            say(f"branch {name}: rewrite its head under the fresh KEK")
+            _overwrite_branch(spark, full_name, name)
+            result.branches_rewritten.append(name)
+    result.steps_done.append("branches")
+    # 4. tags: moved to a re-encrypted copy of their snapshot, or dropped when asked
+    phase("tags")
+    _tags_step(spark, jvm, ops, full_name, fresh, tags, result, say)
+    result.steps_done.append("tags")
+    # 5. expire every snapshot no ref names; drop the key entries they alone needed
+    phase("expire")
     base = ops.refresh()
-    result.expired_snapshots = [s for s in _snapshot_ids(base) if s != _current_id(base)]
-    if result.expired_snapshots:
+    heads = _ref_heads(base)
+    expired = [s for s in _snapshot_ids(base) if s not in heads]
+    result.expired_snapshots = [s for s in expired if s in start_ids]
+    result.expired_own_snapshots = [s for s in expired if s not in start_ids]
+    if expired:
         # the procedure, not Iceberg's core ExpireSnapshots: 1.12.0's core file cleanup opens the
         # expired snapshots' manifest lists without the table's encryption ("Failed to open file")
-        ids = ", ".join(str(s) for s in result.expired_snapshots)
+        ids = ", ".join(str(s) for s in expired)
         _call(spark, full_name, "expire_snapshots", f"snapshot_ids => array({ids})")
     result.steps_done.append("expire")
+    phase("old-keys")
     _commit(spark, ops, full_name, lambda b: _drop_old_keys_step(jvm, b, table_key_id, fresh, result),
             what="removal of old key entries", max_attempts=max_attempts)
     result.steps_done.append("old-keys-removed")
-    # 5. orphans
+    # 6. what the old material opens, off storage: old metadata.json files, files made unreachable
+    phase("sweep")
+    result.removed_metadata_files = _remove_old_metadata(jvm, ops, table_key_id, kms, compromised_ids,
+                                                         compromised_versions)
+    gone = sorted((before_files | set(also_remove)) - _reachable_files(spark, ops, full_name))
+    result.removed_files = _delete_files(ops, gone)
     if remove_orphans:
         say("remove orphan files")
         result.orphans = _remove_orphans(spark, full_name, orphans_older_than, dry_run=False)
-        result.steps_done.append("orphans")
+    result.steps_done.append("sweep")
     result.metadata_location = ops.refresh().metadataFileLocation()
     spark.sql(f"REFRESH TABLE {full_name}")
     return result
@@ -336,17 +419,19 @@ def _drop_old_keys_step(jvm, base, table_key_id: str, fresh, result: ReencryptRe
     return builder.build()
 
 
-def _old_content(spark, ops, full_name: str, fresh) -> dict[str, int]:
-    """Live files and manifests of the current snapshot added by a snapshot that is not new: new is
+def _old_content(spark, ops, full_name: str, fresh, *, ref: str | None = None) -> dict[str, int]:
+    """Live files and manifests of the current snapshot (or of ``ref``'s head) added by a snapshot that is not new: new is
     committed after the last re-seal (sequence number above the fresh KEK's ``RESEALED_UP_TO``) and
     sealed by the fresh KEK.
 
     Read from the current manifest list on the driver (no Spark job): a manifest added by an old
     snapshot is old with every live file in it (its ADDED and EXISTING counts); a manifest added by a
     new snapshot holds old files only among its EXISTING entries (carried over from older manifests),
-    and only then are the entries themselves read (the ``entries`` metadata table)."""
+    and only then are the entries themselves read (the ``entries`` metadata table; for a ref's head,
+    whose entries are not read, such a manifest counts as old: the head is rewritten)."""
     base = ops.refresh()
-    if base.currentSnapshot() is None:
+    snapshot = base.currentSnapshot() if ref is None else base.snapshot(base.ref(ref).snapshotId())
+    if snapshot is None:
         return {"data": 0, "deletes": 0, "manifests": 0, "manifest_list": 0}
     jvm = spark.sparkContext._jvm
     keks = _keks(jvm, base, base.properties().get(KEY_ID))
@@ -355,10 +440,10 @@ def _old_content(spark, ops, full_name: str, fresh) -> dict[str, int]:
     entries = {key.keyId(): key.encryptedById() for key in list(base.encryptionKeys())}
     new_ids = {int(s.snapshotId()) for s in list(base.snapshots())
                if entries.get(s.keyId()) in fresh_ids and s.sequenceNumber() > fresh_ids[entries.get(s.keyId())]}
-    current = _current_id(base)
-    old = {"data": 0, "deletes": 0, "manifests": 0, "manifest_list": int(current not in new_ids)}
+    head = int(snapshot.snapshotId())
+    old = {"data": 0, "deletes": 0, "manifests": 0, "manifest_list": int(head not in new_ids)}
     read_entries = False
-    for manifest in list(base.currentSnapshot().allManifests(ops.io())):
+    for manifest in list(snapshot.allManifests(ops.io())):
         added_by = manifest.snapshotId()
         added, existing = manifest.addedFilesCount(), manifest.existingFilesCount()
         if added_by is None or added is None or existing is None:
@@ -370,19 +455,15 @@ def _old_content(spark, ops, full_name: str, fresh) -> dict[str, int]:
             old[kind] += int(added) + int(existing)
         elif int(existing):
             read_entries = True
-    if read_entries:
+    if read_entries and ref is not None:
+        old["manifests"] += 1
+    elif read_entries:
         spark.sql(f"REFRESH TABLE {full_name}")
         old["data"] = old["deletes"] = 0
         for row in spark.sql(f"SELECT snapshot_id, data_file.content FROM {full_name}.entries WHERE status < 2").collect():
             if row[0] not in new_ids:
                 old["data" if row[1] == 0 else "deletes"] += 1
     return old
-
-
-def _blocking_refs(base) -> list[str]:
-    """The branches and tags other than ``main``, as ``branch NAME`` / ``tag NAME``."""
-    refs = dict(base.refs())
-    return sorted(f"{'branch' if ref.isBranch() else 'tag'} {name}" for name, ref in refs.items() if name != "main")
 
 
 def _snapshot_ids(base) -> list[int]:
@@ -420,3 +501,231 @@ def _ask(call, *args, what: str):
         return call(*args)
     except Exception as exc:
         raise ReencryptError(f"the KMS failed ({what}): {exception_line(exc)}") from None
+
+
+def compromised_version_set(kms: KeyManagementClient, table_key_id: str, named: Iterable[tuple[str, str]],
+                            table: str, keks: dict[str, bytes] | None = None) -> set[str]:
+    """The compromised versions of ``table_key_id``: those named (each checked: the table's master
+    key, a version the KMS holds) and those the KMS marks compromised.
+
+        compromised_version_set(kms, "orders-key", [("orders-key", "1")], "lake.db.orders")  # {"1", ...}
+
+    A KMS that cannot list its versions (``key_versions`` None) accepts a named version only when
+    it wrapped one of ``keks`` (KEK id -> wrapped bytes). Raises ReencryptError, naming what is
+    wrong, before anything changes."""
+    versions: set[str] = set()
+    known = _ask(kms.key_versions, table_key_id, what="key_versions")
+    for key_id, version in named:
+        if key_id != table_key_id:
+            raise ReencryptError(f"{key_id}:{version} is not a version of {table}'s master key {table_key_id!r}: "
+                                 "name a version of the table's key (keys list shows it); nothing changed")
+        if known is not None and version not in known:
+            shown = ", ".join(sorted(known, key=_version_order)) or "none"
+            raise ReencryptError(f"the KMS holds no version {version!r} of master key {table_key_id!r} (it holds: "
+                                 f"{shown}); check the version; nothing changed")
+        if known is None and not any(str(_ask(kms.key_version, wrapped, table_key_id, what="key_version")) == version
+                                     for wrapped in (keks or {}).values()):
+            raise ReencryptError(f"the KMS cannot list the versions of master key {table_key_id!r}, and no KEK of "
+                                 f"{table} is wrapped by version {version!r}: check the version; nothing changed")
+        versions.add(version)
+    marked = _ask(kms.compromised_versions, table_key_id, what="compromised_versions")
+    return versions | {str(v) for v in marked}
+
+
+def table_compromised_versions(spark, table: str, kms: KeyManagementClient,
+                               named: Iterable[tuple[str, str]] = ()) -> tuple[str, set[str]]:
+    """(the table's master key id, :func:`compromised_version_set` for it): what a run of
+    :func:`reencrypt_table` would treat as compromised, checked the same way, nothing changed.
+
+        key_id, versions = table_compromised_versions(spark, "lake.db.orders", kms)   # "orders-key", {"1"}"""
+    full_name, ops, kms = load_operations_and_kms(spark, table, kms, ReencryptError)
+    base = ops.refresh()
+    key_id = master_key_id(base, ReencryptError, full_name)
+    keks = {k: wrapped for k, (wrapped, _props) in _keks(spark.sparkContext._jvm, base, key_id).items()}
+    return key_id, compromised_version_set(kms, key_id, named, full_name, keks)
+
+
+def _version_order(version: str) -> tuple[int, str]:
+    return (int(version), "") if version.isdigit() else (1 << 62, version)
+
+
+def _refs(base) -> dict[str, tuple[str, int]]:
+    """Every ref but ``main``: name -> (``branch`` or ``tag``, snapshot id)."""
+    return {str(name): ("branch" if ref.isBranch() else "tag", int(ref.snapshotId()))
+            for name, ref in dict(base.refs()).items() if name != "main"}
+
+
+def _branches(base) -> list[str]:
+    """The branches other than ``main`` (and the run's own tag branches), sorted."""
+    return sorted(n for n, (kind, _id) in _refs(base).items() if kind == "branch" and not n.startswith(TAG_BRANCH_PREFIX))
+
+
+def _ref_heads(base) -> set[int]:
+    return {int(ref.snapshotId()) for ref in dict(base.refs()).values()}
+
+
+def _head_is_old(spark, ops, full_name: str, fresh, ref: str) -> bool:
+    return any(_old_content(spark, ops, full_name, fresh, ref=ref).values())
+
+
+def _overwrite_branch(spark, full_name: str, branch: str) -> None:
+    """Replace every file of ``branch``'s head with new files holding the same rows: one overwrite
+    commit on the branch, written (and its manifest list sealed) under the fresh KEK. The rows are
+    read as the branch reads them (the table's current schema)."""
+    from pyspark.sql.functions import lit
+
+    try:
+        rows = spark.table(f"{full_name}.branch_{branch}")
+        rows.writeTo(f"{full_name}.branch_{branch}").overwrite(lit(True))
+    except Exception as exc:
+        raise ReencryptError(f"the rewrite of branch {branch!r} of {full_name} failed: {java_line(exc)}; the table "
+                             "stays readable (the branch unchanged), run the re-encryption again to finish") from None
+    spark.sql(f"REFRESH TABLE {full_name}")
+
+
+def _tags_step(spark, jvm, ops, full_name: str, fresh, tags: str, result: ReencryptResult, say: Progress) -> None:
+    """Each tag whose snapshot is old: dropped (``tags="drop"``), or re-encrypted on a branch of its
+    own (``TAG_BRANCH_PREFIX`` + name, made from the tag's snapshot) and moved to that branch's head,
+    its retention kept, the branch then removed. A crash leaves the branch: the next run goes on."""
+    table = jvm.org.apache.iceberg.BaseTable(ops, full_name)
+    base = ops.refresh()
+    for name, (kind, snapshot_id) in sorted(_refs(base).items()):
+        if kind != "tag":
+            continue
+        if not _head_is_old(spark, ops, full_name, fresh, name):
+            continue
+        if tags == TAGS_DROP:
+            say(f"tag {name}: drop")
+            _manage(spark, full_name, lambda: table.manageSnapshots().removeTag(name).commit(), f"drop of tag {name!r}")
+            result.refs_dropped.append(f"tag {name}")
+            continue
+        say(f"tag {name}: re-encrypt its snapshot and move the tag there")
+        branch = TAG_BRANCH_PREFIX + name
+        if branch not in _refs(ops.refresh()):
+            _manage(spark, full_name, lambda: table.manageSnapshots().createBranch(branch, snapshot_id).commit(),
+                    f"branch for tag {name!r}")
+        if _head_is_old(spark, ops, full_name, fresh, branch):
+            _overwrite_branch(spark, full_name, branch)
+        head = int(ops.refresh().ref(branch).snapshotId())
+        _manage(spark, full_name, lambda: table.manageSnapshots().replaceTag(name, head).commit(), f"move of tag {name!r}")
+        result.tags_rewritten.append(name)
+    for name, (kind, _id) in _refs(ops.refresh()).items():  # the tag branches, this run's or a crashed one's
+        if kind == "branch" and name.startswith(TAG_BRANCH_PREFIX):
+            _manage(spark, full_name, lambda: table.manageSnapshots().removeBranch(name).commit(),
+                    f"removal of branch {name!r}")
+
+
+def _manage(spark, full_name: str, commit, what: str) -> None:
+    try:
+        commit()
+    except Exception as exc:
+        raise ReencryptError(f"the {what} of {full_name} failed: {java_line(exc)}; the table stays readable, run the "
+                             "re-encryption again to finish") from None
+    spark.sql(f"REFRESH TABLE {full_name}")
+
+
+def _plan(spark, ops, full_name: str, base, refs: dict[str, tuple[str, int]], tags: str, result: ReencryptResult,
+          orphans_older_than: datetime | None, remove_orphans: bool) -> ReencryptResult:
+    """The dry run: what the run would do, counted as the run counts it (every snapshot the table
+    has that no ref head keeps once the old heads are replaced)."""
+    jvm = spark.sparkContext._jvm
+    keks = _keks(jvm, base, base.properties().get(KEY_ID))
+    fresh_ids = {k for k, (_w, props) in keks.items()
+                 if props.get(FRESH_KEK_PROPERTY) is not None and k not in result.compromised_keks}
+
+    def fresh(kek_id, _wrapped, _props) -> bool:
+        return kek_id in fresh_ids
+
+    keep = set()
+    if not any(_old_content(spark, ops, full_name, fresh).values()) and _current_id(base) is not None:
+        keep.add(_current_id(base))
+    for name, (kind, snapshot_id) in sorted(refs.items()):
+        old = any(_old_content(spark, ops, full_name, fresh, ref=name).values())
+        if not old:
+            keep.add(snapshot_id)
+        elif kind == "branch":
+            result.branches_rewritten.append(name)
+        elif tags == TAGS_DROP:
+            result.refs_dropped.append(f"tag {name}")
+            result.tag_rows_nowhere_else[name] = _rows_nowhere_else(spark, full_name, name, refs)
+        else:
+            result.tags_rewritten.append(name)
+    result.expired_snapshots = [s for s in _snapshot_ids(base) if s not in keep]
+    result.orphans = _remove_orphans(spark, full_name, orphans_older_than, dry_run=True) if remove_orphans else []
+    result.metadata_location = base.metadataFileLocation()
+    return result
+
+
+def _rows_nowhere_else(spark, full_name: str, tag: str, refs: dict[str, tuple[str, int]]) -> int | None:
+    """How many of the tag's rows no branch head holds (multiset difference; None: cannot tell,
+    e.g. column types Spark cannot compare)."""
+    try:
+        rows = spark.read.option("versionAsOf", tag).table(full_name)
+        for name in ["main", *(n for n, (kind, _id) in refs.items() if kind == "branch")]:
+            rows = rows.exceptAll(spark.table(f"{full_name}.branch_{name}").select(*rows.columns))
+        return int(rows.count())
+    except Exception:
+        return None
+
+
+def _reachable_files(spark, ops, full_name: str) -> set[str]:
+    """Every file a snapshot of the table reaches now: manifest lists, manifests, data, delete and
+    statistics files (the ``all_*`` metadata tables and the metadata)."""
+    base = ops.refresh()
+    files = {str(s.manifestListLocation()) for s in list(base.snapshots()) if s.manifestListLocation() is not None}
+    files |= {str(f.path()) for f in list(base.statisticsFiles())}
+    files |= {str(f.path()) for f in list(base.partitionStatisticsFiles())}
+    if not files:
+        return files
+    spark.sql(f"REFRESH TABLE {full_name}")
+    for query in (f"SELECT path FROM {full_name}.all_manifests", f"SELECT file_path FROM {full_name}.all_files",
+                  f"SELECT file_path FROM {full_name}.all_delete_files"):
+        files |= {str(row[0]) for row in spark.sql(query).collect()}
+    return files
+
+
+def _remove_old_metadata(jvm, ops, table_key_id: str, kms: KeyManagementClient, compromised_ids: set[str],
+                         compromised_versions: set[tuple[str, str]]) -> list[str]:
+    """Delete every metadata.json of the table but the current one that holds a compromised KEK
+    (listed from storage where the FileIO can list, else from the metadata log)."""
+    base = ops.refresh()
+    current = str(base.metadataFileLocation())
+    io = ops.io()
+    location = str(base.location()).rstrip("/")
+    try:
+        candidates = [str(f.location()) for f in io.listPrefix(location + "/metadata/")]
+    except Exception:  # a FileIO that cannot list: the metadata log
+        candidates = [str(entry.file()) for entry in list(base.previousFiles())]
+    removed = []
+    for path in sorted(candidates):
+        if path == current or not path.endswith(".metadata.json"):
+            continue
+        try:
+            old = jvm.org.apache.iceberg.TableMetadataParser.read(io, path)
+        except Exception:
+            continue  # gone meanwhile, or not Iceberg's: the storage proof names it
+        for key in list(old.encryptionKeys()):
+            if key.encryptedById() != table_key_id:
+                continue
+            wrapped = bytes(jvm.org.apache.iceberg.util.ByteBuffers.toByteArray(key.encryptedKeyMetadata()))
+            version = _ask(kms.key_version, wrapped, table_key_id, what="key_version")
+            if key.keyId() in compromised_ids or (table_key_id, str(version)) in compromised_versions:
+                io.deleteFile(path)
+                removed.append(path)
+                break
+    return removed
+
+
+def _delete_files(ops, paths: Iterable[str]) -> list[str]:
+    """Delete each path that still exists; the ones deleted."""
+    io = ops.io()
+    removed = []
+    for path in paths:
+        try:
+            if io.newInputFile(path).exists():
+                io.deleteFile(path)
+                removed.append(path)
+        except Exception as exc:
+            raise ReencryptError(f"cannot remove {path}: {java_line(exc)}; run the re-encryption again to "
+                                 "finish") from None
+    return removed

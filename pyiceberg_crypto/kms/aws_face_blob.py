@@ -170,6 +170,12 @@ class FaceBlobKms(KeyManagementClient):
     def current_key_version(self, wrapping_key_id: str) -> str | None:
         return self.kms.current_key_version(wrapping_key_id)
 
+    def key_versions(self, wrapping_key_id: str) -> frozenset[str] | None:
+        return self.kms.key_versions(wrapping_key_id)
+
+    def compromised_versions(self, wrapping_key_id: str) -> frozenset[str]:
+        return self.kms.compromised_versions(wrapping_key_id)
+
     def supports_key_generation(self) -> bool:
         return False
 

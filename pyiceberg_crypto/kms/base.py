@@ -81,6 +81,12 @@ class KeyManagementClient(abc.ABC):
         """The version :meth:`wrap_key` uses for ``wrapping_key_id`` now (None: cannot tell)."""
         return None
 
+    def key_versions(self, wrapping_key_id: str) -> frozenset[str] | None:
+        """The versions of master key ``wrapping_key_id`` this KMS holds (as :meth:`key_version`
+        names them): empty for a key it does not know, None when it cannot tell. ``keys reencrypt``
+        refuses a compromised version that is not among them. Override it in a KMS with versions."""
+        return None
+
     def unwrap_key_version(self, wrapped: bytes, wrapping_key_id: str, version: str | None) -> bytes:
         """Unwrap a key that ``version`` (from :meth:`key_version`) of the master key wrapped: how a
         re-wrap reads a KEK after the key id moved on. Default: :meth:`unwrap_key`."""

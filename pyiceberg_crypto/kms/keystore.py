@@ -381,6 +381,12 @@ class KeystoreKms(KeyManagementClient):
         with self._lock:
             return frozenset(str(v.version) for v in self._keys.get(wrapping_key_id, ()) if v.compromised)
 
+    def key_versions(self, wrapping_key_id: str) -> frozenset[str] | None:
+        """The versions of ``wrapping_key_id`` in the keystore file (none for an unknown key id)."""
+        self._refresh()
+        with self._lock:
+            return frozenset(str(v.version) for v in self._keys.get(wrapping_key_id, ()))
+
     def current_key_version(self, wrapping_key_id: str) -> str | None:
         self._refresh()
         with self._lock:

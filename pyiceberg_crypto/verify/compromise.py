@@ -39,12 +39,16 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pyiceberg_crypto.errors import PyicebergCryptoError, TableInputError
+from pyiceberg_crypto.io import local_path
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import escape_text, exception_line
 from pyiceberg_crypto.table.file_kinds import MANIFEST, MANIFEST_LIST
+from pyiceberg_crypto.table.limits import Limits
+from pyiceberg_crypto.table.metadata import TableMetadata, read_metadata
 from pyiceberg_crypto.verify.pipeline import prepare_verification
 
-__all__ = ["CompromiseReport", "FileChains", "KeyChain"]
+__all__ = ["CompromiseReport", "FileChains", "KeyChain", "StorageFinding", "StorageWalk", "storage_walk"]
 
 #: The property ``keys reencrypt`` sets on its fresh KEK: the table's last sequence number when it
 #: re-sealed older snapshots' manifest-list keys (the same name as keys.reencrypt.RESEALED_UP_TO_PROPERTY;
@@ -77,6 +81,42 @@ class FileChains:
     compromised: bool
 
 
+#: What the storage walk finds on a file (``StorageFinding.finding``).
+EXPOSED_METADATA = "EXPOSED_METADATA"  # a metadata.json holding a KEK the compromised material unwraps
+EXPOSED_FILE = "EXPOSED_FILE"  # a file a compromised chain of some metadata.json on storage opens
+PLAINTEXT = "PLAINTEXT"  # a Parquet (PAR1) or Avro (Obj 01) file in the clear
+UNACCOUNTED = "UNACCOUNTED"  # no metadata.json on storage reaches it (an in-flight or failed write)
+UNREADABLE_METADATA = "UNREADABLE_METADATA"  # a metadata.json that cannot be read: what it reaches is unknown
+PLAINTEXT_MAGICS = {b"PAR1": "Parquet", b"Obj\x01": "Avro"}
+NOT_TABLE_FILES = ("version-hint.text",)  # the Hadoop catalog's pointer: no data, no key
+
+
+@dataclass
+class StorageFinding:
+    path: str
+    finding: str  # one of the constants above
+    reason: str
+
+
+@dataclass
+class StorageWalk:
+    """Every file under the table location, classified: ``ok`` when none is exposed, in the clear,
+    unaccounted for, or an unreadable metadata.json."""
+
+    location: str
+    listed: int = 0
+    metadata_files: int = 0
+    findings: list[StorageFinding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "location": self.location, "listed": self.listed,
+                "metadata_files": self.metadata_files, "findings": [asdict(f) for f in self.findings]}
+
+
 @dataclass
 class CompromiseReport:
     metadata_location: str
@@ -86,6 +126,7 @@ class CompromiseReport:
     files: list[FileChains] = field(default_factory=list)
     still_present: list[str] = field(default_factory=list)  # previously dependent files still in storage
     previously_dependent: int = 0
+    storage: StorageWalk | None = None  # with storage=True: every file under the table location
 
     @property
     def dependent(self) -> list[FileChains]:
@@ -100,7 +141,8 @@ class CompromiseReport:
 
     @property
     def ok(self) -> bool:
-        return not self.dependent and not self.unwalked and not self.still_present
+        return (not self.dependent and not self.unwalked and not self.still_present
+                and (self.storage is None or self.storage.ok))
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "metadata_location": self.metadata_location,
@@ -109,7 +151,8 @@ class CompromiseReport:
                 "files": [{**asdict(f), "chains": [self.chains[s].text() for s in f.snapshot_ids if s in self.chains]}
                           for f in self.files],
                 "dependent": self.dependent_paths(), "unwalked": sorted(f.path for f in self.unwalked),
-                "previously_dependent": self.previously_dependent, "still_present": self.still_present}
+                "previously_dependent": self.previously_dependent, "still_present": self.still_present,
+                "storage": self.storage.to_dict() if self.storage is not None else None}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -128,14 +171,24 @@ class CompromiseReport:
         lines.append(f"  files that depended on it before: {self.previously_dependent}, still in storage: "
                      f"{len(self.still_present)}")
         lines += [f"    {escape_text(p)}" for p in self.still_present]
+        if self.storage is None:
+            lines.append("  storage: not walked (files under the table location that no snapshot reaches were not "
+                         "checked)")
+        else:
+            walk = self.storage
+            lines.append(f"  storage: {walk.listed} file(s) under {escape_text(walk.location)}, {walk.metadata_files} "
+                         f"metadata.json; findings: {len(walk.findings)}")
+            lines += [f"    [{f.finding}] {escape_text(f.path)}: {escape_text(f.reason)}" for f in walk.findings]
         return "\n".join(lines)
 
 
 def compromise_report(metadata_location: str, kms: KeyManagementClient, *,
                       compromised_master_keys: Iterable[tuple[str, str]] = (), compromised_keks: Iterable[str] = (),
-                      previously_dependent: Iterable[str] = ()) -> CompromiseReport:
+                      previously_dependent: Iterable[str] = (), storage: bool = False) -> CompromiseReport:
     """The key chains of every file reachable from every snapshot of the metadata.json at
-    ``metadata_location`` (see the module docstring). Raises TableInputError for unusable metadata."""
+    ``metadata_location`` (see the module docstring). ``storage``: also walk every file under the
+    table location (:func:`storage_walk`). Raises TableInputError for unusable metadata (or, with
+    ``storage``, a location its FileIO cannot list)."""
     versions = {(str(k), str(v)) for k, v in compromised_master_keys}
     kek_ids = {str(k) for k in compromised_keks}
     prepared = prepare_verification(metadata_location, kms, all_snapshots=True)
@@ -157,7 +210,116 @@ def compromise_report(metadata_location: str, kms: KeyManagementClient, *,
     gone_check = sorted(set(previously_dependent))
     report.previously_dependent = len(gone_check)
     report.still_present = [p for p in gone_check if _exists(prepared.file_io, p)]
+    if storage:
+        report.storage = storage_walk(report, meta, kms, prepared.file_io, versions, kek_ids)
     return report
+
+
+def storage_walk(report: CompromiseReport, meta, kms: KeyManagementClient, file_io, versions: set,
+                 kek_ids: set) -> StorageWalk:
+    """Every file under the table location, as an attacker holding the compromised material sees
+    storage: each metadata.json (the current one and every other) is read, its KEKs checked, its
+    key chains walked (:func:`compromise_report` of that file); a file one of its compromised
+    chains opens is EXPOSED_FILE, a metadata.json with a compromised KEK EXPOSED_METADATA. A file
+    no metadata.json on storage reaches is UNACCOUNTED (a write in flight, a failed one's leftover,
+    or a file below a manifest that could not be opened), and any Parquet or Avro file in the clear
+    is PLAINTEXT. Checksum files (``.NAME.crc`` beside NAME) count with their file."""
+    location = meta.table_location or report.metadata_location.rsplit("/metadata/", 1)[0]
+    walk = StorageWalk(location)
+    lister = getattr(file_io, "list_files", None)
+    if lister is None:
+        raise TableInputError(f"cannot walk the storage of {location}: its FileIO ({file_io!r}) cannot list files")
+    try:
+        listed = lister(location)
+    except OSError as exc:
+        raise TableInputError(f"cannot list the files under {location}: {exception_line(exc)}") from None
+    walk.listed = len(listed)
+    on_storage = {_file_key(p): p for p in listed}
+    accounted = {_file_key(f.path) for f in report.files} | {_file_key(report.metadata_location)}
+    metadata_files = sorted(p for p in listed if p.endswith(".metadata.json"))
+    walk.metadata_files = len(metadata_files)
+    for path in metadata_files:
+        accounted.add(_file_key(path))
+        if _file_key(path) == _file_key(report.metadata_location):
+            other, other_meta = report, meta
+        else:
+            try:
+                other = compromise_report(path, kms, compromised_master_keys=versions, compromised_keks=kek_ids)
+                other_meta = TableMetadata.parse(read_metadata(file_io, path, Limits().max_metadata_bytes), path)
+            except (PyicebergCryptoError, OSError, ValueError) as exc:
+                walk.findings.append(StorageFinding(path, UNREADABLE_METADATA, f"cannot be read ({exception_line(exc)}): "
+                                                                               "what it reaches is not checked"))
+                continue
+        exposed_keks = _compromised_keks(other_meta, kms, versions, kek_ids)
+        if exposed_keks:
+            walk.findings.append(StorageFinding(path, EXPOSED_METADATA, "holds KEK(s) the compromised material "
+                                                                        f"unwraps: {', '.join(exposed_keks)}"))
+        for found in other.files:
+            accounted.add(_file_key(found.path))
+            if other is not report and found.compromised and _file_key(found.path) in on_storage:
+                chains = "; ".join(other.chains[s].text() for s in found.snapshot_ids if s in other.chains)
+                walk.findings.append(StorageFinding(on_storage[_file_key(found.path)], EXPOSED_FILE,
+                                                    f"{found.kind} opened through {path}: {chains}"))
+    for path in listed:
+        name = path.rsplit("/", 1)[-1]
+        if name in NOT_TABLE_FILES or _is_checksum_of_listed(path, on_storage):
+            continue
+        magic = _first_bytes(file_io, path)
+        if not path.endswith(".metadata.json") and magic in PLAINTEXT_MAGICS:
+            walk.findings.append(StorageFinding(path, PLAINTEXT, f"a {PLAINTEXT_MAGICS[magic]} file in the clear"))
+        elif _file_key(path) not in accounted:
+            walk.findings.append(StorageFinding(path, UNACCOUNTED, "no metadata.json on storage reaches it (a write "
+                                                                   "in flight, a failed write's leftover, or below a "
+                                                                   "manifest that could not be opened): not checked"))
+    seen = set()
+    walk.findings = [f for f in walk.findings if (f.path, f.finding) not in seen and not seen.add((f.path, f.finding))]
+    return walk
+
+
+def _compromised_keks(meta, kms: KeyManagementClient, versions: set, kek_ids: set) -> list[str]:
+    """The KEKs of ``meta`` (entries sealed by a master key) the compromised material unwraps: named,
+    or wrapped by a compromised version (or by a version the KMS cannot name, when versions are
+    compromised: not provably clean)."""
+    found = []
+    for key_id, entry in meta.encryption_keys.items():
+        if entry.encrypted_by_id in meta.encryption_keys:
+            continue  # a manifest-list key, sealed by a KEK
+        if key_id in kek_ids:
+            found.append(key_id)
+            continue
+        if not versions:
+            continue
+        try:
+            version = kms.key_version(base64.b64decode(entry.encrypted_key_metadata, validate=True),
+                                      entry.encrypted_by_id)
+        except Exception:  # a KMS that cannot tell: not provably clean
+            version = None
+        if version is None or (entry.encrypted_by_id, str(version)) in versions:
+            found.append(key_id)
+    return sorted(found)
+
+
+def _file_key(path: str) -> str:
+    """One spelling per file: a local path for ``file:`` URIs and plain paths, ``s3://`` for S3."""
+    scheme, sep, rest = path.partition("://")
+    if sep and scheme in ("s3", "s3a", "s3n"):
+        return "s3://" + rest
+    return local_path(path)
+
+
+def _is_checksum_of_listed(path: str, on_storage: dict[str, str]) -> bool:
+    """``.NAME.crc`` beside a listed NAME: the Hadoop local file system's checksum file."""
+    folder, _, name = path.rpartition("/")
+    return (name.startswith(".") and name.endswith(".crc")
+            and _file_key(f"{folder}/{name[1:-len('.crc')]}") in on_storage)
+
+
+def _first_bytes(file_io, path: str, count: int = 4) -> bytes:
+    try:
+        with file_io.open(path) as handle:
+            return handle.read(count)
+    except OSError:
+        return b""
 
 
 def _chain(meta, kms: KeyManagementClient, snapshot, versions: set, kek_ids: set) -> KeyChain:
