@@ -2,14 +2,15 @@
 ``keystore compromised`` marks version 1 (it still decrypts), ``audit`` fails naming the tables that
 depend on it (reason COMPROMISED_KEY), ``keys where-used --compromised`` lists them and exits 1;
 ``keys reencrypt CATALOG --all-tables`` re-encrypts them one after another, goes on past a table
-that fails (a tag pins its old snapshots) and names it; a second run with ``--drop-refs`` finishes,
-and the audit is green again. Tables live on a standalone Hive metastore (listed over Thrift),
+that fails (one of its data files moved away) and names it; once the file is back, a second run
+finishes (the tag moved to a re-encrypted copy), and the audit is green again. Tables live on a standalone Hive metastore (listed over Thrift),
 written by the shared Spark session; tests run in file order, each continuing the story."""
 
 from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -110,11 +111,17 @@ def test_compromised_audit_exits_1_naming_the_tables_and_where_used_lists_them(l
 def test_reencrypt_all_tables_goes_on_past_a_failing_table_and_names_it(spark, lake, capsys):
     catalog, ns = lake["catalog"], lake["ns"]
     orders, returns = f"{catalog}.{ns}.orders", f"{catalog}.{ns}.returns"
-    code, summary, err = reencrypt_all(lake, capsys)
+    data_file = Path(spark.sql(f"SELECT file_path FROM {returns}.files").collect()[0][0].removeprefix("file:"))
+    aside = data_file.with_name(data_file.name + ".aside")
+    data_file.rename(aside)
+    try:
+        code, summary, err = reencrypt_all(lake, capsys)
+    finally:
+        aside.rename(data_file)
     assert code == 2, err
     assert summary["tables"] == [orders, returns] and not summary["ok"]
     assert list(summary["done"]) == [orders] and summary["done"][orders]["proof"]["ok"]
-    assert list(summary["failed"]) == [returns] and "tag keep" in summary["failed"][returns]
+    assert list(summary["failed"]) == [returns] and "rewrite_data_files" in summary["failed"][returns]
     assert f"[1/2] {orders}" in err and f"[2/2] {returns}: FAILED" in err
     assert rows(spark, orders) == ROWS and rows(spark, returns) == ROWS
     code, doc, _ = audit(lake, capsys, "--json")
@@ -125,9 +132,11 @@ def test_reencrypt_all_tables_goes_on_past_a_failing_table_and_names_it(spark, l
 def test_reencrypt_all_tables_second_run_finishes_and_the_audit_is_green(spark, lake, capsys):
     catalog, ns = lake["catalog"], lake["ns"]
     returns = f"{catalog}.{ns}.returns"
-    code, summary, err = reencrypt_all(lake, capsys, "--drop-refs")
+    code, summary, err = reencrypt_all(lake, capsys)
     assert code == 0, (summary, err)
     assert summary["ok"] and summary["tables"] == [returns] and list(summary["done"]) == [returns]
+    assert summary["done"][returns]["reencrypt"]["tags_rewritten"] == ["keep"]
+    assert sorted(r[0] for r in spark.read.option("versionAsOf", "keep").table(returns).collect()) == ROWS
     proof = summary["done"][returns]["proof"]
     assert proof["ok"] and {s["master_key_version"] for s in proof["snapshots"]} == {"2"}
     assert rows(spark, returns) == ROWS

@@ -1,6 +1,6 @@
 """`keys reencrypt` end to end (issue 42) on the Hive catalog: a v3 table with several commits, a
 merge-on-read DELETE (deletion vectors), a branch and a tag; master key version 1 leaks and is
-rotated. The run is refused while refs pin old snapshots, crashes once mid-way (the table stays
+rotated. The dry run names the branch and the tag it keeps, the run crashes once mid-way (the table stays
 readable), then finishes on a second run; the proof: every remaining file opens with the current
 keystore, none opens with only the compromised material (the old keystore copy, the old KEK
 bytes), and every file the old snapshots reached is gone from storage.
@@ -59,20 +59,19 @@ def story(spark, tmp_path_factory):
     dependent = compromise_report(before, KeystoreKms(keystore), compromised_master_keys=[(MASTER, "1")])
     assert dependent.dependent_paths() and not dependent.ok  # every file: all of it is under version 1
     KeystoreKms(keystore).rotate_key(MASTER)
-    yield {"dependent": dependent.dependent_paths(), "keystore": keystore, "old_keystore": old_keystore, "table": table, "work": work, "before": before,
+    yield {"before_doc": metadata_doc(before), "dependent": dependent.dependent_paths(), "keystore": keystore, "old_keystore": old_keystore, "table": table, "work": work, "before": before,
            "old_keks": old_keks}
     registration.close()
 
 
-def test_reencrypt_refuses_while_refs_pin_old_snapshots_and_dry_run_changes_nothing(spark, story):
+def test_reencrypt_dry_run_names_the_refs_it_keeps_and_changes_nothing(spark, story):
     table, before = story["table"], story["before"]
     deletes = spark.sql(f"SELECT content, file_format FROM {table}.delete_files").collect()
     assert [tuple(r) for r in deletes] == [(1, "PUFFIN")] * 2  # a deletion vector per file with deleted rows
-    with pytest.raises(ReencryptError, match="branch audit_b, tag before_leak"):
-        reencrypt_table(spark, table, compromised_master_keys=[(MASTER, "1")])
-    dry = reencrypt_table(spark, table, compromised_master_keys=[(MASTER, "1")], dry_run=True, drop_refs=True)
-    assert dry.compromised_keks == sorted(story["old_keks"]) and dry.refs_dropped == ["branch audit_b", "tag before_leak"]
-    assert len(dry.expired_snapshots) == 3  # all but the current of 4
+    dry = reencrypt_table(spark, table, compromised_master_keys=[(MASTER, "1")], dry_run=True)
+    assert dry.compromised_keks == sorted(story["old_keks"]) and dry.refs_dropped == []
+    assert dry.branches_rewritten == ["audit_b"] and dry.tags_rewritten == ["before_leak"]
+    assert len(dry.expired_snapshots) == 4  # every one: the heads are replaced by re-encrypted copies
     assert metadata_location(spark, table) == before
     with pytest.raises(ReencryptError, match="current version"):
         reencrypt_table(spark, table, compromised_master_keys=[(MASTER, "2")])
@@ -91,7 +90,7 @@ def test_reencrypt_crash_mid_run_leaves_the_table_readable(spark, story, monkeyp
 
     monkeypatch.setattr(reencrypt_module, "_call", crash_at_expire)
     with pytest.raises(ReencryptError, match="simulated crash"):
-        reencrypt_table(spark, table, compromised_master_keys=[(MASTER, "1")], drop_refs=True)
+        reencrypt_table(spark, table, compromised_master_keys=[(MASTER, "1")])
     assert rows(spark, table) == [i for i in ROWS if i not in DELETED]
     doc = metadata_doc(metadata_location(spark, table))
     keks = [e for e in doc["encryption-keys"] if e["encrypted-by-id"] == MASTER]
@@ -109,7 +108,7 @@ def test_reencrypt_after_a_crash_the_report_still_counts_resealed_snapshots_as_d
     location = metadata_location(spark, story["table"])
     doc = metadata_doc(location)
     report = compromise_report(location, KeystoreKms(story["keystore"]), compromised_master_keys=[(MASTER, "1")])
-    old = {s["snapshot-id"] for s in doc["snapshots"]} - {doc["current-snapshot-id"]}
+    old = {s["snapshot-id"] for s in story["before_doc"]["snapshots"]}  # the snapshots before the run
     assert old and {c.snapshot_id for c in report.chains.values() if c.resealed} == old
     assert all(c.master_key_version == "2" and c.compromised for c in report.chains.values() if c.resealed)
     current = report.chains[doc["current-snapshot-id"]]
@@ -121,14 +120,14 @@ def test_reencrypt_after_a_crash_the_report_still_counts_resealed_snapshots_as_d
 
 def test_reencrypt_second_run_finishes_and_old_material_opens_nothing(spark, story):
     table, keystore = story["table"], story["keystore"]
-    result = reencrypt_table(spark, table, compromised_master_keys=[(MASTER, "1")], drop_refs=True)
+    result = reencrypt_table(spark, table, compromised_master_keys=[(MASTER, "1")])
     assert result.fresh_kek == story["fresh_kek"] and result.fresh_kek_master_version == "2"
     assert result.rounds == 0 and "expire" in result.steps_done and result.expired_snapshots
     assert rows(spark, table) == [i for i in ROWS if i not in DELETED]
-    assert [r[0] for r in spark.sql(f"SELECT name FROM {table}.refs").collect()] == ["main"]
+    assert sorted(r[0] for r in spark.sql(f"SELECT name FROM {table}.refs").collect()) == ["audit_b", "before_leak", "main"]
     location = metadata_location(spark, table)
     doc = metadata_doc(location)
-    assert len(doc["snapshots"]) == 1
+    assert len(doc["snapshots"]) == 3  # main's, the branch's and the tag's re-encrypted heads
     assert not set(story["old_keks"]) & {e["key-id"] for e in doc["encryption-keys"]}
     good = verify_metadata(location, KeystoreKms(keystore), all_snapshots=True)
     assert good.ok, (good.failed_checks(), good.not_ok())
@@ -143,7 +142,8 @@ def test_reencrypt_second_run_finishes_and_old_material_opens_nothing(spark, sto
                 decrypt_manifest_list_key_metadata(kek, base64.b64decode(sealed["encrypted-key-metadata"]),
                                                    entries[sealed["encrypted-by-id"]]["properties"]["KEY_TIMESTAMP"])
     # Every file the snapshots before the run reached is gone from storage.
-    old_doc = metadata_doc(story["before"])
+    old_doc = story["before_doc"]
+    assert not Path(story["before"].removeprefix("file:")).exists()  # it held the KEKs version 1 wrapped
     for snapshot in old_doc["snapshots"]:
         assert not Path(snapshot["manifest-list"].removeprefix("file:")).exists()
     # The verifier's proof: every chain ends at version 2, every file that depended on version 1 is gone.
