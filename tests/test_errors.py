@@ -55,6 +55,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     from pyiceberg_crypto.formats.parquet import aad
     from pyiceberg_crypto.table import manifests
     from pyiceberg_crypto.serve.aws import key_ids
+    from pyiceberg_crypto.kms import key_ids as kms_key_ids
     from pyiceberg_crypto.catalog import rest as rest_catalog_module
     from pyiceberg_crypto.table import metadata
     from pyiceberg_crypto.verify import pipeline
@@ -207,6 +208,10 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
             PyicebergCryptoError, lambda: demo_external.settings_from_environment({})),
         "pyiceberg_crypto.catalog.spark.require_classic_session": (
             NotASparkSessionError, lambda: spark.require_classic_session(NOT_SPARK, "a test")),
+        "pyiceberg_crypto.kms.key_ids.aws_key_name": (
+            kms_key_ids.KeyIdError, lambda: kms_key_ids.aws_key_name("arn:aws:s3:::bucket")),
+        "pyiceberg_crypto.kms.key_ids.canonical_key_id": (kms_key_ids.KeyIdError, lambda: kms_key_ids.canonical_key_id("")),
+        "pyiceberg_crypto.kms.key_ids.kms_key_id": (kms_key_ids.KeyIdError, lambda: kms_key_ids.kms_key_id(None, "")),
         "pyiceberg_crypto.serve.aws.key_ids.python_key_id": (
             PyicebergCryptoError, lambda: key_ids.python_key_id("arn:aws:kms:eu-west-1:1:key/k", "us-east-1", "0" * 12)),
         "pyiceberg_crypto.catalog.spark.split_table_name": (NotASparkSessionError, lambda: spark.split_table_name(NOT_SPARK, "t")),

@@ -14,7 +14,10 @@ unwraps, so every table keeps reading, but ``audit`` fails (exit 1) and ``keys w
 
 ``retire`` refuses while any table still needs that version (it checks every table of the catalog,
 or the tables given, as ``keys where-used`` does: with ``--metastore-uri`` or ``--rest-uri``
-the catalog is asked directly, no JVM), and backs the keystore up beside itself first.
+the catalog is asked directly, no JVM), and backs the keystore up beside itself first. A table
+keyed by another name of the key (``alias/KEY_ID``, a key or alias ARN, as the AWS face accepts)
+needs it too, and so does a table with a KEK whose master key the keystore does not know (it cannot
+be shown to be another key). KEY_ID itself may be given in those forms (``retire``, ``compromised``).
 
 Key bytes are never printed: output names key ids, versions, lengths and creation times only.
 Exit status: 0 done; 1 the keystore file fails a check (accessible by group/others, malformed);
@@ -33,6 +36,7 @@ from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.properties import AES_KEY_LENGTHS
 from pyiceberg_crypto.kms.base import UnknownKeyError
+from pyiceberg_crypto.kms.key_ids import KeyIdError, canonical_key_id
 from pyiceberg_crypto.kms.keystore import (
     DEFAULT_KEY_LENGTH,
     InsecureKeystoreError,
@@ -98,14 +102,16 @@ def run_keystore(args: argparse.Namespace) -> int:
     except (InsecureKeystoreError, MalformedKeystoreError) as exc:
         print(f"pyiceberg-crypto keystore: {exc}", file=sys.stderr)
         return ExitStatus.INTEGRITY
-    except (UnknownKeyError, KeystoreError) as exc:
+    except (UnknownKeyError, KeystoreError, KeyIdError) as exc:
         print(f"pyiceberg-crypto keystore: {exc}", file=sys.stderr)
         return ExitStatus.USAGE
     return ExitStatus.OK
 
 
 def _retire(keystore: Keystore, args: argparse.Namespace) -> int:
-    """Refuse while a table needs the version (or cannot be checked); back up; remove it."""
+    """Refuse while a table needs the version (or cannot be checked); back up; remove it. KEY_ID may
+    be any name the AWS face accepts (``alias/NAME``, a key or alias ARN): the keystore's ``NAME``."""
+    args.key_id = canonical_key_id(args.key_id)
     what = f"key id {args.key_id!r} version {args.version}"
     keystore.check_removable(args.key_id, args.version)  # unknown or newest: said before any catalog is read
     if not args.force:
@@ -137,6 +143,7 @@ def _retire(keystore: Keystore, args: argparse.Namespace) -> int:
 
 
 def _mark_compromised(keystore: Keystore, args: argparse.Namespace) -> None:
+    args.key_id = canonical_key_id(args.key_id)  # alias/NAME and ARNs name the keystore's NAME
     marked = keystore.mark_compromised(args.key_id, args.version)
     newest = keystore.load()[args.key_id][-1].version
     print(f"marked key id {args.key_id!r} version {marked.version} compromised (since {marked.compromised}) in "

@@ -18,7 +18,9 @@ clients commit (:mod:`pyiceberg_crypto.catalog.commit`: the same result, the sam
 
 What stays equal, so every snapshot keeps reading and time travel works: the KEK id and bytes,
 its ``KEY_TIMESTAMP`` (the AAD of the manifest-list key envelopes it seals, and its rotation
-clock) and ``encrypted-by-id`` (the table's ``encryption.key-id``). No data file, manifest or
+clock) and ``encrypted-by-id`` (the table's ``encryption.key-id``). The table's KEKs are those whose
+``encrypted-by-id`` names the table's key in the KMS's notion (``alias/orders-key``,
+``orders-key`` and the key ARN are one keystore key: :mod:`pyiceberg_crypto.kms.key_ids`). No data file, manifest or
 manifest list is rewritten. All KMS calls happen before anything is built: a KMS failure commits
 nothing. A concurrent commit makes the metastore's compare-and-swap refuse ours; we re-read the
 table and redo the re-wrap (``max_attempts``), so nothing is lost on either side.
@@ -36,6 +38,7 @@ from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.catalog.commit import KeyChange, commit_key_change
 from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations_and_kms, master_key_id
 from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.kms.key_ids import kms_key_id
 from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.safe_text import exception_line
 
@@ -114,8 +117,9 @@ def rewrap_keks_in_catalog(properties: dict[str, str], table: str, kms: KeyManag
         if not meta.key_id:
             raise RewrapError("the table has no encryption.key-id: it is not encrypted")
         keks = []
+        table_kms_id = _kms_id(kms, meta.key_id)
         for entry in meta.encryption_keys.values():
-            if entry.encrypted_by_id == meta.key_id:
+            if entry.encrypted_by_id and _kms_id(kms, entry.encrypted_by_id) == table_kms_id:
                 try:
                     keks.append((entry.key_id, base64.b64decode(entry.encrypted_key_metadata, validate=True)))
                 except (binascii.Error, ValueError):
@@ -134,7 +138,9 @@ def rewrap_keks_in_catalog(properties: dict[str, str], table: str, kms: KeyManag
 def _plan(jvm, base, kms: KeyManagementClient, dry_run: bool, all_keks: bool):
     """[(change, new BaseEncryptedKey)] for the KEKs to re-wrap (all KMS calls happen here)."""
     table_key_id = master_key_id(base, RewrapError)
-    keys = {key.keyId(): key for key in list(base.encryptionKeys()) if key.encryptedById() == table_key_id}
+    table_kms_id = _kms_id(kms, table_key_id)
+    keys = {key.keyId(): key for key in list(base.encryptionKeys())
+            if key.encryptedById() and _kms_id(kms, key.encryptedById()) == table_kms_id}
     keks = [(key_id, bytes(jvm.org.apache.iceberg.util.ByteBuffers.toByteArray(key.encryptedKeyMetadata())))
             for key_id, key in keys.items()]  # manifest-list key metadata (sealed by a KEK) stays as it is
     plan, unchanged = plan_rewrap(keks, table_key_id, kms, dry_run, all_keks)
@@ -143,8 +149,8 @@ def _plan(jvm, base, kms: KeyManagementClient, dry_run: bool, all_keks: bool):
         new_key = None
         if rewrapped is not None:
             buffer = jvm.java.nio.ByteBuffer.wrap(bytearray(rewrapped))
-            new_key = jvm.org.apache.iceberg.encryption.BaseEncryptedKey(change.key_id, buffer, table_key_id,
-                                                                        keys[change.key_id].properties())
+            new_key = jvm.org.apache.iceberg.encryption.BaseEncryptedKey(  # encrypted-by-id kept as written
+                change.key_id, buffer, keys[change.key_id].encryptedById(), keys[change.key_id].properties())
         built.append((change, new_key))
     return built, unchanged
 
@@ -154,16 +160,19 @@ def plan_rewrap(keks: list[tuple[str, bytes]], table_key_id: str, kms: KeyManage
     """([(change, the KEK wrapped again; None on a dry run)], KEK ids left as they are) for the
     table's KEKs ``(key id, wrapped blob)`` under master key ``table_key_id``. Every KMS call of a
     re-wrap happens here, before anything is built; each new wrapping is unwrapped again and
-    compared (RewrapError: nothing committed)."""
+    compared (RewrapError: nothing committed). The KMS is asked with its own id of the key
+    (:func:`~pyiceberg_crypto.kms.key_ids.kms_key_id`: ``alias/orders-key`` is the keystore's
+    ``orders-key``)."""
     plan: list[tuple[RewrapChange, bytes | None]] = []
     unchanged: list[str] = []
+    shown, table_key_id = table_key_id, _kms_id(kms, table_key_id)
     current = _ask(kms.current_key_version, table_key_id, what="current_key_version")
     for key_id, wrapped in keks:
         version = _ask(kms.key_version, wrapped, table_key_id, what=f"key_version of KEK {key_id!r}")
         if not all_keks and (version is None or current is None or version == current):
             unchanged.append(key_id)
             continue
-        change = RewrapChange(key_id, table_key_id, version, current)
+        change = RewrapChange(key_id, shown, version, current)
         if dry_run:
             plan.append((change, None))
             continue
@@ -174,6 +183,16 @@ def plan_rewrap(keks: list[tuple[str, bytes]], table_key_id: str, kms: KeyManage
         change.new_version = _ask(kms.key_version, rewrapped, table_key_id, what="key_version") or current
         plan.append((change, rewrapped))
     return plan, unchanged
+
+
+def _kms_id(kms: KeyManagementClient | None, key_id: str) -> str:
+    """The KMS's own id of ``key_id`` (:func:`~pyiceberg_crypto.kms.key_ids.kms_key_id`); RewrapError
+    when it is no key id."""
+    try:
+        return kms_key_id(kms, key_id)
+    except Exception as exc:
+        raise RewrapError(f"master key id {key_id!r} cannot be mapped to the KMS's: {exception_line(exc)}; "
+                          "nothing was committed") from None
 
 
 def _ask(call, *args, what: str):

@@ -18,6 +18,12 @@ it for the next commit; ``keys prune`` removes the unused ones). A KEK whose ver
 tell counts as needing every version. Nothing here unwraps a key: versions come from the wrapped
 blobs (:meth:`~pyiceberg_crypto.kms.KeyManagementClient.key_version`).
 
+Key ids are compared as the KMS's own ids (:func:`pyiceberg_crypto.kms.key_ids.kms_key_id`): for the
+keystore KMS, a table keyed ``alias/orders-key`` or ``arn:aws:kms:REGION:ACCOUNT:key/orders-key``
+(names the AWS face accepts) needs ``orders-key``, and ``where-used alias/orders-key`` finds the
+tables keyed ``orders-key``. A table with a KEK whose master key the KMS does not know is
+*unchecked* (it may be another name of the key asked about), never "another key".
+
 Compromised versions: every use lists which of its versions the KMS marks compromised
 (:meth:`~pyiceberg_crypto.kms.KeyManagementClient.compromised_versions`, set for a keystore by
 ``pyiceberg-crypto keystore compromised``); with ``compromised_only`` (``keys where-used KEY_ID
@@ -33,6 +39,7 @@ from typing import Any
 from pyiceberg_crypto.errors import InvalidArgumentError, TableInputError
 from pyiceberg_crypto.keys.inventory import inventory_from_metadata, key_inventory
 from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.kms.key_ids import kms_key_id
 from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.catalog.entry import list_tables
@@ -64,6 +71,7 @@ class WhereUsed:
     uses: list[KeyUse] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)  # tables read
     unchecked: dict[str, str] = field(default_factory=dict)  # table -> why it could not be read
+    kms_key_id: str | None = None  # key_id as the KMS's own id (alias and ARN forms mapped)
 
     @property
     def needed(self) -> bool:
@@ -72,6 +80,7 @@ class WhereUsed:
 
     def what(self) -> str:
         return (("compromised versions of " if self.compromised_only else "") + f"master key {self.key_id!r}"
+                + (f" (the KMS's {self.kms_key_id!r})" if self.kms_key_id not in (None, self.key_id) else "")
                 + (f" version {self.version}" if self.version is not None else ""))
 
     @property
@@ -80,7 +89,7 @@ class WhereUsed:
         return [u.table for u in self.uses if u.compromised_versions]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key_id": self.key_id, "version": self.version, "compromised_only": self.compromised_only,
+        return {"key_id": self.key_id, "kms_key_id": self.kms_key_id, "version": self.version, "compromised_only": self.compromised_only,
                 "needed": self.needed, "compromised_tables": self.compromised_tables,
                 "uses": [asdict(u) for u in self.uses], "checked": list(self.checked),
                 "unchecked": dict(self.unchecked)}
@@ -88,9 +97,10 @@ class WhereUsed:
 
 def key_use(inventory: KeyInventory, table: str, key_id: str, version: str | None, *,
             compromised_only: bool = False) -> KeyUse | None:
-    """The KEKs of ``inventory`` that need ``key_id`` (at ``version``; None: any; with
-    ``compromised_only``, only those wrapped by a version the KMS marks compromised), or None."""
-    keks = [k for k in inventory.keks if k.master_key_id == key_id
+    """The KEKs of ``inventory`` that need ``key_id`` (the KMS's own id, as in
+    :attr:`KekInfo.kms_key_id <pyiceberg_crypto.table.key_inventory.KekInfo>`; at ``version``; None:
+    any; with ``compromised_only``, only those wrapped by a version the KMS marks compromised), or None."""
+    keks = [k for k in inventory.keks if (k.kms_key_id or k.master_key_id) == key_id
             and (version is None or k.master_key_version is None or k.master_key_version == version)
             and (k.compromised or not compromised_only)]
     if not keks:
@@ -100,11 +110,27 @@ def key_use(inventory: KeyInventory, table: str, key_id: str, version: str | Non
                   sorted({k.master_key_version for k in keks if k.compromised}, key=str))
 
 
+def unknown_master_keys(inventory: KeyInventory, key_id: str) -> str | None:
+    """Why ``inventory``'s table is not provably free of ``key_id`` (the KMS's own id) although no
+    KEK names it: KEKs whose master key the KMS does not know (it may be another name of the key);
+    None when there are none.
+
+        unknown_master_keys(inventory, "orders-key")   # "KEK(s) k1 wrapped by master key 'x' ..."
+    """
+    unknown = [k for k in inventory.keks if k.master_key_known is False and (k.kms_key_id or k.master_key_id) != key_id]
+    if not unknown:
+        return None
+    masters = sorted({str(k.master_key_id) for k in unknown})
+    return (f"KEK(s) {', '.join(sorted(k.key_id for k in unknown))} wrapped by master key(s) "
+            f"{', '.join(repr(m) for m in masters)}, which the KMS does not know: not provably another key than "
+            f"{key_id!r} (use the KMS the table was written with)")
+
+
 def where_used_in_metadata(locations: list[str], key_id: str, version: str | int | None,
                            kms: KeyManagementClient | None, *, limits: Limits | None = None,
                            compromised_only: bool = False) -> WhereUsed:
     """Check the tables whose current metadata.json files are ``locations`` (no JVM)."""
-    result = _where_used(key_id, version, compromised_only)
+    result = _where_used(key_id, version, kms, compromised_only)
     for location in locations:
         _check(result, location, lambda loc=location: inventory_from_metadata(loc, kms, limits=limits))
     return result
@@ -115,7 +141,7 @@ def where_used_in_catalog(spark, catalog: str, key_id: str, version: str | int |
                           compromised_only: bool = False) -> WhereUsed:
     """Check every Iceberg table of ``catalog`` (or only ``tables``, ``catalog.db.table`` names),
     each at the metadata.json its metastore entry names."""
-    result = _where_used(key_id, version, compromised_only)
+    result = _where_used(key_id, version, kms, compromised_only)
     for table in (tables if tables else iceberg_tables(spark, catalog)):
         _check(result, table, lambda name=table: key_inventory(spark, name, kms))
     return result
@@ -131,7 +157,7 @@ def where_used_in_listing(properties: dict[str, str], key_id: str, version: str 
     the tables of ``namespaces``. Tables
     are named ``catalog.db.table`` in the result. Raises TableInputError when the catalog cannot be
     listed (unreachable, unknown namespace)."""
-    result = _where_used(key_id, version, compromised_only)
+    result = _where_used(key_id, version, kms, compromised_only)
     wanted = {_without_catalog(name, catalog) for name in tables} if tables else None
     if wanted:
         namespaces = sorted({name.rsplit(".", 1)[0] for name in wanted})
@@ -185,18 +211,24 @@ def _check(result: WhereUsed, table: str, inventory) -> None:
     except Exception as exc:  # a KMS or storage failure: the table is not provably free of the key
         result.unchecked[table] = exception_line(exc)
         return
-    result.checked.append(table)
-    use = key_use(found, table, result.key_id, result.version, compromised_only=result.compromised_only)
+    wanted = result.kms_key_id or result.key_id
+    use = key_use(found, table, wanted, result.version, compromised_only=result.compromised_only)
     if use is not None:
         result.uses.append(use)
+    why = unknown_master_keys(found, wanted)
+    if why is not None:  # never "another key": the table is not provably free of this one
+        result.unchecked[table] = why
+    else:
+        result.checked.append(table)
 
 
 def _version(version: str | int | None) -> str | None:
     return None if version is None else str(version)
 
 
-def _where_used(key_id: str, version: str | int | None, compromised_only: bool = False) -> WhereUsed:
-    """An empty result for ``key_id``; InvalidArgumentError for an empty key id."""
+def _where_used(key_id: str, version: str | int | None, kms: KeyManagementClient | None,
+                compromised_only: bool = False) -> WhereUsed:
+    """An empty result for ``key_id`` (and its id in ``kms``); InvalidArgumentError for an empty key id."""
     if not key_id:
         raise InvalidArgumentError("key_id must be a master key id (encryption.key-id), got an empty one")
-    return WhereUsed(key_id, _version(version), compromised_only)
+    return WhereUsed(key_id, _version(version), compromised_only, kms_key_id=kms_key_id(kms, key_id))

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 
 from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, KmsError, UnknownKeyError
+from pyiceberg_crypto.kms.key_ids import canonical_key_id
 
 __all__ = ["FaceBlobKms", "IncorrectKeyError", "InvalidCiphertextError", "is_face_blob", "open_blob", "parse", "seal"]
 
@@ -148,7 +149,9 @@ def open_blob(kms: KeyManagementClient, blob: bytes, key_id: str | None = None,
 class FaceBlobKms(KeyManagementClient):
     """A Python KMS that reads and writes the face's blobs: how the verifier, the JVM-free reader
     and the key commands open a table written through the AWS face with the same Python KMS (raw
-    blobs, from the bridge, unwrap too). No encryption context.
+    blobs, from the bridge, unwrap too). No encryption context. Key ids are mapped as the face maps
+    them (``alias/NAME`` and the key and alias ARNs are the Python KMS's ``NAME``; no region or
+    account check), so a table keyed ``alias/orders-key`` opens and re-wraps as the face would.
 
         verify_metadata(path, FaceBlobKms(load_kms("keystore", {...})))
     """
@@ -157,18 +160,26 @@ class FaceBlobKms(KeyManagementClient):
         self.kms = kms
         self.accept_raw = accept_raw
 
+    def canonical_key_id(self, key_id: str) -> str:
+        """The inner KMS's id of the key ``key_id`` names, as the face maps it: ``alias/NAME`` and the
+        key and alias ARNs are ``NAME`` (:func:`pyiceberg_crypto.kms.key_ids.canonical_key_id`)."""
+        return self.kms.canonical_key_id(canonical_key_id(key_id))
+
     def wrap_key(self, key: bytes, wrapping_key_id: str) -> bytes:
-        return seal(self.kms, key, wrapping_key_id)
+        return seal(self.kms, key, canonical_key_id(wrapping_key_id))
 
     def unwrap_key(self, wrapped: bytes, wrapping_key_id: str) -> bytes:
-        return open_blob(self.kms, wrapped, wrapping_key_id, accept_raw=self.accept_raw)[1]
+        return open_blob(self.kms, wrapped, canonical_key_id(wrapping_key_id), accept_raw=self.accept_raw)[1]
 
     def key_version(self, wrapped: bytes, wrapping_key_id: str) -> str | None:
         inner = parse(wrapped)[1] if is_face_blob(wrapped) else wrapped
-        return self.kms.key_version(inner, wrapping_key_id)
+        return self.kms.key_version(inner, self.canonical_key_id(wrapping_key_id))
 
     def current_key_version(self, wrapping_key_id: str) -> str | None:
-        return self.kms.current_key_version(wrapping_key_id)
+        return self.kms.current_key_version(self.canonical_key_id(wrapping_key_id))
+
+    def compromised_versions(self, wrapping_key_id: str) -> frozenset[str]:
+        return self.kms.compromised_versions(self.canonical_key_id(wrapping_key_id))
 
     def key_versions(self, wrapping_key_id: str) -> frozenset[str] | None:
         return self.kms.key_versions(wrapping_key_id)

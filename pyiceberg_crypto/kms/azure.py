@@ -47,6 +47,7 @@ from urllib.parse import urlparse
 
 from pyiceberg_crypto.kms import _version_label as version_label
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
+from pyiceberg_crypto.kms.key_ids import PlainKeyIds
 from pyiceberg_crypto.kms._loopback import is_loopback_url
 
 __all__ = ["AzureKeyVaultKms", "StaticTokenCredential"]
@@ -90,7 +91,7 @@ class StaticTokenCredential:
         return "StaticTokenCredential(<hidden>)"
 
 
-class AzureKeyVaultKms(KeyManagementClient):
+class AzureKeyVaultKms(PlainKeyIds, KeyManagementClient):
     """Azure Key Vault / Managed HSM wrapKey and unwrapKey. ``repr`` shows the auth method only.
 
     Args:

@@ -62,6 +62,21 @@ class KeyManagementClient(abc.ABC):
     def unwrap_key(self, wrapped: bytes, wrapping_key_id: str) -> bytes:
         """Inverse of :meth:`wrap_key`; raise if ``wrapped`` does not authenticate."""
 
+    def canonical_key_id(self, key_id: str) -> str:
+        """This KMS's own id of the key that ``key_id`` names: what the key commands compare when
+        they match a table's ``encryption.key-id`` with a key (``keys where-used``, ``keystore
+        retire``, the inventory, the audit) and pass to :meth:`key_version`,
+        :meth:`current_key_version` and :meth:`compromised_versions`.
+
+        Default: ``key_id`` as is (a KMS whose ids may be anything, e.g. AWS KMS, where an alias and
+        a key ARN are different real names). The shipped KMSs that the AWS face may serve map
+        ``alias/NAME`` and the key and alias ARNs to ``NAME``
+        (:class:`~pyiceberg_crypto.kms.key_ids.PlainKeyIds`, :mod:`pyiceberg_crypto.kms.key_ids`)::
+
+            KeystoreKms(path).canonical_key_id("alias/orders-key")    # "orders-key"
+        """
+        return key_id
+
     def key_version(self, wrapped: bytes, wrapping_key_id: str) -> str | None:
         """Which version of master key ``wrapping_key_id`` wrapped ``wrapped``, if this KMS can
         tell (None: it cannot). The key inventory and the verifier's rotation check use it; it

@@ -42,6 +42,7 @@ from typing import Any
 
 from pyiceberg_crypto.kms import _version_label as version_label
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
+from pyiceberg_crypto.kms.key_ids import PlainKeyIds
 from pyiceberg_crypto.kms._crc32c import crc32c
 from pyiceberg_crypto.kms._loopback import is_loopback_url
 
@@ -59,7 +60,7 @@ _CRYPTO_KEY = re.compile(r"^projects/[A-Za-z0-9.:-]+/locations/[A-Za-z0-9-]+/key
                          r"/cryptoKeys/[A-Za-z0-9_-]{1,63}$")
 
 
-class GcpKms(KeyManagementClient):
+class GcpKms(PlainKeyIds, KeyManagementClient):
     """Google Cloud KMS symmetric encrypt/decrypt through the REST transport.
 
     Args:

@@ -65,7 +65,9 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from pyiceberg_crypto._atomic import PRIVATE, write_atomically
+from pyiceberg_crypto.kms import aws_face_blob
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
+from pyiceberg_crypto.kms.key_ids import PlainKeyIds, canonical_key_id
 from pyiceberg_crypto.properties import AES_KEY_LENGTHS
 
 __all__ = ["InsecureKeystoreError", "Keystore", "KeystoreError", "KeystoreKms", "MalformedKeystoreError",
@@ -318,7 +320,7 @@ def check_permissions(path: Path, st: os.stat_result) -> None:
         )
 
 
-class KeystoreKms(KeyManagementClient):
+class KeystoreKms(PlainKeyIds, KeyManagementClient):
     """A :class:`KeyManagementClient` backed by a keystore file (see the module docs).
 
     Thread-safe: calls from many JVM threads at once are fine. The file is re-read when it changes
@@ -368,8 +370,14 @@ class KeystoreKms(KeyManagementClient):
     # --- KeyManagementClient ------------------------------------------------------------------
 
     def key_version(self, wrapped: bytes, wrapping_key_id: str) -> str | None:
-        """The master key version recorded in a ``PKW1`` blob (read from its header, no unwrap)."""
+        """The master key version recorded in a ``PKW1`` blob (read from its header, no unwrap), also
+        inside the AWS face's blob (:mod:`~pyiceberg_crypto.kms.aws_face_blob`, which wraps one)."""
         wrapped = bytes(wrapped)
+        if aws_face_blob.is_face_blob(wrapped):
+            try:
+                wrapped = aws_face_blob.parse(wrapped)[1]
+            except aws_face_blob.InvalidCiphertextError:
+                return None
         if len(wrapped) < _HEADER.size or wrapped[:4] != WRAPPED_MAGIC:
             return None
         return str(_HEADER.unpack(wrapped[: _HEADER.size])[1])
@@ -509,6 +517,9 @@ def _new_version(key_id: str, version: int, length: int) -> MasterKeyVersion:
 def _check_key_id(key_id: str) -> None:
     if not isinstance(key_id, str) or not key_id.strip() or key_id != key_id.strip():
         raise KeystoreError(f"key id must be a non-empty string without surrounding spaces, got {key_id!r}")
+    if canonical_key_id(key_id) != key_id:
+        raise KeystoreError(f"key id {key_id!r} is an alias or ARN form, which names key "
+                            f"{canonical_key_id(key_id)!r} (pyiceberg_crypto.kms.key_ids): add that name instead")
 
 
 def _parse(path: Path, raw: bytes) -> dict[str, list[MasterKeyVersion]]:

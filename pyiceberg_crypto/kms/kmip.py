@@ -77,6 +77,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
+from pyiceberg_crypto.kms.key_ids import PlainKeyIds
 
 __all__ = ["KmipKms"]
 
@@ -165,7 +166,7 @@ def _arguments(properties: Mapping[str, str], *, environment: bool) -> dict[str,
     return arguments
 
 
-class KmipKms(KeyManagementClient):
+class KmipKms(PlainKeyIds, KeyManagementClient):
     """KMIP Encrypt/Decrypt (AES-GCM) with a key held by a KMIP server, over mutual TLS.
 
     ``repr`` shows the server and the certificate path, never key material. See the module docs

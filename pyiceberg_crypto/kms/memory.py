@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
+from pyiceberg_crypto.kms.key_ids import PlainKeyIds
 from pyiceberg_crypto.properties import AES_KEY_LENGTHS
 
 __all__ = ["NONCE_LENGTH", "TAG_LENGTH", "InMemoryKms"]
@@ -28,7 +29,7 @@ NONCE_LENGTH = 12
 TAG_LENGTH = 16
 
 
-class InMemoryKms(KeyManagementClient):
+class InMemoryKms(PlainKeyIds, KeyManagementClient):
     """Master keys held in a dict ``{key_id: key_bytes}`` (16, 24 or 32 bytes each)."""
 
     def __init__(self, master_keys: Mapping[str, bytes]):
@@ -57,6 +58,11 @@ class InMemoryKms(KeyManagementClient):
             return self._ciphers[wrapping_key_id]
         except KeyError:
             raise UnknownKeyError(f"master key {wrapping_key_id!r} is not in this KMS") from None
+
+    def current_key_version(self, wrapping_key_id: str) -> str | None:
+        """None (no versions here); UnknownKeyError for a key this KMS does not hold."""
+        self._cipher(wrapping_key_id)
+        return None
 
     def wrap_key(self, key: bytes, wrapping_key_id: str) -> bytes:
         nonce = os.urandom(NONCE_LENGTH)

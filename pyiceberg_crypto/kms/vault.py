@@ -49,6 +49,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
+from pyiceberg_crypto.kms.key_ids import PlainKeyIds
 
 __all__ = ["VaultAccessDeniedError", "VaultTransitKms"]
 
@@ -79,7 +80,7 @@ class VaultAccessDeniedError(KmsError):
     """Vault refused the token (403) even after one refresh: expired, revoked, or not allowed by its policy."""
 
 
-class VaultTransitKms(KeyManagementClient):
+class VaultTransitKms(PlainKeyIds, KeyManagementClient):
     """Vault / OpenBao Transit through hvac. ``repr`` shows address, mount and auth method only.
 
     Args:

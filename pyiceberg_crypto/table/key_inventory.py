@@ -24,7 +24,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from pyiceberg_crypto.errors import TableInputError
-from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.kms.base import KeyManagementClient, UnknownKeyError
+from pyiceberg_crypto.kms.key_ids import kms_key_id
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.table.keys import TableKeys
 from pyiceberg_crypto.table.metadata import EncryptionKey, TableMetadata
@@ -55,6 +56,8 @@ class KekInfo:
     sealed_keys: int = 0  # encryption-keys entries it seals
     note: str | None = None  # why a version is unknown (KMS error, no KMS)
     compromised: bool = False  # wrapped by a master key version the KMS marks compromised (or unknown under such a key)
+    kms_key_id: str | None = None  # the KMS's own id of master_key_id (alias/ARN forms mapped: kms.key_ids)
+    master_key_known: bool | None = None  # False: the KMS does not know the master key; None: it cannot tell
 
     @property
     def outdated(self) -> bool | None:
@@ -78,6 +81,7 @@ class KeyInventory:
     table_uuid: str | None
     master_key_id: str | None  # the table's encryption.key-id
     keks: list[KekInfo] = field(default_factory=list)
+    kms_key_id: str | None = None  # the KMS's own id of master_key_id (alias/ARN forms mapped: kms.key_ids)
     unused_entries: list[str] = field(default_factory=list)  # sealed manifest-list keys of no live snapshot
 
     def master_key_versions(self) -> set[tuple[str | None, str | None]]:
@@ -102,9 +106,15 @@ def kek_entries(meta: TableMetadata) -> list[EncryptionKey]:
 
 
 def build_inventory(meta: TableMetadata, kms: KeyManagementClient | None = None, now_ms: int | None = None) -> KeyInventory:
-    """The inventory of parsed table metadata (``kms`` optional: without it, no versions)."""
+    """The inventory of parsed table metadata (``kms`` optional: without it, no versions).
+
+    Master key ids are also given as the KMS's own ids (``kms_key_id``:
+    :func:`pyiceberg_crypto.kms.key_ids.kms_key_id`, so ``alias/orders-key`` and ``orders-key`` are
+    one key for the keystore KMS), and those are what the KMS is asked about. A KEK whose master key
+    the KMS says it does not know has ``master_key_known=False``."""
     now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-    inventory = KeyInventory(meta.location, meta.table_location, meta.table_uuid, meta.key_id)
+    inventory = KeyInventory(meta.location, meta.table_location, meta.table_uuid, meta.key_id,
+                             kms_key_id=_kms_id(kms, meta.key_id))
     keks = kek_entries(meta)
     kek_ids = {k.key_id for k in keks}
     live = {s.key_id: s.snapshot_id for s in meta.snapshots.values() if s.key_id}
@@ -112,6 +122,7 @@ def build_inventory(meta: TableMetadata, kms: KeyManagementClient | None = None,
     compromised: dict[str, frozenset[str]] = {}
     for entry in keks:
         info = KekInfo(entry.key_id, entry.encrypted_by_id, *_age(entry.timestamp, now_ms))
+        info.kms_key_id = _kms_id(kms, entry.encrypted_by_id)
         sealed = [e for e in meta.encryption_keys.values() if e.encrypted_by_id == entry.key_id]
         info.sealed_keys = len(sealed)
         info.snapshot_ids = sorted(live[e.key_id] for e in sealed if e.key_id in live)
@@ -121,6 +132,16 @@ def build_inventory(meta: TableMetadata, kms: KeyManagementClient | None = None,
     inventory.unused_entries = sorted(e.key_id for e in meta.encryption_keys.values()
                                       if e.key_id not in kek_ids and e.key_id not in live)
     return inventory
+
+
+def _kms_id(kms: KeyManagementClient | None, key_id: str | None) -> str | None:
+    """The KMS's own id of ``key_id`` (None for none); a KMS whose mapping fails keeps it as written."""
+    if not key_id:
+        return None
+    try:
+        return kms_key_id(kms, key_id)
+    except Exception:  # a KMS's own canonical_key_id failing: compare the id as written
+        return key_id
 
 
 def _age(timestamp: str | None, now_ms: int) -> tuple[str | None, float | None, bool]:
@@ -144,11 +165,16 @@ def _versions(info: KekInfo, entry: EncryptionKey, kms: KeyManagementClient | No
     except (binascii.Error, ValueError):
         info.note = "the wrapped KEK is not valid base64"
         return
+    master = info.kms_key_id or entry.encrypted_by_id
     try:
-        info.master_key_version = kms.key_version(wrapped, entry.encrypted_by_id)
-        if entry.encrypted_by_id not in current:
-            current[entry.encrypted_by_id] = kms.current_key_version(entry.encrypted_by_id)
-        info.current_master_key_version = current[entry.encrypted_by_id]
+        info.master_key_version = kms.key_version(wrapped, master)
+        if master not in current:
+            current[master] = kms.current_key_version(master)
+        info.current_master_key_version = current[master]
+        info.master_key_known = True if info.current_master_key_version is not None else None
+    except UnknownKeyError as exc:  # never "another key": the checks count it as unchecked
+        info.master_key_known = False
+        info.note = f"the KMS does not know master key {entry.encrypted_by_id!r}: {exception_line(exc)}"
     except Exception as exc:  # a KMS that cannot tell: the inventory still lists the KEK
         info.note = f"the KMS could not tell the master key version: {exception_line(exc)}"
     if info.master_key_version is None and info.note is None:
@@ -156,10 +182,15 @@ def _versions(info: KekInfo, entry: EncryptionKey, kms: KeyManagementClient | No
 
 
 def compromised_versions(kms: KeyManagementClient | None, master_key_id: str) -> frozenset[str]:
-    """What the KMS marks compromised for ``master_key_id`` (none without a KMS, or from a KMS
-    object that predates :meth:`~pyiceberg_crypto.kms.KeyManagementClient.compromised_versions`)."""
+    """What the KMS marks compromised for ``master_key_id`` (asked as the KMS's own id,
+    :func:`~pyiceberg_crypto.kms.key_ids.kms_key_id`; none without a KMS, or from a KMS object that
+    predates :meth:`~pyiceberg_crypto.kms.KeyManagementClient.compromised_versions`)."""
+    return _flagged(kms, _kms_id(kms, master_key_id))
+
+
+def _flagged(kms: KeyManagementClient | None, kms_id: str | None) -> frozenset[str]:
     ask = getattr(kms, "compromised_versions", None)
-    return frozenset(str(v) for v in ask(master_key_id)) if ask is not None else frozenset()
+    return frozenset(str(v) for v in ask(kms_id)) if ask is not None and kms_id else frozenset()
 
 
 def _compromised(info: KekInfo, kms: KeyManagementClient | None, known: dict[str, frozenset[str]]) -> None:
@@ -167,13 +198,14 @@ def _compromised(info: KekInfo, kms: KeyManagementClient | None, known: dict[str
     flagged versions (not provably clean)."""
     if kms is None or not info.master_key_id:
         return
-    if info.master_key_id not in known:
+    master = info.kms_key_id or info.master_key_id
+    if master not in known:
         try:
-            known[info.master_key_id] = compromised_versions(kms, info.master_key_id)
+            known[master] = _flagged(kms, master)
         except Exception as exc:  # a KMS that cannot tell: nothing flagged, the note says why
-            known[info.master_key_id] = frozenset()
+            known[master] = frozenset()
             info.note = f"the KMS could not tell its compromised versions: {exception_line(exc)}"
-    flagged = known[info.master_key_id]
+    flagged = known[master]
     info.compromised = bool(flagged) and (info.master_key_version is None or info.master_key_version in flagged)
 
 
@@ -188,8 +220,8 @@ def prunable_keys(meta: TableMetadata, now_ms: int | None = None) -> tuple[list[
         if snapshot.key_id and snapshot.key_id not in meta.encryption_keys:
             raise TableInputError(f"snapshot {snapshot.snapshot_id} names key-id {snapshot.key_id!r}, which is not "
                                   "in the table's encryption-keys: the metadata is inconsistent")
-    inventory = build_inventory(meta, None, now_ms)
-    own = [k for k in inventory.keks if k.master_key_id == meta.key_id]
+    inventory = build_inventory(meta, None, now_ms)  # no KMS: ids compared as the face maps them (keeps more)
+    own = [k for k in inventory.keks if k.kms_key_id == inventory.kms_key_id]
     current = {k.key_id for k in own if k.age_days is None or k.age_days < KEK_ROTATION_DAYS + 1}
     if own:
         current.add(min(own, key=lambda k: k.age_days if k.age_days is not None else float("-inf")).key_id)
