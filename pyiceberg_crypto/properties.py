@@ -14,7 +14,8 @@ Nothing here imports the package: every layer may use these names.
 from __future__ import annotations
 
 __all__ = ["AES_KEY_LENGTHS", "CATALOG_TIMEOUT_SECONDS", "DATA_KEY_LENGTH", "DEFAULT_KMS_NAME", "FORMAT_VERSION", "KEY_ID", "KMS_IMPL",
-           "KMS_NAME_PROPERTY", "KMS_SERVICE_PROPERTY", "KMS_TYPE", "PYTHON_KMS_IMPL"]
+           "KMS_NAME_PROPERTY", "KMS_SERVICE_PROPERTY", "KMS_TYPE", "PYTHON_KMS_IMPL", "FRESH_KEK_PROPERTY",
+           "RESEALED_UP_TO_PROPERTY"]
 
 # Table properties (Iceberg's TableProperties).
 #: The table's master key id in the KMS: setting it makes a table encrypted.
@@ -45,3 +46,11 @@ AES_KEY_LENGTHS = (16, 24, 32)
 #: HTTP) may take: ``timeout=`` of the catalog functions, ``--metastore-timeout`` of the commands.
 #: (A KMS call's is ``kms_timeout``: :data:`pyiceberg_crypto.kms.bounded.DEFAULT_KMS_TIMEOUT_SECONDS`.)
 CATALOG_TIMEOUT_SECONDS = 30.0
+
+# KEK properties ``keys reencrypt`` sets (Iceberg itself reads only ``KEY_TIMESTAMP``).
+#: On a KEK made by the re-encryption after a compromise: when (ISO 8601, UTC).
+FRESH_KEK_PROPERTY = "REENCRYPTED_AFTER_COMPROMISE"
+#: On that KEK: the table's last sequence number when it re-sealed older snapshots' manifest-list
+#: keys. A snapshot at or below it was written before the re-encryption: the compromised material
+#: opened it (the run is unfinished while one is live).
+RESEALED_UP_TO_PROPERTY = "RESEALED_UP_TO_SEQUENCE"

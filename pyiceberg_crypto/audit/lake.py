@@ -527,7 +527,8 @@ def _keys(entry: TableAudit, plan: PreparedVerification, kms: KeyManagementClien
                    "current_master_key_version": k.current_master_key_version, "created": k.created,
                    "age_days": k.age_days, "rotation_due": k.rotation_due, "outdated": k.outdated,
                    "in_use": k.in_use, "snapshots": len(k.snapshot_ids), "note": k.note,
-                   "compromised": k.compromised} for k in inventory.keks]
+                   "compromised": k.compromised, "resealed_snapshots": len(k.resealed_snapshot_ids)}
+                  for k in inventory.keks]
     if not meta.key_id:
         return
     try:
@@ -543,9 +544,14 @@ def _compromised(entry: TableAudit) -> None:
     if not leaked or entry.state not in (STATE_OK, STATE_FAILED):
         return
     keks = [k["key_id"] for k in entry.keks if k.get("compromised")]
+    unfinished = sum(k.get("resealed_snapshots") or 0 for k in entry.keks)
     versions = " ".join(f"--compromised-version {v.replace('@', ':')}" for v in leaked)
     text = (f"depends on compromised master key version(s) {', '.join(leaked)} (KEK(s) {', '.join(keks)}): "
             f"re-encrypt it (pyiceberg-crypto keys reencrypt CATALOG.{entry.table} {versions} --kms ...)")
+    if unfinished:
+        text = (f"has an unfinished re-encryption: {unfinished} live snapshot(s) were written before it, and the "
+                f"compromised material opened them: run it again (pyiceberg-crypto keys reencrypt "
+                f"CATALOG.{entry.table} --kms ...)")
     if entry.state == STATE_OK:
         entry.state, entry.reason, entry.detail = STATE_FAILED, REASON_COMPROMISED, text
     else:

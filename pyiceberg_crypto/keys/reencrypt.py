@@ -81,16 +81,12 @@ from pyiceberg_crypto.formats.ags1 import NONCE_LENGTH, check_key
 from pyiceberg_crypto.formats.manifest_list_key import decrypt_manifest_list_key_metadata
 from pyiceberg_crypto.keys.commit import commit_with_retries, java_line, load_operations_and_kms, master_key_id
 from pyiceberg_crypto.kms.base import KeyManagementClient
-from pyiceberg_crypto.properties import DATA_KEY_LENGTH, KEY_ID
+from pyiceberg_crypto.properties import DATA_KEY_LENGTH, FRESH_KEK_PROPERTY, KEY_ID, RESEALED_UP_TO_PROPERTY
 from pyiceberg_crypto.safe_text import exception_line
 
 __all__ = ["PHASES", "TAGS_DROP", "TAGS_REWRITE", "ReencryptError", "ReencryptResult", "compromised_version_set",
            "reencrypt_table", "table_compromised_versions"]
 
-#: The property a KEK made by ``reencrypt_table`` carries (Iceberg reads only ``KEY_TIMESTAMP``).
-FRESH_KEK_PROPERTY = "REENCRYPTED_AFTER_COMPROMISE"
-#: The table's last sequence number when the fresh KEK last re-sealed older snapshots' keys.
-RESEALED_UP_TO_PROPERTY = "RESEALED_UP_TO_SEQUENCE"
 DEFAULT_ORPHAN_WINDOW_SECONDS = 3 * 86_400  # Iceberg's own default for remove_orphan_files
 #: ``tags=``: move each tag to a re-encrypted copy of its snapshot, or drop the tags.
 TAGS_REWRITE, TAGS_DROP = "rewrite", "drop"

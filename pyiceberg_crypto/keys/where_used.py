@@ -99,9 +99,12 @@ def key_use(inventory: KeyInventory, table: str, key_id: str, version: str | Non
             compromised_only: bool = False) -> KeyUse | None:
     """The KEKs of ``inventory`` that need ``key_id`` (the KMS's own id, as in
     :attr:`KekInfo.kms_key_id <pyiceberg_crypto.table.key_inventory.KekInfo>`; at ``version``; None:
-    any; with ``compromised_only``, only those wrapped by a version the KMS marks compromised), or None."""
+    any; with ``compromised_only``, only those wrapped by a version the KMS marks compromised), or None.
+    A KEK that re-sealed snapshots written before an unfinished re-encryption matches every version of
+    its key: the old material opened those snapshots, so the table still depends on it."""
     keks = [k for k in inventory.keks if (k.kms_key_id or k.master_key_id) == key_id
-            and (version is None or k.master_key_version is None or k.master_key_version == version)
+            and (version is None or k.master_key_version is None or k.master_key_version == version
+                 or k.resealed_snapshot_ids)
             and (k.compromised or not compromised_only)]
     if not keks:
         return None

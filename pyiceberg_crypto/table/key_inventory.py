@@ -26,6 +26,7 @@ from typing import Any
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.kms.base import KeyManagementClient, UnknownKeyError
 from pyiceberg_crypto.kms.key_ids import kms_key_id
+from pyiceberg_crypto.properties import RESEALED_UP_TO_PROPERTY
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.table.keys import TableKeys
 from pyiceberg_crypto.table.metadata import EncryptionKey, TableMetadata
@@ -58,6 +59,7 @@ class KekInfo:
     compromised: bool = False  # wrapped by a master key version the KMS marks compromised (or unknown under such a key)
     kms_key_id: str | None = None  # the KMS's own id of master_key_id (alias/ARN forms mapped: kms.key_ids)
     master_key_known: bool | None = None  # False: the KMS does not know the master key; None: it cannot tell
+    resealed_snapshot_ids: list[int] = field(default_factory=list)  # written before an unfinished re-encryption
 
     @property
     def outdated(self) -> bool | None:
@@ -128,6 +130,11 @@ def build_inventory(meta: TableMetadata, kms: KeyManagementClient | None = None,
         info.snapshot_ids = sorted(live[e.key_id] for e in sealed if e.key_id in live)
         _versions(info, entry, kms, current_versions)
         _compromised(info, kms, compromised)
+        info.resealed_snapshot_ids = _resealed(meta, entry, sealed)
+        if info.resealed_snapshot_ids:  # the leaked material opened them before they were re-sealed
+            info.compromised = True
+            info.note = (f"re-encryption unfinished: {len(info.resealed_snapshot_ids)} live snapshot(s) written "
+                         "before it (run keys reencrypt again)")
         inventory.keks.append(info)
     inventory.unused_entries = sorted(e.key_id for e in meta.encryption_keys.values()
                                       if e.key_id not in kek_ids and e.key_id not in live)
@@ -179,6 +186,21 @@ def _versions(info: KekInfo, entry: EncryptionKey, kms: KeyManagementClient | No
         info.note = f"the KMS could not tell the master key version: {exception_line(exc)}"
     if info.master_key_version is None and info.note is None:
         info.note = "this KMS does not report master key versions"
+
+
+def _resealed(meta: TableMetadata, kek: EncryptionKey, sealed: list[EncryptionKey]) -> list[int]:
+    """The live snapshots ``kek`` re-sealed that were written before a re-encryption (sequence number
+    at or below its ``RESEALED_UP_TO_SEQUENCE``; an unreadable mark counts every one)."""
+    mark = (kek.properties or {}).get(RESEALED_UP_TO_PROPERTY)
+    if mark is None:
+        return []
+    try:
+        cut_off = int(mark)
+    except ValueError:
+        cut_off = None
+    keys = {e.key_id for e in sealed}
+    return sorted(s.snapshot_id for s in meta.snapshots.values() if s.key_id in keys and
+                  (cut_off is None or s.sequence_number is None or s.sequence_number <= cut_off))
 
 
 def compromised_versions(kms: KeyManagementClient | None, master_key_id: str) -> frozenset[str]:

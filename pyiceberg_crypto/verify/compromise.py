@@ -42,6 +42,7 @@ from typing import Any
 from pyiceberg_crypto.errors import PyicebergCryptoError, TableInputError
 from pyiceberg_crypto.io import local_path
 from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.properties import RESEALED_UP_TO_PROPERTY
 from pyiceberg_crypto.safe_text import escape_text, exception_line
 from pyiceberg_crypto.table.file_kinds import MANIFEST, MANIFEST_LIST
 from pyiceberg_crypto.table.limits import Limits
@@ -50,10 +51,6 @@ from pyiceberg_crypto.verify.pipeline import prepare_verification
 
 __all__ = ["CompromiseReport", "FileChains", "KeyChain", "StorageFinding", "StorageWalk", "storage_walk"]
 
-#: The property ``keys reencrypt`` sets on its fresh KEK: the table's last sequence number when it
-#: re-sealed older snapshots' manifest-list keys (the same name as keys.reencrypt.RESEALED_UP_TO_PROPERTY;
-#: features do not import one another, tests/keys checks they agree).
-RESEALED_UP_TO_PROPERTY = "RESEALED_UP_TO_SEQUENCE"
 
 
 @dataclass

@@ -127,6 +127,9 @@ def test_reencrypt_all_tables_goes_on_past_a_failing_table_and_names_it(spark, l
     code, doc, _ = audit(lake, capsys, "--json")
     states = {t["table"]: (t["state"], t["reason"]) for t in doc["tables"]}
     assert code == 1 and states[f"{ns}.orders"] == ("OK", None) and states[f"{ns}.returns"] == ("FAILED", "COMPROMISED_KEY")
+    # the fresh KEK is in (its first commit), the rewrite is not: an unfinished re-encryption, not a clean table
+    detail = next(t["detail"] for t in doc["tables"] if t["table"] == f"{ns}.returns")
+    assert "unfinished re-encryption" in detail
 
 
 def test_reencrypt_all_tables_second_run_finishes_and_the_audit_is_green(spark, lake, capsys):
