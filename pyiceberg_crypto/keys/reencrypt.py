@@ -81,6 +81,7 @@ from pyiceberg_crypto.formats.ags1 import NONCE_LENGTH, check_key
 from pyiceberg_crypto.formats.manifest_list_key import decrypt_manifest_list_key_metadata
 from pyiceberg_crypto.keys.commit import commit_with_retries, java_line, load_operations_and_kms, master_key_id
 from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.kms.key_ids import canonical_key_id, kms_key_id
 from pyiceberg_crypto.properties import DATA_KEY_LENGTH, FRESH_KEK_PROPERTY, KEY_ID, RESEALED_UP_TO_PROPERTY
 from pyiceberg_crypto.safe_text import exception_line
 
@@ -192,7 +193,7 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
                              f"{table_key_id}:VERSION, or --compromised-kek KEK_ID); nothing changed")
     compromised_versions = {(table_key_id, v) for v in versions}
     result.compromised_versions = sorted(versions, key=_version_order)
-    current = _ask(kms.current_key_version, table_key_id, what="current_key_version")
+    current = _ask(kms.current_key_version, kms_key_id(kms, table_key_id), what="current_key_version")
     if current is not None and str(current) in versions:
         raise ReencryptError(f"the current version ({current}) of master key {table_key_id!r} is compromised: "
                              f"rotate it first (pyiceberg-crypto keystore rotate KEYSTORE {table_key_id}), so the "
@@ -201,7 +202,7 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
         raise ReencryptError(f"the KMS cannot tell which version of master key {table_key_id!r} it wraps with now, "
                              "so a fresh KEK might be wrapped by a compromised version: refused; nothing changed")
     compromised = [k for k, (wrapped, _props) in keks.items() if k in compromised_ids or
-                   (table_key_id, str(_ask(kms.key_version, wrapped, table_key_id, what="key_version"))) in compromised_versions]
+                   (table_key_id, str(_ask(kms.key_version, wrapped, kms_key_id(kms, table_key_id), what="key_version"))) in compromised_versions]
     result.compromised_keks = sorted(compromised)
     refs = _refs(base)
     if dry_run:
@@ -209,7 +210,7 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
 
     def fresh(kek_id, wrapped, props) -> bool:
         return (props.get(FRESH_KEK_PROPERTY) is not None and kek_id not in compromised_ids and
-                (table_key_id, str(_ask(kms.key_version, wrapped, table_key_id, what="key_version")))
+                (table_key_id, str(_ask(kms.key_version, wrapped, kms_key_id(kms, table_key_id), what="key_version")))
                 not in compromised_versions)
 
     def phase(name: str) -> None:
@@ -322,7 +323,7 @@ def _keks(jvm, base, table_key_id: str) -> dict[str, tuple[bytes, dict[str, str]
     """KEK id -> (wrapped bytes, properties), in the metadata's list order."""
     keks = {}
     for key in list(base.encryptionKeys()):
-        if key.encryptedById() == table_key_id:
+        if key.encryptedById() is not None and canonical_key_id(key.encryptedById()) == canonical_key_id(table_key_id):
             wrapped = bytes(jvm.org.apache.iceberg.util.ByteBuffers.toByteArray(key.encryptedKeyMetadata()))
             keks[key.keyId()] = (wrapped, dict(key.properties() or {}))
     return keks
@@ -336,7 +337,7 @@ def _fresh_kek_step(jvm, base, table_key_id: str, kms: KeyManagementClient, fres
     old = [k for k in keks if k not in fresh_ids]
     if fresh_ids and not old:
         result.fresh_kek = fresh_ids[0]
-        result.fresh_kek_master_version = _ask(kms.key_version, keks[fresh_ids[0]][0], table_key_id, what="key_version")
+        result.fresh_kek_master_version = _ask(kms.key_version, keks[fresh_ids[0]][0], kms_key_id(kms, table_key_id), what="key_version")
         return None
     builder = jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
     now_sequence = str(base.lastSequenceNumber())
@@ -386,7 +387,7 @@ def _fresh_kek_step(jvm, base, table_key_id: str, kms: KeyManagementClient, fres
         builder.removeEncryptionKey(kek_old)
     del kek, old_bytes
     result.fresh_kek = kek_id
-    result.fresh_kek_master_version = _ask(kms.key_version, wrapped, table_key_id, what="key_version")
+    result.fresh_kek_master_version = _ask(kms.key_version, wrapped, kms_key_id(kms, table_key_id), what="key_version")
     return builder.build()
 
 
@@ -510,21 +511,21 @@ def compromised_version_set(kms: KeyManagementClient, table_key_id: str, named: 
     it wrapped one of ``keks`` (KEK id -> wrapped bytes). Raises ReencryptError, naming what is
     wrong, before anything changes."""
     versions: set[str] = set()
-    known = _ask(kms.key_versions, table_key_id, what="key_versions")
+    known = _ask(kms.key_versions, kms_key_id(kms, table_key_id), what="key_versions")
     for key_id, version in named:
-        if key_id != table_key_id:
+        if kms_key_id(kms, key_id) != kms_key_id(kms, table_key_id):
             raise ReencryptError(f"{key_id}:{version} is not a version of {table}'s master key {table_key_id!r}: "
                                  "name a version of the table's key (keys list shows it); nothing changed")
         if known is not None and version not in known:
             shown = ", ".join(sorted(known, key=_version_order)) or "none"
             raise ReencryptError(f"the KMS holds no version {version!r} of master key {table_key_id!r} (it holds: "
                                  f"{shown}); check the version; nothing changed")
-        if known is None and not any(str(_ask(kms.key_version, wrapped, table_key_id, what="key_version")) == version
+        if known is None and not any(str(_ask(kms.key_version, wrapped, kms_key_id(kms, table_key_id), what="key_version")) == version
                                      for wrapped in (keks or {}).values()):
             raise ReencryptError(f"the KMS cannot list the versions of master key {table_key_id!r}, and no KEK of "
                                  f"{table} is wrapped by version {version!r}: check the version; nothing changed")
         versions.add(version)
-    marked = _ask(kms.compromised_versions, table_key_id, what="compromised_versions")
+    marked = _ask(kms.compromised_versions, kms_key_id(kms, table_key_id), what="compromised_versions")
     return versions | {str(v) for v in marked}
 
 
@@ -701,10 +702,10 @@ def _remove_old_metadata(jvm, ops, table_key_id: str, kms: KeyManagementClient, 
         except Exception:
             continue  # gone meanwhile, or not Iceberg's: the storage proof names it
         for key in list(old.encryptionKeys()):
-            if key.encryptedById() != table_key_id:
+            if key.encryptedById() is None or canonical_key_id(key.encryptedById()) != canonical_key_id(table_key_id):
                 continue
             wrapped = bytes(jvm.org.apache.iceberg.util.ByteBuffers.toByteArray(key.encryptedKeyMetadata()))
-            version = _ask(kms.key_version, wrapped, table_key_id, what="key_version")
+            version = _ask(kms.key_version, wrapped, kms_key_id(kms, table_key_id), what="key_version")
             if key.keyId() in compromised_ids or (table_key_id, str(version)) in compromised_versions:
                 io.deleteFile(path)
                 removed.append(path)

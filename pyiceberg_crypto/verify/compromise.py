@@ -42,6 +42,7 @@ from typing import Any
 from pyiceberg_crypto.errors import PyicebergCryptoError, TableInputError
 from pyiceberg_crypto.io import local_path
 from pyiceberg_crypto.kms.base import KeyManagementClient
+from pyiceberg_crypto.kms.key_ids import kms_key_id
 from pyiceberg_crypto.properties import RESEALED_UP_TO_PROPERTY
 from pyiceberg_crypto.safe_text import escape_text, exception_line
 from pyiceberg_crypto.table.file_kinds import MANIFEST, MANIFEST_LIST
@@ -186,7 +187,7 @@ def compromise_report(metadata_location: str, kms: KeyManagementClient, *,
     ``metadata_location`` (see the module docstring). ``storage``: also walk every file under the
     table location (:func:`storage_walk`). Raises TableInputError for unusable metadata (or, with
     ``storage``, a location its FileIO cannot list)."""
-    versions = {(str(k), str(v)) for k, v in compromised_master_keys}
+    versions = {(kms_key_id(kms, str(k)), str(v)) for k, v in compromised_master_keys}
     kek_ids = {str(k) for k in compromised_keks}
     prepared = prepare_verification(metadata_location, kms, all_snapshots=True)
     meta, plan = prepared.meta, prepared.plan
@@ -286,12 +287,12 @@ def _compromised_keks(meta, kms: KeyManagementClient, versions: set, kek_ids: se
             continue
         if not versions:
             continue
+        master_id = kms_key_id(kms, entry.encrypted_by_id)
         try:
-            version = kms.key_version(base64.b64decode(entry.encrypted_key_metadata, validate=True),
-                                      entry.encrypted_by_id)
+            version = kms.key_version(base64.b64decode(entry.encrypted_key_metadata, validate=True), master_id)
         except Exception:  # a KMS that cannot tell: not provably clean
             version = None
-        if version is None or (entry.encrypted_by_id, str(version)) in versions:
+        if version is None or (master_id, str(version)) in versions:
             found.append(key_id)
     return sorted(found)
 
@@ -325,9 +326,10 @@ def _chain(meta, kms: KeyManagementClient, snapshot, versions: set, kek_ids: set
     kek = meta.encryption_keys.get(kek_id or "")
     master = kek.encrypted_by_id if kek else None
     version = None
+    master_id = kms_key_id(kms, master) if master else None
     if kek is not None and master:
         try:
-            version = kms.key_version(base64.b64decode(kek.encrypted_key_metadata, validate=True), master)
+            version = kms.key_version(base64.b64decode(kek.encrypted_key_metadata, validate=True), master_id)
         except (binascii.Error, ValueError):
             version = None
         except Exception as exc:  # a KMS that cannot tell: the chain says so, never trusted as clean
@@ -336,7 +338,7 @@ def _chain(meta, kms: KeyManagementClient, snapshot, versions: set, kek_ids: set
     unknown_version = version is None or version.startswith("unknown")
     resealed = _resealed(kek, snapshot)
     compromised = (kek_id is None or kek_id in kek_ids or resealed
-                   or bool(versions) and (unknown_version or (master, version) in versions))
+                   or bool(versions) and (unknown_version or (master_id, version) in versions))
     return KeyChain(snapshot.snapshot_id, snapshot.key_id, kek_id, master, version, compromised, resealed)
 
 

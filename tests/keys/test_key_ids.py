@@ -167,3 +167,23 @@ def test_rewrap_and_prune_treat_the_alias_as_the_tables_key(spark, lake):
             (ALIAS if name == "by_alias" else KEY_ARN, "2")}  # encrypted-by-id kept as the table wrote it
     locations = [metadata_location(spark, lake[name]) for name in ("by_alias", "by_arn")]
     assert not where_used_in_metadata(locations, KEY, "1", KeystoreKms(lake["keystore"])).needed
+
+
+def test_reencrypt_names_the_alias_keyed_table_s_key_by_its_kms_id(spark, lake):
+    """Version 1 is marked compromised (above) under the keystore's name: re-encrypting the alias- and
+    ARN-keyed tables takes it as their key's version, and the fresh KEK keeps the table's spelling."""
+    from pyiceberg_crypto.keys.reencrypt import ReencryptError, reencrypt_table
+    from pyiceberg_crypto.verify.compromise import compromise_report
+
+    kms = FaceBlobKms(KeystoreKms(lake["keystore"]))
+    for name, written in (("by_alias", ALIAS), ("by_arn", KEY_ARN)):
+        with pytest.raises(ReencryptError, match="holds no version '9'"):
+            reencrypt_table(spark, lake[name], compromised_master_keys=[(KEY, "9")], kms=kms)
+        result = reencrypt_table(spark, lake[name], compromised_master_keys=[(ALIAS_ARN, "1")], kms=kms)
+        assert result.compromised_versions == ["1"] and result.fresh_kek_master_version == "2"
+        assert sorted(r[0] for r in spark.table(lake[name]).collect()) == [1, 2, 3]
+        location = metadata_location(spark, lake[name])
+        keks = inventory_from_metadata(location, KeystoreKms(lake["keystore"])).keks
+        assert [(k.key_id, k.master_key_id) for k in keks] == [(result.fresh_kek, written)]
+        proof = compromise_report(location, kms, compromised_master_keys=[(KEY, "1")], storage=True)
+        assert proof.ok, proof.render_text()
