@@ -240,7 +240,7 @@ class _HiveCommitter:
                    "a new file could not be Iceberg's")
         if why:
             raise error(f"the {what} of {self.full_name} cannot be committed without Spark: {why}; nothing was "
-                        "committed (run it with --warehouse or under spark-submit instead)")
+                        "committed (run it under spark-submit, without --metastore-uri, instead)")
 
 
 def _unknown_outcome(what: str, full_name: str, exc: Exception) -> str:

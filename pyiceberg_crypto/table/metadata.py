@@ -167,8 +167,8 @@ def load_document(data: bytes | str, location: str) -> Any:
     """The JSON document of a metadata.json: the one parser of the package's metadata.json files
     (the verifier, the reader, the key commands, the JVM-free commits). TableInputError naming
     ``location`` when it is not JSON, or nested deeper than the parser follows (Iceberg writes a
-    few dozen levels at most; Python's parser stops near its recursion limit, about 1,000, as
-    Iceberg's Jackson parser stops at 1,000), never a RecursionError."""
+    few dozen levels at most; Python's parser stops near its recursion limit, about 1,000),
+    never a RecursionError."""
     try:
         return json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
