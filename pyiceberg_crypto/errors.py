@@ -67,6 +67,13 @@ class RestCatalogError(PyicebergCryptoError):
         self.status = status
 
 
+class CommitOutcomeUnknownError(RestCatalogError, RuntimeError):
+    """A commit was sent to a catalog, but whether it landed is unknown (Iceberg's
+    CommitStateUnknownException): the catalog answered with a redirect (3xx, never followed for a
+    commit), a server error (5xx), or not at all. Reload the table to see whether it landed before
+    retrying; ``status`` is the HTTP status when the server answered."""
+
+
 #: What a Spark Connect user does instead (no driver JVM in the client): appended to the errors.
 CONNECT_NEXT_STEP = (
     ". With Spark Connect, serve the KMS to the Connect server with `pyiceberg-crypto kms serve` (its catalog "
@@ -77,5 +84,5 @@ CONNECT_NEXT_STEP = (
 )
 
 
-__all__ = ["CONNECT_NEXT_STEP", "ArgumentTypeError", "ConcurrentCommitError", "ConfigError", "InvalidArgumentError",
+__all__ = ["CONNECT_NEXT_STEP", "ArgumentTypeError", "CommitOutcomeUnknownError", "ConcurrentCommitError", "ConfigError", "InvalidArgumentError",
            "MetastoreError", "NotASparkSessionError", "PyicebergCryptoError", "RestCatalogError", "TableInputError"]

@@ -13,7 +13,9 @@ on the metadata as it then is, up to ``max_attempts`` times):
   (Iceberg 1.12.0's ``MetadataUpdate.RemoveEncryptionKey`` / ``AddEncryptionKey``), requiring the
   table's uuid and every ref at the snapshot the change was planned on (``assert-table-uuid``,
   ``assert-ref-snapshot-id``; HTTP 409 when another commit came first). The catalog writes the
-  metadata.json.
+  metadata.json. A redirect (3xx, never followed), a 5xx or no answer leaves the outcome unknown
+  (:class:`~pyiceberg_crypto.errors.CommitOutcomeUnknownError`, reported as ``error``): never
+  success.
 - **Hive**: the new metadata.json is written here, next to the current one, as Iceberg's
   ``TableMetadata.buildFrom(base)`` would: every field as it was but the changed entries,
   ``last-updated-ms`` now, the current file appended to ``metadata-log`` (at most
@@ -42,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyiceberg_crypto.errors import TableInputError
+from pyiceberg_crypto.errors import CommitOutcomeUnknownError, TableInputError
 from pyiceberg_crypto.io import file_io_for, local_path
 from pyiceberg_crypto.catalog.hive import ConcurrentCommitError, MetastoreConnection, MetastoreError
 from pyiceberg_crypto.catalog.rest import RestCatalogError
@@ -51,7 +53,7 @@ from pyiceberg_crypto.catalog.kinds import catalog_kind, REST
 from pyiceberg_crypto.catalog.rest import rest_catalog
 from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.table.limits import Limits
-from pyiceberg_crypto.table.metadata import TableMetadata, read_metadata
+from pyiceberg_crypto.table.metadata import TableMetadata, load_document, read_metadata
 
 __all__ = ["KeyChange", "commit_key_change", "current_metadata"]
 
@@ -124,7 +126,7 @@ def current_metadata(properties: dict[str, str], table: str, timeout: float = CA
 
 class _RestCommitter:
     def __init__(self, properties: dict[str, str], levels: tuple[str, ...], name: str, full_name: str, timeout: float):
-        self.client = rest_catalog(properties)
+        self.client = rest_catalog(properties, timeout=timeout)  # every call (load, commit) within ``timeout``
         self.levels, self.name, self.full_name = levels, name, full_name
 
     def read(self) -> _Base:
@@ -147,12 +149,12 @@ class _RestCommitter:
                             "encryption-key": {**entries[key_id], "encrypted-key-metadata": wrapped}})
         try:
             return self.client.commit_table(self.levels, self.name, requirements, updates).metadata_location
+        except CommitOutcomeUnknownError as exc:  # a 3xx, a 5xx or no answer: never success
+            raise error(f"the {what} of {self.full_name}: {exc} (`pyiceberg-crypto keys list {self.full_name} "
+                        "...` shows the table as it is)") from None
         except RestCatalogError as exc:
             if exc.status == 409:
                 raise ConcurrentCommitError(str(exc)) from None
-            if exc.status is None or exc.status >= 500:
-                raise error(f"the {what} of {self.full_name} may or may not have been committed ({exc}): check "
-                            "`pyiceberg-crypto keys list` before retrying") from None
             raise error(f"the {what} of {self.full_name} was not committed: {exc}") from None
 
 
@@ -176,10 +178,7 @@ class _HiveCommitter:
             raise MetastoreError(f"{self.database}.{self.name} is not an Iceberg table in the Hive metastore")
         location = params[METADATA_LOCATION]
         raw = read_metadata(file_io_for(location), location, Limits().max_metadata_bytes)
-        try:
-            doc = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise TableInputError(f"{location} is not JSON table metadata: {exc}") from None
+        doc = load_document(raw, location)
         self.parameters = params
         return _Base(location, raw, doc, TableMetadata.from_document(doc, location))
 
@@ -211,8 +210,7 @@ class _HiveCommitter:
         except MetastoreError as exc:
             if self._current_location() == location:
                 return location
-            raise error(f"the {what} of {self.full_name} may or may not have been committed ({exc}): check "
-                        f"`pyiceberg-crypto keys list` before retrying; {location} was written") from None
+            raise error(_unknown_outcome(what, self.full_name, exc) + f"; {location} was written") from None
         return location
 
     def _current_location(self) -> str | None:
@@ -242,7 +240,14 @@ class _HiveCommitter:
                    "a new file could not be Iceberg's")
         if why:
             raise error(f"the {what} of {self.full_name} cannot be committed without Spark: {why}; nothing was "
-                        "committed (run it with --warehouse or under spark-submit instead)")
+                        "committed (run it under spark-submit, without --metastore-uri, instead)")
+
+
+def _unknown_outcome(what: str, full_name: str, exc: Exception) -> str:
+    """The message of a commit whose outcome is unknown: what happened, and what to do."""
+    return (f"the outcome of the {what} of {full_name} is unknown ({exc}): it may or may not have been "
+            f"committed; reload the table (`pyiceberg-crypto keys list {full_name} ...`) to see whether it landed "
+            "before retrying")
 
 
 def apply_key_change(doc: dict[str, Any], change: KeyChange, location: str,

@@ -64,7 +64,7 @@ def catalog_entry(properties: dict[str, str], table: str, *, catalog: str | None
     shown = f"{catalog}.{'.'.join(levels)}.{name}"
     try:
         if catalog_kind(properties, catalog) == REST:
-            loaded = rest_catalog({**properties}).load_table(levels, name)
+            loaded = rest_catalog({**properties}, timeout=timeout).load_table(levels, name)
             return ListedTable(".".join(levels), name, {"table_type": "ICEBERG",
                                                          "metadata_location": loaded.metadata_location},
                                loaded.metadata)
@@ -104,8 +104,8 @@ def list_tables(properties: dict[str, str], namespaces: Sequence[str] | None = N
     How the catalog is asked (:func:`catalog_kind`): a REST catalog over its HTTP API (each table
     loaded; namespaces keep their levels from the listing to each call, never split on a dot); a
     Hive catalog through ``spark``'s kept metastore client (as :func:`spark_table_parameters`), or,
-    without ``spark``, over Thrift from Python at the catalog's ``uri`` (each call bounded by
-    ``timeout`` seconds)::
+    without ``spark``, over Thrift from Python at the catalog's ``uri``; each call to a REST catalog
+    or over Thrift is bounded by ``timeout`` seconds::
 
         names = [t.table for t in list_tables(catalog_properties(spark, "lake"), spark=spark) if t.is_iceberg]
         listing = list_tables({"uri": "thrift://127.0.0.1:9083"}, ["db"])          # no Spark
@@ -113,7 +113,7 @@ def list_tables(properties: dict[str, str], namespaces: Sequence[str] | None = N
     Raises MetastoreError: the catalog cannot list its namespaces, or a namespace does not exist.
     """
     if catalog_kind(properties) == REST:
-        return _rest_listing(properties, namespaces)
+        return _rest_listing(properties, namespaces, timeout)
     if spark is not None:
         return _spark_listing(spark, properties, namespaces)
     if not properties.get("uri"):
@@ -179,8 +179,8 @@ def _spark_listing(spark, properties: dict[str, str], namespaces: Sequence[str] 
     return on_kept_client(spark, properties, listing, "the metastore cannot list its tables")
 
 
-def _rest_listing(properties: dict[str, str], namespaces: Sequence[str] | None) -> list[ListedTable]:
-    client = rest_catalog(properties)
+def _rest_listing(properties: dict[str, str], namespaces: Sequence[str] | None, timeout: float) -> list[ListedTable]:
+    client = rest_catalog(properties, timeout=timeout)  # each HTTP call within ``timeout`` seconds
     try:
         known = {namespace_name(levels): levels for levels in client.list_namespaces()}
     except RestCatalogError as exc:

@@ -22,6 +22,9 @@ again before the token's ``expires_in`` runs out), plus ``header.*``.
 
 The server is not trusted to be sane, nor to be the only one listening:
 
+- **a commit is never re-sent elsewhere**: a redirect (3xx) is followed for a GET only, within
+  its origin; a POST that gets one fails, and a commit that gets one (or a 5xx, or no answer) is
+  :class:`CommitOutcomeUnknownError` (it may have landed: reload the table to see);
 - **its secrets stay with it**: a redirect to another origin (scheme, host or port) is refused
   with a clear error, so the ``Authorization`` header and the ``header.*`` values never reach
   another host (https -> http included); a token or credential over plain ``http://`` is refused
@@ -29,7 +32,8 @@ The server is not trusted to be sane, nor to be the only one listening:
   ``pyiceberg-crypto.allow-plain-http=true`` (``allow_plain_http=True``) says so;
 - **every call has a deadline**, ``timeout`` seconds for the whole call (connect, headers, body),
   not per read: a server that sends one byte a second fails at the deadline;
-- **every reply is bounded** (:data:`MAX_REPLY_BYTES`), and so is a listing: at most
+- **every reply is bounded** (:data:`MAX_REPLY_BYTES`, and JSON nested at most as deep as the
+  parser follows), and so is a listing: at most
   ``max_pages`` pages per listing, ``max_namespaces`` namespaces, ``max_depth`` levels, each
   with its own error (a page token the server repeats is refused at once);
 - every failure is a one-line :class:`RestCatalogError` naming the catalog and what was asked,
@@ -56,11 +60,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyiceberg_crypto._net import is_loopback_host
-from pyiceberg_crypto.errors import MetastoreError, PyicebergCryptoError, RestCatalogError
+from pyiceberg_crypto.errors import CommitOutcomeUnknownError, MetastoreError, PyicebergCryptoError, RestCatalogError
 from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.safe_text import escape_text, shorten
 
-__all__ = ["ALLOW_PLAIN_HTTP_PROPERTY", "LoadedTable", "MAX_REPLY_BYTES", "RestCatalog", "RestCatalogError",
+__all__ = ["ALLOW_PLAIN_HTTP_PROPERTY", "CommitOutcomeUnknownError", "LoadedTable", "MAX_REPLY_BYTES", "RestCatalog", "RestCatalogError",
            "namespace_name", "rest_catalog"]
 
 #: A reply larger than this is refused (a table's metadata is well below it).
@@ -162,14 +166,22 @@ class RestCatalog:
         """Commit ``updates`` (REST ``updateTable``: ``{"action": "remove-encryption-key", ...}``) if
         every one of ``requirements`` (``{"type": "assert-table-uuid", ...}``) holds; the table as
         the catalog then serves it. RestCatalogError with ``status`` 409: a requirement failed
-        (re-read the table and redo); 5xx or no answer (``status`` None): the commit may or may not
-        have happened (Iceberg's CommitStateUnknownException)."""
+        (re-read the table and redo); :class:`CommitOutcomeUnknownError` for a redirect (3xx, never
+        followed), a 5xx or no answer (``status`` None): the commit may or may not have happened
+        (Iceberg's CommitStateUnknownException), reload the table to see."""
         levels = _levels(namespace)
         name = f"{namespace_name(levels)}.{table}"
         body = {"identifier": {"namespace": list(levels), "name": table}, "requirements": requirements,
                 "updates": updates}
-        reply = self._call("POST", f"{self._path()}/namespaces/{_encode(levels)}/tables/{_quote(table)}",
-                           f"the commit of table {_shown(name)}", body=body)
+        path = f"{self._path()}/namespaces/{_encode(levels)}/tables/{_quote(table)}"
+        try:
+            reply = self._call("POST", path, f"the commit of table {_shown(name)}", body=body)
+        except RestCatalogError as exc:
+            if outcome_unknown(exc.status):
+                raise CommitOutcomeUnknownError(
+                    f"the outcome of the commit of table {_shown(name)} is unknown ({exc}): it may or may not have "
+                    "landed; reload the table to see whether it did before retrying", status=exc.status) from None
+            raise
         location, metadata = reply.get("metadata-location"), reply.get("metadata")
         if not isinstance(location, str) or not location or not isinstance(metadata, dict):
             raise RestCatalogError(f"REST catalog {self.uri}: the answer to the commit of table {_shown(name)} has "
@@ -310,6 +322,10 @@ class RestCatalog:
                     with opener.open(request, timeout=deadline.remaining()) as response:
                         raw = _read_bounded(response, deadline)
                 except urllib.error.HTTPError as exc:
+                    if 300 <= exc.code < 400:
+                        raise RestCatalogError(f"REST catalog {self.uri} answered {what} with a redirect (HTTP "
+                                               f"{exc.code} to {_shown(exc.headers.get('Location') or '?')}): not "
+                                               f"followed for a {request.get_method()}", status=exc.code) from None
                     message = _server_message(exc)
                     raise RestCatalogError(f"REST catalog {self.uri} refused {what}: HTTP {exc.code} {message}",
                                            status=exc.code) from None
@@ -332,6 +348,9 @@ class RestCatalog:
             reply = json.loads(raw) if raw.strip() else {}
         except ValueError:
             raise RestCatalogError(f"REST catalog {self.uri}: the answer for {what} is not JSON") from None
+        except RecursionError:
+            raise RestCatalogError(f"REST catalog {self.uri}: the answer for {what} is JSON nested too deeply to "
+                                   "parse") from None
         if not isinstance(reply, dict):
             raise RestCatalogError(f"REST catalog {self.uri}: the answer for {what} is not a JSON object")
         return reply
@@ -403,12 +422,16 @@ class _TooLargeError(PyicebergCryptoError):  # internal, becomes a RestCatalogEr
 
 
 class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
-    """Follows a redirect within the origin of the request (scheme, host, port); refuses any other,
-    so the Authorization header and the ``header.*`` values never go to another origin."""
+    """Follows a redirect of a GET (or HEAD) within the origin of the request (scheme, host, port);
+    refuses any other, so the Authorization header and the ``header.*`` values never go to another
+    origin. A redirect of any other method (a commit's POST) is never followed: urllib would re-send
+    it as a GET and report the GET's answer; the 3xx is the answer instead (an HTTPError)."""
 
     max_redirections = 5
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if req.get_method() not in ("GET", "HEAD"):
+            return None  # urllib then raises HTTPError(code): the caller sees the redirect
         source, target = _origin(req.full_url), _origin(urllib.parse.urljoin(req.full_url, newurl))
         if source != target:
             raise _CrossOriginRedirectError(f"HTTP {code} from {source[0]}://{source[1]}:{source[2]} to "
@@ -534,9 +557,16 @@ def _server_message(exc: urllib.error.HTTPError) -> str:
     return _shown(text)
 
 
-def rest_catalog(properties: dict[str, str]) -> RestCatalog:
-    """A REST client for a REST catalog's settings (``uri``, ``token``, ``credential``, ``header.*``)."""
+def outcome_unknown(status: int | None) -> bool:
+    """Whether a commit that failed with HTTP ``status`` (None: no answer) may still have landed:
+    a redirect (3xx, never followed), a server error (5xx) or no answer."""
+    return status is None or 300 <= status < 400 or status >= 500
+
+
+def rest_catalog(properties: dict[str, str], *, timeout: float = CATALOG_TIMEOUT_SECONDS) -> RestCatalog:
+    """A REST client for a REST catalog's settings (``uri``, ``token``, ``credential``, ``header.*``),
+    each call bounded by ``timeout`` seconds (MetastoreError for settings that cannot be used)."""
     try:
-        return RestCatalog.from_properties(properties)
+        return RestCatalog.from_properties(properties, timeout=timeout)
     except RestCatalogError as exc:
         raise MetastoreError(str(exc)) from None

@@ -23,9 +23,11 @@ looked up in ``--metastore-uri`` or ``--rest-uri`` directly), nor does
 ``pyiceberg-crypto audit`` does) or with metadata.json files. ``where-used --compromised`` lists
 only the tables that still depend on a version the KMS marks compromised (``keystore compromised``),
 and exits 1 while any do. ``rewrap`` and ``prune`` commit to the catalog directly with
-``--metastore-uri`` (and no ``--warehouse``) or ``--rest-uri``, as Iceberg's own clients commit
+``--metastore-uri`` or ``--rest-uri``, as Iceberg's own clients commit
 (:mod:`pyiceberg_crypto.catalog.commit`); otherwise they start Spark: a local session with
-``--warehouse``, else the session spark-submit configured. Exit status: 0 done (or nothing to do),
+``--warehouse``, else the session spark-submit configured. ``--metastore-uri`` or ``--rest-uri``
+never starts Spark, ``--warehouse`` or not, and ``--metastore-timeout`` bounds every catalog call
+(load, list, commit). Exit status: 0 done (or nothing to do),
 1 ``where-used --compromised`` found tables that still depend on a compromised version (or could
 not check some), 2 usage error, unreadable
 input or a re-wrap / prune that committed nothing.
@@ -122,9 +124,11 @@ def catalog_given(args: argparse.Namespace) -> bool:
                 or args.table)
 
 
-def direct_catalog_properties(args: argparse.Namespace) -> dict[str, str] | None:
-    """The settings of the catalog asked directly (``--rest-uri``, or ``--metastore-uri`` without a
-    local session), else None (a Spark session answers). ValueError for options that do not go together."""
+def direct_catalog_properties(args: argparse.Namespace, *, spark_with_warehouse: bool = False) -> dict[str, str] | None:
+    """The settings of the catalog asked directly (``--rest-uri`` or ``--metastore-uri``), else
+    None (a Spark session answers). ``--metastore-uri`` with ``--warehouse`` (or ``--metastore-dir``)
+    is asked directly too, no JVM, unless ``spark_with_warehouse`` (the verification job, whose
+    local session runs on that metastore). ValueError for options that do not go together."""
     if args.rest_property and not args.rest_uri:
         raise UsageError("--rest-property needs --rest-uri")
     if args.rest_uri and args.metastore_uri:
@@ -132,7 +136,8 @@ def direct_catalog_properties(args: argparse.Namespace) -> dict[str, str] | None
                          "(a REST catalog), not both")
     if args.rest_uri:
         return {**rest_properties(args), "type": REST}
-    if args.metastore_uri and not (getattr(args, "warehouse", None) or getattr(args, "metastore_dir", None)):
+    local_session = getattr(args, "warehouse", None) or getattr(args, "metastore_dir", None)
+    if args.metastore_uri and not (spark_with_warehouse and local_session):
         return {"type": HIVE, "uri": args.metastore_uri}
     return None
 
@@ -197,13 +202,13 @@ def _add_table_arguments(parser) -> None:
     parser.add_argument("--warehouse", help="build a local Spark session for this warehouse")
     parser.add_argument("--metastore-dir", help="embedded metastore directory (default: next to the warehouse)")
     parser.add_argument("--metastore-uri", help="thrift://host:port of a metastore (rewrap, prune: committed to "
-                                                "directly, no JVM, unless --warehouse builds a local session on it)")
+                                                "directly, no JVM, with or without --warehouse)")
     parser.add_argument("--json", action="store_true", help="print JSON")
 
 
 def _add_commit_arguments(parser) -> None:
-    """``rewrap`` and ``prune``: a table committed to through Spark, or (``--metastore-uri``
-    without ``--warehouse``, ``--rest-uri``) through its catalog directly, without a JVM."""
+    """``rewrap`` and ``prune``: a table committed to through Spark, or (``--metastore-uri``,
+    ``--rest-uri``) through its catalog directly, without a JVM."""
     _add_table_arguments(parser)
     add_direct_catalog_arguments(parser, metastore_uri=False)
 
@@ -291,7 +296,7 @@ def _listed_metadata(args: argparse.Namespace) -> str:
 
 def _commit(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
     """``rewrap`` or ``prune``: a commit through the table's catalog, directly (no JVM) with
-    ``--metastore-uri`` (no ``--warehouse``) or ``--rest-uri``, else in a Spark session."""
+    ``--metastore-uri`` or ``--rest-uri`` (``--warehouse`` or not), else in a Spark session."""
     from pyiceberg_crypto.keys.prune import PruneError
     from pyiceberg_crypto.keys.rewrap import RewrapError
 

@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         options = verification_options(args)
-        catalog_properties = direct_catalog_properties(args)
+        catalog_properties = direct_catalog_properties(args, spark_with_warehouse=True)
         kms = call_with_timeout(load_kms, args.kms, parse_properties(args.kms_property), timeout=args.kms_timeout,
                                 what=f"the KMS factory {args.kms!r}")
     except (KmsLoadError, ValueError) as exc:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -163,11 +164,19 @@ class TableMetadata:
 
 
 def load_document(data: bytes | str, location: str) -> Any:
-    """The JSON document of a metadata.json (TableInputError when it is not JSON)."""
+    """The JSON document of a metadata.json: the one parser of the package's metadata.json files
+    (the verifier, the reader, the key commands, the JVM-free commits). TableInputError naming
+    ``location`` when it is not JSON, or nested deeper than the parser follows (Iceberg writes a
+    few dozen levels at most; Python's parser stops near its recursion limit, about 1,000),
+    never a RecursionError."""
     try:
         return json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise TableInputError(f"{location} is not JSON table metadata: {exc}") from None
+    except RecursionError:
+        raise TableInputError(f"{location} is not usable table metadata: its JSON is nested too deeply to parse "
+                              f"(more than about {sys.getrecursionlimit()} levels; Iceberg writes a few dozen at "
+                              "most)") from None
 
 
 def _list(doc: dict[str, Any], name: str) -> list[dict[str, Any]]:
@@ -224,11 +233,17 @@ def read_metadata(file_io: FileIO, location: str, limit: int) -> bytes:
     except FileNotFoundError:
         raise TableInputError(f"table metadata not found: {location}") from None
     except FileTooLargeError as exc:
-        raise TableInputError(f"table metadata {location} is too large: {exc} (max-metadata-bytes)") from None
+        raise TableInputError(f"table metadata {location} is too large: {exc} ({_mib(limit)}; the limit is "
+                              "max-metadata-bytes, --max-metadata-bytes where a command takes it)") from None
     except NotRegularFileError as exc:
         raise TableInputError(f"cannot read table metadata {location}: {exc}") from None
     except OSError as exc:
         raise TableInputError(f"cannot read table metadata {location}: {exc.strerror or exc}") from None
+
+
+def _mib(size: int) -> str:
+    """A byte count in MiB, for a message: ``64 MiB``."""
+    return f"{size / (1 << 20):g} MiB"
 
 
 def metadata_hash(raw: bytes) -> str:
@@ -242,7 +257,7 @@ def fields_differing(raw: bytes, served: Mapping[str, Any]) -> list[str]:
     when they are the same document, ``["<not a JSON object>"]`` when ``raw`` is not one."""
     try:
         on_disk = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply: load_document says which
         on_disk = None
     if not isinstance(on_disk, dict):
         return ["<not a JSON object>"]

@@ -124,3 +124,30 @@ def test_no_key_command_that_needs_no_jvm_starts_one(lakes, tmp_path):
                            "--table", f"{ns}.orders"], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert not [marker for marker in JVM_OUTPUT if marker in done.stdout + done.stderr]
+
+
+def test_metastore_uri_with_warehouse_never_starts_spark(lakes, tmp_path):
+    """issue 49: `--metastore-uri` (or `--rest-uri`) together with `--warehouse` (or
+    `--metastore-dir`) takes the key commands' JVM-free path; it took Spark's (26 s and a JVM).
+    run_cli fails when the command imported pyspark."""
+    ns = lakes["ns"]
+    local = ["--warehouse", str(tmp_path / "wh")]
+    hive, rest = ["--metastore-uri", lakes["metastore"]], ["--rest-uri", lakes["rest"]]
+    commands = [
+        ["keys", "rewrap", f"lake.{ns}.orders", *lakes["kms"], *hive, *local, "--dry-run"],
+        ["keys", "prune", f"lake.{ns}.orders", *lakes["kms"], *hive, *local, "--dry-run"],
+        ["keys", "prune", f"shop.{ns}.events", *lakes["kms"], *rest, *local, "--dry-run"],
+        ["keys", "where-used", KEY, *lakes["kms"], *hive, *local, "--table", f"lake.{ns}.orders"],
+        ["keys", "where-used", KEY, *lakes["kms"], *hive, "--metastore-dir", str(tmp_path / "ms"),
+         "--table", f"lake.{ns}.orders"],
+        ["keys", "where-used", KEY, *lakes["kms"], *rest, *local, "--namespace", ns],
+    ]
+    for argv in commands:
+        done = run_cli(*argv)
+        assert done.returncode == 0 and "pyspark was imported" not in done.stderr, (argv, done.stderr)
+    assert f"lake.{ns}.orders: would re-wrap" in run_cli(*commands[0]).stdout
+    assert f"lake.{ns}.orders: KEK(s)" in run_cli(*commands[3]).stdout
+    # keystore retire's catalog check: refused (the version is needed), still without a JVM
+    done = run_cli("keystore", "retire", str(lakes["keystore"]), KEY, "1", *hive, *local, "--table", f"{ns}.orders")
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "pyspark was imported" not in done.stderr, \
+        done.stderr

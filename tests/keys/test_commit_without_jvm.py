@@ -143,7 +143,7 @@ def test_the_cli_commits_without_a_jvm_and_refuses_what_it_cannot_do_safely(spar
     spark.sql(f"ALTER TABLE {lake['hive']}.{ns}.cli SET TBLPROPERTIES ('engine.hive.lock-enabled'='true')")
     location = table_parameters(hive_uri, ns, "cli")["metadata_location"]
     done = run_cli("keys", "rewrap", f"lake.{ns}.cli", *kms, "--metastore-uri", hive_uri, "--all")
-    assert done.returncode == 2 and "engine.hive.lock-enabled=true" in done.stderr and "--warehouse" in done.stderr
+    assert done.returncode == 2 and "engine.hive.lock-enabled=true" in done.stderr and "spark-submit" in done.stderr
     assert table_parameters(hive_uri, ns, "cli")["metadata_location"] == location
 
 
