@@ -62,6 +62,8 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
 
     from pyiceberg_crypto.bridge import files
     from pyiceberg_crypto.bridge.files import UnsafeFileError
+    from pyiceberg_crypto.keys.reencrypt import ReencryptError, compromised_version_set, table_compromised_versions
+    from pyiceberg_crypto.kms import InMemoryKms
 
     world_writable = tmp_path / "shared"
     world_writable.mkdir()
@@ -101,6 +103,11 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.keys.rewrap.rewrap_keks": (NotASparkSessionError, lambda: keys.rewrap_keks(NOT_SPARK, "lake.db.t")),
         "pyiceberg_crypto.keys.reencrypt.reencrypt_table": (
             NotASparkSessionError, lambda: keys.reencrypt_table(NOT_SPARK, "lake.db.t", compromised_keks=["k"])),
+        "pyiceberg_crypto.keys.reencrypt.compromised_version_set": (
+            ReencryptError, lambda: compromised_version_set(InMemoryKms.with_random_keys("k"), "k", [("other", "1")],
+                                                            "lake.db.t")),
+        "pyiceberg_crypto.keys.reencrypt.table_compromised_versions": (
+            NotASparkSessionError, lambda: table_compromised_versions(NOT_SPARK, "lake.db.t", None)),
         "pyiceberg_crypto.keys.where_used.where_used_in_catalog": (
             NotASparkSessionError, lambda: keys.where_used_in_catalog(NOT_SPARK, "lake", "k", None, None)),
         "pyiceberg_crypto.keys.reencrypt_all.dependent_tables": (

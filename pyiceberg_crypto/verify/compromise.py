@@ -50,7 +50,7 @@ from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.table.metadata import TableMetadata, read_metadata
 from pyiceberg_crypto.verify.pipeline import prepare_verification
 
-__all__ = ["CompromiseReport", "FileChains", "KeyChain", "StorageFinding", "StorageWalk", "storage_walk"]
+__all__ = ["CompromiseReport", "FileChains", "KeyChain", "StorageFinding", "StorageWalk"]
 
 
 
