@@ -220,7 +220,6 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
 
     # 1. a fresh KEK, first in the list
     start_ids = set(_snapshot_ids(base))
-    before_files = _reachable_files(spark, ops, full_name)
     phase("fresh-kek")
     _attempts, committed, _location = _commit(
         spark, ops, full_name, lambda b: _fresh_kek_step(jvm, b, table_key_id, kms, fresh, result),
@@ -283,11 +282,20 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
     expired = [s for s in _snapshot_ids(base) if s not in heads]
     result.expired_snapshots = [s for s in expired if s in start_ids]
     result.expired_own_snapshots = [s for s in expired if s not in start_ids]
+    known = _reachable_files(spark, ops, full_name)  # what the sweep deletes once unreachable
     if expired:
-        # the procedure, not Iceberg's core ExpireSnapshots: 1.12.0's core file cleanup opens the
-        # expired snapshots' manifest lists without the table's encryption ("Failed to open file")
-        ids = ", ".join(str(s) for s in expired)
-        _call(spark, full_name, "expire_snapshots", f"snapshot_ids => array({ids})")
+        # Iceberg's core ExpireSnapshots on the driver, without its file cleanup (1.12.0's opens the
+        # expired manifest lists without the table's encryption: "Failed to open file"; the Spark
+        # procedure's costs jobs): the sweep deletes what only they reached, from ``known``
+        table_ops = jvm.org.apache.iceberg.BaseTable(ops, full_name)
+
+        def expire_them() -> None:
+            expire = table_ops.expireSnapshots().cleanExpiredFiles(False)
+            for snapshot_id in expired:
+                expire = expire.expireSnapshotId(snapshot_id)
+            expire.commit()
+
+        _manage(spark, full_name, expire_them, "expiry of the old snapshots")
     result.steps_done.append("expire")
     phase("old-keys")
     _commit(spark, ops, full_name, lambda b: _drop_old_keys_step(jvm, b, table_key_id, fresh, result),
@@ -297,11 +305,11 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
     phase("sweep")
     result.removed_metadata_files = _remove_old_metadata(jvm, ops, table_key_id, kms, compromised_ids,
                                                          compromised_versions)
-    gone = sorted((before_files | set(also_remove)) - _reachable_files(spark, ops, full_name))
-    result.removed_files = _delete_files(ops, gone)
+    reachable = _reachable_files(spark, ops, full_name)
+    result.removed_files = _delete_files(ops, sorted((known | also_remove) - reachable))
     if remove_orphans:
         say("remove orphan files")
-        result.orphans = _remove_orphans(spark, full_name, orphans_older_than, dry_run=False)
+        result.orphans = _remove_orphans(spark, ops, full_name, orphans_older_than, reachable, dry_run=False)
     result.steps_done.append("sweep")
     result.metadata_location = ops.refresh().metadataFileLocation()
     spark.sql(f"REFRESH TABLE {full_name}")
@@ -473,13 +481,36 @@ def _current_id(base) -> int | None:
     return int(current.snapshotId()) if current is not None else None
 
 
-def _remove_orphans(spark, full_name: str, older_than: datetime | None, *, dry_run: bool) -> list[str]:
+def _remove_orphans(spark, ops, full_name: str, older_than: datetime | None, reachable: set[str], *,
+                    dry_run: bool) -> list[str]:
+    """Delete the files under the table location older than ``older_than`` (default: 3 days ago)
+    that the table does not reach (``reachable``, from the run) and that are not its metadata.json
+    files or the Hadoop catalog's pointer: one listing on the driver (the FileIO's prefix listing;
+    a FileIO that cannot list: Iceberg's ``remove_orphan_files`` procedure)."""
     if older_than is None:
         older_than = datetime.fromtimestamp(time.time() - DEFAULT_ORPHAN_WINDOW_SECONDS, timezone.utc)
-    stamp = older_than.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-    rows = _call(spark, full_name, "remove_orphan_files",
-                 f"older_than => TIMESTAMP '{stamp}', dry_run => {'true' if dry_run else 'false'}")
-    return sorted(row[0] for row in rows)
+    cut_off = int(older_than.timestamp() * 1000)
+    io = ops.io()
+    location = str(ops.refresh().location()).rstrip("/") + "/"
+    try:
+        listed = [(str(f.location()), int(f.createdAtMillis())) for f in io.listPrefix(location)]
+    except Exception:  # no prefix listing: the procedure lists storage itself
+        stamp = older_than.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        rows = _call(spark, full_name, "remove_orphan_files",
+                     f"older_than => TIMESTAMP '{stamp}', dry_run => {'true' if dry_run else 'false'}")
+        return sorted(row[0] for row in rows)
+    keep = {_path_key(p) for p in reachable}
+    orphans = sorted(path for path, created in listed
+                     if created < cut_off and _path_key(path) not in keep
+                     and not path.endswith((".metadata.json", "/version-hint.text")))
+    return orphans if dry_run else _delete_files(ops, orphans)
+
+
+def _path_key(path: str) -> str:
+    """One spelling of a local path (``file:/a``, ``file:///a``, ``/a``); other URIs as they are."""
+    if path.startswith("file://"):
+        return path[len("file://"):]
+    return path[len("file:"):] if path.startswith("file:") else path
 
 
 def _call(spark, full_name: str, procedure: str, arguments: str) -> list:
@@ -648,7 +679,8 @@ def _plan(spark, ops, full_name: str, base, refs: dict[str, tuple[str, int]], ta
         else:
             result.tags_rewritten.append(name)
     result.expired_snapshots = [s for s in _snapshot_ids(base) if s not in keep]
-    result.orphans = _remove_orphans(spark, full_name, orphans_older_than, dry_run=True) if remove_orphans else []
+    result.orphans = (_remove_orphans(spark, ops, full_name, orphans_older_than, _reachable_files(spark, ops, full_name),
+                                      dry_run=True) if remove_orphans else [])
     result.metadata_location = base.metadataFileLocation()
     return result
 
