@@ -66,6 +66,8 @@ def add_reencrypt_parser(actions, add_table_arguments) -> None:
     parser.add_argument("--all-tables", action="store_true",
                         help="TABLE is a catalog name: re-encrypt every table of it that depends on the "
                              "--compromised-version material, one after another")
+    parser.add_argument("--parallel", type=int, default=1, metavar="N",
+                        help="with --all-tables: re-encrypt N tables at a time in the one Spark session (default 1)")
     parser.add_argument("--namespace", action="append", default=[], metavar="NS",
                         help="with --all-tables: only the tables of this namespace (repeatable)")
     parser.add_argument("--rest-uri", metavar="URI",
@@ -137,8 +139,10 @@ def _check_mode(args: argparse.Namespace, versions: list[tuple[str, str]]) -> No
                              "belongs to one table: re-encrypt that table by name)")
         if args.rest_uri and args.metastore_uri:
             raise UsageError("list the tables with --metastore-uri or --rest-uri, not both")
-    elif args.namespace or args.rest_uri or args.rest_property:
-        raise UsageError("--namespace, --rest-uri and --rest-property go with --all-tables")
+    elif args.namespace or args.rest_uri or args.rest_property or args.parallel != 1:
+        raise UsageError("--namespace, --rest-uri, --rest-property and --parallel go with --all-tables")
+    if args.parallel < 1:
+        raise UsageError(f"--parallel wants a number of tables >= 1, got {args.parallel}")
 
 
 def _one_table(spark, table: str, args: argparse.Namespace, kms: KeyManagementClient, material: dict,
@@ -221,7 +225,7 @@ def _all_tables(spark, args: argparse.Namespace, kms: KeyManagementClient, mater
           f"material; {len(found.unchecked)} could not be checked", file=sys.stderr)
 
     outcome = reencrypt_each(found.tables, lambda table: _one_table(spark, table, args, kms, material, older),
-                             progress=lambda message: print(message, file=sys.stderr))
+                             progress=lambda message: print(message, file=sys.stderr), parallel=args.parallel)
     proven = {t: d for t, d in outcome.done.items() if _status(d) == ExitStatus.OK}
     summary = {"catalog": catalog, "tables": found.tables, "unchecked": found.unchecked,
                "done": {t: _public(d) for t, d in proven.items()},

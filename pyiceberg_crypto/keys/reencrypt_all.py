@@ -1,9 +1,9 @@
 """Catalog-wide re-encryption after a compromise: find every table of a catalog that still depends
-on the compromised master key versions, and re-encrypt them one after another (issue 42)::
+on the compromised master key versions, and re-encrypt them, one after another or several at a time (issue 42)::
 
     found = dependent_tables({"type": "hive", "uri": "thrift://hms:9083"}, "lake", [("orders-key", "1")], kms)
     found.tables, found.unchecked                   # ["lake.shop.orders", ...], {table: why}
-    outcome = reencrypt_each(found.tables, lambda table: reencrypt_table(spark, table, ...), progress=print)
+    outcome = reencrypt_each(found.tables, lambda table: reencrypt_table(spark, table, ...), progress=print, parallel=2)
     outcome.ok, outcome.done, outcome.failed       # {table: result}, {table: why it stopped}
 
 The tables are found by the JVM-free where-used listing (:func:`~.where_used.where_used_in_listing`:
@@ -15,7 +15,9 @@ stops or hides the others: each is tried, and the outcome names every failure wi
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -78,19 +80,41 @@ def dependent_tables(properties: dict[str, str], catalog: str, compromised_maste
 
 
 def reencrypt_each(tables: list[str], reencrypt_one: Callable[[str], T], *,
-                   progress: Callable[[str], None] | None = None) -> EachOutcome[T]:
-    """Run ``reencrypt_one(table)`` for each table in turn; an exception stops that table only
-    (its one-line reason is kept, never key material), the next table is tried.
-    InvalidArgumentError when ``reencrypt_one`` is not callable."""
+                   progress: Callable[[str], None] | None = None, parallel: int = 1) -> EachOutcome[T]:
+    """Run ``reencrypt_one(table)`` for each table, ``parallel`` at a time (threads sharing one Spark
+    session: Spark runs their jobs side by side); an exception stops that table only (its one-line
+    reason is kept, never key material), the others go on. The outcome lists the tables in the
+    given order. InvalidArgumentError when ``reencrypt_one`` is not callable or ``parallel`` < 1."""
     if not callable(reencrypt_one):
         raise InvalidArgumentError(f"reencrypt_one must be a function of the table name, got {type(reencrypt_one).__name__}")
+    if not isinstance(parallel, int) or parallel < 1:
+        raise InvalidArgumentError(f"parallel must be a whole number of tables at a time (>= 1), got {parallel!r}")
     say = progress or (lambda _message: None)
-    outcome: EachOutcome[T] = EachOutcome()
-    for number, table in enumerate(tables, 1):
-        say(f"[{number}/{len(tables)}] {table}")
+    lock = threading.Lock()
+    done: dict[str, T] = {}
+    failed: dict[str, str] = {}
+
+    def one(number: int, table: str) -> None:
+        with lock:
+            say(f"[{number}/{len(tables)}] {table}")
         try:
-            outcome.done[table] = reencrypt_one(table)
+            result = reencrypt_one(table)
         except Exception as exc:  # noqa: BLE001 - one table's failure is its entry, the others go on
-            outcome.failed[table] = exception_line(exc)
-            say(f"[{number}/{len(tables)}] {table}: FAILED: {outcome.failed[table]}")
+            with lock:
+                failed[table] = exception_line(exc)
+                say(f"[{number}/{len(tables)}] {table}: FAILED: {failed[table]}")
+            return
+        with lock:
+            done[table] = result
+
+    if parallel == 1:
+        for number, table in enumerate(tables, 1):
+            one(number, table)
+    else:
+        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="reencrypt") as pool:
+            for future in [pool.submit(one, number, table) for number, table in enumerate(tables, 1)]:
+                future.result()
+    outcome: EachOutcome[T] = EachOutcome()
+    outcome.done = {t: done[t] for t in tables if t in done}
+    outcome.failed = {t: failed[t] for t in tables if t in failed}
     return outcome
