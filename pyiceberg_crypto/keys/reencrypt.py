@@ -493,7 +493,7 @@ def _remove_orphans(spark, ops, full_name: str, older_than: datetime | None, rea
     io = ops.io()
     location = str(ops.refresh().location()).rstrip("/") + "/"
     try:
-        listed = [(str(f.location()), int(f.createdAtMillis())) for f in io.listPrefix(location)]
+        listed = _list_prefix(spark.sparkContext._jvm, io, location)
     except Exception:  # no prefix listing: the procedure lists storage itself
         stamp = older_than.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
         rows = _call(spark, full_name, "remove_orphan_files",
@@ -504,6 +504,13 @@ def _remove_orphans(spark, ops, full_name: str, older_than: datetime | None, rea
                      if created < cut_off and _path_key(path) not in keep
                      and not path.endswith((".metadata.json", "/version-hint.text")))
     return orphans if dry_run else _delete_files(ops, orphans)
+
+
+def _list_prefix(jvm, io, prefix: str) -> list[tuple[str, int]]:
+    """(location, created at in ms) of every file under ``prefix`` (the FileIO's
+    ``SupportsPrefixOperations.listPrefix``; raises where the FileIO has none)."""
+    files = jvm.org.apache.iceberg.relocated.com.google.common.collect.Lists.newArrayList(io.listPrefix(prefix))
+    return [(str(f.location()), int(f.createdAtMillis())) for f in files]
 
 
 def _path_key(path: str) -> str:
@@ -697,19 +704,44 @@ def _rows_nowhere_else(spark, full_name: str, tag: str, refs: dict[str, tuple[st
         return None
 
 
+#: Up to this many file entries (the manifests' counts) the reachable files are read on the driver;
+#: above, by one Spark query of the ``all_manifests`` and ``all_files`` metadata tables.
+DRIVER_FILE_ENTRIES = 5_000
+
+
 def _reachable_files(spark, ops, full_name: str) -> set[str]:
     """Every file a snapshot of the table reaches now: manifest lists, manifests, data, delete and
-    statistics files (the ``all_*`` metadata tables and the metadata)."""
+    statistics files (read from the manifests on the driver for a small table, else the
+    ``all_manifests`` and ``all_files`` metadata tables in one query)."""
     base = ops.refresh()
     files = {str(s.manifestListLocation()) for s in list(base.snapshots()) if s.manifestListLocation() is not None}
     files |= {str(f.path()) for f in list(base.statisticsFiles())}
     files |= {str(f.path()) for f in list(base.partitionStatisticsFiles())}
     if not files:
         return files
-    spark.sql(f"REFRESH TABLE {full_name}")
-    for query in (f"SELECT path FROM {full_name}.all_manifests", f"SELECT file_path FROM {full_name}.all_files",
-                  f"SELECT file_path FROM {full_name}.all_delete_files"):
-        files |= {str(row[0]) for row in spark.sql(query).collect()}
+    io = ops.io()
+    manifests = {}
+    for snapshot in list(base.snapshots()):
+        for manifest in list(snapshot.allManifests(io)):
+            manifests[str(manifest.path())] = manifest
+    files |= set(manifests)
+    entries = sum(int(m.addedFilesCount() or 0) + int(m.existingFilesCount() or 0) + int(m.deletedFilesCount() or 0)
+                  for m in manifests.values())
+    if entries > DRIVER_FILE_ENTRIES or any(m.addedFilesCount() is None for m in manifests.values()):
+        spark.sql(f"REFRESH TABLE {full_name}")
+        # all_files: the data and the delete files (deletion vectors too) of every snapshot
+        query = f"SELECT path FROM {full_name}.all_manifests UNION SELECT file_path FROM {full_name}.all_files"
+        return files | {str(row[0]) for row in spark.sql(query).collect()}
+    jvm = spark.sparkContext._jvm
+    lists = jvm.org.apache.iceberg.relocated.com.google.common.collect.Lists
+    specs = base.specsById()
+    for manifest in manifests.values():
+        read = (jvm.org.apache.iceberg.ManifestFiles.read(manifest, io, specs) if manifest.content().id() == 0 else
+                jvm.org.apache.iceberg.ManifestFiles.readDeleteManifest(manifest, io, specs))
+        try:
+            files |= {str(f.location()) for f in lists.newArrayList(read)}
+        finally:
+            read.close()
     return files
 
 
@@ -722,7 +754,7 @@ def _remove_old_metadata(jvm, ops, table_key_id: str, kms: KeyManagementClient, 
     io = ops.io()
     location = str(base.location()).rstrip("/")
     try:
-        candidates = [str(f.location()) for f in io.listPrefix(location + "/metadata/")]
+        candidates = [path for path, _created in _list_prefix(jvm, io, location + "/metadata/")]
     except Exception:  # a FileIO that cannot list: the metadata log
         candidates = [str(entry.file()) for entry in list(base.previousFiles())]
     removed = []

@@ -169,3 +169,19 @@ def test_the_storage_proof_names_a_leftover_put_back(spark, story):
     (table_dir / "metadata" / old.name).unlink()
     assert compromise_report(location, KeystoreKms(story["keystore"]), compromised_master_keys=[(MASTER, "1")],
                              storage=True).ok
+
+
+def test_the_reachable_files_read_on_the_driver_are_the_metadata_tables(spark, story, monkeypatch):
+    """What the sweep keeps is read from the manifests on the driver for a small table: the same set
+    as Iceberg's all_manifests and all_files metadata tables (which a large table uses)."""
+    from pyiceberg_crypto.keys import reencrypt as run
+    from pyiceberg_crypto.keys.commit import load_operations
+
+    table = story["table"]
+    spark.sql(f"DELETE FROM {table} WHERE id = 7")  # a deletion vector, so delete files are in the set too
+    full_name, ops = load_operations(spark, table, ReencryptError)
+    on_driver = run._reachable_files(spark, ops, full_name)
+    monkeypatch.setattr(run, "DRIVER_FILE_ENTRIES", 0)
+    by_query = run._reachable_files(spark, ops, full_name)
+    assert on_driver == by_query
+    assert {p.rsplit(".", 1)[-1] for p in on_driver} >= {"parquet", "puffin", "avro"}
