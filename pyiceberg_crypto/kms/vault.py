@@ -208,6 +208,14 @@ class VaultTransitKms(PlainKeyIds, KeyManagementClient):
         latest = data.get("latest_version")
         return f"v{int(latest)}" if latest is not None else None
 
+    def key_versions(self, wrapping_key_id: str) -> frozenset[str] | None:
+        """``v<N>`` of every version the Transit key holds (its ``keys`` map; none for an unknown key)."""
+        try:
+            data = self._call("read key", wrapping_key_id, "get", f"keys/{wrapping_key_id}", None)
+        except UnknownKeyError:
+            return frozenset()
+        return frozenset(f"v{int(version)}" for version in (data.get("keys") or {}))
+
     def unwrap_key_version(self, wrapped: bytes, wrapping_key_id: str, version: str | None) -> bytes:
         """Transit picks the version from the ciphertext prefix itself."""
         return self.unwrap_key(wrapped, wrapping_key_id)

@@ -152,6 +152,12 @@ def test_the_finishing_run_keeps_every_branch_and_tag_and_leaves_nothing_the_sto
     for path in files_on_storage(table_dir):
         assert path.read_bytes()[:4] in (b"PARE", b"AGS1") or path.name.endswith((".metadata.json", ".text")), path
     story["removed"] = doc["reencrypt"]["removed_files"] + doc["reencrypt"]["removed_metadata_files"]
+    # on the re-encrypted table, a key that does not exist gets no proof: an error, nothing changed
+    after = metadata_location(spark, table)
+    code = main(["keys", "reencrypt", table, "--compromised-version", "nosuch:1", *kms_args(keystore)])
+    captured = capsys.readouterr()
+    assert code == 2 and "nosuch:1 is not a version of" in captured.err and "compromise check" not in captured.out
+    assert metadata_location(spark, table) == after
 
 
 def test_the_storage_proof_names_a_leftover_put_back(spark, story):

@@ -79,6 +79,7 @@ def test_openbao_key_versions_rotation_and_rewrap(kms, bao, key):
     wrapped = kms.wrap_key(secret, key)
     bao.rotate_transit_key(key)
     assert kms.current_key_version(key) == "v2"
+    assert kms.key_versions(key) == {"v1", "v2"} and kms.key_versions("no-such-transit-key") == frozenset()
     assert kms.unwrap_key_version(wrapped, key, "v1") == secret  # the old version still decrypts
     new = kms.wrap_key(secret, key)
     assert kms.key_version(new, key) == "v2" and kms.unwrap_key(new, key) == secret
