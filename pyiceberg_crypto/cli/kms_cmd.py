@@ -144,6 +144,7 @@ def _start_aws_face(args: argparse.Namespace, served, token_file):
                      account=args.aws_kms_api_account, tls=tls, allow_plaintext=args.aws_kms_api_plaintext,
                      accept_raw_blobs=not args.aws_kms_api_refuse_raw_blobs,
                      limits=FaceLimits(max_connections=args.aws_kms_api_max_connections))
+    face.verifier.watch(args.aws_kms_api_credentials)  # a removed section is refused within a second
     return face.start()
 
 

@@ -149,9 +149,7 @@ class AwsKmsApi(JsonHttpListener):
         kms = self.served.client(self.pool)
         try:
             return getattr(self, f"_op_{operation}")(kms, request)
-        except ApiError as exc:
-            if exc.status >= 500:
-                self.verifier.forget(headers)
+        except ApiError:
             raise
         except aws_face_blob.IncorrectKeyError as exc:
             raise ApiError("IncorrectKeyException", str(exc)) from None
@@ -161,16 +159,13 @@ class AwsKmsApi(JsonHttpListener):
             raise ApiError("NotFoundException", "the key id is not known to this KMS") from None
         except KmsTimeoutError:
             self._warn("timeout", "AWS KMS face: %s for %s timed out in the Python KMS", operation, principal.name)
-            self.verifier.forget(headers)
             raise ApiError("DependencyTimeoutException", "the KMS behind this endpoint timed out", 503) from None
         except KmsError as exc:
             self._warn("kms", "AWS KMS face: %s for %s failed: %s", operation, principal.name, exc)
-            self.verifier.forget(headers)
             raise ApiError("KMSInternalException", "the KMS behind this endpoint failed (its log has the detail)",
                             500) from None
         except Exception as exc:  # a third-party KMS's own error: its type only
             self._warn("kms", "AWS KMS face: %s for %s failed: %s", operation, principal.name, type(exc).__name__)
-            self.verifier.forget(headers)
             raise ApiError("KMSInternalException", "the KMS behind this endpoint failed (its log has the detail)",
                             500) from None
 
