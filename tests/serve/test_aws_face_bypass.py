@@ -23,7 +23,7 @@ from pyiceberg_crypto.kms import aws_face_blob
 from pyiceberg_crypto.kms.keystore import KeystoreKms
 from tests.serve.aws_face import ACCESS_KEY_ID, REGION, SECRET, FaceProcess
 from tests.serve.service_process import ROOT, make_keystore
-from tests.serve.test_aws_face import send, signed_request
+from tests.serve.test_aws_face import send
 from tests.testkit import eventually
 
 pytestmark = [pytest.mark.loopback]

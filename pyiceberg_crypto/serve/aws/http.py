@@ -150,7 +150,7 @@ class _Connection:
         self.parser = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
 
 
-class _Closed(Exception):
+class _ConnectionEndedError(PyicebergCryptoError):
     """The connection ends (peer gone, deadline, eviction): nothing more to send."""
 
 
@@ -340,7 +340,7 @@ class JsonHttpListener:
             while not self._closed.is_set() and not connection.evicted:
                 if not self._serve_one(connection):
                     return
-        except (_Closed, OSError):
+        except (_ConnectionEndedError, OSError):
             return
         except Exception as exc:  # one rate-limited line, never a traceback per request
             self._connection_error(connection.peer, exc)
@@ -442,7 +442,7 @@ class JsonHttpListener:
             if event is not h11.NEED_DATA:
                 return event
             if connection.evicted:
-                raise _Closed()
+                raise _ConnectionEndedError("evicted")
             chunk = connection.sock.recv(65536)
             if chunk and not connection.speaking:  # the request started: it must be complete in time
                 with self._lock:
