@@ -108,6 +108,11 @@ def _add_aws_face_arguments(serve) -> None:
                            "through the Py4J bridge then no longer read through this face)")
     face.add_argument("--aws-kms-api-max-connections", type=_positive_int, default=256, metavar="N",
                       help="open connections at most (default: %(default)s)")
+    face.add_argument("--aws-kms-api-max-unsigned", type=_positive_int, default=128, metavar="N",
+                      help="connections that have not yet sent a validly signed request, at most; a newcomer "
+                           "evicts the oldest silent one (default: %(default)s)")
+    face.add_argument("--aws-kms-api-max-unsigned-per-peer", type=_positive_int, default=32, metavar="N",
+                      help="unsigned connections from one address, at most (default: %(default)s)")
 
 
 def _start_aws_face(args: argparse.Namespace, served, token_file):
@@ -143,7 +148,9 @@ def _start_aws_face(args: argparse.Namespace, served, token_file):
     face = AwsKmsApi(served, pool=pool, credentials=credentials, listen=listen, region=args.aws_kms_api_region,
                      account=args.aws_kms_api_account, tls=tls, allow_plaintext=args.aws_kms_api_plaintext,
                      accept_raw_blobs=not args.aws_kms_api_refuse_raw_blobs,
-                     limits=FaceLimits(max_connections=args.aws_kms_api_max_connections))
+                     limits=FaceLimits(max_connections=args.aws_kms_api_max_connections,
+                                       max_unsigned=args.aws_kms_api_max_unsigned,
+                                       max_unsigned_per_peer=args.aws_kms_api_max_unsigned_per_peer))
     face.verifier.watch(args.aws_kms_api_credentials)  # a removed section is refused within a second
     return face.start()
 

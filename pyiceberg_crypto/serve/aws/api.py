@@ -32,12 +32,13 @@ Rooms: the HTTP listener and its bounds (:mod:`.http`), SigV4 (:mod:`.sigv4`), k
 (:mod:`.key_ids`), TLS and its CA (:mod:`.tls`), the blob format
 (:mod:`pyiceberg_crypto.kms.aws_face_blob`); this module is the API itself.
 
-Bounds (like the Py4J face): at most ``max_connections`` open connections (more are closed at
-once), a TLS handshake within ``auth_deadline_seconds``, a request (headers and body) within
-``request_deadline_seconds`` of its first byte, an idle keep-alive connection closed after
-``idle_timeout_seconds``, headers of at most 16 KiB, bodies of at most ``max_body_bytes`` (64 KiB; a
-KMS request is a few KiB), no chunked bodies. A watchdog closes connections past their deadline,
-so dribbling bytes does not keep one open. Nothing logged, counted or answered carries key bytes,
+Bounds (like the Py4J face; :mod:`.http` has them all): a cap on open connections, and a smaller
+one, per peer too, on connections not yet signed (the oldest silent one makes room), 3 s for
+their TLS handshake and first byte, a request whole within ``request_deadline_seconds`` of its
+first byte, idle keep-alive connections closed, bounded headers and bodies, no chunked bodies.
+Repeated signatures are served, as AWS serves them (no replay cache: see :mod:`.sigv4`). Raw blobs
+must unwrap to a table key, so a face blob's context binding holds on that path too
+(:mod:`pyiceberg_crypto.kms.aws_face_blob`). Nothing logged, counted or answered carries key bytes,
 secrets or signatures.
 """
 
