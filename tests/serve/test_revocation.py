@@ -111,3 +111,47 @@ def test_revocation_a_removed_credentials_section_is_refused_within_seconds(tmp_
         assert SPARK_SECRET not in face.service.log()
     finally:
         face.stop()
+
+
+def test_revocation_a_revoked_py4j_token_is_refused_within_seconds(tmp_path):
+    """Finding: the Py4J face's token could not be revoked short of a restart. SIGUSR2 now writes a
+    fresh token: a connection that authenticated with the old one is closed, the old token is
+    refused on a new connection, and a client that re-reads the token file gets in. The AWS face of
+    the same process keeps serving."""
+    import signal
+
+    keystore = make_keystore(tmp_path / "keys.json", "k1")
+    face = FaceProcess.start(tmp_path / "face", keystore)
+    try:
+        host, port = face.service.address.rsplit(":", 1)
+        old_token = face.service.token_file.read_text().strip()
+        wrapped = KeystoreKms(keystore).wrap_key(b"t" * 16, "k1")
+        held = RawClient(host, int(port))
+        assert held.handshake(old_token) == b"!yv"
+        assert RawClient.bytes_of(held.call("unwrapKey", wrapped, "k1")) == b"t" * 16
+
+        face.service.signal(signal.SIGUSR2)
+        revoked = time.monotonic()
+        new_token = eventually(lambda: (t := face.service.token_file.read_text().strip()) != old_token and t, 5,
+                               interval=0.05, message="a new token in the token file")
+
+        def held_refused() -> bool:
+            try:
+                reply = held.call("unwrapKey", wrapped, "k1")
+            except OSError:
+                return True
+            return not reply.startswith(b"!yj")
+
+        eventually(held_refused, 5, interval=0.1, message="the connection holding the old token closed")
+        with RawClient(host, int(port)) as again:
+            assert again.handshake(old_token) != b"!yv"
+        assert time.monotonic() - revoked < 4 * load_factor()
+        with RawClient(host, int(port)) as fresh:
+            assert fresh.handshake(new_token) == b"!yv"
+            assert RawClient.bytes_of(fresh.call("unwrapKey", wrapped, "k1")) == b"t" * 16
+        held.close()
+        assert face.client().decrypt(CiphertextBlob=wrapped, KeyId="k1")["Plaintext"] == b"t" * 16
+        log = face.service.log()
+        assert "revoked its token" in log and old_token not in log and new_token not in log
+    finally:
+        face.stop()
