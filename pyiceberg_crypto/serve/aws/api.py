@@ -33,7 +33,7 @@ Rooms: the HTTP listener and its bounds (:mod:`.http`), SigV4 (:mod:`.sigv4`), k
 (:mod:`pyiceberg_crypto.kms.aws_face_blob`); this module is the API itself.
 
 Bounds (like the Py4J face; :mod:`.http` has them all): a cap on open connections, and a smaller
-one, per peer too, on connections not yet signed (the oldest silent one makes room), 3 s for
+one, per peer too, on connections not yet signed (the oldest silent one makes room), 5 s for
 their TLS handshake and first byte, a request whole within ``request_deadline_seconds`` of its
 first byte, idle keep-alive connections closed, bounded headers and bodies, no chunked bodies.
 Repeated signatures are served, as AWS serves them (no replay cache: see :mod:`.sigv4`). Raw blobs

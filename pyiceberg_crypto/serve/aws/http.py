@@ -21,7 +21,7 @@ those per peer address. A newcomer beyond a cap evicts the oldest *silent* unsig
 that has not sent a byte of its request): of its own peer at the per-peer cap, else of the peer
 holding the most such connections; it is refused only when none is silent. An unsigned connection
 must finish its TLS handshake and send the first byte of its request within
-``auth_deadline_seconds`` (3 s); a request (headers and body) must arrive whole within
+``auth_deadline_seconds`` (5 s, as the Py4J face); a request (headers and body) must arrive whole within
 ``request_deadline_seconds`` of its first byte; an idle signed keep-alive connection is closed after
 ``idle_timeout_seconds``. Headers of at most 16 KiB, bodies of at most ``max_body_bytes``, no
 chunked bodies. A watchdog closes connections past their deadline, so dribbling bytes does not keep
@@ -92,7 +92,7 @@ class FaceLimits:
     #: A request body of at most this many bytes (a KMS request is a few KiB).
     max_body_bytes: int = 64 * 1024
     #: An unsigned connection must finish its TLS handshake and send its request's first byte within this.
-    auth_deadline_seconds: float = 3.0
+    auth_deadline_seconds: float = 5.0
     #: A request (headers and body) must arrive whole within this of its first byte.
     request_deadline_seconds: float = 10.0
     #: A signed keep-alive connection that sends nothing for this long is closed.
