@@ -82,7 +82,8 @@ def test_aws_face_connection_cap_evicts_the_oldest_silent_connection(face):
     lock signed clients out); only when every held connection is mid-request is it refused."""
     held = [socket.create_connection(("127.0.0.1", face.port), timeout=10) for _ in range(CAP)]
     try:
-        eventually(lambda: metric(face, "open_connections") == CAP, 15, message=f"the face holding {CAP} connections")
+        eventually(lambda: metric(face, "open_connections") == metric(face, "unsigned_connections") == CAP, 15,
+                   message=f"the face holding {CAP} unsigned connections")
         before = refused(face, "evicted")
         extra = socket.create_connection(("127.0.0.1", face.port), timeout=10)
         assert closed_within(held[0], 30) < 5 * load_factor()  # the oldest silent one made room

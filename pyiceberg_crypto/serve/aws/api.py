@@ -251,6 +251,8 @@ class AwsKmsApi(JsonHttpListener):
                       {operation: (LATENCY_BUCKETS, buckets, sums.get(operation, 0.0))
                        for operation, buckets in sorted(durations.items())}),
             gauge(f"{p}_open_connections", "Open connections.", {(): self.open_connections()}),
+            gauge(f"{p}_unsigned_connections", "Open connections that have not sent a validly signed request yet.",
+                  {(): self.unsigned_connections()}),
             gauge(f"{p}_max_connections", "The configured cap.", {(): self.limits.max_connections}),
             gauge(f"{p}_up", "1 while the face accepts connections.", {(): self.accepting}),
         ])
