@@ -195,10 +195,7 @@ class FaceBlobKms(KeyManagementClient):
         return self.kms.compromised_versions(self.canonical_key_id(wrapping_key_id))
 
     def key_versions(self, wrapping_key_id: str) -> frozenset[str] | None:
-        return self.kms.key_versions(wrapping_key_id)
-
-    def compromised_versions(self, wrapping_key_id: str) -> frozenset[str]:
-        return self.kms.compromised_versions(wrapping_key_id)
+        return self.kms.key_versions(self.canonical_key_id(wrapping_key_id))
 
     def supports_key_generation(self) -> bool:
         return False
