@@ -32,6 +32,7 @@ from py4j.java_gateway import CallbackServerParameters, GatewayClient, PythonPro
 
 from pyiceberg_crypto.bridge.handshake import CLIENT_ROLE, DRIVER_ROLE
 from pyiceberg_crypto.bridge.py4j_server import LISTEN_BACKLOG, ConnectionLimits, KmsPy4jServer
+from pyiceberg_crypto.bridge.redaction import redact_in_py4j_logs
 from pyiceberg_crypto.bridge.tls import TlsIdentity
 
 LOOPBACK = "127.0.0.1"
@@ -88,6 +89,13 @@ class KmsCallbackServer:
         self.address = address
         self.port = self._server.get_listening_port()
         self._closed = False
+
+    def replace_token(self, token: str) -> int:
+        """Clients authenticate with ``token`` from now on; the old one is refused, and the
+        connections that authenticated with it are closed (returned: how many)."""
+        redact_in_py4j_logs(token)
+        self.auth_token = token
+        return self._server.revoke(CLIENT_ROLE, token)
 
     def close(self) -> None:
         """Stop listening and drop live connections (idempotent, returns within ~0.2 s)."""

@@ -133,8 +133,11 @@ class KmsPy4jConnection(CallbackConnection):
         try:
             self.socket.settimeout(deadline)  # each read; the reaper bounds the whole authentication
             try:
+                generation = server.token_generation
                 # self.socket looked up at each send, as before the split (shutdown sets it to None).
                 self.role = authenticate(self._spoken_line, lambda data: self.socket.sendall(data), server.tokens)
+                if server.token_generation != generation:  # a token revoked while this one authenticated
+                    raise HandshakeRefusedError("wrong or old token")
             except (HandshakeRefusedError, OSError, ValueError, EOFError) as exc:
                 reason = str(exc) if isinstance(exc, HandshakeRefusedError) else EVICTED if self._evicted else (
                     "no authentication within the deadline" if self._expired or isinstance(exc, TimeoutError)
@@ -304,6 +307,7 @@ class KmsPy4jServer(CallbackServer):
     def setup(self, limits: ConnectionLimits) -> None:
         self.limits = limits
         self.tokens = {}
+        self.token_generation = 0  # bumped by revoke(): an authentication under way then fails
         self._book = threading.Lock()
         self._pending: dict[KmsPy4jConnection, float] = {}  # not yet authenticated -> deadline
         self._open = 0
@@ -323,6 +327,18 @@ class KmsPy4jServer(CallbackServer):
     def refused(self, peer: str, reason: str) -> None:
         if self.on_refused is not None:
             self.on_refused(peer, reason)
+
+    def revoke(self, role: str, token: str) -> int:
+        """From now on ``role`` authenticates with ``token`` only; close every connection that
+        authenticated as ``role`` (with the old token) and fail any authentication under way.
+        Returns how many connections were closed (their JVMs reconnect, re-reading the token file)."""
+        with self._book:
+            self.token_generation += 1
+            self.tokens = {**self.tokens, role: token}
+        victims = [c for c in list(self.connections) if getattr(c, "role", None) == role]
+        for connection in victims:
+            connection.expire()
+        return len(victims)
 
     def _authenticated(self, connection: KmsPy4jConnection) -> None:
         with self._book:

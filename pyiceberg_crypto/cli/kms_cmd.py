@@ -7,11 +7,13 @@
 It prints the catalog properties clients need, writes a fresh token (0600) and serves until
 SIGTERM / SIGINT (clean stop: the token file is removed). SIGHUP rebuilds the KMS (a changed
 keystore) without dropping clients; SIGUSR1 logs the call counts and rewrites the status file,
-which is also rewritten every few seconds while calls arrive. ``--metrics`` serves Prometheus text
+which is also rewritten every few seconds while calls arrive; SIGUSR2 revokes the token (a fresh
+one in the token file, connections holding the old one closed; JVMs re-read the file). ``--metrics`` serves Prometheus text
 at ``/metrics`` and a health check at ``/healthz`` (a canary wrap/unwrap with ``--health-key``).
 ``--aws-kms-api [HOST:]PORT`` also serves the same KMS as the AWS KMS JSON API (HTTPS, SigV4 with
 the keys of ``--aws-kms-api-credentials``), for Trino and Iceberg's ``AwsKeyManagementClient``
-(:mod:`pyiceberg_crypto.serve.aws.api`); SIGHUP re-reads its credentials file too.
+(:mod:`pyiceberg_crypto.serve.aws.api`); it follows its credentials file (a removed section is
+refused within a second; SIGHUP re-reads it too).
 
 One KMS is built (:class:`~pyiceberg_crypto.serve.served_kms.ServedKms`) and served by each face as an
 equal: the Py4J face (:mod:`pyiceberg_crypto.serve.py4j`) and, when asked, the AWS KMS face.
@@ -108,6 +110,11 @@ def _add_aws_face_arguments(serve) -> None:
                            "through the Py4J bridge then no longer read through this face)")
     face.add_argument("--aws-kms-api-max-connections", type=_positive_int, default=256, metavar="N",
                       help="open connections at most (default: %(default)s)")
+    face.add_argument("--aws-kms-api-max-unsigned", type=_positive_int, default=128, metavar="N",
+                      help="connections that have not yet sent a validly signed request, at most; a newcomer "
+                           "evicts the oldest silent one (default: %(default)s)")
+    face.add_argument("--aws-kms-api-max-unsigned-per-peer", type=_positive_int, default=32, metavar="N",
+                      help="unsigned connections from one address, at most (default: %(default)s)")
 
 
 def _start_aws_face(args: argparse.Namespace, served, token_file):
@@ -143,7 +150,10 @@ def _start_aws_face(args: argparse.Namespace, served, token_file):
     face = AwsKmsApi(served, pool=pool, credentials=credentials, listen=listen, region=args.aws_kms_api_region,
                      account=args.aws_kms_api_account, tls=tls, allow_plaintext=args.aws_kms_api_plaintext,
                      accept_raw_blobs=not args.aws_kms_api_refuse_raw_blobs,
-                     limits=FaceLimits(max_connections=args.aws_kms_api_max_connections))
+                     limits=FaceLimits(max_connections=args.aws_kms_api_max_connections,
+                                       max_unsigned=args.aws_kms_api_max_unsigned,
+                                       max_unsigned_per_peer=args.aws_kms_api_max_unsigned_per_peer))
+    face.verifier.watch(args.aws_kms_api_credentials)  # a removed section is refused within a second
     return face.start()
 
 
@@ -254,7 +264,7 @@ def _serve(args: argparse.Namespace) -> int:
         pending.append(signal.Signals(signum).name)
         wake.set()
 
-    for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1"):
+    for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2"):
         signal.signal(getattr(signal, name), on_signal)
 
     try:
@@ -279,7 +289,8 @@ def _serve(args: argparse.Namespace) -> int:
         if face.tls is not None and face.tls.ca_file is not None:
             print(f"    CA clients trust: {face.tls.ca_file} (Java truststore, PKCS#12: {face.tls.truststore_file})",
                   flush=True)
-    print("  SIGHUP reloads the KMS, SIGUSR1 logs the call counts, SIGTERM stops.", flush=True)
+    print("  SIGHUP reloads the KMS, SIGUSR1 logs the call counts, SIGUSR2 revokes the token (a new one in the "
+          "token file), SIGTERM stops.", flush=True)
 
     def write_status() -> None:
         if args.status_file:
@@ -310,6 +321,11 @@ def _serve(args: argparse.Namespace) -> int:
                         log.error("reload failed, still serving the previous KMS: %s", exception_line(exc))
                     if face is not None:
                         _reload_face_credentials(face, args.aws_kms_api_credentials)
+                elif name == "SIGUSR2":  # revoke the token: a fresh one, connections holding the old one closed
+                    try:
+                        service.revoke_token()
+                    except KmsServiceError as exc:
+                        log.error("%s", exc)
                 elif name == "SIGUSR1":
                     current = service.status()
                     log.info("calls: %s; clients: %s; refused: %s",

@@ -248,7 +248,8 @@ class AwsKms(KeyManagementClient):
 def _sign_a_nonce(request, **_kwargs) -> None:
     """A random signed header per request (and per retry): botocore signs no nonce of its own, so
     two identical calls in the same second would carry the same signature, which a server that
-    refuses replays (pyiceberg-crypto's AWS KMS face) refuses. AWS KMS ignores the header."""
+    refuses replays would refuse (pyiceberg-crypto's AWS KMS face serves them, as AWS does). AWS
+    KMS ignores the header."""
     request.headers[NONCE_HEADER] = secrets.token_hex(16)
 
 

@@ -23,7 +23,10 @@ Blobs without the magic are **raw** Python-KMS wrapped keys, e.g. the KEKs of a 
 through the Py4J bridge (``register_kms`` / ``kms serve``). Iceberg's ``AwsKeyManagementClient``
 sends the table's key id with every Decrypt, so :func:`open_blob` unwraps a raw blob with that key
 id (no encryption context allowed: the bridge never had one). That is how Trino reads tables the
-bridge wrote.
+bridge wrote. A raw blob must unwrap to a table key (at most 32 bytes: Iceberg's keys are 16, 24
+or 32): the inner part of a face blob, sent without its header, unwraps to its payload (plaintext
+and binding, 33 bytes or more) and is refused, so the key id and context binding holds on every
+path. (``kms serve --aws-kms-api-refuse-raw-blobs`` turns the raw path off altogether.)
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ MAGIC = b"PICAWSK1"
 BINDING_LENGTH = 32
 MAX_KEY_ID_BYTES = 2048
 MAX_INNER_BYTES = 1 << 20
+#: The longest plaintext a raw blob may unwrap to: a table key (16, 24 or 32 bytes), never a
+#: face-sealed payload (plaintext of 1 byte or more + the 32-byte binding: 33 bytes or more).
+MAX_RAW_PLAINTEXT_BYTES = BINDING_LENGTH
 _WHY = " (not made with this key, altered, or the KMS failed: the KMS's log has the detail)"
 
 
@@ -124,11 +130,18 @@ def open_blob(kms: KeyManagementClient, blob: bytes, key_id: str | None = None,
         if context:
             raise InvalidCiphertextError("a raw Python-KMS blob has no encryption context: send none")
         try:
-            return key_id, kms.unwrap_key(blob, key_id)
+            plaintext = bytes(kms.unwrap_key(blob, key_id))
         except (UnknownKeyError, TimeoutError):
             raise
         except Exception:
             raise InvalidCiphertextError(f"the raw blob does not unwrap with key id {key_id!r}{_WHY}") from None
+        if len(plaintext) > MAX_RAW_PLAINTEXT_BYTES:
+            # Every face-sealed payload is longer (1 byte or more + the 32-byte binding): this is the
+            # inner part of a face blob sent without its header, to get around its key id and context.
+            raise InvalidCiphertextError(f"the raw blob does not unwrap with key id {key_id!r} to a table key "
+                                         f"(at most {MAX_RAW_PLAINTEXT_BYTES} bytes): the inner part of a face "
+                                         "blob is opened only whole, with its encryption context")
+        return key_id, plaintext
     named, inner = parse(blob)
     if key_id is not None and key_id != named:
         raise IncorrectKeyError(f"the ciphertext was made with another key than {key_id!r}")
@@ -182,10 +195,7 @@ class FaceBlobKms(KeyManagementClient):
         return self.kms.compromised_versions(self.canonical_key_id(wrapping_key_id))
 
     def key_versions(self, wrapping_key_id: str) -> frozenset[str] | None:
-        return self.kms.key_versions(wrapping_key_id)
-
-    def compromised_versions(self, wrapping_key_id: str) -> frozenset[str]:
-        return self.kms.compromised_versions(wrapping_key_id)
+        return self.kms.key_versions(self.canonical_key_id(wrapping_key_id))
 
     def supports_key_generation(self) -> bool:
         return False

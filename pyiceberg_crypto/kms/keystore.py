@@ -324,7 +324,8 @@ class KeystoreKms(PlainKeyIds, KeyManagementClient):
     """A :class:`KeyManagementClient` backed by a keystore file (see the module docs).
 
     Thread-safe: calls from many JVM threads at once are fine. The file is re-read when it changes
-    on disk (e.g. ``pyiceberg-crypto keystore rotate`` from another process).
+    on disk (e.g. ``pyiceberg-crypto keystore rotate`` or ``retire`` from another process): every
+    wrap and unwrap checks its stat first, so a retired version stops unwrapping at once.
     """
 
     def __init__(self, path: str | os.PathLike[str]):
@@ -419,6 +420,10 @@ class KeystoreKms(PlainKeyIds, KeyManagementClient):
             )
         header = wrapped[: _HEADER.size]
         _, version = _HEADER.unpack(header)
+        # A stat of the file per unwrap (a few microseconds): a version retired or a key removed by
+        # another process (``keystore retire``) stops unwrapping at once in a running service,
+        # which may only ever unwrap (Trino) and so would otherwise never re-read the file.
+        self._refresh()
         master = self._find_version(wrapping_key_id, version)
         with self._lock:
             cipher = self._cipher(master)

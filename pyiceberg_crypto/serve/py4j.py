@@ -310,6 +310,27 @@ class Py4jFace:
             self._log.warning("token-file-write", "cannot write the token file %s again: %s", self.token_file, exc)
         return False
 
+    def revoke_token(self) -> int:
+        """Revoke the token (``kms serve``: SIGUSR2): a fresh one is written to the token file, the
+        old one is refused from now on, and the connections that authenticated with it are closed
+        (returned: how many). JVM clients re-read the token file when they reconnect. Raises
+        :class:`KmsServiceError` when the token file cannot be written (the old token then stays)."""
+        if self._server is None or self._server.closed:
+            raise KmsServiceError("the service is not running")
+        token = secrets.token_hex(32)
+        try:
+            check_operator_directory(self.token_file.parent, "token")
+            write_private_file(self.token_file, (token + "\n").encode())
+            written = os.stat(self.token_file, follow_symlinks=False)
+        except OSError as exc:
+            raise KmsServiceError(f"cannot write a new token to {self.token_file}, the token is not revoked: "
+                                  f"{exc}") from None
+        self._token, self._token_stat = token, (written.st_dev, written.st_ino)
+        closed = self._server.replace_token(token)
+        log.warning("KMS service %r revoked its token: a new one is in %s, %d connection(s) holding the old "
+                    "one closed", self.name, self.token_file, closed)
+        return closed
+
     def write_status(self, path: str | os.PathLike) -> None:
         """:meth:`status` as JSON, replaced atomically (what monitoring and the tests read)."""
         write_private_file(path, (json.dumps(self.status(), indent=2, sort_keys=True) + "\n").encode())

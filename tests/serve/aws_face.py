@@ -37,10 +37,11 @@ class FaceProcess:
 
     @classmethod
     def start(cls, workdir: Path, keystore: Path | None, *, extra: list[str] = (), plaintext: bool = False,
-              metrics: bool = False, kms: str = "keystore", properties: dict[str, str] | None = None) -> FaceProcess:
+              metrics: bool = False, kms: str = "keystore", properties: dict[str, str] | None = None,
+              credentials_text: str = CREDENTIALS) -> FaceProcess:
         workdir.mkdir(parents=True, exist_ok=True)
         workdir.chmod(0o700)
-        credentials = write_credentials(workdir / "aws-kms-api.credentials")
+        credentials = write_credentials(workdir / "aws-kms-api.credentials", credentials_text)
         args = ["--aws-kms-api", "127.0.0.1:0", "--aws-kms-api-credentials", str(credentials),
                 "--aws-kms-api-region", REGION, *(["--aws-kms-api-plaintext"] if plaintext else []),
                 *(["--metrics", "127.0.0.1:0"] if metrics else []), *extra]

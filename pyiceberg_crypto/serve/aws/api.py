@@ -32,12 +32,13 @@ Rooms: the HTTP listener and its bounds (:mod:`.http`), SigV4 (:mod:`.sigv4`), k
 (:mod:`.key_ids`), TLS and its CA (:mod:`.tls`), the blob format
 (:mod:`pyiceberg_crypto.kms.aws_face_blob`); this module is the API itself.
 
-Bounds (like the Py4J face): at most ``max_connections`` open connections (more are closed at
-once), a TLS handshake within ``auth_deadline_seconds``, a request (headers and body) within
-``request_deadline_seconds`` of its first byte, an idle keep-alive connection closed after
-``idle_timeout_seconds``, headers of at most 16 KiB, bodies of at most ``max_body_bytes`` (64 KiB; a
-KMS request is a few KiB), no chunked bodies. A watchdog closes connections past their deadline,
-so dribbling bytes does not keep one open. Nothing logged, counted or answered carries key bytes,
+Bounds (like the Py4J face; :mod:`.http` has them all): a cap on open connections, and a smaller
+one, per peer too, on connections not yet signed (the oldest silent one makes room), 5 s for
+their TLS handshake and first byte, a request whole within ``request_deadline_seconds`` of its
+first byte, idle keep-alive connections closed, bounded headers and bodies, no chunked bodies.
+Repeated signatures are served, as AWS serves them (no replay cache: see :mod:`.sigv4`). Raw blobs
+must unwrap to a table key, so a face blob's context binding holds on that path too
+(:mod:`pyiceberg_crypto.kms.aws_face_blob`). Nothing logged, counted or answered carries key bytes,
 secrets or signatures.
 """
 
@@ -149,9 +150,7 @@ class AwsKmsApi(JsonHttpListener):
         kms = self.served.client(self.pool)
         try:
             return getattr(self, f"_op_{operation}")(kms, request)
-        except ApiError as exc:
-            if exc.status >= 500:
-                self.verifier.forget(headers)
+        except ApiError:
             raise
         except aws_face_blob.IncorrectKeyError as exc:
             raise ApiError("IncorrectKeyException", str(exc)) from None
@@ -161,16 +160,13 @@ class AwsKmsApi(JsonHttpListener):
             raise ApiError("NotFoundException", "the key id is not known to this KMS") from None
         except KmsTimeoutError:
             self._warn("timeout", "AWS KMS face: %s for %s timed out in the Python KMS", operation, principal.name)
-            self.verifier.forget(headers)
             raise ApiError("DependencyTimeoutException", "the KMS behind this endpoint timed out", 503) from None
         except KmsError as exc:
             self._warn("kms", "AWS KMS face: %s for %s failed: %s", operation, principal.name, exc)
-            self.verifier.forget(headers)
             raise ApiError("KMSInternalException", "the KMS behind this endpoint failed (its log has the detail)",
                             500) from None
         except Exception as exc:  # a third-party KMS's own error: its type only
             self._warn("kms", "AWS KMS face: %s for %s failed: %s", operation, principal.name, type(exc).__name__)
-            self.verifier.forget(headers)
             raise ApiError("KMSInternalException", "the KMS behind this endpoint failed (its log has the detail)",
                             500) from None
 
@@ -255,6 +251,8 @@ class AwsKmsApi(JsonHttpListener):
                       {operation: (LATENCY_BUCKETS, buckets, sums.get(operation, 0.0))
                        for operation, buckets in sorted(durations.items())}),
             gauge(f"{p}_open_connections", "Open connections.", {(): self.open_connections()}),
+            gauge(f"{p}_unsigned_connections", "Open connections that have not sent a validly signed request yet.",
+                  {(): self.unsigned_connections()}),
             gauge(f"{p}_max_connections", "The configured cap.", {(): self.limits.max_connections}),
             gauge(f"{p}_up", "1 while the face accepts connections.", {(): self.accepting}),
         ])

@@ -1,9 +1,9 @@
 """The AWS JSON 1.1 protocol's HTTP/1.1 listener, bounded: what the AWS KMS face answers requests on.
 
 A :class:`JsonHttpListener` accepts connections (TLS when it has an identity), reads one request at
-a time with bounded headers and body, calls :meth:`JsonHttpListener.handle` (the API's part,
-:mod:`.api`) and writes its JSON answer or its :class:`ApiError` as AWS does
-(``{"__type": code, "message": ...}``, ``x-amzn-ErrorType``)::
+a time, calls :meth:`JsonHttpListener.handle` (the API's part, :mod:`.api`) and writes its JSON
+answer or its :class:`ApiError` as AWS does (``{"__type": code, "message": ...}``,
+``x-amzn-ErrorType``)::
 
     class Echo(JsonHttpListener):
         def handle(self, peer, method, path, query, headers, body, operation):
@@ -11,11 +11,23 @@ a time with bounded headers and body, calls :meth:`JsonHttpListener.handle` (the
 
     Echo("127.0.0.1", 0, tls=None, limits=FaceLimits(), name="echo").start()
 
-Bounds: at most ``max_connections`` open connections (more are closed at once), a TLS handshake
-within ``auth_deadline_seconds``, a request (headers and body) within ``request_deadline_seconds``
-of its first byte, an idle keep-alive connection closed after ``idle_timeout_seconds``, headers of
-at most 16 KiB, bodies of at most ``max_body_bytes``, no chunked bodies. A watchdog closes connections past their
-deadline, so dribbling bytes does not keep one open.
+HTTP/1.1 framing (request line, headers, ``Content-Length``, keep-alive, ``Expect: 100-continue``)
+is h11's, a well-kept parser, not hand-written: ``Content-Length`` is ASCII digits only, a
+duplicate or malformed header is a 400.
+
+Bounds: at most ``max_connections`` open connections; of them, at most ``max_unsigned`` that have
+not yet sent a request with a valid signature ("unsigned"), at most ``max_unsigned_per_peer`` of
+those per peer address. A newcomer beyond a cap evicts the oldest *silent* unsigned connection (one
+that has not sent a byte of its request): of its own peer at the per-peer cap, else of the peer
+holding the most such connections; it is refused only when none is silent. An unsigned connection
+must finish its TLS handshake and send the first byte of its request within
+``auth_deadline_seconds`` (5 s, as the Py4J face); a request (headers and body) must arrive whole within
+``request_deadline_seconds`` of its first byte; an idle signed keep-alive connection is closed after
+``idle_timeout_seconds``. Headers of at most 16 KiB, bodies of at most ``max_body_bytes``, no
+chunked bodies. A watchdog closes connections past their deadline, so dribbling bytes does not keep
+one open. So silent connections, however many and however often re-opened, cannot keep signed
+clients out. An error in a connection thread ends that connection with one rate-limited log line
+(its type and where; never the bytes received).
 """
 
 from __future__ import annotations
@@ -28,11 +40,14 @@ import socket
 import ssl
 import threading
 import time
+import traceback
 import uuid
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import h11
 
 from pyiceberg_crypto._net import listen_address
 from pyiceberg_crypto.bridge.adapter import LATENCY_BUCKETS
@@ -54,8 +69,8 @@ TARGET_PREFIX = "TrentService."
 MAX_HEADER_BYTES = 16 * 1024
 #: Every reason a request or connection is refused: the only values of the ``reason`` label.
 REFUSAL_REASONS = ("unsigned", "malformed", "unknown-access-key", "wrong-service", "wrong-region", "expired",
-                   "bad-signature", "replayed", "replay-cache-full", "connection-cap", "body-too-large",
-                   "headers-too-large", "bad-request", "deadline", "tls-handshake")
+                   "bad-signature", "connection-cap", "unsigned-cap", "peer-cap", "evicted", "silent",
+                   "body-too-large", "headers-too-large", "bad-request", "deadline", "tls-handshake")
 
 
 class FaceStartError(PyicebergCryptoError, RuntimeError):
@@ -67,25 +82,32 @@ class FaceLimits:
     """Bounds of the face's listener (see module doc); the names the Py4J face's
     :class:`~pyiceberg_crypto.bridge.py4j_server.ConnectionLimits` uses for the same things."""
 
-    #: Open connections at most; more are closed at once.
+    #: Open connections at most, signed or not.
     max_connections: int = 256
+    #: Connections that have not yet sent a validly signed request, at most (silent ones are evicted
+    #: oldest first to make room; never more than ``max_connections``).
+    max_unsigned: int = 128
+    #: Unsigned connections from one peer address, at most (its own oldest silent one makes room).
+    max_unsigned_per_peer: int = 32
     #: A request body of at most this many bytes (a KMS request is a few KiB).
     max_body_bytes: int = 64 * 1024
-    #: The TLS handshake must finish within this (a request then proves who signed it, SigV4).
+    #: An unsigned connection must finish its TLS handshake and send its request's first byte within this.
     auth_deadline_seconds: float = 5.0
     #: A request (headers and body) must arrive whole within this of its first byte.
     request_deadline_seconds: float = 10.0
-    #: A keep-alive connection that sends nothing for this long is closed.
+    #: A signed keep-alive connection that sends nothing for this long is closed.
     idle_timeout_seconds: float = 30.0
 
     def __post_init__(self):
-        if min(self.max_connections, self.max_body_bytes) < 1 or \
+        if min(self.max_connections, self.max_unsigned, self.max_unsigned_per_peer, self.max_body_bytes) < 1 or \
                 min(self.auth_deadline_seconds, self.request_deadline_seconds, self.idle_timeout_seconds) <= 0:
             raise InvalidArgumentError("face limits must be positive")
 
 
 class ApiError(PyicebergCryptoError):
-    """An AWS JSON error answer: ``{"__type": code, "message": ...}`` with ``status``."""
+    """An AWS JSON error answer: ``{"__type": code, "message": ...}`` with ``status``. ``reason`` (a
+    :data:`REFUSAL_REASONS` label) is set on refusals of requests not known to be signed: an error
+    without one answers a validly signed request, which lifts its connection out of the unsigned."""
 
     def __init__(self, code: str, message: str, status: int = 400, reason: str | None = None):
         super().__init__(message)
@@ -116,12 +138,20 @@ class RequestStats:
 
 
 class _Connection:
-    def __init__(self, sock: socket.socket, peer: str):
+    def __init__(self, sock: socket.socket, peer: str, opened: float):
         self.sock = sock
         self.peer = peer
+        self.opened = opened
         self.deadline: float | None = None
-        self.reason = "deadline"
-        self.buffer = b""
+        self.reason = "tls-handshake"
+        self.signed = False     # a request of it carried a valid signature
+        self.speaking = False   # a byte of its current request arrived (not silent)
+        self.evicted = False
+        self.parser = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
+
+
+class _ConnectionEndedError(PyicebergCryptoError):
+    """The connection ends (peer gone, deadline, eviction): nothing more to send."""
 
 
 class JsonHttpListener:
@@ -205,7 +235,11 @@ class JsonHttpListener:
 
     def open_connections(self) -> int:
         with self._lock:
-            return len(self._connections)
+            return sum(1 for c in self._connections if not c.evicted)
+
+    def unsigned_connections(self) -> int:
+        with self._lock:
+            return sum(1 for c in self._connections if not c.evicted and not c.signed)
 
     # --- connections --------------------------------------------------------------------------
 
@@ -221,20 +255,55 @@ class JsonHttpListener:
                     return
                 time.sleep(0.05)  # EMFILE and friends: back off, keep serving
                 continue
-            peer = address[0]
-            with self._lock:
-                full = len(self._connections) >= self.limits.max_connections
-                connection = None if full else _Connection(sock, peer)
-                if connection is not None:
-                    connection.deadline = time.monotonic() + self.limits.auth_deadline_seconds
-                    connection.reason = "tls-handshake"
-                    self._connections.add(connection)
-            if connection is None:
-                self._refused(peer, "connection-cap")
+            try:
+                self._admit(sock, address[0])
+            except Exception as exc:  # never let the accept loop die (a thread that cannot start, ...)
+                self._connection_error(address[0], exc)
                 _close(sock)
-                continue
+
+    def _admit(self, sock: socket.socket, peer: str) -> None:
+        """Let ``sock`` in (evicting the oldest silent unsigned connection a cap needs), or refuse it."""
+        now = time.monotonic()
+        refusal, evicted = None, []
+        with self._lock:
+            live = [c for c in self._connections if not c.evicted]
+            for reason, cap, pool in (
+                    ("peer-cap", self.limits.max_unsigned_per_peer,
+                     lambda: [c for c in live if not c.signed and c.peer == peer]),
+                    ("unsigned-cap", min(self.limits.max_unsigned, self.limits.max_connections),
+                     lambda: [c for c in live if not c.signed]),
+                    ("connection-cap", self.limits.max_connections, lambda: live)):
+                if len(pool()) < cap:
+                    continue
+                victim = _oldest_silent(c for c in pool() if not c.signed)
+                if victim is None:
+                    refusal = reason
+                    break
+                victim.evicted, victim.deadline = True, None
+                live.remove(victim)
+                evicted.append(victim)
+            connection = None
+            if refusal is None:
+                connection = _Connection(sock, peer, now)
+                connection.deadline = now + self.limits.auth_deadline_seconds
+                self._connections.add(connection)
+        for victim in evicted:
+            self.stats.refuse("evicted")
+            _shutdown(victim.sock)
+        if evicted:
+            self._warn("evicted", "AWS KMS face evicted a silent unsigned connection from %s to let %s in",
+                       evicted[0].peer, peer)
+        if connection is None:
+            self._refused(peer, refusal or "connection-cap")
+            _close(sock)
+            return
+        try:
             threading.Thread(target=self._serve, args=(connection,), name=f"{self.name}-connection",
                              daemon=True).start()
+        except RuntimeError:
+            with self._lock:
+                self._connections.discard(connection)
+            raise
 
     def _watchdog(self) -> None:
         """Close connections past their deadline (a dribbling client cannot hold one open)."""
@@ -254,15 +323,27 @@ class JsonHttpListener:
             connection.sock.settimeout(self.limits.auth_deadline_seconds + 1)
             if self.tls is not None:
                 try:
-                    connection.sock = self.tls.context.wrap_socket(connection.sock, server_side=True)
-                except (OSError, ssl.SSLError):
-                    self._refused(connection.peer, "tls-handshake")
+                    wrapped = self.tls.context.wrap_socket(connection.sock, server_side=True,
+                                                           do_handshake_on_connect=False)
+                    with self._lock:  # from now on, an eviction or the watchdog shuts the TLS socket down
+                        connection.sock = wrapped
+                        if connection.evicted:
+                            return
+                    wrapped.do_handshake()
+                except (OSError, ssl.SSLError, ValueError):
+                    if not connection.evicted and connection.deadline is not None:
+                        self._refused(connection.peer, "tls-handshake")
                     return
-            while not self._closed.is_set():
+            with self._lock:
+                if connection.deadline is not None:
+                    connection.reason = "silent"
+            while not self._closed.is_set() and not connection.evicted:
                 if not self._serve_one(connection):
                     return
-        except OSError:
+        except (_ConnectionEndedError, OSError):
             return
+        except Exception as exc:  # one rate-limited line, never a traceback per request
+            self._connection_error(connection.peer, exc)
         finally:
             with self._lock:
                 self._connections.discard(connection)
@@ -271,106 +352,149 @@ class JsonHttpListener:
     def _serve_one(self, connection: _Connection) -> bool:
         """Read one request, answer it; False when the connection is to be closed."""
         limits = self.limits
-        connection.deadline, connection.reason = time.monotonic() + limits.idle_timeout_seconds, "idle"
-        connection.sock.settimeout(limits.idle_timeout_seconds + 1)
-        head = self._read_head(connection)
-        if head is None:
+        parser = connection.parser
+        with self._lock:
+            if connection.signed:
+                connection.deadline, connection.reason = time.monotonic() + limits.idle_timeout_seconds, "idle"
+                connection.sock.settimeout(limits.idle_timeout_seconds + 1)
+            elif connection.speaking:  # an unsigned connection's next request: the short deadline again
+                connection.deadline = time.monotonic() + limits.auth_deadline_seconds
+                connection.reason = "silent"
+            connection.speaking = False
+        try:
+            event = self._next_event(connection)
+            if isinstance(event, h11.ConnectionClosed):
+                return False
+            if not isinstance(event, h11.Request):  # pragma: no cover - h11 gives a Request first
+                raise h11.RemoteProtocolError("expected a request")
+            if len(event.method) + len(event.target) + sum(len(n) + len(v) + 4 for n, v in event.headers) \
+                    > MAX_HEADER_BYTES:  # h11 bounds an incomplete head; a whole one that is too large, here
+                raise h11.RemoteProtocolError("the request head is too large", error_status_hint=431)
+            method, target = event.method.decode("ascii", "replace"), event.target.decode("ascii", "replace")
+            headers: dict[str, str] = {}
+            for name, value in event.headers:
+                key, text = name.decode("ascii"), value.decode("latin-1")
+                headers[key] = f"{headers[key]},{text}" if key in headers else text
+        except h11.RemoteProtocolError as exc:
+            too_large = exc.error_status_hint == 431
+            error = ApiError("SerializationException", "the request headers are too large" if too_large
+                             else "bad request: not HTTP/1.1 this face can read (request line, headers or "
+                                  "Content-Length)", status=431 if too_large else 400,
+                             reason="headers-too-large" if too_large else "bad-request")
+            self._refused(connection.peer, error.reason)
+            self._send_error(connection, error)
             return False
         started = time.perf_counter()
-        try:
-            method, target, headers = _parse_head(head)
-        except ApiError as exc:
-            self._refused(connection.peer, exc.reason or "bad-request")
-            self._send_error(connection, exc, close=True)
-            return False
         if "transfer-encoding" in headers:
-            error = ApiError("SerializationException", "chunked bodies are not accepted: send Content-Length",
-                              reason="bad-request")
-            self._refused(connection.peer, "bad-request")
-            self._send_error(connection, error, close=True)
-            return False
-        length_text = headers.get("content-length", "0")
-        if not length_text.isdigit():
-            self._refused(connection.peer, "bad-request")
-            self._send_error(connection, ApiError("SerializationException", "bad Content-Length"), close=True)
-            return False
-        length = int(length_text)
+            return self._refuse_request(connection, ApiError(
+                "SerializationException", "chunked bodies are not accepted: send Content-Length",
+                reason="bad-request"))
+        length = int(headers.get("content-length", "0"))  # h11 let through ASCII digits only
         if length > limits.max_body_bytes:
-            self._refused(connection.peer, "body-too-large")
-            self._send_error(connection, ApiError("SerializationException",
-                                                   f"the body is larger than {limits.max_body_bytes} bytes",
-                                                   status=413), close=True)
-            return False
-        if headers.get("expect", "").lower() == "100-continue":
-            connection.sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
-        body = self._read_exactly(connection, length)
-        if body is None:
-            return False
+            return self._refuse_request(connection, ApiError(
+                "SerializationException", f"the body is larger than {limits.max_body_bytes} bytes", status=413,
+                reason="body-too-large"))
+        if parser.they_are_waiting_for_100_continue:
+            connection.sock.sendall(parser.send(h11.InformationalResponse(status_code=100, headers=[])))
+        chunks = []
+        try:
+            while True:
+                event = self._next_event(connection)
+                if isinstance(event, h11.Data):
+                    chunks.append(bytes(event.data))
+                elif isinstance(event, h11.EndOfMessage):
+                    break
+                else:
+                    return False  # the peer went away mid-body
+        except h11.RemoteProtocolError:
+            return False  # the body ended early: the peer is gone
+        body = b"".join(chunks)
         connection.deadline = None  # the KMS call is bounded by the service's call timeout
         operation = headers.get("x-amz-target", "").removeprefix(TARGET_PREFIX)
         label = self.operation_label(operation)
         path, _, query = target.partition("?")
         try:
             status, answer = 200, self.handle(connection.peer, method, path, query, headers, body, operation)
-            result = "ok"
+            result, signed = "ok", True
         except ApiError as exc:
             status, answer, result = exc.status, {"__type": exc.code, "message": exc.message}, exc.code
+            signed = exc.reason is None
         self.stats.request(label, result, time.perf_counter() - started)
-        keep = headers.get("connection", "").lower() != "close"
-        connection.deadline, connection.reason = time.monotonic() + limits.request_deadline_seconds, "deadline"
-        self._send(connection, status, answer, error=answer.get("__type") if status != 200 else None, close=not keep)
-        return keep
+        with self._lock:
+            if signed:
+                connection.signed = True
+            connection.deadline = time.monotonic() + limits.request_deadline_seconds
+            connection.reason = "deadline"
+        self._respond(connection, status, answer, error=answer.get("__type") if status != 200 else None)
+        if parser.our_state is h11.MUST_CLOSE or parser.their_state is h11.MUST_CLOSE:
+            return False
+        try:
+            parser.start_next_cycle()
+        except h11.LocalProtocolError:
+            return False
+        return True
 
-    def _read_head(self, connection: _Connection) -> bytes | None:
-        while b"\r\n\r\n" not in connection.buffer:
-            if len(connection.buffer) > MAX_HEADER_BYTES:
-                self._refused(connection.peer, "headers-too-large")
-                self._send_error(connection, ApiError("SerializationException", "the request headers are too large",
-                                                       status=431), close=True)
-                return None
-            chunk = connection.sock.recv(8192)
-            if not chunk:
-                return None
-            if connection.reason == "idle":  # the request started: it must be complete in time
-                connection.deadline = time.monotonic() + self.limits.request_deadline_seconds
-                connection.reason = "deadline"
+    def _next_event(self, connection: _Connection):
+        """The parser's next event, reading from the socket as it needs."""
+        parser = connection.parser
+        while True:
+            event = parser.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            if connection.evicted:
+                raise _ConnectionEndedError("evicted")
+            chunk = connection.sock.recv(65536)
+            if chunk and not connection.speaking:  # the request started: it must be complete in time
+                with self._lock:
+                    connection.speaking = True
+                    if connection.deadline is not None:
+                        connection.deadline = time.monotonic() + self.limits.request_deadline_seconds
+                        connection.reason = "deadline"
                 connection.sock.settimeout(self.limits.request_deadline_seconds + 1)
-            connection.buffer += chunk
-        head, _, connection.buffer = connection.buffer.partition(b"\r\n\r\n")
-        if len(head) > MAX_HEADER_BYTES:
-            self._refused(connection.peer, "headers-too-large")
-            self._send_error(connection, ApiError("SerializationException", "the request headers are too large",
-                                                   status=431), close=True)
-            return None
-        return head
+            parser.receive_data(chunk)
+            if parser.their_state is h11.IDLE:  # still in the head: bounded before h11 parses it whole
+                buffered = parser.trailing_data[0]
+                if len(buffered) > MAX_HEADER_BYTES and buffered.find(b"\r\n\r\n", 0, MAX_HEADER_BYTES + 4) < 0:
+                    raise h11.RemoteProtocolError("the request head is too large", error_status_hint=431)
 
-    def _read_exactly(self, connection: _Connection, length: int) -> bytes | None:
-        while len(connection.buffer) < length:
-            chunk = connection.sock.recv(min(65536, length - len(connection.buffer)))
-            if not chunk:
-                return None
-            connection.buffer += chunk
-        body, connection.buffer = connection.buffer[:length], connection.buffer[length:]
-        return body
+    def _refuse_request(self, connection: _Connection, error: ApiError) -> bool:
+        self._refused(connection.peer, error.reason or "bad-request")
+        self._send_error(connection, error)
+        return False
 
     # --- answers ------------------------------------------------------------------------------
 
-    def _send_error(self, connection: _Connection, error: ApiError, *, close: bool) -> None:
+    def _send_error(self, connection: _Connection, error: ApiError) -> None:
+        """Answer ``error`` and close (after a refusal the connection is not read again)."""
         self.stats.request("other", error.code, 0.0)
-        self._send(connection, error.status, {"__type": error.code, "message": error.message}, error=error.code,
-                   close=close)
+        self._respond(connection, error.status, {"__type": error.code, "message": error.message}, error=error.code,
+                      close=True)
 
-    def _send(self, connection: _Connection, status: int, answer: Mapping[str, Any], *, error: str | None,
-              close: bool) -> None:
+    def _respond(self, connection: _Connection, status: int, answer: Mapping[str, Any], *, error: str | None,
+                 close: bool = False) -> None:
         body = json.dumps(answer).encode()
-        reason = {200: "OK", 400: "Bad Request", 413: "Payload Too Large", 431: "Request Header Fields Too Large",
-                  500: "Internal Server Error", 503: "Service Unavailable"}.get(status, "Error")
-        lines = [f"HTTP/1.1 {status} {reason}", f"Content-Type: {CONTENT_TYPE}", f"Content-Length: {len(body)}",
-                 f"x-amzn-RequestId: {self._request_id()}", f"Connection: {'close' if close else 'keep-alive'}"]
+        headers = [("Content-Type", CONTENT_TYPE), ("Content-Length", str(len(body))),
+                   ("x-amzn-RequestId", self._request_id())]
         if error:
-            lines.append(f"x-amzn-ErrorType: {error}")
+            headers.append(("x-amzn-ErrorType", error))
+        parser = connection.parser
+        if parser.our_state is h11.SEND_RESPONSE:
+            if close:
+                headers.append(("Connection", "close"))
+            try:
+                data = parser.send(h11.Response(status_code=status, headers=headers,
+                                                reason=_REASONS.get(status, "Error").encode()))
+                data += parser.send(h11.Data(data=body)) + parser.send(h11.EndOfMessage())
+            except h11.LocalProtocolError:
+                data = None
+        else:
+            data = None
+        if data is None:  # no request the parser could read (a malformed head): a plain answer, then close
+            lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
+                     *(f"{name}: {value}" for name, value in headers), "Connection: close"]
+            data = ("\r\n".join(lines) + "\r\n\r\n").encode() + body
         try:
-            connection.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+            connection.sock.sendall(data)
         except OSError:
             pass
 
@@ -385,33 +509,36 @@ class JsonHttpListener:
         self.stats.refuse(reason)
         self._warn(f"refused-{reason}", "AWS KMS face refused a request from %s: %s", peer, reason)
 
+    def _connection_error(self, peer: str, exc: BaseException) -> None:
+        """One rate-limited line: the error's type and where it happened (no message: it may quote
+        what the peer sent)."""
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else ""
+        self._warn("connection-error", "AWS KMS face: a connection from %s ended on an error: %s%s", peer,
+                   type(exc).__name__, where)
+
     def _warn(self, kind: str, message: str, *args) -> None:
         self._log.warning(kind, message, *args)
 
 
-def _parse_head(head: bytes) -> tuple[str, str, dict[str, str]]:
-    try:
-        text = head.decode("latin-1")
-    except UnicodeDecodeError:  # pragma: no cover - latin-1 decodes every byte
-        raise ApiError("SerializationException", "bad request head", reason="bad-request") from None
-    request_line, *header_lines = text.split("\r\n")
-    parts = request_line.split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        raise ApiError("SerializationException", "bad request line", reason="bad-request")
-    headers: dict[str, str] = {}
-    for line in header_lines:
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip():
-            raise ApiError("SerializationException", "bad header line", reason="bad-request")
-        key = name.lower()
-        headers[key] = f"{headers[key]},{value.strip()}" if key in headers else value.strip()
-    return parts[0], parts[1], headers
+_REASONS = {100: "Continue", 200: "OK", 400: "Bad Request", 413: "Payload Too Large",
+            431: "Request Header Fields Too Large", 500: "Internal Server Error", 503: "Service Unavailable"}
+
+
+def _oldest_silent(candidates) -> _Connection | None:
+    """The oldest connection that has not sent a byte of its request, of the peer holding the most
+    such connections (a peer with one or two connections is the last to lose one)."""
+    silent = [c for c in candidates if not c.speaking and not c.evicted]
+    if not silent:
+        return None
+    per_peer = Counter(c.peer for c in silent)
+    return min(silent, key=lambda c: (-per_peer[c.peer], c.opened))
 
 
 def _shutdown(sock: socket.socket) -> None:
     try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the fd's, also under a TLS socket in its handshake
+    except (OSError, ValueError):
         pass
 
 

@@ -12,11 +12,19 @@ principal the logs name; the secret never appears anywhere)::
     aws_secret_access_key = ...
 
 Refused (each with the AWS error code clients already understand and a fixed ``reason`` label for
-metrics): no or malformed ``Authorization``, an unknown access key, a signature that does not
-match, a credential scope for another date, region or service, an ``X-Amz-Date`` more than
-``max_skew`` (5 minutes) off the server's clock, and a replay: a signature already accepted within
-the skew window (a bounded cache; when it is full of live entries, new requests are refused with a
-throttling error, never let through).
+metrics): no or malformed ``Authorization``, ``SignedHeaders`` that leave out ``host``,
+``x-amz-date``, ``x-amz-target`` or ``content-type`` (the operation and its framing are signed, so a
+signed GenerateDataKey cannot become a DescribeKey on the way), an unknown access key, a signature
+that does not match, a credential scope for another date, region or service, and an ``X-Amz-Date``
+more than ``max_skew`` (5 minutes) off the server's clock.
+
+Repeats are served, as AWS KMS serves them: botocore signs no nonce, so a boto3 loop, two boto3
+processes with one credential and botocore's own retries send the same signature twice within a
+second. The face speaks TLS (plain HTTP only on loopback, when asked), so no one on the network
+can capture a request to replay it; what bounds a captured one is the skew window, as with AWS.
+
+:meth:`SigV4Verifier.watch` follows the credentials file: a section removed (a revoked client) or
+a secret changed is in force within about a second, without a restart or SIGHUP.
 
 The canonical request follows the SigV4 specification (AWS "Create a signed AWS API request"), with
 only the headers the client listed in ``SignedHeaders``; ``tests/serve/test_aws_face_sigv4.py``
@@ -25,11 +33,11 @@ checks it against botocore's own signer.
 
 from __future__ import annotations
 
-import collections
 import configparser
 import datetime
 import hashlib
 import hmac
+import logging
 import re
 import threading
 import time
@@ -41,13 +49,19 @@ from pathlib import Path
 
 from pyiceberg_crypto.bridge.files import read_operator_file
 from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.serve.served_kms import RateLimitedLog
 
-__all__ = ["CredentialsFileError", "Principal", "ReplayCache", "SigV4RefusedError", "SigV4Verifier",
+log = logging.getLogger(__name__)
+
+__all__ = ["REQUIRED_SIGNED_HEADERS", "CredentialsFileError", "Principal", "SigV4RefusedError", "SigV4Verifier",
            "load_credentials"]
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 DEFAULT_MAX_SKEW_SECONDS = 300.0
-DEFAULT_REPLAY_CACHE_ENTRIES = 100_000
+#: Headers every request must sign: who it is for, when, which operation, and how the body is framed.
+REQUIRED_SIGNED_HEADERS = ("content-type", "host", "x-amz-date", "x-amz-target")
+#: How often (seconds, at most) :meth:`SigV4Verifier.watch` looks at the credentials file.
+CREDENTIALS_CHECK_INTERVAL_SECONDS = 0.5
 #: Derived signing keys kept (one per client and day; a cache, cleared when full).
 SIGNING_KEY_CACHE_ENTRIES = 1024
 _ACCESS_KEY = re.compile(r"^[A-Za-z0-9_+=,.@-]{1,128}$")
@@ -154,56 +168,49 @@ def canonical_request(method: str, path: str, query: str, headers: Mapping[str, 
                       _sha256_hex(body)])
 
 
-class ReplayCache:
-    """Signatures accepted within the window, bounded. ``add`` is False for a replay; when the cache
-    is full of live entries it raises (fail closed) instead of forgetting one."""
-
-    def __init__(self, window_seconds: float, max_entries: int = DEFAULT_REPLAY_CACHE_ENTRIES):
-        self.window = window_seconds
-        self.max_entries = max_entries
-        self._seen: collections.OrderedDict[str, float] = collections.OrderedDict()
-        self._lock = threading.Lock()
-
-    def add(self, signature: str, now: float, expires: float | None = None) -> bool:
-        """Remember ``signature`` until ``expires`` (default: ``now`` + the window); False if it is
-        already remembered (a replay). Raises :class:`SigV4RefusedError` (throttling) when full."""
-        with self._lock:
-            while self._seen:
-                oldest, expires = next(iter(self._seen.items()))
-                if expires > now:
-                    break
-                del self._seen[oldest]
-            if signature in self._seen:
-                return False
-            if len(self._seen) >= self.max_entries:
-                raise SigV4RefusedError("ThrottlingException", "replay-cache-full",
-                                   "too many requests in the replay window: try again later", status=400)
-            self._seen[signature] = now + self.window if expires is None else expires
-            return True
-
-    def forget(self, signature: str) -> None:
-        """Let a signature through again (its request failed on the server's side: the client's
-        retry of it is not a replay worth refusing)."""
-        with self._lock:
-            self._seen.pop(signature, None)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._seen)
-
-
 class SigV4Verifier:
     """Checks SigV4 requests for one region and service against a credentials map."""
 
     def __init__(self, credentials: Mapping[str, Principal], *, region: str, service: str = "kms",
-                 max_skew: float = DEFAULT_MAX_SKEW_SECONDS, replay_entries: int = DEFAULT_REPLAY_CACHE_ENTRIES,
-                 clock=time.time):
+                 max_skew: float = DEFAULT_MAX_SKEW_SECONDS, clock=time.time):
         self.credentials = dict(credentials)
         self.region, self.service, self.max_skew = region, service, max_skew
         self.clock = clock
-        # A signature stays replayable only while its date is within the skew, on either side.
-        self.replays = ReplayCache(2 * max_skew + 1, replay_entries)
         self._signing_keys: dict[tuple[Principal, str], bytes] = {}
+        self._watched: Path | None = None
+        self._watched_signature: tuple[int, int, int] | None = None
+        self._next_check = 0.0
+        self._watch_lock = threading.Lock()
+        self._log = RateLimitedLog(log)
+
+    def watch(self, path: str | Path) -> None:
+        """Follow the credentials file at ``path`` (the one :attr:`credentials` came from): when it
+        changes, it is read again (at most every :data:`CREDENTIALS_CHECK_INTERVAL_SECONDS`, on the
+        next request), so a removed section is refused within about a second. A file that does not
+        load keeps the previous credentials and logs why (rate-limited)."""
+        self._watched = Path(path)
+        self._watched_signature = _file_signature(self._watched)
+
+    def _follow(self) -> None:
+        now = time.monotonic()
+        if self._watched is None or now < self._next_check:
+            return
+        with self._watch_lock:
+            if now < self._next_check:
+                return
+            self._next_check = now + CREDENTIALS_CHECK_INTERVAL_SECONDS
+            signature = _file_signature(self._watched)
+            if signature == self._watched_signature:
+                return
+            try:
+                credentials = load_credentials(self._watched)
+            except (OSError, PyicebergCryptoError, ValueError) as exc:
+                self._log.warning("credentials-file", "AWS KMS face: the credentials file %s changed but does not "
+                                  "load, keeping the previous credentials: %s", self._watched, exc)
+                return
+            self.credentials = credentials
+            self._watched_signature = signature
+            log.info("AWS KMS face: re-read the credentials file %s (%d clients)", self._watched, len(credentials))
 
     def verify(self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes) -> Principal:
         """The principal that signed the request, or :class:`SigV4RefusedError`. ``headers``: lower-case names."""
@@ -221,9 +228,10 @@ class SigV4Verifier:
             raise SigV4RefusedError("IncompleteSignatureException", "malformed", "the credential scope is malformed")
         access_key, date, region, service, _ = parts
         signed = signed_text.split(";")
-        if signed != sorted(set(signed)) or "host" not in signed or "x-amz-date" not in signed:
+        if signed != sorted(set(signed)) or not set(REQUIRED_SIGNED_HEADERS) <= set(signed):
             raise SigV4RefusedError("IncompleteSignatureException", "malformed",
-                               "SignedHeaders must be sorted and include host and x-amz-date")
+                               f"SignedHeaders must be sorted and include {', '.join(REQUIRED_SIGNED_HEADERS)}")
+        self._follow()
         principal = self.credentials.get(access_key)
         if principal is None:
             raise SigV4RefusedError("UnrecognizedClientException", "unknown-access-key",
@@ -253,11 +261,6 @@ class SigV4Verifier:
         if not hmac.compare_digest(expected, signature):
             raise SigV4RefusedError("InvalidSignatureException", "bad-signature",
                                "the request signature does not match (wrong secret, or the request was altered)")
-        # Remembered while a replay could pass the skew check (X-Amz-Date + max_skew), not longer:
-        # the cache's capacity then allows twice the sustained rate (100,000 entries: ~330 calls/s).
-        if not self.replays.add(signature, now, expires=signed_at + self.max_skew + 1):
-            raise SigV4RefusedError("InvalidSignatureException", "replayed",
-                               "replayed request: this signed request was already served (sign a new one)")
         return principal
 
     def _signing_key(self, principal: Principal, date: str) -> bytes:
@@ -274,8 +277,10 @@ class SigV4Verifier:
             self._signing_keys[cache_key] = key
         return key
 
-    def forget(self, headers: Mapping[str, str]) -> None:
-        """Forget the signature of a verified request that then failed on the server's side (5xx)."""
-        match = _AUTHORIZATION.match(headers.get("authorization", "").strip())
-        if match:
-            self.replays.forget(match.group(3))
+
+def _file_signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
