@@ -240,12 +240,6 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
 
 #: Public functions no input of whose declared types is bad, and why.
 NO_BAD_INPUT = {
-    "pyiceberg_crypto.keys.reencrypt.compromised_version_set":
-        "reencrypt_table's check of its compromised_keks, covered through it above (NotASparkSession first)",
-    "pyiceberg_crypto.keys.reencrypt.table_compromised_versions":
-        "reencrypt_table's dry check on a live table (needs Spark): its bad inputs are reencrypt_table's",
-    "pyiceberg_crypto.verify.compromise.storage_walk":
-        "a step of compromise_report on an already opened table (report, metadata, FileIO): no user input",
     "pyiceberg_crypto.audit.lake.audit_schema": "takes no arguments",
     "pyiceberg_crypto.audit.lake.ledger_path": "pure: any directory and table name make a path",
     "pyiceberg_crypto.bridge.registration.registered": "a lookup: None for a name nothing is registered under",
