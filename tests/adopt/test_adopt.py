@@ -107,3 +107,91 @@ def test_adopt_evolved_partitioned_table_keeps_schema_spec_order_properties_rows
     assert again.purged and not spark.catalog.tableExists(result.plaintext_table)
     with pytest.raises(AdoptError, match="no table"):
         encrypt_table(spark, f"{lake['catalog']}.db.nosuch", MASTER)
+
+
+def small_table(spark, table, *, version=3):
+    spark.sql(f"CREATE TABLE {table} (id bigint, part string) USING iceberg PARTITIONED BY (part) "
+              f"TBLPROPERTIES ('format-version'='{version}', 'write.delete.mode'='merge-on-read')")
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b'), (3, 'a')")
+
+
+@pytest.mark.slow
+def test_adopt_v3_deletion_vectors_concurrent_writer_and_refs(spark, lake):
+    table = f"{lake['catalog']}.db.dv"
+    small_table(spark, table)
+    spark.sql(f"DELETE FROM {table} WHERE id = 2")  # a deletion vector
+    spark.sql(f"ALTER TABLE {table} CREATE TAG before_writer")
+    spark.sql(f"ALTER TABLE {table} CREATE BRANCH audit")
+
+    def writer(message):  # another application appends while the copy runs, and once more before the swap
+        if message.startswith("copy "):
+            spark.sql(f"INSERT INTO {table} VALUES (10, 'a'), (11, 'c')")
+        elif message == "verify":
+            spark.sql(f"INSERT INTO {table} VALUES (12, 'b')")
+
+    result = encrypt_table(spark, table, MASTER, prove=proof(spark), progress=writer, purge_now=True)
+    assert rows(spark, table) == [(1, "a"), (3, "a"), (10, "a"), (11, "c"), (12, "b")]
+    assert len(result.carried_snapshots) == 2 and result.redone_from == []
+    assert result.compared["rows"] == 5 and result.compared["partitioned_by"] == ["part"]
+    assert result.refs == ["branch audit", "tag before_writer"]
+    assert any("refs branch audit, tag before_writer" in n for n in result.not_kept)
+    assert result.purged and not spark.catalog.tableExists(result.plaintext_table)
+    location = java_table(spark, table).location()
+    assert plaintext_files(location) == [] and list(Path(location.removeprefix("file:")).rglob("*.parquet"))
+
+
+@pytest.mark.slow
+def test_adopt_delete_during_copy_is_detected_refused_then_redone(spark, lake):
+    table = f"{lake['catalog']}.db.deleted"
+    small_table(spark, table, version=2)
+    deleted = []
+
+    def deleter(message):
+        if message.startswith("copy ") and not deleted:
+            deleted.append(True)
+            spark.sql(f"DELETE FROM {table} WHERE id = 1")  # v2 position delete: an overwrite snapshot
+
+    with pytest.raises(AdoptChangedError, match="changed during the copy"):
+        encrypt_table(spark, table, MASTER, on_change="refuse", progress=deleter)
+    assert java_table(spark, table).properties().get("encryption.key-id") is None  # nothing swapped
+    result = encrypt_table(spark, table, MASTER)  # the default: the copy is redone from the new snapshot
+    assert len(result.redone_from) == 1 and result.swapped
+    assert rows(spark, table) == [(2, "b"), (3, "a")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("phase", ["stage", "copy", "catch-up", "verify", "swap-original", "swap-staging", "purge"])
+def test_adopt_crash_before_a_phase_then_rerun_finishes(spark, lake, phase):
+    name = f"crash_{phase.replace('-', '_')}"
+    table = f"{lake['catalog']}.db.{name}"
+    small_table(spark, table)
+    expected = rows(spark, table)
+    with pytest.raises(AdoptError, match=f"before the {phase} phase"):
+        encrypt_table(spark, table, MASTER, fail_at=phase, purge_now=True)
+    names = {r.tableName for r in spark.sql(f"SHOW TABLES IN {lake['catalog']}.db").collect() if r.tableName.startswith(name)}
+    if phase == "swap-staging":  # between the two renames: the original renamed, the copy not yet
+        assert name not in names and f"{name}__encrypting" in names
+    else:
+        assert name in names and rows(spark, table) == expected
+    result = encrypt_table(spark, table, MASTER, purge_now=True)
+    assert result.swapped and result.purged
+    names = {r.tableName for r in spark.sql(f"SHOW TABLES IN {lake['catalog']}.db").collect() if r.tableName.startswith(name)}
+    assert names == {name}
+    assert rows(spark, table) == expected
+    assert java_table(spark, table).properties().get("encryption.key-id") == MASTER
+
+
+@pytest.mark.slow
+def test_adopt_cli_keep_original_under_a_name(spark, lake, capsys):
+    table = f"{lake['catalog']}.db.kept"
+    small_table(spark, table)
+    code = main(["encrypt", table, "--key-id", MASTER, "--keep-original", "kept_plain"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "compared: 3 row(s) in 2 partition(s)" in out and "proof: verify_table" in out and ": OK" in out
+    assert "not kept: time travel" in out and "DROP TABLE" in out
+    kept = java_table(spark, f"{lake['catalog']}.db.kept_plain")
+    assert kept.properties().get("encryption.key-id") is None and plaintext_files(kept.location())
+    assert plaintext_files(java_table(spark, table).location()) == []
+    assert rows(spark, table) == rows(spark, f"{lake['catalog']}.db.kept_plain")
+    assert main(["encrypt", table, "--key-id", MASTER, "--purge-now", "--keep-original", "x"]) == 2
