@@ -14,6 +14,7 @@ from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.cli.main import main
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.verify import verify_table
+from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
 from tests.conftest import add_catalog
 
 MASTER = "adopt-key"
@@ -129,6 +130,8 @@ def test_adopt_v3_deletion_vectors_concurrent_writer_and_refs(spark, lake):
         elif message == "verify":
             spark.sql(f"INSERT INTO {table} VALUES (12, 'b')")
 
+    old_location = java_table(spark, table).location()
+    assert plaintext_files(old_location)
     result = encrypt_table(spark, table, MASTER, prove=proof(spark), progress=writer, purge_now=True)
     assert rows(spark, table) == [(1, "a"), (3, "a"), (10, "a"), (11, "c"), (12, "b")]
     assert len(result.carried_snapshots) == 2 and result.redone_from == []
@@ -136,6 +139,7 @@ def test_adopt_v3_deletion_vectors_concurrent_writer_and_refs(spark, lake):
     assert result.refs == ["branch audit", "tag before_writer"]
     assert any("refs branch audit, tag before_writer" in n for n in result.not_kept)
     assert result.purged and not spark.catalog.tableExists(result.plaintext_table)
+    assert plaintext_files(old_location) == []  # DROP TABLE ... PURGE removed the original's files
     location = java_table(spark, table).location()
     assert plaintext_files(location) == [] and list(Path(location.removeprefix("file:")).rglob("*.parquet"))
 
@@ -195,3 +199,26 @@ def test_adopt_cli_keep_original_under_a_name(spark, lake, capsys):
     assert plaintext_files(java_table(spark, table).location()) == []
     assert rows(spark, table) == rows(spark, f"{lake['catalog']}.db.kept_plain")
     assert main(["encrypt", table, "--key-id", MASTER, "--purge-now", "--keep-original", "x"]) == 2
+
+
+@pytest.mark.slow
+def test_adopt_rest_catalog_rename_swap_and_purge(spark, lake, rest_catalog_server):  # noqa: F811
+    from tests.rest.tables import new_namespace, new_rest_catalog
+
+    catalog = new_rest_catalog(spark, rest_catalog_server.uri, lake["work"] / "rest-wh", prefix="adoptrest",
+                               kms_name=lake["kms_name"])
+    namespace = new_namespace(spark, catalog, "adopt")
+    table = f"{catalog}.{namespace}.events"
+    small_table(spark, table)
+    spark.sql(f"INSERT INTO {table} VALUES (4, 'c')")
+    expected = rows(spark, table)
+    old_location = java_table(spark, table).location()
+    assert plaintext_files(old_location)
+    result = encrypt_table(spark, table, MASTER, prove=proof(spark), purge_now=True)
+    assert result.swapped and result.purged and result.proof.startswith("verify_table: OK")
+    assert rows(spark, table) == expected
+    new = java_table(spark, table)
+    assert new.properties().get("encryption.key-id") == MASTER and plaintext_files(new.location()) == []
+    assert plaintext_files(old_location) == []  # the original's files are gone
+    shown = {r.tableName for r in spark.sql(f"SHOW TABLES IN {catalog}.{namespace}").collect()}
+    assert shown == {"events"}
