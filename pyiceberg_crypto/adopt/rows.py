@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["RowsFingerprint", "partition_key_expressions"]
+__all__ = ["RowsFingerprint"]  # the functions are the encrypt run's helpers
 
 #: Iceberg transform (``PartitionField.transform().toString()``) -> Spark function of the catalog's ``system``.
 _TIME_FUNCTIONS = {"year": "years", "month": "months", "day": "days", "hour": "hours"}

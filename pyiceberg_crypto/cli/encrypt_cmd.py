@@ -68,6 +68,15 @@ def run_encrypt(args: argparse.Namespace) -> int:
         return _fail(f"the KMS factory {args.kms!r} failed: {exception_line(exc)}")
     from contextlib import nullcontext
 
+    from pyiceberg_crypto.config import table_properties
+
+    if "." in (args.keep_original or "") or (args.purge_after is not None and args.purge_after < 0):
+        return _fail("--keep-original wants a table name without dots, --purge-after a number of seconds >= 0")
+    try:  # the new table's settings, checked before Spark starts
+        table_properties(args.key_id, data_key_length=args.data_key_length, format_version=args.format_version)
+    except PyicebergCryptoError as exc:
+        return _fail(str(exc))
+
     from pyiceberg_crypto.bridge import register_kms
     from pyiceberg_crypto.config import session_for_catalog
     from pyiceberg_crypto.verify import verify_table
