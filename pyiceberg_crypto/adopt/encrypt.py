@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pyiceberg_crypto import config
-from pyiceberg_crypto.adopt.rows import RowsFingerprint, partition_key_expressions, rows_fingerprint
+from pyiceberg_crypto.adopt.rows import partition_key_expressions, rows_fingerprint
 from pyiceberg_crypto.catalog.spark import split_table_name
 from pyiceberg_crypto.errors import ConfigError, InvalidArgumentError, PyicebergCryptoError
 from pyiceberg_crypto.properties import KEY_ID
