@@ -69,6 +69,8 @@ PLAINTEXT_SUFFIX = "__plaintext_"
 SOURCE_UUID = "pyiceberg-crypto.adopt.source-uuid"
 PLAINTEXT_NAME = "pyiceberg-crypto.adopt.plaintext-name"
 PURGED = "pyiceberg-crypto.adopt.purged"
+#: The original's schema id and spec id when the staging table was made from them.
+SOURCE_LAYOUT = "pyiceberg-crypto.adopt.source-layout"
 #: Snapshot summary property of each copy commit: the original's snapshot it holds the rows of.
 SOURCE_SNAPSHOT = "pyiceberg-crypto.adopt.source-snapshot"
 #: Properties never carried over: the new table's own, and paths that would write into the original's directories.
@@ -196,6 +198,10 @@ def encrypt_table(spark, table: str, key_id: str, *, format_version: int = 3, da
         if original is not None and staging.properties().get(SOURCE_UUID) != _uuid(original):
             raise AdoptError(f"{run.full(run.staging)} was copied from another table than {run.full(name)} (UUID "
                              f"{staging.properties().get(SOURCE_UUID)} vs {_uuid(original)}): drop it and run again")
+        if staging.properties().get(KEY_ID) != new_properties[KEY_ID]:
+            raise AdoptError(f"{run.full(run.staging)} of an earlier run is encrypted with master key "
+                             f"{staging.properties().get(KEY_ID)!r}, not {new_properties[KEY_ID]!r}: run again with "
+                             "that key, or drop it to start over")
         result.steps_done.append("stage (earlier run)")
     plaintext_name = staging.properties().get(PLAINTEXT_NAME)
     result.plaintext_table = run.full(plaintext_name)
@@ -238,6 +244,7 @@ def encrypt_table(spark, table: str, key_id: str, *, format_version: int = 3, da
 
     run.phase("verify")
     staging.refresh()
+    _check_layout(run, original, staging, name)
     _verify(run, name, original, staging, _copied(staging), result)
     result.steps_done.append("verify")
 
@@ -313,6 +320,7 @@ def _stage(run: _Run, original, new_properties: dict[str, str], keep_original: s
         properties.put(key, value)
     stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
     properties.put(SOURCE_UUID, _uuid(original))
+    properties.put(SOURCE_LAYOUT, _layout(original))
     properties.put(PLAINTEXT_NAME, keep_original or f"{run.name}{PLAINTEXT_SUFFIX}{stamp}")
     run.say(f"create {run.full(run.staging)} (encrypted, master key {new_properties[KEY_ID]!r})")
     try:
@@ -373,6 +381,9 @@ def _describe(run: _Run, original, staging, result: AdoptResult, new_properties:
         old_specs = len(original.specs()) - 1
         if old_specs:
             not_kept.append(f"{old_specs} older partition spec(s): every row is written under the current spec")
+    if staging is not None and str(staging.location()) != str(original.location()):
+        not_kept.append(f"location: the new table's files are under {staging.location()} (a rename moves no file), "
+                        f"not {original.location()}")
     snapshots = list(original.snapshots())
     if snapshots:
         not_kept.append(f"time travel: {len(snapshots)} plaintext snapshot(s) (VERSION / TIMESTAMP AS OF) stay with the "
@@ -451,6 +462,7 @@ def _between(table, since: int | None, until: int) -> list | None:
 
 def _catch_up(run: _Run, name: str, original, copied: int | None, result: AdoptResult) -> int:
     """Carry what ``original`` committed after ``copied`` into the staging table; the new copied id."""
+    _check_layout(run, original, run.load(run.staging), name)
     current = _current_id(original)
     chain = _between(original, copied, current)
     changed = [s for s in chain or [] if s.operation() not in (CARRIED, SAME_ROWS)]
@@ -507,6 +519,7 @@ def _final(run: _Run, original, staging, result: AdoptResult, undo: Callable[[],
     plaintext_name = staging.properties().get(PLAINTEXT_NAME)
     try:
         staging.refresh()
+        _check_layout(run, original, staging, plaintext_name)
         copied = _copied(staging)
         if _current_id(original) != copied or "verify" not in result.steps_done:
             if _current_id(original) != copied:
@@ -556,6 +569,19 @@ def _purge(run: _Run, new, result: AdoptResult, purge_now: bool, purge_after: fl
 def _java_line(exc: Exception) -> str:
     text = str(getattr(exc, "java_exception", None) or exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _layout(table) -> str:
+    """The schema id, spec id and sort order id of ``table`` (what the staging table was made from)."""
+    return f"schema {table.schema().schemaId()}, spec {table.spec().specId()}, sort order {table.sortOrder().orderId()}"
+
+
+def _check_layout(run: _Run, original, staging, name: str) -> None:
+    """AdoptError when the original's schema, spec or sort order changed since the staging table was made."""
+    made_from, now = staging.properties().get(SOURCE_LAYOUT), _layout(original)
+    if made_from is not None and made_from != now:
+        raise AdoptError(f"{run.full(name)} changed its schema, partition spec or sort order during the copy ({made_from} "
+                         f"then, {now} now): drop {run.full(run.staging)} and run again; nothing was swapped")
 
 
 def _uuid(table) -> str:

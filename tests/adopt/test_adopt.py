@@ -158,9 +158,29 @@ def test_adopt_delete_during_copy_is_detected_refused_then_redone(spark, lake):
     with pytest.raises(AdoptChangedError, match="changed during the copy"):
         encrypt_table(spark, table, MASTER, on_change="refuse", progress=deleter)
     assert java_table(spark, table).properties().get("encryption.key-id") is None  # nothing swapped
-    result = encrypt_table(spark, table, MASTER)  # the default: the copy is redone from the new snapshot
-    assert len(result.redone_from) == 1 and result.swapped
+    result = encrypt_table(spark, table, MASTER, purge_after=0.5)  # the default: redo from the new snapshot
+    assert len(result.redone_from) == 1 and result.swapped and result.purged
     assert rows(spark, table) == [(2, "b"), (3, "a")]
+
+
+@pytest.mark.slow
+def test_adopt_schema_change_during_copy_is_refused_until_the_staging_table_is_dropped(spark, lake):
+    table = f"{lake['catalog']}.db.altered"
+    small_table(spark, table)
+
+    def alter(message):
+        if message.startswith("copy "):
+            spark.sql(f"ALTER TABLE {table} ADD COLUMN extra string")
+            spark.sql(f"INSERT INTO {table} VALUES (4, 'b', 'x')")
+
+    with pytest.raises(AdoptError, match="changed its schema, partition spec or sort order during the copy"):
+        encrypt_table(spark, table, MASTER, progress=alter)
+    with pytest.raises(AdoptError, match="changed its schema"):  # the staging table was made from the old schema
+        encrypt_table(spark, table, MASTER)
+    spark.sql(f"DROP TABLE {table}__encrypting PURGE")
+    result = encrypt_table(spark, table, MASTER, purge_now=True)
+    assert result.swapped and rows(spark, table) == [(1, "a", None), (2, "b", None), (3, "a", None), (4, "b", "x")]
+    assert any(n.startswith("location: ") for n in result.not_kept)
 
 
 @pytest.mark.slow
