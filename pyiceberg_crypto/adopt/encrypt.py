@@ -146,7 +146,9 @@ def encrypt_table(spark, table: str, key_id: str, *, format_version: int = 3, da
         keep_original: rename the original to this name (same catalog and namespace) and keep it.
         purge_now / purge_after: ``DROP TABLE ... PURGE`` of the original right after the swap, or
             after this many seconds (default: neither; the result has the command).
-        prove: ``prove(staging table) -> (ok, summary)``, the verifier's proof; the swap needs it OK.
+        prove: ``prove(staging table) -> (ok, summary)``, the verifier's proof (this package's layers
+            keep ``verify`` out of ``adopt``: pass ``verify_table`` wrapped, as the CLI does); the swap
+            needs it OK. Without it only the rows are compared (``result.proof`` says so).
         max_rounds: catch-up rounds before the swap (what lands after them is carried over once the
             original is renamed).
         fail_at: for crash tests: raise :class:`AdoptError` just before this phase (:data:`PHASES`).
@@ -506,8 +508,13 @@ def _verify(run: _Run, name: str, original, staging, copied: int | None, result:
         raise AdoptVerificationError(f"the copy {run.full(run.staging)} does not hold the rows of {run.full(name)} at "
                                      f"snapshot {copied}: " + "; ".join(differences[:5]) + "; nothing was swapped")
     run.say(f"rows compared: {copy.rows} row(s) in {len(copy.partitions)} partition(s), equal")
-    if run.prove is not None:
-        ok, summary = run.prove(run.full(run.staging))
+    if run.prove is None:
+        result.proof = "not proven: no prove callable was given (the rows were compared)"
+    else:
+        try:
+            ok, summary = run.prove(run.full(run.staging))
+        except Exception as exc:  # the proof could not run: no swap
+            ok, summary = False, f"the proof raised {type(exc).__name__}: {exc}"
         result.proof = summary
         if not ok:
             raise AdoptVerificationError(f"the proof of {run.full(run.staging)} failed ({summary}); nothing was swapped")

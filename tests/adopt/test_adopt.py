@@ -4,6 +4,7 @@ becomes an encrypted table under its own name with the same rows, checked before
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 
@@ -79,7 +80,7 @@ def java_table(spark, table):
 
 
 @pytest.mark.slow
-def test_adopt_evolved_partitioned_table_keeps_schema_spec_order_properties_rows(spark, lake):
+def test_adopt_evolved_partitioned_table_keeps_schema_spec_order_properties_rows(spark, lake, capsys):
     table = f"{lake['catalog']}.db.orders"
     evolved_table(spark, table)
     before_rows = rows(spark, table)
@@ -103,9 +104,11 @@ def test_adopt_evolved_partitioned_table_keeps_schema_spec_order_properties_rows
     assert result.purge_command == f"DROP TABLE {result.plaintext_table} PURGE"
     assert any("older partition spec" in n for n in result.not_kept)
     assert any("time travel" in n for n in result.not_kept)
-    # a second run purges the original (the swap was done), a third has nothing to do
-    again = encrypt_table(spark, table, MASTER, purge_now=True)
-    assert again.purged and not spark.catalog.tableExists(result.plaintext_table)
+    # the command again (the swap was done): it purges the original
+    assert main(["encrypt", table, "--key-id", MASTER, "--purge-now", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["purged"] and again["swapped"] and not spark.catalog.tableExists(result.plaintext_table)
+    assert encrypt_table(spark, table, MASTER).purged  # and then there is nothing left to do
     with pytest.raises(AdoptError, match="no table"):
         encrypt_table(spark, f"{lake['catalog']}.db.nosuch", MASTER)
 
