@@ -245,3 +245,37 @@ def test_adopt_rest_catalog_rename_swap_and_purge(spark, lake, rest_catalog_serv
     assert plaintext_files(old_location) == []  # the original's files are gone
     shown = {r.tableName for r in spark.sql(f"SHOW TABLES IN {catalog}.{namespace}").collect()}
     assert shown == {"events"}
+
+
+@pytest.mark.slow
+def test_adopt_stream_runs_through_the_swap_exactly_once(spark, lake, tmp_path):
+    """A file stream (availableNow triggers, one checkpoint) appends before, during the copy, just
+    before the swap and after it: every record is in the table once."""
+    table = f"{lake['catalog']}.db.stream"
+    spark.sql(f"CREATE TABLE {table} (id bigint, part string) USING iceberg PARTITIONED BY (part)")
+    inbox, checkpoint = tmp_path / "inbox", tmp_path / "checkpoint"
+    inbox.mkdir()
+    sent = []
+
+    def stream(first: int, count: int) -> None:
+        (inbox / f"batch-{first}.json").write_text("".join(f'{{"id": {i}, "part": "p{i % 2}"}}\n'
+                                                          for i in range(first, first + count)))
+        sent.extend(range(first, first + count))
+        query = (spark.readStream.schema("id bigint, part string").json(str(inbox)).writeStream
+                 .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).toTable(table))
+        query.awaitTermination()
+
+    stream(0, 5)
+
+    def during(message):
+        if message.startswith("copy "):
+            stream(100, 3)  # lands after S0: carried over in a round
+        elif message == "verify":
+            stream(200, 2)  # lands after the rounds: carried over once the original is renamed
+
+    result = encrypt_table(spark, table, MASTER, progress=during, purge_now=True)
+    assert len(result.carried_snapshots) == 2
+    stream(300, 4)  # the same query after the swap: into the encrypted table under the name
+    assert sorted(r.id for r in spark.table(table).collect()) == sorted(sent)
+    assert java_table(spark, table).properties().get("encryption.key-id") == MASTER
+    assert plaintext_files(java_table(spark, table).location()) == []
