@@ -15,10 +15,11 @@ from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.cli.main import main
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.verify import verify_table
-from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
+from pyiceberg_crypto.testing import pytest_plugin
 from tests.conftest import add_catalog
 
 MASTER = "adopt-key"
+rest_catalog_server = pytest_plugin.rest_catalog_server  # the session's REST catalog server (a fixture)
 
 
 @pytest.fixture(scope="module")
@@ -225,7 +226,7 @@ def test_adopt_cli_keep_original_under_a_name(spark, lake, capsys):
 
 
 @pytest.mark.slow
-def test_adopt_rest_catalog_rename_swap_and_purge(spark, lake, rest_catalog_server):  # noqa: F811
+def test_adopt_rest_catalog_rename_swap_and_purge(spark, lake, rest_catalog_server):
     from tests.rest.tables import new_namespace, new_rest_catalog
 
     catalog = new_rest_catalog(spark, rest_catalog_server.uri, lake["work"] / "rest-wh", prefix="adoptrest",
