@@ -32,7 +32,7 @@ GS = "gs://bucket/db/t/metadata/00001-x.metadata.json"  # a scheme no FileIO rea
 
 def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     """``module.function`` -> (the package exception expected, a call with bad input)."""
-    from pyiceberg_crypto import audit, bridge, keys, kms, read, testing, verify
+    from pyiceberg_crypto import adopt, audit, bridge, keys, kms, read, testing, verify
     from pyiceberg_crypto.audit import lake
     from pyiceberg_crypto.formats import deletion_vector, parquet
     from pyiceberg_crypto.io import UnsupportedSchemeError, file_io_for
@@ -72,6 +72,8 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     not_json = tmp_path / "00001-x.metadata.json"
     not_json.write_text("{not json")
     return {
+        "pyiceberg_crypto.adopt.encrypt.encrypt_table": (
+            NotASparkSessionError, lambda: adopt.encrypt_table(NOT_SPARK, "lake.db.t", "k1")),
         "pyiceberg_crypto.audit.lake.audit_catalog": (NotASparkSessionError, lambda: audit.audit_catalog(NOT_SPARK, "lake")),
         "pyiceberg_crypto.audit.lake.audit_tables": (TableInputError, lambda: audit.audit_tables(
             [], None, lake.CatalogReport("lake", state_dir=str(tmp_path / "missing")),
@@ -411,6 +413,7 @@ def _bad_command_lines(tmp_path) -> dict[str, list[str]]:
         "keys prune": ["keys", "prune", "db.t", *kms, "--rest-property", "a=b"],
         "keys reencrypt": ["keys", "reencrypt", "db.t", *kms, "--rest-uri", "http://127.0.0.1:1", "--metastore-uri",
                            "thrift://127.0.0.1:1"],
+        "encrypt": ["encrypt", "db.t", "--key-id", "k1", "--format-version", "2"],
         "kms serve": ["kms", "serve", *kms, "--token-file", str(tmp_path / "t"), "--listen", "not-an-address"],
     }
 

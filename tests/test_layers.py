@@ -8,7 +8,7 @@
     platform  config, bridge                         Spark settings, the in-process Py4J bridge
     table     table, catalog                         the table model; catalogs (Hive, REST, through
                                                      Spark, the JVM-free commits), which build on it
-    features  verify, read, keys                     never import one another, but read -> verify's
+    features  verify, read, keys, adopt              never import one another, but read -> verify's
                                                      file checks (the documented seam below)
     apps      audit, demo, serve, testing            audit: the lake audit (on verify); demo: the two
                                                      demo jobs; serve: ``kms serve`` and its faces;
@@ -37,7 +37,7 @@ RANKS = {
     "formats": 1, "io": 1, "kms": 1, "jars": 1, "catalog.kinds": 1,
     "config": 2, "bridge": 2,
     "table": 3, "catalog": 3,
-    "verify": 4, "read": 4, "keys": 4,
+    "verify": 4, "read": 4, "keys": 4, "adopt": 4,
     "audit": 5, "demo": 5, "serve": 5, "testing": 5,
     "cli": 6,
 }
@@ -62,7 +62,7 @@ READ_MAY_USE_FROM_VERIFY = {"pyiceberg_crypto.verify.checks", "pyiceberg_crypto.
                             "pyiceberg_crypto.verify.plan"}
 #: Packages whose modules import the package at module level only (no import inside a function,
 #: which is how an import circle hides).
-TOP_LEVEL_IMPORTS_ONLY = ("formats", "io", "table", "catalog", "verify", "read", "keys", "audit", "errors",
+TOP_LEVEL_IMPORTS_ONLY = ("formats", "io", "table", "catalog", "verify", "read", "keys", "adopt", "audit", "errors",
                           "properties", "safe_text")
 #: Function-level imports that are not circles: optional dependencies loaded when used.
 LAZY_ALLOWED: set[tuple[str, str]] = {

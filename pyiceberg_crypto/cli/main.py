@@ -68,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     from pyiceberg_crypto.cli.kms_cmd import add_kms_parser
 
     add_kms_parser(sub)
+
+    from pyiceberg_crypto.cli.encrypt_cmd import add_encrypt_parser
+
+    add_encrypt_parser(sub)
     _describe(parser)
     return parser
 
@@ -158,6 +162,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pyiceberg_crypto.cli.kms_cmd import run_kms
 
         return run_kms(args)
+    if args.command == "encrypt":
+        from pyiceberg_crypto.cli.encrypt_cmd import run_encrypt
+
+        return run_encrypt(args)
     if args.command == "jars":
         from pyiceberg_crypto.cli.jars_cmd import run_jars
 

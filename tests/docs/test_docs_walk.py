@@ -104,7 +104,10 @@ WALKERS = 2
 #: How-to pages another change is making walkable (it adds their chain at the end of CHAINS and
 #: drops their not-walked marker); until it lands they may keep their reason, which does not count
 #: toward the three a page may keep. Remove an entry once its chain is in CHAINS.
-PENDING: dict[str, str] = {}
+PENDING: dict[str, str] = {
+    "how-to/encrypt-existing-table.md": "issue 51: its chain (a plaintext table, encrypt, purge) comes with "
+                                        "encrypt --all-tables",
+}
 #: What each page's run must print (stdout of its blocks, in order), beyond every block exiting 0.
 EXPECTED = {
     "getting-started.md": ["verified: True {'OK': 4}", "OK: every file is encrypted, authentic and in its place",

@@ -1,0 +1,595 @@
+"""Encrypt an existing plaintext Iceberg table under its own name (issue 51).
+
+Iceberg 1.12.0 refuses ``encryption.key-id`` on an existing plaintext table, so the table is copied
+into a new encrypted one, which then takes its name::
+
+    result = encrypt_table(spark, "lake.db.orders", "orders-key", prove=my_proof)
+    result.swapped, result.plaintext_table, result.kept, result.not_kept, result.compared
+
+The phases (:data:`PHASES`, each idempotent; ``fail_at`` stops before one, for crash tests):
+
+``stage``
+    ``<name>__encrypting`` is created from the original's schema (its field ids and comments),
+    current partition spec, sort order and properties (minus those that conflict, listed in the
+    result), with the package's encryption settings (:func:`pyiceberg_crypto.config.table_properties`).
+    Its properties record the original's table UUID and the name the original will get
+    (``<name>__plaintext_<stamp>``, or ``keep_original``).
+``copy``
+    The rows of a fixed snapshot S0 of the original are appended to the staging table in one commit
+    whose summary records S0 (``pyiceberg-crypto.adopt.source-snapshot``): a crash before it commits
+    copies again, a crash after it never copies twice.
+``catch-up``
+    In rounds (``max_rounds``), what the original committed since the last copied snapshot: when every
+    snapshot in between is an ``append`` (or a ``replace``: compaction, same rows), Iceberg's incremental
+    read between the two snapshots carries the new rows over (one commit, recording the snapshot);
+    a ``delete`` / ``overwrite`` (or a copied snapshot no longer in the history: a rollback) redoes
+    the copy from the new snapshot (one overwrite commit) or, with ``on_change="refuse"``, stops.
+``verify``
+    The original at the copied snapshot against the copy: the row count and an order-independent
+    hash of every row, per partition (:mod:`.rows`), and the ``prove`` callable's proof of the
+    staging table (the verifier's, which this package may not import: the CLI passes it).
+``swap-original``
+    The original is renamed (``<name>__plaintext_<stamp>``): from then on no writer commits to it
+    (a writer still holding it fails on the table UUID). What it committed after the last round
+    is carried over and checked again; any failure renames it back.
+``swap-staging``
+    The staging table is renamed to ``<name>``. Between the two renames no table has the name: a
+    crash there leaves the two tables, and a re-run finishes the swap.
+``purge``
+    ``DROP TABLE <name>__plaintext_<stamp> PURGE``, now (``purge_now``), after ``purge_after`` seconds,
+    or never (default: the command to run is in the result; ``keep_original=NAME``: kept under NAME).
+
+A re-run finds where the last one stopped from the names present and the staging table's properties.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pyiceberg_crypto import config
+from pyiceberg_crypto.adopt.rows import partition_key_expressions, rows_fingerprint
+from pyiceberg_crypto.catalog.spark import split_table_name
+from pyiceberg_crypto.errors import ConfigError, InvalidArgumentError, PyicebergCryptoError
+from pyiceberg_crypto.properties import KEY_ID
+
+__all__ = ["PHASES", "REFS_DROP", "REFS_KEEP_ORIGINAL", "AdoptChangedError", "AdoptError", "AdoptResult",
+           "AdoptVerificationError", "encrypt_table"]
+
+#: The phases, in order (``fail_at`` stops just before one).
+PHASES = ("stage", "copy", "catch-up", "verify", "swap-original", "swap-staging", "purge")
+#: ``refs=``: branches and tags are not carried over (listed), or the original is kept for them.
+REFS_DROP, REFS_KEEP_ORIGINAL = "drop", "keep-original"
+ON_CHANGE = ("redo", "refuse")
+STAGING_SUFFIX = "__encrypting"
+PLAINTEXT_SUFFIX = "__plaintext_"
+#: Properties of the staging (then the new) table: where it came from.
+SOURCE_UUID = "pyiceberg-crypto.adopt.source-uuid"
+PLAINTEXT_NAME = "pyiceberg-crypto.adopt.plaintext-name"
+PURGED = "pyiceberg-crypto.adopt.purged"
+#: The original's schema id and spec id when the staging table was made from them.
+SOURCE_LAYOUT = "pyiceberg-crypto.adopt.source-layout"
+#: Snapshot summary property of each copy commit: the original's snapshot it holds the rows of.
+SOURCE_SNAPSHOT = "pyiceberg-crypto.adopt.source-snapshot"
+#: Properties never carried over: the new table's own, and paths that would write into the original's directories.
+RESERVED = {"format-version", "uuid", "snapshot-count", "current-snapshot-summary", "current-snapshot-id",
+            "current-snapshot-timestamp-ms", "current-schema", "default-partition-spec", "default-sort-order"}
+PATH_PROPERTIES = {"write.data.path", "write.metadata.path", "write.object-storage.path", "write.folder-storage.path"}
+METADATA_COLUMNS_NOTE = ("metadata columns: _file, _pos, _spec_id and _partition name the new files (every row is in a "
+                         "file of the new table), and format 3 row lineage (_row_id, _last_updated_sequence_number) "
+                         "starts afresh")
+#: Operations whose snapshots the catch-up carries (append) or skips (replace: the same rows).
+CARRIED, SAME_ROWS = "append", "replace"
+
+Progress = Callable[[str], None]
+#: ``prove(table) -> (ok, one-line summary)``: the verifier's proof of the staging table.
+Prove = Callable[[str], "tuple[bool, str]"]
+
+
+class AdoptError(PyicebergCryptoError, RuntimeError):
+    """The encryption of an existing table stopped (the message says where; the table keeps its name
+    and its rows; running again finishes the job)."""
+
+
+class AdoptChangedError(AdoptError):
+    """A delete or overwrite on the original during the copy, with ``on_change="refuse"``."""
+
+
+class AdoptVerificationError(AdoptError):
+    """The copy does not hold the original's rows, or the proof of the new table failed: no swap."""
+
+
+@dataclass
+class AdoptResult:
+    table: str
+    staging_table: str
+    plaintext_table: str | None = None
+    key_id: str | None = None
+    format_version: int | None = None
+    source_snapshot: int | None = None  # S0: the snapshot the copy started from
+    copied_snapshot: int | None = None  # the last snapshot of the original the new table holds
+    rounds: int = 0
+    carried_snapshots: list[int] = field(default_factory=list)  # appends carried over after S0
+    redone_from: list[int] = field(default_factory=list)  # copies redone after a delete / overwrite
+    compared: dict[str, Any] = field(default_factory=dict)
+    proof: str | None = None
+    swapped: bool = False
+    purged: bool = False
+    purge_command: str | None = None
+    kept: list[str] = field(default_factory=list)
+    not_kept: list[str] = field(default_factory=list)
+    dropped_properties: list[str] = field(default_factory=list)
+    refs: list[str] = field(default_factory=list)  # "branch NAME" / "tag NAME" of the original
+    steps_done: list[str] = field(default_factory=list)
+    location: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def encrypt_table(spark, table: str, key_id: str, *, format_version: int = 3, data_key_length: int | None = None,
+                  refs: str = REFS_DROP, on_change: str = "redo", keep_original: str | None = None,
+                  purge_now: bool = False, purge_after: float | None = None, prove: Prove | None = None,
+                  max_rounds: int = 5, progress: Progress | None = None, fail_at: str | None = None) -> AdoptResult:
+    """Make ``catalog.db.table`` an encrypted table under master key ``key_id``, with its rows, schema,
+    spec, sort order, properties and comments; the original is renamed, then purged when asked.
+
+    Args:
+        format_version: of the new table (3: Iceberg encrypts format 3 tables only).
+        refs: ``"drop"`` (default): the original's branches and tags are not carried over (listed in
+            the result); ``"keep-original"``: the same, and the original is kept (not purged), so they
+            stay readable there.
+        on_change: a delete / overwrite on the original during the copy: ``"redo"`` the copy from
+            the new snapshot (default), or ``"refuse"`` (:class:`AdoptChangedError`, nothing swapped).
+        keep_original: rename the original to this name (same catalog and namespace) and keep it.
+        purge_now / purge_after: ``DROP TABLE ... PURGE`` of the original right after the swap, or
+            after this many seconds (default: neither; the result has the command).
+        prove: ``prove(staging table) -> (ok, summary)``, the verifier's proof (this package's layers
+            keep ``verify`` out of ``adopt``: pass ``verify_table`` wrapped, as the CLI does); the swap
+            needs it OK. Without it only the rows are compared (``result.proof`` says so).
+        max_rounds: catch-up rounds before the swap (what lands after them is carried over once the
+            original is renamed).
+        fail_at: for crash tests: raise :class:`AdoptError` just before this phase (:data:`PHASES`).
+
+    Raises:
+        AdoptError: a step failed or the input is refused (the table keeps its name and rows: run
+            again to finish); :class:`AdoptChangedError`, :class:`AdoptVerificationError`.
+    """
+    catalog, namespace, name = split_table_name(spark, table)
+    if refs not in (REFS_DROP, REFS_KEEP_ORIGINAL):
+        raise InvalidArgumentError(f"refs must be {REFS_DROP!r} or {REFS_KEEP_ORIGINAL!r}, got {refs!r}")
+    if on_change not in ON_CHANGE:
+        raise InvalidArgumentError(f"on_change must be one of {', '.join(ON_CHANGE)}, got {on_change!r}")
+    if fail_at is not None and fail_at not in PHASES:
+        raise InvalidArgumentError(f"fail_at must be one of {', '.join(PHASES)}, got {fail_at!r}")
+    if purge_after is not None and purge_after < 0:
+        raise InvalidArgumentError(f"purge_after must be >= 0 seconds, got {purge_after!r}")
+    if (purge_now or purge_after is not None) and (keep_original or refs == REFS_KEEP_ORIGINAL):
+        raise InvalidArgumentError("purging the original contradicts keeping it (keep_original / refs='keep-original')")
+    if max_rounds < 1:
+        raise InvalidArgumentError(f"max_rounds must be >= 1, got {max_rounds!r}")
+    if keep_original is not None and (not keep_original or "." in keep_original or keep_original == name):
+        raise InvalidArgumentError(f"keep_original must be a new table name in {namespace} (no dots), got {keep_original!r}")
+    try:
+        new_properties = config.table_properties(key_id, data_key_length=data_key_length, format_version=format_version)
+    except ConfigError as exc:
+        raise InvalidArgumentError(str(exc)) from None
+    run = _Run(spark, catalog, namespace, name, progress or (lambda _m: None), fail_at, prove, on_change, max_rounds)
+    result = AdoptResult(run.full(name), run.full(name + STAGING_SUFFIX), key_id=key_id, format_version=format_version)
+    original, staging = run.load(name), run.load(run.staging)
+
+    if original is not None and original.properties().get(SOURCE_UUID):  # swapped by an earlier run
+        result.plaintext_table = run.full(original.properties().get(PLAINTEXT_NAME))
+        result.swapped, result.location = True, original.location()
+        result.steps_done.append("swapped earlier")
+        return _purge(run, original, result, purge_now, purge_after)
+    if original is None and staging is None:
+        raise AdoptError(f"no table {run.full(name)} (and no {run.full(run.staging)} of an earlier run)")
+    if original is not None and original.properties().get(KEY_ID):
+        raise AdoptError(f"{run.full(name)} is already encrypted (encryption.key-id "
+                         f"{original.properties().get(KEY_ID)!r}); nothing to do")
+    if staging is None:
+        run.phase("stage")
+        staging = _stage(run, original, new_properties, keep_original, result)
+    else:
+        if not staging.properties().get(KEY_ID):
+            raise AdoptError(f"{run.full(run.staging)} exists and is not encrypted: it is not this package's staging "
+                             "table; rename or drop it")
+        if original is not None and staging.properties().get(SOURCE_UUID) != _uuid(original):
+            raise AdoptError(f"{run.full(run.staging)} was copied from another table than {run.full(name)} (UUID "
+                             f"{staging.properties().get(SOURCE_UUID)} vs {_uuid(original)}): drop it and run again")
+        if staging.properties().get(KEY_ID) != new_properties[KEY_ID]:
+            raise AdoptError(f"{run.full(run.staging)} of an earlier run is encrypted with master key "
+                             f"{staging.properties().get(KEY_ID)!r}, not {new_properties[KEY_ID]!r}: run again with "
+                             "that key, or drop it to start over")
+        result.steps_done.append("stage (earlier run)")
+    plaintext_name = staging.properties().get(PLAINTEXT_NAME)
+    result.plaintext_table = run.full(plaintext_name)
+    if keep_original and plaintext_name != keep_original:
+        raise AdoptError(f"an earlier run chose to rename the original to {plaintext_name}, not {keep_original}: "
+                         "run again without keep_original, or drop the staging table and start over")
+    if original is None:  # the original was renamed by an earlier run: finish the swap
+        original = run.load(plaintext_name)
+        if original is None or _uuid(original) != staging.properties().get(SOURCE_UUID):
+            raise AdoptError(f"neither {run.full(name)} nor the renamed original {run.full(plaintext_name)} exists: "
+                             f"{run.full(run.staging)} is all that is left (rename it to {name} by hand after checking it)")
+        result.steps_done.append("swap-original (earlier run)")
+        _describe(run, original, staging, result, new_properties)
+        _final(run, original, staging, result)
+        return _after_swap(run, result, purge_now, purge_after)
+    _describe(run, original, staging, result, new_properties)
+
+    run.phase("copy")
+    copied = _copied(staging)
+    if copied is None:
+        s0 = _current_id(original)
+        result.source_snapshot = s0
+        if s0 is not None:
+            run.say(f"copy {run.full(name)} at snapshot {s0} into {run.full(run.staging)}")
+            _write(run, run.select_at(name, s0), s0, overwrite=False)
+        copied = s0
+        staging.refresh()
+    else:
+        result.source_snapshot = _first_copied(staging)
+    result.steps_done.append("copy")
+
+    run.phase("catch-up")
+    for round_number in range(1, max_rounds + 1):
+        original.refresh()
+        if _current_id(original) == copied:
+            break
+        result.rounds = round_number
+        copied = _catch_up(run, name, original, copied, result)
+    result.steps_done.append("catch-up")
+
+    run.phase("verify")
+    staging.refresh()
+    _check_layout(run, original, staging, name)
+    _verify(run, name, original, staging, _copied(staging), result)
+    result.steps_done.append("verify")
+
+    run.phase("swap-original")
+    run.rename(name, plaintext_name)
+    result.steps_done.append("swap-original")
+    original = run.load(plaintext_name)
+    _final(run, original, staging, result, undo=lambda: run.rename(plaintext_name, name))
+    return _after_swap(run, result, purge_now, purge_after)
+
+
+class _Run:
+    """One run's session, names and hooks."""
+
+    def __init__(self, spark, catalog, namespace, name, say, fail_at, prove, on_change, max_rounds):
+        self.spark, self.catalog, self.namespace, self.name = spark, catalog, namespace, name
+        self.staging = name + STAGING_SUFFIX
+        self.say, self.fail_at, self.prove, self.on_change, self.max_rounds = say, fail_at, prove, on_change, max_rounds
+        self.jvm = spark.sparkContext._jvm
+        try:
+            self.icebergs = spark._jsparkSession.sessionState().catalogManager().catalog(catalog).icebergCatalog()
+        except Exception as exc:
+            raise AdoptError(f"catalog {catalog!r} is not an Iceberg catalog of this session: {_java_line(exc)}") from None
+
+    def full(self, name: str) -> str:
+        return f"{self.catalog}.{self.namespace}.{name}"
+
+    def ident(self, name: str):
+        return self.jvm.org.apache.iceberg.catalog.TableIdentifier.parse(f"{self.namespace}.{name}")
+
+    def load(self, name: str):
+        """The Iceberg table, fresh from the catalog, or None when there is none."""
+        try:
+            if not self.icebergs.tableExists(self.ident(name)):
+                return None
+            table = self.icebergs.loadTable(self.ident(name))
+            table.refresh()
+            return table
+        except Exception as exc:
+            raise AdoptError(f"cannot load {self.full(name)}: {_java_line(exc)}") from None
+
+    def rename(self, source: str, target: str) -> None:
+        self.say(f"rename {self.full(source)} to {self.full(target)}")
+        try:
+            self.icebergs.renameTable(self.ident(source), self.ident(target))
+        except Exception as exc:
+            raise AdoptError(f"cannot rename {self.full(source)} to {self.full(target)}: {_java_line(exc)}") from None
+        self.refresh(target)
+
+    def refresh(self, name: str) -> None:
+        try:
+            self.spark.sql(f"REFRESH TABLE {self.full(name)}")
+        except Exception:  # noqa: S110 - a table that is gone has nothing to refresh
+            pass
+
+    def select_at(self, name: str, snapshot_id: int):
+        self.refresh(name)
+        return self.spark.sql(f"SELECT * FROM {self.full(name)} VERSION AS OF {int(snapshot_id)}")
+
+    def phase(self, phase: str) -> None:
+        if self.fail_at == phase:
+            raise AdoptError(f"stopped before the {phase} phase (fail_at, a crash test); run again to finish")
+        self.say(phase)
+
+
+def _stage(run: _Run, original, new_properties: dict[str, str], keep_original: str | None, result: AdoptResult):
+    """The encrypted staging table: the original's schema, spec, sort order and properties."""
+    jvm = run.jvm
+    properties = jvm.java.util.HashMap()
+    for key, value in _carried_properties(original, result).items():
+        properties.put(key, value)
+    for key, value in new_properties.items():
+        properties.put(key, value)
+    stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
+    properties.put(SOURCE_UUID, _uuid(original))
+    properties.put(SOURCE_LAYOUT, _layout(original))
+    properties.put(PLAINTEXT_NAME, keep_original or f"{run.name}{PLAINTEXT_SUFFIX}{stamp}")
+    run.say(f"create {run.full(run.staging)} (encrypted, master key {new_properties[KEY_ID]!r})")
+    try:
+        staging = (run.icebergs.buildTable(run.ident(run.staging), original.schema())
+                   .withPartitionSpec(original.spec()).withSortOrder(original.sortOrder())
+                   .withProperties(properties).create())
+    except Exception as exc:
+        raise AdoptError(f"cannot create {run.full(run.staging)}: {_java_line(exc)}") from None
+    _keep_field_ids(run, original, staging)
+    staging.refresh()
+    result.steps_done.append("stage")
+    return staging
+
+
+def _keep_field_ids(run: _Run, original, staging) -> None:
+    """Creating a table assigns fresh field ids (1..n in order): when the original's differ (an evolved
+    schema), one metadata commit makes the original's schema (its ids), spec and sort order current."""
+    if _field_ids(original.schema()) == _field_ids(staging.schema()):
+        return
+    ops = staging.operations()
+    try:
+        base = ops.refresh()
+        builder = run.jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
+        builder.setCurrentSchema(original.schema(), max(original.operations().current().lastColumnId(),
+                                                         base.lastColumnId()))
+        builder.setDefaultPartitionSpec(original.spec())
+        builder.setDefaultSortOrder(original.sortOrder())
+        ops.commit(base, builder.build())
+    except Exception as exc:
+        run.say(f"field ids not kept: {_java_line(exc)}")
+
+
+def _carried_properties(original, result: AdoptResult) -> dict[str, str]:
+    carried, dropped = {}, []
+    for key, value in dict(original.properties()).items():
+        if key in RESERVED or key.startswith("encryption.") or key in PATH_PROPERTIES:
+            dropped.append(key)
+        else:
+            carried[str(key)] = str(value)
+    result.dropped_properties = sorted(dropped)
+    return carried
+
+
+def _describe(run: _Run, original, staging, result: AdoptResult, new_properties: dict[str, str] | None = None) -> None:
+    """What is kept and what is not (said, never dropped silently)."""
+    kept, not_kept = [], []
+    if staging is not None:
+        same_ids = _field_ids(original.schema()) == _field_ids(staging.schema())
+        kept.append("schema with its column comments" + (" and field ids" if same_ids else ""))
+        if not same_ids:
+            not_kept.append("field ids: Iceberg assigned fresh ones (" + ", ".join(
+                f"{n} {a}->{b}" for (n, a), (_n, b) in zip(_field_ids(original.schema()), _field_ids(staging.schema()))
+                if a != b) + ")")
+        kept.append(f"partition spec {original.spec()}".replace("\n", " "))
+        kept.append(f"sort order {original.sortOrder()}".replace("\n", " "))
+        kept.append("table properties and the table comment" + (
+            f" (not: {', '.join(result.dropped_properties)}: the new table's own)" if result.dropped_properties else ""))
+        old_specs = len(original.specs()) - 1
+        if old_specs:
+            not_kept.append(f"{old_specs} older partition spec(s): every row is written under the current spec")
+    if staging is not None and str(staging.location()) != str(original.location()):
+        not_kept.append(f"location: the new table's files are under {staging.location()} (a rename moves no file), "
+                        f"not {original.location()}")
+    snapshots = list(original.snapshots())
+    if snapshots:
+        not_kept.append(f"time travel: {len(snapshots)} plaintext snapshot(s) (VERSION / TIMESTAMP AS OF) stay with the "
+                        f"original ({result.plaintext_table}) until it is purged")
+    refs = original.refs()
+    result.refs = sorted(f"{'branch' if refs.get(n).isBranch() else 'tag'} {n}" for n in refs.keySet() if n != "main")
+    if result.refs:
+        not_kept.append(f"refs {', '.join(result.refs)}: not carried over; readable on the original until it is purged")
+    not_kept.append(METADATA_COLUMNS_NOTE)
+    result.kept, result.not_kept = kept, not_kept
+
+
+def _field_ids(schema) -> list[tuple[str, int]]:
+    out = []
+
+    def walk(fields, prefix):
+        for f in fields:
+            out.append((prefix + str(f.name()), int(f.fieldId())))
+            if f.type().isStructType():
+                walk(f.type().asStructType().fields(), prefix + str(f.name()) + ".")
+
+    walk(schema.columns(), "")
+    return sorted(out)
+
+
+def _current_id(table) -> int | None:
+    snapshot = table.currentSnapshot()
+    return None if snapshot is None else int(snapshot.snapshotId())
+
+
+def _copied(staging) -> int | None:
+    """The original's snapshot the staging table's current snapshot holds the rows of."""
+    snapshot = staging.currentSnapshot()
+    value = None if snapshot is None else snapshot.summary().get(SOURCE_SNAPSHOT)
+    return None if value is None else int(value)
+
+
+def _first_copied(staging) -> int | None:
+    snapshots = sorted(staging.snapshots(), key=lambda s: s.sequenceNumber())
+    for snapshot in snapshots:
+        value = snapshot.summary().get(SOURCE_SNAPSHOT)
+        if value is not None:
+            return int(value)
+    return None
+
+
+def _write(run: _Run, frame, source_snapshot: int, *, overwrite: bool) -> None:
+    """One commit to the staging table recording ``source_snapshot`` in its summary."""
+    writer = frame.writeTo(run.full(run.staging)).option(f"snapshot-property.{SOURCE_SNAPSHOT}", str(source_snapshot))
+    try:
+        if overwrite:
+            from pyspark.sql.functions import lit
+
+            writer.overwrite(lit(True))
+        else:
+            writer.append()
+    except Exception as exc:
+        raise AdoptError(f"the copy into {run.full(run.staging)} failed: {_java_line(exc)}; nothing of it was "
+                         "committed: run again") from None
+    run.refresh(run.staging)
+
+
+def _between(table, since: int | None, until: int) -> list | None:
+    """The snapshots after ``since`` up to ``until`` (oldest first), or None when ``since`` is not
+    an ancestor of ``until`` (a rollback or a replaced history)."""
+    chain = []
+    snapshot = table.snapshot(until)
+    while snapshot is not None and (since is None or int(snapshot.snapshotId()) != since):
+        chain.append(snapshot)
+        parent = snapshot.parentId()
+        snapshot = None if parent is None else table.snapshot(parent)
+    if since is not None and snapshot is None:
+        return None
+    return list(reversed(chain))
+
+
+def _catch_up(run: _Run, name: str, original, copied: int | None, result: AdoptResult) -> int:
+    """Carry what ``original`` committed after ``copied`` into the staging table; the new copied id."""
+    _check_layout(run, original, run.load(run.staging), name)
+    current = _current_id(original)
+    chain = _between(original, copied, current)
+    changed = [s for s in chain or [] if s.operation() not in (CARRIED, SAME_ROWS)]
+    if chain is None or changed or copied is None:
+        why = ("its history no longer holds the copied snapshot" if chain is None else
+               f"snapshot {changed[0].snapshotId()} is a {changed[0].operation()}" if changed else "the copy was empty")
+        if run.on_change == "refuse" and copied is not None:
+            raise AdoptChangedError(f"{run.full(name)} changed during the copy ({why}): refused (on_change='refuse'); "
+                                    f"nothing was swapped; run again to copy it from its current snapshot {current}")
+        run.say(f"{run.full(name)} changed during the copy ({why}): copy again from snapshot {current}")
+        _write(run, run.select_at(name, current), current, overwrite=True)
+        result.redone_from.append(current)
+        return current
+    appended = [int(s.snapshotId()) for s in chain if s.operation() == CARRIED]
+    run.say(f"carry over {len(appended)} append(s) committed to {run.full(name)} since snapshot {copied}")
+    run.refresh(name)
+    frame = (run.spark.read.format("iceberg").option("start-snapshot-id", str(copied))
+             .option("end-snapshot-id", str(current)).load(run.full(name)))
+    _write(run, frame, current, overwrite=False)
+    result.carried_snapshots.extend(appended)
+    return current
+
+
+def _verify(run: _Run, name: str, original, staging, copied: int | None, result: AdoptResult) -> None:
+    """Counts and hashes per partition, original at ``copied`` against the copy; the proof. Raises on a difference."""
+    columns = [str(f.name()) for f in staging.schema().columns()]
+    keys = partition_key_expressions(run.catalog, [
+        (str(f.name()), str(f.transform()), str(staging.schema().findColumnName(f.sourceId())))
+        for f in staging.spec().fields()])
+    run.refresh(name)
+    run.refresh(run.staging)
+    source = rows_fingerprint(run.spark, run.full(name), copied, columns, keys)
+    copy = rows_fingerprint(run.spark, run.full(run.staging), _current_id(staging), columns, keys)
+    differences = source.differences(copy)
+    result.copied_snapshot = copied
+    result.compared = {"original": run.full(name), "original_snapshot": copied, "copy": run.full(run.staging),
+                       "copy_snapshot": _current_id(staging), "rows": copy.rows, "partitions": len(copy.partitions),
+                       "partitioned_by": [n for n, _ in keys], "hash": "sum of sha2-256 (60 bits) of to_json(row)",
+                       "columns": columns, "equal": not differences}
+    if differences:
+        raise AdoptVerificationError(f"the copy {run.full(run.staging)} does not hold the rows of {run.full(name)} at "
+                                     f"snapshot {copied}: " + "; ".join(differences[:5]) + "; nothing was swapped")
+    run.say(f"rows compared: {copy.rows} row(s) in {len(copy.partitions)} partition(s), equal")
+    if run.prove is None:
+        result.proof = "not proven: no prove callable was given (the rows were compared)"
+    else:
+        try:
+            ok, summary = run.prove(run.full(run.staging))
+        except Exception as exc:  # the proof could not run: no swap
+            ok, summary = False, f"the proof raised {type(exc).__name__}: {exc}"
+        result.proof = summary
+        if not ok:
+            raise AdoptVerificationError(f"the proof of {run.full(run.staging)} failed ({summary}); nothing was swapped")
+
+
+def _final(run: _Run, original, staging, result: AdoptResult, undo: Callable[[], None] | None = None) -> None:
+    """The original is renamed (no writer commits to it any more): carry over its last commits,
+    check again, rename the staging table to the name. ``undo`` renames the original back on failure."""
+    plaintext_name = staging.properties().get(PLAINTEXT_NAME)
+    try:
+        staging.refresh()
+        _check_layout(run, original, staging, plaintext_name)
+        copied = _copied(staging)
+        if _current_id(original) != copied or "verify" not in result.steps_done:
+            if _current_id(original) != copied:
+                result.rounds += 1
+                _catch_up(run, plaintext_name, original, copied, result)
+                staging.refresh()
+            _verify(run, plaintext_name, original, staging, _copied(staging), result)
+        result.compared["original"] = run.full(run.name)
+    except BaseException:
+        if undo is not None:
+            undo()
+        raise
+    run.phase("swap-staging")
+    run.rename(run.staging, run.name)
+    result.swapped = True
+    result.steps_done.append("swap-staging")
+    result.location = run.load(run.name).location()
+
+
+def _after_swap(run: _Run, result: AdoptResult, purge_now: bool, purge_after: float | None) -> AdoptResult:
+    new = run.load(run.name)
+    return _purge(run, new, result, purge_now, purge_after)
+
+
+def _purge(run: _Run, new, result: AdoptResult, purge_now: bool, purge_after: float | None) -> AdoptResult:
+    plaintext_name = new.properties().get(PLAINTEXT_NAME)
+    exists = run.load(plaintext_name) is not None
+    result.purge_command = f"DROP TABLE {run.full(plaintext_name)} PURGE" if exists else None
+    result.purged = new.properties().get(PURGED) == "true" and not exists
+    if not exists or not (purge_now or purge_after is not None):
+        return result
+    run.phase("purge")
+    if purge_after:
+        run.say(f"purge {run.full(plaintext_name)} in {purge_after:g} s")
+        time.sleep(purge_after)
+    try:
+        run.spark.sql(f"DROP TABLE {run.full(plaintext_name)} PURGE")
+    except Exception as exc:
+        raise AdoptError(f"DROP TABLE {run.full(plaintext_name)} PURGE failed: {_java_line(exc)}; run it again") from None
+    new.updateProperties().set(PURGED, "true").commit()
+    run.refresh(run.name)
+    result.purged, result.purge_command = True, None
+    result.steps_done.append("purge")
+    return result
+
+
+def _java_line(exc: Exception) -> str:
+    text = str(getattr(exc, "java_exception", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _layout(table) -> str:
+    """The schema id, spec id and sort order id of ``table`` (what the staging table was made from)."""
+    return f"schema {table.schema().schemaId()}, spec {table.spec().specId()}, sort order {table.sortOrder().orderId()}"
+
+
+def _check_layout(run: _Run, original, staging, name: str) -> None:
+    """AdoptError when the original's schema, spec or sort order changed since the staging table was made."""
+    made_from, now = staging.properties().get(SOURCE_LAYOUT), _layout(original)
+    if made_from is not None and made_from != now:
+        raise AdoptError(f"{run.full(name)} changed its schema, partition spec or sort order during the copy ({made_from} "
+                         f"then, {now} now): drop {run.full(run.staging)} and run again; nothing was swapped")
+
+
+def _uuid(table) -> str:
+    return str(table.uuid().toString())

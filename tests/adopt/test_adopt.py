@@ -1,0 +1,282 @@
+"""``encrypt_table`` / ``pyiceberg-crypto encrypt`` (issue 51) on real Spark: a plaintext table with
+an evolved schema and partition spec, a sort order, properties, comments, v2 position deletes,
+becomes an encrypted table under its own name with the same rows, checked before the swap."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from pyiceberg_crypto.adopt import AdoptChangedError, AdoptError, encrypt_table
+from pyiceberg_crypto.bridge import register_kms
+from pyiceberg_crypto.cli.main import main
+from pyiceberg_crypto.kms import KeystoreKms
+from pyiceberg_crypto.verify import verify_table
+from pyiceberg_crypto.testing import pytest_plugin
+from tests.conftest import add_catalog
+
+MASTER = "adopt-key"
+rest_catalog_server = pytest_plugin.rest_catalog_server  # the session's REST catalog server (a fixture)
+
+
+@pytest.fixture(scope="module")
+def lake(spark, tmp_path_factory):
+    """A catalog (Hive, the session's metastore) whose KMS is a keystore with MASTER; a namespace."""
+    work = tmp_path_factory.mktemp("adopt")
+    keystore = work / "keys.json"
+    assert main(["keystore", "create", str(keystore)]) == 0
+    assert main(["keystore", "add", str(keystore), MASTER]) == 0
+    suffix = uuid.uuid4().hex[:6]
+    catalog, kms_name = f"adopt_{suffix}", f"adopt-{suffix}"
+    registration = register_kms(spark, KeystoreKms(keystore), name=kms_name)
+    add_catalog(spark, catalog, warehouse=work / "wh", kms_name=kms_name)
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.db")
+    yield {"catalog": catalog, "keystore": keystore, "work": work, "kms_name": kms_name}
+    registration.close()
+
+
+def proof(spark):
+    def prove(table):
+        report = verify_table(spark, table)
+        return report.ok, f"verify_table: {'OK' if report.ok else 'NOT OK'} ({len(report.files)} files)"
+    return prove
+
+
+def rows(spark, table):
+    return sorted(tuple(r) for r in spark.table(table).collect())
+
+
+def plaintext_files(location: str) -> list[Path]:
+    root = Path(location.removeprefix("file:"))
+    found = []
+    for path in root.rglob("*"):
+        if path.is_file() and not path.name.endswith((".json", ".crc")):
+            with path.open("rb") as handle:
+                head = handle.read(4)
+            if head in (b"PAR1", b"Obj\x01"):
+                found.append(path)
+    return found
+
+
+def evolved_table(spark, table):
+    spark.sql(f"CREATE TABLE {table} (id bigint COMMENT 'order id', region string, ts timestamp, note string) "
+              "USING iceberg PARTITIONED BY (region) COMMENT 'orders of the shop' "
+              "TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read', 'team'='payments')")
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'eu', timestamp'2026-01-01 10:00:00', 'a'), "
+              "(2, 'us', timestamp'2026-01-02 10:00:00', 'b'), (3, 'eu', timestamp'2026-01-03 10:00:00', null)")
+    spark.sql(f"ALTER TABLE {table} DROP COLUMN note")
+    spark.sql(f"ALTER TABLE {table} ADD COLUMN amount double COMMENT 'in EUR'")
+    spark.sql(f"ALTER TABLE {table} ADD PARTITION FIELD days(ts)")
+    spark.sql(f"ALTER TABLE {table} WRITE ORDERED BY id")
+    spark.sql(f"INSERT INTO {table} VALUES (4, 'eu', timestamp'2026-02-01 10:00:00', 1.5), "
+              "(5, 'asia', timestamp'2026-02-02 10:00:00', 2.5), (6, 'us', timestamp'2026-02-03 10:00:00', null)")
+    spark.sql(f"DELETE FROM {table} WHERE id IN (2, 5)")  # v2 position deletes
+
+
+def java_table(spark, table):
+    return spark.sparkContext._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+
+
+@pytest.mark.slow
+def test_adopt_evolved_partitioned_table_keeps_schema_spec_order_properties_rows(spark, lake, capsys):
+    table = f"{lake['catalog']}.db.orders"
+    evolved_table(spark, table)
+    before_rows = rows(spark, table)
+    before = java_table(spark, table)
+    schema, spec, order = before.schema().toString(), before.spec().toString(), before.sortOrder().toString()
+    ids = sorted((f.name(), f.fieldId()) for f in before.schema().columns())
+    comment = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").where("col_name = 'Comment'").collect()
+    result = encrypt_table(spark, table, MASTER, prove=proof(spark))
+    assert result.swapped and result.compared["equal"] and result.compared["rows"] == 4
+    assert result.proof.startswith("verify_table: OK")
+    after = java_table(spark, table)
+    assert after.properties().get("encryption.key-id") == MASTER
+    assert after.schema().toString() == schema and after.spec().toString() == spec
+    assert after.sortOrder().toString() == order
+    assert sorted((f.name(), f.fieldId()) for f in after.schema().columns()) == ids
+    assert after.properties().get("team") == "payments" and after.properties().get("comment") == "orders of the shop"
+    assert spark.sql(f"DESCRIBE TABLE EXTENDED {table}").where("col_name = 'Comment'").collect() == comment
+    assert rows(spark, table) == before_rows
+    assert plaintext_files(after.location()) == []
+    assert result.plaintext_table and spark.catalog.tableExists(result.plaintext_table)
+    assert result.purge_command == f"DROP TABLE {result.plaintext_table} PURGE"
+    assert any("older partition spec" in n for n in result.not_kept)
+    assert any("time travel" in n for n in result.not_kept)
+    # the command again (the swap was done): it purges the original
+    assert main(["encrypt", table, "--key-id", MASTER, "--purge-now", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["purged"] and again["swapped"] and not spark.catalog.tableExists(result.plaintext_table)
+    assert encrypt_table(spark, table, MASTER).purged  # and then there is nothing left to do
+    with pytest.raises(AdoptError, match="no table"):
+        encrypt_table(spark, f"{lake['catalog']}.db.nosuch", MASTER)
+
+
+def small_table(spark, table, *, version=3):
+    spark.sql(f"CREATE TABLE {table} (id bigint, part string) USING iceberg PARTITIONED BY (part) "
+              f"TBLPROPERTIES ('format-version'='{version}', 'write.delete.mode'='merge-on-read')")
+    spark.sql(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b'), (3, 'a')")
+
+
+@pytest.mark.slow
+def test_adopt_v3_deletion_vectors_concurrent_writer_and_refs(spark, lake):
+    table = f"{lake['catalog']}.db.dv"
+    small_table(spark, table)
+    spark.sql(f"DELETE FROM {table} WHERE id = 2")  # a deletion vector
+    spark.sql(f"ALTER TABLE {table} CREATE TAG before_writer")
+    spark.sql(f"ALTER TABLE {table} CREATE BRANCH audit")
+
+    def writer(message):  # another application appends while the copy runs, and once more before the swap
+        if message.startswith("copy "):
+            spark.sql(f"INSERT INTO {table} VALUES (10, 'a'), (11, 'c')")
+        elif message == "verify":
+            spark.sql(f"INSERT INTO {table} VALUES (12, 'b')")
+
+    old_location = java_table(spark, table).location()
+    assert plaintext_files(old_location)
+    result = encrypt_table(spark, table, MASTER, prove=proof(spark), progress=writer, purge_now=True)
+    assert rows(spark, table) == [(1, "a"), (3, "a"), (10, "a"), (11, "c"), (12, "b")]
+    assert len(result.carried_snapshots) == 2 and result.redone_from == []
+    assert result.compared["rows"] == 5 and result.compared["partitioned_by"] == ["part"]
+    assert result.refs == ["branch audit", "tag before_writer"]
+    assert any("refs branch audit, tag before_writer" in n for n in result.not_kept)
+    assert result.purged and not spark.catalog.tableExists(result.plaintext_table)
+    assert plaintext_files(old_location) == []  # DROP TABLE ... PURGE removed the original's files
+    location = java_table(spark, table).location()
+    assert plaintext_files(location) == [] and list(Path(location.removeprefix("file:")).rglob("*.parquet"))
+
+
+@pytest.mark.slow
+def test_adopt_delete_during_copy_is_detected_refused_then_redone(spark, lake):
+    table = f"{lake['catalog']}.db.deleted"
+    small_table(spark, table, version=2)
+    deleted = []
+
+    def deleter(message):
+        if message.startswith("copy ") and not deleted:
+            deleted.append(True)
+            spark.sql(f"DELETE FROM {table} WHERE id = 1")  # v2 position delete: an overwrite snapshot
+
+    with pytest.raises(AdoptChangedError, match="changed during the copy"):
+        encrypt_table(spark, table, MASTER, on_change="refuse", progress=deleter)
+    assert java_table(spark, table).properties().get("encryption.key-id") is None  # nothing swapped
+    result = encrypt_table(spark, table, MASTER, purge_after=0.5)  # the default: redo from the new snapshot
+    assert len(result.redone_from) == 1 and result.swapped and result.purged
+    assert rows(spark, table) == [(2, "b"), (3, "a")]
+
+
+@pytest.mark.slow
+def test_adopt_schema_change_during_copy_is_refused_until_the_staging_table_is_dropped(spark, lake):
+    table = f"{lake['catalog']}.db.altered"
+    small_table(spark, table)
+
+    def alter(message):
+        if message.startswith("copy "):
+            spark.sql(f"ALTER TABLE {table} ADD COLUMN extra string")
+            spark.sql(f"INSERT INTO {table} VALUES (4, 'b', 'x')")
+
+    with pytest.raises(AdoptError, match="changed its schema, partition spec or sort order during the copy"):
+        encrypt_table(spark, table, MASTER, progress=alter)
+    with pytest.raises(AdoptError, match="changed its schema"):  # the staging table was made from the old schema
+        encrypt_table(spark, table, MASTER)
+    spark.sql(f"DROP TABLE {table}__encrypting PURGE")
+    result = encrypt_table(spark, table, MASTER, purge_now=True)
+    assert result.swapped and rows(spark, table) == [(1, "a", None), (2, "b", None), (3, "a", None), (4, "b", "x")]
+    assert any(n.startswith("location: ") for n in result.not_kept)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("phase", ["stage", "copy", "catch-up", "verify", "swap-original", "swap-staging", "purge"])
+def test_adopt_crash_before_a_phase_then_rerun_finishes(spark, lake, phase):
+    name = f"crash_{phase.replace('-', '_')}"
+    table = f"{lake['catalog']}.db.{name}"
+    small_table(spark, table)
+    expected = rows(spark, table)
+    with pytest.raises(AdoptError, match=f"before the {phase} phase"):
+        encrypt_table(spark, table, MASTER, fail_at=phase, purge_now=True)
+    names = {r.tableName for r in spark.sql(f"SHOW TABLES IN {lake['catalog']}.db").collect() if r.tableName.startswith(name)}
+    if phase == "swap-staging":  # between the two renames: the original renamed, the copy not yet
+        assert name not in names and f"{name}__encrypting" in names
+    else:
+        assert name in names and rows(spark, table) == expected
+    result = encrypt_table(spark, table, MASTER, purge_now=True)
+    assert result.swapped and result.purged
+    names = {r.tableName for r in spark.sql(f"SHOW TABLES IN {lake['catalog']}.db").collect() if r.tableName.startswith(name)}
+    assert names == {name}
+    assert rows(spark, table) == expected
+    assert java_table(spark, table).properties().get("encryption.key-id") == MASTER
+
+
+@pytest.mark.slow
+def test_adopt_cli_keep_original_under_a_name(spark, lake, capsys):
+    table = f"{lake['catalog']}.db.kept"
+    small_table(spark, table)
+    code = main(["encrypt", table, "--key-id", MASTER, "--keep-original", "kept_plain"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "compared: 3 row(s) in 2 partition(s)" in out and "proof: verify_table" in out and ": OK" in out
+    assert "not kept: time travel" in out and "DROP TABLE" in out
+    kept = java_table(spark, f"{lake['catalog']}.db.kept_plain")
+    assert kept.properties().get("encryption.key-id") is None and plaintext_files(kept.location())
+    assert plaintext_files(java_table(spark, table).location()) == []
+    assert rows(spark, table) == rows(spark, f"{lake['catalog']}.db.kept_plain")
+    assert main(["encrypt", table, "--key-id", MASTER, "--purge-now", "--keep-original", "x"]) == 2
+
+
+@pytest.mark.slow
+def test_adopt_rest_catalog_rename_swap_and_purge(spark, lake, rest_catalog_server):
+    from tests.rest.tables import new_namespace, new_rest_catalog
+
+    catalog = new_rest_catalog(spark, rest_catalog_server.uri, lake["work"] / "rest-wh", prefix="adoptrest",
+                               kms_name=lake["kms_name"])
+    namespace = new_namespace(spark, catalog, "adopt")
+    table = f"{catalog}.{namespace}.events"
+    small_table(spark, table)
+    spark.sql(f"INSERT INTO {table} VALUES (4, 'c')")
+    expected = rows(spark, table)
+    old_location = java_table(spark, table).location()
+    assert plaintext_files(old_location)
+    result = encrypt_table(spark, table, MASTER, prove=proof(spark), purge_now=True)
+    assert result.swapped and result.purged and result.proof.startswith("verify_table: OK")
+    assert rows(spark, table) == expected
+    new = java_table(spark, table)
+    assert new.properties().get("encryption.key-id") == MASTER and plaintext_files(new.location()) == []
+    assert plaintext_files(old_location) == []  # the original's files are gone
+    shown = {r.tableName for r in spark.sql(f"SHOW TABLES IN {catalog}.{namespace}").collect()}
+    assert shown == {"events"}
+
+
+@pytest.mark.slow
+def test_adopt_stream_runs_through_the_swap_exactly_once(spark, lake, tmp_path):
+    """A file stream (availableNow triggers, one checkpoint) appends before, during the copy, just
+    before the swap and after it: every record is in the table once."""
+    table = f"{lake['catalog']}.db.stream"
+    spark.sql(f"CREATE TABLE {table} (id bigint, part string) USING iceberg PARTITIONED BY (part)")
+    inbox, checkpoint = tmp_path / "inbox", tmp_path / "checkpoint"
+    inbox.mkdir()
+    sent = []
+
+    def stream(first: int, count: int) -> None:
+        (inbox / f"batch-{first}.json").write_text("".join(f'{{"id": {i}, "part": "p{i % 2}"}}\n'
+                                                          for i in range(first, first + count)))
+        sent.extend(range(first, first + count))
+        query = (spark.readStream.schema("id bigint, part string").json(str(inbox)).writeStream
+                 .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).toTable(table))
+        query.awaitTermination()
+
+    stream(0, 5)
+
+    def during(message):
+        if message.startswith("copy "):
+            stream(100, 3)  # lands after S0: carried over in a round
+        elif message == "verify":
+            stream(200, 2)  # lands after the rounds: carried over once the original is renamed
+
+    result = encrypt_table(spark, table, MASTER, progress=during, purge_now=True)
+    assert len(result.carried_snapshots) == 2
+    stream(300, 4)  # the same query after the swap: into the encrypted table under the name
+    assert sorted(r.id for r in spark.table(table).collect()) == sorted(sent)
+    assert java_table(spark, table).properties().get("encryption.key-id") == MASTER
+    assert plaintext_files(java_table(spark, table).location()) == []
