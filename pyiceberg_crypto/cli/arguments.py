@@ -17,6 +17,24 @@ from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 
 
+def kms_from_arguments(args: argparse.Namespace, *, required: bool = False):
+    """The KMS ``--kms`` and ``--kms-property`` name (None without ``--kms`` unless ``required``).
+    UsageError with one line when the name or a property is bad, or when the KMS's factory fails.
+
+        kms = kms_from_arguments(args)          # in a command's run_*: except UsageError -> exit 2"""
+    from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
+    from pyiceberg_crypto.safe_text import exception_line
+
+    if not args.kms and not required:
+        return None
+    try:
+        return load_kms(args.kms, parse_properties(args.kms_property))
+    except (KmsLoadError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    except Exception as exc:
+        raise UsageError(f"the KMS factory {args.kms!r} failed: {exception_line(exc)}") from None
+
+
 def positive_int(value: str) -> int:
     """argparse type: an integer > 0 (``--max-metadata-bytes``)."""
     try:

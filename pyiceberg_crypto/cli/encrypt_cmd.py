@@ -21,9 +21,10 @@ import argparse
 import json
 import sys
 
-from pyiceberg_crypto.cli.arguments import add_kms_arguments, parse_properties
+from pyiceberg_crypto.cli.arguments import add_kms_arguments, kms_from_arguments
+from pyiceberg_crypto.cli.options import UsageError
 from pyiceberg_crypto.exit_status import ExitStatus
-from pyiceberg_crypto.safe_text import escape_text, exception_line
+from pyiceberg_crypto.safe_text import escape_text
 
 
 def add_encrypt_parser(sub) -> None:
@@ -58,14 +59,11 @@ def add_encrypt_parser(sub) -> None:
 def run_encrypt(args: argparse.Namespace) -> int:
     from pyiceberg_crypto.adopt import AdoptError, AdoptVerificationError, encrypt_table
     from pyiceberg_crypto.errors import PyicebergCryptoError
-    from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
 
     try:
-        kms = load_kms(args.kms, parse_properties(args.kms_property)) if args.kms else None
-    except (KmsLoadError, ValueError) as exc:
+        kms = kms_from_arguments(args)
+    except UsageError as exc:
         return _fail(str(exc))
-    except Exception as exc:
-        return _fail(f"the KMS factory {args.kms!r} failed: {exception_line(exc)}")
     from contextlib import nullcontext
 
     from pyiceberg_crypto.config import table_properties

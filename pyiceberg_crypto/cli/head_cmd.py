@@ -18,8 +18,9 @@ import json
 import sys
 
 from pyiceberg_crypto.exit_status import ExitStatus
-from pyiceberg_crypto.cli.arguments import add_kms_arguments, parse_properties, positive_int
-from pyiceberg_crypto.safe_text import escape_text, exception_line
+from pyiceberg_crypto.cli.arguments import add_kms_arguments, kms_from_arguments, parse_properties, positive_int
+from pyiceberg_crypto.cli.options import UsageError
+from pyiceberg_crypto.safe_text import escape_text
 
 MAX_CELL = 40  # characters of one value in the text table
 
@@ -51,14 +52,10 @@ def run_head(args: argparse.Namespace) -> int:
         from pyiceberg_crypto.table.limits import Limits
     except ImportError as exc:
         return _fail(str(exc))
-    from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
-
     try:
-        kms = load_kms(args.kms, parse_properties(args.kms_property))
-    except (KmsLoadError, ValueError) as exc:
+        kms = kms_from_arguments(args, required=True)
+    except UsageError as exc:
         return _fail(str(exc))
-    except Exception as exc:
-        return _fail(f"the KMS factory {args.kms!r} failed: {exception_line(exc)}")
     columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
     try:
         io_properties = parse_properties(args.io_property, "--io-property")

@@ -44,12 +44,12 @@ from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.exit_status import ExitStatus
-from pyiceberg_crypto.cli.arguments import add_kms_arguments, parse_properties, positive_seconds
+from pyiceberg_crypto.cli.arguments import add_kms_arguments, kms_from_arguments, positive_seconds
 from pyiceberg_crypto.cli.audit_cmd import REST_CREDENTIAL_VARIABLE, REST_TOKEN_VARIABLE, rest_properties
 from pyiceberg_crypto.config import HIVE, REST
 from pyiceberg_crypto.cli.reencrypt_cmd import add_reencrypt_parser, run_reencrypt
 from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
-from pyiceberg_crypto.safe_text import escape_text, exception_line
+from pyiceberg_crypto.safe_text import escape_text
 
 
 def add_keys_parser(sub) -> None:
@@ -214,14 +214,10 @@ def _add_commit_arguments(parser) -> None:
 
 
 def run_keys(args: argparse.Namespace) -> int:
-    from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
-
     try:
-        kms = load_kms(args.kms, parse_properties(args.kms_property)) if args.kms else None
-    except (KmsLoadError, ValueError) as exc:
+        kms = kms_from_arguments(args)
+    except UsageError as exc:
         return _fail(str(exc))
-    except Exception as exc:
-        return _fail(f"the KMS factory {args.kms!r} failed: {exception_line(exc)}")
     if args.keys_action == "list":
         return _list(args, kms)
     if args.keys_action == "where-used":
