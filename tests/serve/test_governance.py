@@ -28,7 +28,7 @@ from py4j.protocol import Py4JJavaError
 from pyiceberg_crypto.kms.keystore import KeystoreKms
 from tests.serve.aws_face import ACCESS_KEY_ID, SECRET, FaceProcess, write_credentials
 from tests.serve.raw_client import RawClient
-from tests.serve.service_process import ROOT, ServiceProcess, make_keystore
+from tests.serve.service_process import ROOT, make_keystore
 from tests.serve.test_service import java_client, java_error, unwrap, wrap
 from tests.testkit import eventually
 
