@@ -35,7 +35,6 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -109,8 +108,18 @@ def _digest_mac(key: bytes, seq: int, prev: str) -> str:
     return hmac.new(key, f"{seq}:{prev}".encode(), hashlib.sha256).hexdigest()
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
+_second: list = [None, ""]  # the last whole second formatted (one strftime per second, not per line)
+
+
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    """UTC time with microseconds, ``2026-11-28T10:41:07.512210Z``."""
+    now = time.time()
+    second = int(now)
+    if second != _second[0]:
+        _second[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _second[0] = second
+    return f"{_second[1]}.{int((now - second) * 1_000_000):06d}Z"
 
 
 class AuditTrail:
@@ -238,8 +247,7 @@ class AuditTrail:
             self.failures += 1
             raise AuditWriteError(f"the audit trail {self.path} is not open")
         seq = self._seq + 1
-        line = json.dumps({"seq": seq, "time": _now(), **record, "prev": self._prev},
-                          separators=(",", ":"), ensure_ascii=True).encode()
+        line = _ENCODE({"seq": seq, "time": _now(), **record, "prev": self._prev}).encode()
         data = line + b"\n"
         if self._size + len(data) > self.max_bytes and self._size and record.get("kind") != "digest":
             self._rotate_locked()

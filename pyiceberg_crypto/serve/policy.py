@@ -42,7 +42,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
@@ -100,6 +100,8 @@ class Policy:
     token_files: dict[str, Path]
     sha256: str
     source: str = "<policy>"
+    #: Decisions made so far ((principal, operation, canonical key) -> bool): a policy never changes.
+    _decided: dict = field(default_factory=dict, compare=False, repr=False)
 
     def allows(self, principal: str, operation: str, key_id: str) -> bool:
         """Whether ``principal`` may perform ``operation`` (one of :data:`OPERATIONS`) with ``key_id``
@@ -108,7 +110,16 @@ class Policy:
             key = canonical_key_id(key_id)
         except InvalidArgumentError:
             return False
-        return any(grant.allows(operation, key) for grant in self.grants.get(principal, ()))
+        return self.allows_canonical(principal, operation, key)
+
+    def allows_canonical(self, principal: str, operation: str, key: str) -> bool:
+        """:meth:`allows` for a key id already canonical (the served KMS's hot path; decisions cached)."""
+        decided = self._decided.get((principal, operation, key))
+        if decided is None:
+            decided = any(grant.allows(operation, key) for grant in self.grants.get(principal, ()))
+            if len(self._decided) < 65536:  # bounded: key ids come from clients
+                self._decided[(principal, operation, key)] = decided
+        return decided
 
     @property
     def principals(self) -> tuple[str, ...]:

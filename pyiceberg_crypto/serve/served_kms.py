@@ -280,7 +280,7 @@ class ServedKms:
                 key = canonical_key_id(key_id)
             except InvalidArgumentError:
                 key = key_id
-        if policy is not None and (key is None or not policy.allows(principal, operation, key)):
+        if policy is not None and (key is None or not policy.allows_canonical(principal, operation, key)):
             self._refuse(face, operation, "not granted")
             self._audit(face, principal, peer, operation, key, None, table, context, "refused", "not granted",
                         request_id)
