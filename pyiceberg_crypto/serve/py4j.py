@@ -343,6 +343,9 @@ class Py4jFace:
             "operations": stats, "clients": clients, "refused": refused, "refused_reasons": reasons,
             "peers_forgotten": forgotten,
             "reloads": self.served.reloads, "kms_timeout_seconds": self.served.kms_timeout,
+            "policy": ({"source": self.served.policy.source, "sha256": self.served.policy.sha256,
+                        "principals": list(self.served.policy.principals)} if self.served.policy else None),
+            "audit_log": str(self.served.trail.path) if self.served.trail else None,
         }
 
     def operation_stats(self) -> dict[str, OperationStats]:
