@@ -31,6 +31,7 @@ Grants: ``keys`` are exact key ids or simple patterns (``*`` any run of characte
 in the policy and in requests. ``operations``: ``wrap`` (AWS ``Encrypt``), ``unwrap`` (``Decrypt``),
 ``generate`` (``GenerateDataKey``), ``describe`` (``DescribeKey``), or ``*`` for all four. With a
 policy, anything it does not grant is denied; without one, every principal may use every key.
+The file must belong to the service's user and be writable by nobody else (not a symlink).
 
     policy = load_policy("/etc/lake/kms-policy.json")
     policy.allows("aws:trino", "unwrap", "analytics-2026")     # True
@@ -47,7 +48,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from pyiceberg_crypto.errors import InvalidArgumentError
+from pyiceberg_crypto.bridge.files import read_operator_file
+from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError
 from pyiceberg_crypto.kms.key_ids import canonical_key_id
 
 __all__ = ["FACES", "OPERATIONS", "Grant", "Policy", "PolicyError", "load_policy", "operation_name", "parse_policy"]
@@ -135,12 +137,13 @@ class Policy:
 
 
 def load_policy(path: str | Path) -> Policy:
-    """The policy in ``path`` (see module doc); :class:`PolicyError` if unreadable or malformed."""
+    """The policy in ``path`` (see module doc); :class:`PolicyError` if unreadable, unsafe (another
+    user's file, writable by others, a symlink) or malformed."""
     path = Path(path)
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise PolicyError(f"cannot read the policy file {path}: {exc.strerror or exc}") from None
+        data = read_operator_file(path, "policy file", limit=MAX_POLICY_BYTES)
+    except (OSError, PyicebergCryptoError) as exc:
+        raise PolicyError(str(exc)) from None
     if len(data) > MAX_POLICY_BYTES:
         raise PolicyError(f"the policy file {path} is larger than {MAX_POLICY_BYTES} bytes")
     return parse_policy(data, base=path.parent, source=str(path))
