@@ -109,6 +109,22 @@ def _digest_mac(key: bytes, seq: int, prev: str) -> str:
 
 
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
+_STRING = json.encoder.encode_basestring_ascii
+
+
+def _line(seq: int, stamp: str, record: dict[str, Any], prev: str) -> bytes:
+    """The JSON object ``{"seq":..,"time":..,**record,"prev":..}`` on one line (ASCII), as
+    ``json.dumps(..., separators=(",", ":"))`` writes it, built faster for the flat records here."""
+    parts = [f'{{"seq":{seq},"time":"{stamp}"']
+    for key, value in record.items():
+        if value is None:
+            parts.append(f',"{key}":null')
+        elif type(value) is str:
+            parts.append(f',"{key}":{_STRING(value)}')
+        else:
+            parts.append(f',{_STRING(key)}:{_ENCODE(value)}')
+    parts.append(f',"prev":"{prev}"}}')
+    return "".join(parts).encode()
 _second: list = [None, ""]  # the last whole second formatted (one strftime per second, not per line)
 
 
@@ -203,7 +219,7 @@ class AuditTrail:
             if self._fd is None:
                 return
             try:
-                self._digest_locked()
+                self._digest_locked(sync=True)
             except AuditWriteError:
                 pass
             os.close(self._fd)
@@ -232,11 +248,13 @@ class AuditTrail:
                 except AuditWriteError:
                     pass  # counted; the next operation's line tells again
 
-    def _digest_locked(self) -> None:
+    def _digest_locked(self, sync: bool = False) -> None:
+        """A signed digest line; ``sync``: then fsync the file (at rotation and close only: an fsync
+        under the lock stalls every caller for milliseconds)."""
         self._write_locked({"kind": "digest", "hmac": _digest_mac(self._key, self._seq + 1, self._prev)})
         self._since_digest = 0
         self._last_digest = time.monotonic()
-        if self._fd is not None:
+        if sync and self._fd is not None:
             try:
                 os.fsync(self._fd)
             except OSError:
@@ -247,7 +265,7 @@ class AuditTrail:
             self.failures += 1
             raise AuditWriteError(f"the audit trail {self.path} is not open")
         seq = self._seq + 1
-        line = _ENCODE({"seq": seq, "time": _now(), **record, "prev": self._prev}).encode()
+        line = _line(seq, _now(), record, self._prev)
         data = line + b"\n"
         if self._size + len(data) > self.max_bytes and self._size and record.get("kind") != "digest":
             self._rotate_locked()
@@ -277,7 +295,7 @@ class AuditTrail:
 
     def _rotate_locked(self) -> None:
         """The live file becomes ``PATH.N`` (after a signed digest); a fresh one continues the chain."""
-        self._digest_locked()
+        self._digest_locked(sync=True)
         target = self.path.with_name(f"{self.path.name}.{self._next_rotation}")
         if os.path.lexists(target):
             self.failures += 1

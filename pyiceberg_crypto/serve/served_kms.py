@@ -187,6 +187,7 @@ class ServedKms:
         self._calls: Counter = Counter()       # (face, operation)
         self._refused: Counter = Counter()     # (face, operation, reason)
         self._audit_failures = 0
+        self._canonical: dict[str, str] = {}  # key id as sent -> canonical id
         self._request_prefix = uuid.uuid4().hex[:16]
         self._request_ids = itertools.count(1)
 
@@ -276,10 +277,14 @@ class ServedKms:
             self._calls[(face, operation)] += 1
         key = None
         if key_id is not None:
-            try:
-                key = canonical_key_id(key_id)
-            except InvalidArgumentError:
-                key = key_id
+            key = self._canonical.get(key_id)
+            if key is None:
+                try:
+                    key = canonical_key_id(key_id)
+                except InvalidArgumentError:
+                    key = key_id
+                if len(self._canonical) < 65536:  # bounded: key ids come from clients
+                    self._canonical[key_id] = key
         if policy is not None and (key is None or not policy.allows_canonical(principal, operation, key)):
             self._refuse(face, operation, "not granted")
             self._audit(face, principal, peer, operation, key, None, table, context, "refused", "not granted",
