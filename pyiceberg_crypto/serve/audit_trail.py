@@ -112,11 +112,10 @@ _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
 _STRING = json.encoder.encode_basestring_ascii
 
 
-def _line(seq: int, stamp: str, record: dict[str, Any], prev: str) -> bytes:
-    """The JSON object ``{"seq":..,"time":..,**record,"prev":..}`` on one line (ASCII), as
-    ``json.dumps(..., separators=(",", ":"))`` writes it, fields whose value is None left out;
-    built faster than the generic encoder for the flat records here."""
-    parts = [f'{{"seq":{seq},"time":"{stamp}"']
+def _body(record: dict[str, Any]) -> str:
+    """The fields of ``record`` as JSON object members (``,"key":value``...), fields whose value is
+    None left out (ASCII, as ``json.dumps(..., separators=(",", ":"))`` writes them)."""
+    parts = []
     for key, value in record.items():
         if value is None:  # unknown (a key version, a table): left out, the line stays short
             continue
@@ -124,8 +123,12 @@ def _line(seq: int, stamp: str, record: dict[str, Any], prev: str) -> bytes:
             parts.append(f',"{key}":{_STRING(value)}')
         else:
             parts.append(f',{_STRING(key)}:{_ENCODE(value)}')
-    parts.append(f',"prev":"{prev}"}}')
-    return "".join(parts).encode()
+    return "".join(parts)
+
+
+def _line(seq: int, stamp: str, body: str, prev: str) -> bytes:
+    """One line of the trail: ``{"seq":..,"time":..,<body>,"prev":..}``."""
+    return f'{{"seq":{seq},"time":"{stamp}"{body},"prev":"{prev}"}}'.encode()
 _second: list = [None, ""]  # the last whole second formatted (one strftime per second, not per line)
 
 
@@ -231,8 +234,9 @@ class AuditTrail:
     def write(self, record: dict[str, Any]) -> str:
         """Append ``record`` (names and ids only, never secrets) with ``time``, ``seq`` and ``prev``;
         the line's SHA-256. :class:`AuditWriteError` when it cannot be written whole."""
+        body = _body(record)  # outside the lock: the lock holds only what orders the chain
         with self._lock:
-            digest = self._write_locked(record)
+            digest = self._write_locked(record, body)
             self._since_digest += 1
             if self._since_digest >= self.digest_every:
                 self._digest_locked()
@@ -261,16 +265,18 @@ class AuditTrail:
             except OSError:
                 pass
 
-    def _write_locked(self, record: dict[str, Any]) -> str:
+    def _write_locked(self, record: dict[str, Any], body: str | None = None) -> str:
         if self._fd is None:
             self.failures += 1
             raise AuditWriteError(f"the audit trail {self.path} is not open")
         seq = self._seq + 1
-        line = _line(seq, _now(), record, self._prev)
+        if body is None:
+            body = _body(record)
+        line = _line(seq, _now(), body, self._prev)
         data = line + b"\n"
         if self._size + len(data) > self.max_bytes and self._size and record.get("kind") != "digest":
             self._rotate_locked()
-            return self._write_locked(record)
+            return self._write_locked(record, body)
         try:
             written = os.write(self._fd, data)
         except OSError as exc:
