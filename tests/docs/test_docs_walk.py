@@ -137,7 +137,7 @@ EXPECTED = {
                                   "OK: no table depends on the compromised material"],
     "how-to/trino.md": ["AWS KMS API: https://127.0.0.1:9602 (region eu-west-1", "CA clients trust: ",
                         "the face's blob opens without the service: True", "the bridge's key opens through the face: True"],
-    "how-to/govern-keys.md": ["in force", "-rw-------", "trino decrypts analytics-2026: True",
+    "how-to/govern-keys.md": ["aws:trino: unwrap on analytics-*", "in force", "-rw-------", "trino decrypts analytics-2026: True",
                               "trino encrypts: AccessDeniedException",
                               "a refused key and a missing key get one answer: True", ": intact: ",
                               "line 5: 1 line(s) removed before it", "exit 1"],
