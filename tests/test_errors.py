@@ -49,6 +49,8 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     from pyiceberg_crypto.kms import aws_face_blob as fb
     from pyiceberg_crypto.read import schema as read_schema
     from pyiceberg_crypto.serve.aws import sigv4
+    from pyiceberg_crypto.serve import audit_trail, policy
+    from pyiceberg_crypto.keys import reencrypt as keys_reencrypt
     from pyiceberg_crypto.formats import ags1, key_metadata, manifest_list_key
     from pyiceberg_crypto.formats.errors import IntegrityError, InvalidKeyError
     from pyiceberg_crypto.formats.parquet import modules, thrift
@@ -237,6 +239,18 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.verify.pipeline.prepare_verification": (
             TableInputError, lambda: pipeline.prepare_verification(str(not_json), None)),
         "pyiceberg_crypto.verify.spark.verify_table": (NotASparkSessionError, lambda: verify.verify_table(NOT_SPARK, "lake.db.t")),
+        "pyiceberg_crypto.serve.audit_trail.load_or_create_audit_key": (
+            audit_trail.AuditKeyError, lambda: audit_trail.load_or_create_audit_key(tmp_path / "no-dir" / "audit.key")),
+        "pyiceberg_crypto.serve.audit_trail.verify_trail": (
+            InvalidArgumentError, lambda: audit_trail.verify_trail(tmp_path / "no-trail.jsonl")),
+        "pyiceberg_crypto.serve.policy.load_policy": (policy.PolicyError, lambda: policy.load_policy(tmp_path / "none.json")),
+        "pyiceberg_crypto.serve.policy.parse_policy": (policy.PolicyError, lambda: policy.parse_policy(b"[")),
+        "pyiceberg_crypto.serve.policy.operation_name": (policy.PolicyError, lambda: policy.operation_name("rotate")),
+        "pyiceberg_crypto.keys.reencrypt.table_compromised_versions": (
+            NotASparkSessionError, lambda: keys_reencrypt.table_compromised_versions(NOT_SPARK, "db.t", None)),
+        "pyiceberg_crypto.keys.reencrypt.compromised_version_set": (
+            keys_reencrypt.ReencryptError, lambda: keys_reencrypt.compromised_version_set(
+                kms.InMemoryKms({"k1": b"a" * 16}), "k1", [("k2", "1")], "db.t")),
     }
 
 
@@ -296,6 +310,7 @@ NO_BAD_INPUT = {
     "pyiceberg_crypto.serve.metrics.render_metrics": "renders running faces' counters",
     "pyiceberg_crypto.serve.py4j.refusal_reasons": "pure: the reasons for the caps of a ConnectionLimits",
     "pyiceberg_crypto.serve.py4j.tls_files": "pure: two paths beside any token path",
+    "pyiceberg_crypto.serve.audit_trail.rotated_files": "a listing: empty for a path with no rotated files beside it",
     "pyiceberg_crypto.bridge.registration.unregister_all": "takes no arguments",
     "pyiceberg_crypto.demo.local.build_session": "the demo starts its own local Spark in a directory it creates",
     "pyiceberg_crypto.demo.local.run_demo": "the demo starts its own local Spark in a directory it creates",
@@ -305,6 +320,8 @@ NO_BAD_INPUT = {
     "pyiceberg_crypto.read.plan.plan_read": "takes the objects a read prepared (snapshot, keys, FileIO, confinement)",
     "pyiceberg_crypto.read.plan.unpartitioned_spec_ids": "lenient on purpose: a malformed spec is not unpartitioned",
     "pyiceberg_crypto.table.metadata.metadata_hash": "every bytes value has a SHA-256",
+    "pyiceberg_crypto.verify.compromise.storage_walk": "takes the report, metadata and FileIO a compromise check "
+                                                       "prepared",
     "pyiceberg_crypto.verify.table_checks.table_checks": "takes the objects a verification prepared (metadata, keys, digest)",
 }
 
@@ -415,6 +432,7 @@ def _bad_command_lines(tmp_path) -> dict[str, list[str]]:
                            "thrift://127.0.0.1:1"],
         "encrypt": ["encrypt", "db.t", "--key-id", "k1", "--format-version", "2"],
         "kms serve": ["kms", "serve", *kms, "--token-file", str(tmp_path / "t"), "--listen", "not-an-address"],
+        "kms audit-log verify": ["kms", "audit-log", "verify", missing],
     }
 
 

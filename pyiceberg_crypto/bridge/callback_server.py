@@ -97,6 +97,15 @@ class KmsCallbackServer:
         self.auth_token = token
         return self._server.revoke(CLIENT_ROLE, token)
 
+    def set_named_tokens(self, named: dict[str, str]) -> None:
+        """Accept these tokens too, each proving its own role (name -> token; ``kms serve``'s named
+        Py4J principals), and no other named ones: replaced at once, so a token left out is refused
+        from the next handshake on."""
+        tokens = {**named, CLIENT_ROLE: self.auth_token}
+        if self.driver_token:
+            tokens[DRIVER_ROLE] = self.driver_token
+        self._server.tokens = tokens
+
     def close(self) -> None:
         """Stop listening and drop live connections (idempotent, returns within ~0.2 s)."""
         if not self._closed:

@@ -41,7 +41,7 @@ from pyiceberg_crypto.errors import InvalidArgumentError
 #: Longer than the connection caps: peers holding hundreds of idle sockets, each re-opened as soon as
 #: it is closed, kept a queue of 128 full, so a newcomer's SYN was dropped and retried after 1, 3,
 #: 7 s... (the kernel caps it at net.core.somaxconn, 4096 by default since Linux 5.4).
-__all__ = ["BUSY_LINGER_SECONDS", "BUSY_PREFIX", "EVICTED", "LISTEN_BACKLOG", "MAX_LINE_BYTES", "MAX_PARAMS", "MAX_TURNED_AWAY", "ConnectionLimits", "KmsPy4jConnection", "KmsPy4jServer", "eviction_victim", "read_params"]
+__all__ = ["BUSY_LINGER_SECONDS", "BUSY_PREFIX", "CALLER", "EVICTED", "LISTEN_BACKLOG", "MAX_LINE_BYTES", "MAX_PARAMS", "MAX_TURNED_AWAY", "ConnectionLimits", "KmsPy4jConnection", "KmsPy4jServer", "eviction_victim", "read_params"]
 
 LISTEN_BACKLOG = 1024
 #: The longest line after authentication: the largest legitimate parameter (a wrapped key, which
@@ -58,6 +58,10 @@ BUSY_LINGER_SECONDS = 1.0
 MAX_TURNED_AWAY = 256
 #: Why an unauthenticated connection was closed to make room for a newcomer (see ``_make_room``).
 EVICTED = "closed to make room: the unauthenticated slots were full"
+#: Who the call running in this thread comes from: ``CALLER.role`` (the token the connection proved:
+#: ``client``, ``driver`` or a ``kms serve`` policy's named token) and ``CALLER.peer`` (its address).
+#: Each connection has its own thread, so the target reads it for grants and audit at no cost.
+CALLER = threading.local()
 _BACKOFF_MIN_SECONDS, _BACKOFF_MAX_SECONDS = 0.05, 1.0
 _TRANSIENT_ACCEPT_ERRORS = {errno.ECONNABORTED, errno.EINTR, errno.EAGAIN, errno.EPROTO, errno.EPERM}
 _RESOURCE_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
@@ -148,6 +152,7 @@ class KmsPy4jConnection(CallbackConnection):
                 self.close(reset=True)
                 return
             server._authenticated(self)
+            CALLER.role, CALLER.peer = self.role, peer
             # Idle beyond this (no command): closed (TimeoutError, below). JVMs reconnect.
             self.socket.settimeout(server.limits.idle_timeout_seconds)
             readline = self.input.readline

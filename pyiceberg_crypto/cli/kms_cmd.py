@@ -81,6 +81,34 @@ def add_kms_parser(sub) -> None:
                        help="an authenticated connection idle this long is closed (default: %(default)s; JVM clients "
                             "keep idle connections under 60 s and reconnect)")
     _add_aws_face_arguments(serve)
+    _add_governance_arguments(serve)
+    audit = commands.add_parser("audit-log", help="check the audit trail kms serve --audit-log writes")
+    audit_commands = audit.add_subparsers(dest="audit_log_command", metavar="COMMAND")
+    verify = audit_commands.add_parser(
+        "verify", help="report the first removed, altered, reordered or truncated line (exit 0 when intact)")
+    verify.add_argument("path", metavar="PATH", help="the trail (kms serve --audit-log); PATH.1, PATH.2... are read "
+                                                     "first")
+    verify.add_argument("--key-file", metavar="PATH",
+                        help="the digest-signing key (kms serve --audit-key-file): checks every signed digest too")
+
+
+def _add_governance_arguments(serve) -> None:
+    group = serve.add_argument_group("grants and audit (both faces)")
+    group.add_argument("--policy", metavar="PATH",
+                       help="JSON policy: principals (aws:SECTION of the credentials file, py4j:NAME named tokens, "
+                            "py4j:default for --token-file), the keys and operations each may use; anything not "
+                            "granted is denied. SIGHUP re-reads it (a policy that does not parse keeps the old one). "
+                            "Without it every principal may use every key")
+    group.add_argument("--audit-log", metavar="PATH",
+                       help="append one JSON line per KMS operation of every face (chained by SHA-256, signed "
+                            "digests), mode 0600; an operation whose line cannot be written is refused")
+    group.add_argument("--audit-key-file", metavar="PATH",
+                       help="the key that signs the trail's digests, kept apart from the log (made 0600 when absent; "
+                            "default: beside the token file, <token-file>.audit-key)")
+    group.add_argument("--audit-log-max-bytes", type=_positive_int, default=64 << 20, metavar="N",
+                       help="rotate the trail to PATH.1, PATH.2... at this size (default: %(default)s)")
+    group.add_argument("--audit-digest-every", type=_positive_int, default=1000, metavar="N",
+                       help="a signed digest line every N lines (and every 60 s with lines; default: %(default)s)")
 
 
 def _add_aws_face_arguments(serve) -> None:
@@ -182,7 +210,31 @@ def _positive_int(value: str) -> int:
     return number
 
 
+def _verify_audit_log(args: argparse.Namespace) -> int:
+    from pyiceberg_crypto.errors import PyicebergCryptoError
+    from pyiceberg_crypto.serve.audit_trail import load_or_create_audit_key, verify_trail
+    from pathlib import Path
+
+    if getattr(args, "audit_log_command", None) != "verify":
+        print("usage: pyiceberg-crypto kms audit-log verify PATH [--key-file KEY]", file=sys.stderr)
+        return ExitStatus.USAGE
+    try:
+        key = None
+        if args.key_file:
+            if not Path(args.key_file).exists():
+                raise UsageError(f"--key-file {args.key_file}: no such file")
+            key = load_or_create_audit_key(args.key_file)
+        report = verify_trail(args.path, key)
+    except PyicebergCryptoError as exc:
+        print(f"pyiceberg-crypto kms audit-log verify: {exc}", file=sys.stderr)
+        return ExitStatus.USAGE
+    print(f"{args.path}: {report.summary()}")
+    return ExitStatus.OK if report.ok else ExitStatus.INTEGRITY
+
+
 def run_kms(args: argparse.Namespace) -> int:
+    if args.kms_command == "audit-log":
+        return _verify_audit_log(args)
     if args.kms_command != "serve":
         print("usage: pyiceberg-crypto kms serve --kms SPEC --token-file PATH [--listen HOST:PORT]", file=sys.stderr)
         return ExitStatus.USAGE
@@ -194,6 +246,7 @@ def _serve(args: argparse.Namespace) -> int:
     from pyiceberg_crypto.bridge.py4j_server import ConnectionLimits
     from pyiceberg_crypto.serve.metrics import MetricsAddressError, MetricsServer
     from pyiceberg_crypto.serve.py4j import KmsServiceError, Py4jFace
+    from pyiceberg_crypto.serve.audit_trail import AuditWriteError
     from pyiceberg_crypto.serve.served_kms import ServedKms
     from pyiceberg_crypto.config import PYTHON_KMS_IMPL, ConfigError, kms_service_properties
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
@@ -215,6 +268,7 @@ def _serve(args: argparse.Namespace) -> int:
                                  "port has no authentication and no TLS: add --metrics-allow-remote to serve it there")
         properties = parse_properties(args.kms_property)
         served = ServedKms(lambda: load_kms(args.kms, properties), kms_timeout=args.kms_timeout, name=args.kms)
+        _govern(args, served)
         service = Py4jFace(served, listen=args.listen, token_file=args.token_file, tls_key_file=args.tls_key_file,
                            tls_certificate_file=args.tls_certificate_file,
                            limits=ConnectionLimits(max_connections=args.max_connections,
@@ -222,7 +276,7 @@ def _serve(args: argparse.Namespace) -> int:
                                                    auth_deadline_seconds=args.auth_deadline,
                                                    idle_timeout_seconds=args.idle_timeout))
         service.start()  # builds the served KMS first: a failing factory is the except below
-    except (ValueError, KmsServiceError, KmsLoadError) as exc:
+    except (ValueError, KmsServiceError, KmsLoadError, AuditWriteError) as exc:
         print(f"pyiceberg-crypto kms serve: {exc}", file=sys.stderr)
         return ExitStatus.USAGE
     except Exception as exc:  # the KMS factory failed: one line, no traceback (it may hold paths, never keys)
@@ -306,6 +360,8 @@ def _serve(args: argparse.Namespace) -> int:
             wake.wait(STATUS_INTERVAL_SECONDS)
             wake.clear()
             service.check_token_file()
+            if served.trail is not None:
+                served.trail.tick()
             if not service.accepting:  # never expected (the loop survives peers): let a supervisor restart us
                 log.error("the listener's accept thread is dead: stopping, so that a supervisor restarts the service")
                 status = ExitStatus.INTEGRITY
@@ -321,6 +377,8 @@ def _serve(args: argparse.Namespace) -> int:
                         log.error("reload failed, still serving the previous KMS: %s", exception_line(exc))
                     if face is not None:
                         _reload_face_credentials(face, args.aws_kms_api_credentials)
+                    if args.policy:
+                        _reload_policy(args.policy, served, service)
                 elif name == "SIGUSR2":  # revoke the token: a fresh one, connections holding the old one closed
                     try:
                         service.revoke_token()
@@ -338,5 +396,40 @@ def _serve(args: argparse.Namespace) -> int:
         if face is not None:
             face.close()
         service.close()
+        if served.trail is not None:
+            served.trail.close()
         write_status()
     return status
+
+
+def _govern(args: argparse.Namespace, served) -> None:
+    """The policy and the audit trail of ``served`` (ValueError subclasses for what is wrong)."""
+    from pathlib import Path
+
+    from pyiceberg_crypto.serve.audit_trail import AuditTrail, load_or_create_audit_key
+    from pyiceberg_crypto.serve.policy import load_policy
+
+    if args.audit_log:
+        key_file = Path(args.audit_key_file or f"{args.token_file}.audit-key")
+        if key_file.absolute().parent == Path(args.audit_log).absolute().parent:
+            log.warning("the audit key file %s is in the audit log's directory: keep it apart (whoever can rewrite "
+                        "the log should not read the key)", key_file)
+        served.trail = AuditTrail(args.audit_log, load_or_create_audit_key(key_file),
+                                  max_bytes=args.audit_log_max_bytes, digest_every=args.audit_digest_every).open()
+        log.info("audit trail: %s (digests signed with the key in %s)", served.trail.path, key_file)
+    else:
+        log.warning("no audit trail (kms serve --audit-log): KMS operations are counted, not recorded")
+    served.set_policy(load_policy(args.policy) if args.policy else None)
+
+
+def _reload_policy(path: str, served, service) -> None:
+    from pyiceberg_crypto.serve.policy import PolicyError, load_policy
+
+    try:
+        policy = load_policy(path)
+    except PolicyError as exc:
+        log.error("policy reload failed, keeping the policy in force (sha256 %s): %s",
+                  served.policy.sha256[:16] if served.policy else "none", exc)
+        return
+    served.set_policy(policy)
+    service.apply_policy(policy)

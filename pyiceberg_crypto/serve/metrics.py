@@ -8,7 +8,12 @@
 Metrics (no secrets, no per-client labels: a fleet of executors would make the series unbounded):
 
 =================================================  ==========================================================
-``pyiceberg_crypto_kms_calls_total{operation}``    finished KMS calls (``wrap``, ``unwrap``, ``generate``, ...)
+``pyiceberg_crypto_kms_calls_total{face,operation}`` KMS operations of every face (``py4j``, ``aws``):
+                                                   ``wrap``, ``unwrap``, ``generate``, ``describe``
+``pyiceberg_crypto_kms_refused_operations_total{face,operation,reason}`` refused by the policy, for an
+                                                   unknown key, or because the audit trail could not record
+``pyiceberg_crypto_kms_audit_write_failures_total`` audit lines that could not be written (fail closed)
+``pyiceberg_crypto_kms_py4j_calls_total{operation}`` Py4J calls finished (``initialize`` too)
 ``pyiceberg_crypto_kms_failures_total{operation}`` calls that failed
 ``pyiceberg_crypto_kms_call_duration_seconds``     histogram per operation (time in the Python KMS)
 ``pyiceberg_crypto_kms_calls_in_flight{operation}`` calls running now (a hung KMS shows here)
@@ -83,8 +88,13 @@ class MetricsAddressError(PyicebergCryptoError, ValueError):
 
 
 def render_metrics(faces: Sequence[Face]) -> str:
-    """Every face's counters in Prometheus text format, one after the other."""
-    return "".join(face.render_metrics() for face in faces)
+    """Every face's counters in Prometheus text format, one after the other, then the served KMS's
+    (calls of every face, refusals, the audit trail), once."""
+    text = "".join(face.render_metrics() for face in faces)
+    served = getattr(faces[0], "served", None) if faces else None
+    if served is not None and hasattr(served, "render_metrics"):
+        text += served.render_metrics()
+    return text
 
 
 def faces_health(faces: Sequence[Face], key_id: str | None, max_age: float) -> tuple[bool, str]:

@@ -32,7 +32,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg_crypto._net import listen_address, parse_listen
 from pyiceberg_crypto._prometheus import counter, gauge, histogram, render
@@ -41,10 +41,14 @@ from pyiceberg_crypto.bridge.callback_server import KmsCallbackServer, LOOPBACK
 from pyiceberg_crypto.bridge.py4j_server import ConnectionLimits
 from pyiceberg_crypto.bridge.files import check_operator_directory, write_private_file
 from pyiceberg_crypto.bridge.handshake import MAX_AUTH_BYTES
-from pyiceberg_crypto.bridge.py4j_server import EVICTED, MAX_LINE_BYTES, MAX_PARAMS
+from pyiceberg_crypto.bridge.py4j_server import CALLER, EVICTED, MAX_LINE_BYTES, MAX_PARAMS
+from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient
 from pyiceberg_crypto.bridge.tls import TlsIdentity
 from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.serve.served_kms import RateLimitedLog, ServedKms
+
+if TYPE_CHECKING:
+    from pyiceberg_crypto.serve.policy import Policy
 
 __all__ = ["MAX_TRACKED_PEERS", "OBJECT_ID", "KmsServiceError", "PeerCounts", "Py4jFace", "refusal_reasons",
            "tls_files"]
@@ -112,6 +116,54 @@ class PeerCounts:
         return len(self._peers)
 
 
+#: The principal of the ``--token-file`` token in a policy (``py4j:NAME`` for a named token).
+DEFAULT_PRINCIPAL = "py4j:default"
+
+
+def _principal() -> tuple[str, str]:
+    """(principal, peer) of the Py4J call running in this thread (the connection's proven token)."""
+    role = getattr(CALLER, "role", None)
+    peer = getattr(CALLER, "peer", "?")
+    if role is None or role == "client":
+        return DEFAULT_PRINCIPAL, peer
+    return f"py4j:{role}", peer
+
+
+class _GovernedKms(KeyManagementClient):
+    """The served KMS as one Py4J caller may use it: every call checked against its grants,
+    counted and audited by :meth:`ServedKms.perform` (the caller is the connection's token)."""
+
+    def __init__(self, served: ServedKms):
+        self.served = served
+
+    def wrap_key(self, key: bytes, wrapping_key_id: str) -> bytes:
+        principal, peer = _principal()
+        served = self.served
+        return served.perform("py4j", principal, peer, "wrap", wrapping_key_id,
+                              lambda: served.client().wrap_key(key, wrapping_key_id),
+                              version=lambda wrapped: served.key_version(wrapped, wrapping_key_id))
+
+    def unwrap_key(self, wrapped_key: bytes, wrapping_key_id: str) -> bytes:
+        principal, peer = _principal()
+        served = self.served
+        return served.perform("py4j", principal, peer, "unwrap", wrapping_key_id,
+                              lambda: served.client().unwrap_key(wrapped_key, wrapping_key_id),
+                              version=lambda _: served.key_version(wrapped_key, wrapping_key_id))
+
+    def supports_key_generation(self) -> bool:
+        return self.served.client().supports_key_generation()
+
+    def generate_key(self, wrapping_key_id: str) -> KeyGenerationResult:
+        principal, peer = _principal()
+        served = self.served
+        return served.perform("py4j", principal, peer, "generate", wrapping_key_id,
+                              lambda: served.client().generate_key(wrapping_key_id),
+                              version=lambda result: served.key_version(result.wrapped_key, wrapping_key_id))
+
+    def initialize(self, properties: dict[str, str]) -> None:
+        self.served.client().initialize(properties)
+
+
 class KmsServiceError(PyicebergCryptoError, RuntimeError):
     """The service cannot start (address in use, unwritable token file, unreadable TLS key...)."""
 
@@ -158,6 +210,7 @@ class Py4jFace:
         self._health_counts: Counter = Counter()
         self._started_at = 0.0
         self._token = ""
+        self._named: dict[str, tuple[str, Path]] = {}  # policy's named principals -> (token, file)
 
     # --- life cycle --------------------------------------------------------------------------
 
@@ -165,7 +218,7 @@ class Py4jFace:
         """Start the served KMS if need be, write a fresh token, then listen. Raises :class:`KmsServiceError`."""
         self.served.start()
         # Configured by its operator only: no client may pass properties to initialize().
-        self._adapter = KmsCallbackAdapter(self.served.following(), initialize_policy="operator")
+        self._adapter = KmsCallbackAdapter(_GovernedKms(self.served), initialize_policy="operator")
         if self.host != LOOPBACK:
             try:
                 self._tls = TlsIdentity.load_or_create(self.tls_key_file, self.tls_certificate_file)
@@ -189,15 +242,49 @@ class Py4jFace:
             cause = exc.__cause__ or getattr(exc, "cause", None) or exc
             raise KmsServiceError(f"cannot listen on {self.host}:{self.requested_port}: {cause}") from None
         self._started_at = time.time()
+        if self.served.policy is not None:
+            self.apply_policy(self.served.policy)
         log.info("KMS service %r listening on %s:%d%s; token in %s", self.name, self.host, self.port,
                  f" (TLS, certificate sha256 {self._tls.sha256})" if self._tls else "", self.token_file)
         return self
 
+    def apply_policy(self, policy: Policy | None) -> None:
+        """The named tokens of ``policy`` (``py4j:NAME`` principals with a ``token_file``): a fresh token
+        written (0600) for each new name, kept for names that stay, and refused at once for names
+        the policy no longer has (their files removed). Called at start and on each policy reload."""
+        wanted = dict(policy.token_files) if policy is not None else {}
+        named = dict(self._named)
+        for name in list(named):
+            token, path = named[name]
+            if wanted.get(name) != path:
+                del named[name]
+                _remove_if_holds(path, token)
+                log.info("KMS service %r: the token of py4j:%s is revoked (not in the policy any more)",
+                         self.name, name)
+        for name, path in wanted.items():
+            if name in named:
+                continue
+            token = f"{name}:{secrets.token_hex(32)}"
+            try:
+                check_operator_directory(path.parent, "token")
+                write_private_file(path, (token + "\n").encode())
+            except OSError as exc:
+                log.error("KMS service %r: cannot write the token file of py4j:%s (%s): %s; that principal cannot "
+                          "connect", self.name, name, path, exc)
+                continue
+            named[name] = (token, path)
+            log.info("KMS service %r: token of py4j:%s written to %s", self.name, name, path)
+        self._named = named
+        if self._server is not None:
+            self._server.set_named_tokens({name: token for name, (token, _) in named.items()})
+
     def close(self) -> None:
-        """Stop listening, drop connections, remove the token file (idempotent)."""
+        """Stop listening, drop connections, remove the token files (idempotent)."""
         if self._server is not None and not self._server.closed:
             self._server.close()
             self._remove_token_file()
+            for token, path in self._named.values():
+                _remove_if_holds(path, token)
             log.info("KMS service %r stopped", self.name)
 
     def __enter__(self) -> Py4jFace:
@@ -256,6 +343,9 @@ class Py4jFace:
             "operations": stats, "clients": clients, "refused": refused, "refused_reasons": reasons,
             "peers_forgotten": forgotten,
             "reloads": self.served.reloads, "kms_timeout_seconds": self.served.kms_timeout,
+            "policy": ({"source": self.served.policy.source, "sha256": self.served.policy.sha256,
+                        "principals": list(self.served.policy.principals)} if self.served.policy else None),
+            "audit_log": str(self.served.trail.path) if self.served.trail else None,
         }
 
     def operation_stats(self) -> dict[str, OperationStats]:
@@ -362,7 +452,7 @@ class Py4jFace:
             log.warning("could not remove the token file %s: %s", self.token_file, exc)
 
     def render_metrics(self) -> str:
-        """This face's counters and the served KMS's, in Prometheus text format (``kms serve --metrics``)."""
+        """This face's counters (the served KMS's calls per face: :meth:`ServedKms.render_metrics`), in Prometheus text format (``kms serve --metrics``)."""
         status = self.status()
         operations = self.operation_stats()
         connections = status.get("connections", {})
@@ -370,7 +460,8 @@ class Py4jFace:
         health = self.health_counts()
         by_operation = ("operation",)
         return render([
-            counter(f"{PREFIX}_calls_total", "KMS calls finished, per operation.",
+            counter(f"{PREFIX}_py4j_calls_total", "Py4J calls finished, per operation (every face's KMS "
+                    "operations: pyiceberg_crypto_kms_calls_total{face,operation}).",
                     {(name,): op.calls for name, op in operations.items()}, by_operation),
             counter(f"{PREFIX}_failures_total", "KMS calls that failed, per operation.",
                     {(name,): op.failures for name, op in operations.items()}, by_operation),
@@ -397,3 +488,14 @@ class Py4jFace:
                     {(result,): health.get(result, 0) for result in ("ok", "failed")}, ("result",)),
             gauge(f"{PREFIX}_up", "1 while the listener accepts connections.", {(): bool(status.get("accepting"))}),
         ])
+
+
+def _remove_if_holds(path: Path, token: str) -> None:
+    """Remove a token file if it still holds ``token`` (not a successor's)."""
+    try:
+        if path.read_text().strip() == token:
+            path.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.warning("could not remove the token file %s: %s", path, exc)

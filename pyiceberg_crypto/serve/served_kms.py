@@ -5,28 +5,50 @@
     kms = served.client()          # the KMS as served now: every call bounded by kms_timeout
     served.reload()                # a changed keystore: new calls use the new KMS, calls in flight finish
     served.canary("canary")        # (ok, reason): a random key wrapped and unwrapped
+    served.set_policy(load_policy("/etc/lake/kms-policy.json"))   # grants (None: everyone, every key)
+    served.perform("aws", "aws:trino", "10.0.0.5", "unwrap", "analytics-1", lambda: ...)  # checked, counted, audited
 
 A face never builds or holds the KMS itself: it asks :meth:`ServedKms.client` per call (or holds
 :meth:`ServedKms.following`, which does), so a reload reaches every face at once. Errors reach
 clients by key id only; the detail (a keystore's path, a cloud endpoint) goes to the service's log.
+
+Grants and audit live here, once, for every face: :meth:`ServedKms.perform` checks the principal's
+grant (:mod:`.policy`), runs the operation, counts it per face and writes its line to the audit trail
+(:mod:`.audit_trail`). With a policy, a key the principal may not use and a key that does not exist
+get one answer (:class:`KeyNotAvailableError`), so key ids cannot be enumerated. A line that cannot
+be written refuses the operation (:class:`AuditUnavailableError`).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import secrets
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, KmsError, UnknownKeyError
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS, KmsCallPool, KmsTimeoutError, call_with_timeout
+from pyiceberg_crypto.kms.key_ids import canonical_key_id
+from pyiceberg_crypto._prometheus import counter, gauge, render
 from pyiceberg_crypto.safe_text import exception_line
+from pyiceberg_crypto.serve.audit_trail import AuditWriteError
 
-__all__ = ["SERVED_KMS_TIMEOUT_SECONDS", "RateLimitedLog", "ServedKms"]
+if TYPE_CHECKING:
+    from pyiceberg_crypto.serve.audit_trail import AuditTrail
+    from pyiceberg_crypto.serve.policy import Policy
+
+__all__ = ["SERVED_KMS_TIMEOUT_SECONDS", "AuditUnavailableError", "KeyNotAvailableError", "RateLimitedLog",
+           "ServedKms"]
+
+#: The operations every face's calls are counted and audited as (the policy's names).
+FACE_OPERATIONS = ("wrap", "unwrap", "generate", "describe")
+_VERBS = {"wrap": "wrap with", "unwrap": "unwrap with", "generate": "generate a key with", "describe": "describe"}
 
 #: Seconds one served KMS call may take (``kms serve --kms-timeout``): half of what a JVM client
 #: waits (:data:`~pyiceberg_crypto.kms.bounded.DEFAULT_KMS_TIMEOUT_SECONDS`), so that a hung KMS
@@ -57,6 +79,16 @@ class RateLimitedLog:
         if left_out:
             message += f" ({left_out} more like it in the last {self.interval:g} s not logged)"
         self.logger.warning(message, *args)
+
+
+class KeyNotAvailableError(UnknownKeyError):
+    """With a policy in force: the key is not known to this KMS, or the principal may not use it for
+    this operation. One answer for both, on every face (no key-id enumeration); the audit trail and
+    the service's counters say which."""
+
+
+class AuditUnavailableError(KmsError):
+    """The audit trail could not record the operation, so the service refused it (fail closed)."""
 
 
 class _TimeBoundKms(KeyManagementClient):
@@ -148,6 +180,16 @@ class ServedKms:
         self._current: _TimeBoundKms | None = None
         self._lock = threading.Lock()
         self._reloads = 0
+        #: The grants in force (None: every principal may use every key) and the audit trail (None: none).
+        self.policy: Policy | None = None
+        self.trail: AuditTrail | None = None
+        self._counts_lock = threading.Lock()
+        self._calls: Counter = Counter()       # (face, operation)
+        self._refused: Counter = Counter()     # (face, operation, reason)
+        self._audit_failures = 0
+        self._canonical: dict[str, str] = {}  # key id as sent -> canonical id
+        self._request_prefix = uuid.uuid4().hex[:16]
+        self._request_ids = itertools.count(1)
 
     def start(self) -> ServedKms:
         """Build the KMS (once; the factory's exceptions pass through)."""
@@ -200,3 +242,134 @@ class ServedKms:
         if not same:
             return False, f"canary wrap/unwrap with key id {key_id!r}: the unwrapped key differs from the wrapped one"
         return True, f"canary wrap/unwrap with key id {key_id!r} in {(time.perf_counter() - started) * 1000:.1f} ms"
+
+
+    # --- grants, audit, counts: one place for every face ---------------------------------------
+
+    def set_policy(self, policy: Policy | None) -> None:
+        """Put ``policy`` in force for every face at once (None: every principal, every key), and
+        say so in the log (and the audit trail)."""
+        self.policy = policy
+        if policy is None:
+            log.warning("KMS service %r: no policy (kms serve --policy): every principal may use every key", self.name)
+        else:
+            log.info("KMS service %r: policy %s (sha256 %s) in force; anything it does not grant is denied:\n%s",
+                     self.name, policy.source, policy.sha256[:16], policy.describe())
+        if self.trail is not None:
+            try:
+                self.trail.write({"kind": "policy", "policy_sha256": policy.sha256 if policy else None,
+                                  "principals": list(policy.principals) if policy else None})
+            except AuditWriteError as exc:
+                self._audit_failed(exc)
+
+    def perform(self, face: str, principal: str, peer: str, operation: str, key_id: str | None,
+                fn: Callable[[], Any], *, table: str | None = None, version: Callable[[Any], str | None] | None = None,
+                context: dict[str, str] | None = None) -> Any:
+        """Run one KMS operation of a face for ``principal``: check its grant, run ``fn``, count it,
+        write its audit line; ``fn``'s result. ``version(result)``: the key version, where known.
+
+        Raises :class:`KeyNotAvailableError` (with a policy: refused or unknown key, one answer),
+        :class:`AuditUnavailableError` (the line could not be written: the result is withheld), or
+        what ``fn`` raised."""
+        policy = self.policy
+        request_id = f"{self._request_prefix}-{next(self._request_ids):x}"
+        with self._counts_lock:
+            self._calls[(face, operation)] += 1
+        key = None
+        if key_id is not None:
+            key = self._canonical.get(key_id)
+            if key is None:
+                try:
+                    key = canonical_key_id(key_id)
+                except InvalidArgumentError:
+                    key = key_id
+                if len(self._canonical) < 65536:  # bounded: key ids come from clients
+                    self._canonical[key_id] = key
+        if policy is not None and (key is None or not policy.allows_canonical(principal, operation, key)):
+            self._refuse(face, operation, "not granted")
+            self._audit(face, principal, peer, operation, key, None, table, context, "refused", "not granted",
+                        request_id)
+            raise self._not_available(operation, key_id)
+        try:
+            result = fn()
+        except UnknownKeyError:
+            self._refuse(face, operation, "unknown key")
+            self._audit(face, principal, peer, operation, key, None, table, context, "refused", "unknown key",
+                        request_id)
+            if policy is not None:
+                raise self._not_available(operation, key_id) from None
+            raise
+        except Exception as exc:
+            reason = getattr(exc, "code", None)
+            self._audit(face, principal, peer, operation, key, None, table, context, "error",
+                        reason if isinstance(reason, str) else type(exc).__name__, request_id)
+            raise
+        key_version = None
+        if version is not None and self.trail is not None:
+            try:
+                key_version = version(result)
+            except Exception:  # noqa: BLE001 - a version is a nicety of the record, never a failure
+                key_version = None
+        self._audit(face, principal, peer, operation, key, key_version, table, context, "ok", None, request_id)
+        return result
+
+    def key_version(self, wrapped: bytes, key_id: str) -> str | None:
+        """The version of ``key_id`` that wrapped ``wrapped``, if the served KMS can tell (no key bytes)."""
+        current = self._current
+        if current is None:
+            return None
+        value = current.kms.key_version(bytes(wrapped), key_id)
+        return None if value is None else str(value)
+
+    @staticmethod
+    def _not_available(operation: str, key_id: str | None) -> KeyNotAvailableError:
+        return KeyNotAvailableError(f"key id {key_id!r} is not known to this KMS service, or this client may not "
+                                    f"{_VERBS.get(operation, operation)} it")
+
+    def _refuse(self, face: str, operation: str, reason: str) -> None:
+        with self._counts_lock:
+            self._refused[(face, operation, reason)] += 1
+
+    def _audit(self, face, principal, peer, operation, key, key_version, table, context, result, reason,
+               request_id) -> None:
+        trail = self.trail
+        if trail is None:
+            return
+        record = {"face": face, "principal": principal, "peer": peer, "operation": operation, "key_id": key,
+                  "key_version": key_version, "table": table, "result": result, "reason": reason,
+                  "request_id": request_id}
+        if context:
+            record["encryption_context"] = context
+        try:
+            trail.write(record)
+        except AuditWriteError as exc:
+            self._audit_failed(exc)
+            self._refuse(face, operation, "audit unavailable")
+            raise AuditUnavailableError("the KMS service cannot record this operation in its audit trail, so it "
+                                        "refuses it (the service's log says why)") from None
+
+    def _audit_failed(self, exc: Exception) -> None:
+        with self._counts_lock:
+            self._audit_failures += 1
+        self.errors.warning("audit", "KMS service %r refuses operations: %s", self.name, exc)
+
+    def render_metrics(self) -> str:
+        """The served KMS's counters over every face (Prometheus text): calls per face and operation,
+        refusals per face, operation and reason, audit lines that could not be written."""
+        with self._counts_lock:
+            calls, refused, failures = dict(self._calls), dict(self._refused), self._audit_failures
+        trail = self.trail
+        return render([
+            counter("pyiceberg_crypto_kms_calls_total", "KMS operations asked of the served KMS, per face and "
+                    "operation (refused and failed ones included).", dict(sorted(calls.items())),
+                    ("face", "operation")),
+            counter("pyiceberg_crypto_kms_refused_operations_total", "KMS operations refused, per face, "
+                    "operation and reason (not granted, unknown key, audit unavailable).",
+                    dict(sorted(refused.items())), ("face", "operation", "reason")),
+            counter("pyiceberg_crypto_kms_audit_write_failures_total", "Audit lines that could not be written "
+                    "(each refused its operation).", {(): failures}),
+            gauge("pyiceberg_crypto_kms_policy_in_force", "1 while a policy decides who may use which key.",
+                  {(): self.policy is not None}),
+            gauge("pyiceberg_crypto_kms_audit_trail_enabled", "1 while operations are recorded in an audit trail.",
+                  {(): trail is not None}),
+        ])

@@ -70,6 +70,7 @@ CHAINS = {
     "services": ["how-to/services.md"],
     "pipelines": ["how-to/declarative-pipelines.md"],
     "trino": ["how-to/trino.md"],
+    "govern": ["how-to/govern-keys.md"],
 }
 #: Chains that start where another chain's first page (Getting started) left its directory: Getting
 #: started runs once, in the chain named here, and each of these chains continues from a copy of the
@@ -88,6 +89,7 @@ PAGE_SECONDS = {
     "how-to/rest-catalog.md": 128, "how-to/kms-service.md": 179, "how-to/offline-jars.md": 6,
     "how-to/audit-lake.md": 117, "how-to/spark-3.5.md": 71, "how-to/services.md": 224,
     "how-to/declarative-pipelines.md": 320, "how-to/key-compromised.md": 380, "how-to/trino.md": 13,
+    "how-to/govern-keys.md": 15,
 }
 #: Chains whose page makes a virtual environment of its own (``python -m venv``): the walk makes it
 #: (empty, outside the repository) and the chain's terminal has it on ``PATH``.
@@ -141,6 +143,10 @@ EXPECTED = {
                                   "OK: no table depends on the compromised material"],
     "how-to/trino.md": ["AWS KMS API: https://127.0.0.1:9602 (region eu-west-1", "CA clients trust: ",
                         "the face's blob opens without the service: True", "the bridge's key opens through the face: True"],
+    "how-to/govern-keys.md": ["aws:trino: unwrap on analytics-*", "in force", "-rw-------", "trino decrypts analytics-2026: True",
+                              "trino encrypts: AccessDeniedException",
+                              "a refused key and a missing key get one answer: True", ": intact: ",
+                              "line 5: 1 line(s) removed before it", "exit 1"],
 }
 ENV_FILE = ".docs-walk.env"
 PIP_INSTALL = re.compile(r"""pip install (['"]?)pyiceberg-crypto(\[[\w,-]+\])?\1""")

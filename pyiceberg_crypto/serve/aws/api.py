@@ -72,7 +72,7 @@ from pyiceberg_crypto.serve.aws.http import (
 from pyiceberg_crypto.serve.aws.key_ids import key_arn, python_key_id
 from pyiceberg_crypto.serve.aws.sigv4 import Principal, SigV4RefusedError, SigV4Verifier
 from pyiceberg_crypto.serve.aws.tls import FaceTls
-from pyiceberg_crypto.serve.served_kms import ServedKms
+from pyiceberg_crypto.serve.served_kms import AuditUnavailableError, KeyNotAvailableError, ServedKms
 
 __all__ = ["DEFAULT_ACCOUNT", "OPERATIONS", "AwsKmsApi"]
 
@@ -82,6 +82,8 @@ OPERATIONS = ("Encrypt", "Decrypt", "GenerateDataKey", "DescribeKey")
 DEFAULT_ACCOUNT = "000000000000"
 MAX_PLAINTEXT_BYTES = 4096  # AWS KMS's own limit for Encrypt
 DATA_KEY_SPECS = {"AES_256": 32, "AES_128": 16}
+#: The policy's name of each operation (:mod:`pyiceberg_crypto.serve.policy`).
+GRANT_OPERATIONS = {"Encrypt": "wrap", "Decrypt": "unwrap", "GenerateDataKey": "generate", "DescribeKey": "describe"}
 METRICS_PREFIX = "pyiceberg_crypto_aws_kms_api"
 
 
@@ -148,8 +150,18 @@ class AwsKmsApi(JsonHttpListener):
         if not isinstance(request, dict):
             raise ApiError("SerializationException", "the body is not a JSON object")
         kms = self.served.client(self.pool)
+        key_id = self._grant_key(operation, request)
+        context = request.get("EncryptionContext") if isinstance(request.get("EncryptionContext"), dict) else None
+        table = context.get("table") if context and isinstance(context.get("table"), str) else None
         try:
-            return getattr(self, f"_op_{operation}")(kms, request)
+            return self.served.perform(
+                "aws", f"aws:{principal.name}", peer, GRANT_OPERATIONS[operation], key_id,
+                lambda: getattr(self, f"_op_{operation}")(kms, request), table=table, context=context,
+                version=lambda answer: self._version(answer, request, key_id))
+        except KeyNotAvailableError as exc:
+            raise ApiError("AccessDeniedException", str(exc)) from None
+        except AuditUnavailableError as exc:
+            raise ApiError("KMSInternalException", str(exc), 500) from None
         except ApiError:
             raise
         except aws_face_blob.IncorrectKeyError as exc:
@@ -169,6 +181,25 @@ class AwsKmsApi(JsonHttpListener):
             self._warn("kms", "AWS KMS face: %s for %s failed: %s", operation, principal.name, type(exc).__name__)
             raise ApiError("KMSInternalException", "the KMS behind this endpoint failed (its log has the detail)",
                             500) from None
+
+    def _grant_key(self, operation: str, request: Mapping[str, Any]) -> str | None:
+        """The key the operation uses, as its grant is checked: the KeyId, or a Decrypt blob's own key."""
+        if operation != "Decrypt" or request.get("KeyId") is not None:
+            return self._key(request)
+        try:
+            return aws_face_blob.parse(base64.b64decode(request.get("CiphertextBlob") or "", validate=True))[0]
+        except (aws_face_blob.InvalidCiphertextError, binascii.Error, ValueError, TypeError):
+            return None
+
+    def _version(self, answer: Mapping[str, Any], request: Mapping[str, Any], key_id: str | None) -> str | None:
+        """The key version behind the operation's blob, where the Python KMS can tell (for the audit)."""
+        blob = answer.get("CiphertextBlob") or request.get("CiphertextBlob")
+        if not isinstance(blob, str) or key_id is None:
+            return None
+        data = base64.b64decode(blob)
+        if aws_face_blob.is_face_blob(data):
+            data = aws_face_blob.parse(data)[1]
+        return self.served.key_version(data, key_id)
 
     def _key(self, request: Mapping[str, Any], required: bool = True) -> str | None:
         key_id = request.get("KeyId")

@@ -93,7 +93,8 @@ final class KmsServiceConnections {
               ShippedEndpoint address =
                   new ShippedEndpoint(
                       ShippedEndpoint.SERVICE, 0, service.host, service.port, token,
-                      KmsServiceAddress.OBJECT_ID, service.timeoutMillis, null, service.certificateSha256);
+                      KmsServiceAddress.OBJECT_ID, service.timeoutMillis, null, service.certificateSha256,
+                      roleOf(token), null);
               try {
                 return new Connection(token, new PythonKmsEndpoint(label, address, false));
               } catch (java.net.UnknownHostException | java.security.GeneralSecurityException e) {
@@ -105,6 +106,22 @@ final class KmsServiceConnections {
       replaced[0].endpoint.close();
     }
     return made.endpoint;
+  }
+
+  /**
+   * The role a service token proves: {@code NAME} for a named token ({@code NAME:HEX}, written by
+   * {@code kms serve} for a policy's {@code py4j:NAME} principal), else the client role.
+   */
+  static String roleOf(String token) {
+    int colon = token.indexOf(':');
+    if (colon < 1 || colon > 64) {
+      return ShippedEndpoint.CLIENT_ROLE;
+    }
+    String name = token.substring(0, colon);
+    if (!name.matches("[A-Za-z0-9._-]+") || ShippedEndpoint.DRIVER_ROLE.equals(name)) {
+      return ShippedEndpoint.CLIENT_ROLE;
+    }
+    return name;
   }
 
   private static TokenFile readToken(String path, boolean force) {

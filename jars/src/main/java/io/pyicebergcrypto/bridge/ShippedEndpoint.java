@@ -68,9 +68,15 @@ final class ShippedEndpoint implements Serializable {
     this.certificateSha256 = certificateSha256;
   }
 
-  /** The role this endpoint authenticates with (a shipped copy from an older jar: client). */
+  /**
+   * The role this endpoint authenticates with (a shipped copy from an older jar: client): the
+   * driver's, the client's, or a kms serve service's named token ({@link KmsServiceConnections#roleOf}).
+   */
   String role() {
-    return DRIVER_ROLE.equals(role) ? DRIVER_ROLE : CLIENT_ROLE;
+    if (DRIVER_ROLE.equals(role)) {
+      return DRIVER_ROLE;
+    }
+    return isService() && role != null ? role : CLIENT_ROLE;
   }
 
   /**
