@@ -50,7 +50,6 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     from pyiceberg_crypto.read import schema as read_schema
     from pyiceberg_crypto.serve.aws import sigv4
     from pyiceberg_crypto.serve import audit_trail, policy
-    from pyiceberg_crypto.keys import reencrypt as keys_reencrypt
     from pyiceberg_crypto.formats import ags1, key_metadata, manifest_list_key
     from pyiceberg_crypto.formats.errors import IntegrityError, InvalidKeyError
     from pyiceberg_crypto.formats.parquet import modules, thrift
@@ -246,11 +245,6 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.serve.policy.load_policy": (policy.PolicyError, lambda: policy.load_policy(tmp_path / "none.json")),
         "pyiceberg_crypto.serve.policy.parse_policy": (policy.PolicyError, lambda: policy.parse_policy(b"[")),
         "pyiceberg_crypto.serve.policy.operation_name": (policy.PolicyError, lambda: policy.operation_name("rotate")),
-        "pyiceberg_crypto.keys.reencrypt.table_compromised_versions": (
-            NotASparkSessionError, lambda: keys_reencrypt.table_compromised_versions(NOT_SPARK, "db.t", None)),
-        "pyiceberg_crypto.keys.reencrypt.compromised_version_set": (
-            keys_reencrypt.ReencryptError, lambda: keys_reencrypt.compromised_version_set(
-                kms.InMemoryKms({"k1": b"a" * 16}), "k1", [("k2", "1")], "db.t")),
     }
 
 
@@ -320,8 +314,6 @@ NO_BAD_INPUT = {
     "pyiceberg_crypto.read.plan.plan_read": "takes the objects a read prepared (snapshot, keys, FileIO, confinement)",
     "pyiceberg_crypto.read.plan.unpartitioned_spec_ids": "lenient on purpose: a malformed spec is not unpartitioned",
     "pyiceberg_crypto.table.metadata.metadata_hash": "every bytes value has a SHA-256",
-    "pyiceberg_crypto.verify.compromise.storage_walk": "takes the report, metadata and FileIO a compromise check "
-                                                       "prepared",
     "pyiceberg_crypto.verify.table_checks.table_checks": "takes the objects a verification prepared (metadata, keys, digest)",
 }
 
