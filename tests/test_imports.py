@@ -32,6 +32,7 @@ EXPECTED = {
     "pyiceberg_crypto.verify": {"cryptography", "fastavro"},  # each_commit (pyspark) only when used
     "pyiceberg_crypto.read": {"cryptography", "fastavro", "pyarrow"},
     "pyiceberg_crypto.keys": {"cryptography"},
+    "pyiceberg_crypto.adopt": {"cryptography"},          # pyspark only inside the functions that need a session
     "pyiceberg_crypto.audit": {"cryptography", "fastavro", "pyiceberg_crypto.audit"},
     "pyiceberg_crypto.bridge": {"cryptography", "py4j", "pyiceberg_crypto.bridge"},
     "pyiceberg_crypto.catalog": set(),                      # a map: each module is imported on its own

@@ -33,8 +33,9 @@ def lake(spark, tmp_path_factory):
     catalog, kms_name = f"adopt_{suffix}", f"adopt-{suffix}"
     registration = register_kms(spark, KeystoreKms(keystore), name=kms_name)
     add_catalog(spark, catalog, warehouse=work / "wh", kms_name=kms_name)
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.db")
-    yield {"catalog": catalog, "keystore": keystore, "work": work, "kms_name": kms_name}
+    ns = f"adopt_{suffix}"  # the session's one metastore serves every catalog: a namespace of its own
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.{ns}")
+    yield {"catalog": catalog, "schema": f"{catalog}.{ns}", "keystore": keystore, "work": work, "kms_name": kms_name}
     registration.close()
 
 
@@ -82,7 +83,7 @@ def java_table(spark, table):
 
 @pytest.mark.slow
 def test_adopt_evolved_partitioned_table_keeps_schema_spec_order_properties_rows(spark, lake, capsys):
-    table = f"{lake['catalog']}.db.orders"
+    table = f"{lake['schema']}.orders"
     evolved_table(spark, table)
     before_rows = rows(spark, table)
     before = java_table(spark, table)
@@ -111,7 +112,7 @@ def test_adopt_evolved_partitioned_table_keeps_schema_spec_order_properties_rows
     assert again["purged"] and again["swapped"] and not spark.catalog.tableExists(result.plaintext_table)
     assert encrypt_table(spark, table, MASTER).purged  # and then there is nothing left to do
     with pytest.raises(AdoptError, match="no table"):
-        encrypt_table(spark, f"{lake['catalog']}.db.nosuch", MASTER)
+        encrypt_table(spark, f"{lake['schema']}.nosuch", MASTER)
 
 
 def small_table(spark, table, *, version=3):
@@ -122,7 +123,7 @@ def small_table(spark, table, *, version=3):
 
 @pytest.mark.slow
 def test_adopt_v3_deletion_vectors_concurrent_writer_and_refs(spark, lake):
-    table = f"{lake['catalog']}.db.dv"
+    table = f"{lake['schema']}.dv"
     small_table(spark, table)
     spark.sql(f"DELETE FROM {table} WHERE id = 2")  # a deletion vector
     spark.sql(f"ALTER TABLE {table} CREATE TAG before_writer")
@@ -150,7 +151,7 @@ def test_adopt_v3_deletion_vectors_concurrent_writer_and_refs(spark, lake):
 
 @pytest.mark.slow
 def test_adopt_delete_during_copy_is_detected_refused_then_redone(spark, lake):
-    table = f"{lake['catalog']}.db.deleted"
+    table = f"{lake['schema']}.deleted"
     small_table(spark, table, version=2)
     deleted = []
 
@@ -169,7 +170,7 @@ def test_adopt_delete_during_copy_is_detected_refused_then_redone(spark, lake):
 
 @pytest.mark.slow
 def test_adopt_schema_change_during_copy_is_refused_until_the_staging_table_is_dropped(spark, lake):
-    table = f"{lake['catalog']}.db.altered"
+    table = f"{lake['schema']}.altered"
     small_table(spark, table)
 
     def alter(message):
@@ -191,19 +192,19 @@ def test_adopt_schema_change_during_copy_is_refused_until_the_staging_table_is_d
 @pytest.mark.parametrize("phase", ["stage", "copy", "catch-up", "verify", "swap-original", "swap-staging", "purge"])
 def test_adopt_crash_before_a_phase_then_rerun_finishes(spark, lake, phase):
     name = f"crash_{phase.replace('-', '_')}"
-    table = f"{lake['catalog']}.db.{name}"
+    table = f"{lake['schema']}.{name}"
     small_table(spark, table)
     expected = rows(spark, table)
     with pytest.raises(AdoptError, match=f"before the {phase} phase"):
         encrypt_table(spark, table, MASTER, fail_at=phase, purge_now=True)
-    names = {r.tableName for r in spark.sql(f"SHOW TABLES IN {lake['catalog']}.db").collect() if r.tableName.startswith(name)}
+    names = {r.tableName for r in spark.sql(f"SHOW TABLES IN {lake['schema']}").collect() if r.tableName.startswith(name)}
     if phase == "swap-staging":  # between the two renames: the original renamed, the copy not yet
         assert name not in names and f"{name}__encrypting" in names
     else:
         assert name in names and rows(spark, table) == expected
     result = encrypt_table(spark, table, MASTER, purge_now=True)
     assert result.swapped and result.purged
-    names = {r.tableName for r in spark.sql(f"SHOW TABLES IN {lake['catalog']}.db").collect() if r.tableName.startswith(name)}
+    names = {r.tableName for r in spark.sql(f"SHOW TABLES IN {lake['schema']}").collect() if r.tableName.startswith(name)}
     assert names == {name}
     assert rows(spark, table) == expected
     assert java_table(spark, table).properties().get("encryption.key-id") == MASTER
@@ -211,17 +212,17 @@ def test_adopt_crash_before_a_phase_then_rerun_finishes(spark, lake, phase):
 
 @pytest.mark.slow
 def test_adopt_cli_keep_original_under_a_name(spark, lake, capsys):
-    table = f"{lake['catalog']}.db.kept"
+    table = f"{lake['schema']}.kept"
     small_table(spark, table)
     code = main(["encrypt", table, "--key-id", MASTER, "--keep-original", "kept_plain"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "compared: 3 row(s) in 2 partition(s)" in out and "proof: verify_table" in out and ": OK" in out
     assert "not kept: time travel" in out and "DROP TABLE" in out
-    kept = java_table(spark, f"{lake['catalog']}.db.kept_plain")
+    kept = java_table(spark, f"{lake['schema']}.kept_plain")
     assert kept.properties().get("encryption.key-id") is None and plaintext_files(kept.location())
     assert plaintext_files(java_table(spark, table).location()) == []
-    assert rows(spark, table) == rows(spark, f"{lake['catalog']}.db.kept_plain")
+    assert rows(spark, table) == rows(spark, f"{lake['schema']}.kept_plain")
     assert main(["encrypt", table, "--key-id", MASTER, "--purge-now", "--keep-original", "x"]) == 2
 
 
@@ -252,7 +253,7 @@ def test_adopt_rest_catalog_rename_swap_and_purge(spark, lake, rest_catalog_serv
 def test_adopt_stream_runs_through_the_swap_exactly_once(spark, lake, tmp_path):
     """A file stream (availableNow triggers, one checkpoint) appends before, during the copy, just
     before the swap and after it: every record is in the table once."""
-    table = f"{lake['catalog']}.db.stream"
+    table = f"{lake['schema']}.stream"
     spark.sql(f"CREATE TABLE {table} (id bigint, part string) USING iceberg PARTITIONED BY (part)")
     inbox, checkpoint = tmp_path / "inbox", tmp_path / "checkpoint"
     inbox.mkdir()
