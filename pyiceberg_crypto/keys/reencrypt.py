@@ -80,6 +80,7 @@ from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.formats.ags1 import NONCE_LENGTH, check_key
 from pyiceberg_crypto.formats.manifest_list_key import decrypt_manifest_list_key_metadata
 from pyiceberg_crypto.keys.commit import commit_with_retries, java_line, load_operations_and_kms, master_key_id
+from pyiceberg_crypto.io import local_path
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.key_ids import canonical_key_id, kms_key_id
 from pyiceberg_crypto.properties import DATA_KEY_LENGTH, FRESH_KEK_PROPERTY, KEY_ID, RESEALED_UP_TO_PROPERTY
@@ -499,9 +500,9 @@ def _remove_orphans(spark, ops, full_name: str, older_than: datetime | None, rea
         rows = _call(spark, full_name, "remove_orphan_files",
                      f"older_than => TIMESTAMP '{stamp}', dry_run => {'true' if dry_run else 'false'}")
         return sorted(row[0] for row in rows)
-    keep = {_path_key(p) for p in reachable}
+    keep = {local_path(p) for p in reachable}
     orphans = sorted(path for path, created in listed
-                     if created < cut_off and _path_key(path) not in keep
+                     if created < cut_off and local_path(path) not in keep
                      and not path.endswith((".metadata.json", "/version-hint.text")))
     return orphans if dry_run else _delete_files(ops, orphans)
 
@@ -511,13 +512,6 @@ def _list_prefix(jvm, io, prefix: str) -> list[tuple[str, int]]:
     ``SupportsPrefixOperations.listPrefix``; raises where the FileIO has none)."""
     files = jvm.org.apache.iceberg.relocated.com.google.common.collect.Lists.newArrayList(io.listPrefix(prefix))
     return [(str(f.location()), int(f.createdAtMillis())) for f in files]
-
-
-def _path_key(path: str) -> str:
-    """One spelling of a local path (``file:/a``, ``file:///a``, ``/a``); other URIs as they are."""
-    if path.startswith("file://"):
-        return path[len("file://"):]
-    return path[len("file:"):] if path.startswith("file:") else path
 
 
 def _call(spark, full_name: str, procedure: str, arguments: str) -> list:

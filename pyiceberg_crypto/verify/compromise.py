@@ -46,8 +46,6 @@ from pyiceberg_crypto.kms.key_ids import kms_key_id
 from pyiceberg_crypto.properties import RESEALED_UP_TO_PROPERTY
 from pyiceberg_crypto.safe_text import escape_text, exception_line
 from pyiceberg_crypto.table.file_kinds import MANIFEST, MANIFEST_LIST
-from pyiceberg_crypto.table.limits import Limits
-from pyiceberg_crypto.table.metadata import TableMetadata, read_metadata
 from pyiceberg_crypto.verify.pipeline import prepare_verification
 
 __all__ = ["CompromiseReport", "FileChains", "KeyChain", "StorageFinding", "StorageWalk"]
@@ -189,6 +187,19 @@ def compromise_report(metadata_location: str, kms: KeyManagementClient, *,
     ``storage``, a location its FileIO cannot list)."""
     versions = {(kms_key_id(kms, str(k)), str(v)) for k, v in compromised_master_keys}
     kek_ids = {str(k) for k in compromised_keks}
+    report, prepared = _chains_report(metadata_location, kms, versions, kek_ids)
+    meta = prepared.meta
+    gone_check = sorted(set(previously_dependent))
+    report.previously_dependent = len(gone_check)
+    report.still_present = [p for p in gone_check if _exists(prepared.file_io, p)]
+    if storage:
+        report.storage = storage_walk(report, meta, kms, prepared.file_io, versions, kek_ids)
+    return report
+
+
+def _chains_report(metadata_location: str, kms: KeyManagementClient, versions: set, kek_ids: set):
+    """(the report's key chains and files, the prepared verification whose metadata and FileIO it
+    read) of the metadata.json at ``metadata_location``; ``versions`` already the KMS's own ids."""
     prepared = prepare_verification(metadata_location, kms, all_snapshots=True)
     meta, plan = prepared.meta, prepared.plan
     report = CompromiseReport(metadata_location, sorted([list(v) for v in versions]), sorted(kek_ids))
@@ -205,12 +216,7 @@ def compromise_report(metadata_location: str, kms: KeyManagementClient, *,
     for task in plan.statistics_tasks:
         report.files.append(FileChains(task.path, task.kind, sorted(task.snapshot_ids), True,
                                        bool(bad & set(task.snapshot_ids))))
-    gone_check = sorted(set(previously_dependent))
-    report.previously_dependent = len(gone_check)
-    report.still_present = [p for p in gone_check if _exists(prepared.file_io, p)]
-    if storage:
-        report.storage = storage_walk(report, meta, kms, prepared.file_io, versions, kek_ids)
-    return report
+    return report, prepared
 
 
 def storage_walk(report: CompromiseReport, meta, kms: KeyManagementClient, file_io, versions: set,
@@ -242,8 +248,8 @@ def storage_walk(report: CompromiseReport, meta, kms: KeyManagementClient, file_
             other, other_meta = report, meta
         else:
             try:
-                other = compromise_report(path, kms, compromised_master_keys=versions, compromised_keks=kek_ids)
-                other_meta = TableMetadata.parse(read_metadata(file_io, path, Limits().max_metadata_bytes), path)
+                other, other_prepared = _chains_report(path, kms, versions, kek_ids)
+                other_meta = other_prepared.meta
             except (PyicebergCryptoError, OSError, ValueError) as exc:
                 walk.findings.append(StorageFinding(path, UNREADABLE_METADATA, f"cannot be read ({exception_line(exc)}): "
                                                                                "what it reaches is not checked"))
