@@ -193,8 +193,14 @@ def test_pip_install_then_the_readme_and_the_demo_work(dist, tmp_path, line, pla
     empty.mkdir()
     readme = (ROOT / "README.md").read_text()
     ten_lines = re.search(r"## Ten lines of PySpark\s+```python\n(.*?)```", readme, re.S).group(1)
-    result = run([str(venv / "bin" / "python"), "-c", ten_lines], cwd=empty, env=env)
+    assert len([line for line in ten_lines.splitlines() if line.strip()]) <= 10
+    epilogue = ("\nfrom pyiceberg_crypto.bridge import registered"
+                "\nregistration = registered('default')"
+                "\nspark.stop()"
+                "\nprint('ACTIVE AFTER STOP', registration.active)\n")
+    result = run([str(venv / "bin" / "python"), "-c", ten_lines + epilogue], cwd=empty, env=env)
     assert re.search(r"\|\s*1\|\s*apple\|", result.stdout), result.stdout[-2000:]
+    assert "ACTIVE AFTER STOP False" in result.stdout  # spark.stop() unregistered the KMS
 
     table = empty / "warehouse" / "shop.db" / "orders"
     files = [p for p in table.rglob("*") if p.is_file() and not p.name.endswith(".metadata.json")

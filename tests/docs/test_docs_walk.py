@@ -461,8 +461,10 @@ def test_the_pages_run_as_written(chain_walks, chain, record_property, capsys):
                                                   for page, blocks in durations.items()))
     if chain == "lake":
         table = directory / "warehouse" / "shop.db" / "orders"
-        assert all(p.read_bytes()[:4] in (b"PARE", b"AGS1") for p in table.rglob("*")
-                   if p.is_file() and not p.name.endswith((".metadata.json", ".crc")))
+        files = [p for p in table.rglob("*") if p.is_file() and not p.name.endswith((".metadata.json", ".crc"))]
+        assert {p.parent.name for p in files} == {"data", "metadata"}
+        assert all(p.read_bytes()[:4] in (b"PARE", b"AGS1") for p in files), [(p.name, p.read_bytes()[:4]) for p in files]
+        assert (directory / "keys.json").stat().st_mode & 0o077 == 0  # the page says: mode 0600
         assert (directory / "verify-state").stat().st_mode & 0o777 == 0o700
     if chain == "read":
         assert (directory / "file-keys").stat().st_mode & 0o777 == 0o700

@@ -22,24 +22,13 @@ def _run_python(code: str, cwd: Path, timeout: int = 600) -> subprocess.Complete
                           timeout=timeout)
 
 
-@pytest.mark.jvm  # Python subprocesses that start Spark
-def test_readme_example_runs_as_written(tmp_path):
+def test_readme_example_is_ten_lines():
+    """The block itself runs from the installed wheel in tests/test_newcomer.py (rows, encrypted
+    files, the KMS unregistered by ``spark.stop()``), on Spark 4.1 and 3.5."""
     readme = (ROOT / "README.md").read_text()
     block = re.search(r"## Ten lines of PySpark\s+```python\n(.*?)```", readme, re.S).group(1)
     assert len([line for line in block.splitlines() if line.strip()]) <= 10
-    epilogue = (
-        "\nprint('ROWS', spark.table('lake.shop.orders').collect())"
-        "\nfrom pyiceberg_crypto.bridge import registered"
-        "\nregistration = registered('default')"
-        "\nspark.stop()"
-        "\nprint('ACTIVE AFTER STOP', registration.active)\n"
-    )
-    result = _run_python(block + epilogue, tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "ROWS [Row(id=1, item='apple')]" in result.stdout
-    assert "ACTIVE AFTER STOP False" in result.stdout  # spark.stop() unregistered the KMS
-    data = list((tmp_path / "warehouse").rglob("*.parquet"))
-    assert data and all(p.read_bytes()[:4] == b"PARE" for p in data)
+    assert "register_kms" in block and "table_properties" in block
 
 
 CLUSTER_JOB = textwrap.dedent(
