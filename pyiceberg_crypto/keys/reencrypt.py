@@ -76,6 +76,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from pyiceberg_crypto.keys._java_collections import java_list, java_map
 from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.formats.ags1 import NONCE_LENGTH, check_key
 from pyiceberg_crypto.formats.manifest_list_key import decrypt_manifest_list_key_metadata
@@ -331,10 +332,10 @@ def _commit(spark, ops, full_name: str, step, *, what: str, max_attempts: int) -
 def _keks(jvm, base, table_key_id: str) -> dict[str, tuple[bytes, dict[str, str]]]:
     """KEK id -> (wrapped bytes, properties), in the metadata's list order."""
     keks = {}
-    for key in list(base.encryptionKeys()):
+    for key in java_list(base.encryptionKeys()):
         if key.encryptedById() is not None and canonical_key_id(key.encryptedById()) == canonical_key_id(table_key_id):
             wrapped = bytes(jvm.org.apache.iceberg.util.ByteBuffers.toByteArray(key.encryptedKeyMetadata()))
-            keks[key.keyId()] = (wrapped, dict(key.properties() or {}))
+            keks[key.keyId()] = (wrapped, {str(k): str(v) for k, v in java_map(key.properties()).items()})
     return keks
 
 
@@ -370,8 +371,8 @@ def _fresh_kek_step(jvm, base, table_key_id: str, kms: KeyManagementClient, fres
     builder.removeEncryptionKey(kek_id)
     builder.addEncryptionKey(jvm.org.apache.iceberg.encryption.BaseEncryptedKey(
         kek_id, jvm.java.nio.ByteBuffer.wrap(bytearray(wrapped)), table_key_id, java_props))
-    entries = {key.keyId(): key for key in list(base.encryptionKeys())}
-    named = {snapshot.keyId() for snapshot in list(base.snapshots()) if snapshot.keyId() is not None}
+    entries = {key.keyId(): key for key in java_list(base.encryptionKeys())}
+    named = {snapshot.keyId() for snapshot in java_list(base.snapshots()) if snapshot.keyId() is not None}
     old_bytes: dict[str, bytes] = {}
     for key_id, entry in entries.items():
         sealer = entry.encryptedById()
@@ -410,8 +411,8 @@ def seal_manifest_list_key(kek: bytes, key_metadata: bytes, kek_timestamp: str) 
 
 def _drop_old_keys_step(jvm, base, table_key_id: str, fresh, result: ReencryptResult):
     """Remove every KEK that is not fresh and every sealed entry no remaining snapshot names."""
-    entries = {key.keyId(): key for key in list(base.encryptionKeys())}
-    needed = {snapshot.keyId() for snapshot in list(base.snapshots()) if snapshot.keyId() is not None}
+    entries = {key.keyId(): key for key in java_list(base.encryptionKeys())}
+    needed = {snapshot.keyId() for snapshot in java_list(base.snapshots()) if snapshot.keyId() is not None}
     needed |= {entries[k].encryptedById() for k in list(needed) if k in entries}
     keks = _keks(jvm, base, table_key_id)
     remove = [k for k, key in entries.items() if k not in needed and
@@ -443,13 +444,13 @@ def _old_content(spark, ops, full_name: str, fresh, *, ref: str | None = None) -
     keks = _keks(jvm, base, base.properties().get(KEY_ID))
     fresh_ids = {k: int(props.get(RESEALED_UP_TO_PROPERTY, "-1")) for k, (wrapped, props) in keks.items()
                  if fresh(k, wrapped, props)}
-    entries = {key.keyId(): key.encryptedById() for key in list(base.encryptionKeys())}
-    new_ids = {int(s.snapshotId()) for s in list(base.snapshots())
+    entries = {key.keyId(): key.encryptedById() for key in java_list(base.encryptionKeys())}
+    new_ids = {int(s.snapshotId()) for s in java_list(base.snapshots())
                if entries.get(s.keyId()) in fresh_ids and s.sequenceNumber() > fresh_ids[entries.get(s.keyId())]}
     head = int(snapshot.snapshotId())
     old = {"data": 0, "deletes": 0, "manifests": 0, "manifest_list": int(head not in new_ids)}
     read_entries = False
-    for manifest in list(snapshot.allManifests(ops.io())):
+    for manifest in java_list(snapshot.allManifests(ops.io())):
         added_by = manifest.snapshotId()
         added, existing = manifest.addedFilesCount(), manifest.existingFilesCount()
         if added_by is None or added is None or existing is None:
@@ -474,7 +475,7 @@ def _old_content(spark, ops, full_name: str, fresh, *, ref: str | None = None) -
 
 def _snapshot_ids(base) -> list[int]:
     """Every snapshot's id, oldest first."""
-    return [int(s.snapshotId()) for s in sorted(list(base.snapshots()), key=lambda s: s.timestampMillis())]
+    return [int(s.snapshotId()) for s in sorted(java_list(base.snapshots()), key=lambda s: s.timestampMillis())]
 
 
 def _current_id(base) -> int | None:
@@ -510,8 +511,7 @@ def _remove_orphans(spark, ops, full_name: str, older_than: datetime | None, rea
 def _list_prefix(jvm, io, prefix: str) -> list[tuple[str, int]]:
     """(location, created at in ms) of every file under ``prefix`` (the FileIO's
     ``SupportsPrefixOperations.listPrefix``; raises where the FileIO has none)."""
-    files = jvm.org.apache.iceberg.relocated.com.google.common.collect.Lists.newArrayList(io.listPrefix(prefix))
-    return [(str(f.location()), int(f.createdAtMillis())) for f in files]
+    return [(str(f.location()), int(f.createdAtMillis())) for f in java_list(io.listPrefix(prefix), jvm)]
 
 
 def _call(spark, full_name: str, procedure: str, arguments: str) -> list:
@@ -581,7 +581,7 @@ def _version_order(version: str) -> tuple[int, str]:
 def _refs(base) -> dict[str, tuple[str, int]]:
     """Every ref but ``main``: name -> (``branch`` or ``tag``, snapshot id)."""
     return {str(name): ("branch" if ref.isBranch() else "tag", int(ref.snapshotId()))
-            for name, ref in dict(base.refs()).items() if name != "main"}
+            for name, ref in java_map(base.refs()).items() if name != "main"}
 
 
 def _branches(base) -> list[str]:
@@ -590,7 +590,7 @@ def _branches(base) -> list[str]:
 
 
 def _ref_heads(base) -> set[int]:
-    return {int(ref.snapshotId()) for ref in dict(base.refs()).values()}
+    return {int(ref.snapshotId()) for ref in java_map(base.refs()).values()}
 
 
 def _head_is_old(spark, ops, full_name: str, fresh, ref: str) -> bool:
@@ -708,15 +708,15 @@ def _reachable_files(spark, ops, full_name: str) -> set[str]:
     statistics files (read from the manifests on the driver for a small table, else the
     ``all_manifests`` and ``all_files`` metadata tables in one query)."""
     base = ops.refresh()
-    files = {str(s.manifestListLocation()) for s in list(base.snapshots()) if s.manifestListLocation() is not None}
-    files |= {str(f.path()) for f in list(base.statisticsFiles())}
-    files |= {str(f.path()) for f in list(base.partitionStatisticsFiles())}
+    files = {str(s.manifestListLocation()) for s in java_list(base.snapshots()) if s.manifestListLocation() is not None}
+    files |= {str(f.path()) for f in java_list(base.statisticsFiles())}
+    files |= {str(f.path()) for f in java_list(base.partitionStatisticsFiles())}
     if not files:
         return files
     io = ops.io()
     manifests = {}
-    for snapshot in list(base.snapshots()):
-        for manifest in list(snapshot.allManifests(io)):
+    for snapshot in java_list(base.snapshots()):
+        for manifest in java_list(snapshot.allManifests(io)):
             manifests[str(manifest.path())] = manifest
     files |= set(manifests)
     entries = sum(int(m.addedFilesCount() or 0) + int(m.existingFilesCount() or 0) + int(m.deletedFilesCount() or 0)
@@ -727,13 +727,12 @@ def _reachable_files(spark, ops, full_name: str) -> set[str]:
         query = f"SELECT path FROM {full_name}.all_manifests UNION SELECT file_path FROM {full_name}.all_files"
         return files | {str(row[0]) for row in spark.sql(query).collect()}
     jvm = spark.sparkContext._jvm
-    lists = jvm.org.apache.iceberg.relocated.com.google.common.collect.Lists
     specs = base.specsById()
     for manifest in manifests.values():
         read = (jvm.org.apache.iceberg.ManifestFiles.read(manifest, io, specs) if manifest.content().id() == 0 else
                 jvm.org.apache.iceberg.ManifestFiles.readDeleteManifest(manifest, io, specs))
         try:
-            files |= {str(f.location()) for f in lists.newArrayList(read)}
+            files |= {str(f.location()) for f in java_list(read, jvm)}
         finally:
             read.close()
     return files
@@ -750,7 +749,7 @@ def _remove_old_metadata(jvm, ops, table_key_id: str, kms: KeyManagementClient, 
     try:
         candidates = [path for path, _created in _list_prefix(jvm, io, location + "/metadata/")]
     except Exception:  # a FileIO that cannot list: the metadata log
-        candidates = [str(entry.file()) for entry in list(base.previousFiles())]
+        candidates = [str(entry.file()) for entry in java_list(base.previousFiles())]
     removed = []
     for path in sorted(candidates):
         if path == current or not path.endswith(".metadata.json"):
@@ -759,7 +758,7 @@ def _remove_old_metadata(jvm, ops, table_key_id: str, kms: KeyManagementClient, 
             old = jvm.org.apache.iceberg.TableMetadataParser.read(io, path)
         except Exception:
             continue  # gone meanwhile, or not Iceberg's: the storage proof names it
-        for key in list(old.encryptionKeys()):
+        for key in java_list(old.encryptionKeys()):
             if key.encryptedById() is None or canonical_key_id(key.encryptedById()) != canonical_key_id(table_key_id):
                 continue
             wrapped = bytes(jvm.org.apache.iceberg.util.ByteBuffers.toByteArray(key.encryptedKeyMetadata()))

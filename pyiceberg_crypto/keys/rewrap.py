@@ -34,6 +34,7 @@ from typing import Any
 import base64
 import binascii
 
+from pyiceberg_crypto.keys._java_collections import java_list
 from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.catalog.commit import KeyChange, commit_key_change
 from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations_and_kms, master_key_id
@@ -139,7 +140,7 @@ def _plan(jvm, base, kms: KeyManagementClient, dry_run: bool, all_keks: bool):
     """[(change, new BaseEncryptedKey)] for the KEKs to re-wrap (all KMS calls happen here)."""
     table_key_id = master_key_id(base, RewrapError)
     table_kms_id = _kms_id(kms, table_key_id)
-    keys = {key.keyId(): key for key in list(base.encryptionKeys())
+    keys = {key.keyId(): key for key in java_list(base.encryptionKeys())
             if key.encryptedById() and _kms_id(kms, key.encryptedById()) == table_kms_id}
     keks = [(key_id, bytes(jvm.org.apache.iceberg.util.ByteBuffers.toByteArray(key.encryptedKeyMetadata())))
             for key_id, key in keys.items()]  # manifest-list key metadata (sealed by a KEK) stays as it is
