@@ -35,13 +35,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from datetime import datetime, timezone
 
 from pyiceberg_crypto.cli.options import UsageError
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.kms.base import KeyManagementClient
-from pyiceberg_crypto.safe_text import escape_text
+from pyiceberg_crypto.safe_text import escape_text, exception_line
 
 
 def add_reencrypt_parser(actions, add_table_arguments) -> None:
@@ -62,7 +63,9 @@ def add_reencrypt_parser(actions, add_table_arguments) -> None:
     parser.add_argument("--dry-run", action="store_true", help="say what would happen; no commit, nothing removed")
     parser.add_argument("--orphans-older-than", metavar="ISO_TIME",
                         help="remove orphan files older than this (default: 3 days ago)")
-    parser.add_argument("--report", metavar="PATH", help="also write the proof as JSON here")
+    parser.add_argument("--report", metavar="PATH",
+                        help="also write the proof as JSON here (--all-tables: rewritten as each table ends; a "
+                             "re-run with the same file carries over the tables an unfinished run proved)")
     parser.add_argument("--all-tables", action="store_true",
                         help="TABLE is a catalog name: re-encrypt every table of it that depends on the "
                              "--compromised-version material, one after another")
@@ -224,15 +227,34 @@ def _all_tables(spark, args: argparse.Namespace, kms: KeyManagementClient, mater
     print(f"{escape_text(catalog)}: {len(found.tables)} of {found.checked} table(s) checked depend on the compromised "
           f"material; {len(found.unchecked)} could not be checked", file=sys.stderr)
 
-    outcome = reencrypt_each(found.tables, lambda table: _one_table(spark, table, args, kms, material, older),
-                             progress=lambda message: print(message, file=sys.stderr), parallel=args.parallel)
-    proven = {t: d for t, d in outcome.done.items() if _status(d) == ExitStatus.OK}
-    summary = {"catalog": catalog, "tables": found.tables, "unchecked": found.unchecked,
-               "done": {t: _public(d) for t, d in proven.items()},
-               "not_proven": {t: _public(d) for t, d in outcome.done.items() if t not in proven},
-               "failed": outcome.failed}
+    earlier = _earlier_run(args.report, catalog) if args.report and not args.dry_run else {}
+    resumed = {t: d for t, d in earlier.items() if t not in found.tables}
+    if resumed:
+        print(f"resumed from {escape_text(args.report)}: {len(resumed)} table(s) proven by an earlier run "
+              f"({', '.join(escape_text(t) for t in resumed)})", file=sys.stderr)
+    summary = {"catalog": catalog, "tables": found.tables, "unchecked": found.unchecked, "resumed": sorted(resumed),
+               "done": dict(resumed), "not_proven": {}, "failed": {}, "ok": False, "finished": False}
+    lock = threading.Lock()
+
+    def one(table: str) -> dict:
+        """One table; the report is rewritten as each table ends, so a crash leaves what was proven."""
+        try:
+            document = _one_table(spark, table, args, kms, material, older)
+        except Exception as exc:
+            with lock:
+                summary["failed"][table] = exception_line(exc)
+                _save_progress(args, summary)
+            raise
+        with lock:
+            summary["done" if _status(document) == ExitStatus.OK else "not_proven"][table] = _public(document)
+            _save_progress(args, summary)
+        return document
+
+    reencrypt_each(found.tables, one, progress=lambda message: print(message, file=sys.stderr),
+                   parallel=args.parallel)
     summary["ok"] = not (summary["unchecked"] or summary["not_proven"] or summary["failed"])
-    if args.report:
+    summary["finished"] = True
+    if args.report and not args.dry_run:
         _write_report(args.report, summary)
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -241,6 +263,28 @@ def _all_tables(spark, args: argparse.Namespace, kms: KeyManagementClient, mater
     if summary["failed"] or summary["unchecked"]:
         return ExitStatus.USAGE
     return ExitStatus.INTEGRITY if summary["not_proven"] else ExitStatus.OK
+
+
+def _save_progress(args: argparse.Namespace, summary: dict) -> None:
+    if args.report and not args.dry_run:
+        _write_report(args.report, summary)
+
+
+def _earlier_run(path: str, catalog: str) -> dict[str, dict]:
+    """The tables an earlier ``--all-tables`` run of ``catalog`` proved, from its report at
+    ``path``, when that run did not end with every table proven (stopped, or some failed); else none."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            earlier = json.load(handle)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"--report {path}: cannot read the earlier run's report ({exc}); move it away to start "
+                          "afresh") from None
+    if not isinstance(earlier, dict) or earlier.get("catalog") != catalog or earlier.get("ok"):
+        return {}
+    done = earlier.get("done")
+    return {str(t): d for t, d in done.items() if isinstance(d, dict)} if isinstance(done, dict) else {}
 
 
 def _listing_properties(args: argparse.Namespace) -> dict[str, str] | None:

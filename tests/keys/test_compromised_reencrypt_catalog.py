@@ -48,7 +48,8 @@ def lake(spark, hive_metastore, tmp_path_factory):
     spark.sql(f"ALTER TABLE {catalog}.{ns}.returns CREATE TAG keep")
     assert main(["keystore", "rotate", str(keystore), KEY]) == 0
     assert main(["keystore", "compromised", str(keystore), KEY, "1"]) == 0
-    yield {"keystore": keystore, "kms": kms_args(keystore), "catalog": catalog, "ns": ns, "uri": hive_metastore.uri}
+    yield {"keystore": keystore, "kms": kms_args(keystore), "catalog": catalog, "ns": ns, "uri": hive_metastore.uri,
+           "report": work / "all-tables.json"}
     registration.close()
 
 
@@ -115,11 +116,12 @@ def test_reencrypt_all_tables_goes_on_past_a_failing_table_and_names_it(spark, l
     aside = data_file.with_name(data_file.name + ".aside")
     data_file.rename(aside)
     try:
-        code, summary, err = reencrypt_all(lake, capsys, "--parallel", "2")  # both tables at once, one session
-    finally:
+        code, summary, err = reencrypt_all(lake, capsys, "--parallel", "2", "--report", str(lake["report"]))
+    finally:  # (both tables at once, one session)
         aside.rename(data_file)
     assert code == 2, err
     assert summary["tables"] == [orders, returns] and not summary["ok"]
+    assert json.loads(lake["report"].read_text()) == summary  # the report, rewritten as each table ended
     assert list(summary["done"]) == [orders] and summary["done"][orders]["proof"]["ok"]
     assert list(summary["failed"]) == [returns] and "rewrite_data_files" in summary["failed"][returns]
     assert f"[1/2] {orders}" in err and f"[2/2] {returns}: FAILED" in err
@@ -135,9 +137,14 @@ def test_reencrypt_all_tables_goes_on_past_a_failing_table_and_names_it(spark, l
 def test_reencrypt_all_tables_second_run_finishes_and_the_audit_is_green(spark, lake, capsys):
     catalog, ns = lake["catalog"], lake["ns"]
     returns = f"{catalog}.{ns}.returns"
-    code, summary, err = reencrypt_all(lake, capsys)
+    orders = f"{catalog}.{ns}.orders"
+    code, summary, err = reencrypt_all(lake, capsys, "--report", str(lake["report"]))
     assert code == 0, (summary, err)
-    assert summary["ok"] and summary["tables"] == [returns] and list(summary["done"]) == [returns]
+    # orders no longer depends (where-used skips it); the earlier run's proof of it is carried over
+    assert f"resumed from {lake['report']}: 1 table(s) proven by an earlier run ({orders})" in err
+    assert summary["ok"] and summary["finished"] and summary["tables"] == [returns] and summary["resumed"] == [orders]
+    assert list(summary["done"]) == [orders, returns] and summary["done"][orders]["proof"]["ok"]
+    assert json.loads(lake["report"].read_text()) == summary
     assert summary["done"][returns]["reencrypt"]["tags_rewritten"] == ["keep"]
     assert sorted(r[0] for r in spark.read.option("versionAsOf", "keep").table(returns).collect()) == ROWS
     proof = summary["done"][returns]["proof"]
