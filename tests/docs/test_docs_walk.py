@@ -211,10 +211,26 @@ def walk_venv(dist, tmp_path_factory):
     env.update(QUICK_INSTALL_ENV)  # pip's byte-compiling of all of pyspark left to Python's first imports
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["PYSPARK_PYTHON"] = str(venv / "bin" / "python")
+    # Every extra the shared environment's pages install, installed now: a page's own pip install
+    # is then a no-op, never rewriting a package (numpy) that another chain's process is importing.
+    extras = sorted(shared_extras())
+    wheel = f"{dist['wheel']}[{','.join(extras)}]" if extras else str(dist["wheel"])
     result = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                             str(dist["wheel"])], env=env, cwd=root, capture_output=True, text=True, timeout=900)
+                             "--find-links", str(dist["wheel"].parent), wheel], env=env, cwd=root, capture_output=True,
+                            text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     return {"root": root, "env": env, "wheel": dist["wheel"]}
+
+
+def shared_extras() -> set[str]:
+    """The extras the ``pip install`` lines of the pages walked in the shared environment name."""
+    pages = {page for chain, chain_pages in CHAINS.items() if chain not in OWN_VENV for page in chain_pages}
+    extras: set[str] = set()
+    for page in pages:
+        for block in blocks_of(DOCS / page):
+            for match in PIP_INSTALL.finditer(block.code):
+                extras.update(e.strip() for e in (match.group(2) or "[]")[1:-1].split(",") if e.strip())
+    return extras
 
 
 def _free_port() -> int:
