@@ -292,7 +292,8 @@ def _readers(report: TableReport, meta: TableMetadata, plan: Plan) -> None:
     for task in plan.tasks.values():
         if task.kind in _CONTENT_KINDS and (current is None or current.snapshot_id in task.snapshot_ids):
             key = (task.kind, task.file_format, task.key_metadata is not None)
-            census[key] = census.get(key, 0) + 1
+            # A Puffin file holds one deletion vector per entry naming it: count those.
+            census[key] = census.get(key, 0) + (task.entries if task.kind == DELETION_VECTOR else 1)
     answers = readable_by(census, encrypted_table=bool(meta.key_id), complete=plan.scope.mode != "since")
     report.readable_by = [a.to_dict() for a in answers]
     problem = readers_check(meta.properties, answers)

@@ -176,7 +176,7 @@ def test_trino_fails_on_a_table_made_as_the_stream_how_to_makes_it(lake, trino_f
     """(a) The stream how-to's settings (format 3, merge-on-read) and its MERGE upsert deleting a row:
     a deletion vector. Trino 483 fails the whole query on the Puffin, and ``verify`` said so first."""
     spark = lake["spark"]
-    assert spark["dvs_orders_stream"] == 1
+    assert spark["dvs_orders_stream"] == 2  # the delete's (region eu) and the update's (region ap)
     assert [r[0] for r in spark["orders_stream"]["rows"]] == [1, 2, 4, 5]
     answer = trino_face.query("SELECT id FROM db.orders_stream ORDER BY id")
     assert "Reading encrypted non-Parquet file is not supported" in answer.get("error", ""), answer
@@ -184,7 +184,7 @@ def test_trino_fails_on_a_table_made_as_the_stream_how_to_makes_it(lake, trino_f
     answers, _ = _readable_by(spark["orders_stream"]["metadata"], lake["keystore"])
     assert answers["trino"]["readable"] is False and answers["spark"]["readable"] is True
     assert answers["jvm-free"]["readable"] is True
-    assert answers["trino"]["reasons"] == ["1 encrypted deletion vector (Puffin): Trino 483 reads only Parquet "
+    assert answers["trino"]["reasons"] == ["2 encrypted deletion vectors (Puffin): Trino 483 reads only Parquet "
                                            "when encrypted"]
 
 
@@ -205,7 +205,7 @@ def test_converting_a_table_with_deletion_vectors_makes_it_readable_by_trino(lak
     deletion vector is folded into new data files and leaves the current snapshot; Trino reads it,
     and ``declare_readers`` accepted the table afterwards."""
     spark = lake["spark"]
-    assert spark["dvs_before_conversion"] == 1 and spark["dvs_orders_converted"] == 0
+    assert spark["dvs_before_conversion"] == 2 and spark["dvs_orders_converted"] == 0
     expected = [[1, "eu", 10.5], [2, "us", 20.0], [4, "ap", 44.0], [5, "us", 50.5]]
     assert spark["orders_converted"]["rows"] == expected
     assert trino_face.rows("SELECT id, region, amount FROM db.orders_converted ORDER BY id") == expected

@@ -105,10 +105,10 @@ def test_the_audit_reports_readers_in_json_html_and_prometheus(spark, master_key
     assert doc["summary"]["declared_reader_blocked"] == 1 and doc["summary"]["unreadable_by"] == {"trino": 2}
     report.write_prometheus(str(tmp_path / "lake.prom"))
     prom = (tmp_path / "lake.prom").read_text()
-    assert (f'pyiceberg_crypto_audit_table_readable{{catalog="{CATALOG}",table="{ns}.mor",engine="trino"}} 0'
+    assert (f'pyiceberg_crypto_audit_table_readable{{catalog="{CATALOG}",engine="trino",table="{ns}.mor"}} 0.0'
             in prom), prom
-    assert f'pyiceberg_crypto_audit_table_readable{{catalog="{CATALOG}",table="{ns}.profile",engine="trino"}} 1' in prom
-    assert f'pyiceberg_crypto_audit_table_declared_reader_blocked{{catalog="{CATALOG}",table="{ns}.declared"}} 1' in prom
+    assert f'pyiceberg_crypto_audit_table_readable{{catalog="{CATALOG}",engine="trino",table="{ns}.profile"}} 1.0' in prom
+    assert f'pyiceberg_crypto_audit_table_declared_reader_blocked{{catalog="{CATALOG}",table="{ns}.declared"}} 1.0' in prom
     report.write_html(str(tmp_path / "lake.html"))
     page = (tmp_path / "lake.html").read_text()
     assert "declared reader blocked" in page and "spark, jvm-free (not trino)" in page
