@@ -110,8 +110,9 @@ ENGINES: dict[str, Engine] = {
         encrypted={_DATA: _PARQUET, _POSITION: _PARQUET, _EQUALITY: _PARQUET},
         limit="Trino 483 reads only Parquet when encrypted",
         evidence=("measured (tests/trino): Parquet data read; an encrypted deletion vector fails the query with "
-                  "'Reading encrypted non-Parquet file is not supported'; Parquet delete files follow the same "
-                  "rule in Trino's code but were not written here (format 3 writes DVs)"),
+                  "'Reading encrypted non-Parquet file is not supported'. Not measured: encrypted Parquet delete "
+                  "files (format 3 writes DVs instead) and plaintext files in a v3 table, which are not counted "
+                  "against it"),
         copy_on_write=True,
         catalogs="Hive metastore only (REST: Iceberg 1.11.0 in Trino cannot decrypt the manifest list)",
         notes=("read only: Trino 483 does not write encrypted tables",)),

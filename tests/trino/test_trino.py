@@ -269,7 +269,6 @@ def test_trino_with_another_region_than_the_face_shows_the_faces_message(lake):
                             env=trino.aws_environment(face.endpoint, ACCESS_KEY_ID, SECRET, "us-east-1"),
                             jvm_options=trino.truststore_options(face.truststore)) as harness:
         answer = harness.query("SELECT id FROM db.orders")
-    print("TRINO-REGION-ERROR", json.dumps(answer.get("error", "")))
     error = answer.get("error", "")
     assert "credential scope names region 'us-east-1', this endpoint is 'eu-west-1'" in error, answer
     assert "InvalidSignatureException" not in error  # the AWS error type is not shown, only its message
@@ -284,7 +283,6 @@ def test_trino_wrong_secret_then_stopped_service(lake, trino_face):
                                                       REGION),
                             jvm_options=trino.truststore_options(face.truststore)) as harness:
         answer = harness.query("SELECT id FROM db.orders")
-    print("TRINO-SECRET-ERROR", json.dumps(answer.get("error", "")))
     # Trino shows the face's message text, not the AWS error type (InvalidSignatureException).
     assert "the request signature does not match" in answer.get("error", ""), answer
     assert "InvalidSignatureException" not in answer["error"]
