@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import logging
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pyiceberg_crypto import jars as _jars
@@ -53,6 +53,7 @@ from pyiceberg_crypto.catalog.kinds import (
     plaintext_reason,
     session_catalogs,
 )
+from pyiceberg_crypto.engines import ENGINES, mode_conflicts, parse_readers, row_level_properties
 from pyiceberg_crypto.errors import ConfigError
 from pyiceberg_crypto.properties import (
     AES_KEY_LENGTHS,
@@ -64,10 +65,12 @@ from pyiceberg_crypto.properties import (
     KMS_NAME_PROPERTY,
     KMS_SERVICE_PROPERTY,
     PYTHON_KMS_IMPL,
+    READERS_PROPERTY,
 )
 
 __all__ = ["ICEBERG_VERSION", "JAR_MODES", "KMS_NAME_PROPERTY", "KMS_SERVICE_PROPERTY", "PYTHON_KMS_IMPL",
-           "ConfigError", "catalog_settings", "configure_spark_with_encryption", "embedded_metastore_settings",
+           "ConfigError", "catalog_settings", "configure_spark_with_encryption", "declare_readers",
+           "embedded_metastore_settings",
            "jar_settings", "kms_service_properties", "local_spark_builder", "refuse_plaintext_catalogs",
            "s3_catalog_properties", "session_for_catalog", "spark_conf_args", "spark_conf_lines",
            "spark_defaults_lines", "spark_settings", "table_properties", "tblproperties_sql"]
@@ -414,11 +417,26 @@ def table_properties(
     extra: Mapping[str, str] | None = None,
     spark=None,
     catalog: str | None = None,
+    readers: str | Sequence[str] | None = None,
 ) -> dict[str, str]:
     """Table properties that turn on encryption for ``CREATE TABLE ... TBLPROPERTIES``.
 
     >>> table_properties("k1", data_key_length=32)
     {'encryption.key-id': 'k1', 'format-version': '3', 'encryption.data-key-length': '32'}
+
+    ``readers``: the engines that must read the table (names of :data:`pyiceberg_crypto.engines.ENGINES`:
+    ``spark``, ``trino``, ``jvm-free``). The profile sets what they need to keep reading it after
+    every DELETE, UPDATE and MERGE, and records them in ``pyiceberg-crypto.readers`` (which
+    ``verify`` and the audit check against the table's files)::
+
+        >>> table_properties("k1", readers=("trino",))  # doctest: +NORMALIZE_WHITESPACE
+        {'encryption.key-id': 'k1', 'format-version': '3', 'write.delete.mode': 'copy-on-write',
+         'write.update.mode': 'copy-on-write', 'write.merge.mode': 'copy-on-write',
+         'pyiceberg-crypto.readers': 'trino'}
+
+    Trino 483 reads only Parquet when encrypted; on format 3 a merge-on-read change writes a
+    deletion vector (Puffin), so the profile chooses copy-on-write. An ``extra`` that sets a mode
+    back to merge-on-read for such a reader is refused.
 
     With ``spark``, the KMS registered for Spark catalog ``catalog`` (default: the session's current
     catalog) must know master key ``key_id`` first (:func:`pyiceberg_crypto.bridge.check_key_id`): Iceberg accepts an unknown
@@ -442,11 +460,66 @@ def table_properties(
                 f"data_key_length must be one of {AES_KEY_LENGTHS} bytes, got {data_key_length!r}"
             )
         props[DATA_KEY_LENGTH] = str(data_key_length)
+    names = parse_readers(readers) if readers is not None else ()
+    profile = row_level_properties(names)
     for key, value in (extra or {}).items():
         if key in props:
             raise ConfigError(f"extra property {key!r} conflicts with an encryption property")
+        if key == READERS_PROPERTY and names:
+            raise ConfigError(f"extra property {key!r} conflicts with readers={readers!r}: give one of them")
         props[key] = str(value)
+    conflicts = mode_conflicts({**profile, **props}, names)
+    if conflicts:
+        raise ConfigError("; ".join(conflicts))
+    props.update({k: v for k, v in profile.items() if k not in props})
+    if names:
+        props[READERS_PROPERTY] = ",".join(names)
     return props
+
+
+def declare_readers(spark, table: str, readers: str | Sequence[str], *, set_modes: bool = False) -> dict[str, str]:
+    """Declare the engines that must read an existing table (``pyiceberg-crypto.readers``), after
+    checking they can keep reading it; returns the properties set.
+
+    ``set_modes``: also set the row-level modes the readers need (copy-on-write for Trino) in the
+    same ``ALTER TABLE``. Without it, a table whose modes would write what a reader cannot read is
+    refused, with the ``ALTER TABLE`` that fixes it::
+
+        declare_readers(spark, "lake.db.orders", ["spark", "trino"], set_modes=True)
+
+    A table whose current snapshot already holds deletion vectors is refused either way: fold them
+    in first (``docs/how-to/trino.md``, "Convert a table with deletion vectors").
+
+    Raises:
+        ConfigError: an unknown reader, modes that conflict (without ``set_modes``), deletion
+            vectors in the current snapshot, or a table that is not encrypted format 3.
+    """
+    names = parse_readers(readers)
+    if table.count(".") < 1 or "`" in table:
+        raise ConfigError(f"name the table as catalog.db.table, got {table!r}")
+    try:
+        current = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+    except Exception as exc:  # AnalysisException: no such table
+        raise ConfigError(f"cannot read the properties of {table}: {str(exc).splitlines()[0]}") from None
+    if not current.get(KEY_ID):
+        raise ConfigError(f"{table} has no {KEY_ID}: declare readers of encrypted tables only")
+    wanted = {READERS_PROPERTY: ",".join(names)}
+    conflicts = mode_conflicts(current, names)
+    if conflicts and not set_modes:
+        modes = ", ".join(f"'{k}'='{v}'" for k, v in row_level_properties(names).items())
+        raise ConfigError("; ".join(conflicts) + f" (ALTER TABLE {table} SET TBLPROPERTIES ({modes}), or "
+                          "declare_readers(..., set_modes=True))")
+    if set_modes:
+        wanted.update(row_level_properties(names))
+    if any(ENGINES[name].copy_on_write for name in names):
+        dvs = spark.sql(f"SELECT count(*) FROM {table}.delete_files WHERE upper(file_format) = 'PUFFIN'").first()[0]
+        if dvs:
+            raise ConfigError(f"{table}'s current snapshot holds {dvs} deletion vector(s), which "
+                              f"{', '.join(n for n in names if ENGINES[n].copy_on_write)} cannot read: set copy-on-write "
+                              "modes and fold them in first (rewrite_data_files with delete-file-threshold=1; "
+                              "docs/how-to/trino.md)")
+    spark.sql(f"ALTER TABLE {table} SET " + tblproperties_sql(wanted))
+    return wanted
 
 
 def tblproperties_sql(props: Mapping[str, str]) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 __all__ = ["AES_KEY_LENGTHS", "CATALOG_TIMEOUT_SECONDS", "DATA_KEY_LENGTH", "DEFAULT_KMS_NAME", "FORMAT_VERSION", "KEY_ID", "KMS_IMPL",
            "KMS_NAME_PROPERTY", "KMS_SERVICE_PROPERTY", "KMS_TYPE", "PYTHON_KMS_IMPL", "FRESH_KEK_PROPERTY",
-           "RESEALED_UP_TO_PROPERTY"]
+           "RESEALED_UP_TO_PROPERTY", "READERS_PROPERTY"]
 
 # Table properties (Iceberg's TableProperties).
 #: The table's master key id in the KMS: setting it makes a table encrypted.
@@ -24,6 +24,11 @@ KEY_ID = "encryption.key-id"
 DATA_KEY_LENGTH = "encryption.data-key-length"
 #: The table format version; encryption needs 3.
 FORMAT_VERSION = "format-version"
+
+#: The engines a table is made for (``spark,trino``): ``config.table_properties(readers=...)`` sets
+#: it, ``verify`` and the audit report a named engine that cannot read the current snapshot
+#: (:mod:`pyiceberg_crypto.engines`).
+READERS_PROPERTY = "pyiceberg-crypto.readers"
 
 # Catalog properties.
 #: Iceberg's catalog property naming the ``KeyManagementClient`` class the catalog uses.

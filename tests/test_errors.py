@@ -38,7 +38,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     from pyiceberg_crypto.io import UnsupportedSchemeError, file_io_for
     from pyiceberg_crypto.catalog.hive import MetastoreError, table_parameters
     from pyiceberg_crypto.kms import bounded
-    from pyiceberg_crypto import config, jars
+    from pyiceberg_crypto import config, engines, jars
     from pyiceberg_crypto import io as pyiceberg_io
     from pyiceberg_crypto.audit import html as audit_html
     from pyiceberg_crypto.demo import external as demo_external
@@ -199,6 +199,8 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.config.s3_catalog_properties": (ConfigError, lambda: config.s3_catalog_properties(endpoint="ftp://x")),
         "pyiceberg_crypto.config.embedded_metastore_settings": (ConfigError, lambda: config.embedded_metastore_settings("")),
         "pyiceberg_crypto.config.table_properties": (ConfigError, lambda: config.table_properties("")),
+        "pyiceberg_crypto.config.declare_readers": (ConfigError, lambda: config.declare_readers(None, "c.db.t", ["presto"])),
+        "pyiceberg_crypto.engines.parse_readers": (ConfigError, lambda: engines.parse_readers("presto")),
         "pyiceberg_crypto.config.spark_conf_args": (ConfigError, lambda: config.spark_conf_args({"": "x"})),
         "pyiceberg_crypto.config.spark_conf_lines": (ConfigError, lambda: config.spark_conf_lines({"a b": "x"})),
         "pyiceberg_crypto.config.spark_defaults_lines": (ConfigError, lambda: config.spark_defaults_lines({"k": "a\nb"})),
@@ -314,6 +316,12 @@ NO_BAD_INPUT = {
     "pyiceberg_crypto.read.plan.plan_read": "takes the objects a read prepared (snapshot, keys, FileIO, confinement)",
     "pyiceberg_crypto.read.plan.unpartitioned_spec_ids": "lenient on purpose: a malformed spec is not unpartitioned",
     "pyiceberg_crypto.table.metadata.metadata_hash": "every bytes value has a SHA-256",
+    "pyiceberg_crypto.engines.declared_readers": "lenient on purpose: a name that is no known engine is not a reader",
+    "pyiceberg_crypto.engines.engine_table_markdown": "takes no arguments",
+    "pyiceberg_crypto.engines.mode_conflicts": "pure: takes names parse_readers checked and any properties",
+    "pyiceberg_crypto.engines.readable_by": "pure: takes the census the verifier's plan counted",
+    "pyiceberg_crypto.engines.readers_check": "pure: takes properties and the answers readable_by made",
+    "pyiceberg_crypto.engines.row_level_properties": "pure: takes names parse_readers checked",
     "pyiceberg_crypto.verify.table_checks.table_checks": "takes the objects a verification prepared (metadata, keys, digest)",
 }
 

@@ -12,6 +12,8 @@
   itself is published next to the page (``reference/report.schema.json``).
 - ``<!-- generated: audit-schema -->`` the same for the catalog audit's report
   (``pyiceberg_crypto/audit/audit.schema.json``, published as ``reference/audit.schema.json``).
+- ``<!-- generated: engines -->`` becomes the table of which engine reads what in an encrypted table
+  (``pyiceberg_crypto.engines.engine_table_markdown``: the facts ``verify`` and the audit use).
 - ``<!-- generated: exit-status -->`` becomes the table of ``pyiceberg_crypto.exit_status.ExitStatus``.
 - ``<!-- generated: errors -->`` becomes the table of every exception class of the package (one
   root, ``PyicebergCryptoError``; each one's module and standard base).
@@ -150,6 +152,12 @@ def exit_status_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def engines_table() -> str:
+    from pyiceberg_crypto.engines import engine_table_markdown
+
+    return engine_table_markdown() + "\n"
+
+
 def errors_table() -> str:
     """Every exception class the package defines (the test kit's too): its name, where it lives, the
     standard exception it also is, and the first line of its docstring; sorted by name."""
@@ -243,6 +251,7 @@ GENERATORS = {
     "<!-- generated: audit-schema -->": audit_schema,
     "<!-- generated: exit-status -->": exit_status_table,
     "<!-- generated: errors -->": errors_table,
+    "<!-- generated: engines -->": engines_table,
 }
 
 

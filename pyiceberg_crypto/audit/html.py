@@ -139,7 +139,7 @@ SCRIPT = """
 COLUMNS = (("Table", "table", False), ("State", "state", False), ("Encrypted", "encrypted", False),
            ("Key id", "key_id", False), ("Files", "files", True), ("Not OK", "not_ok", True),
            ("Oldest KEK (days)", "kek_age", True), ("Prunable KEKs", "prunable", True),
-           ("Last verified", "last_verified", False), ("Reason", "reason", False))
+           ("Readable by", "readable_by", False), ("Last verified", "last_verified", False), ("Reason", "reason", False))
 
 
 def _e(value: Any) -> str:
@@ -228,7 +228,8 @@ def _cards(summary: dict[str, Any]) -> str:
              ("KEKs", summary["keks"], False), ("KEKs due for rotation", summary["keks_rotation_due"], True),
              ("Tables on a compromised key", summary.get("compromised_tables", 0), True),
              ("KEKs prune would remove", summary["prunable_keks"], False),
-             ("Plaintext statistics files", summary["plaintext_statistics"], True)]
+             ("Plaintext statistics files", summary["plaintext_statistics"], True),
+             ("Declared reader cannot read", summary.get("declared_reader_blocked", 0), True)]
     return ('<section class="cards" id="summary">'
             + "".join(f'<div class="card{" alert" if alert and value else ""}"><b>{value}</b><span>{_e(label)}</span></div>'
                       for label, value, alert in cards)
@@ -306,6 +307,25 @@ def files_text(this_run: int, so_far: int | None) -> str:
     return f"{this_run} this run" + ("" if so_far is None else f", {so_far} so far")
 
 
+def readable_by_text(answers: list[dict[str, Any]] | None) -> str:
+    """The engines that read the current snapshot, ``spark, jvm-free (not trino)``; empty when unknown.
+
+    >>> readable_by_text([{"engine": "spark", "readable": True}, {"engine": "trino", "readable": False}])
+    'spark (not trino)'
+    """
+    if not answers:
+        return ""
+    yes = [a["engine"] for a in answers if a.get("readable") is True]
+    no = [a["engine"] for a in answers if a.get("readable") is False]
+    unknown = [a["engine"] for a in answers if a.get("readable") is None]
+    text = ", ".join(yes) or "none"
+    if no:
+        text += f" (not {', '.join(no)})"
+    if unknown:
+        text += f" (unknown: {', '.join(unknown)})"
+    return text
+
+
 def _table_rows(index: int, t: dict[str, Any], incremental: bool = False) -> str:
     not_ok = t.get("findings_total", 0)
     verified = t.get("last_verified") or {}
@@ -313,7 +333,7 @@ def _table_rows(index: int, t: dict[str, Any], incremental: bool = False) -> str
               "key_id": t.get("key_id") or "", "files": t["files"], "not_ok": not_ok,
               "kek_age": "" if t.get("oldest_kek_days") is None else t["oldest_kek_days"],
               "prunable": len(t["prunable_keks"]), "last_verified": verified.get("verified_at") or "",
-              "reason": t.get("reason") or ""}
+              "readable_by": readable_by_text(t.get("readable_by")), "reason": t.get("reason") or ""}
     search = " ".join(str(v) for v in (t["table"], t["state"], t.get("key_id"), t.get("reason"), t.get("detail")) if v)
     colour = STATE_COLOUR.get(t["state"], "#6e7781")
     cells = []
@@ -329,6 +349,8 @@ def _table_rows(index: int, t: dict[str, Any], incremental: bool = False) -> str
         elif key == "kek_age":
             rotation = " (rotation due)" if t.get("rotation_due") else ""
             shown = _e(f"{value:.1f}{rotation}" if value != "" else "")
+        elif key == "readable_by" and t.get("declared_reader_blocked"):
+            shown = _e(value) + ' <span class="status warn">declared reader blocked</span>'
         elif key == "last_verified" and verified:
             shown = _e(f"{value} (snapshot {verified.get('snapshot_id')})")
         else:
@@ -369,6 +391,10 @@ def _details(t: dict[str, Any]) -> str:
         hidden = t.get("findings_total", len(findings)) - len(shown)
         if hidden > 0:
             out.append(f'<p class="muted">{hidden} more in the JSON report.</p>')
+    unreadable = [a for a in t.get("readable_by") or [] if a.get("readable") is not True]
+    if unreadable:
+        out.append("<p>Engines that cannot read the current snapshot (or not known):</p><ul>" + "".join(
+            f"<li>{_e(a['title'])}: {_e('; '.join(a.get('reasons') or []))}</li>" for a in unreadable) + "</ul>")
     if t.get("plaintext_statistics"):
         out.append("<p>Plaintext statistics files:</p><ul>" + "".join(
             f"<li><code>{_e(p)}</code></li>" for p in t["plaintext_statistics"]) + "</ul>")

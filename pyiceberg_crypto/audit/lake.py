@@ -143,6 +143,7 @@ class TableAudit:
     prunable_entries: list[str] = field(default_factory=list)
     plaintext_statistics: list[str] = field(default_factory=list)
     last_verified: dict[str, Any] | None = None  # {"snapshot_id", "verified_at", "ledger"}
+    readable_by: list[dict[str, Any]] | None = None  # the verification's answer (:mod:`pyiceberg_crypto.engines`)
     seconds: float = 0.0  # driver time for this table (plan, forensics, keys)
     report: TableReport | None = field(default=None, repr=False, compare=False)  # the full verification
 
@@ -155,6 +156,12 @@ class TableAudit:
         """Whether the verdict counts: an Iceberg table, or an entry that could not even be checked
         (a table the catalog cannot give, a namespace it cannot list)."""
         return self.iceberg or self.state == STATE_UNCHECKED
+
+    @property
+    def declared_reader_blocked(self) -> bool:
+        """The table's ``pyiceberg-crypto.readers`` names an engine that cannot read it (the WARN check
+        ``readers``): a dashboard of that engine fails on it."""
+        return any(c.get("name") == "readers" for c in self.checks)
 
     @property
     def oldest_kek_days(self) -> float | None:
@@ -185,6 +192,7 @@ class TableAudit:
             "compromised": self.compromised,
             "prunable_keks": list(self.prunable_keks), "prunable_entries": list(self.prunable_entries),
             "plaintext_statistics": list(self.plaintext_statistics), "last_verified": self.last_verified,
+            "readable_by": self.readable_by, "declared_reader_blocked": self.declared_reader_blocked,
             "seconds": round(self.seconds, 4),
         }
 
@@ -255,6 +263,8 @@ class CatalogReport:
             "prunable_keks": sum(len(t.prunable_keks) for t in iceberg),
             "compromised_tables": sum(1 for t in iceberg if t.compromised),
             "plaintext_statistics": sum(len(t.plaintext_statistics) for t in iceberg),
+            "declared_reader_blocked": sum(1 for t in iceberg if t.declared_reader_blocked),
+            "unreadable_by": {name: n for name, n in _unreadable_by(iceberg).items() if n},
             "key_ids": sorted({t.key_id for t in iceberg if t.key_id}),
             "unlisted": sum(1 for t in self.tables if t.counts and not t.iceberg),
         }
@@ -282,6 +292,15 @@ class CatalogReport:
         """A node-exporter textfile with per-table gauges (:mod:`.metrics`), written atomically
         (the collector never reads half a file)."""
         _write_atomically(path, render_prometheus(self.to_dict()))
+
+
+def _unreadable_by(tables: list[TableAudit]) -> Counter:
+    """How many tables each known engine cannot read (current snapshot)."""
+    out: Counter = Counter()
+    for table in tables:
+        for answer in table.readable_by or []:
+            out[answer["engine"]] += answer.get("readable") is False
+    return out
 
 
 class AuditOutputError(AtomicWriteError):
@@ -480,6 +499,7 @@ def _summarise(entry: TableAudit, report: TableReport, plan: PreparedVerificatio
     summary = report.summary()
     entry.files, entry.by_status = summary["files"], dict(summary["by_status"])
     entry.checks = [c.to_dict() for c in report.checks if c.status != OK]
+    entry.readable_by = report.readable_by
     bad = report.not_ok()
     entry.findings = [f.to_dict() for f in bad[:MAX_LISTED_FINDINGS]]
     key_errors = [c for c in report.checks if c.status == KEY_ERROR] + [f for f in bad if f.status == KEY_ERROR]

@@ -6,10 +6,14 @@
 Per table (label ``table="namespace.name"``, plus ``catalog``): ``..._table_ok``,
 ``..._table_encrypted``, ``..._table_files{status=...}``, ``..._table_kek_oldest_age_days``,
 ``..._table_kek_rotation_due``, ``..._table_compromised_keks``, ``..._table_prunable_keks``, ``..._table_plaintext_statistics``,
-``..._table_last_verified_timestamp_seconds`` (with a ledger); for the lake: ``..._ok``,
+``..._table_last_verified_timestamp_seconds`` (with a ledger), ``..._table_readable{engine=...}``
+(1/0: can the engine read the current snapshot; :mod:`pyiceberg_crypto.engines`),
+``..._table_declared_reader_blocked``; for the lake: ``..._ok``,
 ``..._tables{state=...}``, ``..._timestamp_seconds``, ``..._duration_seconds``. Only counts and
 verdicts: no paths, no key material. Alert on, e.g., ``pyiceberg_crypto_audit_table_ok == 0`` or
-``time() - pyiceberg_crypto_audit_timestamp_seconds > 2 * 86400`` (the nightly run stopped).
+``time() - pyiceberg_crypto_audit_timestamp_seconds > 2 * 86400`` (the nightly run stopped), or
+``pyiceberg_crypto_audit_table_declared_reader_blocked == 1`` (a table made for Trino holds what
+Trino cannot read).
 """
 
 from __future__ import annotations
@@ -66,6 +70,10 @@ def render_prometheus(doc: dict[str, Any]) -> str:
     prunable = family("table_prunable_keks", "KEKs that `pyiceberg-crypto keys prune` would remove", "table")
     stats = family("table_plaintext_statistics", "statistics files stored in plaintext", "table")
     verified = family("table_last_verified_timestamp_seconds", "when the table's ledger last recorded an OK run", "table")
+    readable = family("table_readable", "1 when the engine can read the table's current snapshot, 0 when it cannot "
+                      "(no sample: not known)", "table", "engine")
+    blocked = family("table_declared_reader_blocked", "1 when the table's pyiceberg-crypto.readers names an engine "
+                     "that cannot read it (or its modes will write what that engine cannot read)", "table")
     for table in doc.get("tables") or []:
         if not table.get("iceberg"):
             continue
@@ -81,6 +89,10 @@ def render_prometheus(doc: dict[str, Any]) -> str:
         leaked[key] = sum(1 for k in keks if k.get("compromised"))
         prunable[key] = len(table.get("prunable_keks") or [])
         stats[key] = len(table.get("plaintext_statistics") or [])
+        for answer in table.get("readable_by") or []:
+            if answer.get("readable") is not None:
+                readable[(*key, escape_text(answer.get("engine", "")))] = bool(answer["readable"])
+        blocked[key] = bool(table.get("declared_reader_blocked"))
         when = _epoch((table.get("last_verified") or {}).get("verified_at"))
         if when is not None:
             verified[key] = when

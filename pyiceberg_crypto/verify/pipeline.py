@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 
+from pyiceberg_crypto.engines import readable_by, readers_check
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.io.confinement import Confinement
@@ -34,8 +35,13 @@ from pyiceberg_crypto.verify._forensics import explain_statistics, identify_swap
 from pyiceberg_crypto.verify.ledger import Ledger, LedgerEntry, divergence, history_check
 from pyiceberg_crypto.verify.plan import Plan, Progress, plan_verification, select_scope
 from pyiceberg_crypto.verify.report import (
+    DATA,
+    DELETION_VECTOR,
+    EQUALITY_DELETE,
     KINDS,
     OK,
+    POSITION_DELETE,
+    WARN,
     PARTITION_STATISTICS,
     STATISTICS,
     UNVERIFIABLE,
@@ -230,6 +236,7 @@ def prepare_verification(
     if location_check is not None:
         report.checks.append(location_check)
     plan = plan_verification(meta, keys, scope, file_io, progress, confinement)
+    _readers(report, meta, plan)
     return PreparedVerification(report, plan, meta, keys, file_io, digest, ledger, table_name, progress,
                                 started, time.perf_counter())
 
@@ -266,6 +273,32 @@ def prepare_catalog_verification(
         entry.parameters["metadata_location"], kms, table_name=table_name, expected_metadata_hash=expected_hash,
         catalog_metadata=entry.served_metadata,
         source_checks=catalog_checks(entry.kind, table_name, catalog_uri, expected_hash), **options)
+
+
+#: The kinds of manifest entries an engine must read to read a snapshot (statistics files are optional to a reader).
+_CONTENT_KINDS = (DATA, POSITION_DELETE, EQUALITY_DELETE, DELETION_VECTOR)
+
+
+def _readers(report: TableReport, meta: TableMetadata, plan: Plan) -> None:
+    """Which known engines read the current snapshot (``report.readable_by``), from the live files the
+    plan listed for it: no second walk. A declared reader (``pyiceberg-crypto.readers``) that cannot
+    read it, or modes that will write what it cannot read, is the WARN check ``readers``: the files
+    are authentic, so the verdict stays OK, and ``verify``'s text, the audit and its gauges show it."""
+    current = meta.current_snapshot
+    walked = {s.snapshot_id for s in plan.scope.snapshots}
+    if current is not None and current.snapshot_id not in walked:
+        return  # another snapshot was asked for: no answer about the current one
+    census: dict[tuple[str, str, bool], int] = {}
+    for task in plan.tasks.values():
+        if task.kind in _CONTENT_KINDS and (current is None or current.snapshot_id in task.snapshot_ids):
+            key = (task.kind, task.file_format, task.key_metadata is not None)
+            # A Puffin file holds one deletion vector per entry naming it: count those.
+            census[key] = census.get(key, 0) + (task.entries if task.kind == DELETION_VECTOR else 1)
+    answers = readable_by(census, encrypted_table=bool(meta.key_id), complete=plan.scope.mode != "since")
+    report.readable_by = [a.to_dict() for a in answers]
+    problem = readers_check(meta.properties, answers)
+    if problem is not None:
+        report.checks.append(TableCheck("readers", WARN, problem[1]))
 
 
 def _history(meta: TableMetadata, digest: str, ledger: Ledger, accept_history: bool) -> TableCheck:

@@ -34,7 +34,8 @@ def write_report(report: TableReport, out: TextIO, *, as_json: bool) -> None:
 
 
 def format_text(report: TableReport) -> str:
-    """The human summary: table, scope, checks, counts by kind and status, then each file not OK."""
+    """The human summary: table, scope, checks, counts by kind and status, which engines read the
+    current snapshot, then each file not OK."""
     esc = escape_text
     lines = [f"table     {esc(report.table_location or '?')}",
              f"metadata  {esc(report.metadata_location)}",
@@ -58,6 +59,12 @@ def format_text(report: TableReport) -> str:
         counts = summary["by_kind"].get(kind)
         if counts:
             lines.append("  " + f"{kind:<22}" + "".join(f"{counts.get(s, 0) or '':>16}" for s in statuses))
+    if report.readable_by is not None:
+        lines += ["", "readable by (current snapshot)"]
+        for answer in report.readable_by:
+            verdict = {True: "yes", False: "no", None: "unknown"}[answer["readable"]]
+            lines.append(f"  {verdict:<8} {esc(answer['title'])} ({esc(answer['engine'])})")
+            lines += [f"  {'':<8}   {esc(reason)}" for reason in answer["reasons"]]
     bad = report.not_ok()
     if bad:
         lines += ["", f"not OK ({len(bad)})"]

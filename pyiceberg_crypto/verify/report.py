@@ -6,7 +6,8 @@ A report never holds key material: only paths, kinds, statuses and reasons::
     report = verify_metadata("file:/wh/db.db/t/metadata/00003-....metadata.json", kms)
     report.ok                       # True only when every file and every table check is OK
     report.not_ok()                 # the findings to act on
-    json.dumps(report.to_dict())    # {"ok", "table", "summary", "files"}
+    json.dumps(report.to_dict())    # {"ok", "table", "summary", "files", "readable_by"}
+    report.readable_by              # [{"engine": "trino", "readable": False, "reasons": [...]}, ...]
 """
 
 from __future__ import annotations
@@ -142,6 +143,9 @@ class TableReport:
     scope: dict[str, Any] = field(default_factory=dict)  # plan.Scope.to_dict() + what was skipped
     ledger: dict[str, Any] | None = None  # {"path", "previous", "advanced"} when a ledger was used
     timings: dict[str, float] = field(default_factory=dict)  # seconds: plan (driver), run (files), forensics
+    #: Which known engines read the current snapshot, and why not (:mod:`pyiceberg_crypto.engines`):
+    #: ``[{"engine", "title", "readable", "reasons"}]``; None when the current snapshot was not walked.
+    readable_by: list[dict[str, Any]] | None = None
 
     @property
     def ok(self) -> bool:
@@ -188,6 +192,7 @@ class TableReport:
             },
             "ledger": self.ledger,
             "timings": self.timings,
+            "readable_by": self.readable_by,
             "summary": self.summary(),
             "files": [f.to_dict() for f in self.files],
         }

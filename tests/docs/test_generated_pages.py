@@ -99,3 +99,11 @@ def test_the_errors_table_names_every_exception_of_the_package():
     assert "| `TableInputError` | `pyiceberg_crypto.errors` | `ValueError` |" in table
     assert "<!-- generated: errors -->" in (DOCS / "reference" / "errors.md").read_text()
 
+
+
+def test_the_engine_table_comes_from_the_engine_facts():
+    """docs/how-to/trino.md shows the table ``verify`` and the audit decide with (pyiceberg_crypto.engines)."""
+    from pyiceberg_crypto import engines
+
+    assert generated.engines_table().strip() == engines.engine_table_markdown()
+    assert "<!-- generated: engines -->" in (DOCS / "how-to" / "trino.md").read_text()

@@ -15,6 +15,13 @@ Tables (database ``db`` in one Hive metastore):
   pyiceberg-crypto jar involved in its key calls; the face's blobs).
 - ``orders_plain``: the plaintext twin of ``orders``.
 - ``orders_dv``: like ``orders``, then a merge-on-read DELETE (a deletion vector).
+- ``orders_stream``: made as the stream how-to makes its tables (format 3, merge-on-read DELETE,
+  UPDATE and MERGE), then one MERGE upsert that deletes a row: a deletion vector (Puffin).
+- ``orders_trino``: the reader-set profile (``config.table_properties(key, readers=("trino",))``),
+  then DELETE, UPDATE and MERGE: copy-on-write, no deletion vector.
+- ``orders_converted``: like ``orders_stream`` (a DV), then converted: copy-on-write modes and
+  ``rewrite_data_files`` with ``delete-file-threshold=1`` (the DV folded in), then
+  ``config.declare_readers(..., ["trino"])``.
 - ``orders_moto``: through ``AwsKeyManagementClient`` against moto (AWS KMS itself), when given.
 - ``orders_slipped``: encrypted, plus one plaintext Parquet file appended with Iceberg's own API
   (a manifest entry without key metadata); what Trino does with it is asserted by the test.
@@ -85,6 +92,30 @@ def main(job_file: str) -> None:
     create("orders_face", encrypted, catalog="face")
     create("orders_dv", encrypted.replace(")", ", 'write.delete.mode'='merge-on-read')", 1))
     spark.sql("DELETE FROM bridge.db.orders_dv WHERE id = 3")
+    # The stream how-to's table settings, and its MERGE upsert (a change feed's delete of id 3).
+    stream_props = config.tblproperties_sql(config.table_properties(job["key_id"], extra={
+        "write.delete.mode": "merge-on-read", "write.update.mode": "merge-on-read", "write.merge.mode": "merge-on-read"}))
+    changes = "SELECT * FROM VALUES ('D', 3L, 'eu', 30.25D), ('U', 4L, 'ap', 44.0D) AS c(op, id, region, amount)"
+    upsert = ("MERGE INTO bridge.db.{t} t USING ({changes}) c ON t.id = c.id WHEN MATCHED AND c.op = 'D' THEN DELETE "
+              "WHEN MATCHED THEN UPDATE SET t.amount = c.amount "
+              "WHEN NOT MATCHED AND c.op <> 'D' THEN INSERT (id, region, amount) VALUES (c.id, c.region, c.amount)")
+    for table in ("orders_stream", "orders_converted"):
+        create(table, stream_props)
+        spark.sql(upsert.format(t=table, changes=changes))
+    result["dvs_before_conversion"] = _dvs(spark, "bridge.db.orders_converted")
+    spark.sql("ALTER TABLE bridge.db.orders_converted SET TBLPROPERTIES ('write.delete.mode'='copy-on-write', "
+              "'write.update.mode'='copy-on-write', 'write.merge.mode'='copy-on-write')")
+    spark.sql("CALL bridge.system.rewrite_data_files(table => 'db.orders_converted', "
+              "options => map('delete-file-threshold', '1'))")
+    config.declare_readers(spark, "bridge.db.orders_converted", ["spark", "trino"])
+    # The reader-set profile, then every row-level change.
+    create("orders_trino", config.tblproperties_sql(config.table_properties(job["key_id"], readers=("trino",))))
+    spark.sql("DELETE FROM bridge.db.orders_trino WHERE id = 3")
+    spark.sql("UPDATE bridge.db.orders_trino SET amount = 44.0 WHERE id = 4")
+    spark.sql(upsert.format(t="orders_trino", changes="SELECT * FROM VALUES ('U', 5L, 'us', 55.5D), "
+                            "('I', 6L, 'eu', 60.0D) AS c(op, id, region, amount)"))
+    for table in ("orders_stream", "orders_converted", "orders_trino"):
+        result[f"dvs_{table}"] = _dvs(spark, f"bridge.db.{table}")
     if job.get("moto_endpoint"):
         moto_props = config.tblproperties_sql(config.table_properties(job["moto_key_id"]))
         create("orders_moto", moto_props, catalog="moto")
@@ -109,7 +140,8 @@ def main(job_file: str) -> None:
     result["slipped_file"] = str(first_plain.location())
 
     for table, catalog in (("orders", "bridge"), ("orders_plain", "bridge"), ("orders_face", "face"),
-                           ("orders_dv", "bridge"), ("orders_moto", "moto"), ("orders_slipped", "bridge"),
+                           ("orders_dv", "bridge"), ("orders_stream", "bridge"), ("orders_converted", "bridge"),
+                           ("orders_trino", "bridge"), ("orders_moto", "moto"), ("orders_slipped", "bridge"),
                            ("orders_swapped", "bridge"), ("orders_spare", "bridge"), ("orders_bao", "bao")):
         if (catalog == "moto" and not job.get("moto_endpoint")) or (catalog == "bao" and not job.get("vault_properties")):
             continue
@@ -131,6 +163,11 @@ def main(job_file: str) -> None:
                                    for p in Path(warehouse).rglob("*.parquet") if "orders_plain" not in str(p)})
     print("RESULT " + json.dumps(result), flush=True)
     spark.stop()
+
+
+def _dvs(spark, table: str) -> int:
+    """Deletion vectors (Puffin delete files) in the table's current snapshot."""
+    return spark.sql(f"SELECT count(*) FROM {table}.delete_files WHERE upper(file_format) = 'PUFFIN'").first()[0]
 
 
 if __name__ == "__main__":

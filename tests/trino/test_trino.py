@@ -166,6 +166,54 @@ def test_trino_plaintext_files_in_an_encrypted_table(lake, trino_face):
     assert "rows" not in answer
 
 
+def _readable_by(metadata: str, keystore) -> dict:
+    report = verify_metadata(metadata, KeystoreKms(keystore))
+    assert report.ok, report.to_dict()
+    return {a["engine"]: a for a in report.readable_by}, report
+
+
+def test_trino_fails_on_a_table_made_as_the_stream_how_to_makes_it(lake, trino_face):
+    """(a) The stream how-to's settings (format 3, merge-on-read) and its MERGE upsert deleting a row:
+    a deletion vector. Trino 483 fails the whole query on the Puffin, and ``verify`` said so first."""
+    spark = lake["spark"]
+    assert spark["dvs_orders_stream"] == 2  # the delete's (region eu) and the update's (region ap)
+    assert [r[0] for r in spark["orders_stream"]["rows"]] == [1, 2, 4, 5]
+    answer = trino_face.query("SELECT id FROM db.orders_stream ORDER BY id")
+    assert "Reading encrypted non-Parquet file is not supported" in answer.get("error", ""), answer
+    assert ".puffin" in answer["error"]
+    answers, _ = _readable_by(spark["orders_stream"]["metadata"], lake["keystore"])
+    assert answers["trino"]["readable"] is False and answers["spark"]["readable"] is True
+    assert answers["jvm-free"]["readable"] is True
+    assert answers["trino"]["reasons"] == ["2 encrypted deletion vectors (Puffin): Trino 483 reads only Parquet "
+                                           "when encrypted"]
+
+
+def test_the_reader_set_profile_reads_in_trino_after_delete_update_merge(lake, trino_face):
+    """(b) ``table_properties(key, readers=("trino",))``: copy-on-write, so DELETE, UPDATE and MERGE
+    write no deletion vector; Trino reads what Spark reads, and ``verify`` says Trino can."""
+    spark = lake["spark"]
+    expected = [[1, "eu", 10.5], [2, "us", 20.0], [4, "ap", 44.0], [5, "us", 55.5], [6, "eu", 60.0]]
+    assert spark["orders_trino"]["rows"] == expected and spark["dvs_orders_trino"] == 0
+    assert trino_face.rows("SELECT id, region, amount FROM db.orders_trino ORDER BY id") == expected
+    answers, report = _readable_by(spark["orders_trino"]["metadata"], lake["keystore"])
+    assert all(a["readable"] for a in answers.values()), answers
+    assert not [c for c in report.checks if c.name == "readers"]
+
+
+def test_converting_a_table_with_deletion_vectors_makes_it_readable_by_trino(lake, trino_face):
+    """(c) Copy-on-write modes, then ``rewrite_data_files`` with ``delete-file-threshold=1``: the
+    deletion vector is folded into new data files and leaves the current snapshot; Trino reads it,
+    and ``declare_readers`` accepted the table afterwards."""
+    spark = lake["spark"]
+    assert spark["dvs_before_conversion"] == 2 and spark["dvs_orders_converted"] == 0
+    expected = [[1, "eu", 10.5], [2, "us", 20.0], [4, "ap", 44.0], [5, "us", 50.5]]
+    assert spark["orders_converted"]["rows"] == expected
+    assert trino_face.rows("SELECT id, region, amount FROM db.orders_converted ORDER BY id") == expected
+    answers, report = _readable_by(spark["orders_converted"]["metadata"], lake["keystore"])
+    assert answers["trino"]["readable"] is True
+    assert not [c for c in report.checks if c.name == "readers"]
+
+
 def test_trino_reads_aws_kms_tables_directly(lake):
     """(a) Iceberg's AwsKeyManagementClient wrote against AWS KMS (moto); Trino reads it with the
     same AWS SDK settings pointed there."""
@@ -213,6 +261,19 @@ def test_trino_cannot_read_a_rest_catalog_table_and_says_why(lake):
     assert "Cannot decrypt manifest list" in answer.get("error", "") and "use EncryptingFileIO" in answer["error"], answer
 
 
+def test_trino_with_another_region_than_the_face_shows_the_faces_message(lake):
+    """The client's AWS_REGION must equal ``--aws-kms-api-region``: the SDK signs for its region, the
+    face refuses the credential scope, and Trino shows the message text (not the exception name)."""
+    face = lake["face"]
+    with trino.TrinoHarness(trino.hive_catalog_properties(lake["metastore"].uri), workdir=lake["base"] / "trino-region",
+                            env=trino.aws_environment(face.endpoint, ACCESS_KEY_ID, SECRET, "us-east-1"),
+                            jvm_options=trino.truststore_options(face.truststore)) as harness:
+        answer = harness.query("SELECT id FROM db.orders")
+    error = answer.get("error", "")
+    assert "credential scope names region 'us-east-1', this endpoint is 'eu-west-1'" in error, answer
+    assert "InvalidSignatureException" not in error  # the AWS error type is not shown, only its message
+
+
 def test_trino_wrong_secret_then_stopped_service(lake, trino_face):
     """A wrong secret is refused by the face (SigV4) and Trino says so; a stopped service is a clear
     connection error. Runs last: it stops the face."""
@@ -222,8 +283,9 @@ def test_trino_wrong_secret_then_stopped_service(lake, trino_face):
                                                       REGION),
                             jvm_options=trino.truststore_options(face.truststore)) as harness:
         answer = harness.query("SELECT id FROM db.orders")
-    assert "InvalidSignatureException" in answer.get("error", "") or "signature does not match" in answer.get(
-        "error", ""), answer
+    # Trino shows the face's message text, not the AWS error type (InvalidSignatureException).
+    assert "the request signature does not match" in answer.get("error", ""), answer
+    assert "InvalidSignatureException" not in answer["error"]
     assert "wrong-secret" not in answer["error"]
     face.stop()
     answer = trino_face.query("SELECT id FROM db.orders_spare")

@@ -1,0 +1,136 @@
+""""Readable by" against real tables Spark + Iceberg 1.12.0 wrote: the reader-set profile after
+DELETE/UPDATE/MERGE (copy-on-write), a merge-on-read table with a deletion vector after one DELETE,
+the same table declared for Trino (a WARN check, in verify's JSON and text and in the audit's JSON,
+HTML and Prometheus forms), and the guard that refuses to declare Trino where it cannot read."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import jsonschema
+import pytest
+
+from pyiceberg_crypto import config
+from pyiceberg_crypto.audit import audit_catalog
+from pyiceberg_crypto.audit.lake import audit_schema
+from pyiceberg_crypto.errors import ConfigError
+from pyiceberg_crypto.kms import InMemoryKms
+from pyiceberg_crypto.properties import READERS_PROPERTY
+from pyiceberg_crypto.verify import verify_metadata
+from pyiceberg_crypto.verify.render import format_text
+from pyiceberg_crypto.verify.report import WARN, report_schema
+from tests.conftest import CATALOG
+from tests.verify.conftest import metadata_location
+
+pytestmark = pytest.mark.slow
+
+MOR = {"write.delete.mode": "merge-on-read", "write.update.mode": "merge-on-read", "write.merge.mode": "merge-on-read"}
+DV_REASON = "1 encrypted deletion vector (Puffin): Trino 483 reads only Parquet when encrypted"
+
+
+@pytest.fixture(scope="module")
+def lake(spark, kms_registration):
+    """namespace, {role: catalog.ns.table}: ``profile`` (readers=trino, then DELETE/UPDATE/MERGE),
+    ``mor`` (merge-on-read, one DELETE: a DV), ``declared`` (as ``mor``, then the readers property set
+    by hand, as an ALTER TABLE would), ``mor_clean`` (merge-on-read modes, no row-level change yet)."""
+    ns = f"readers_{uuid.uuid4().hex[:6]}"
+    spark.sql(f"CREATE NAMESPACE {CATALOG}.{ns}")
+    names = {role: f"{CATALOG}.{ns}.{role}" for role in ("profile", "mor", "declared", "mor_clean")}
+    props = {"profile": config.table_properties("k1", readers=("trino",)), "mor": config.table_properties("k1", extra=MOR),
+             "declared": config.table_properties("k1", extra=MOR), "mor_clean": config.table_properties("k1", extra=MOR)}
+    for role, name in names.items():
+        spark.sql(f"CREATE TABLE {name} (id bigint, v string) USING iceberg " + config.tblproperties_sql(props[role]))
+        spark.sql(f"INSERT INTO {name} SELECT id, cast(id AS string) FROM range(0, 10)")
+    for role in ("profile", "mor", "declared"):
+        spark.sql(f"DELETE FROM {names[role]} WHERE id = 3")
+    spark.sql(f"UPDATE {names['profile']} SET v = 'u' WHERE id = 4")
+    spark.sql(f"MERGE INTO {names['profile']} t USING (SELECT 5L AS id, 'm' AS v UNION ALL SELECT 11L, 'n') s "
+              "ON t.id = s.id WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT *")
+    spark.sql(f"ALTER TABLE {names['declared']} SET TBLPROPERTIES ('{READERS_PROPERTY}'='spark,trino')")
+    return ns, names
+
+
+def verify(spark, master_keys, table):
+    return verify_metadata(metadata_location(spark, table), InMemoryKms({"k1": master_keys["k1"]}))
+
+
+def test_the_profile_stays_readable_by_every_engine(spark, master_keys, lake):
+    report = verify(spark, master_keys, lake[1]["profile"])
+    assert report.ok
+    assert {a["engine"]: a["readable"] for a in report.readable_by} == {"spark": True, "trino": True, "jvm-free": True}
+    assert not [c for c in report.checks if c.name == "readers"]
+    assert spark.sql(f"SELECT count(*) FROM {lake[1]['profile']}.delete_files").first()[0] == 0
+
+
+def test_a_deletion_vector_makes_the_table_unreadable_by_trino_and_says_why(spark, master_keys, lake):
+    report = verify(spark, master_keys, lake[1]["mor"])
+    assert report.ok  # authentic files: readability is not integrity
+    answers = {a["engine"]: a for a in report.readable_by}
+    assert answers["trino"]["readable"] is False and answers["trino"]["reasons"] == [DV_REASON]
+    assert answers["spark"]["readable"] is True and answers["jvm-free"]["readable"] is True
+    assert not [c for c in report.checks if c.name == "readers"]  # nothing declared: an answer, not a warning
+    jsonschema.validate(report.to_dict(), report_schema())
+    text = format_text(report)
+    assert "readable by (current snapshot)" in text and f"no       Trino 483 through the AWS KMS face (trino)" in text
+    assert DV_REASON in text
+
+
+def test_a_table_declared_for_trino_that_holds_a_dv_is_a_warning(spark, master_keys, lake):
+    report = verify(spark, master_keys, lake[1]["declared"])
+    [check] = [c for c in report.checks if c.name == "readers"]
+    assert check.status == WARN and report.ok
+    assert check.detail.startswith(f"{READERS_PROPERTY} names trino, which cannot read the current snapshot: {DV_REASON}")
+    assert "write.delete.mode=merge-on-read" in check.detail  # and its modes will write more
+
+
+def test_another_snapshot_gives_no_answer_about_the_current_one(spark, master_keys, lake):
+    first = spark.sql(f"SELECT snapshot_id FROM {lake[1]['mor']}.snapshots ORDER BY committed_at").first()[0]
+    report = verify_metadata(metadata_location(spark, lake[1]["mor"]), InMemoryKms({"k1": master_keys["k1"]}),
+                             snapshot_id=first)
+    assert report.readable_by is None and report.to_dict()["readable_by"] is None
+
+
+def test_the_audit_reports_readers_in_json_html_and_prometheus(spark, master_keys, lake, tmp_path):
+    ns, names = lake
+    report = audit_catalog(spark, CATALOG, namespaces=[ns], kms=InMemoryKms({"k1": master_keys["k1"]}),
+                           driver_max_files=1000)
+    doc = report.to_dict()
+    jsonschema.validate(doc, audit_schema())
+    by_table = {t["table"].split(".")[-1]: t for t in doc["tables"]}
+    assert by_table["declared"]["declared_reader_blocked"] is True
+    assert by_table["mor_clean"]["declared_reader_blocked"] is False  # not declared for Trino
+    assert not by_table["profile"]["declared_reader_blocked"]
+    assert [a["readable"] for a in by_table["mor"]["readable_by"] if a["engine"] == "trino"] == [False]
+    assert doc["summary"]["declared_reader_blocked"] == 1 and doc["summary"]["unreadable_by"] == {"trino": 2}
+    report.write_prometheus(str(tmp_path / "lake.prom"))
+    prom = (tmp_path / "lake.prom").read_text()
+    assert (f'pyiceberg_crypto_audit_table_readable{{catalog="{CATALOG}",engine="trino",table="{ns}.mor"}} 0.0'
+            in prom), prom
+    assert f'pyiceberg_crypto_audit_table_readable{{catalog="{CATALOG}",engine="trino",table="{ns}.profile"}} 1.0' in prom
+    assert f'pyiceberg_crypto_audit_table_declared_reader_blocked{{catalog="{CATALOG}",table="{ns}.declared"}} 1.0' in prom
+    report.write_html(str(tmp_path / "lake.html"))
+    page = (tmp_path / "lake.html").read_text()
+    assert "declared reader blocked" in page and "spark, jvm-free (not trino)" in page
+    assert json.dumps(DV_REASON)[1:-1] in page
+
+
+def test_declaring_trino_is_refused_where_it_cannot_keep_reading(spark, lake):
+    names = lake[1]
+    with pytest.raises(ConfigError, match=r"write.delete.mode=merge-on-read .* \(ALTER TABLE .* SET TBLPROPERTIES "
+                                          r"\('write.delete.mode'='copy-on-write'"):
+        config.declare_readers(spark, names["mor_clean"], ["trino"])
+    with pytest.raises(ConfigError, match="holds 1 deletion vector.*rewrite_data_files with delete-file-threshold=1"):
+        config.declare_readers(spark, names["mor"], ["trino"], set_modes=True)
+    with pytest.raises(ConfigError, match="unknown reader"):
+        config.declare_readers(spark, names["mor_clean"], ["presto"])
+    with pytest.raises(ConfigError, match="cannot read the properties of"):
+        config.declare_readers(spark, f"{CATALOG}.{lake[0]}.no_such_table", ["trino"])
+    properties = lambda t: {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {t}").collect()}  # noqa: E731
+    assert READERS_PROPERTY not in properties(names["mor_clean"]) and READERS_PROPERTY not in properties(names["mor"])
+    # With set_modes the same table is redirected: copy-on-write, and its next DELETE writes no DV.
+    assert config.declare_readers(spark, names["mor_clean"], ["spark", "trino"], set_modes=True)[READERS_PROPERTY] \
+        == "spark,trino"
+    assert properties(names["mor_clean"])["write.delete.mode"] == "copy-on-write"
+    spark.sql(f"DELETE FROM {names['mor_clean']} WHERE id = 1")
+    assert spark.sql(f"SELECT count(*) FROM {names['mor_clean']}.delete_files").first()[0] == 0
