@@ -16,13 +16,18 @@ from pyiceberg_crypto.cli.audit_cmd import format_audit
 from pyiceberg_crypto.cli.main import main
 from tests.adopt.conftest import MASTER
 from tests.adopt.test_adopt import java_table, rows
+from tests.conftest import add_catalog
 
 
 @pytest.fixture(scope="module")
 def two_namespaces(spark, lake):
     """Two namespaces of the lake's catalog: three plaintext tables to encrypt, one already encrypted,
-    and one that fails (a plaintext table already holds its staging table's name)."""
+    and one that fails (a plaintext table already holds its staging table's name). ``fresh``: a
+    second catalog on the same metastore, warehouse and KMS that nothing loads before ``--parallel``'s
+    threads do (a catalog Spark has not loaded yet is resolved from the thread's active session)."""
     catalog = lake["catalog"]
+    fresh = f"{catalog}_fresh"
+    add_catalog(spark, fresh, warehouse=lake["work"] / "wh", kms_name=lake["kms_name"])
     suffix = uuid.uuid4().hex[:6]
     a, b = f"{catalog}.adopt_lake_a_{suffix}", f"{catalog}.adopt_lake_b_{suffix}"
     for namespace in (a, b):
@@ -39,7 +44,14 @@ def two_namespaces(spark, lake):
     spark.sql(f"INSERT INTO {b}.blocked VALUES (20), (21)")
     spark.sql(f"CREATE TABLE {b}.blocked__encrypting (id bigint) USING iceberg")  # not this package's staging table
     return {"catalog": catalog, "a": a, "b": b, "namespaces": [a.split(".", 1)[1], b.split(".", 1)[1]],
-            "plaintext": sorted([f"{a}.orders", f"{b}.events", f"{b}.blocked"])}
+            "plaintext": sorted([f"{a}.orders", f"{b}.events", f"{b}.blocked"]), "fresh": fresh}
+
+
+def in_fresh(ns):
+    """The same namespaces through the catalog nothing has loaded yet."""
+    fresh = ns["fresh"]
+    a, b = (f"{fresh}.{name}" for name in ns["namespaces"])
+    return {**ns, "catalog": fresh, "a": a, "b": b, "plaintext": sorted([f"{a}.orders", f"{b}.events", f"{b}.blocked"])}
 
 
 def lake_command(ns, *more):
@@ -95,8 +107,8 @@ def test_adopt_all_tables_dry_run_and_the_audit_pointer_change_nothing(spark, la
 
 @pytest.mark.slow
 def test_adopt_all_tables_two_namespaces_one_failure_then_resume(spark, lake, two_namespaces, tmp_path, capsys):
-    ns = two_namespaces
-    expected = {t: rows(spark, t) for t in ns["plaintext"]}
+    ns = in_fresh(two_namespaces)
+    expected = {t: rows(spark, t.replace(ns["catalog"], two_namespaces["catalog"], 1)) for t in ns["plaintext"]}
     report = tmp_path / "lake.json"
     capsys.readouterr()
     assert main(lake_command(ns, "--parallel", "2", "--report", str(report))) == 2
