@@ -75,6 +75,14 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     return {
         "pyiceberg_crypto.adopt.encrypt.encrypt_table": (
             NotASparkSessionError, lambda: adopt.encrypt_table(NOT_SPARK, "lake.db.t", "k1")),
+        "pyiceberg_crypto.adopt.lake.unencrypted_tables": (
+            NotASparkSessionError, lambda: adopt.unencrypted_tables(NOT_SPARK, "lake")),
+        "pyiceberg_crypto.adopt.lake.encrypt_tables": (
+            NotASparkSessionError, lambda: adopt.encrypt_tables(NOT_SPARK, "lake", "k1")),
+        "pyiceberg_crypto.adopt.lake.encrypt_each": (
+            InvalidArgumentError, lambda: adopt.encrypt_each(NOT_SPARK, ["lake.db.t"], "k1", parallel=0)),
+        "pyiceberg_crypto.adopt.lake.read_report": (
+            TableInputError, lambda: adopt.read_report(str(tmp_path / "no-report.json"))),
         "pyiceberg_crypto.audit.lake.audit_catalog": (NotASparkSessionError, lambda: audit.audit_catalog(NOT_SPARK, "lake")),
         "pyiceberg_crypto.audit.lake.audit_tables": (TableInputError, lambda: audit.audit_tables(
             [], None, lake.CatalogReport("lake", state_dir=str(tmp_path / "missing")),

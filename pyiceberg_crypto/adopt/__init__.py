@@ -7,7 +7,13 @@ encrypted table under its own name, verified row for row before the swap::
     result = encrypt_table(spark, "lake.db.orders", "orders-key", purge_now=True, prove=proof)
     result.swapped, result.compared, result.kept, result.not_kept, result.purge_command
 
-Modules: :mod:`.encrypt` (the phases: stage, copy, catch-up, verify, swap, purge), :mod:`.rows` (the
+The whole lake (the audit's ``UNENCRYPTED`` tables, several at a time, resumable from its report)::
+
+    outcome = encrypt_tables(spark, "lake", "lake-key", namespaces=["shop"], parallel=2, report="lake.json")
+    outcome.ok, outcome.done, outcome.failed, outcome.skipped
+    encrypt_tables(spark, "lake", "lake-key", resume="lake.json")      # skips what is done
+
+Modules: :mod:`.lake` (every table of a catalog), :mod:`.encrypt` (the phases: stage, copy, catch-up, verify, swap, purge), :mod:`.rows` (the
 order-independent per-partition fingerprint of a table's rows).
 """
 
@@ -21,6 +27,16 @@ from pyiceberg_crypto.adopt.encrypt import (
     AdoptVerificationError,
     encrypt_table,
 )
+from pyiceberg_crypto.adopt.lake import (
+    LakeListing,
+    LakeOutcome,
+    ReportFileError,
+    encrypt_each,
+    encrypt_tables,
+    read_report,
+    unencrypted_tables,
+)
 
 __all__ = ["PHASES", "REFS_DROP", "REFS_KEEP_ORIGINAL", "AdoptChangedError", "AdoptError", "AdoptResult",
-           "AdoptVerificationError", "encrypt_table"]
+           "AdoptVerificationError", "LakeListing", "LakeOutcome", "ReportFileError", "encrypt_each", "encrypt_table",
+           "encrypt_tables", "read_report", "unencrypted_tables"]

@@ -373,6 +373,8 @@ def _details(t: dict[str, Any]) -> str:
     out = [f"<details><summary>Details: {count} finding(s), {len(t['keks'])} KEK(s)</summary>"]
     if t.get("detail"):
         out.append(f"<p>{_e(t.get('reason') or '')} {_e(t['detail'])}</p>")
+    if t.get("next_step"):
+        out.append(f'<p class="next">Next step: <code>{_e(t["next_step"])}</code></p>')
     facts = [("metadata", t.get("metadata_location")), ("location", t.get("table_location")),
              ("format-version", t.get("format_version")), ("mode", t.get("mode")),
              ("snapshots", ", ".join(map(str, t.get("snapshot_ids") or [])) or None)]

@@ -49,6 +49,7 @@ from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
 from pyiceberg_crypto.safe_text import exception_line
+from pyiceberg_crypto.adopt.encrypt import PLAINTEXT_SUFFIX
 from pyiceberg_crypto.catalog.entry import list_tables, ListedTable
 from pyiceberg_crypto.catalog.hive import MetastoreError
 from pyiceberg_crypto.catalog.spark import catalog_properties, registered_kms
@@ -178,9 +179,23 @@ class TableAudit:
         return sorted({f"{k.get('master_key_id')}@{k.get('master_key_version') or '?'}" for k in self.keks
                        if k.get("compromised")})
 
-    def to_dict(self) -> dict[str, Any]:
+    def next_step(self, catalog: str | None = None) -> str | None:
+        """The command that acts on an ``UNENCRYPTED`` table: ``pyiceberg-crypto encrypt
+        CATALOG.ns.name --key-id KEY`` (:mod:`pyiceberg_crypto.adopt`), or, for the plaintext original
+        an earlier ``encrypt`` kept (``<name>__plaintext_<stamp>``), the ``DROP TABLE ... PURGE`` that
+        removes it; None for any other state. ``catalog``: the catalog's name (else ``CATALOG``)."""
+        if self.state != STATE_UNENCRYPTED:
+            return None
+        name = f"{catalog if catalog and re.fullmatch(r'[A-Za-z0-9_-]+', catalog) else 'CATALOG'}.{self.table}"
+        if PLAINTEXT_SUFFIX in self.table.rsplit(".", 1)[-1]:
+            return (f"DROP TABLE {name} PURGE (the plaintext original pyiceberg-crypto encrypt kept; once no one "
+                    "needs its time travel)")
+        return f"pyiceberg-crypto encrypt {name} --key-id KEY"
+
+    def to_dict(self, catalog: str | None = None) -> dict[str, Any]:
         return {
             "table": self.table, "iceberg": self.iceberg, "state": self.state, "encrypted": self.encrypted,
+            "next_step": self.next_step(catalog),
             "ok": self.ok, "key_id": self.key_id, "reason": self.reason, "detail": self.detail,
             "format_version": self.format_version, "table_type": self.table_type,
             "metadata_location": self.metadata_location, "table_location": self.table_location,
@@ -275,7 +290,7 @@ class CatalogReport:
             "warehouse": self.warehouse, "namespaces": self.namespaces, "full": self.full,
             "state_dir": self.state_dir, "started_at": self.started_at, "finished_at": self.finished_at,
             "kek_rotation_days": KEK_ROTATION_DAYS, "run": dict(self.run), "timings": dict(self.timings),
-            "summary": self.summary(), "tables": [t.to_dict() for t in self.tables], "error": self.error,
+            "summary": self.summary(), "tables": [t.to_dict(self.catalog) for t in self.tables], "error": self.error,
         }
 
     def write_json(self, path: str) -> None:
@@ -494,7 +509,7 @@ def _summarise(entry: TableAudit, report: TableReport, plan: PreparedVerificatio
     entry.report = report
     entry.key_id, entry.format_version = meta.key_id, meta.format_version
     entry.table_location, entry.table_uuid = meta.table_location, meta.table_uuid
-    entry.encrypted = meta.format_version >= 3 and bool(meta.key_id)
+    entry.encrypted = meta.encrypted
     entry.mode, entry.snapshot_ids = report.mode, list(report.snapshot_ids)
     summary = report.summary()
     entry.files, entry.by_status = summary["files"], dict(summary["by_status"])

@@ -190,6 +190,9 @@ def format_audit(report) -> str:
         lines += ["", f"not OK ({len(bad)})"]
         for entry in bad:
             lines.append(f"  {esc(entry.state):<12} {esc(entry.table)}  {esc(entry.reason or '')}: {esc(entry.detail or '')}")
+            step = entry.next_step(report.catalog)
+            if step:
+                lines.append(f"  {'':<12} next: {esc(step)}")
     unlisted = summary.get("unlisted", 0)
     verdict = ("OK: every Iceberg table is encrypted and verified" if report.ok
                else f"FAILED: {len(bad) - unlisted} of {summary['iceberg_tables']} Iceberg table(s) not encrypted and OK"

@@ -13,6 +13,18 @@ purges it), purged (``--purge-now``, ``--purge-after``), or kept under ``--keep-
 Running the command again after a failure or a crash finishes the job; after the swap it purges
 the original when asked. Exit status: 0 done, 1 the copy differs from the original or the proof
 failed (nothing swapped), 2 usage error or a step that stopped (the table keeps its name and rows).
+
+The whole lake (:func:`pyiceberg_crypto.adopt.encrypt_tables`): the positional argument is then a
+catalog's name, and every plaintext table of it (what the audit reports ``UNENCRYPTED``) is encrypted::
+
+    pyiceberg-crypto encrypt lake --all-tables --key-id lake-key [--namespace shop ...] [--parallel 2] \
+        [--report encrypt-lake.json | --resume encrypt-lake.json] [--dry-run] [--purge-now] [--json]
+
+One line per table as it finishes (stderr; JSON lines on stdout with ``--json``), a failing table named
+with its reason while the others go on (exit 2 at the end, 1 when a copy differed or a proof failed),
+the report written after each table. Run again with ``--resume`` (or the same ``--report``, which is
+re-read): the tables it records as done are skipped, saying so. ``--dry-run`` lists what would be
+done and changes nothing. An unknown catalog or namespace fails before anything changes.
 """
 
 from __future__ import annotations
@@ -30,7 +42,8 @@ from pyiceberg_crypto.safe_text import escape_text
 def add_encrypt_parser(sub) -> None:
     parser = sub.add_parser("encrypt", help="encrypt an existing plaintext table under its own name: copy, "
                                             "verify row for row, swap, purge the plaintext")
-    parser.add_argument("table", metavar="CATALOG.DB.TABLE")
+    parser.add_argument("table", metavar="CATALOG.DB.TABLE|CATALOG",
+                        help="the table; with --all-tables, the catalog")
     parser.add_argument("--key-id", required=True, metavar="KEY",
                         help="the master key of the new table (its encryption.key-id)")
     parser.add_argument("--format-version", type=int, default=3, metavar="N",
@@ -53,7 +66,24 @@ def add_encrypt_parser(sub) -> None:
     parser.add_argument("--warehouse", help="build a local Spark session for this warehouse")
     parser.add_argument("--metastore-dir", help="embedded metastore directory (default: next to the warehouse)")
     parser.add_argument("--metastore-uri", help="thrift://host:port of the Hive metastore (with --warehouse)")
-    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON (with --all-tables: one JSON line per table, then the summary)")
+    lake = parser.add_argument_group("the whole lake")
+    lake.add_argument("--all-tables", action="store_true",
+                      help="the positional argument is a catalog: encrypt every plaintext table of it (the audit's "
+                           "UNENCRYPTED tables)")
+    lake.add_argument("--namespace", action="append", default=[], metavar="NS",
+                      help="with --all-tables: only this namespace (repeatable; default: every namespace)")
+    lake.add_argument("--parallel", type=int, default=1, metavar="N",
+                      help="with --all-tables: N tables at a time in the one Spark session (default: %(default)s)")
+    lake.add_argument("--report", metavar="PATH",
+                      help="with --all-tables: write the JSON report here, after each table; an existing report "
+                           "of the catalog is resumed from")
+    lake.add_argument("--resume", metavar="PATH",
+                      help="with --all-tables: resume from this report (the tables it records as done are "
+                           "skipped) and keep writing it")
+    lake.add_argument("--dry-run", action="store_true",
+                      help="with --all-tables: list what would be done; change nothing")
 
 
 def run_encrypt(args: argparse.Namespace) -> int:
@@ -70,6 +100,10 @@ def run_encrypt(args: argparse.Namespace) -> int:
 
     if "." in (args.keep_original or "") or (args.purge_after is not None and args.purge_after < 0):
         return _fail("--keep-original wants a table name without dots, --purge-after a number of seconds >= 0")
+    try:
+        _check_lake_options(args)
+    except UsageError as exc:
+        return _fail(str(exc))
     try:  # the new table's settings, checked before Spark starts
         table_properties(args.key_id, data_key_length=args.data_key_length, format_version=args.format_version)
     except PyicebergCryptoError as exc:
@@ -89,6 +123,15 @@ def run_encrypt(args: argparse.Namespace) -> int:
         return report.ok, (f"verify_table {table}: {'OK' if report.ok else 'NOT OK'}, {len(report.files)} file(s)"
                            + (f", {len(bad)} not OK (first: {bad[0].path})" if bad else ""))
 
+    if args.all_tables:
+        try:
+            with register_kms(spark, kms) if kms is not None else nullcontext():
+                return run_all_tables(spark, args, prove)
+        except PyicebergCryptoError as exc:
+            return _fail(str(exc))
+        finally:
+            if args.warehouse:
+                spark.stop()
     try:
         with register_kms(spark, kms) if kms is not None else nullcontext():
             result = encrypt_table(spark, args.table, args.key_id, format_version=args.format_version,
@@ -109,6 +152,90 @@ def run_encrypt(args: argparse.Namespace) -> int:
     else:
         print_result(result)
     return ExitStatus.OK
+
+
+def _check_lake_options(args: argparse.Namespace) -> None:
+    lake_only = [name for name, given in (("--namespace", args.namespace), ("--parallel", args.parallel != 1),
+                                          ("--report", args.report), ("--resume", args.resume),
+                                          ("--dry-run", args.dry_run)) if given]
+    if not args.all_tables:
+        if lake_only:
+            raise UsageError(f"{', '.join(lake_only)} go(es) with --all-tables")
+        return
+    if "." in args.table:
+        raise UsageError(f"with --all-tables, give the catalog's name (e.g. lake), not {args.table!r}")
+    if args.keep_original:
+        raise UsageError("--keep-original names one table: encrypt that table alone")
+    if args.parallel < 1:
+        raise UsageError(f"--parallel wants a number of tables >= 1, got {args.parallel}")
+    if args.report and args.resume and args.report != args.resume:
+        raise UsageError("--resume PATH keeps writing PATH: give --report PATH or --resume PATH, not two files")
+
+
+def run_all_tables(spark, args: argparse.Namespace, prove) -> int:
+    """``--all-tables``: list, encrypt each, one line per table, the summary; the exit status."""
+    import os
+
+    from pyiceberg_crypto.adopt import encrypt_tables, read_report
+
+    path = args.resume or args.report
+    resume = None
+    if args.resume or (args.report and os.path.exists(args.report)):
+        earlier = read_report(path, args.table)  # fails before anything changes
+        done = sum(1 for e in earlier["tables"].values() if isinstance(e, dict) and e.get("status") == "done")
+        print(f"resuming from the report {escape_text(path)}: {done} table(s) done by an earlier run are skipped",
+              file=sys.stderr)
+        resume = path
+
+    def progress(event: dict) -> None:
+        if args.json:
+            print(json.dumps(event), flush=True)
+        elif event.get("event") == "listed":
+            print(f"{escape_text(args.table)}: {event['tables']} table(s) to encrypt, {event['done_earlier']} done "
+                  f"earlier, {event['skipped']} skipped", file=sys.stderr, flush=True)
+        else:
+            where = f"[{event['n']}/{event['of']}] " if event.get("n") else ""
+            print(f"{where}{escape_text(event['table'])}: {event['status'].upper()}: {escape_text(event['detail'])}"
+                  + (f" ({event['seconds']:.1f} s)" if event.get("seconds") else ""), file=sys.stderr, flush=True)
+
+    outcome = encrypt_tables(spark, args.table, args.key_id, namespaces=args.namespace or None,
+                             parallel=args.parallel, report=None if args.dry_run else path, resume=resume,
+                             dry_run=args.dry_run, progress=progress, prove=prove,
+                             format_version=args.format_version, data_key_length=args.data_key_length,
+                             refs=args.refs, on_change=args.on_change, purge_now=args.purge_now,
+                             purge_after=args.purge_after)
+    document = outcome.to_dict()
+    if args.json:
+        print(json.dumps({"event": "summary", "ok": outcome.ok, "counts": document["counts"], "report": path,
+                          "failed": outcome.failed, "skipped": outcome.skipped, "planned": outcome.planned,
+                          "report_error": outcome.report_error}))
+    else:
+        _print_lake(outcome, path)
+    if outcome.report_error:
+        print(f"pyiceberg-crypto encrypt: {escape_text(outcome.report_error)}", file=sys.stderr)
+    if outcome.unverified:
+        return ExitStatus.INTEGRITY
+    return ExitStatus.OK if outcome.ok else ExitStatus.USAGE
+
+
+def _print_lake(outcome, path: str | None) -> None:
+    esc = escape_text
+    if outcome.dry_run:
+        print(f"{esc(outcome.catalog or '')}: dry run: {len(outcome.planned)} table(s) would be encrypted; "
+              "nothing was changed")
+        for table, what in outcome.planned.items():
+            print(f"  WOULD ENCRYPT {esc(table)}: {esc(what)}")
+    else:
+        print(f"{esc(outcome.catalog or '')}: {len(outcome.done)} table(s) encrypted, {len(outcome.failed)} failed")
+        for table, result in outcome.done.items():
+            print(f"  DONE     {esc(table)}" + (f": original kept as {esc(result['plaintext_table'])} (purge: "
+                                                 f"{esc(result['purge_command'])})" if result.get("purge_command") else ""))
+        for table, why in outcome.failed.items():
+            print(f"  FAILED   {esc(table)}: {esc(why)} (it keeps its name and rows; run again with --resume)")
+    for table, why in outcome.skipped.items():
+        print(f"  SKIPPED  {esc(table)}: {esc(why)}")
+    if path and not outcome.dry_run:
+        print(f"report: {esc(path)}")
 
 
 def print_result(result) -> None:

@@ -81,6 +81,12 @@ class TableMetadata:
         return self.properties.get(KEY_ID)
 
     @property
+    def encrypted(self) -> bool:
+        """Configured for encryption: format-version 3 or later and an ``encryption.key-id`` (the
+        audit's rule: a table that is not is ``UNENCRYPTED``)."""
+        return self.format_version >= 3 and bool(self.key_id)
+
+    @property
     def current_snapshot(self) -> Snapshot | None:
         """The snapshot ``current-snapshot-id`` names, None for a table without one."""
         return self.snapshots.get(self.current_snapshot_id) if self.current_snapshot_id not in (None, -1) else None

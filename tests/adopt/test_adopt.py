@@ -5,38 +5,17 @@ becomes an encrypted table under its own name with the same rows, checked before
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 
 import pytest
 
-from pyiceberg_crypto.adopt import AdoptChangedError, AdoptError, encrypt_table
-from pyiceberg_crypto.bridge import register_kms
+from pyiceberg_crypto.adopt import PHASES, AdoptChangedError, AdoptError, encrypt_table
 from pyiceberg_crypto.cli.main import main
-from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.verify import verify_table
 from pyiceberg_crypto.testing import pytest_plugin
-from tests.conftest import add_catalog
+from tests.adopt.conftest import MASTER
 
-MASTER = "adopt-key"
 rest_catalog_server = pytest_plugin.rest_catalog_server  # the session's REST catalog server (a fixture)
-
-
-@pytest.fixture(scope="module")
-def lake(spark, tmp_path_factory):
-    """A catalog (Hive, the session's metastore) whose KMS is a keystore with MASTER; a namespace."""
-    work = tmp_path_factory.mktemp("adopt")
-    keystore = work / "keys.json"
-    assert main(["keystore", "create", str(keystore)]) == 0
-    assert main(["keystore", "add", str(keystore), MASTER]) == 0
-    suffix = uuid.uuid4().hex[:6]
-    catalog, kms_name = f"adopt_{suffix}", f"adopt-{suffix}"
-    registration = register_kms(spark, KeystoreKms(keystore), name=kms_name)
-    add_catalog(spark, catalog, warehouse=work / "wh", kms_name=kms_name)
-    ns = f"adopt_{suffix}"  # the session's one metastore serves every catalog: a namespace of its own
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.{ns}")
-    yield {"catalog": catalog, "schema": f"{catalog}.{ns}", "keystore": keystore, "work": work, "kms_name": kms_name}
-    registration.close()
 
 
 def proof(spark):
@@ -189,23 +168,32 @@ def test_adopt_schema_change_during_copy_is_refused_until_the_staging_table_is_d
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("phase", ["stage", "copy", "catch-up", "verify", "swap-original", "swap-staging", "purge"])
-def test_adopt_crash_before_a_phase_then_rerun_finishes(spark, lake, phase):
-    name = f"crash_{phase.replace('-', '_')}"
+def test_adopt_crash_before_each_phase_then_rerun_goes_on(spark, lake):
+    """A crash just before each phase in turn (``fail_at``), on one table: after each crash exactly
+    one table holds the name with all its rows (between the two renames: the staging table, the
+    original renamed), and a re-run carries on from what the crash left, through that phase, to the
+    next crash; the last re-run finishes (swapped, purged, one table, the rows, encrypted)."""
+    name = "crash"
     table = f"{lake['schema']}.{name}"
     small_table(spark, table)
     expected = rows(spark, table)
-    with pytest.raises(AdoptError, match=f"before the {phase} phase"):
-        encrypt_table(spark, table, MASTER, fail_at=phase, purge_now=True)
-    names = {r.tableName for r in spark.sql(f"SHOW TABLES IN {lake['schema']}").collect() if r.tableName.startswith(name)}
-    if phase == "swap-staging":  # between the two renames: the original renamed, the copy not yet
-        assert name not in names and f"{name}__encrypting" in names
-    else:
-        assert name in names and rows(spark, table) == expected
+
+    def names():
+        return {r.tableName for r in spark.sql(f"SHOW TABLES IN {lake['schema']}").collect()
+                if r.tableName.startswith(name)}
+
+    for phase in PHASES:  # each run but the first is a re-run after the previous phase's crash
+        with pytest.raises(AdoptError, match=f"before the {phase} phase"):
+            encrypt_table(spark, table, MASTER, fail_at=phase, purge_now=True)
+        if phase == "swap-staging":  # between the two renames: the original renamed, the copy not yet
+            assert name not in names() and f"{name}__encrypting" in names()
+        else:
+            assert name in names() and rows(spark, table) == expected
+        encrypted = java_table(spark, table).properties().get("encryption.key-id") if name in names() else None
+        assert encrypted == (MASTER if phase == "purge" else None)  # swapped only once past swap-staging
     result = encrypt_table(spark, table, MASTER, purge_now=True)
     assert result.swapped and result.purged
-    names = {r.tableName for r in spark.sql(f"SHOW TABLES IN {lake['schema']}").collect() if r.tableName.startswith(name)}
-    assert names == {name}
+    assert names() == {name}
     assert rows(spark, table) == expected
     assert java_table(spark, table).properties().get("encryption.key-id") == MASTER
 

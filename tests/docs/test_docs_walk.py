@@ -71,6 +71,7 @@ CHAINS = {
     "pipelines": ["how-to/declarative-pipelines.md"],
     "trino": ["how-to/trino.md"],
     "govern": ["how-to/govern-keys.md"],
+    "adopt": ["how-to/encrypt-existing-table.md"],
 }
 #: Chains that start where another chain's first page (Getting started) left its directory: Getting
 #: started runs once, in the chain named here, and each of these chains continues from a copy of the
@@ -89,7 +90,7 @@ PAGE_SECONDS = {
     "how-to/rest-catalog.md": 128, "how-to/kms-service.md": 179, "how-to/offline-jars.md": 6,
     "how-to/audit-lake.md": 117, "how-to/spark-3.5.md": 71, "how-to/services.md": 224,
     "how-to/declarative-pipelines.md": 320, "how-to/key-compromised.md": 380, "how-to/trino.md": 13,
-    "how-to/govern-keys.md": 15,
+    "how-to/govern-keys.md": 15, "how-to/encrypt-existing-table.md": 230,
 }
 #: Chains whose page makes a virtual environment of its own (``python -m venv``): the walk makes it
 #: (empty, outside the repository) and the chain's terminal has it on ``PATH``.
@@ -106,10 +107,7 @@ WALKERS = 2
 #: How-to pages another change is making walkable (it adds their chain at the end of CHAINS and
 #: drops their not-walked marker); until it lands they may keep their reason, which does not count
 #: toward the three a page may keep. Remove an entry once its chain is in CHAINS.
-PENDING: dict[str, str] = {
-    "how-to/encrypt-existing-table.md": "issue 51: its chain (a plaintext table, encrypt, purge) comes with "
-                                        "encrypt --all-tables",
-}
+PENDING: dict[str, str] = {}
 #: What each page's run must print (stdout of its blocks, in order), beyond every block exiting 0.
 EXPECTED = {
     "getting-started.md": ["verified: True {'OK': 4}", "OK: every file is encrypted, authentic and in its place",
@@ -147,6 +145,15 @@ EXPECTED = {
                               "trino encrypts: AccessDeniedException",
                               "a refused key and a missing key get one answer: True", ": intact: ",
                               "line 5: 1 line(s) removed before it", "exit 1"],
+    "how-to/encrypt-existing-table.md": ["lake.shop.orders: encrypted (master key lake-key, format 3)",
+                                         "compared: 3 row(s) in 2 partition(s)", "proof: verify_table", ": OK",
+                                         "not kept: time travel", "DROP TABLE lake.shop.orders__plaintext_",
+                                         "the plaintext original is purged",
+                                         "swapped: True | purged: True | rows compared: 1", "proof: verify_table: OK",
+                                         "lake: dry run: 2 table(s) would be encrypted; nothing was changed",
+                                         "WOULD ENCRYPT lake.web.clicks", "SKIPPED  lake.shop.orders__plaintext_",
+                                         "lake: 2 table(s) encrypted, 0 failed", "DONE     lake.web.views",
+                                         "report ok: True {'done': 2, 'failed': 0, 'skipped': 1, 'planned': 0}"],
 }
 ENV_FILE = ".docs-walk.env"
 PIP_INSTALL = re.compile(r"""pip install (['"]?)pyiceberg-crypto(\[[\w,-]+\])?\1""")

@@ -1,0 +1,369 @@
+"""Encrypt the whole lake: every plaintext table of a catalog (the audit's ``UNENCRYPTED`` list),
+several at a time in one Spark session, with progress, a report, and a resume from it (issue 51)::
+
+    from pyiceberg_crypto.adopt import encrypt_tables, unencrypted_tables
+
+    listing = unencrypted_tables(spark, "lake", namespaces=["shop", "web"])
+    listing.tables, listing.skipped            # ["lake.shop.orders", ...], {table: why not}
+    outcome = encrypt_tables(spark, "lake", "lake-key", namespaces=["shop", "web"], parallel=2,
+                             report="encrypt-lake.json", progress=print)
+    outcome.ok, outcome.done, outcome.failed    # {table: AdoptResult dict}, {table: why it stopped}
+    encrypt_tables(spark, "lake", "lake-key", resume="encrypt-lake.json")   # after a crash or a failure
+    encrypt_tables(spark, "lake", "lake-key", dry_run=True).planned         # what it would do, nothing changed
+
+The tables are listed by the package's one table listing
+(:func:`pyiceberg_crypto.catalog.entry.list_tables`, as the audit lists them) and classified by the
+audit's rule (:attr:`pyiceberg_crypto.table.metadata.TableMetadata.encrypted`: format-version 3 or
+later and an ``encryption.key-id``). Not encrypted again: the plaintext originals an earlier run kept
+(the encrypted table's ``pyiceberg-crypto.adopt.plaintext-name``) and staging tables
+(``<name>__encrypting``); a staging table whose original is gone (a crash between the two renames)
+puts that name on the list, and :func:`~.encrypt.encrypt_table` finishes the swap.
+
+Each table runs :func:`~.encrypt.encrypt_table`; one table's failure never stops the others, and is
+named with its reason. The report (JSON, written atomically when the run starts and after each table,
+so a crash loses at most the tables running) lists every table with its status; resuming from it
+skips the tables it records as done, and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from pyiceberg_crypto import config
+from pyiceberg_crypto._atomic import PUBLIC, AtomicWriteError, write_atomically
+from pyiceberg_crypto.adopt.encrypt import (
+    PLAINTEXT_NAME,
+    SOURCE_UUID,
+    STAGING_SUFFIX,
+    AdoptError,
+    AdoptVerificationError,
+    Prove,
+    encrypt_table,
+)
+from pyiceberg_crypto.catalog.entry import ListedTable, list_tables
+from pyiceberg_crypto.catalog.spark import catalog_properties
+from pyiceberg_crypto.errors import ConfigError, InvalidArgumentError, MetastoreError, TableInputError
+from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, file_io_for
+from pyiceberg_crypto.safe_text import exception_line
+from pyiceberg_crypto.table.metadata import TableMetadata, read_metadata
+
+__all__ = ["DONE", "FAILED", "PLANNED", "SKIPPED", "LakeListing", "LakeOutcome", "ReportFileError", "encrypt_each",
+           "encrypt_tables", "read_report", "unencrypted_tables"]
+
+#: A table's status in the outcome and the report.
+DONE, FAILED, SKIPPED, PLANNED = "done", "failed", "skipped", "planned"
+REPORT_VERSION = 1
+
+#: ``progress(event)``: one dict per table as it finishes: ``{"table", "status", "n", "of", "seconds",
+#: "detail"}`` (status done / failed / skipped), plus ``{"event": "listed", ...}`` first.
+LakeProgress = Callable[[dict[str, Any]], None]
+
+
+class ReportFileError(TableInputError):
+    """The report to resume from cannot be read, is not such a report, or is another catalog's;
+    or the report cannot be written."""
+
+
+@dataclass
+class LakeListing:
+    """What :func:`unencrypted_tables` found: the tables to encrypt (``catalog.ns.name``, sorted),
+    those left alone with why, and those an earlier run left unfinished."""
+
+    catalog: str
+    namespaces: list[str] | None = None
+    tables: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    unfinished: dict[str, str] = field(default_factory=dict)  # table -> what an earlier run left
+    listed: int = 0  # Iceberg tables listed
+
+
+@dataclass
+class LakeOutcome:
+    """What :func:`encrypt_each` / :func:`encrypt_tables` did. ``ok``: no table failed."""
+
+    catalog: str | None = None
+    key_id: str | None = None
+    dry_run: bool = False
+    done: dict[str, dict[str, Any]] = field(default_factory=dict)  # table -> AdoptResult.to_dict()
+    failed: dict[str, str] = field(default_factory=dict)  # table -> why it stopped
+    unverified: list[str] = field(default_factory=list)  # failed: the copy differs or the proof failed (no swap)
+    skipped: dict[str, str] = field(default_factory=dict)  # table -> why it was not run
+    planned: dict[str, str] = field(default_factory=dict)  # dry run: table -> what would happen
+    seconds: dict[str, float] = field(default_factory=dict)
+    namespaces: list[str] | None = None
+    started_at: str = ""
+    finished_at: str = ""
+    report_error: str | None = None  # the report could not be written after a table (the run went on)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and self.report_error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        tables: dict[str, dict[str, Any]] = {}
+        for table, why in self.skipped.items():
+            tables[table] = {"status": SKIPPED, "detail": why}
+        for table, what in self.planned.items():
+            tables[table] = {"status": PLANNED, "detail": what}
+        for table, result in self.done.items():
+            tables[table] = {"status": DONE, "result": result, "seconds": self.seconds.get(table)}
+        for table, why in self.failed.items():
+            tables[table] = {"status": FAILED, "detail": why, "seconds": self.seconds.get(table),
+                             "verification_failed": table in self.unverified}
+        return {"version": REPORT_VERSION, "kind": "pyiceberg-crypto encrypt --all-tables", "ok": self.ok,
+                "catalog": self.catalog, "namespaces": self.namespaces, "key_id": self.key_id, "dry_run": self.dry_run,
+                "started_at": self.started_at, "finished_at": self.finished_at or None,
+                "finished": bool(self.finished_at),
+                "counts": {DONE: len(self.done), FAILED: len(self.failed), SKIPPED: len(self.skipped),
+                           PLANNED: len(self.planned)},
+                "tables": dict(sorted(tables.items()))}
+
+
+def unencrypted_tables(spark, catalog: str, *, namespaces: Sequence[str] | None = None) -> LakeListing:
+    """The plaintext Iceberg tables of Spark catalog ``catalog`` (a Hive or a REST catalog), as the
+    audit reports them ``UNENCRYPTED``, to encrypt; see the module's doc for what is left alone.
+
+    Raises:
+        TableInputError: the catalog is not one of the session's, a namespace does not exist, or
+            the catalog cannot be listed (nothing has changed).
+    """
+    try:
+        properties = catalog_properties(spark, catalog)
+        listing = list_tables(properties, list(namespaces) if namespaces is not None else None, spark=spark)
+    except MetastoreError as exc:
+        raise TableInputError(f"cannot list the tables of catalog {catalog!r}: {exc}") from None
+    found = LakeListing(catalog, sorted(namespaces) if namespaces is not None else None)
+    metas: dict[str, TableMetadata] = {}
+    for listed in listing:
+        full = f"{catalog}.{listed.table}"
+        if listed.parameters is None or not listed.is_iceberg:
+            failure = (listed.parameters or {}).get("list_error")
+            if failure:
+                found.skipped[full] = f"cannot list this namespace: {failure}"
+            continue
+        found.listed += 1
+        try:
+            metas[listed.table] = _metadata(listed, properties)
+        except (TableInputError, MetastoreError) as exc:
+            found.skipped[full] = f"cannot read its metadata: {exc}"
+        except Exception as exc:  # noqa: BLE001 - e.g. an unsupported scheme: this table only
+            found.skipped[full] = f"cannot read its metadata: {exception_line(exc)}"
+    kept_originals: dict[str, str] = {}
+    for table, meta in metas.items():
+        namespace = table.rsplit(".", 1)[0]
+        plaintext = meta.properties.get(PLAINTEXT_NAME)
+        if plaintext and meta.encrypted:
+            kept_originals[f"{namespace}.{plaintext}"] = table
+    tables = set()
+    for table, meta in metas.items():
+        full = f"{catalog}.{table}"
+        if table.endswith(STAGING_SUFFIX):
+            original = table[: -len(STAGING_SUFFIX)]
+            if meta.properties.get(SOURCE_UUID):
+                what = "staging table of an earlier run" + ("" if original in metas else
+                                                              " whose original was renamed: the run finishes the swap")
+                found.unfinished[f"{catalog}.{original}"] = what
+                tables.add(f"{catalog}.{original}")
+            found.skipped[full] = (f"a staging table ({STAGING_SUFFIX}): encrypting {catalog}.{original} uses it"
+                                   if meta.encrypted else
+                                   f"named like a staging table ({STAGING_SUFFIX}) but not one: rename it to encrypt it")
+        elif table in kept_originals:
+            found.skipped[full] = (f"the plaintext original {catalog}.{kept_originals[table]} was encrypted from: "
+                                   f"kept until it is purged (DROP TABLE {full} PURGE)")
+        elif not meta.encrypted:
+            tables.add(full)
+    found.tables = sorted(tables)
+    return found
+
+
+def _metadata(listed: ListedTable, properties: dict[str, str]) -> TableMetadata:
+    location = (listed.parameters or {}).get("metadata_location")
+    if listed.served_metadata is not None:
+        return TableMetadata.from_document(listed.served_metadata, location or "")
+    if not location:
+        raise TableInputError((listed.parameters or {}).get("load_error") or "the catalog names no metadata_location")
+    raw = read_metadata(file_io_for(location, properties), location, DEFAULT_MAX_METADATA_BYTES)
+    return TableMetadata.parse(raw, location)
+
+
+def encrypt_tables(spark, catalog: str, key_id: str, *, namespaces: Sequence[str] | None = None, parallel: int = 1,
+                   report: str | None = None, resume: str | None = None, dry_run: bool = False,
+                   progress: LakeProgress | None = None, prove: Prove | None = None,
+                   **options: Any) -> LakeOutcome:
+    """Encrypt every plaintext table of ``catalog`` (:func:`unencrypted_tables`) under master key
+    ``key_id``: :func:`encrypt_each` over the listing. ``options`` go to
+    :func:`~.encrypt.encrypt_table` (``format_version``, ``data_key_length``, ``refs``, ``on_change``,
+    ``purge_now``, ``purge_after``, ``max_rounds``; not ``keep_original``, one name for one table).
+
+    Raises:
+        TableInputError: unknown catalog or namespace, a report that cannot be resumed from
+            (:class:`ReportFileError`); InvalidArgumentError: bad options. Nothing has changed then.
+    """
+    earlier = read_report(resume, catalog) if resume else None
+    _check_options(key_id, parallel, options)
+    listing = unencrypted_tables(spark, catalog, namespaces=namespaces)
+    return encrypt_each(spark, listing.tables, key_id, parallel=parallel, report=report, earlier=earlier,
+                        dry_run=dry_run, progress=progress, prove=prove, skipped=listing.skipped,
+                        unfinished=listing.unfinished, catalog=catalog,
+                        namespaces=listing.namespaces, **options)
+
+
+def _check_options(key_id: str, parallel: int, options: dict[str, Any]) -> None:
+    if not isinstance(parallel, int) or isinstance(parallel, bool) or parallel < 1:
+        raise InvalidArgumentError(f"parallel must be a whole number of tables at a time (>= 1), got {parallel!r}")
+    if options.get("keep_original"):
+        raise InvalidArgumentError("keep_original names one table: encrypt that table alone (encrypt_table)")
+    if "fail_at" in options and options["fail_at"] is not None:
+        raise InvalidArgumentError("fail_at is for one table's crash tests (encrypt_table)")
+    try:
+        config.table_properties(key_id, data_key_length=options.get("data_key_length"),
+                                format_version=options.get("format_version", 3))
+    except ConfigError as exc:
+        raise InvalidArgumentError(str(exc)) from None
+
+
+def encrypt_each(spark, tables: Sequence[str], key_id: str, *, parallel: int = 1, report: str | None = None,
+                 earlier: dict[str, Any] | None = None, dry_run: bool = False, progress: LakeProgress | None = None,
+                 prove: Prove | None = None, skipped: dict[str, str] | None = None,
+                 unfinished: dict[str, str] | None = None, catalog: str | None = None,
+                 namespaces: list[str] | None = None, **options: Any) -> LakeOutcome:
+    """:func:`~.encrypt.encrypt_table` for each of ``tables`` (``catalog.ns.name``), ``parallel`` at a
+    time (threads sharing the one Spark session); a table that fails is named with its one-line
+    reason, the others go on. ``earlier`` (:func:`read_report`): the tables it records as done are
+    skipped, saying so, and stay done in the new report. ``report``: the JSON document of
+    :meth:`LakeOutcome.to_dict`, written atomically when the run starts and after each table.
+    ``dry_run``: nothing runs and nothing is written; ``outcome.planned`` says what would happen.
+    ``progress(event)``: one event per table as it finishes (see :data:`LakeProgress`)."""
+    _check_options(key_id, parallel, options)
+    outcome = LakeOutcome(catalog=catalog, key_id=key_id, dry_run=dry_run, namespaces=namespaces, started_at=_now())
+    say = progress or (lambda _event: None)
+    lock = threading.Lock()
+    outcome.skipped.update(skipped or {})
+    earlier_done = {t: e for t, e in ((earlier or {}).get("tables") or {}).items()
+                    if isinstance(e, dict) and e.get("status") == DONE}
+    todo = []
+    for table in tables:
+        if table in earlier_done:
+            outcome.done[table] = earlier_done[table].get("result") or {}
+            outcome.seconds[table] = earlier_done[table].get("seconds") or 0.0
+        else:
+            todo.append(table)
+    for table, entry in earlier_done.items():  # done earlier, no longer plaintext: stays done in the report
+        outcome.done.setdefault(table, entry.get("result") or {})
+        outcome.skipped.pop(table, None)
+    total = len(todo)
+    say({"event": "listed", "tables": total, "done_earlier": len(earlier_done), "skipped": len(outcome.skipped)})
+    for table in sorted(earlier_done):
+        say({"table": table, "status": SKIPPED, "n": None, "of": total, "seconds": 0.0,
+             "detail": "done by an earlier run (its report)"})
+    options = {"format_version": 3, **options}
+    if dry_run:
+        for number, table in enumerate(todo, 1):
+            what = (f"would encrypt under master key {key_id!r} (format {options['format_version']})"
+                    + (f"; {(unfinished or {})[table]}: would finish it" if table in (unfinished or {}) else "")
+                    + ("; then purge the original" if options.get("purge_now") or options.get("purge_after") is not None
+                       else "; the original kept (renamed) until purged"))
+            outcome.planned[table] = what
+            say({"table": table, "status": PLANNED, "n": number, "of": total, "seconds": 0.0, "detail": what})
+        outcome.finished_at = _now()
+        return outcome
+    _write_report(report, outcome, lock)
+    finished = [0]
+
+    def one(table: str) -> None:
+        began = time.perf_counter()
+        try:
+            _in_session(spark)
+            result = encrypt_table(spark, table, key_id, prove=prove, **options)
+        except Exception as exc:  # noqa: BLE001 - one table's failure is its entry, the others go on
+            why = str(exc).splitlines()[0] if isinstance(exc, AdoptError) else exception_line(exc)
+            with lock:
+                outcome.failed[table] = why
+                if isinstance(exc, AdoptVerificationError):
+                    outcome.unverified.append(table)
+                outcome.seconds[table] = round(time.perf_counter() - began, 3)
+                finished[0] += 1
+                event = {"table": table, "status": FAILED, "n": finished[0], "of": total,
+                         "seconds": outcome.seconds[table], "detail": why}
+                _write_report(report, outcome, None, during=True)
+                say(event)
+            return
+        with lock:
+            outcome.done[table] = result.to_dict()
+            outcome.seconds[table] = round(time.perf_counter() - began, 3)
+            finished[0] += 1
+            compared = result.compared or {}
+            detail = ("encrypted by an earlier run" if result.swapped and not compared else
+                      f"encrypted: {compared.get('rows')} row(s) in {compared.get('partitions')} partition(s) compared")
+            detail += ("; original purged" if result.purged else
+                       f"; original kept as {result.plaintext_table}" if result.plaintext_table else "")
+            event = {"table": table, "status": DONE, "n": finished[0], "of": total,
+                     "seconds": outcome.seconds[table], "detail": detail}
+            _write_report(report, outcome, None, during=True)
+            say(event)
+
+    if parallel == 1:
+        for table in todo:
+            one(table)
+    else:
+        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="encrypt") as pool:
+            for future in [pool.submit(one, table) for table in todo]:
+                future.result()
+    outcome.done = dict(sorted(outcome.done.items()))
+    outcome.failed = {t: outcome.failed[t] for t in todo if t in outcome.failed}
+    outcome.finished_at = _now()
+    _write_report(report, outcome, lock, during=True)
+    return outcome
+
+
+def _in_session(spark) -> None:
+    """Make ``spark`` the active session of this thread's JVM thread. A worker thread has none, and
+    Spark resolves a catalog it has not loaded yet from the active session's settings: without
+    this, a catalog first used in a worker thread is not found."""
+    spark.sparkContext._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+
+
+def read_report(path: str, catalog: str | None = None) -> dict[str, Any]:
+    """The report of an earlier ``encrypt --all-tables`` run, to resume from (:class:`ReportFileError`
+    when it cannot be read, is not such a report, or is another catalog's)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except FileNotFoundError:
+        raise ReportFileError(f"no report {path} to resume from") from None
+    except (OSError, ValueError) as exc:
+        raise ReportFileError(f"cannot read the report {path}: {exc}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("tables"), dict) or \
+            document.get("kind") != "pyiceberg-crypto encrypt --all-tables":
+        raise ReportFileError(f"{path} is not the report of pyiceberg-crypto encrypt --all-tables")
+    if catalog is not None and document.get("catalog") != catalog:
+        raise ReportFileError(f"{path} is the report of catalog {document.get('catalog')!r}, not {catalog!r}")
+    return document
+
+
+def _write_report(path: str | None, outcome: LakeOutcome, lock: threading.Lock | None, *, during: bool = False) -> None:
+    """The report, atomically; ReportFileError when it cannot be written, or, ``during`` the run
+    (after a table), recorded in ``outcome.report_error`` and the run goes on."""
+    if path is None:
+        return
+    if lock is not None:
+        with lock:
+            return _write_report(path, outcome, None, during=during)
+    try:
+        write_atomically(path, (json.dumps(outcome.to_dict(), indent=2) + "\n").encode("utf-8"), mode=PUBLIC)
+    except AtomicWriteError as exc:
+        message = f"cannot write the report {path}: {exc.strerror or exc}"
+        if not during:
+            raise ReportFileError(message) from None
+        outcome.report_error = message
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
