@@ -147,6 +147,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.catalog.spark.catalog_properties": (
             NotASparkSessionError, lambda: spark.catalog_properties(NOT_SPARK, "lake")),
         "pyiceberg_crypto.catalog.spark.catalog_table": (NotASparkSessionError, lambda: spark.catalog_table(NOT_SPARK, "lake.db.t")),
+        "pyiceberg_crypto.catalog.spark.activate_session": (NotASparkSessionError, lambda: spark.activate_session(NOT_SPARK)),
         "pyiceberg_crypto.catalog.entry.list_tables": (MetastoreError, lambda: entry.list_tables({"type": "hive"})),
         "pyiceberg_crypto.catalog.spark.registered_kms": (TableInputError, lambda: spark.registered_kms({}, "lake")),
         "pyiceberg_crypto.catalog.rest.rest_catalog": (MetastoreError, lambda: rest_catalog_module.rest_catalog({"uri": "gs://x"})),

@@ -48,7 +48,7 @@ from pyiceberg_crypto.adopt.encrypt import (
     encrypt_table,
 )
 from pyiceberg_crypto.catalog.entry import ListedTable, list_tables
-from pyiceberg_crypto.catalog.spark import catalog_properties
+from pyiceberg_crypto.catalog.spark import activate_session, catalog_properties
 from pyiceberg_crypto.errors import ConfigError, InvalidArgumentError, MetastoreError, TableInputError
 from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, file_io_for
 from pyiceberg_crypto.safe_text import exception_line
@@ -280,7 +280,7 @@ def encrypt_each(spark, tables: Sequence[str], key_id: str, *, parallel: int = 1
     def one(table: str) -> None:
         began = time.perf_counter()
         try:
-            _in_session(spark)
+            activate_session(spark)
             result = encrypt_table(spark, table, key_id, prove=prove, **options)
         except Exception as exc:  # noqa: BLE001 - one table's failure is its entry, the others go on
             why = str(exc).splitlines()[0] if isinstance(exc, AdoptError) else exception_line(exc)
@@ -321,13 +321,6 @@ def encrypt_each(spark, tables: Sequence[str], key_id: str, *, parallel: int = 1
     outcome.finished_at = _now()
     _write_report(report, outcome, lock, during=True)
     return outcome
-
-
-def _in_session(spark) -> None:
-    """Make ``spark`` the active session of this thread's JVM thread. A worker thread has none, and
-    Spark resolves a catalog it has not loaded yet from the active session's settings: without
-    this, a catalog first used in a worker thread is not found."""
-    spark.sparkContext._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
 
 
 def read_report(path: str, catalog: str | None = None) -> dict[str, Any]:

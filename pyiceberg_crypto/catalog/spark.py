@@ -40,7 +40,7 @@ from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.registrations import registered
 from pyiceberg_crypto.properties import KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY
 
-__all__ = ["CatalogTable", "catalog_properties", "catalog_table", "close_clients", "configured_catalogs",
+__all__ = ["CatalogTable", "activate_session", "catalog_properties", "catalog_table", "close_clients", "configured_catalogs",
            "registered_kms", "require_classic_session", "spark_table_parameters", "split_table_name"]
 
 
@@ -56,6 +56,21 @@ def require_classic_session(spark, what: str) -> None:
         connect = alive is None and ".connect." in type(spark).__module__
         raise NotASparkSessionError(f"{what} needs a classic SparkSession with a driver JVM ({reason}; Spark "
                                     "Connect sessions have none)" + (CONNECT_NEXT_STEP if connect else ""))
+
+
+def activate_session(spark) -> None:
+    """Make ``spark`` the active session of the calling thread's JVM thread (PySpark pins each
+    Python thread to a JVM thread of its own). A worker thread has no active session, and Spark
+    resolves a catalog it has not loaded yet from the active session's settings: without this, a
+    catalog first used in a worker thread is not found (``CATALOG_NOT_FOUND``). Call it first in
+    every thread that runs Spark SQL for the package::
+
+        with ThreadPoolExecutor(2) as pool:
+            pool.map(lambda table: (activate_session(spark), reencrypt_table(spark, table)), tables)
+
+    Raises NotASparkSessionError: not a classic SparkSession."""
+    require_classic_session(spark, "activate_session")
+    spark.sparkContext._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
 
 
 def catalog_properties(spark, catalog: str) -> dict[str, str]:

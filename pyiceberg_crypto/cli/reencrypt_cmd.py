@@ -159,10 +159,12 @@ def _one_table(spark, table: str, args: argparse.Namespace, kms: KeyManagementCl
     (one table), what depends on the material is written there before the first commit, and a
     re-run after a crash adds the files an earlier run recorded (``carried_dependent``): the
     re-run removes them and its proof checks they are gone."""
+    from pyiceberg_crypto.catalog.spark import activate_session
     from pyiceberg_crypto.keys.commit import load_operations
     from pyiceberg_crypto.keys.reencrypt import ReencryptError, reencrypt_table, table_compromised_versions
     from pyiceberg_crypto.verify.compromise import EXPOSED_FILE, compromise_report
 
+    activate_session(spark)  # --all-tables --parallel N: this runs in a worker thread
     full_name, ops = load_operations(spark, table, ReencryptError)
     key_id, versions = table_compromised_versions(spark, full_name, kms, material["compromised_master_keys"])
     checked = {"compromised_master_keys": sorted((key_id, v) for v in versions),

@@ -77,6 +77,7 @@ from typing import Any
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from pyiceberg_crypto.keys._java_collections import java_list, java_map
+from pyiceberg_crypto.catalog.spark import activate_session
 from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.formats.ags1 import NONCE_LENGTH, check_key
 from pyiceberg_crypto.formats.manifest_list_key import decrypt_manifest_list_key_metadata
@@ -176,6 +177,7 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
     named_versions = [(str(k), str(v)) for k, v in compromised_master_keys]
     also_remove = {str(path) for path in also_remove}
     compromised_ids = {str(k) for k in compromised_keks}
+    activate_session(spark)  # reencrypt_each(parallel=N) runs this in worker threads
     full_name, ops, kms = load_operations_and_kms(spark, table, kms, ReencryptError)
     jvm = spark.sparkContext._jvm
     result = ReencryptResult(full_name, dry_run)
