@@ -335,13 +335,9 @@ class ServedKms:
         trail = self.trail
         if trail is None:
             return
-        record = {"face": face, "principal": principal, "peer": peer, "operation": operation, "key_id": key,
-                  "key_version": key_version, "table": table, "result": result, "reason": reason,
-                  "request_id": request_id}
-        if context:
-            record["encryption_context"] = context
         try:
-            trail.write(record)
+            trail.write_operation(face, principal, peer, operation, key, key_version, table, result, reason,
+                                  request_id, context)
         except AuditWriteError as exc:
             self._audit_failed(exc)
             self._refuse(face, operation, "audit unavailable")
