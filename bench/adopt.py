@@ -1,4 +1,4 @@
-"""Section 15, encrypting an existing table (issue 51): ``encrypt_table``'s copy and verification vs a
+"""Section 17, encrypting an existing table (issue 51): ``encrypt_table``'s copy and verification vs a
 plain ``INSERT INTO ... SELECT`` of the same rows into an encrypted table; the swap's window.
 
 Per repetition, one plaintext table (format 2, identity-partitioned by ``part`` = id % 8, ``COMMITS``
@@ -29,7 +29,7 @@ import uuid
 from bench.context import CATALOG, MASTER_KEY_ID, Context
 from bench.harness import Goal, Row, Section
 
-TITLE = "15. Encrypting an existing table: `encrypt_table` vs a plain `INSERT INTO ... SELECT`"
+TITLE = "17. Encrypting an existing table: `encrypt_table` vs a plain `INSERT INTO ... SELECT`"
 COMMITS = 2
 ROWS = {True: 20_000, False: 1_000_000}  # quick, full: rows per commit (full: a 2-million-row table)
 SCHEMA = "id bigint, part int, payload string"

@@ -268,7 +268,7 @@ GOALS = [
     Goal("`kms serve` with a policy and the audit trail vs without, calls/s, 8 JVM threads", "svca_throughput_8",
          0.9, ref="svc_throughput_8",
          why="Issue 50: the audit costs at most 10 % of calls/s. Each call checks its grant and appends one "
-             "chained JSON line (SHA-256, one write(2), no fsync per line) under one lock."),
+             "chained JSON line (SHA-256; written by group commit since section 15 was added, no fsync per line)."),
     Goal("p50 latency of the Python KMS, 8 JVM threads", "py_p50 latency_8", 150.0, at_most=True,
          why="The same hand-offs (see above)."),
 ]

@@ -2,7 +2,7 @@
 
     make bench          # full sizes (~60 min on 2 cores, ~50 of them sections 5 and 6, ~6 section 7), writes bench/RESULTS.md
     make bench-quick    # tiny sizes (< 3 min), same table shape (QUICK_NOTE: what it leaves out), writes bench/.data/RESULTS-quick.md
-    .venv/bin/python -m bench.run [--quick] [--only ags1,parquet,kms,tables,verify,incremental,read,cluster,selective,audit,streaming,keys,reencrypt,trino,adopt] [--output FILE]
+    .venv/bin/python -m bench.run [--quick] [--only ags1,parquet,kms,tables,verify,incremental,read,cluster,selective,audit,streaming,keys,reencrypt,trino,audit-cost,face-boto3,adopt] [--output FILE]
 
 Bench data (AGS1 and Parquet files, the Iceberg warehouse and metastore) goes to ``bench/.data/``
 (gitignored), recreated on each run.
@@ -37,6 +37,8 @@ SECTIONS = {
     "keys": "bench.keys_where_used",
     "reencrypt": "bench.reencrypt",
     "trino": "bench.trino_face",
+    "audit-cost": "bench.audit_cost",
+    "face-boto3": "bench.face_boto3",
     "adopt": "bench.adopt",
 }
 #: Sections that stop the shared Spark session and shut the embedded Derby metastore down (it

@@ -5,11 +5,13 @@
     # GET /healthz  -> 200 "ok ..." or 503 "unhealthy: <reason>", a canary wrap/unwrap through the KMS
     server.close()
 
-Metrics (no secrets, no per-client labels: a fleet of executors would make the series unbounded):
+Metrics (no secrets, no per-client-address labels: a fleet of executors would make the series
+unbounded; the ``principal`` label takes only the principals the policy names, else ``unknown``):
 
 =================================================  ==========================================================
-``pyiceberg_crypto_kms_calls_total{face,operation}`` KMS operations of every face (``py4j``, ``aws``):
-                                                   ``wrap``, ``unwrap``, ``generate``, ``describe``
+``pyiceberg_crypto_kms_calls_total{face,principal,operation}`` KMS operations of every face (``py4j``,
+                                                   ``aws``) per principal (``aws:SECTION``, ``py4j:NAME``,
+                                                   ``unknown``): ``wrap``, ``unwrap``, ``generate``, ``describe``
 ``pyiceberg_crypto_kms_refused_operations_total{face,operation,reason}`` refused by the policy, for an
                                                    unknown key, or because the audit trail could not record
 ``pyiceberg_crypto_kms_audit_write_failures_total`` audit lines that could not be written (fail closed)

@@ -461,7 +461,7 @@ class Py4jFace:
         by_operation = ("operation",)
         return render([
             counter(f"{PREFIX}_py4j_calls_total", "Py4J calls finished, per operation (every face's KMS "
-                    "operations: pyiceberg_crypto_kms_calls_total{face,operation}).",
+                    "operations: pyiceberg_crypto_kms_calls_total{face,principal,operation}).",
                     {(name,): op.calls for name, op in operations.items()}, by_operation),
             counter(f"{PREFIX}_failures_total", "KMS calls that failed, per operation.",
                     {(name,): op.failures for name, op in operations.items()}, by_operation),

@@ -43,12 +43,19 @@ if TYPE_CHECKING:
     from pyiceberg_crypto.serve.audit_trail import AuditTrail
     from pyiceberg_crypto.serve.policy import Policy
 
-__all__ = ["SERVED_KMS_TIMEOUT_SECONDS", "AuditUnavailableError", "KeyNotAvailableError", "RateLimitedLog",
-           "ServedKms"]
+__all__ = ["MAX_PRINCIPAL_LABELS", "SERVED_KMS_TIMEOUT_SECONDS", "UNKNOWN_PRINCIPAL", "AuditUnavailableError",
+           "KeyNotAvailableError", "RateLimitedLog", "ServedKms"]
 
 #: The operations every face's calls are counted and audited as (the policy's names).
 FACE_OPERATIONS = ("wrap", "unwrap", "generate", "describe")
 _VERBS = {"wrap": "wrap with", "unwrap": "unwrap with", "generate": "generate a key with", "describe": "describe"}
+
+#: The ``principal`` label of calls by a principal the policy does not name (and, without a policy,
+#: beyond the first :data:`MAX_PRINCIPAL_LABELS` principals): the metric's series stay bounded.
+UNKNOWN_PRINCIPAL = "unknown"
+#: Without a policy, at most this many principals get a label of their own (each is a section of
+#: the AWS face's credentials file or ``py4j:default``: configured, so few; this bounds a mistake).
+MAX_PRINCIPAL_LABELS = 256
 
 #: Seconds one served KMS call may take (``kms serve --kms-timeout``): half of what a JVM client
 #: waits (:data:`~pyiceberg_crypto.kms.bounded.DEFAULT_KMS_TIMEOUT_SECONDS`), so that a hung KMS
@@ -184,7 +191,8 @@ class ServedKms:
         self.policy: Policy | None = None
         self.trail: AuditTrail | None = None
         self._counts_lock = threading.Lock()
-        self._calls: Counter = Counter()       # (face, operation)
+        self._calls: Counter = Counter()       # (face, principal label, operation)
+        self._labels: set[str] = set()         # without a policy: the principals labelled so far
         self._refused: Counter = Counter()     # (face, operation, reason)
         self._audit_failures = 0
         self._canonical: dict[str, str] = {}  # key id as sent -> canonical id
@@ -273,8 +281,9 @@ class ServedKms:
         what ``fn`` raised."""
         policy = self.policy
         request_id = f"{self._request_prefix}-{next(self._request_ids):x}"
+        label = self.principal_label(principal, policy)
         with self._counts_lock:
-            self._calls[(face, operation)] += 1
+            self._calls[(face, label, operation)] += 1
         key = None
         if key_id is not None:
             key = self._canonical.get(key_id)
@@ -313,6 +322,23 @@ class ServedKms:
         self._audit(face, principal, peer, operation, key, key_version, table, context, "ok", None, request_id)
         return result
 
+    def principal_label(self, principal: str, policy: Policy | None = None) -> str:
+        """The ``principal`` label of a call by ``principal`` on ``pyiceberg_crypto_kms_calls_total``:
+        with a policy, a principal it names, else :data:`UNKNOWN_PRINCIPAL`; without one, the
+        principal (the faces authenticate only configured ones) up to :data:`MAX_PRINCIPAL_LABELS`."""
+        if policy is None:
+            policy = self.policy
+        if policy is not None:
+            return principal if principal in policy.grants else UNKNOWN_PRINCIPAL
+        labels = self._labels
+        if principal in labels:
+            return principal
+        with self._counts_lock:
+            if len(labels) < MAX_PRINCIPAL_LABELS:
+                labels.add(principal)
+                return principal
+        return UNKNOWN_PRINCIPAL
+
     def key_version(self, wrapped: bytes, key_id: str) -> str | None:
         """The version of ``key_id`` that wrapped ``wrapped``, if the served KMS can tell (no key bytes)."""
         current = self._current
@@ -335,13 +361,9 @@ class ServedKms:
         trail = self.trail
         if trail is None:
             return
-        record = {"face": face, "principal": principal, "peer": peer, "operation": operation, "key_id": key,
-                  "key_version": key_version, "table": table, "result": result, "reason": reason,
-                  "request_id": request_id}
-        if context:
-            record["encryption_context"] = context
         try:
-            trail.write(record)
+            trail.write_operation(face, principal, peer, operation, key, key_version, table, result, reason,
+                                  request_id, context)
         except AuditWriteError as exc:
             self._audit_failed(exc)
             self._refuse(face, operation, "audit unavailable")
@@ -354,15 +376,15 @@ class ServedKms:
         self.errors.warning("audit", "KMS service %r refuses operations: %s", self.name, exc)
 
     def render_metrics(self) -> str:
-        """The served KMS's counters over every face (Prometheus text): calls per face and operation,
+        """The served KMS's counters over every face (Prometheus text): calls per face, principal and operation,
         refusals per face, operation and reason, audit lines that could not be written."""
         with self._counts_lock:
             calls, refused, failures = dict(self._calls), dict(self._refused), self._audit_failures
         trail = self.trail
         return render([
-            counter("pyiceberg_crypto_kms_calls_total", "KMS operations asked of the served KMS, per face and "
-                    "operation (refused and failed ones included).", dict(sorted(calls.items())),
-                    ("face", "operation")),
+            counter("pyiceberg_crypto_kms_calls_total", "KMS operations asked of the served KMS, per face, "
+                    "principal (one the policy names, else unknown) and operation (refused and failed ones "
+                    "included).", dict(sorted(calls.items())), ("face", "principal", "operation")),
             counter("pyiceberg_crypto_kms_refused_operations_total", "KMS operations refused, per face, "
                     "operation and reason (not granted, unknown key, audit unavailable).",
                     dict(sorted(refused.items())), ("face", "operation", "reason")),

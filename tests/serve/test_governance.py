@@ -302,7 +302,11 @@ def test_grants_a_malformed_policy_stops_the_start_with_one_line(tmp_path):
     assert "aws:SECTION" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_grants_calls_of_both_faces_are_counted_with_a_face_label(tmp_path):
+def _calls(text: str, face: str, principal: str, operation: str) -> float:
+    return _sample(text, "pyiceberg_crypto_kms_calls_total", face=face, principal=principal, operation=operation)
+
+
+def test_grants_calls_of_both_faces_are_counted_with_face_and_principal_labels(tmp_path):
     face = _governed(tmp_path, audit=False)
     try:
         blob = _loader(face).encrypt(KeyId="analytics-1", Plaintext=KEY)["CiphertextBlob"]
@@ -313,10 +317,12 @@ def test_grants_calls_of_both_faces_are_counted_with_a_face_label(tmp_path):
             wrapped = RawClient.bytes_of(writer.call("wrapKey", KEY, "orders-key"))
             writer.call("unwrapKey", wrapped, "orders-key")
         text = _metrics(face)
-        assert _sample(text, "pyiceberg_crypto_kms_calls_total", face="aws", operation="wrap") == 2
-        assert _sample(text, "pyiceberg_crypto_kms_calls_total", face="aws", operation="unwrap") == 1
-        assert _sample(text, "pyiceberg_crypto_kms_calls_total", face="py4j", operation="wrap") == 1
-        assert _sample(text, "pyiceberg_crypto_kms_calls_total", face="py4j", operation="unwrap") == 1
+        assert _calls(text, "aws", "aws:loader", "wrap") == 1
+        assert _calls(text, "aws", "aws:trino", "wrap") == 1  # refused: counted all the same
+        assert _calls(text, "aws", "aws:trino", "unwrap") == 1
+        assert _calls(text, "py4j", "py4j:spark-writers", "wrap") == 1
+        assert _calls(text, "py4j", "py4j:spark-writers", "unwrap") == 1
+        assert "unknown" not in re.findall(r'principal="([^"]*)"', text)
         assert _sample(text, "pyiceberg_crypto_kms_refused_operations_total", face="aws", operation="wrap",
                        reason="not granted") == 1
         assert _sample(text, "pyiceberg_crypto_kms_policy_in_force") == 1
@@ -520,3 +526,59 @@ def test_audit_trail_in_a_read_only_directory_stops_the_start(tmp_path):
         _writable(directory)
     assert result.returncode == 2
     assert "cannot open the audit trail" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_grants_principal_label_is_unknown_for_a_principal_the_policy_does_not_name(tmp_path):
+    """The default token and a credentials section the policy leaves out may still connect and sign,
+    and every call of theirs is refused: on the call metric they are one series, ``unknown``."""
+    extra = (f"[intruder]\naws_access_key_id = AKIDLAKEINTRUDER0001\naws_secret_access_key = "
+             "intruder-secret-0123456789abcdef\n")
+    face = _governed(tmp_path, audit=False)
+    try:
+        write_credentials(tmp_path / "config" / "aws.credentials", CREDENTIALS + extra)
+        intruder = face.client(access_key_id="AKIDLAKEINTRUDER0001", secret="intruder-secret-0123456789abcdef")
+
+        def signed_in():  # the face follows its credentials file (a section added or removed)
+            try:
+                intruder.encrypt(KeyId="analytics-1", Plaintext=KEY)
+            except ClientError as exc:
+                return _error_code(exc) == "AccessDeniedException" or None
+            return None
+
+        eventually(signed_in, message="the new credentials section signing in")
+        for key_id in ("analytics-1", "finance-key", "no-such-key"):
+            with pytest.raises(ClientError):
+                intruder.decrypt(CiphertextBlob=os.urandom(64), KeyId=key_id)
+        host, port = face.service.address.rsplit(":", 1)
+        with RawClient(host, int(port)) as default:
+            assert default.handshake(face.service.token_file.read_text().strip()) == b"!yv"
+            assert b"KeyNotAvailableError" in default.call("wrapKey", KEY, "orders-key")
+        text = _metrics(face)
+        assert _calls(text, "aws", "unknown", "wrap") >= 1
+        assert _calls(text, "aws", "unknown", "unwrap") == 3
+        assert _calls(text, "py4j", "unknown", "wrap") == 1
+        principals = set(re.findall(r'pyiceberg_crypto_kms_calls_total\{[^}]*principal="([^"]*)"', text))
+        assert principals == {"unknown"}
+        assert "intruder" not in text and "default" not in text
+    finally:
+        face.stop()
+
+
+def _error_code(exc: ClientError) -> str:
+    return exc.response["Error"]["Code"]
+
+
+def test_grants_principal_label_without_a_policy_is_bounded():
+    """Without a policy every authenticated principal is labelled (sections of the credentials file,
+    ``py4j:default``), up to MAX_PRINCIPAL_LABELS; past that, ``unknown``: the series stay bounded."""
+    from pyiceberg_crypto.kms import InMemoryKms
+    from pyiceberg_crypto.serve.served_kms import MAX_PRINCIPAL_LABELS, ServedKms
+
+    served = ServedKms(lambda: InMemoryKms({"k1": bytes(16)})).start()
+    for n in range(MAX_PRINCIPAL_LABELS + 5):
+        served.perform("aws", f"aws:section-{n}", "127.0.0.1:1", "describe", "k1", lambda: None)
+    text = served.render_metrics()
+    labels = re.findall(r'pyiceberg_crypto_kms_calls_total\{[^}]*principal="([^"]*)"', text)
+    assert len(labels) == MAX_PRINCIPAL_LABELS + 1
+    assert _calls(text, "aws", "aws:section-0", "describe") == 1
+    assert _calls(text, "aws", "unknown", "describe") == 5

@@ -62,9 +62,9 @@ def test_metrics_and_healthz_of_kms_serve(tmp_path, keystore):
             assert client.call("wrapKey", KEY, "missing").startswith(b"!x")
             status, text = _get(f"{base}/metrics")
             assert status == 200
-            assert _metric(text, "pyiceberg_crypto_kms_calls_total", face="py4j", operation="wrap") == 2
+            assert _metric(text, "pyiceberg_crypto_kms_calls_total", face="py4j", principal="py4j:default", operation="wrap") == 2
             assert _metric(text, "pyiceberg_crypto_kms_failures_total", operation="wrap") == 1
-            assert _metric(text, "pyiceberg_crypto_kms_calls_total", face="py4j", operation="unwrap") == 1
+            assert _metric(text, "pyiceberg_crypto_kms_calls_total", face="py4j", principal="py4j:default", operation="unwrap") == 1
             assert _metric(text, "pyiceberg_crypto_kms_call_duration_seconds_count", operation="wrap") == 2
             assert _metric(text, "pyiceberg_crypto_kms_call_duration_seconds_bucket", operation="wrap", le="+Inf") == 2
             assert _metric(text, "pyiceberg_crypto_kms_connected_clients") == 1
@@ -91,7 +91,7 @@ def test_metrics_and_healthz_of_kms_serve(tmp_path, keystore):
         status, body = _get(f"{base}/healthz")
         assert status == 200 and body.startswith("ok: canary wrap/unwrap with key id 'k1' in "), body
         text = _get(f"{base}/metrics")[1]
-        assert _metric(text, "pyiceberg_crypto_kms_calls_total", face="py4j", operation="wrap") == 2
+        assert _metric(text, "pyiceberg_crypto_kms_calls_total", face="py4j", principal="py4j:default", operation="wrap") == 2
         assert _metric(text, "pyiceberg_crypto_kms_health_checks_total", result="ok") >= 1
         assert _get(f"{base}/nothing")[0] == 404
         token = service.token_file.read_text().strip()
