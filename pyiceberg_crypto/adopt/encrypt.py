@@ -502,7 +502,7 @@ def _verify(run: _Run, name: str, original, staging, copied: int | None, result:
     result.copied_snapshot = copied
     result.compared = {"original": run.full(name), "original_snapshot": copied, "copy": run.full(run.staging),
                        "copy_snapshot": _current_id(staging), "rows": copy.rows, "partitions": len(copy.partitions),
-                       "partitioned_by": [n for n, _ in keys], "hash": "sum of sha2-256 (60 bits) of to_json(row)",
+                       "partitioned_by": [n for n, _ in keys], "hash": "sum of xxhash64(to_json(row))",
                        "columns": columns, "equal": not differences}
     if differences:
         raise AdoptVerificationError(f"the copy {run.full(run.staging)} does not hold the rows of {run.full(name)} at "

@@ -1,7 +1,10 @@
 """An order-independent fingerprint of a table's rows at one snapshot, per partition of its current
-spec: the row count and the sum of a 60-bit SHA-256 prefix of each row's canonical serialization
-(``to_json`` of a struct of every column, by name: nulls, nested values and types included), so two
-tables with the same rows have the same fingerprint whatever their file layout::
+spec: the row count and the sum (as a 38-digit decimal: no overflow) of the 64-bit ``xxhash64`` of
+each row's canonical serialization (``to_json`` of a struct of every column, by name: nulls, nested
+values and types included), so two tables with the same rows have the same fingerprint whatever
+their file layout. The hash is not cryptographic, and need not be: it catches a row lost, changed
+or copied twice (the comparison's job); the copy's authenticity is the verifier's proof. It costs
+about a third of a SHA-256 of the same serialization (2 million rows on 2 cores: 1.0 s vs 2.8 s)::
 
     fingerprint = rows_fingerprint(spark, "lake.db.orders", snapshot_id, columns, partition_keys)
     fingerprint == rows_fingerprint(spark, "lake.db.orders__encrypting", other_id, columns, partition_keys)
@@ -72,6 +75,6 @@ def rows_fingerprint(spark, table: str, snapshot_id: int | None, columns: list[s
     key = ("to_json(named_struct(" + ", ".join(f"'{name}', {expression}" for name, expression in keys) + "))"
            if keys else "'{}'")
     query = (f"SELECT {key} AS k, count(*) AS n, "
-             f"sum(CAST(conv(substr(sha2({row}, 256), 1, 15), 16, 10) AS DECIMAL(38, 0))) AS h "
+             f"sum(CAST(xxhash64({row}) AS DECIMAL(38, 0))) AS h "
              f"FROM {table} VERSION AS OF {int(snapshot_id)} GROUP BY 1")
     return RowsFingerprint({str(r["k"]): (int(r["n"]), int(r["h"] or 0)) for r in spark.sql(query).collect()})
