@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -143,8 +144,22 @@ def test_reencrypt_killed_mid_rewrite_tags_and_sweep_then_rerun_loses_no_row(tmp
             assert _rows(READ, tmp_path) == before, "a kill mid-rewrite lost or changed rows"
 
     done = _cli(*REENCRYPT, "--json", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode in (0, 1), done.stderr[-3000:]
     doc = json.loads(done.stdout)
+    if done.returncode == 1:
+        # A killed rewrite can leave files it wrote and never committed, younger than the orphan
+        # window (a concurrent writer's in-flight files look the same): the proof cannot vouch for
+        # them and names them UNACCOUNTED, and nothing else. With writers paused, as the runbook
+        # says, a run with the window at now removes them and proves the table.
+        findings = doc["proof"]["storage"]["findings"]
+        assert findings and {f["finding"] for f in findings} == {"UNACCOUNTED"}, findings
+        assert doc["proof"]["still_present"] == [] and not doc["proof"]["dependent"], doc["proof"]
+        now = datetime.now(timezone.utc).isoformat()
+        done = _cli(*REENCRYPT, "--json", "--orphans-older-than", now, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        doc = json.loads(done.stdout)
+        removed = {path.removeprefix("file:") for path in doc["reencrypt"]["orphans"]}
+        assert {f["path"].removeprefix("file:") for f in findings} <= removed, (findings, removed)
     assert doc["proof"]["ok"] and doc["proof"]["storage"]["ok"], json.dumps(doc["proof"], indent=1)[-3000:]
     assert doc["proof"]["still_present"] == []
     assert _rows(READ, tmp_path) == before, "the finishing run lost or changed rows"
