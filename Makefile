@@ -115,7 +115,9 @@ system-packages:
 #   - the newcomer tests (-m newcomer: wheels installed into fresh environments, the docs walk that
 #     runs the pages from the installed wheel);
 #   - everything else on Spark 4.1.
-# The wheel the cluster and newcomer lanes install is built once, before the lanes (`make dist` into
+# What only one lane needs is set up inside that lane, while the others already run: the Spark 3.5
+# environment (~1 min of pip) and Trino's jars in the spine's lane, YARN's jars in the cluster lane
+# (each lane's log shows it). The wheel the cluster and newcomer lanes install is built once, before the lanes (`make dist` into
 # $(TEST_DIST), handed to the tests' `dist` fixture by PYICEBERG_CRYPTO_TEST_DIST): two lanes never
 # build it at once. Each pytest process has its own --basetemp, so their temporary directories never collide,
 # and its own .cache/junit-LANE.xml: every test's time, to see where a lane's minutes go.
@@ -128,17 +130,19 @@ NEWCOMER_LOG := .cache/test-newcomer.log
 MULTIHOST := cluster or executors or newcomer
 TEST_DIST := .cache/test-dist
 
-test: setup setup-spark3.5 system-packages docs trino-jars yarn-jars
+test: setup system-packages docs
 	@mkdir -p .cache
 	$(MAKE) --no-print-directory dist DIST_DIR=$(TEST_DIST)
 	export PYICEBERG_CRYPTO_TEST_DIST=$(CURDIR)/$(TEST_DIST); \
-	{ $(PY35) -m pytest -m spine -p no:cacheprovider --basetemp=$(TEST_TMP)-3.5 --junitxml=.cache/junit-spark3.5.xml $(PYTEST_ARGS) \
-		> $(SPARK35_LOG) 2>&1; spine=$$?; \
+	{ $(MAKE) --no-print-directory setup-spark3.5 trino-jars > $(SPARK35_LOG) 2>&1 && \
+	  $(PY35) -m pytest -m spine -p no:cacheprovider --basetemp=$(TEST_TMP)-3.5 --junitxml=.cache/junit-spark3.5.xml $(PYTEST_ARGS) \
+		>> $(SPARK35_LOG) 2>&1; spine=$$?; \
 	  PYICEBERG_CRYPTO_REQUIRE_TRINO=1 $(PY) -m pytest -m 'apps and not ($(MULTIHOST))' -p no:cacheprovider \
 		--basetemp=$(TEST_TMP)-apps --junitxml=.cache/junit-apps.xml \
 		$(PYTEST_ARGS) > $(APPS_LOG) 2>&1 && exit $$spine; } & lane3=$$!; \
-	$(PY) -m pytest -m '(cluster or executors) and not newcomer' -p no:cacheprovider --basetemp=$(TEST_TMP)-cluster --junitxml=.cache/junit-cluster.xml \
-		$(PYTEST_ARGS) > $(CLUSTER_LOG) 2>&1 & cluster=$$!; \
+	{ $(MAKE) --no-print-directory yarn-jars > $(CLUSTER_LOG) 2>&1 && \
+	  $(PY) -m pytest -m '(cluster or executors) and not newcomer' -p no:cacheprovider --basetemp=$(TEST_TMP)-cluster --junitxml=.cache/junit-cluster.xml \
+		$(PYTEST_ARGS) >> $(CLUSTER_LOG) 2>&1; } & cluster=$$!; \
 	$(PY) -m pytest -m newcomer -p no:cacheprovider --basetemp=$(TEST_TMP)-newcomer --junitxml=.cache/junit-newcomer.xml \
 		$(PYTEST_ARGS) > $(NEWCOMER_LOG) 2>&1 & newcomer=$$!; \
 	status=0; \

@@ -1,4 +1,7 @@
-"""Things that need their own Spark application: the README example, and executors in other JVMs."""
+"""Things that need their own Spark application: the README example, and executors in other JVMs.
+
+The README's ten lines and ``pyiceberg-crypto demo`` (``make demo``) run from the installed wheel in
+tests/test_newcomer.py."""
 
 from __future__ import annotations
 
@@ -70,18 +73,3 @@ def test_write_and_read_with_executors_in_separate_jvms(tmp_path):
     assert "RESULT 1000 499500" in result.stdout
     assert "FILES [('data', True), ('manifest', True), ('manifest-list', True)]" in result.stdout
     assert "KMS True" in result.stdout
-
-
-@pytest.mark.jvm
-def test_demo_writes_verifies_and_reports(tmp_path):
-    """`make demo` runs this: the table is written, every file verified, the report printed."""
-    result = subprocess.run([sys.executable, "-m", "pyiceberg_crypto.cli.main", "demo", "--workdir", str(tmp_path / "d")],
-                            cwd=tmp_path, env=dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT),
-                                                 **SHORT_DRIVER_ENV),
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = result.stdout
-    assert "deletion-vector" in out and "table checks" in out
-    assert "OK              metadata-hash" in out
-    assert "OK: every file is encrypted, authentic and in its place" in out
-    assert "Read without a JVM (pyiceberg_crypto.read): 3 rows, the same rows as Spark's SELECT" in out

@@ -16,7 +16,6 @@ from pyiceberg_crypto.verify.report import DATA, DELETION_VECTOR, MANIFEST, MANI
 from tests.verify.conftest import create_table, local, metadata_location
 from tests.verify.test_tamper import flipped, replaced
 
-pytestmark = pytest.mark.spine  # verify_table and --since: make test also runs it on Spark 3.5
 
 KMS = "tests.verify.kms_factory:session_kms"
 FILE_KINDS = {DATA, DELETION_VECTOR, "position-delete", "equality-delete"}
@@ -140,6 +139,7 @@ def test_cli_since_and_verify_table_give_the_same_files(capsys, spark, history):
     assert all(status == OK for _, status in cli)
 
 
+@pytest.mark.spine  # the verification's Spark tasks on Spark 3.5 too (make test's spine)
 def test_a_small_since_scope_is_checked_on_the_driver_a_larger_one_in_spark_tasks(spark, history):
     """Scheduling a Spark job costs more than checking a few files: small task lists stay on the
     driver (same check_file), the rest go to Spark tasks; the findings are the same."""
