@@ -186,17 +186,23 @@ def _one_table(spark, table: str, args: argparse.Namespace, kms: KeyManagementCl
     return {"result": result, "before_report": before, "proof_report": proof, "carried": carried}
 
 
-def _carried_dependent(path: str, table: str) -> list[str]:
-    """The dependent files an earlier, unfinished run of this table recorded in ``path`` (none when
-    the file is absent, another table's, or finished)."""
+def _read_earlier_report(path: str) -> object:
+    """The JSON document an earlier run left at ``--report`` ``path`` (None when there is none);
+    ReportError when it cannot be read, before anything is changed."""
     try:
         with open(path, encoding="utf-8") as handle:
-            earlier = json.load(handle)
+            return json.load(handle)
     except FileNotFoundError:
-        return []
+        return None
     except (OSError, ValueError) as exc:
         raise ReportError(f"--report {path}: cannot read the earlier run's report ({exc}); move it away to start "
                           "afresh") from None
+
+
+def _carried_dependent(path: str, table: str) -> list[str]:
+    """The dependent files an earlier, unfinished run of this table recorded in ``path`` (none when
+    the file is absent, another table's, or finished)."""
+    earlier = _read_earlier_report(path)
     if not isinstance(earlier, dict) or earlier.get("table") != table or earlier.get("finished", True):
         return []
     before = earlier.get("before") or {}
@@ -275,14 +281,7 @@ def _save_progress(args: argparse.Namespace, summary: dict) -> None:
 def _earlier_run(path: str, catalog: str) -> dict[str, dict]:
     """The tables an earlier ``--all-tables`` run of ``catalog`` proved, from its report at
     ``path``, when that run did not end with every table proven (stopped, or some failed); else none."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            earlier = json.load(handle)
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        raise ReportError(f"--report {path}: cannot read the earlier run's report ({exc}); move it away to start "
-                          "afresh") from None
+    earlier = _read_earlier_report(path)
     if not isinstance(earlier, dict) or earlier.get("catalog") != catalog or earlier.get("ok"):
         return {}
     done = earlier.get("done")
