@@ -54,6 +54,7 @@ from pyiceberg_crypto.adopt.rows import partition_key_expressions, rows_fingerpr
 from pyiceberg_crypto.catalog.spark import split_table_name
 from pyiceberg_crypto.errors import ConfigError, InvalidArgumentError, PyicebergCryptoError
 from pyiceberg_crypto.properties import KEY_ID
+from pyiceberg_crypto.table._java_collections import java_list, java_map
 
 __all__ = ["PHASES", "REFS_DROP", "REFS_KEEP_ORIGINAL", "AdoptChangedError", "AdoptError", "AdoptResult",
            "AdoptVerificationError", "encrypt_table"]
@@ -357,7 +358,7 @@ def _keep_field_ids(run: _Run, original, staging) -> None:
 
 def _carried_properties(original, result: AdoptResult) -> dict[str, str]:
     carried, dropped = {}, []
-    for key, value in dict(original.properties()).items():
+    for key, value in java_map(original.properties()).items():
         if key in RESERVED or key.startswith("encryption.") or key in PATH_PROPERTIES:
             dropped.append(key)
         else:
@@ -386,12 +387,12 @@ def _describe(run: _Run, original, staging, result: AdoptResult, new_properties:
     if staging is not None and str(staging.location()) != str(original.location()):
         not_kept.append(f"location: the new table's files are under {staging.location()} (a rename moves no file), "
                         f"not {original.location()}")
-    snapshots = list(original.snapshots())
+    snapshots = java_list(original.snapshots(), run.jvm)
     if snapshots:
         not_kept.append(f"time travel: {len(snapshots)} plaintext snapshot(s) (VERSION / TIMESTAMP AS OF) stay with the "
                         f"original ({result.plaintext_table}) until it is purged")
-    refs = original.refs()
-    result.refs = sorted(f"{'branch' if refs.get(n).isBranch() else 'tag'} {n}" for n in refs.keySet() if n != "main")
+    refs = java_map(original.refs())
+    result.refs = sorted(f"{'branch' if ref.isBranch() else 'tag'} {n}" for n, ref in refs.items() if n != "main")
     if result.refs:
         not_kept.append(f"refs {', '.join(result.refs)}: not carried over; readable on the original until it is purged")
     not_kept.append(METADATA_COLUMNS_NOTE)
@@ -402,7 +403,7 @@ def _field_ids(schema) -> list[tuple[str, int]]:
     out = []
 
     def walk(fields, prefix):
-        for f in fields:
+        for f in java_list(fields):
             out.append((prefix + str(f.name()), int(f.fieldId())))
             if f.type().isStructType():
                 walk(f.type().asStructType().fields(), prefix + str(f.name()) + ".")
@@ -424,7 +425,7 @@ def _copied(staging) -> int | None:
 
 
 def _first_copied(staging) -> int | None:
-    snapshots = sorted(staging.snapshots(), key=lambda s: s.sequenceNumber())
+    snapshots = sorted(java_list(staging.snapshots()), key=lambda s: s.sequenceNumber())
     for snapshot in snapshots:
         value = snapshot.summary().get(SOURCE_SNAPSHOT)
         if value is not None:
@@ -490,10 +491,10 @@ def _catch_up(run: _Run, name: str, original, copied: int | None, result: AdoptR
 
 def _verify(run: _Run, name: str, original, staging, copied: int | None, result: AdoptResult) -> None:
     """Counts and hashes per partition, original at ``copied`` against the copy; the proof. Raises on a difference."""
-    columns = [str(f.name()) for f in staging.schema().columns()]
+    columns = [str(f.name()) for f in java_list(staging.schema().columns())]
     keys = partition_key_expressions(run.catalog, [
         (str(f.name()), str(f.transform()), str(staging.schema().findColumnName(f.sourceId())))
-        for f in staging.spec().fields()])
+        for f in java_list(staging.spec().fields())])
     run.refresh(name)
     run.refresh(run.staging)
     source = rows_fingerprint(run.spark, run.full(name), copied, columns, keys)

@@ -76,7 +76,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from pyiceberg_crypto.keys._java_collections import java_list, java_map
+from pyiceberg_crypto.table._java_collections import java_list, java_map
 from pyiceberg_crypto.catalog.spark import activate_session
 from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.formats.ags1 import NONCE_LENGTH, check_key

@@ -7,7 +7,7 @@ about a dozen ``instanceof`` questions: about 13 ms per loop over a collection, 
 small table's re-encryption looped ~70 times: about a second of its fixed cost. These functions
 ask the size first and fetch by index instead (one call per element, none that fails)::
 
-    from pyiceberg_crypto.keys._java_collections import java_list, java_map
+    from pyiceberg_crypto.table._java_collections import java_list, java_map
 
     snapshots = java_list(table_metadata.snapshots())            # a java.util.List or Collection
     refs = java_map(table_metadata.refs())                       # {name: SnapshotRef}
