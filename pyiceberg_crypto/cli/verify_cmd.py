@@ -124,11 +124,18 @@ def _direct_properties(args: argparse.Namespace) -> dict[str, str] | None:
 def verify_catalog_table(properties: dict[str, str], table: str, kms, *, timeout: float = CATALOG_TIMEOUT_SECONDS,
                          catalog: str | None = None, **options):
     """Verify ``table`` (``catalog.db.table``, or ``db.table`` with ``catalog``: no catalog name is
-    made up) at the metadata.json its catalog names, asking the Hive metastore or REST catalog with settings ``properties`` directly (no Spark):
+    made up) at the metadata.json its catalog names, asking the Hive metastore or REST catalog with
+    settings ``properties`` directly (no Spark)::
+
+        report = verify_catalog_table({"uri": "thrift://hms:9083"}, "lake.db.orders", kms)
+        report = verify_catalog_table({"type": "rest", "uri": "http://127.0.0.1:8181"}, "db.orders", kms,
+                                      catalog="lake")
+
     :func:`~pyiceberg_crypto.catalog.entry.catalog_entry`, then
     :func:`~pyiceberg_crypto.verify.pipeline.prepare_catalog_verification` (Hive's
     ``metadata_hash``, REST's served metadata), the ledger recording ``catalog.db.table`` as
-    ``verify_table`` does. ``options``: ``verify_metadata``'s keywords but ``runner``. Raises TableInputError."""
+    ``verify_table`` does. ``options``: ``verify_metadata``'s keywords but ``runner``. Raises
+    TableInputError; InvalidArgumentError for a name that is neither form."""
     catalog = split_catalog_name(table, catalog)[0]
     entry = catalog_entry(properties, table, catalog=catalog, timeout=timeout)
     prepared = prepare_catalog_verification(entry, kms, table_name=f"{catalog}.{entry.table}",
