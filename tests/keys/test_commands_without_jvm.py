@@ -120,9 +120,9 @@ def test_no_key_command_that_needs_no_jvm_starts_one(lakes, tmp_path):
         output = done.stdout + done.stderr
         assert not [marker for marker in JVM_OUTPUT if marker in output], (argv, output)
     # keystore retire's check: refused (the version is the newest, or still needed), still no JVM;
-    # and with no catalog name (none given, a db.table --table) refused, one line, before any catalog is asked
+    # and where-used with no catalog name refused, one line, before any catalog is asked
+    # (keystore retire's: tests/cli/test_catalog_name_cli.py, tests/keys/test_where_used_without_jvm.py)
     for argv in (["keystore", "retire", str(lakes["keystore"]), KEY, "1", *hive, "--table", f"lake.{ns}.orders"],
-                 ["keystore", "retire", str(lakes["keystore"]), KEY, "1", *hive, "--table", f"{ns}.orders"],
                  ["keys", "where-used", KEY, *lakes["kms"], *rest]):
         done = subprocess.run([console_script, *argv], capture_output=True, text=True, env=env, timeout=120)
         assert done.returncode == 2 and "Traceback" not in done.stderr, (argv, done.stderr)
@@ -157,8 +157,7 @@ def test_metastore_uri_with_warehouse_never_starts_spark(lakes, tmp_path):
         done.stderr
     # no catalog name, asking the metastore directly or with --warehouse alone: a usage error before any JVM
     for argv in (["keys", "where-used", KEY, *lakes["kms"], *hive, *local],
-                 ["keys", "where-used", KEY, *lakes["kms"], *local, "--table", f"{ns}.orders"],
-                 ["keystore", "retire", str(lakes["keystore"]), KEY, "1", *local]):
+                 ["keys", "where-used", KEY, *lakes["kms"], *local, "--table", f"{ns}.orders"]):
         done = run_cli(*argv)
         assert done.returncode == 2 and "name the catalog with --catalog NAME" in done.stderr, (argv, done.stderr)
         assert "Traceback" not in done.stderr and "pyspark was imported" not in done.stderr
