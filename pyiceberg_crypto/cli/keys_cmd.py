@@ -11,12 +11,12 @@ re-wrapping its KEKs, removing the entries no snapshot needs, which tables need 
     pyiceberg-crypto keys rewrap lake.db.orders --kms ... --metastore-uri thrift://hms:9083    # no JVM
     pyiceberg-crypto keys prune lake.db.orders --kms ... --rest-uri http://catalog:8181        # no JVM
     pyiceberg-crypto keys reencrypt lake.db.orders --compromised-version orders-key:1 --kms keystore ... (:mod:`.reencrypt_cmd`)
-    pyiceberg-crypto keys where-used orders-key 1 --kms keystore --kms-property keystore.path=keys.json \
+    pyiceberg-crypto keys where-used orders-key 1 --kms keystore --kms-property keystore.path=keys.json \\
         --metastore-uri thrift://hms:9083 --catalog lake [--json]
-    pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --metastore-uri thrift://hms:9083 \
+    pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --metastore-uri thrift://hms:9083 \\
         --table lake.db.orders [--table lake.db.items ...]
     pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --rest-uri http://catalog:8181 --catalog lake
-    pyiceberg-crypto keys where-used orders-key --compromised --kms keystore ... --metastore-uri thrift://hms:9083 \
+    pyiceberg-crypto keys where-used orders-key --compromised --kms keystore ... --metastore-uri thrift://hms:9083 \\
         --catalog lake
     pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --table /wh/db/t/metadata/00042-x.metadata.json
 

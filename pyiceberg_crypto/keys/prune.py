@@ -100,9 +100,10 @@ def prune_keys(spark, table: str, *, dry_run: bool = False, max_attempts: int = 
 def prune_keys_in_catalog(properties: dict[str, str], table: str, *, dry_run: bool = False, max_attempts: int = 4,
                           timeout: float = CATALOG_TIMEOUT_SECONDS, catalog: str | None = None) -> PruneResult:
     """:func:`prune_keys` without Spark or a JVM: the table (``catalog.db.table``, or ``db.table``
-    with ``catalog``) read from and committed to the catalog with settings ``properties`` directly (a Hive metastore's
-    ``uri``, or ``type=rest`` and the REST catalog's settings;
-    :func:`~pyiceberg_crypto.catalog.commit.commit_key_change`). Raises PruneError."""
+    with ``catalog``) read from and committed to the catalog with settings ``properties``
+    directly (a Hive metastore's ``uri``, or ``type=rest`` and the REST catalog's settings;
+    :func:`~pyiceberg_crypto.catalog.commit.commit_key_change`). Raises PruneError;
+    InvalidArgumentError for a ``db.table`` without ``catalog`` (no catalog name is made up)."""
     result = PruneResult(table, dry_run)
 
     def step(meta, doc) -> KeyChange | None:

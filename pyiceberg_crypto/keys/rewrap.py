@@ -109,9 +109,10 @@ def rewrap_keks_in_catalog(properties: dict[str, str], table: str, kms: KeyManag
                            dry_run: bool = False, all_keks: bool = False, max_attempts: int = 4,
                            timeout: float = CATALOG_TIMEOUT_SECONDS, catalog: str | None = None) -> RewrapResult:
     """:func:`rewrap_keks` without Spark or a JVM: the table (``catalog.db.table``, or ``db.table``
-    with ``catalog``) read from and committed to the catalog with settings ``properties`` directly (a Hive metastore's
-    ``uri``, or ``type=rest`` and the REST catalog's settings;
-    :func:`~pyiceberg_crypto.catalog.commit.commit_key_change`). Raises RewrapError."""
+    with ``catalog``) read from and committed to the catalog with settings ``properties``
+    directly (a Hive metastore's ``uri``, or ``type=rest`` and the REST catalog's settings;
+    :func:`~pyiceberg_crypto.catalog.commit.commit_key_change`). Raises RewrapError;
+    InvalidArgumentError for a ``db.table`` without ``catalog`` (no catalog name is made up)."""
     result = RewrapResult(table, dry_run)
 
     def step(meta, doc) -> KeyChange | None:
