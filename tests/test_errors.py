@@ -127,7 +127,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
             InvalidArgumentError, lambda: keys.reencrypt_each(["lake.db.t"], "not a function")),
         "pyiceberg_crypto.keys.where_used.where_used_in_listing": (
             InvalidArgumentError, lambda: keys.where_used_in_listing({"uri": "thrift://127.0.0.1:1"}, "k", None, None,
-                                                                     tables=["too.many.dots.here"])),
+                                                                     catalog="lake", tables=["too.many.dots.here"])),
         "pyiceberg_crypto.keys.where_used.where_used_in_metadata": (
             InvalidArgumentError, lambda: keys.where_used_in_metadata([GS], "", None, None)),
         "pyiceberg_crypto.kms.loader.load_kms": (kms.KmsLoadError, lambda: kms.load_kms("no-such-kms")),
@@ -195,7 +195,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.serve.aws.sigv4.load_credentials": (
             PyicebergCryptoError, lambda: sigv4.load_credentials(tmp_path / "no-credentials")),
         "pyiceberg_crypto.catalog.commit.current_metadata": (
-            TableInputError, lambda: catalog_commit.current_metadata({"type": "hadoop"}, "db.t")),
+            TableInputError, lambda: catalog_commit.current_metadata({"type": "hadoop"}, "lake.db.t")),
         "pyiceberg_crypto.catalog.commit.commit_key_change": (
             InvalidArgumentError, lambda: catalog_commit.commit_key_change({"uri": "thrift://127.0.0.1:1"}, "orders", None,
                                                                            what="prune", error=TableInputError)),

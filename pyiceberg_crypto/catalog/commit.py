@@ -85,12 +85,14 @@ Step = Callable[[TableMetadata, dict], "KeyChange | None"]
 
 
 def commit_key_change(properties: dict[str, str], table: str, step: Step, *, what: str, error: type[Exception],
-                      max_attempts: int = 4, timeout: float = CATALOG_TIMEOUT_SECONDS) -> tuple[str, int, bool, str]:
+                      max_attempts: int = 4, timeout: float = CATALOG_TIMEOUT_SECONDS,
+                      catalog: str | None = None) -> tuple[str, int, bool, str]:
     """(catalog.db.table, attempts, committed, the metadata location after the commit or of the
-    last table read). ``properties``: a Hive metastore's ``uri`` (thrift://...), or ``type=rest`` and
-    the REST catalog's settings. Raises ``error`` (nothing committed, or the outcome unknown: the
-    message says which)."""
-    catalog, levels, name = split_catalog_name(table)
+    last table read). ``table``: ``catalog.db.table``, or ``db.table`` with ``catalog``
+    (InvalidArgumentError otherwise: no catalog name is made up). ``properties``: a Hive metastore's
+    ``uri`` (thrift://...), or ``type=rest`` and the REST catalog's settings. Raises ``error``
+    (nothing committed, or the outcome unknown: the message says which)."""
+    catalog, levels, name = split_catalog_name(table, catalog)
     full_name = f"{catalog}.{'.'.join(levels)}.{name}"
     try:
         committer = (_RestCommitter(properties, levels, name, full_name, timeout) if catalog_kind(properties) == REST
@@ -112,9 +114,15 @@ def commit_key_change(properties: dict[str, str], table: str, step: Step, *, wha
     raise error(f"the {what} of {full_name} was refused {max_attempts} times by concurrent commits")
 
 
-def current_metadata(properties: dict[str, str], table: str, timeout: float = CATALOG_TIMEOUT_SECONDS) -> TableMetadata:
-    """The table's current metadata, read from its catalog (TableInputError)."""
-    catalog, levels, name = split_catalog_name(table)
+def current_metadata(properties: dict[str, str], table: str, timeout: float = CATALOG_TIMEOUT_SECONDS, *,
+                     catalog: str | None = None) -> TableMetadata:
+    """The table's current metadata, read from its catalog (TableInputError): ``table`` as
+    ``catalog.db.table``, or ``db.table`` with ``catalog`` (InvalidArgumentError otherwise)::
+
+        meta = current_metadata({"uri": "thrift://hms:9083"}, "lake.db.orders")
+        meta = current_metadata({"type": "rest", "uri": "http://127.0.0.1:8181"}, "db.orders", catalog="lake")
+    """
+    catalog, levels, name = split_catalog_name(table, catalog)
     full_name = f"{catalog}.{'.'.join(levels)}.{name}"
     try:
         committer = (_RestCommitter(properties, levels, name, full_name, timeout) if catalog_kind(properties) == REST

@@ -2,7 +2,7 @@
 Thrift, a REST catalog over HTTP, no JVM) or through a Spark session's kept metastore client::
 
     entry = catalog_entry({"uri": "thrift://hms:9083"}, "lake.db.orders")          # no Spark: the metastore
-    entry = catalog_entry({"type": "rest", "uri": "http://127.0.0.1:8181"}, "db.orders")   # no Spark: REST
+    entry = catalog_entry({"type": "rest", "uri": "http://127.0.0.1:8181"}, "db.orders", catalog="lake")  # REST
     entry.parameters["metadata_location"], entry.parameters.get("metadata_hash"), entry.served_metadata
     rows = list_tables({"uri": "thrift://127.0.0.1:9083"}, ["db"])                  # every table, sorted
 
@@ -57,9 +57,10 @@ def catalog_entry(properties: dict[str, str], table: str, *, catalog: str | None
     """One table's entry, asked of its catalog directly (no Spark, no JVM): a Hive metastore's
     ``uri`` (``thrift://host:port``) over Thrift, or a REST catalog (``type=rest`` and its
     ``uri``) with ``loadTable``; as :func:`list_tables` lists it (``parameters["metadata_location"]``,
-    Hive's ``metadata_hash``, REST's ``served_metadata``), named ``namespace.table``
-    (:func:`split_catalog_name` reads ``table``). Raises TableInputError: unknown or non-Iceberg
-    table, a catalog that cannot be asked."""
+    Hive's ``metadata_hash``, REST's ``served_metadata``), named ``namespace.table``.
+    ``table``: ``catalog.db.table``, or ``db.table`` with ``catalog`` (:func:`split_catalog_name`).
+    Raises TableInputError: unknown or non-Iceberg table, a catalog that cannot be asked;
+    InvalidArgumentError: a name that is not one of those."""
     catalog, levels, name = split_catalog_name(table, catalog)
     shown = f"{catalog}.{'.'.join(levels)}.{name}"
     try:
@@ -78,15 +79,23 @@ def catalog_entry(properties: dict[str, str], table: str, *, catalog: str | None
 
 
 def split_catalog_name(table: str, catalog: str | None = None) -> tuple[str, tuple[str, ...], str]:
-    """(catalog, namespace levels, table) of ``catalog.db.table`` or ``db.table`` (catalog
-    ``catalog``, default ``lake``); a REST catalog's nested namespace as ``catalog.a.b.table``.
-    InvalidArgumentError for anything else. (With Spark, :func:`split_table_name` takes the
-    session's current catalog instead.)"""
+    """(catalog, namespace levels, table) of ``catalog.db.table``, or of ``db.table`` in catalog
+    ``catalog`` (no name is made up: ``db.table`` without ``catalog`` is an InvalidArgumentError);
+    a REST catalog's nested namespace as ``catalog.a.b.table``::
+
+        split_catalog_name("lake.db.orders")           # ("lake", ("db",), "orders")
+        split_catalog_name("db.orders", "lake")        # the same
+
+    InvalidArgumentError for anything else, and for a ``catalog.db.table`` of another catalog than
+    ``catalog``. (With Spark, :func:`split_table_name` takes the session's current catalog instead.)"""
     parts = table.split(".")
     if not all(parts) or len(parts) < 2:
         raise InvalidArgumentError(f"table must be CATALOG.DB.TABLE or DB.TABLE, got {table!r}")
     if len(parts) == 2:
-        return catalog or "lake", (parts[0],), parts[1]
+        if not catalog:
+            raise InvalidArgumentError(f"name the catalog: CATALOG.DB.TABLE, not {table!r} (db.table names need "
+                                       "the catalog's name)")
+        return catalog, (parts[0],), parts[1]
     if catalog is not None and parts[0] != catalog:
         raise InvalidArgumentError(f"table {table!r} is not in catalog {catalog!r}: write {catalog}.DB.TABLE "
                                    "or DB.TABLE")

@@ -3,24 +3,31 @@ re-wrapping its KEKs, removing the entries no snapshot needs, which tables need 
 
     pyiceberg-crypto keys list METADATA_JSON --kms keystore --kms-property keystore.path=keys.json [--json]
     pyiceberg-crypto keys list lake.db.orders --metastore-uri thrift://hms:9083 [--kms ...] [--json]
-    pyiceberg-crypto keys list db.orders --rest-uri http://catalog:8181 [--kms ...] [--json]
+    pyiceberg-crypto keys list lake.db.orders --rest-uri http://catalog:8181 [--kms ...] [--json]
     pyiceberg-crypto keys rewrap lake.db.orders --kms keystore --kms-property keystore.path=keys.json \\
         --warehouse /data/wh [--metastore-uri thrift://...] [--dry-run] [--all] [--json]
     pyiceberg-crypto keys prune lake.db.orders --kms keystore --kms-property keystore.path=keys.json \\
         --warehouse /data/wh [--dry-run] [--json]
     pyiceberg-crypto keys rewrap lake.db.orders --kms ... --metastore-uri thrift://hms:9083    # no JVM
-    pyiceberg-crypto keys prune db.orders --kms ... --rest-uri http://catalog:8181             # no JVM
+    pyiceberg-crypto keys prune lake.db.orders --kms ... --rest-uri http://catalog:8181        # no JVM
     pyiceberg-crypto keys reencrypt lake.db.orders --compromised-version orders-key:1 --kms keystore ... (:mod:`.reencrypt_cmd`)
-    pyiceberg-crypto keys where-used orders-key 1 --kms keystore --kms-property keystore.path=keys.json \
-        --metastore-uri thrift://hms:9083 [--catalog lake] [--table lake.db.orders ...] [--json]
-    pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --rest-uri http://catalog:8181
-    pyiceberg-crypto keys where-used orders-key --compromised --kms keystore ... --metastore-uri thrift://hms:9083
+    pyiceberg-crypto keys where-used orders-key 1 --kms keystore --kms-property keystore.path=keys.json \\
+        --metastore-uri thrift://hms:9083 --catalog lake [--json]
+    pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --metastore-uri thrift://hms:9083 \\
+        --table lake.db.orders [--table lake.db.items ...]
+    pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --rest-uri http://catalog:8181 --catalog lake
+    pyiceberg-crypto keys where-used orders-key --compromised --kms keystore ... --metastore-uri thrift://hms:9083 \\
+        --catalog lake
     pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --table /wh/db/t/metadata/00042-x.metadata.json
 
 ``list`` needs no JVM (the KMS is optional: without it, no master key versions; a table name is
 looked up in ``--metastore-uri`` or ``--rest-uri`` directly), nor does
 ``where-used`` with ``--metastore-uri`` or ``--rest-uri`` (the catalog is asked directly, as
-``pyiceberg-crypto audit`` does) or with metadata.json files. ``where-used --compromised`` lists
+``pyiceberg-crypto audit`` does) or with metadata.json files. ``where-used`` names the tables
+``CATALOG.DB.TABLE``: the catalog's name is ``--catalog``, else that of the ``--table
+CATALOG.DB.TABLE`` names, else (a session spark-submit configured) the session's current catalog;
+asking a catalog directly or with ``--warehouse``, one of the first two is needed (no name is made
+up: a usage error before anything is read). ``where-used --compromised`` lists
 only the tables that still depend on a version the KMS marks compromised (``keystore compromised``),
 and exits 1 while any do. ``rewrap`` and ``prune`` commit to the catalog directly with
 ``--metastore-uri`` or ``--rest-uri``, as Iceberg's own clients commit
@@ -106,9 +113,9 @@ def add_catalog_arguments(parser) -> None:
     REST catalog asked directly (no JVM), a Spark catalog, or the tables themselves."""
     add_direct_catalog_arguments(parser)
     parser.add_argument("--catalog", metavar="NAME",
-                        help="the catalog's name: tables are shown as NAME.db.table (default: lake); without "
-                             "--metastore-uri, --rest-uri or --warehouse, the Spark catalog of the session "
-                             "spark-submit configured")
+                        help="the catalog's name: tables are shown as NAME.db.table (default: the catalog of the "
+                             "--table CATALOG.DB.TABLE names; without --metastore-uri, --rest-uri or --warehouse, "
+                             "the current catalog of the session spark-submit configured; otherwise required)")
     parser.add_argument("--warehouse", help="build a local Spark session for this warehouse (embedded metastore)")
     parser.add_argument("--metastore-dir", help="embedded metastore directory (default: next to the warehouse)")
     parser.add_argument("--namespace", action="append", default=[], metavar="NS",
@@ -157,22 +164,53 @@ def find_key_uses(args: argparse.Namespace, key_id: str, version: str | None, km
         return where_used_in_metadata(locations, key_id, version, kms, compromised_only=compromised_only)
     if locations:
         raise UsageError("give --table as CATALOG.DB.TABLE names or as metadata.json files, not both")
-    catalog = args.catalog or (args.table[0].split(".")[0] if args.table and args.table[0].count(".") == 2
-                               else "lake")
+    catalog = args.catalog or _catalog_of_tables(args.table)
+    if catalog is None and (catalog_properties is not None or args.warehouse):
+        raise UsageError(_NAME_THE_CATALOG)  # before any catalog is asked or any JVM starts
     if catalog_properties is not None:
         return where_used_in_listing(catalog_properties, key_id, version, kms, catalog=catalog, tables=args.table or None,
                                      timeout=args.metastore_timeout, compromised_only=compromised_only,
                                      namespaces=args.namespace or None)
     from pyiceberg_crypto.config import session_for_catalog
 
-    spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
+    spark = session_for_catalog(catalog or "", warehouse=args.warehouse, metastore_dir=args.metastore_dir,
                                 metastore_uri=args.metastore_uri, app_name="pyiceberg-crypto-keys")
     try:  # only the metastore and the metadata.json files are read: no Iceberg load, no KMS in the JVM
-        return where_used_in_catalog(spark, catalog, key_id, version, kms, tables=args.table or None,
+        catalog = catalog or _session_catalog(spark)
+        tables = [name if name.count(".") >= 2 else f"{catalog}.{name}" for name in args.table] or None
+        return where_used_in_catalog(spark, catalog, key_id, version, kms, tables=tables,
                                      compromised_only=compromised_only)
     finally:
         if args.warehouse:
             spark.stop()
+
+
+#: The usage error when no catalog name is given nor can be read from the session spark-submit configured.
+_NAME_THE_CATALOG = ("name the catalog with --catalog NAME or give --table as CATALOG.DB.TABLE (tables are "
+                    "shown as CATALOG.DB.TABLE; no catalog name is assumed)")
+
+
+def _catalog_of_tables(tables: list[str]) -> str | None:
+    """The catalog of the first ``--table CATALOG.DB.TABLE`` name (None: only ``db.table`` names, or none)."""
+    for name in tables:
+        parts = name.split(".")
+        if len(parts) >= 3 and parts[0]:
+            return parts[0]
+    return None
+
+
+def _session_catalog(spark) -> str:
+    """The current catalog of a session spark-submit configured, when it is an Iceberg catalog the
+    session configures (``spark.sql.catalog.NAME`` an Iceberg ``SparkCatalog`` or
+    ``SparkSessionCatalog``); UsageError otherwise (:data:`_NAME_THE_CATALOG`)."""
+    from pyiceberg_crypto.catalog.kinds import ICEBERG_SPARK_CATALOGS
+
+    current = spark.catalog.currentCatalog()
+    implementation = spark.conf.get(f"spark.sql.catalog.{current}", None)
+    if implementation not in ICEBERG_SPARK_CATALOGS:
+        raise UsageError(f"the session's current catalog {current!r} is not an Iceberg catalog it configures "
+                         f"(spark.sql.catalog.{current} is {implementation or 'not set'}): {_NAME_THE_CATALOG}")
+    return current
 
 
 def _is_metadata_location(table: str) -> bool:

@@ -3,8 +3,8 @@
     pyiceberg-crypto keystore create PATH
     pyiceberg-crypto keystore add PATH KEY_ID [--length 16|24|32]
     pyiceberg-crypto keystore rotate PATH KEY_ID
-    pyiceberg-crypto keystore retire PATH KEY_ID VERSION --metastore-uri thrift://hms:9083 [--table ...] [--force]
-    pyiceberg-crypto keystore retire PATH KEY_ID VERSION --rest-uri http://catalog:8181 [--force]
+    pyiceberg-crypto keystore retire PATH KEY_ID VERSION --metastore-uri thrift://hms:9083 --catalog lake [--table ...] [--force]
+    pyiceberg-crypto keystore retire PATH KEY_ID VERSION --rest-uri http://catalog:8181 --catalog lake [--force]
     pyiceberg-crypto keystore compromised PATH KEY_ID VERSION
     pyiceberg-crypto keystore list PATH [--json]
 
@@ -120,7 +120,7 @@ def _retire(keystore: Keystore, args: argparse.Namespace) -> int:
                   "catalog to check (--metastore-uri thrift://host:port or --rest-uri http://..., asked without "
                   "Spark; --warehouse DIR; or --catalog NAME in a spark-submit session) or the tables "
                   f"(--table ...), e.g. `pyiceberg-crypto keystore retire {keystore.path} {args.key_id} {args.version} "
-                  "--metastore-uri thrift://127.0.0.1:9083`; or --force to retire without a check (what it wrapped becomes unreadable)",
+                  "--metastore-uri thrift://127.0.0.1:9083 --catalog CATALOG`; or --force to retire without a check (what it wrapped becomes unreadable)",
                   file=sys.stderr)
             return ExitStatus.USAGE
         try:

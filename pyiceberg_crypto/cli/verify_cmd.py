@@ -2,7 +2,7 @@
 
     pyiceberg-crypto verify /wh/db.db/orders/metadata/00042-....metadata.json --kms keystore ...
     pyiceberg-crypto verify lake.db.orders --metastore-uri thrift://hms:9083 --kms keystore ...
-    pyiceberg-crypto verify db.orders --rest-uri http://catalog:8181 --kms keystore ...
+    pyiceberg-crypto verify lake.db.orders --rest-uri http://catalog:8181 --kms keystore ...
 
 With a table name, its current metadata.json is asked of the Hive metastore (over Thrift: its
 ``metadata_hash`` is checked too) or the REST catalog (``loadTable``: the file must be the
@@ -121,15 +121,23 @@ def _direct_properties(args: argparse.Namespace) -> dict[str, str] | None:
     return catalog_properties
 
 
-def verify_catalog_table(properties: dict[str, str], table: str, kms, *, timeout: float = CATALOG_TIMEOUT_SECONDS, **options):
-    """Verify ``table`` (``catalog.db.table`` or ``db.table``) at the metadata.json its catalog
-    names, asking the Hive metastore or REST catalog with settings ``properties`` directly (no Spark):
+def verify_catalog_table(properties: dict[str, str], table: str, kms, *, timeout: float = CATALOG_TIMEOUT_SECONDS,
+                         catalog: str | None = None, **options):
+    """Verify ``table`` (``catalog.db.table``, or ``db.table`` with ``catalog``: no catalog name is
+    made up) at the metadata.json its catalog names, asking the Hive metastore or REST catalog with
+    settings ``properties`` directly (no Spark)::
+
+        report = verify_catalog_table({"uri": "thrift://hms:9083"}, "lake.db.orders", kms)
+        report = verify_catalog_table({"type": "rest", "uri": "http://127.0.0.1:8181"}, "db.orders", kms,
+                                      catalog="lake")
+
     :func:`~pyiceberg_crypto.catalog.entry.catalog_entry`, then
     :func:`~pyiceberg_crypto.verify.pipeline.prepare_catalog_verification` (Hive's
     ``metadata_hash``, REST's served metadata), the ledger recording ``catalog.db.table`` as
-    ``verify_table`` does. ``options``: ``verify_metadata``'s keywords but ``runner``. Raises TableInputError."""
-    catalog = split_catalog_name(table)[0]
-    entry = catalog_entry(properties, table, timeout=timeout)
+    ``verify_table`` does. ``options``: ``verify_metadata``'s keywords but ``runner``. Raises
+    TableInputError; InvalidArgumentError for a name that is neither form."""
+    catalog = split_catalog_name(table, catalog)[0]
+    entry = catalog_entry(properties, table, catalog=catalog, timeout=timeout)
     prepared = prepare_catalog_verification(entry, kms, table_name=f"{catalog}.{entry.table}",
                                             catalog_uri=properties.get("uri"), **options)
     return prepared.run()

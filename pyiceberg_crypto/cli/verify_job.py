@@ -125,6 +125,8 @@ def _without_spark(args: argparse.Namespace, properties: dict[str, str], kms, op
         return fail("unreadable", str(exc))
     except LedgerError as exc:
         return fail("ledger", str(exc))
+    except ValueError as exc:  # a --table that is not CATALOG.DB.TABLE (no catalog name is made up)
+        return fail("usage", str(exc))
     except Exception as exc:  # a verifier bug: one line, exit 2
         return fail("internal", f"the verification failed: {exception_line(exc)}")
     return _output(args, report)

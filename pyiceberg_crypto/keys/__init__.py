@@ -10,9 +10,9 @@ without rewriting data, and remove the entries no snapshot needs::
     result = rewrap_keks(spark, "lake.db.orders", dry_run=True)  # what would change
     result = prune_keys(spark, "lake.db.orders")                 # drop entries no snapshot needs
     rewrap_keks_in_catalog({"uri": "thrift://hms:9083"}, "lake.db.orders", kms)   # no JVM (or a REST catalog)
-    prune_keys_in_catalog({"type": "rest", "uri": "http://127.0.0.1:8181"}, "db.orders")   # no JVM
+    prune_keys_in_catalog({"type": "rest", "uri": "http://127.0.0.1:8181"}, "db.orders", catalog="lake")  # no JVM
     where_used_in_catalog(spark, "lake", "orders-key", "1", kms).needed   # before retiring a version
-    where_used_in_listing({"uri": "thrift://hms:9083"}, "orders-key", "1", kms).needed   # the same, no JVM
+    where_used_in_listing({"uri": "thrift://hms:9083"}, "orders-key", "1", kms, catalog="lake").needed  # no JVM
     reencrypt_table(spark, "lake.db.orders", compromised_master_keys=[("orders-key", "1")])  # after a leak
     dependent_tables({"uri": "thrift://hms:9083"}, "lake", [("orders-key", "1")], kms).tables   # which to re-encrypt
 

@@ -98,11 +98,12 @@ def prune_keys(spark, table: str, *, dry_run: bool = False, max_attempts: int = 
 
 
 def prune_keys_in_catalog(properties: dict[str, str], table: str, *, dry_run: bool = False, max_attempts: int = 4,
-                          timeout: float = CATALOG_TIMEOUT_SECONDS) -> PruneResult:
-    """:func:`prune_keys` without Spark or a JVM: the table (``catalog.db.table`` or ``db.table``)
-    read from and committed to the catalog with settings ``properties`` directly (a Hive metastore's
-    ``uri``, or ``type=rest`` and the REST catalog's settings;
-    :func:`~pyiceberg_crypto.catalog.commit.commit_key_change`). Raises PruneError."""
+                          timeout: float = CATALOG_TIMEOUT_SECONDS, catalog: str | None = None) -> PruneResult:
+    """:func:`prune_keys` without Spark or a JVM: the table (``catalog.db.table``, or ``db.table``
+    with ``catalog``) read from and committed to the catalog with settings ``properties``
+    directly (a Hive metastore's ``uri``, or ``type=rest`` and the REST catalog's settings;
+    :func:`~pyiceberg_crypto.catalog.commit.commit_key_change`). Raises PruneError;
+    InvalidArgumentError for a ``db.table`` without ``catalog`` (no catalog name is made up)."""
     result = PruneResult(table, dry_run)
 
     def step(meta, doc) -> KeyChange | None:
@@ -112,10 +113,11 @@ def prune_keys_in_catalog(properties: dict[str, str], table: str, *, dry_run: bo
         return None if dry_run or not removed else KeyChange(removed=removed)
 
     result.table, result.attempts, result.committed, result.metadata_location = commit_key_change(
-        properties, table, step, what="prune", error=PruneError, max_attempts=max_attempts, timeout=timeout)
+        properties, table, step, what="prune", error=PruneError, max_attempts=max_attempts, timeout=timeout,
+        catalog=catalog)
     if result.committed:  # what the committed metadata still lists (a catalog that writes keys back)
         try:
-            present = set(current_metadata(properties, table, timeout).encryption_keys)
+            present = set(current_metadata(properties, result.table, timeout).encryption_keys)
         except TableInputError as exc:
             raise PruneError(f"the prune of {result.table} was committed ({result.metadata_location}), but the "
                              f"table cannot be read back: {exc}") from None

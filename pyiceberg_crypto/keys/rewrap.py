@@ -107,11 +107,12 @@ def rewrap_keks(spark, table: str, *, kms: KeyManagementClient | None = None, dr
 
 def rewrap_keks_in_catalog(properties: dict[str, str], table: str, kms: KeyManagementClient, *,
                            dry_run: bool = False, all_keks: bool = False, max_attempts: int = 4,
-                           timeout: float = CATALOG_TIMEOUT_SECONDS) -> RewrapResult:
-    """:func:`rewrap_keks` without Spark or a JVM: the table (``catalog.db.table`` or ``db.table``)
-    read from and committed to the catalog with settings ``properties`` directly (a Hive metastore's
-    ``uri``, or ``type=rest`` and the REST catalog's settings;
-    :func:`~pyiceberg_crypto.catalog.commit.commit_key_change`). Raises RewrapError."""
+                           timeout: float = CATALOG_TIMEOUT_SECONDS, catalog: str | None = None) -> RewrapResult:
+    """:func:`rewrap_keks` without Spark or a JVM: the table (``catalog.db.table``, or ``db.table``
+    with ``catalog``) read from and committed to the catalog with settings ``properties``
+    directly (a Hive metastore's ``uri``, or ``type=rest`` and the REST catalog's settings;
+    :func:`~pyiceberg_crypto.catalog.commit.commit_key_change`). Raises RewrapError;
+    InvalidArgumentError for a ``db.table`` without ``catalog`` (no catalog name is made up)."""
     result = RewrapResult(table, dry_run)
 
     def step(meta, doc) -> KeyChange | None:
@@ -132,7 +133,8 @@ def rewrap_keks_in_catalog(properties: dict[str, str], table: str, kms: KeyManag
         return KeyChange(rewrapped={change.key_id: base64.b64encode(wrapped).decode() for change, wrapped in plan})
 
     result.table, result.attempts, result.committed, result.metadata_location = commit_key_change(
-        properties, table, step, what="re-wrap", error=RewrapError, max_attempts=max_attempts, timeout=timeout)
+        properties, table, step, what="re-wrap", error=RewrapError, max_attempts=max_attempts, timeout=timeout,
+        catalog=catalog)
     return result
 
 

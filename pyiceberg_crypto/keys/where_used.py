@@ -2,13 +2,15 @@
 retired (``pyiceberg-crypto keys where-used``, ``pyiceberg-crypto keystore retire``)::
 
     result = where_used_in_catalog(spark, "lake", "orders-key", "1", kms)     # every table of a catalog
-    result = where_used_in_listing({"uri": "thrift://hms:9083"}, "orders-key", "1", kms)   # no JVM
-    result = where_used_in_listing({"type": "rest", "uri": "http://127.0.0.1:8181"}, "orders-key", "1", kms)
+    result = where_used_in_listing({"uri": "thrift://hms:9083"}, "orders-key", "1", kms, catalog="lake")  # no JVM
+    result = where_used_in_listing({"type": "rest", "uri": "http://127.0.0.1:8181"}, "orders-key", "1", kms,
+                                   catalog="lake")
     result = where_used_in_metadata(["/wh/shop.db/orders/metadata/00042-....metadata.json"], "orders-key", "1", kms)
     result.needed        # True: some table needs it, or a table could not be checked
     for use in result.uses:
         use.table, use.kek_ids, use.snapshot_ids, use.compromised_versions
-    result = where_used_in_listing({"uri": "thrift://hms:9083"}, "orders-key", None, kms, compromised_only=True)
+    result = where_used_in_listing({"uri": "thrift://hms:9083"}, "orders-key", None, kms, catalog="lake",
+                                   compromised_only=True)
 
 A table needs a master key version when one of its KEKs (``encryption-keys`` wrapped by the KMS)
 is wrapped by it: without it that KEK can never be unwrapped, and every snapshot whose manifest
@@ -151,15 +153,19 @@ def where_used_in_catalog(spark, catalog: str, key_id: str, version: str | int |
 
 
 def where_used_in_listing(properties: dict[str, str], key_id: str, version: str | int | None,
-                          kms: KeyManagementClient | None, *, catalog: str = "lake", tables: list[str] | None = None,
+                          kms: KeyManagementClient | None, *, catalog: str, tables: list[str] | None = None,
                           timeout: float = CATALOG_TIMEOUT_SECONDS, limits: Limits | None = None, compromised_only: bool = False,
                           namespaces: list[str] | None = None) -> WhereUsed:
     """Check every Iceberg table of the catalog with these settings (a Hive metastore's ``uri``
     ``thrift://host:port``, or ``type=rest`` and its ``uri``: :func:`~pyiceberg_crypto.catalog.entry.list_tables`),
     without Spark or a JVM; or only ``tables`` (``catalog.db.table`` or ``db.table`` names), or only
-    the tables of ``namespaces``. Tables
-    are named ``catalog.db.table`` in the result. Raises TableInputError when the catalog cannot be
-    listed (unreachable, unknown namespace)."""
+    the tables of ``namespaces``. ``catalog`` is the catalog's name (required: the listing does not
+    know it): tables are named ``catalog.db.table`` in the result. Raises TableInputError when the
+    catalog cannot be listed (unreachable, unknown namespace); InvalidArgumentError for an empty
+    ``catalog``."""
+    if not isinstance(catalog, str) or not catalog or "." in catalog:
+        raise InvalidArgumentError(f"catalog must be the catalog's name (tables are named CATALOG.DB.TABLE), "
+                                   f"got {catalog!r}")
     result = _where_used(key_id, version, kms, compromised_only)
     wanted = {_without_catalog(name, catalog) for name in tables} if tables else None
     if wanted:

@@ -145,7 +145,7 @@ def _timed(argv: list[str], capsys) -> tuple[int, str, float]:
 
 COMMANDS = {
     "keys list": lambda kms: ["keys", "list", "lake.db.t"],
-    "keys where-used": lambda kms: ["keys", "where-used", "k", "1", *kms],
+    "keys where-used": lambda kms: ["keys", "where-used", "k", "1", *kms, "--catalog", "lake"],
     "keys prune": lambda kms: ["keys", "prune", "lake.db.t", *kms],
     "keys rewrap": lambda kms: ["keys", "rewrap", "lake.db.t", *kms],
 }

@@ -106,7 +106,7 @@ def test_no_key_command_that_needs_no_jvm_starts_one(lakes, tmp_path):
         ["keys", "list", f"lake.{ns}.orders", *hive, *lakes["kms"]],
         ["keys", "list", f"shop.{ns}.events", *rest],
         ["keys", "where-used", KEY, *lakes["kms"], *hive, "--table", f"lake.{ns}.orders"],
-        ["keys", "where-used", KEY, *lakes["kms"], *rest],
+        ["keys", "where-used", KEY, *lakes["kms"], *rest, "--catalog", "shop"],
         ["keys", "where-used", KEY, *lakes["kms"], "--table", location],
         ["keys", "rewrap", f"lake.{ns}.orders", *lakes["kms"], *hive, "--dry-run"],
         ["keys", "prune", f"shop.{ns}.events", *lakes["kms"], *rest, "--dry-run"],
@@ -119,11 +119,15 @@ def test_no_key_command_that_needs_no_jvm_starts_one(lakes, tmp_path):
         assert done.returncode == 0, (argv, done.stderr)
         output = done.stdout + done.stderr
         assert not [marker for marker in JVM_OUTPUT if marker in output], (argv, output)
-    # keystore retire's check: refused (the version is the newest, or still needed), still no JVM
-    done = subprocess.run([console_script, "keystore", "retire", str(lakes["keystore"]), KEY, "1", *hive,
-                           "--table", f"{ns}.orders"], capture_output=True, text=True, env=env, timeout=120)
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert not [marker for marker in JVM_OUTPUT if marker in done.stdout + done.stderr]
+    # keystore retire's check: refused (the version is the newest, or still needed), still no JVM;
+    # and where-used with no catalog name refused, one line, before any catalog is asked
+    # (keystore retire's: tests/cli/test_catalog_name_cli.py, tests/keys/test_where_used_without_jvm.py)
+    for argv in (["keystore", "retire", str(lakes["keystore"]), KEY, "1", *hive, "--table", f"lake.{ns}.orders"],
+                 ["keys", "where-used", KEY, *lakes["kms"], *rest]):
+        done = subprocess.run([console_script, *argv], capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, (argv, done.stderr)
+        assert not [marker for marker in JVM_OUTPUT if marker in done.stdout + done.stderr]
+    assert "name the catalog with --catalog NAME or give --table as CATALOG.DB.TABLE" in done.stderr
 
 
 def test_metastore_uri_with_warehouse_never_starts_spark(lakes, tmp_path):
@@ -140,7 +144,7 @@ def test_metastore_uri_with_warehouse_never_starts_spark(lakes, tmp_path):
         ["keys", "where-used", KEY, *lakes["kms"], *hive, *local, "--table", f"lake.{ns}.orders"],
         ["keys", "where-used", KEY, *lakes["kms"], *hive, "--metastore-dir", str(tmp_path / "ms"),
          "--table", f"lake.{ns}.orders"],
-        ["keys", "where-used", KEY, *lakes["kms"], *rest, *local, "--namespace", ns],
+        ["keys", "where-used", KEY, *lakes["kms"], *rest, *local, "--namespace", ns, "--catalog", "shop"],
     ]
     for argv in commands:
         done = run_cli(*argv)
@@ -148,6 +152,12 @@ def test_metastore_uri_with_warehouse_never_starts_spark(lakes, tmp_path):
     assert f"lake.{ns}.orders: would re-wrap" in run_cli(*commands[0]).stdout
     assert f"lake.{ns}.orders: KEK(s)" in run_cli(*commands[3]).stdout
     # keystore retire's catalog check: refused (the version is needed), still without a JVM
-    done = run_cli("keystore", "retire", str(lakes["keystore"]), KEY, "1", *hive, *local, "--table", f"{ns}.orders")
+    done = run_cli("keystore", "retire", str(lakes["keystore"]), KEY, "1", *hive, *local, "--table", f"lake.{ns}.orders")
     assert done.returncode == 2 and "Traceback" not in done.stderr and "pyspark was imported" not in done.stderr, \
         done.stderr
+    # no catalog name, asking the metastore directly or with --warehouse alone: a usage error before any JVM
+    for argv in (["keys", "where-used", KEY, *lakes["kms"], *hive, *local],
+                 ["keys", "where-used", KEY, *lakes["kms"], *local, "--table", f"{ns}.orders"]):
+        done = run_cli(*argv)
+        assert done.returncode == 2 and "name the catalog with --catalog NAME" in done.stderr, (argv, done.stderr)
+        assert "Traceback" not in done.stderr and "pyspark was imported" not in done.stderr

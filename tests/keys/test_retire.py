@@ -109,6 +109,27 @@ def test_where_used_across_the_catalog(capsys, lake):
     assert lake["orders"] in doc["checked"]
 
 
+def test_where_used_without_a_catalog_name_takes_the_sessions_current_iceberg_catalog(capsys, spark, lake):
+    """Issue 48 item 5: in the session spark-submit configured (here the test session, which
+    getOrCreate returns), no --catalog and no CATALOG.DB.TABLE: the tables are the session's current
+    catalog's when it is an Iceberg catalog the session configures, else a usage error (no name made up)."""
+    kms = ["--kms", "keystore", "--kms-property", f"keystore.path={lake['keystore']}"]
+    before = spark.catalog.currentCatalog()
+    try:
+        spark.catalog.setCurrentCatalog("spark_catalog")  # Spark's own session catalog: not Iceberg here
+        assert main(["keys", "where-used", KEY, "1", *kms]) == 2
+        err = capsys.readouterr().err
+        assert "the session's current catalog 'spark_catalog' is not an Iceberg catalog" in err, err
+        assert "name the catalog with --catalog NAME or give --table as CATALOG.DB.TABLE" in err
+        spark.catalog.setCurrentCatalog(lake["catalog"])
+        short = lake["returns"].split(".", 1)[1]  # db.returns_...: in the current catalog
+        assert main(["keys", "where-used", KEY, "1", *kms, "--table", short, "--json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert [u["table"] for u in doc["uses"]] == [lake["returns"]] and doc["checked"] == [lake["returns"]]
+    finally:
+        spark.catalog.setCurrentCatalog(before)
+
+
 def test_where_used_from_metadata_files_needs_no_spark(spark, lake):
     locations = [metadata_location(spark, lake[name]) for name in ("orders", "returns")]
     found = where_used_in_metadata(locations, KEY, 1, KeystoreKms(lake["keystore"]))

@@ -45,16 +45,38 @@ def test_where_used_over_thrift_names_the_tables_without_a_jvm(lakes):
     assert "Ivy" not in done.stderr and ":: resolving" not in done.stderr
 
 
+def test_where_used_names_the_tables_in_the_catalog_given_and_never_makes_one_up(lakes):
+    """Issue 48 item 5: the metastore's tables are shown in the catalog named (prod here), and
+    without a name (no --catalog, no --table CATALOG.DB.TABLE) the command refuses before asking
+    the metastore: one line, exit 2, no made-up "lake"."""
+    ns = lakes["ns"]
+    done = run_cli("keys", "where-used", KEY, "1", *lakes["kms"], "--metastore-uri", lakes["metastore"],
+                   "--namespace", ns, "--catalog", "prod")
+    assert done.returncode == 0, done.stderr
+    assert f"prod.{ns}.orders: KEK(s)" in done.stdout and f"prod.{ns}.returns: KEK(s)" in done.stdout
+    assert "lake." not in done.stdout
+    done = run_cli("keys", "where-used", KEY, "1", *lakes["kms"], "--metastore-uri", lakes["metastore"],
+                   "--table", f"prod.{ns}.orders", "--json")
+    assert done.returncode == 0, done.stderr
+    assert [u["table"] for u in json.loads(done.stdout)["uses"]] == [f"prod.{ns}.orders"]  # the --table's catalog
+    done = run_cli("keys", "where-used", KEY, "1", *lakes["kms"], "--metastore-uri", lakes["metastore"],
+                   "--table", f"{ns}.orders")
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    assert done.stderr.strip().splitlines() == [
+        "pyiceberg-crypto keys: name the catalog with --catalog NAME or give --table as CATALOG.DB.TABLE "
+        "(tables are shown as CATALOG.DB.TABLE; no catalog name is assumed)"]
+
+
 def test_where_used_over_rest_and_only_the_tables_asked_for(lakes):
     ns = lakes["ns"]
     done = run_cli("keys", "where-used", KEY, *lakes["kms"], "--rest-uri", lakes["rest"], "--catalog", "shop")
     assert done.returncode == 0, done.stderr
     assert f"shop.{ns}.events: KEK(s)" in done.stdout
     found = where_used_in_listing({"uri": lakes["metastore"]}, OTHER, None, KeystoreKms(lakes["keystore"]),
-                                  tables=[f"lake.{ns}.audit", f"{ns}.orders", f"{ns}.gone"])
-    assert [u.table for u in found.uses] == [f"lake.{ns}.audit"]
-    assert found.checked == [f"lake.{ns}.audit", f"lake.{ns}.orders"]
-    assert found.unchecked == {f"lake.{ns}.gone": "the catalog does not list this table"}  # not provably unused
+                                  catalog="prod", tables=[f"prod.{ns}.audit", f"{ns}.orders", f"{ns}.gone"])
+    assert [u.table for u in found.uses] == [f"prod.{ns}.audit"]  # named in the catalog given
+    assert found.checked == [f"prod.{ns}.audit", f"prod.{ns}.orders"]
+    assert found.unchecked == {f"prod.{ns}.gone": "the catalog does not list this table"}  # not provably unused
 
 
 def test_retire_checks_the_metastore_directly_and_refuses(lakes):
@@ -63,15 +85,23 @@ def test_retire_checks_the_metastore_directly_and_refuses(lakes):
     assert done.returncode == 2 and "newest" in done.stderr
     assert main(["keystore", "rotate", str(lakes["keystore"]), KEY]) == 0
     done = run_cli("keystore", "retire", str(lakes["keystore"]), KEY, "1", "--metastore-uri", lakes["metastore"],
-                   "--table", f"{lakes['ns']}.orders")
+                   "--table", f"lake.{lakes['ns']}.orders")
     assert done.returncode == 2 and "still needed" in done.stderr and f"lake.{lakes['ns']}.orders" in done.stderr
+    done = run_cli("keystore", "retire", str(lakes["keystore"]), KEY, "1", "--rest-uri", lakes["rest"],
+                   "--catalog", "shop")
+    assert done.returncode == 2 and f"shop.{lakes['ns']}.events" in done.stderr
+    # no catalog name: refused before the catalog is asked, the version kept
     done = run_cli("keystore", "retire", str(lakes["keystore"]), KEY, "1", "--rest-uri", lakes["rest"])
-    assert done.returncode == 2 and f"lake.{lakes['ns']}.events" in done.stderr
+    assert done.returncode == 2 and "name the catalog with --catalog NAME" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    listing = run_cli("keystore", "list", str(lakes["keystore"]), "--json")
+    assert listing.returncode == 0, listing.stderr
+    assert [v["version"] for v in json.loads(listing.stdout)["keys"][KEY]][:1] == [1]
 
 
 def test_an_unreachable_metastore_and_mixed_catalog_options_are_one_line(lakes):
     done = run_cli("keys", "where-used", KEY, *lakes["kms"], "--metastore-uri", "thrift://127.0.0.1:1",
-                   "--metastore-timeout", "2")
+                   "--catalog", "lake", "--metastore-timeout", "2")
     assert done.returncode == 2 and "cannot list the tables of catalog 'lake'" in done.stderr
     assert "Traceback" not in done.stderr
     done = run_cli("keys", "where-used", KEY, *lakes["kms"], "--metastore-uri", lakes["metastore"],
