@@ -42,7 +42,8 @@ CLUSTER_JOB = textwrap.dedent(
     from pyiceberg_crypto.verify.magic_scan import scan_table_files
 
     settings = config.spark_settings("c", warehouse="wh")
-    builder = config.local_spark_builder("cluster-test", master="local-cluster[2,1,1024]")
+    builder = (config.local_spark_builder("cluster-test", master="local-cluster[2,1,1024]")
+               .config("spark.executor.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"))  # short-lived
     spark = config.configure_spark_with_encryption(builder, settings).getOrCreate()
     registration = register_kms(spark, InMemoryKms.with_random_keys("k"))
     spark.sql("CREATE NAMESPACE c.db")

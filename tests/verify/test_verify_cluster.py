@@ -30,7 +30,8 @@ CLUSTER_VERIFY = textwrap.dedent(
     from cluster_kms import make
 
     settings = config.spark_settings("c", warehouse="wh")
-    builder = config.local_spark_builder("verify-cluster", master="local-cluster[2,1,1024]")
+    builder = (config.local_spark_builder("verify-cluster", master="local-cluster[2,1,1024]")
+               .config("spark.executor.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"))  # short-lived
     spark = config.configure_spark_with_encryption(builder, settings).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register_kms(spark, make())
