@@ -127,7 +127,10 @@ SPARK35_LOG := .cache/test-spark3.5.log
 APPS_LOG := .cache/test-apps.log
 CLUSTER_LOG := .cache/test-cluster.log
 NEWCOMER_LOG := .cache/test-newcomer.log
-MULTIHOST := cluster or executors or newcomer
+# The cluster lane also takes the tests marked `processes` (Spark applications of their own beside
+# loopback servers, no session driver): that lane ends minutes before the main one, which sets the time.
+CLUSTER_LANE := cluster or executors or processes
+MULTIHOST := $(CLUSTER_LANE) or newcomer
 TEST_DIST := .cache/test-dist
 
 test: setup system-packages docs
@@ -141,7 +144,7 @@ test: setup system-packages docs
 		--basetemp=$(TEST_TMP)-apps --junitxml=.cache/junit-apps.xml \
 		$(PYTEST_ARGS) > $(APPS_LOG) 2>&1 && exit $$spine; } & lane3=$$!; \
 	{ $(MAKE) --no-print-directory yarn-jars > $(CLUSTER_LOG) 2>&1 && \
-	  $(PY) -m pytest -m '(cluster or executors) and not newcomer' -p no:cacheprovider --basetemp=$(TEST_TMP)-cluster --junitxml=.cache/junit-cluster.xml \
+	  $(PY) -m pytest -m '($(CLUSTER_LANE)) and not newcomer' -p no:cacheprovider --basetemp=$(TEST_TMP)-cluster --junitxml=.cache/junit-cluster.xml \
 		$(PYTEST_ARGS) >> $(CLUSTER_LOG) 2>&1; } & cluster=$$!; \
 	$(PY) -m pytest -m newcomer -p no:cacheprovider --basetemp=$(TEST_TMP)-newcomer --junitxml=.cache/junit-newcomer.xml \
 		$(PYTEST_ARGS) > $(NEWCOMER_LOG) 2>&1 & newcomer=$$!; \

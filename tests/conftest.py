@@ -39,7 +39,7 @@ JVM_FIXTURES = frozenset({
 })
 # Markers whose tests start JVMs of their own, by subprocess (spark-submit, Spark applications,
 # the namespace cluster, local-cluster applications, wheels installed into fresh environments, the docs walk).
-JVM_MARKERS = frozenset({"apps", "cluster", "executors", "newcomer"})
+JVM_MARKERS = frozenset({"apps", "cluster", "executors", "newcomer", "processes"})
 # A hang fails one test, by name, after this many seconds (pyproject.toml: timeout = 300 for a
 # unit test). The longest tests take ~8 minutes under CI's load (a docs-walk chain more): these markers get 30 minutes;
 # other JVM tests 15 (the first one of a session also waits for Spark and the services to start).

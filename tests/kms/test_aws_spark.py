@@ -21,7 +21,7 @@ from tests.testkit import SHORT_DRIVER_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.slow, pytest.mark.loopback, pytest.mark.jvm]  # Spark in a subprocess
+pytestmark = [pytest.mark.slow, pytest.mark.loopback, pytest.mark.jvm, pytest.mark.processes]  # Spark in a subprocess
 
 APP = textwrap.dedent(
     """

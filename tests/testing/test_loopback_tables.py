@@ -17,7 +17,7 @@ from pyiceberg_crypto.table import Limits
 from tests.testing import helpers
 from tests.testing.helpers import AppOutput, assert_every_file_encrypted, assert_verified, run_app, start_app
 
-pytestmark = [pytest.mark.loopback, pytest.mark.slow]
+pytestmark = [pytest.mark.loopback, pytest.mark.slow, pytest.mark.processes]
 
 CATALOG = "lake"
 KEY_ID = "orders-key"
