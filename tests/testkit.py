@@ -17,6 +17,7 @@ from pathlib import Path
 from pyiceberg_crypto import jars
 # The one wait with a load-scaled deadline, shared with the test kit's clusters (pyiceberg_crypto.testing).
 from pyiceberg_crypto.testing._wait import MAX_LOAD_FACTOR, WaitTimeoutError, eventually, load_factor  # noqa: F401
+from tests.jvm_archive import PROJECT_ARCHIVE, use_options
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTKIT_JAR = ROOT / "jars" / "target" / "pyiceberg-crypto-bridge-tests.jar"
@@ -48,7 +49,11 @@ SMALL_APP_SETTINGS = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "
 #: up" notice on stderr (unlike JDK_JAVA_OPTIONS); servers keep their own options, executors too except
 #: in the cluster tests (tests/cluster/apps.short_lived_jvms).
 SHORT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-SHORT_DRIVER_ENV = {"SPARK_SUBMIT_OPTS": SHORT_JVM_OPTIONS}
+#: The drivers' options: :data:`SHORT_JVM_OPTIONS` and, where ``make test`` made it, the project
+#: environment's class-data sharing archive (tests.jvm_archive: the classes of Spark, Hive and Iceberg
+#: mapped parsed and verified, 40-60% of a short driver's CPU; a JVM it does not match ignores it).
+DRIVER_JVM_OPTIONS = f"{SHORT_JVM_OPTIONS} {use_options(PROJECT_ARCHIVE)}".strip()
+SHORT_DRIVER_ENV = {"SPARK_SUBMIT_OPTS": DRIVER_JVM_OPTIONS}
 
 #: Environment for the ``pip install`` runs into fresh environments (the newcomer tests, the docs
 #: walk and the pages it runs): pip byte-compiles every module it installs, all of pyspark's (a
