@@ -54,7 +54,7 @@ from pyiceberg_crypto.catalog.kinds import (
     session_catalogs,
 )
 from pyiceberg_crypto.engines import ENGINES, mode_conflicts, parse_readers, row_level_properties
-from pyiceberg_crypto.errors import ConfigError
+from pyiceberg_crypto.errors import ConfigError, InvalidArgumentError
 from pyiceberg_crypto.properties import (
     AES_KEY_LENGTHS,
     DATA_KEY_LENGTH,
@@ -740,17 +740,23 @@ def local_spark_builder(app_name: str = "pyiceberg-crypto", master: str = "local
     )
 
 
-def session_for_catalog(catalog: str, *, warehouse: str | Path | None = None, metastore_dir: str | Path | None = None,
-                        metastore_uri: str | None = None, master: str = "local[2]",
-                        app_name: str = "pyiceberg-crypto"):
+def session_for_catalog(catalog: str | None, *, warehouse: str | Path | None = None,
+                        metastore_dir: str | Path | None = None, metastore_uri: str | None = None,
+                        master: str = "local[2]", app_name: str = "pyiceberg-crypto"):
     """The SparkSession the package's own applications use (the verification job, ``keys rewrap``).
 
-    Without ``warehouse``: the session spark-submit configured (``--conf`` / spark-defaults.conf).
+    Without ``warehouse``: the session spark-submit configured (``--conf`` / spark-defaults.conf),
+    whose catalogs are its own (``catalog`` is not used and may be None).
     With it: a local session whose catalog ``catalog`` uses this package's settings::
 
         spark = session_for_catalog("lake", warehouse="/data/wh")                      # embedded metastore
         spark = session_for_catalog("lake", warehouse="/data/wh", metastore_uri="thrift://127.0.0.1:9083")
+        spark = session_for_catalog(None)                                              # under spark-submit
+
+    InvalidArgumentError for a ``warehouse`` without a catalog name.
     """
+    if warehouse is not None and not catalog:
+        raise InvalidArgumentError("a local session with a warehouse needs the name of its catalog")
     from pyspark.sql import SparkSession
 
     if warehouse is None:

@@ -77,6 +77,7 @@ def make_archive(python: Path | str, archive: Path, *, env: dict[str, str] | Non
                  base_options: str = "", timeout: float = 900) -> Path:
     """Run :data:`WORKLOAD` with ``python`` (whose pyspark and pyiceberg-crypto the archive is for)
     and write the classes its driver JVM loaded to ``archive`` (replaced only once complete)."""
+    archive = archive.resolve()  # the JVM runs in a scratch directory
     archive.parent.mkdir(parents=True, exist_ok=True)
     partial = archive.with_name(archive.name + ".partial")
     partial.unlink(missing_ok=True)

@@ -34,7 +34,7 @@ import json
 import sys
 
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, kms_from_arguments
-from pyiceberg_crypto.cli.options import UsageError
+from pyiceberg_crypto.cli.options import UsageError, local_session_catalog
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.safe_text import escape_text
 
@@ -113,7 +113,7 @@ def run_encrypt(args: argparse.Namespace) -> int:
     from pyiceberg_crypto.config import session_for_catalog
     from pyiceberg_crypto.verify import verify_table
 
-    catalog = args.table.split(".")[0]
+    catalog = args.table if args.all_tables else local_session_catalog(args.table, args.warehouse)
     spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
                                 metastore_uri=args.metastore_uri, app_name="pyiceberg-crypto-encrypt")
 
@@ -161,6 +161,7 @@ def _check_lake_options(args: argparse.Namespace) -> None:
     if not args.all_tables:
         if lake_only:
             raise UsageError(f"{', '.join(lake_only)} go(es) with --all-tables")
+        local_session_catalog(args.table, args.warehouse)
         return
     if "." in args.table:
         raise UsageError(f"with --all-tables, give the catalog's name (e.g. lake), not {args.table!r}")

@@ -46,7 +46,7 @@ import argparse
 import json
 import sys
 
-from pyiceberg_crypto.cli.options import UsageError
+from pyiceberg_crypto.cli.options import UsageError, local_session_catalog
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.errors import TableInputError
@@ -173,7 +173,7 @@ def find_key_uses(args: argparse.Namespace, key_id: str, version: str | None, km
                                      namespaces=args.namespace or None)
     from pyiceberg_crypto.config import session_for_catalog
 
-    spark = session_for_catalog(catalog or "", warehouse=args.warehouse, metastore_dir=args.metastore_dir,
+    spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
                                 metastore_uri=args.metastore_uri, app_name="pyiceberg-crypto-keys")
     try:  # only the metastore and the metadata.json files are read: no Iceberg load, no KMS in the JVM
         catalog = catalog or _session_catalog(spark)
@@ -359,12 +359,12 @@ def _commit_without_jvm(args: argparse.Namespace, properties: dict[str, str], km
 
 
 def _commit_in_spark(args: argparse.Namespace, kms: KeyManagementClient | None):
+    catalog = local_session_catalog(args.table, args.warehouse)  # before anything imports pyspark
     from pyiceberg_crypto.bridge import register_kms
     from pyiceberg_crypto.config import session_for_catalog
     from pyiceberg_crypto.keys.prune import prune_keys
     from pyiceberg_crypto.keys.rewrap import rewrap_keks
 
-    catalog = args.table.split(".")[0]
     spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
                                 metastore_uri=args.metastore_uri, app_name="pyiceberg-crypto-keys")
     try:

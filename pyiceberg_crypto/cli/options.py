@@ -22,6 +22,24 @@ class UsageError(PyicebergCryptoError, ValueError):
     it (a ``ValueError``, so every command's usage handling catches it)."""
 
 
+def local_session_catalog(table: str, warehouse: object) -> str | None:
+    """The name a command's own local session (``--warehouse``) gives its catalog: the first part of
+    ``table`` as CATALOG.DB.TABLE. UsageError for a shorter name there, before Spark starts (a
+    ``db.table`` would make a catalog called ``db``; no catalog name is made up). Without
+    ``--warehouse`` the session spark-submit configured has catalogs of its own: None::
+
+        local_session_catalog("lake.db.t", "wh")   # "lake"
+        local_session_catalog("db.t", None)        # None: the spark-submit session resolves it
+    """
+    if not warehouse:
+        return None
+    parts = table.split(".")
+    if len(parts) < 3 or not all(parts):
+        raise UsageError(f"with --warehouse, give the table as CATALOG.DB.TABLE (the local session's catalog "
+                         f"takes its first part's name), not {table!r}")
+    return parts[0]
+
+
 def parse_hex(value: str, option: str) -> bytes:
     """Bytes from a hex option value; UsageError naming the option otherwise."""
     try:

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.keys_cmd import add_direct_catalog_arguments, direct_catalog_properties
+from pyiceberg_crypto.cli.options import local_session_catalog
 from pyiceberg_crypto.cli.arguments import (
     add_kms_arguments,
     add_limit_arguments,
@@ -82,6 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         options = verification_options(args)
         catalog_properties = direct_catalog_properties(args, spark_with_warehouse=True)
+        if catalog_properties is None:
+            local_session_catalog(args.table, args.warehouse)  # a db.table there: refused before Spark starts
         kms = call_with_timeout(load_kms, args.kms, parse_properties(args.kms_property), timeout=args.kms_timeout,
                                 what=f"the KMS factory {args.kms!r}")
     except (KmsLoadError, ValueError) as exc:
@@ -145,7 +148,7 @@ def _output(args: argparse.Namespace, report) -> int:
 def _session(args: argparse.Namespace):
     from pyiceberg_crypto.config import session_for_catalog
 
-    return session_for_catalog(args.table.split(".")[0], warehouse=args.warehouse, metastore_dir=args.metastore_dir,
+    return session_for_catalog(local_session_catalog(args.table, args.warehouse), warehouse=args.warehouse, metastore_dir=args.metastore_dir,
                                metastore_uri=args.metastore_uri, master=args.master,
                                app_name="pyiceberg-crypto-verify")
 

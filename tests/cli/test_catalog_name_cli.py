@@ -75,3 +75,32 @@ def test_the_catalog_option_says_no_default_name(command, capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "--catalog NAME the catalog's name: tables are shown as NAME.db.table (default: the catalog of" in text
     assert "otherwise required" in text and "default: lake" not in text
+
+
+LOCAL_SESSION_REFUSAL = ("with --warehouse, give the table as CATALOG.DB.TABLE (the local session's catalog takes its "
+                         "first part's name), not 'db.t'")
+
+
+@pytest.mark.parametrize("argv", [
+    ["keys", "rewrap", "db.t", "KMS", "--warehouse", "WAREHOUSE"],
+    ["keys", "prune", "db.t", "KMS", "--warehouse", "WAREHOUSE"],
+    ["keys", "reencrypt", "db.t", "KMS", "--warehouse", "WAREHOUSE", "--compromised-version", "k1:1"],
+    ["encrypt", "db.t", "--key-id", "k1", "KMS", "--warehouse", "WAREHOUSE"],
+], ids=["keys rewrap", "keys prune", "keys reencrypt", "encrypt"])
+def test_a_db_table_name_with_a_local_session_is_refused_before_spark_starts(argv, keystore, tmp_path):
+    """With ``--warehouse`` the command makes its own session, whose catalog takes the table name's
+    first part: ``db.t`` would make a catalog called ``db``. Refused, one line, no JVM, nothing written."""
+    argv = [arg for item in argv for arg in
+            (kms_args(keystore) if item == "KMS" else [str(tmp_path / "wh")] if item == "WAREHOUSE" else [item])]
+    done = run_cli(*argv)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.endswith(LOCAL_SESSION_REFUSAL), line
+    assert not (tmp_path / "wh").exists()
+
+
+def test_the_verification_job_with_a_local_session_needs_the_catalog_too(keystore, tmp_path):
+    done = run_cli("--table", "db.t", "--warehouse", str(tmp_path / "wh"), *kms_args(keystore), main=VERIFY_JOB)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.splitlines() == [f"pyiceberg-crypto verify job: {LOCAL_SESSION_REFUSAL}"]
+    assert not (tmp_path / "wh").exists()
