@@ -128,15 +128,20 @@ APPS_LOG := .cache/test-apps.log
 CLUSTER_LOG := .cache/test-cluster.log
 NEWCOMER_LOG := .cache/test-newcomer.log
 # The cluster lane also takes the tests marked `processes` (Spark applications of their own beside
-# loopback servers, no session driver): that lane ends minutes before the main one, which sets the time.
-CLUSTER_LANE := cluster or executors or processes
+# loopback servers, no session driver) and `balance` (the adopt tests, on a session driver of that
+# lane's own): that lane ends minutes before the main one, which sets the time.
+CLUSTER_LANE := cluster or executors or processes or balance
 MULTIHOST := $(CLUSTER_LANE) or newcomer
 TEST_DIST := .cache/test-dist
 # A class-data sharing archive of the project environment's Spark driver (tests/jvm_archive.py),
-# made beside the wheel before the lanes (~40 s): the tests' Spark drivers map the classes of Spark,
-# Hive and Iceberg from it, parsed and verified, instead of loading them (a short driver's CPU:
-# 13-14 s without, 5.5 s with). A JVM it does not match (another pyspark, a rebuilt jar) ignores it.
+# made in the background while the wheel is built and the lanes start (~40 s; its log is printed
+# last): the tests' Spark drivers map the classes of Spark, Hive and Iceberg from it, parsed and
+# verified, instead of loading them (a short driver's CPU: 13-14 s without, 5.5 s with). A driver
+# started before it is there, or that it does not match (another pyspark, a rebuilt jar), runs
+# without it; tests/test_jvm_archive.py (in the apps lane, which starts last) waits for it and
+# checks a driver maps its classes from it.
 JVM_ARCHIVE := .cache/jvm/spark.jsa
+JVM_ARCHIVE_LOG := .cache/jvm-archive.log
 jvm-archive: $(JVM_ARCHIVE)
 
 $(JVM_ARCHIVE): tests/jvm_archive.py $(VENV)/.installed $(BRIDGE_JAR) $(RUNTIME_JARS)/.complete
@@ -144,8 +149,9 @@ $(JVM_ARCHIVE): tests/jvm_archive.py $(VENV)/.installed $(BRIDGE_JAR) $(RUNTIME_
 
 test: setup system-packages docs
 	@mkdir -p .cache
-	$(MAKE) --no-print-directory -j2 dist jvm-archive DIST_DIR=$(TEST_DIST)
-	export PYICEBERG_CRYPTO_TEST_DIST=$(CURDIR)/$(TEST_DIST); \
+	@$(MAKE) --no-print-directory jvm-archive > $(JVM_ARCHIVE_LOG) 2>&1 &
+	$(MAKE) --no-print-directory dist DIST_DIR=$(TEST_DIST)
+	export PYICEBERG_CRYPTO_TEST_DIST=$(CURDIR)/$(TEST_DIST) PYICEBERG_CRYPTO_TEST_JVM_ARCHIVE=1; \
 	{ $(MAKE) --no-print-directory setup-spark3.5 trino-jars > $(SPARK35_LOG) 2>&1 && \
 	  $(PY35) -m pytest -m spine -p no:cacheprovider --basetemp=$(TEST_TMP)-3.5 --junitxml=.cache/junit-spark3.5.xml $(PYTEST_ARGS) \
 		>> $(SPARK35_LOG) 2>&1; spine=$$?; \
@@ -166,6 +172,7 @@ test: setup system-packages docs
 	wait $$lane3 || status=1; \
 	echo "======== Spark 3.5 spine ($(SPARK35_LOG)) ========"; cat $(SPARK35_LOG); \
 	echo "======== own Spark applications, Spark 4.1 ($(APPS_LOG)) ========"; cat $(APPS_LOG); \
+	echo "======== the JVM archive ($(JVM_ARCHIVE_LOG)) ========"; cat $(JVM_ARCHIVE_LOG); \
 	exit $$status
 
 # The unit lane (~3 min): every test that starts no JVM (-m 'not jvm', tests/conftest.py), run with

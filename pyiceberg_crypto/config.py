@@ -54,7 +54,7 @@ from pyiceberg_crypto.catalog.kinds import (
     session_catalogs,
 )
 from pyiceberg_crypto.engines import ENGINES, mode_conflicts, parse_readers, row_level_properties
-from pyiceberg_crypto.errors import ConfigError, InvalidArgumentError
+from pyiceberg_crypto.errors import ConfigError
 from pyiceberg_crypto.properties import (
     AES_KEY_LENGTHS,
     DATA_KEY_LENGTH,
@@ -753,10 +753,10 @@ def session_for_catalog(catalog: str | None, *, warehouse: str | Path | None = N
         spark = session_for_catalog("lake", warehouse="/data/wh", metastore_uri="thrift://127.0.0.1:9083")
         spark = session_for_catalog(None)                                              # under spark-submit
 
-    InvalidArgumentError for a ``warehouse`` without a catalog name.
+    ConfigError for a ``warehouse`` without a catalog name.
     """
     if warehouse is not None and not catalog:
-        raise InvalidArgumentError("a local session with a warehouse needs the name of its catalog")
+        raise ConfigError("a local session with a warehouse needs the name of its catalog")
     from pyspark.sql import SparkSession
 
     if warehouse is None:

@@ -12,9 +12,11 @@ build and its class path (the jars' paths, sizes and times) and, where it does n
 environment's pyspark, a rebuilt jar, another JVM), ignores it and loads the classes as always.
 ``-Xlog:cds=off`` keeps that quiet: a JVM's stdout is what some tests read.
 
-``make test`` makes the archive once, before its lanes (``make jvm-archive``), with the project's
-environment; :data:`~tests.testkit.SHORT_DRIVER_ENV` and the test session's own driver use it when
-it is there. The docs walk makes one for its own environment (a pyspark of another path).
+``make test`` makes the archive once (``make jvm-archive``), with the project's environment, while
+its lanes start; :data:`~tests.testkit.SHORT_DRIVER_ENV` and the test session's own driver name it.
+A JVM started before it is there runs without it (a missing archive is ignored, quietly too); it
+appears whole or not at all (written beside, then renamed). The docs walk makes one for its own
+environment (a pyspark of another path).
 
 Usage::
 
@@ -69,8 +71,9 @@ gateway.proc.wait(600)
 
 
 def use_options(archive: Path) -> str:
-    """The JVM options that use ``archive`` (empty if there is none)."""
-    return USE_OPTIONS.format(archive=archive) if archive.is_file() else ""
+    """The JVM options that use ``archive``: a JVM that finds none there, or one it does not
+    match, starts without it and says nothing."""
+    return USE_OPTIONS.format(archive=archive)
 
 
 def make_archive(python: Path | str, archive: Path, *, env: dict[str, str] | None = None,

@@ -15,6 +15,9 @@ from pyiceberg_crypto.verify import verify_table
 from pyiceberg_crypto.testing import pytest_plugin
 from tests.adopt.conftest import MASTER
 
+#: make test runs the adopt tests in the cluster lane, which ends first (the marker `balance`, pyproject.toml).
+pytestmark = pytest.mark.balance
+
 rest_catalog_server = pytest_plugin.rest_catalog_server  # the session's REST catalog server (a fixture)
 
 

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from pyiceberg_crypto.adopt.rows import rows_fingerprint
+
+#: make test runs the adopt tests in the cluster lane, which ends first (the marker `balance`, pyproject.toml).
+pytestmark = pytest.mark.balance
 
 COLUMNS = ["id", "name", "note", "p"]
 KEYS = [("p", "`p`")]

@@ -18,6 +18,9 @@ from tests.adopt.conftest import MASTER
 from tests.adopt.test_adopt import java_table, rows
 from tests.conftest import add_catalog
 
+#: make test runs the adopt tests in the cluster lane, which ends first (the marker `balance`, pyproject.toml).
+pytestmark = pytest.mark.balance
+
 
 @pytest.fixture(scope="module")
 def two_namespaces(spark, lake):
