@@ -17,7 +17,7 @@ import pytest
 from pyiceberg_crypto import config
 # One standalone Hive metastore (loopback) for every test that needs one, started on first use.
 from pyiceberg_crypto.testing.pytest_plugin import hive_metastore  # noqa: F401
-from tests.testkit import DRIVER_JVM_OPTIONS, TEST_DIST_ENV, build_dist, found_dist, testkit_jar
+from tests.testkit import SPARK_JVM_OPTIONS, TEST_DIST_ENV, build_dist, found_dist, testkit_jar
 
 CATALOG = "local"
 
@@ -26,9 +26,9 @@ CATALOG = "local"
 # driver the tests start (tests.testkit.SHORT_DRIVER_ENV). Measured on tests/verify, read and audit
 # (243 tests, idle 2-core machine, two runs each): the same wall time (93-100 s) for 113-122 CPU
 # seconds instead of 145-156; the lanes share 2 cores, so CPU seconds are what the suite's time is
-# made of. With them, the class-data sharing archive ``make test`` makes (tests.jvm_archive), if
-# there is one. A value already set is kept; subprocesses inherit it (a test that wants C2 drops it).
-os.environ.setdefault("SPARK_SUBMIT_OPTS", DRIVER_JVM_OPTIONS)
+# made of. With them, the class-data sharing archive ``make test`` makes (tests.jvm_archive; a driver
+# that starts before it is made runs without it). A value already set is kept; subprocesses inherit it (a test that wants C2 drops it).
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SPARK_JVM_OPTIONS)
 
 # --- lanes and timeouts ---------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import pyspark
 import pytest
 
 from tests.jvm_archive import PROJECT_ARCHIVE, use_options
-from tests.testkit import DRIVER_JVM_OPTIONS, ROOT, WaitTimeoutError, eventually
+from tests.testkit import SPARK_JVM_OPTIONS, ROOT, WaitTimeoutError, eventually
 
 pytestmark = [pytest.mark.apps]
 
@@ -41,12 +41,12 @@ def archive() -> Path:
 
 
 def test_the_drivers_options_name_the_archive():
-    assert use_options(PROJECT_ARCHIVE) in DRIVER_JVM_OPTIONS
+    assert use_options(PROJECT_ARCHIVE) in SPARK_JVM_OPTIONS
 
 
 def test_a_spark_driver_maps_its_classes_from_the_archive(archive):
     spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    env = dict(os.environ, SPARK_SUBMIT_OPTS=f"{DRIVER_JVM_OPTIONS} -Xlog:class+load=info:stdout")
+    env = dict(os.environ, SPARK_SUBMIT_OPTS=f"{SPARK_JVM_OPTIONS} -Xlog:class+load=info:stdout")
     done = subprocess.run([str(spark_submit), "--version"], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     loaded = [line for line in done.stdout.splitlines() if "org.apache.spark.deploy.SparkSubmit " in line]
@@ -56,7 +56,7 @@ def test_a_spark_driver_maps_its_classes_from_the_archive(archive):
 def test_a_jvm_it_does_not_match_ignores_it_quietly(archive):
     java = shutil.which("java")
     assert java, "java is not on PATH"
-    done = subprocess.run([java, *DRIVER_JVM_OPTIONS.split(), "-version"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([java, *SPARK_JVM_OPTIONS.split(), "-version"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "" and "cds" not in done.stderr.lower() and "archive" not in done.stderr.lower(), done
 

@@ -49,12 +49,13 @@ SMALL_APP_SETTINGS = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "
 #: up" notice on stderr (unlike JDK_JAVA_OPTIONS); servers keep their own options, executors too except
 #: in the cluster tests (tests/cluster/apps.short_lived_jvms).
 SHORT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-#: The drivers' options: :data:`SHORT_JVM_OPTIONS` and the project environment's class-data sharing
-#: archive, which ``make test`` makes while its lanes start (tests.jvm_archive: the classes of Spark,
-#: Hive and Iceberg mapped parsed and verified, 40-60% of a short driver's CPU; a JVM that finds no
-#: archive, or one it does not match, starts without it).
-DRIVER_JVM_OPTIONS = f"{SHORT_JVM_OPTIONS} {use_options(PROJECT_ARCHIVE)}"
-SHORT_DRIVER_ENV = {"SPARK_SUBMIT_OPTS": DRIVER_JVM_OPTIONS}
+#: The options of the tests' Spark JVMs (drivers, and the executors of their local-cluster and
+#: cluster applications, whose class path is the driver's): :data:`SHORT_JVM_OPTIONS` and the project
+#: environment's class-data sharing archive, which ``make test`` makes while its lanes start
+#: (tests.jvm_archive: the classes of Spark, Hive and Iceberg mapped parsed and verified, 40-60% of
+#: a short driver's CPU; a JVM that finds no archive, or one it does not match, starts without it).
+SPARK_JVM_OPTIONS = f"{SHORT_JVM_OPTIONS} {use_options(PROJECT_ARCHIVE)}"
+SHORT_DRIVER_ENV = {"SPARK_SUBMIT_OPTS": SPARK_JVM_OPTIONS}
 
 #: Environment for the ``pip install`` runs into fresh environments (the newcomer tests, the docs
 #: walk and the pages it runs): pip byte-compiles every module it installs, all of pyspark's (a

@@ -14,11 +14,11 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.testkit import PROJECT_ENV, SHORT_JVM_OPTIONS
+from tests.testkit import PROJECT_ENV, SPARK_JVM_OPTIONS
 
 
 def short_lived_jvms(conf: dict[str, str], *, driver: bool = False) -> dict[str, str]:
-    """``conf`` with C1 only and the serial collector (``SHORT_JVM_OPTIONS``) for the test
+    """``conf`` with C1 only, the serial collector and the JVM archive (``SPARK_JVM_OPTIONS``) for the test
     applications' executors and YARN ApplicationMaster, and with ``driver`` for a driver that Spark
     starts in a container (YARN cluster mode); the driver on the edge or driver node gets them from
     ``SPARK_SUBMIT_OPTS`` (tests.testkit.SHORT_DRIVER_ENV). A test application starts four to six
@@ -29,7 +29,7 @@ def short_lived_jvms(conf: dict[str, str], *, driver: bool = False) -> dict[str,
         keys.append("spark.driver.extraJavaOptions")
     merged = dict(conf)
     for key in keys:
-        merged[key] = f"{SHORT_JVM_OPTIONS} {merged.get(key, '')}".strip()
+        merged[key] = f"{SPARK_JVM_OPTIONS} {merged.get(key, '')}".strip()
     return merged
 
 

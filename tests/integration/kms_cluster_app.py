@@ -28,7 +28,7 @@ from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.kms import InMemoryKms, KmsError
 from pyiceberg_crypto.testing.rest import RestCatalogServer
-from tests.testkit import SHORT_JVM_OPTIONS
+from tests.testkit import SPARK_JVM_OPTIONS
 
 TIMEOUT_SECONDS = 3
 FORWARDED = {"pyiceberg-crypto.kms.region": "test-region", "pyiceberg-crypto.kms.endpoint": "https://kms.example/a?b=c&d"}
@@ -111,7 +111,7 @@ def main(workdir: Path) -> None:
         .config("spark.executor.memory", "768m")
         .config("spark.driver.extraJavaOptions", java_options)
         # executors live seconds: C1 only and the serial collector
-        .config("spark.executor.extraJavaOptions", f"{SHORT_JVM_OPTIONS} {java_options}")
+        .config("spark.executor.extraJavaOptions", f"{SPARK_JVM_OPTIONS} {java_options}")
     )
     (workdir / "events").mkdir()
     spark = config.configure_spark_with_encryption(builder, settings).getOrCreate()

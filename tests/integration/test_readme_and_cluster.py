@@ -40,11 +40,11 @@ CLUSTER_JOB = textwrap.dedent(
     from pyiceberg_crypto.bridge import register_kms
     from pyiceberg_crypto.kms import InMemoryKms
     from pyiceberg_crypto.verify.magic_scan import scan_table_files
-    from tests.testkit import SHORT_JVM_OPTIONS
+    from tests.testkit import SPARK_JVM_OPTIONS
 
     settings = config.spark_settings("c", warehouse="wh")
     builder = (config.local_spark_builder("cluster-test", master="local-cluster[2,1,1024]")
-               .config("spark.executor.extraJavaOptions", SHORT_JVM_OPTIONS))  # short-lived
+               .config("spark.executor.extraJavaOptions", SPARK_JVM_OPTIONS))  # short-lived
     spark = config.configure_spark_with_encryption(builder, settings).getOrCreate()
     registration = register_kms(spark, InMemoryKms.with_random_keys("k"))
     spark.sql("CREATE NAMESPACE c.db")

@@ -31,12 +31,12 @@ SECOND_APP = textwrap.dedent(
     """
     import json, sys
     from pyiceberg_crypto import config
-    from tests.testkit import SHORT_JVM_OPTIONS
+    from tests.testkit import SPARK_JVM_OPTIONS
 
     job = json.loads(sys.stdin.read())
     builder = (config.local_spark_builder("rest-second-app", master="local[1]")
                .config("spark.driver.memory", "768m")
-               .config("spark.driver.extraJavaOptions", SHORT_JVM_OPTIONS))
+               .config("spark.driver.extraJavaOptions", SPARK_JVM_OPTIONS))
     spark = config.configure_spark_with_encryption(builder, job["settings"]).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     table = job["table"]

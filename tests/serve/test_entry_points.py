@@ -29,7 +29,7 @@ import pytest
 from pyiceberg_crypto import config
 from pyiceberg_crypto.kms.keystore import KeystoreKms
 from tests.serve.service_process import ROOT, ServiceProcess, make_keystore
-from tests.testkit import SHORT_DRIVER_ENV, SHORT_JVM_OPTIONS, SMALL_APP_SETTINGS
+from tests.testkit import SHORT_DRIVER_ENV, SPARK_JVM_OPTIONS, SMALL_APP_SETTINGS
 
 pytestmark = [pytest.mark.slow, pytest.mark.apps]
 
@@ -148,7 +148,7 @@ def scenario(tmp_path_factory):
         job_settings = settings_for(app, service, token_file=token_copy)
         job = subprocess.Popen([spark_bin("spark-submit"), "--master", "local-cluster[2,1,1024]",
                                 "--class", "ServiceJob", *config.spark_conf_args(job_settings),
-                                "--conf", f"spark.executor.extraJavaOptions={SHORT_JVM_OPTIONS}", str(job_jar),
+                                "--conf", f"spark.executor.extraJavaOptions={SPARK_JVM_OPTIONS}", str(job_jar),
                                 "lake", TBLPROPERTIES, str(token_copy)],
                                cwd=app, env=spark_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         other = root / "other"

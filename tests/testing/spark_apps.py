@@ -18,7 +18,7 @@ from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.demo.external import run_demo
-from tests.testkit import SHORT_JVM_OPTIONS, eventually
+from tests.testkit import SPARK_JVM_OPTIONS, eventually
 
 KMS_NAME = "test"
 
@@ -34,7 +34,7 @@ def open_session(job: dict, app_name: str):
         .config("spark.driver.memory", "768m")
         # Short-lived drivers on tiny tables: C1 only and the serial collector (as for the loopback
         # metastore) cut their run time on a 2-vCPU machine by about a third.
-        .config("spark.driver.extraJavaOptions", SHORT_JVM_OPTIONS)
+        .config("spark.driver.extraJavaOptions", SPARK_JVM_OPTIONS)
     )
     spark = config.configure_spark_with_encryption(builder, settings).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

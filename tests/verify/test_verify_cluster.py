@@ -28,11 +28,11 @@ CLUSTER_VERIFY = textwrap.dedent(
     from pyiceberg_crypto.verify import verify_metadata, verify_table
     from pyiceberg_crypto.cli import verify_job as job
     from cluster_kms import make
-    from tests.testkit import SHORT_JVM_OPTIONS
+    from tests.testkit import SPARK_JVM_OPTIONS
 
     settings = config.spark_settings("c", warehouse="wh")
     builder = (config.local_spark_builder("verify-cluster", master="local-cluster[2,1,1024]")
-               .config("spark.executor.extraJavaOptions", SHORT_JVM_OPTIONS))  # short-lived
+               .config("spark.executor.extraJavaOptions", SPARK_JVM_OPTIONS))  # short-lived
     spark = config.configure_spark_with_encryption(builder, settings).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register_kms(spark, make())

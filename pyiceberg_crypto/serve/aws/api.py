@@ -284,6 +284,8 @@ class AwsKmsApi(JsonHttpListener):
             gauge(f"{p}_open_connections", "Open connections.", {(): self.open_connections()}),
             gauge(f"{p}_unsigned_connections", "Open connections that have not sent a validly signed request yet.",
                   {(): self.unsigned_connections()}),
+            gauge(f"{p}_silent_connections", "Unsigned connections that have not sent a byte of their request "
+                  "(the ones a newcomer at a cap may evict).", {(): self.silent_connections()}),
             gauge(f"{p}_max_connections", "The configured cap.", {(): self.limits.max_connections}),
             gauge(f"{p}_up", "1 while the face accepts connections.", {(): self.accepting}),
         ])

@@ -241,6 +241,12 @@ class JsonHttpListener:
         with self._lock:
             return sum(1 for c in self._connections if not c.evicted and not c.signed)
 
+    def silent_connections(self) -> int:
+        """Unsigned connections that have not sent a byte of their request: the ones a newcomer at a
+        cap may evict."""
+        with self._lock:
+            return sum(1 for c in self._connections if not c.evicted and not c.signed and not c.speaking)
+
     # --- connections --------------------------------------------------------------------------
 
     def _accept_loop(self) -> None:
