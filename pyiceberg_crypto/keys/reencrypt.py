@@ -67,6 +67,8 @@ the table location).
 from __future__ import annotations
 
 import base64
+import gzip
+import json
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -490,7 +492,9 @@ def _remove_orphans(spark, ops, full_name: str, older_than: datetime | None, rea
     """Delete the files under the table location older than ``older_than`` (default: 3 days ago)
     that the table does not reach (``reachable``, from the run) and that are not its metadata.json
     files or the Hadoop catalog's pointer: one listing on the driver (the FileIO's prefix listing;
-    a FileIO that cannot list: Iceberg's ``remove_orphan_files`` procedure)."""
+    a FileIO that cannot list: Iceberg's ``remove_orphan_files`` procedure). A metadata.json that is
+    not the current one and holds no JSON at all (a writer killed while writing it: no commit ever
+    pointed to it; the storage proof cannot say what it held) is an orphan too."""
     if older_than is None:
         older_than = datetime.fromtimestamp(time.time() - DEFAULT_ORPHAN_WINDOW_SECONDS, timezone.utc)
     cut_off = int(older_than.timestamp() * 1000)
@@ -503,11 +507,34 @@ def _remove_orphans(spark, ops, full_name: str, older_than: datetime | None, rea
         rows = _call(spark, full_name, "remove_orphan_files",
                      f"older_than => TIMESTAMP '{stamp}', dry_run => {'true' if dry_run else 'false'}")
         return sorted(row[0] for row in rows)
-    keep = {local_path(p) for p in reachable}
+    keep = {local_path(p) for p in reachable} | {local_path(str(ops.current().metadataFileLocation()))}
     orphans = sorted(path for path, created in listed
-                     if created < cut_off and local_path(path) not in keep
-                     and not path.endswith((".metadata.json", "/version-hint.text")))
+                     if created < cut_off and local_path(path) not in keep and not path.endswith("/version-hint.text")
+                     and (not path.endswith(".metadata.json") or _cut_short(io, path)))
     return orphans if dry_run else _delete_files(ops, orphans)
+
+
+def _cut_short(io, path: str) -> bool:
+    """Whether the metadata.json at ``path`` holds no JSON document (empty, or cut off mid-write).
+    A file that cannot be read now (gone, storage failing) is not judged: False, it is kept."""
+    try:
+        stream = io.newInputFile(path).newStream()
+        try:
+            data = bytes(stream.readAllBytes())
+        finally:
+            stream.close()
+    except Exception:
+        return False
+    if path.endswith(".gz.metadata.json"):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError):
+            return True
+    try:
+        json.loads(data)
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError both are
+        return True
+    return False
 
 
 def _list_prefix(jvm, io, prefix: str) -> list[tuple[str, int]]:

@@ -10,6 +10,7 @@ One table lives through the module; tests run in file order, each continuing its
 from __future__ import annotations
 
 import base64
+import os
 import shutil
 from pathlib import Path
 
@@ -144,3 +145,34 @@ def test_reencrypt_second_run_finishes_and_old_material_opens_nothing(spark, sto
     assert proof.previously_dependent == len(story["dependent"]) > 10 and proof.still_present == []
     named = compromise_report(location, KeystoreKms(keystore), compromised_keks=[result.fresh_kek])
     assert not named.ok and len(named.dependent) == len(proof.files)  # the check can fail
+
+
+def test_a_metadata_json_a_killed_writer_cut_short_is_an_orphan_the_run_removes(spark, story):
+    """A writer killed while writing a metadata.json (the re-encryption itself, SIGKILLed mid-rewrite:
+    tests/keys/test_reencrypt_killed.py) leaves a file no commit ever pointed to, which the storage
+    proof cannot read. With the orphan window at now (writers paused), the next run removes it; a
+    file it cannot read is never judged, and the current metadata.json is never touched."""
+    from datetime import datetime, timezone
+
+    table, kms = story["table"], KeystoreKms(story["keystore"])
+    location = metadata_location(spark, table)
+    current = Path(location.removeprefix("file:"))
+    cut, empty = current.parent / "00998-cut-short.metadata.json", current.parent / "00999-empty.metadata.json"
+    cut.write_bytes(current.read_bytes()[: current.stat().st_size // 2])
+    empty.write_bytes(b"")
+    hour_ago = datetime.now(timezone.utc).timestamp() - 3600
+    for path in (cut, empty):
+        os.utime(path, (hour_ago, hour_ago))
+    before = compromise_report(location, kms, compromised_master_keys=[(MASTER, "1")], storage=True)
+    assert {(Path(f.path.removeprefix("file:")).name, f.finding) for f in before.storage.findings} == {
+        (cut.name, "UNREADABLE_METADATA"), (empty.name, "UNREADABLE_METADATA")}
+    assert not before.ok
+
+    result = reencrypt_table(spark, table, compromised_master_keys=[(MASTER, "1")],
+                             orphans_older_than=datetime.now(timezone.utc))
+    assert {Path(p.removeprefix("file:")).name for p in result.orphans} >= {cut.name, empty.name}
+    assert not cut.exists() and not empty.exists() and current.exists()
+    assert rows(spark, table) == [i for i in ROWS if i not in DELETED]
+    proof = compromise_report(metadata_location(spark, table), kms, compromised_master_keys=[(MASTER, "1")],
+                              storage=True)
+    assert proof.ok and proof.storage.ok, proof.render_text()

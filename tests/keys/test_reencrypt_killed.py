@@ -149,10 +149,12 @@ def test_reencrypt_killed_mid_rewrite_tags_and_sweep_then_rerun_loses_no_row(tmp
     if done.returncode == 1:
         # A killed rewrite can leave files it wrote and never committed, younger than the orphan
         # window (a concurrent writer's in-flight files look the same): the proof cannot vouch for
-        # them and names them UNACCOUNTED, and nothing else. With writers paused, as the runbook
+        # them and names them UNACCOUNTED; a metadata.json the kill cut short (no commit ever
+        # pointed to it) is UNREADABLE_METADATA. Nothing else. With writers paused, as the runbook
         # says, a run with the window at now removes them and proves the table.
         findings = doc["proof"]["storage"]["findings"]
-        assert findings and {f["finding"] for f in findings} == {"UNACCOUNTED"}, findings
+        assert findings and {f["finding"] for f in findings} <= {"UNACCOUNTED", "UNREADABLE_METADATA"}, findings
+        assert all(f["path"].endswith(".metadata.json") for f in findings if f["finding"] == "UNREADABLE_METADATA")
         assert doc["proof"]["still_present"] == [] and not doc["proof"]["dependent"], doc["proof"]
         now = datetime.now(timezone.utc).isoformat()
         done = _cli(*REENCRYPT, "--json", "--orphans-older-than", now, cwd=tmp_path)
