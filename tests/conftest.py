@@ -27,7 +27,8 @@ CATALOG = "local"
 # (243 tests, idle 2-core machine, two runs each): the same wall time (93-100 s) for 113-122 CPU
 # seconds instead of 145-156; the lanes share 2 cores, so CPU seconds are what the suite's time is
 # made of. With them, the class-data sharing archive ``make test`` makes (tests.jvm_archive; a driver
-# that starts before it is made runs without it). A value already set is kept; subprocesses inherit it (a test that wants C2 drops it).
+# that starts before it is made runs without it). A value already set is kept; subprocesses inherit
+# it (a test that wants C2 drops it).
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SPARK_JVM_OPTIONS)
 
 # --- lanes and timeouts ---------------------------------------------------------------------

@@ -13,7 +13,8 @@ environment's pyspark, a rebuilt jar, another JVM), ignores it and loads the cla
 ``-Xlog:cds=off`` keeps that quiet: a JVM's stdout is what some tests read.
 
 ``make test`` makes the archive once (``make jvm-archive``), with the project's environment, while
-its lanes start; :data:`~tests.testkit.SHORT_DRIVER_ENV` and the test session's own driver name it.
+its lanes start; :data:`~tests.testkit.SPARK_JVM_OPTIONS` names it (the drivers' ``SPARK_SUBMIT_OPTS``,
+the executors' options).
 A JVM started before it is there runs without it (a missing archive is ignored, quietly too); it
 appears whole or not at all (written beside, then renamed). The docs walk makes one for its own
 environment (a pyspark of another path).
@@ -32,11 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-#: Where ``make jvm-archive`` writes the project environment's archive (a Makefile variable too).
-PROJECT_ARCHIVE = ROOT / ".cache" / "jvm" / "spark.jsa"
-#: JVM options that use ``archive``; quiet where it does not apply.
-USE_OPTIONS = "-XX:SharedArchiveFile={archive} -Xlog:cds=off,cds+dynamic=off"
+from tests.testkit import PROJECT_ARCHIVE, QUIET_ARCHIVE_OPTIONS, SHORT_JVM_OPTIONS
 
 #: What the archive's JVM runs: the classes of a session that makes, fills, changes and reads an
 #: encrypted table through the bridge, on the embedded metastore (what most short drivers do).
@@ -70,12 +67,6 @@ gateway.proc.wait(600)
 """
 
 
-def use_options(archive: Path) -> str:
-    """The JVM options that use ``archive``: a JVM that finds none there, or one it does not
-    match, starts without it and says nothing."""
-    return USE_OPTIONS.format(archive=archive)
-
-
 def make_archive(python: Path | str, archive: Path, *, env: dict[str, str] | None = None,
                  base_options: str = "", timeout: float = 900) -> Path:
     """Run :data:`WORKLOAD` with ``python`` (whose pyspark and pyiceberg-crypto the archive is for)
@@ -85,7 +76,7 @@ def make_archive(python: Path | str, archive: Path, *, env: dict[str, str] | Non
     partial = archive.with_name(archive.name + ".partial")
     partial.unlink(missing_ok=True)
     env = dict(os.environ if env is None else env)
-    env["SPARK_SUBMIT_OPTS"] = f"{base_options} -XX:ArchiveClassesAtExit={partial} -Xlog:cds=off,cds+dynamic=off"
+    env["SPARK_SUBMIT_OPTS"] = f"{base_options} -XX:ArchiveClassesAtExit={partial} {QUIET_ARCHIVE_OPTIONS}"
     with tempfile.TemporaryDirectory(prefix="jvm-archive-") as scratch:
         done = subprocess.run([str(python), "-c", WORKLOAD, str(Path(scratch) / "warehouse")], cwd=scratch, env=env,
                               capture_output=True, text=True, timeout=timeout)
@@ -96,8 +87,6 @@ def make_archive(python: Path | str, archive: Path, *, env: dict[str, str] | Non
 
 
 def main(argv: list[str]) -> int:
-    from tests.testkit import SHORT_JVM_OPTIONS
-
     archive = Path(argv[0]) if argv else PROJECT_ARCHIVE
     make_archive(sys.executable, archive, base_options=SHORT_JVM_OPTIONS)
     print(f"JVM archive: {archive} ({archive.stat().st_size // 2**20} MiB)")

@@ -16,8 +16,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from tests.jvm_archive import PROJECT_ARCHIVE, use_options
-from tests.testkit import SPARK_JVM_OPTIONS, ROOT, WaitTimeoutError, eventually
+from tests.testkit import PROJECT_ARCHIVE, ROOT, SPARK_JVM_OPTIONS, WaitTimeoutError, eventually, use_options
 
 pytestmark = [pytest.mark.apps]
 

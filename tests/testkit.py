@@ -17,7 +17,6 @@ from pathlib import Path
 from pyiceberg_crypto import jars
 # The one wait with a load-scaled deadline, shared with the test kit's clusters (pyiceberg_crypto.testing).
 from pyiceberg_crypto.testing._wait import MAX_LOAD_FACTOR, WaitTimeoutError, eventually, load_factor  # noqa: F401
-from tests.jvm_archive import PROJECT_ARCHIVE, use_options
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTKIT_JAR = ROOT / "jars" / "target" / "pyiceberg-crypto-bridge-tests.jar"
@@ -49,12 +48,31 @@ SMALL_APP_SETTINGS = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "
 #: up" notice on stderr (unlike JDK_JAVA_OPTIONS); servers keep their own options, executors too except
 #: in the cluster tests (tests/cluster/apps.short_lived_jvms).
 SHORT_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+#: Where ``make jvm-archive`` (tests/jvm_archive.py) writes the project environment's class-data
+#: sharing archive (a Makefile variable too).
+PROJECT_ARCHIVE = ROOT / ".cache" / "jvm" / "spark.jsa"
+#: Unified-logging options that keep the JVM silent about its archive (used, missing or not matching):
+#: a JVM's stdout is what some tests read.
+QUIET_ARCHIVE_OPTIONS = "-Xlog:cds=off,cds+dynamic=off"
+
+
+def use_options(archive: Path) -> str:
+    """The JVM options that use ``archive``: a JVM that finds none there, or one it does not
+    match, starts without it and says nothing."""
+    return f"-XX:SharedArchiveFile={archive} {QUIET_ARCHIVE_OPTIONS}"
+
+
+def spark_jvm_options(archive: Path) -> str:
+    """:data:`SHORT_JVM_OPTIONS` and the use of ``archive``: a short-lived Spark JVM's options."""
+    return f"{SHORT_JVM_OPTIONS} {use_options(archive)}"
+
+
 #: The options of the tests' Spark JVMs (drivers, and the executors of their local-cluster and
 #: cluster applications, whose class path is the driver's): :data:`SHORT_JVM_OPTIONS` and the project
 #: environment's class-data sharing archive, which ``make test`` makes while its lanes start
 #: (tests.jvm_archive: the classes of Spark, Hive and Iceberg mapped parsed and verified, 40-60% of
 #: a short driver's CPU; a JVM that finds no archive, or one it does not match, starts without it).
-SPARK_JVM_OPTIONS = f"{SHORT_JVM_OPTIONS} {use_options(PROJECT_ARCHIVE)}"
+SPARK_JVM_OPTIONS = spark_jvm_options(PROJECT_ARCHIVE)
 SHORT_DRIVER_ENV = {"SPARK_SUBMIT_OPTS": SPARK_JVM_OPTIONS}
 
 #: Environment for the ``pip install`` runs into fresh environments (the newcomer tests, the docs

@@ -102,6 +102,7 @@ def run_encrypt(args: argparse.Namespace) -> int:
         return _fail("--keep-original wants a table name without dots, --purge-after a number of seconds >= 0")
     try:
         _check_lake_options(args)
+        catalog = args.table if args.all_tables else local_session_catalog(args.table, args.warehouse)
     except UsageError as exc:
         return _fail(str(exc))
     try:  # the new table's settings, checked before Spark starts
@@ -113,7 +114,6 @@ def run_encrypt(args: argparse.Namespace) -> int:
     from pyiceberg_crypto.config import session_for_catalog
     from pyiceberg_crypto.verify import verify_table
 
-    catalog = args.table if args.all_tables else local_session_catalog(args.table, args.warehouse)
     spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
                                 metastore_uri=args.metastore_uri, app_name="pyiceberg-crypto-encrypt")
 
@@ -161,7 +161,6 @@ def _check_lake_options(args: argparse.Namespace) -> None:
     if not args.all_tables:
         if lake_only:
             raise UsageError(f"{', '.join(lake_only)} go(es) with --all-tables")
-        local_session_catalog(args.table, args.warehouse)
         return
     if "." in args.table:
         raise UsageError(f"with --all-tables, give the catalog's name (e.g. lake), not {args.table!r}")

@@ -96,6 +96,7 @@ def run_reencrypt(args: argparse.Namespace, kms: KeyManagementClient | None) -> 
         versions = parse_versions(args.compromised_version)
         older = datetime.fromisoformat(args.orphans_older_than) if args.orphans_older_than else None
         _check_mode(args, versions)
+        catalog = args.table if args.all_tables else local_session_catalog(args.table, args.warehouse)
     except ValueError as exc:
         return _fail(str(exc))
     from pyiceberg_crypto.bridge import register_kms
@@ -110,7 +111,6 @@ def run_reencrypt(args: argparse.Namespace, kms: KeyManagementClient | None) -> 
         return _fail("--drop-refs (deprecated) means --tags drop: not with --tags rewrite")
     args.tags = "drop" if args.drop_refs else (args.tags or "rewrite")
     material = {"compromised_master_keys": versions, "compromised_keks": args.compromised_kek}
-    catalog = args.table if args.all_tables else local_session_catalog(args.table, args.warehouse)
     spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
                                 metastore_uri=args.metastore_uri, app_name="pyiceberg-crypto-keys")
     try:
@@ -144,8 +144,6 @@ def _check_mode(args: argparse.Namespace, versions: list[tuple[str, str]]) -> No
             raise UsageError("list the tables with --metastore-uri or --rest-uri, not both")
     elif args.namespace or args.rest_uri or args.rest_property or args.parallel != 1:
         raise UsageError("--namespace, --rest-uri, --rest-property and --parallel go with --all-tables")
-    else:
-        local_session_catalog(args.table, args.warehouse)
     if args.parallel < 1:
         raise UsageError(f"--parallel wants a number of tables >= 1, got {args.parallel}")
 

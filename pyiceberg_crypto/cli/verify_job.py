@@ -83,8 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         options = verification_options(args)
         catalog_properties = direct_catalog_properties(args, spark_with_warehouse=True)
-        if catalog_properties is None:
-            local_session_catalog(args.table, args.warehouse)  # a db.table there: refused before Spark starts
+        # a db.table with --warehouse: refused before Spark starts
+        catalog = local_session_catalog(args.table, args.warehouse) if catalog_properties is None else None
         kms = call_with_timeout(load_kms, args.kms, parse_properties(args.kms_property), timeout=args.kms_timeout,
                                 what=f"the KMS factory {args.kms!r}")
     except (KmsLoadError, ValueError) as exc:
@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _without_spark(args, catalog_properties, kms, options, fail)
     from pyiceberg_crypto.verify.spark import verify_table
 
-    spark = _session(args)
+    spark = _session(args, catalog)
     try:
         if args.driver_max_files is not None:
             options["driver_max_files"] = args.driver_max_files
@@ -145,10 +145,10 @@ def _output(args: argparse.Namespace, report) -> int:
     return ExitStatus.of(report)
 
 
-def _session(args: argparse.Namespace):
+def _session(args: argparse.Namespace, catalog: str | None):
     from pyiceberg_crypto.config import session_for_catalog
 
-    return session_for_catalog(local_session_catalog(args.table, args.warehouse), warehouse=args.warehouse, metastore_dir=args.metastore_dir,
+    return session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
                                metastore_uri=args.metastore_uri, master=args.master,
                                app_name="pyiceberg-crypto-verify")
 

@@ -41,7 +41,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 APP = Path(__file__).with_name("cluster_app.py")
 #: The modules cluster_app.py imports from tests/ (shipped with --py-files in cluster mode).
-APP_HELPERS = ("tests/__init__.py", "tests/testkit.py", "tests/jvm_archive.py", "tests/integration/__init__.py",
+APP_HELPERS = ("tests/__init__.py", "tests/testkit.py", "tests/integration/__init__.py",
                "tests/integration/kms_cluster_app.py", "tests/cluster/__init__.py", "tests/cluster/cluster_app.py")
 MAIN_STEPS = ("ten lines", "insert update merge delete", "expire_snapshots", "remove_orphan_files", "orphan removed",
               "rows after maintenance", "verify_table", "re-registered", "remove_orphan_files after re-registration",

@@ -49,8 +49,8 @@ import pytest
 from pyiceberg_crypto import jars
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401  (the rest-catalog page's server)
 from tests.docs.blocks import DOCS, Block, blocks_of
-from tests.jvm_archive import make_archive, use_options
-from tests.testkit import PROJECT_ENV, QUICK_INSTALL_ENV, SHORT_JVM_OPTIONS
+from tests.jvm_archive import make_archive
+from tests.testkit import PROJECT_ENV, QUICK_INSTALL_ENV, SHORT_JVM_OPTIONS, spark_jvm_options
 
 pytestmark = [pytest.mark.newcomer, pytest.mark.slow]
 
@@ -226,11 +226,11 @@ def walk_venv(dist, tmp_path_factory):
                              "--find-links", str(dist["wheel"].parent), wheel], env=env, cwd=root, capture_output=True,
                             text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
-    # The drivers' JVM options only (tests.testkit.SHORT_DRIVER_ENV): the pages' commands and settings
-    # are as written. With the environment's own class-data sharing archive (tests.jvm_archive; the
-    # project's is for another pyspark path), the pages' Spark drivers start with half the CPU.
+    # The drivers' JVM options only: the pages' commands and settings are as written. With the
+    # environment's own class-data sharing archive (tests.jvm_archive; the project's is for another
+    # pyspark path), the pages' Spark drivers start with half the CPU.
     archive = make_archive(venv / "bin" / "python", root / "walk.jsa", env=env, base_options=SHORT_JVM_OPTIONS)
-    env["SPARK_SUBMIT_OPTS"] = f"{SHORT_JVM_OPTIONS} {use_options(archive)}"
+    env["SPARK_SUBMIT_OPTS"] = spark_jvm_options(archive)
     return {"root": root, "env": env, "wheel": dist["wheel"]}
 
 
