@@ -116,11 +116,14 @@ system-packages:
 #     runs the pages from the installed wheel);
 #   - everything else on Spark 4.1.
 # What only one lane needs is set up inside that lane, while the others already run: the Spark 3.5
-# environment (~1 min of pip) and Trino's jars in the spine's lane, YARN's jars in the cluster lane
-# (each lane's log shows it). The wheel the cluster and newcomer lanes install is built once, before the lanes (`make dist` into
-# $(TEST_DIST), handed to the tests' `dist` fixture by PYICEBERG_CRYPTO_TEST_DIST): two lanes never
-# build it at once. Each pytest process has its own --basetemp, so their temporary directories never collide,
-# and its own .cache/junit-LANE.xml: every test's time, to see where a lane's minutes go.
+# environment (~1 min of pip) and Trino's jars in the spine's lane, the docs site (`make docs`, its
+# build is a test too) and YARN's jars in the cluster lane (each lane's log shows it). The wheels the
+# cluster and newcomer lanes install are built once, in the background as the lanes start (`make
+# dist` into $(TEST_DIST), its output in $(TEST_DIST_LOG)): the tests' `dist` fixture, told by
+# PYICEBERG_CRYPTO_TEST_DIST and PYICEBERG_CRYPTO_TEST_DIST_PENDING, waits for the status file the
+# build leaves there, so two lanes never build at once and the main lane, which installs no wheel,
+# starts at once. Each pytest process has its own --basetemp, so their temporary directories never
+# collide, and its own .cache/junit-LANE.xml: every test's time, to see where a lane's minutes go.
 # Each user's own temporary directories (a fixed /tmp path made by another user could not be reused).
 TEST_TMP := /tmp/pyiceberg-crypto-test-$(shell id -u)
 SPARK35_LOG := .cache/test-spark3.5.log
@@ -133,6 +136,7 @@ NEWCOMER_LOG := .cache/test-newcomer.log
 CLUSTER_LANE := cluster or executors or processes or balance
 MULTIHOST := $(CLUSTER_LANE) or newcomer
 TEST_DIST := .cache/test-dist
+TEST_DIST_LOG := .cache/test-dist.log
 # A class-data sharing archive of the project environment's Spark driver (tests/jvm_archive.py),
 # made in the background while the wheel is built and the lanes start (~40 s; its log is printed
 # last): the tests' Spark drivers map the classes of Spark, Hive and Iceberg from it, parsed and
@@ -147,18 +151,20 @@ jvm-archive: $(JVM_ARCHIVE)
 $(JVM_ARCHIVE): tests/jvm_archive.py $(VENV)/.installed $(BRIDGE_JAR) $(RUNTIME_JARS)/.complete
 	$(PY) -m tests.jvm_archive $@
 
-test: setup system-packages docs
+test: setup system-packages
 	@mkdir -p .cache
 	@$(MAKE) --no-print-directory jvm-archive > $(JVM_ARCHIVE_LOG) 2>&1 &
-	$(MAKE) --no-print-directory dist DIST_DIR=$(TEST_DIST)
-	export PYICEBERG_CRYPTO_TEST_DIST=$(CURDIR)/$(TEST_DIST) PYICEBERG_CRYPTO_TEST_JVM_ARCHIVE=1; \
+	@rm -rf $(TEST_DIST) && { $(MAKE) --no-print-directory dist DIST_DIR=$(TEST_DIST) > $(TEST_DIST_LOG) 2>&1; \
+		status=$$?; mkdir -p $(TEST_DIST) && echo $$status > $(TEST_DIST)/.make-dist-status; } &
+	export PYICEBERG_CRYPTO_TEST_DIST=$(CURDIR)/$(TEST_DIST) PYICEBERG_CRYPTO_TEST_DIST_PENDING=1 \
+		PYICEBERG_CRYPTO_TEST_JVM_ARCHIVE=1; \
 	{ $(MAKE) --no-print-directory setup-spark3.5 trino-jars > $(SPARK35_LOG) 2>&1 && \
 	  $(PY35) -m pytest -m spine -p no:cacheprovider --basetemp=$(TEST_TMP)-3.5 --junitxml=.cache/junit-spark3.5.xml $(PYTEST_ARGS) \
 		>> $(SPARK35_LOG) 2>&1; spine=$$?; \
 	  PYICEBERG_CRYPTO_REQUIRE_TRINO=1 $(PY) -m pytest -m 'apps and not ($(MULTIHOST))' -p no:cacheprovider \
 		--basetemp=$(TEST_TMP)-apps --junitxml=.cache/junit-apps.xml \
 		$(PYTEST_ARGS) > $(APPS_LOG) 2>&1 && exit $$spine; } & lane3=$$!; \
-	{ $(MAKE) --no-print-directory yarn-jars > $(CLUSTER_LOG) 2>&1 && \
+	{ $(MAKE) --no-print-directory docs yarn-jars > $(CLUSTER_LOG) 2>&1 && \
 	  $(PY) -m pytest -m '($(CLUSTER_LANE)) and not newcomer' -p no:cacheprovider --basetemp=$(TEST_TMP)-cluster --junitxml=.cache/junit-cluster.xml \
 		$(PYTEST_ARGS) >> $(CLUSTER_LOG) 2>&1; } & cluster=$$!; \
 	$(PY) -m pytest -m newcomer -p no:cacheprovider --basetemp=$(TEST_TMP)-newcomer --junitxml=.cache/junit-newcomer.xml \
@@ -172,6 +178,7 @@ test: setup system-packages docs
 	wait $$lane3 || status=1; \
 	echo "======== Spark 3.5 spine ($(SPARK35_LOG)) ========"; cat $(SPARK35_LOG); \
 	echo "======== own Spark applications, Spark 4.1 ($(APPS_LOG)) ========"; cat $(APPS_LOG); \
+	echo "======== the wheels the lanes install ($(TEST_DIST_LOG)) ========"; cat $(TEST_DIST_LOG); \
 	echo "======== the JVM archive ($(JVM_ARCHIVE_LOG)) ========"; cat $(JVM_ARCHIVE_LOG); \
 	exit $$status
 
@@ -210,7 +217,7 @@ bench-quick: setup
 
 # The documentation site (mkdocs.yml, docs/): every warning is an error (broken links and anchors,
 # pages missing from the nav, docstrings mkdocstrings cannot read); nothing is fetched at build time.
-# About 10 s; `make test` builds it first. tests/docs checks the code blocks of the pages.
+# About 10 s; `make test` builds it in its cluster lane. tests/docs checks the code blocks of the pages.
 docs: venv
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 

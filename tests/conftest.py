@@ -17,7 +17,8 @@ import pytest
 from pyiceberg_crypto import config
 # One standalone Hive metastore (loopback) for every test that needs one, started on first use.
 from pyiceberg_crypto.testing.pytest_plugin import hive_metastore  # noqa: F401
-from tests.testkit import SPARK_JVM_OPTIONS, TEST_DIST_ENV, build_dist, found_dist, testkit_jar
+from tests.testkit import (DIST_PENDING_ENV, SPARK_JVM_OPTIONS, TEST_DIST_ENV, awaited_dist, build_dist, found_dist,
+                           testkit_jar)
 
 CATALOG = "local"
 
@@ -109,10 +110,13 @@ def spark(spark_dirs):
 def dist(tmp_path_factory):
     """The sdist and wheel built from the working tree, once per test run (newcomer and cluster tests).
 
-    ``make test`` builds them once before its lanes (``make dist`` into ``.cache/test-dist``) and
-    names the directory in ``PYICEBERG_CRYPTO_TEST_DIST``, so two lanes never build at once; without
-    it (a single pytest run) the fixture builds them itself, the same way."""
+    ``make test`` builds them once, in the background as its lanes start (``make dist`` into
+    ``.cache/test-dist``), and names the directory in ``PYICEBERG_CRYPTO_TEST_DIST``, so two lanes
+    never build at once: the fixture waits for that build to end. Without it (a single pytest run)
+    the fixture builds them itself, the same way."""
     prebuilt = os.environ.get(TEST_DIST_ENV)
+    if prebuilt and os.environ.get(DIST_PENDING_ENV) == "1":
+        return awaited_dist(Path(prebuilt))
     if prebuilt:
         return found_dist(Path(prebuilt))
     return build_dist(tmp_path_factory.mktemp("dist"))
