@@ -135,11 +135,6 @@ NEWCOMER_LOG := .cache/test-newcomer.log
 # lane's own): that lane ends minutes before the main one, which sets the time.
 CLUSTER_LANE := cluster or executors or processes or balance
 MULTIHOST := $(CLUSTER_LANE) or newcomer
-# The main lane ends last: it is one test after another, most of them waiting on a JVM, so it goes
-# as fast as the CPU it gets. The cluster and newcomer lanes, which end minutes before it when all
-# lanes get the same share, run at a lower priority (nice 3: a runnable thread of theirs weighs
-# half of one of the main lane's) and take what the main lane leaves.
-SIDE_LANE := nice -n 3
 TEST_DIST := .cache/test-dist
 TEST_DIST_LOG := .cache/test-dist.log
 # A class-data sharing archive of the project environment's Spark driver (tests/jvm_archive.py),
@@ -156,10 +151,7 @@ jvm-archive: $(JVM_ARCHIVE)
 $(JVM_ARCHIVE): tests/jvm_archive.py $(VENV)/.installed $(BRIDGE_JAR) $(RUNTIME_JARS)/.complete
 	$(PY) -m tests.jvm_archive $@
 
-# Setup's independent parts side by side (pip, Maven, apt-get): on a clean clone each waits on the
-# network or keeps one core busy.
-test:
-	@$(MAKE) --no-print-directory -j3 setup system-packages
+test: setup system-packages
 	@mkdir -p .cache
 	@$(MAKE) --no-print-directory jvm-archive > $(JVM_ARCHIVE_LOG) 2>&1 &
 	@rm -rf $(TEST_DIST) && { $(MAKE) --no-print-directory dist DIST_DIR=$(TEST_DIST) > $(TEST_DIST_LOG) 2>&1; \
@@ -172,10 +164,10 @@ test:
 	  PYICEBERG_CRYPTO_REQUIRE_TRINO=1 $(PY) -m pytest -m 'apps and not ($(MULTIHOST))' -p no:cacheprovider \
 		--basetemp=$(TEST_TMP)-apps --junitxml=.cache/junit-apps.xml \
 		$(PYTEST_ARGS) > $(APPS_LOG) 2>&1 && exit $$spine; } & lane3=$$!; \
-	{ $(SIDE_LANE) $(MAKE) --no-print-directory docs yarn-jars > $(CLUSTER_LOG) 2>&1 && \
-	  $(SIDE_LANE) $(PY) -m pytest -m '($(CLUSTER_LANE)) and not newcomer' -p no:cacheprovider --basetemp=$(TEST_TMP)-cluster --junitxml=.cache/junit-cluster.xml \
+	{ $(MAKE) --no-print-directory docs yarn-jars > $(CLUSTER_LOG) 2>&1 && \
+	  $(PY) -m pytest -m '($(CLUSTER_LANE)) and not newcomer' -p no:cacheprovider --basetemp=$(TEST_TMP)-cluster --junitxml=.cache/junit-cluster.xml \
 		$(PYTEST_ARGS) >> $(CLUSTER_LOG) 2>&1; } & cluster=$$!; \
-	$(SIDE_LANE) $(PY) -m pytest -m newcomer -p no:cacheprovider --basetemp=$(TEST_TMP)-newcomer --junitxml=.cache/junit-newcomer.xml \
+	$(PY) -m pytest -m newcomer -p no:cacheprovider --basetemp=$(TEST_TMP)-newcomer --junitxml=.cache/junit-newcomer.xml \
 		$(PYTEST_ARGS) > $(NEWCOMER_LOG) 2>&1 & newcomer=$$!; \
 	status=0; \
 	$(PY) -m pytest -m 'not ($(MULTIHOST) or apps)' --basetemp=$(TEST_TMP)-main --junitxml=.cache/junit-main.xml $(PYTEST_ARGS) || status=1; \
