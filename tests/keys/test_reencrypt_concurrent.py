@@ -22,7 +22,9 @@ from tests.conftest import add_catalog
 from tests.keys.tables import keystore_table, metadata_location
 from tests.testkit import eventually
 
-pytestmark = pytest.mark.slow
+#: make test runs these in the cluster lane, which ends minutes before the main one (the marker
+#: `balance`, pyproject.toml): about a minute and a half of the main lane's time on a loaded machine.
+pytestmark = [pytest.mark.slow, pytest.mark.balance]
 
 MASTER = "reenc-conc"
 LEAKED = [(MASTER, "1")]
