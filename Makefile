@@ -122,7 +122,7 @@ system-packages:
 # build is a test too) and YARN's jars in the cluster lane (each lane's log shows it). The wheels the
 # cluster and newcomer lanes install are built once, in the background as the lanes start (`make
 # dist` into $(TEST_DIST), its output in $(TEST_DIST_LOG)): the tests' `dist` fixture, told by
-# PYICEBERG_CRYPTO_TEST_DIST and PYICEBERG_CRYPTO_TEST_DIST_PENDING, waits for the status file the
+# PYICEBERG_CRYPTO_TEST_DIST and PYICEBERG_CRYPTO_TEST_DIST_STATUS, waits for the status file the
 # build leaves there, so two lanes never build at once and the main lane, which installs no wheel,
 # starts at once. Each pytest process has its own --basetemp, so their temporary directories never
 # collide, and its own .cache/junit-LANE.xml: every test's time, to see where a lane's minutes go.
@@ -140,6 +140,7 @@ CLUSTER_LANE := cluster or executors or processes or balance
 MULTIHOST := $(CLUSTER_LANE) or newcomer
 TEST_DIST := .cache/test-dist
 TEST_DIST_LOG := .cache/test-dist.log
+TEST_DIST_STATUS := $(TEST_DIST)/.make-dist-status
 # A class-data sharing archive of the project environment's Spark driver (tests/jvm_archive.py),
 # made in the background while the wheel is built and the lanes start (~40 s; its log is printed
 # last): the tests' Spark drivers map the classes of Spark, Hive and Iceberg from it, parsed and
@@ -158,8 +159,8 @@ test: setup system-packages
 	@mkdir -p .cache
 	@$(MAKE) --no-print-directory jvm-archive > $(JVM_ARCHIVE_LOG) 2>&1 &
 	@rm -rf $(TEST_DIST) && { $(MAKE) --no-print-directory dist DIST_DIR=$(TEST_DIST) > $(TEST_DIST_LOG) 2>&1; \
-		status=$$?; mkdir -p $(TEST_DIST) && echo $$status > $(TEST_DIST)/.make-dist-status; } &
-	export PYICEBERG_CRYPTO_TEST_DIST=$(CURDIR)/$(TEST_DIST) PYICEBERG_CRYPTO_TEST_DIST_PENDING=1 \
+		status=$$?; mkdir -p $(TEST_DIST) && echo $$status > $(TEST_DIST_STATUS); } &
+	export PYICEBERG_CRYPTO_TEST_DIST=$(CURDIR)/$(TEST_DIST) PYICEBERG_CRYPTO_TEST_DIST_STATUS=$(CURDIR)/$(TEST_DIST_STATUS) \
 		PYICEBERG_CRYPTO_TEST_JVM_ARCHIVE=1; \
 	{ $(MAKE) --no-print-directory setup-spark3.5 trino-jars > $(SPARK35_LOG) 2>&1 && \
 	  $(PY35) -m pytest -m spine -p no:cacheprovider --basetemp=$(TEST_TMP)-3.5 --junitxml=.cache/junit-spark3.5.xml $(PYTEST_ARGS) \

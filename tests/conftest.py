@@ -17,7 +17,7 @@ import pytest
 from pyiceberg_crypto import config
 # One standalone Hive metastore (loopback) for every test that needs one, started on first use.
 from pyiceberg_crypto.testing.pytest_plugin import hive_metastore  # noqa: F401
-from tests.testkit import (DIST_PENDING_ENV, SPARK_JVM_OPTIONS, TEST_DIST_ENV, awaited_dist, build_dist, found_dist,
+from tests.testkit import (DIST_STATUS_ENV, SPARK_JVM_OPTIONS, TEST_DIST_ENV, awaited_dist, build_dist, found_dist,
                            testkit_jar)
 
 CATALOG = "local"
@@ -114,9 +114,9 @@ def dist(tmp_path_factory):
     ``.cache/test-dist``), and names the directory in ``PYICEBERG_CRYPTO_TEST_DIST``, so two lanes
     never build at once: the fixture waits for that build to end. Without it (a single pytest run)
     the fixture builds them itself, the same way."""
-    prebuilt = os.environ.get(TEST_DIST_ENV)
-    if prebuilt and os.environ.get(DIST_PENDING_ENV) == "1":
-        return awaited_dist(Path(prebuilt))
+    prebuilt, status = os.environ.get(TEST_DIST_ENV), os.environ.get(DIST_STATUS_ENV)
+    if prebuilt and status:
+        return awaited_dist(Path(prebuilt), Path(status))
     if prebuilt:
         return found_dist(Path(prebuilt))
     return build_dist(tmp_path_factory.mktemp("dist"))

@@ -98,17 +98,18 @@ def test_local_cluster_applications_run_in_the_cluster_lane():
 
 
 def test_the_dist_fixture_waits_for_make_tests_background_build_and_says_when_it_failed(tmp_path):
-    """``make test`` builds the wheels in the background (PYICEBERG_CRYPTO_TEST_DIST_PENDING): the
+    """``make test`` builds the wheels in the background (PYICEBERG_CRYPTO_TEST_DIST_STATUS): the
     ``dist`` fixture takes them only once the build's status file says it ended well."""
-    from tests.testkit import DIST_LOG, DIST_STATUS, awaited_dist
+    from tests.testkit import DIST_LOG, awaited_dist
 
-    with pytest.raises(AssertionError, match="did not end within 0 s"):
-        awaited_dist(tmp_path, timeout=0)
-    (tmp_path / DIST_STATUS).write_text("2\n")
+    status = tmp_path / ".make-dist-status"
+    with pytest.raises(AssertionError, match=f"waiting for make dist into {tmp_path} to end \\({DIST_LOG}\\)"):
+        awaited_dist(tmp_path, status, timeout=0)
+    status.write_text("2\n")
     with pytest.raises(AssertionError, match=f"failed \\(exit 2\\); its output is in {DIST_LOG}"):
-        awaited_dist(tmp_path, timeout=0)
+        awaited_dist(tmp_path, status, timeout=0)
     for name in ("pyiceberg_crypto-1.0-py3-none-any.whl", "pyiceberg_crypto_testing-1.0-py3-none-any.whl",
                  "pyiceberg_crypto-1.0.tar.gz"):
         (tmp_path / name).write_bytes(b"")
-    (tmp_path / DIST_STATUS).write_text("0\n")
-    assert awaited_dist(tmp_path, timeout=0)["wheel"].name == "pyiceberg_crypto-1.0-py3-none-any.whl"
+    status.write_text("0\n")
+    assert awaited_dist(tmp_path, status, timeout=0)["wheel"].name == "pyiceberg_crypto-1.0-py3-none-any.whl"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from pathlib import Path
 
 from pyiceberg_crypto import jars
@@ -86,26 +85,21 @@ QUICK_INSTALL_ENV = {"PIP_COMPILE": "0"}
 
 #: Set by ``make test``: the directory where it builds the sdist and wheel once for every lane.
 TEST_DIST_ENV = "PYICEBERG_CRYPTO_TEST_DIST"
-#: Set (to 1) by ``make test``, which builds that directory in the background while the main lane,
-#: which needs no wheel, already runs: the ``dist`` fixture then waits for :data:`DIST_STATUS`, the
-#: file ``make test`` writes in it once ``make dist`` has ended (its exit status; its output is in
-#: :data:`DIST_LOG`).
-DIST_PENDING_ENV = "PYICEBERG_CRYPTO_TEST_DIST_PENDING"
-DIST_STATUS = ".make-dist-status"
+#: Set by ``make test``, which builds that directory in the background while the main lane, which
+#: needs no wheel, already runs: the status file (``make dist``'s exit status) it writes once the
+#: build has ended. The ``dist`` fixture waits for it; the build's output is in :data:`DIST_LOG`
+#: (the Makefile's ``TEST_DIST_LOG``).
+DIST_STATUS_ENV = "PYICEBERG_CRYPTO_TEST_DIST_STATUS"
 DIST_LOG = ROOT / ".cache" / "test-dist.log"
-#: How long the ``dist`` fixture waits for a background ``make dist`` (it takes about a minute).
+#: How long the ``dist`` fixture waits for a background ``make dist`` (about a minute on a loaded machine).
 DIST_WAIT_SECONDS = 900
 
 
-def awaited_dist(directory: Path, timeout: float = DIST_WAIT_SECONDS) -> dict[str, Path]:
-    """:func:`found_dist` once the background ``make dist`` of ``make test`` has written its status in
-    ``directory`` (:data:`DIST_PENDING_ENV`); a clear failure if it failed or never ended."""
-    status = directory / DIST_STATUS
-    deadline = time.monotonic() + timeout
-    while not status.exists():
-        assert time.monotonic() < deadline, f"make dist into {directory} did not end within {timeout:.0f} s ({DIST_LOG})"
-        time.sleep(1)
-    code = status.read_text().strip()
+def awaited_dist(directory: Path, status: Path, timeout: float = DIST_WAIT_SECONDS) -> dict[str, Path]:
+    """:func:`found_dist` once the background ``make dist`` of ``make test`` has written its exit
+    status to ``status`` (:data:`DIST_STATUS_ENV`); a clear failure if it failed or never ended."""
+    code = eventually(lambda: status.read_text().strip(), timeout, interval=1,
+                      message=f"make dist into {directory} to end ({DIST_LOG})")
     assert code == "0", f"make dist into {directory} failed (exit {code}); its output is in {DIST_LOG}"
     return found_dist(directory)
 
