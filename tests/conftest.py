@@ -16,6 +16,7 @@ import pytest
 
 from pyiceberg_crypto import config
 # One standalone Hive metastore (loopback) for every test that needs one, started on first use.
+from pyiceberg_crypto.testing.ports import closed_port
 from pyiceberg_crypto.testing.pytest_plugin import hive_metastore  # noqa: F401
 from tests.testkit import (DIST_STATUS_ENV, SPARK_JVM_OPTIONS, TEST_DIST_ENV, awaited_dist, build_dist, found_dist,
                            testkit_jar)
@@ -131,6 +132,14 @@ def jvm(spark):
 # --- Python KMS registered under the session catalog's name ("test") -------------------------
 
 MASTER_KEY_IDS = ("k1", "k2")
+
+
+@pytest.fixture
+def refused_port():
+    """A loopback port where every TCP connection is refused during the test (bound, never
+    listened on: no other process can take it): a server that is down."""
+    with closed_port() as port:
+        yield port
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,10 @@ from pyiceberg_crypto.errors import PyicebergCryptoError
 LOOPBACK = "127.0.0.1"
 #: The line the bridge jar's launchers print once their socket is bound (LoopbackMetastore, LoopbackRestCatalog).
 _LISTENING = re.compile(rb"^LISTENING (\S+):(\d+)$", re.M)
+#: What a server logs when its port is taken (Java's BindException, Go's and Python's EADDRINUSE).
+_ADDRESS_IN_USE = re.compile(rb"address already in use", re.I)
+#: Starts tried when the ports a service picked itself turn out to be taken.
+_START_ATTEMPTS = 3
 
 #: Services started by this interpreter and not yet stopped: killed at exit so none outlives it.
 _RUNNING: set["ServiceProcess"] = set()
@@ -87,8 +91,30 @@ class ServiceProcess:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    def _pick_other_ports(self) -> bool:
+        """Called when a start failed on a taken address: pick other ports for the ones this object
+        picked itself (:func:`~pyiceberg_crypto.testing.ports.reserve_port`) and say whether it did.
+        Ports the caller named are kept: that start fails."""
+        return False
+
     def start(self) -> "ServiceProcess":
-        """Start the process and wait until it is ready (at most ``startup_timeout`` seconds)."""
+        """Start the process and wait until it is ready (at most ``startup_timeout`` seconds). A
+        start that failed because a port it picked itself was taken is tried again on other ports."""
+        for attempt in range(_START_ATTEMPTS):
+            try:
+                return self._start_once()
+            except ServiceError:
+                if attempt + 1 == _START_ATTEMPTS or not self._address_was_taken() or not self._pick_other_ports():
+                    raise
+        raise AssertionError("unreachable")
+
+    def _address_was_taken(self) -> bool:
+        try:
+            return bool(_ADDRESS_IN_USE.search(self._log_since_start()))
+        except OSError:
+            return False
+
+    def _start_once(self) -> "ServiceProcess":
         if self.running:
             raise ServiceError(f"{self.name} is already running (pid {self.pid})")
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
@@ -166,13 +192,6 @@ class ServiceProcess:
 def _kill_leftovers() -> None:
     for service in list(_RUNNING):
         service.kill()
-
-
-def free_port(host: str = LOOPBACK) -> int:
-    """A TCP port that was free on ``host`` a moment ago (the caller binds it next)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:

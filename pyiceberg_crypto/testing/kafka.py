@@ -34,7 +34,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pyiceberg_crypto.testing import jars as testing_jars
-from pyiceberg_crypto.testing._process import LOOPBACK, ServiceError, ServiceProcess, free_port, port_open
+from pyiceberg_crypto.testing._process import LOOPBACK, ServiceError, ServiceProcess, port_open
+from pyiceberg_crypto.testing.ports import reserve_port
 from pyiceberg_crypto.testing._jvm import java_command
 
 _STARTED = re.compile(rb"Kafka Server started")
@@ -85,6 +86,7 @@ class KafkaBroker(ServiceProcess):
         self.host = host
         self.port = port
         self.controller_port = controller_port
+        self._picked: dict[str, bool] = {}  # by attribute: picked by this start, not the caller's
         self.partitions = partitions
         self.heap = heap
         self.jars_dir = Path(jars_dir) if jars_dir is not None else None
@@ -132,14 +134,28 @@ class KafkaBroker(ServiceProcess):
     def start(self) -> "KafkaBroker":
         self._classpath = testing_jars.kafka_broker_jars(testing_jars.kafka_broker_dir(self.jars_dir))
         previous = self._previous_ports()
-        self.port = self.port or previous.get("PLAINTEXT") or free_port(self.host)
-        self.controller_port = self.controller_port or previous.get("CONTROLLER") or free_port(self.host)
-        self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
+        self._picked = {name: not getattr(self, name) and not previous.get(listener)
+                        for name, listener in (("port", "PLAINTEXT"), ("controller_port", "CONTROLLER"))}
+        self.port = self.port or previous.get("PLAINTEXT") or reserve_port(self.host)
+        self.controller_port = self.controller_port or previous.get("CONTROLLER") or reserve_port(self.host)
+        self._write_properties()
         (self.directory / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
         if not (self.data_dir / "meta.properties").is_file():
             self._format_storage()
         super().start()
         return self
+
+    def _write_properties(self) -> None:
+        self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
+
+    def _pick_other_ports(self) -> bool:
+        """The ports this start picked itself (not the caller's, not a restart's) picked again."""
+        picked = [name for name, was_picked in self._picked.items() if was_picked]
+        for name in picked:
+            setattr(self, name, reserve_port(self.host))
+        if picked:
+            self._write_properties()
+        return bool(picked)
 
     def _previous_ports(self) -> dict[str, int]:
         """The ports of the last start in this directory (its ``server.properties``), by listener."""

@@ -14,8 +14,9 @@ concurrent writers from separate applications need::
 It runs the Hive 2.3.10 metastore classes that ship with pyspark 4.1, through
 ``io.pyicebergcrypto.testing.LoopbackMetastore`` (in the test kit jar): Hive 2.3's own
 ``HiveMetaStore`` main binds every interface and has no bind-host setting, the launcher binds the
-socket to ``host`` (127.0.0.1 by default). Port 0 picks a free port; a restart reuses the port the
-first start got, so clients keep their URI. The Derby schema is created by DataNucleus on first
+socket to ``host`` (127.0.0.1 by default). Port 0 picks a port reserved for this process
+(:func:`~pyiceberg_crypto.testing.ports.reserve_port`: no other process is handed it, so a restart
+takes it again and clients keep their URI; another is picked if it turns out taken). The Derby schema is created by DataNucleus on first
 start. It has no Hive transaction tables, which is fine: the catalogs built by
 :mod:`pyiceberg_crypto.config` commit with the metastore's atomic swap of ``metadata_location``
 (HIVE-26882, in Hive 2.3.10) instead of the HIVE_LOCKS lock.
@@ -31,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pyiceberg_crypto.testing._jvm import java_command, pyspark_jars_dir
+from pyiceberg_crypto.testing.ports import reserve_port
 from pyiceberg_crypto.testing._process import LOOPBACK, ServiceError, ServiceProcess
 from pyiceberg_crypto.testing.jars import testing_jar
 
@@ -66,7 +68,8 @@ class StandaloneMetastore(ServiceProcess):
     ) -> None:
         super().__init__(directory, startup_timeout=startup_timeout)
         self.host = host
-        self.port = port
+        self.port = port or reserve_port(host)
+        self._port_picked = not port  # picked here: another is tried if it turns out taken
         self.heap = heap
         self.hadoop_conf = dict(hadoop_conf or {})
 
@@ -105,7 +108,16 @@ class StandaloneMetastore(ServiceProcess):
         return command
 
     def _is_ready(self) -> bool:
-        return self._listening_and_open(LOOPBACK if self.host == "0.0.0.0" else self.host)
+        if self._listening_and_open(LOOPBACK if self.host == "0.0.0.0" else self.host):
+            self._port_picked = False  # a restart keeps the URI clients know
+            return True
+        return False
+
+    def _pick_other_ports(self) -> bool:
+        if not self._port_picked:
+            return False
+        self.port = reserve_port(self.host)
+        return True
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

@@ -42,7 +42,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pyiceberg_crypto.testing._process import LOOPBACK, ServiceError, ServiceProcess, free_port, port_open
+from pyiceberg_crypto.testing._process import LOOPBACK, ServiceError, ServiceProcess, port_open
+from pyiceberg_crypto.testing.ports import reserve_port
 
 BAO_ENV = "PYICEBERG_CRYPTO_BAO"
 
@@ -88,7 +89,8 @@ class OpenBaoServer(ServiceProcess):
             raise ServiceError("OpenBaoServer: tls=True needs persistent=True (the dev server has no TLS "
                                "listener with a CA file of ours)")
         self.host = host
-        self.port = port or free_port(host)
+        self.port = port or reserve_port(host)
+        self._ports_picked = not port  # picked here: others are tried if one turns out taken
         self.persistent = persistent
         self.tls = tls
         self.transit_mount = transit_mount
@@ -175,6 +177,7 @@ class OpenBaoServer(ServiceProcess):
         if self.persistent:
             self._write_config()
         super().start()
+        self._ports_picked = False  # a restart keeps the address clients know
         if self.persistent:
             self._init_and_unseal()
         else:
@@ -183,6 +186,14 @@ class OpenBaoServer(ServiceProcess):
         if self.transit_mount and not self._mounted(self.transit_mount):
             self.enable_transit(self.transit_mount)
         return self
+
+    def _pick_other_ports(self) -> bool:
+        if not self._ports_picked:
+            return False
+        self.port, self._cluster_port = reserve_port(self.host), 0
+        if self.persistent:
+            self._write_config()
+        return True
 
     def _command(self) -> Sequence[str]:
         if self.persistent:
@@ -278,7 +289,7 @@ class OpenBaoServer(ServiceProcess):
         else:
             tls = "  tls_disable = true\n"
         if not self._cluster_port:
-            self._cluster_port = free_port(self.host)
+            self._cluster_port = reserve_port(self.host)
         cluster = f"{self.host}:{self._cluster_port}"
         (self.directory / "openbao.hcl").write_text(
             f'storage "raft" {{\n  path = "{data}"\n  node_id = "node-1"\n}}\n'

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pyiceberg_crypto.testing.jars import rest_catalog_jars, testing_jar
+from pyiceberg_crypto.testing.ports import reserve_port
 from pyiceberg_crypto.testing._process import LOOPBACK, ServiceError, ServiceProcess, port_open
 from pyiceberg_crypto.testing._jvm import java_command, pyspark_jars_dir
 
@@ -38,8 +39,9 @@ class RestCatalogServer(ServiceProcess):
 
     Args:
         directory: holds the H2 catalog database, the default warehouse and the log.
-        port: TCP port, 0 for a free one (known after :meth:`start`, see :attr:`uri`); a restart
-            reuses the port the first start got, so clients keep their URI.
+        port: TCP port; 0 for one reserved for this process
+            (:func:`~pyiceberg_crypto.testing.ports.reserve_port`: no other process is handed it, so a
+            restart takes it again and clients keep their URI; another if it turns out taken).
         startup_timeout: seconds to wait for the ``LISTENING`` line.
         heap: JVM maximum heap (``-Xmx``).
     """
@@ -50,7 +52,8 @@ class RestCatalogServer(ServiceProcess):
                  heap: str = "256m") -> None:
         super().__init__(directory, startup_timeout=startup_timeout)
         self.host = LOOPBACK
-        self.port = port
+        self.port = port or reserve_port(self.host)
+        self._port_picked = not port  # picked here: another is tried if it turns out taken
         self.heap = heap
 
     @property
@@ -66,7 +69,7 @@ class RestCatalogServer(ServiceProcess):
         return self.directory / "warehouse"
 
     def start(self) -> "RestCatalogServer":
-        if self.port and port_open(self.host, self.port):
+        if not self._port_picked and port_open(self.host, self.port):
             raise ServiceError(f"port {self.port} on {self.host} is already in use: pick another port, "
                                "or 0 for a free one")
         super().start()
@@ -80,7 +83,16 @@ class RestCatalogServer(ServiceProcess):
         )
 
     def _is_ready(self) -> bool:
-        return self._listening_and_open(self.host)
+        if self._listening_and_open(self.host):
+            self._port_picked = False  # a restart keeps the URI clients know
+            return True
+        return False
+
+    def _pick_other_ports(self) -> bool:
+        if not self._port_picked:
+            return False
+        self.port = reserve_port(self.host)
+        return True
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

@@ -25,7 +25,8 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pyiceberg_crypto.testing._process import LOOPBACK, ServiceError, ServiceProcess, free_port, port_open
+from pyiceberg_crypto.testing._process import LOOPBACK, ServiceError, ServiceProcess, port_open
+from pyiceberg_crypto.testing.ports import reserve_port
 
 DEFAULT_REGION = "us-east-1"
 
@@ -56,7 +57,8 @@ class S3Server(ServiceProcess):
         super().__init__(directory, startup_timeout=startup_timeout)
         self.bucket = bucket
         self.host = host
-        self.port = port or free_port(host)
+        self.port = port or reserve_port(host)
+        self._port_picked = not port  # picked here: another is tried if it turns out taken
         self.region = region
         # Dummy, per-server credentials: moto checks none, but every client needs some.
         self._access_key = "moto-" + secrets.token_hex(8)
@@ -108,9 +110,16 @@ class S3Server(ServiceProcess):
         if importlib.util.find_spec("moto") is None or importlib.util.find_spec("boto3") is None:
             raise ServiceError("the S3 server needs moto and boto3: pip install 'pyiceberg-crypto[testing]'")
         super().start()
+        self._port_picked = False  # a restart keeps the port clients know
         if self.bucket:
             self.client().create_bucket(Bucket=self.bucket)
         return self
+
+    def _pick_other_ports(self) -> bool:
+        if not self._port_picked:
+            return False
+        self.port = reserve_port(self.host)
+        return True
 
     def _command(self) -> Sequence[str]:
         return [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)]

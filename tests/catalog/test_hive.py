@@ -3,7 +3,6 @@ HiveMetaStoreClient, the reference) and against small hostile servers on 127.0.0
 
 from __future__ import annotations
 
-import socket
 import socketserver
 import struct
 import threading
@@ -16,6 +15,7 @@ import pytest
 from pyiceberg_crypto.catalog import hive as hms
 from pyiceberg_crypto.catalog.hive import MetastoreError, table_parameters
 from pyiceberg_crypto.catalog import entry as verify_metastore
+from pyiceberg_crypto.testing.ports import closed_port
 from tests.testkit import load_factor
 
 pytestmark = [pytest.mark.loopback]
@@ -109,17 +109,9 @@ def test_unknown_table_and_database_do_not_exist(hive_tables, hive_metastore):
     assert str(excinfo.value) == f"table no_such_db.t does not exist in the Hive metastore at {where}: no_such_db.t table not found"
 
 
-def free_port() -> int:
-    """A port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_unreachable_metastore_fails_fast_naming_host_and_port():
-    port = free_port()
-    start = time.monotonic()
-    with pytest.raises(MetastoreError) as excinfo:
+    with closed_port() as port, pytest.raises(MetastoreError) as excinfo:
+        start = time.monotonic()
         table_parameters(f"thrift://127.0.0.1:{port}", "db", "t", timeout=60)
     assert time.monotonic() - start < 2 * load_factor()  # refused at once: far short of the 60 s timeout
     assert str(excinfo.value) == (
@@ -128,8 +120,9 @@ def test_unreachable_metastore_fails_fast_naming_host_and_port():
 
 def test_next_uri_is_tried_when_the_first_is_unreachable(hive_tables, hive_metastore):
     database, iceberg, _, reference = hive_tables
-    uris = f"thrift://127.0.0.1:{free_port()}, {hive_metastore.uri}"
-    assert table_parameters(uris, database, iceberg, timeout=10) == reference
+    with closed_port() as port:
+        uris = f"thrift://127.0.0.1:{port}, {hive_metastore.uri}"
+        assert table_parameters(uris, database, iceberg, timeout=10) == reference
 
 
 @pytest.mark.parametrize("uri, shown", [

@@ -5,13 +5,13 @@ JSON report, the page and the textfile, exit statuses 0 / 1 / 2."""
 from __future__ import annotations
 
 import json
-import socket
 import uuid
 
 import pytest
 
 from pyiceberg_crypto import config
 from pyiceberg_crypto.cli.main import main
+from pyiceberg_crypto.testing.ports import closed_port
 from tests.conftest import add_catalog
 from tests.verify import kms_factory
 from tests.audit.test_audit import PageParser, assert_valid
@@ -89,16 +89,10 @@ def test_findings_exit_1_and_the_human_summary_names_the_table(remote_lake, caps
     assert code == 1 and len(doc["tables"]) == 4 and doc["summary"]["by_state"] == {"OK": 3, "UNENCRYPTED": 1}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_bad_input_exits_2_with_a_clear_error(remote_lake, capsys, tmp_path):
     uri, _, _ = remote_lake
-    port = free_port()
-    code, doc, err = audit(capsys, "--metastore-uri", f"thrift://127.0.0.1:{port}", "--kms", KMS, "--json")
+    with closed_port() as port:
+        code, doc, err = audit(capsys, "--metastore-uri", f"thrift://127.0.0.1:{port}", "--kms", KMS, "--json")
     assert code == 2 and doc["error"]["type"] == "metastore"
     assert_valid(doc)
     assert err.strip() == (f"pyiceberg-crypto: cannot reach the Hive metastore to list its tables: "

@@ -19,7 +19,11 @@ page's ``sh`` and ``python`` blocks run in order, in the page's directory:
 - the substitutions the pages explain: ``pip install 'pyiceberg-crypto[X]'`` installs the built
   wheel with extras X (``[testing]`` pulls the test kit's wheel, built beside it), ``python -m venv ... && . .venv/bin/activate`` is the shared environment (or,
   for a chain in :data:`OWN_VENV`, the chain's own, made empty by the walk),
-  ``$KMS_LISTEN`` is a free port on 127.0.0.1;
+  ``$KMS_LISTEN`` is a port on 127.0.0.1 reserved for the walk (below the kernel's ephemeral range:
+  :mod:`pyiceberg_crypto.testing.ports`);
+- no page can reach a cloud endpoint by accident: the walk's terminal has none of the caller's
+  ``AWS_*`` variables, and the AWS SDKs' endpoint (``AWS_ENDPOINT_URL``) is a loopback port that
+  refuses every connection, unless a page sets its own (``AWS_ENDPOINT_URL_KMS``);
 - a block marked ``<!-- not-run: REASON -->`` or ``<!-- not-checked: REASON -->`` is not run, and a
   page marked ``<!-- not-walked: REASON -->`` is not walked (tests/docs/test_code_blocks.py checks
   that every tutorial and how-to page is walked or says why, and that at most three say why).
@@ -47,6 +51,7 @@ from typing import Callable
 import pytest
 
 from pyiceberg_crypto import jars
+from pyiceberg_crypto.testing.ports import closed_port, reserve_port
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401  (the rest-catalog page's server)
 from tests.docs.blocks import DOCS, Block, blocks_of
 from tests.jvm_archive import make_archive
@@ -211,10 +216,16 @@ def terminal(code: str, language: str) -> str:
 @pytest.fixture(scope="module")
 def walk_venv(dist, tmp_path_factory):
     """One environment for every page: the built wheel installed outside the repository."""
+    with closed_port() as refusing:
+        yield _walk_venv(dist, tmp_path_factory, refusing)
+
+
+def _walk_venv(dist, tmp_path_factory, refusing: int) -> dict:
     root = tmp_path_factory.mktemp("docs-walk")
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    env = {k: v for k, v in os.environ.items() if k not in PROJECT_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in PROJECT_ENV and not k.startswith("AWS_")}
+    env.update(closed_cloud_environment(refusing))
     env.update(QUICK_INSTALL_ENV)  # pip's byte-compiling of all of pyspark left to Python's first imports
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["PYSPARK_PYTHON"] = str(venv / "bin" / "python")
@@ -245,10 +256,10 @@ def shared_extras() -> set[str]:
     return extras
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def closed_cloud_environment(port: int) -> dict[str, str]:
+    """The AWS SDKs' settings that keep a page off every cloud endpoint: their endpoint is
+    ``port`` on loopback (held closed by the walk), and no instance metadata service is asked."""
+    return {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_EC2_METADATA_DISABLED": "true"}
 
 
 #: Chains walk side by side in one virtual environment: one ``pip install`` into it at a time.
@@ -347,7 +358,7 @@ def maven_mirror(directory: Path) -> str:
 def chain_environment(chain: str, base: dict[str, str], root: Path, servers: dict[str, str]) -> dict[str, str]:
     """What a chain's terminal has besides the walk's environment: the variables its pages document
     (``servers``: the addresses of the session's servers, by variable)."""
-    env = dict(base, KMS_LISTEN=f"127.0.0.1:{_free_port()}", **servers)
+    env = dict(base, KMS_LISTEN=f"127.0.0.1:{reserve_port()}", **servers)
     if chain in ("jars", "spark-3.5"):
         env["MAVEN_REPOSITORY"] = maven_mirror(root / f"maven-mirror-{chain}")
     if chain in OWN_VENV:
@@ -515,3 +526,41 @@ def test_the_pages_run_as_written(chain_walks, chain, record_property, capsys):
             "iceberg-aws-bundle-1.12.0.jar", "iceberg-spark-runtime-3.5_2.12-1.12.0.jar",
             "iceberg-spark-runtime-4.1_2.13-1.12.0.jar"]
         assert not any(p.is_symlink() for p in (directory / "iceberg-jars").iterdir()), "downloaded, not linked"
+
+
+def test_no_page_reaches_a_cloud_endpoint_by_accident(walk_venv):
+    """An AWS client a page makes without an endpoint of its own goes to the walk's closed loopback
+    port, never to amazonaws.com: what a page with an empty endpoint variable would do."""
+    env = dict(walk_venv["env"], AWS_ACCESS_KEY_ID="AKIADOCSWALK00000001", AWS_SECRET_ACCESS_KEY="not-a-secret-0000",
+               AWS_DEFAULT_REGION="us-east-1")
+    code = ("import boto3, botocore.exceptions\n"
+            "try:\n    boto3.client('kms').list_keys()\n"
+            "except botocore.exceptions.EndpointConnectionError as exc:\n    print('REFUSED', exc)\n")
+    result = subprocess.run([str(Path(env["PATH"].split(os.pathsep)[0]) / "python"), "-c", code], env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    refusing = env["AWS_ENDPOINT_URL"]
+    assert refusing.startswith("http://127.0.0.1:")
+    assert result.stdout.startswith(f'REFUSED Could not connect to the endpoint URL: "{refusing}/"'), result.stdout
+
+
+def test_a_page_stops_where_its_service_did_not_start(walk_venv, tmp_path):
+    """The govern page's service on a port another process holds: the page stops at its wait, with
+    the service log's tail, and no later step (no endpoint exported, no AWS request) runs."""
+    page = "how-to/govern-keys.md"
+    serve = next(block for block in steps(DOCS / page) if "kms serve" in block.code)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        env = dict(walk_venv["env"], KMS_LISTEN=f"127.0.0.1:{taken.getsockname()[1]}")
+        directory = tmp_path / "govern"
+        try:
+            with pytest.raises(AssertionError) as failed:
+                walk([page], directory, env, walk_venv["wheel"])
+        finally:
+            _stop_leftovers(directory)
+    message = str(failed.value)
+    assert message.startswith(f"{serve.where} (sh) failed with exit 1"), message[:500]
+    assert "Address already in use" in message.split("--- stderr", 1)[1], message[-3000:]  # the log's tail
+    exported = (directory / ENV_FILE).read_text() if (directory / ENV_FILE).exists() else ""
+    assert "AWS_ENDPOINT_URL_KMS" not in exported, exported

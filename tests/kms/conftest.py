@@ -4,58 +4,25 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
-import subprocess
-import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 # One real OpenBao dev server per session (test_vault_openbao*.py).
 from pyiceberg_crypto.testing.pytest_plugin import openbao_server  # noqa: F401
-from tests.testkit import eventually
+from pyiceberg_crypto.testing.s3 import S3Server
 
 #: Dummy credentials and region for the moto server; handed to clients explicitly, never via os.environ.
 AWS_TEST_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing-secret", "AWS_REGION": "us-east-1"}
 
 
-def _free_loopback_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def moto_kms_endpoint(tmp_path_factory):
-    """``http://127.0.0.1:PORT`` of a moto server process serving the KMS API."""
+    """``http://127.0.0.1:PORT`` of a moto server process serving the KMS API (the test kit's
+    S3 server: moto serves every AWS API it knows on one port)."""
     pytest.importorskip("boto3")
-    moto_server = Path(sys.executable).with_name("moto_server")
-    command = [str(moto_server)] if moto_server.exists() else [sys.executable, "-m", "moto.server"]
-    port = _free_loopback_port()
-    log = (tmp_path_factory.mktemp("moto") / "moto.log").open("wb")
-    process = subprocess.Popen([*command, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=subprocess.STDOUT)
-    endpoint = f"http://127.0.0.1:{port}"
-
-    def serving() -> bool:
-        if process.poll() is not None:
-            pytest.fail(f"moto server exited ({process.returncode}) before serving on {endpoint} (see {log.name})")
-        urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2).close()
-        return True
-
-    try:
-        eventually(serving, 60, interval=0.2, retry_on=(OSError,),
-                   message=f"moto server on {endpoint} (see {log.name})")
-    except BaseException:
-        process.kill()
-        raise
-    yield endpoint
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    log.close()
+    with S3Server(tmp_path_factory.mktemp("moto"), bucket=None) as server:
+        yield server.endpoint
 
 
 @pytest.fixture(scope="session")

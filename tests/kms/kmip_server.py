@@ -24,7 +24,6 @@ import datetime
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import warnings
@@ -39,6 +38,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from pyiceberg_crypto.testing.ports import reserve_port
 from tests.testkit import eventually
 
 #: The client identity (certificate common name) the tests' KMS connects as; it owns the keys.
@@ -52,13 +52,6 @@ class ClientFiles:
     cert: Path
     key: Path
     ca: Path
-
-
-def free_loopback_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class _Ca:
@@ -119,7 +112,7 @@ class KmipTestServer:
         server_cert, server_key = self.ca.issue("kmip-server", server=True)
         client_cert, client_key = self.ca.issue(CLIENT_NAME, server=False)
         self.client = ClientFiles(client_cert, client_key, self.ca.path)
-        self.port = free_loopback_port()
+        self.port = reserve_port()  # below the ephemeral range: no other process is handed it
         self.log = self.directory / "server.log"
         self.config = self.directory / "server.conf"
         self.policies = self.directory / "policies"

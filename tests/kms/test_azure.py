@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import os
-import socket
 import time
 
 import pytest
@@ -158,10 +157,8 @@ def test_auth_refused(vault, key_id, props, tmp_path, monkeypatch):
         load_kms("azure", {"azure.auth": "client-secret", "azure.tenant-id": "t", "azure.client-id": "c"})
 
 
-def test_server_down_and_slow(vault, key_id, props):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+def test_server_down_and_slow(vault, key_id, props, refused_port):
+    port = refused_port
     down = load_kms("azure", props)
     with pytest.raises(KmsError, match=rf"get key with key id 'https://127.0.0.1:{port}/keys/lake' failed: cannot "
                                        "reach the vault"):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import os
-import socket
 import time
 
 import pytest
@@ -160,10 +159,8 @@ def test_missing_and_malformed_key(kms, cloud):
         kms.wrap_key(os.urandom(32), cloud.key)
 
 
-def test_server_down_and_slow(cloud, props):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+def test_server_down_and_slow(cloud, props, refused_port):
+    port = refused_port
     down = load_kms("gcp", {**props, "gcp.endpoint": f"http://127.0.0.1:{port}"})
     with pytest.raises(KmsError, match=rf"encrypt with key id '.*lake-orders' failed: cannot reach "
                                        rf"http://127.0.0.1:{port}"):

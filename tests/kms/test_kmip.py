@@ -14,7 +14,7 @@ pytest.importorskip("kmip")
 from pyiceberg_crypto.kms import KmipKms, KmsError, UnknownKeyError  # noqa: E402
 from pyiceberg_crypto.kms.kmip import WRAPPED_MAGIC  # noqa: E402
 from pyiceberg_crypto.kms.loader import load_kms  # noqa: E402
-from tests.kms.kmip_server import ClientFiles, KmipTestServer, free_loopback_port  # noqa: E402
+from tests.kms.kmip_server import ClientFiles, KmipTestServer  # noqa: E402
 from tests.testkit import load_factor  # noqa: E402
 
 pytestmark = pytest.mark.loopback
@@ -150,10 +150,10 @@ def test_client_certificate_refused_and_server_not_trusted(server, tmp_path):
         misnamed.wrap_key(key, "guarded")
 
 
-def test_server_down_and_slow(server):
+def test_server_down_and_slow(server, refused_port):
     server.create_key("patient")
     key = os.urandom(32)
-    down = load_kms("kmip", server.client_properties(**{"kmip.port": str(free_loopback_port()),
+    down = load_kms("kmip", server.client_properties(**{"kmip.port": str(refused_port),
                                                          "kmip.timeout": "2"}))
     with pytest.raises(KmsError, match=r"KMIP Encrypt with key id 'patient' failed: cannot reach "
                                        r"127\.0\.0\.1:\d+: ConnectionRefusedError"):
@@ -196,11 +196,11 @@ def test_settings_from_environment_and_errors(server, monkeypatch, tmp_path):
         load_kms("kmip", {**props, "kmip.ca-cert": str(tmp_path / "nothing.crt")})
 
 
-def test_initialize_applies_kmip_properties(server):
+def test_initialize_applies_kmip_properties(server, refused_port):
     """Catalog properties pyiceberg-crypto.kms.kmip.* reach initialize() with the prefix removed."""
     server.create_key("configured")
     props = server.client_properties()
-    kms = KmipKms(host="127.0.0.1", port=free_loopback_port(), client_cert=props["kmip.client-cert"],
+    kms = KmipKms(host="127.0.0.1", port=refused_port, client_cert=props["kmip.client-cert"],
                   client_key=props["kmip.client-key"], ca_cert=props["kmip.ca-cert"], timeout=2)
     with pytest.raises(KmsError, match="cannot reach"):
         kms.current_key_version("configured")

@@ -7,7 +7,6 @@ auth methods of its own names) and, for TLS, one persistent server with a CA of 
 from __future__ import annotations
 
 import os
-import socket
 import uuid
 
 import pytest
@@ -200,10 +199,8 @@ def test_openbao_approle_login_and_login_again_when_its_tokens_are_revoked(bao, 
     assert "not-the-secret-id" not in str(e.value)
 
 
-def test_openbao_server_down_fails_naming_it(bao, key):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+def test_openbao_server_down_fails_naming_it(bao, key, refused_port):
+    port = refused_port
     down = VaultTransitKms(address=f"http://127.0.0.1:{port}", token=bao.root_token, timeout=1)
     with pytest.raises(KmsError, match=rf"key id '{key}'.*cannot reach http://127.0.0.1:{port}"):
         down.wrap_key(os.urandom(32), key)

@@ -57,9 +57,7 @@ class FaceProcess:
         return int(self.endpoint.rsplit(":", 1)[1])
 
     def metrics_url(self) -> str:
-        found = re.search(r"metrics: (http://127\.0\.0\.1:\d+/metrics)", self.service.log())
-        assert found, self.service.log()
-        return found.group(1)
+        return f"http://127.0.0.1:{self.service.metrics_port}/metrics"
 
     def client(self, *, secret: str = SECRET, access_key_id: str = ACCESS_KEY_ID, region: str = REGION,
                retries: int = 1):

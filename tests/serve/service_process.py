@@ -1,7 +1,7 @@
 """A ``pyiceberg-crypto kms serve`` process for the tests: started as users start it (the console
 script's module, its own process), read through its status file, stopped by signal.
 
-    service = ServiceProcess.start(tmp_path, keystore)       # loopback, free port
+    service = ServiceProcess.start(tmp_path, keystore)       # loopback, a reserved port
     settings = config.spark_settings("lake", warehouse=..., **service.client_settings())
     service.status()["clients"]                               # calls per peer
     service.wait_for_status(lambda s: s["reloads"] == 1, 30, "the reload")
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from pyiceberg_crypto.kms.keystore import Keystore
+from pyiceberg_crypto.testing.ports import reserve_port
 from tests.testkit import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,33 +40,50 @@ def make_keystore(path: Path, *key_ids: str) -> Path:
 @dataclass
 class ServiceProcess:
     workdir: Path
-    process: subprocess.Popen
+    process: subprocess.Popen | None
     token_file: Path
     status_file: Path
     log_file: Path
     args: list[str] = field(default_factory=list)
+    _log_offset: int = 0  # where the last launch's lines begin in log_file
 
     @classmethod
-    def start(cls, workdir: Path, keystore: Path | None = None, *, listen: str = "127.0.0.1:0",
+    def start(cls, workdir: Path, keystore: Path | None = None, *, listen: str | None = None,
               kms: str = "keystore", properties: dict[str, str] | None = None, extra: list[str] = (),
               token_file: Path | None = None, name: str = "kms", timeout: float = 60.0) -> ServiceProcess:
+        """Start and wait for its status. ``listen``: default, a port of this process's reserved
+        block (:func:`~pyiceberg_crypto.testing.ports.reserve_port`: a restart takes it again and no
+        other process is handed it), another one when it turns out taken; a given one is kept."""
         workdir.mkdir(parents=True, exist_ok=True)
         props = dict(properties or {})
         if keystore is not None:
             props.setdefault("keystore.path", str(keystore))
         token_file = token_file or workdir / f"{name}.token"
         status_file = workdir / f"{name}.status.json"
-        status_file.unlink(missing_ok=True)
         args = [sys.executable, "-m", "pyiceberg_crypto.cli.main", "kms", "serve", "--kms", kms,
-                *[f"--kms-property={k}={v}" for k, v in props.items()], "--listen", listen,
+                *[f"--kms-property={k}={v}" for k, v in props.items()], "--listen", listen or "",
                 "--token-file", str(token_file), "--status-file", str(status_file), *extra]
-        log_file = workdir / f"{name}.log"
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
-        with open(log_file, "ab") as log:
-            process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir)
-        service = cls(workdir, process, token_file, status_file, log_file, args)
-        service.wait_for_status(lambda s: s.get("running"), timeout, "the service to start")
-        return service
+        for attempt in range(3):
+            if listen is None:
+                args[args.index("--listen") + 1] = f"127.0.0.1:{reserve_port()}"
+            service = cls(workdir, None, token_file, status_file, workdir / f"{name}.log", args)
+            try:
+                service._launch()
+                service.wait_for_status(lambda s: s.get("running"), timeout, "the service to start")
+                return service
+            except BaseException:
+                exited = service.process is not None and service.process.poll() is not None
+                taken = exited and "Address already in use" in service.log(since_launch=True)
+                if listen is not None or not taken or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _launch(self) -> None:
+        self.status_file.unlink(missing_ok=True)
+        self._log_offset = self.log_file.stat().st_size if self.log_file.exists() else 0
+        with open(self.log_file, "ab") as log:
+            self.process = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir,
+                                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
     def restart(self, timeout: float = 60.0, *, listen: str | None = None) -> None:
         """Stop (SIGTERM) and start again with the same arguments (same port: a new token).
@@ -72,12 +91,9 @@ class ServiceProcess:
         ``listen``: the address to take again, for a service stopped before (its status is gone)."""
         listen = listen or self.status()["listen"]
         self.stop()
-        args = list(self.args)
-        args[args.index("--listen") + 1] = listen
-        self.status_file.unlink(missing_ok=True)
-        with open(self.log_file, "ab") as log:
-            self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir,
-                                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        self.args = list(self.args)
+        self.args[self.args.index("--listen") + 1] = listen
+        self._launch()
         self.wait_for_status(lambda s: s.get("running"), timeout, "the service to restart")
 
     def status(self) -> dict:
@@ -127,6 +143,13 @@ class ServiceProcess:
         return self.status()["listen"]
 
     @property
+    def metrics_port(self) -> int:
+        """The port ``--metrics 127.0.0.1:0`` got, as the last start logged it."""
+        found = re.search(r"metrics: http://127\.0\.0\.1:(\d+)/metrics", self.log(since_launch=True))
+        assert found, f"no metrics address in the service's log:\n{self.log()}"
+        return int(found.group(1))
+
+    @property
     def certificate_sha256(self) -> str | None:
         return self.status().get("certificate_sha256")
 
@@ -137,8 +160,13 @@ class ServiceProcess:
             settings["kms_certificate_sha256"] = self.certificate_sha256
         return settings
 
-    def log(self) -> str:
-        return self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
+    def log(self, *, since_launch: bool = False) -> str:
+        """The service's log (all its starts; ``since_launch``: the last start's lines only)."""
+        if not self.log_file.exists():
+            return ""
+        with open(self.log_file, "rb") as log:
+            log.seek(self._log_offset if since_launch else 0)
+            return log.read().decode(errors="replace")
 
     def stop(self, timeout: float = 30.0) -> int:
         if self.process.poll() is None:

@@ -35,6 +35,7 @@ import pytest
 
 from pyiceberg_crypto import config
 from pyiceberg_crypto.kms.keystore import KeystoreKms
+from pyiceberg_crypto.testing.ports import reserve_port
 from tests.serve.service_process import ROOT
 from tests.testkit import SHORT_DRIVER_ENV, eventually
 
@@ -55,12 +56,6 @@ def spark_bin(name: str) -> str:
 def spark_env() -> dict[str, str]:
     return dict(os.environ, PYSPARK_PYTHON=sys.executable, PYTHONPATH=str(ROOT), SPARK_LOCAL_IP="127.0.0.1",
                 **SHORT_DRIVER_ENV)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tail(path: Path, lines: int = 60) -> str:
@@ -214,7 +209,7 @@ def test_spark_connect_server_through_the_service(tmp_path, keystore, kms_servic
     token = kms_service.token_file.read_text().strip()
     root = tmp_path / "connect"
     root.mkdir()
-    port = free_port()
+    port = reserve_port()
     settings = server_settings(root, kms_service)
     settings.update({"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(port),
                      "spark.connect.grpc.port.maxRetries": "0"})
@@ -237,7 +232,7 @@ def test_thrift_server_and_beeline_through_the_service(tmp_path, keystore, kms_s
     token = kms_service.token_file.read_text().strip()
     root = tmp_path / "thrift"
     root.mkdir()
-    port = free_port()
+    port = reserve_port()
     settings = server_settings(root, kms_service)
     args = [spark_bin("spark-submit"), "--class", "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2",
             "--name", "Thrift JDBC/ODBC Server", "--master", "local[2]", *config.spark_conf_args(settings),

@@ -25,7 +25,6 @@ from pyiceberg_crypto.serve.metrics import MetricsAddressError, MetricsServer
 from pyiceberg_crypto.serve.py4j import MAX_TRACKED_PEERS, Py4jFace
 from pyiceberg_crypto.serve.served_kms import ServedKms
 from pyiceberg_crypto.kms.keystore import KeystoreKms
-from pyiceberg_crypto.testing._process import free_port
 from tests.conftest import add_catalog
 from tests.serve.raw_client import RawClient
 from tests.serve.service_process import ServiceProcess
@@ -151,10 +150,9 @@ def test_idle_connections_without_a_token_cannot_lock_legitimate_clients_out(tmp
 # --- authenticated but idle --------------------------------------------------------------------------
 
 def test_an_authenticated_client_cannot_hold_a_slot_forever(tmp_path, keystore):
-    metrics_port = free_port()
     service = ServiceProcess.start(tmp_path / "service", keystore,
-                                   extra=["--idle-timeout", "1.5", "--max-connections", "4", "--metrics",
-                                          str(metrics_port)])
+                                   extra=["--idle-timeout", "1.5", "--max-connections", "4", "--metrics", "0"])
+    metrics_port = service.metrics_port
     host, port = _host_port(service)
     try:
         holders = [RawClient(host, port) for _ in range(4)]
@@ -254,8 +252,8 @@ def _wrap_from_threads(jvm, client, *, threads: int, calls: int) -> None:
 
 def test_the_metrics_port_caps_connections_and_reaps_idle_ones(tmp_path, keystore):
     """Issue 39: each idle socket cost the service a thread and a descriptor, without limit."""
-    port = free_port()
-    service = ServiceProcess.start(tmp_path / "service", keystore, extra=["--metrics", str(port)])
+    service = ServiceProcess.start(tmp_path / "service", keystore, extra=["--metrics", "0"])
+    port = service.metrics_port
     idle: list[socket.socket] = []
     try:
         pid = service.process.pid
@@ -290,8 +288,8 @@ def test_the_metrics_port_caps_connections_and_reaps_idle_ones(tmp_path, keystor
 
 def test_resets_before_the_answer_cost_one_log_line_not_a_traceback_each(tmp_path, keystore):
     """Issue 39: 200 requests reset before their answer wrote 300 KB of tracebacks."""
-    port = free_port()
-    service = ServiceProcess.start(tmp_path / "service", keystore, extra=["--metrics", str(port)])
+    service = ServiceProcess.start(tmp_path / "service", keystore, extra=["--metrics", "0"])
+    port = service.metrics_port
     try:
         size_before = len(service.log().encode())
         for _ in range(200):
@@ -312,7 +310,7 @@ def test_metrics_beyond_loopback_need_an_explicit_flag(tmp_path, keystore):
     refused = subprocess.run(
         [sys.executable, "-m", "pyiceberg_crypto.cli.main", "kms", "serve", "--kms", "keystore",
          f"--kms-property=keystore.path={keystore}", "--listen", "127.0.0.1:0", "--token-file",
-         str(tmp_path / "kms.token"), "--metrics", f"0.0.0.0:{free_port()}"],
+         str(tmp_path / "kms.token"), "--metrics", "0.0.0.0:0"],
         capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert refused.returncode == 2, refused.stderr
     assert "not a loopback address" in refused.stderr and "--metrics-allow-remote" in refused.stderr
@@ -333,8 +331,8 @@ def test_metrics_beyond_loopback_need_an_explicit_flag(tmp_path, keystore):
 # --- bounded per-peer state, fixed labels ------------------------------------------------------------------
 
 def test_refusals_per_peer_are_bounded_and_reason_labels_are_a_fixed_set(tmp_path, keystore):
-    port = free_port()
-    service = ServiceProcess.start(tmp_path / "service", keystore, extra=["--metrics", str(port)])
+    service = ServiceProcess.start(tmp_path / "service", keystore, extra=["--metrics", "0"])
+    port = service.metrics_port
     host, listen_port = _host_port(service)
     peers = MAX_TRACKED_PEERS + 100
     try:

@@ -14,7 +14,6 @@ import pytest
 from py4j.protocol import Py4JJavaError
 
 from pyiceberg_crypto import config
-from pyiceberg_crypto.testing._process import free_port
 from tests.conftest import add_catalog
 from tests.serve.raw_client import RawClient
 from tests.serve.service_process import ServiceProcess
@@ -50,10 +49,9 @@ def _client(service: ServiceProcess) -> RawClient:
 
 
 def test_metrics_and_healthz_of_kms_serve(tmp_path, keystore):
-    port = free_port()
     service = ServiceProcess.start(tmp_path / "service", keystore,
-                                   extra=["--metrics", str(port), "--health-key", "k1", "--health-interval", "0.1"])
-    base = f"http://127.0.0.1:{port}"
+                                   extra=["--metrics", "0", "--health-key", "k1", "--health-interval", "0.1"])
+    base = f"http://127.0.0.1:{service.metrics_port}"
     try:
         assert f"metrics: {base}/metrics, health: {base}/healthz (canary key id 'k1')" in service.log()
         with _client(service) as client:
@@ -104,9 +102,9 @@ def test_metrics_and_healthz_of_kms_serve(tmp_path, keystore):
 
 
 def test_healthz_answers_503_with_the_reason_when_the_kms_fails(tmp_path, keystore):
-    port = free_port()
     service = ServiceProcess.start(tmp_path / "service", keystore,
-                                   extra=["--metrics", f"127.0.0.1:{port}", "--health-key", "retired"])
+                                   extra=["--metrics", "127.0.0.1:0", "--health-key", "retired"])
+    port = service.metrics_port
     try:
         status, body = _get(f"http://127.0.0.1:{port}/healthz")
         assert status == 503, body

@@ -16,6 +16,7 @@ from py4j.protocol import Py4JJavaError
 
 from pyiceberg_crypto import config
 from pyiceberg_crypto.kms.keystore import KeystoreKms
+from pyiceberg_crypto.testing.ports import reserve_port
 from tests.serve.service_process import ServiceProcess, make_keystore
 from tests.testkit import eventually, load_factor
 
@@ -210,7 +211,8 @@ def test_sighup_reloads_the_kms_without_dropping_clients(jvm, tmp_path, keystore
 
 
 def test_tls_off_loopback_pins_the_certificate_and_keeps_it_across_restarts(jvm, tmp_path, keystore):
-    service = ServiceProcess.start(tmp_path / "tls", keystore, listen="127.0.0.2:0")
+    # A reserved port: the restart takes it again, and no other process is handed it meanwhile.
+    service = ServiceProcess.start(tmp_path / "tls", keystore, listen=f"127.0.0.2:{reserve_port('127.0.0.2')}")
     try:
         pin = service.certificate_sha256
         assert service.status()["tls"] and len(pin) == 64

@@ -7,8 +7,10 @@ served by ``pyiceberg-crypto kms serve``.
 hex: stdin, never argv or the environment; ``produce``: events the run writes to the topic first,
 so that the test process needs no Spark session of its own), prints ``PROGRESS batch rows`` per micro-batch, then
 ``RESULT {json}`` once everything available was processed (exit 0), or ``FAILED <reason>``
-(exit 1) when the query fails. ``row_delay_ms`` slows each row down (a JVM-side sleep) so that a
-test can kill the driver, or stop the KMS, while a batch is in flight.
+(exit 1) when the query fails. ``row_delay_ms`` slows each row whose id is ``hold_from_id`` (0) or
+more down (a JVM-side sleep) so that a test can kill the driver, or stop the KMS, while that batch
+is in flight: the batches before it run at full speed, and the held one lasts many seconds, so
+that a test delayed by a loaded machine still finds it in flight.
 """
 
 from __future__ import annotations
@@ -75,8 +77,9 @@ def main() -> int:
               .option("maxOffsetsPerTrigger", str(job["per_trigger"])).load()
               .selectExpr("from_json(CAST(value AS STRING), 'id bigint, payload string') AS e").select("e.*"))
     if job.get("row_delay_ms"):  # a JVM-side sleep per row; reflect gives "null" (or NULL): every row stays
-        delay = int(job["row_delay_ms"])
-        events = events.where(f"coalesce(reflect('java.lang.Thread', 'sleep', CAST({delay} AS BIGINT)), '') <> 'keep-all'")
+        delay, held = int(job["row_delay_ms"]), int(job.get("hold_from_id", 0))
+        sleep = f"CAST(IF(id >= {held}, {delay}, 0) AS BIGINT)"
+        events = events.where(f"coalesce(reflect('java.lang.Thread', 'sleep', {sleep}), '') <> 'keep-all'")
     query = (events.writeStream.option("checkpointLocation", job["checkpoint"])
              .trigger(processingTime="200 milliseconds").toTable(table))
     try:

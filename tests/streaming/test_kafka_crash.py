@@ -105,9 +105,21 @@ def crash_job(kafka_broker, tmp_path):
     return job, [e["id"] for e in EVENT_RECORDS]
 
 
+#: A held row's sleep: a held batch lasts PER_TRIGGER times this (20 s), far longer than a loaded
+#: machine may delay the test between seeing the batch start and killing the driver or the KMS.
+HELD_ROW_MS = 2000
+
+
+def held_from(batch: int) -> dict:
+    """Job settings that hold batch ``batch`` and every later one (their rows sleep
+    :data:`HELD_ROW_MS` each; batch ``n`` reads ids ``n * PER_TRIGGER`` on: one partition, in order)."""
+    return {"row_delay_ms": HELD_ROW_MS, "hold_from_id": batch * PER_TRIGGER}
+
+
 def first_run(job: dict) -> dict:
-    """The first driver's job: it produces the events, and each row takes 300 ms (to be killed mid-batch)."""
-    return {**job, "row_delay_ms": 300, "produce": EVENT_RECORDS}
+    """The first driver's job: it produces the events; batch 0 runs at full speed, batch 1 is held
+    (to be killed mid-batch)."""
+    return {**job, **held_from(1), "produce": EVENT_RECORDS}
 
 
 def assert_exact(result: dict, produced: list[int], kms) -> None:
@@ -148,7 +160,7 @@ def test_kafka_driver_killed_then_kms_down_with_kms_serve_resumes_exactly(crash_
         first.kill()
         assert not (checkpoint / "commits" / str(in_flight)).exists()
 
-        second = Driver({**job, "row_delay_ms": 300}, tmp_path / "driver-2.log")
+        second = Driver({**job, **held_from(in_flight + 1)}, tmp_path / "driver-2.log")
         in_flight = wait_mid_batch(second, checkpoint, after_batch=in_flight + 1)
         table_dir = Path(job["warehouse"]) / "db.db" / "events"
         before = current_metadata(table_dir)
