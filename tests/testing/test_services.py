@@ -61,6 +61,25 @@ def test_a_service_that_cannot_start_fails_with_its_log(tmp_path):
 
 
 @pytest.mark.loopback
+def test_a_port_the_service_picked_that_turns_out_taken_is_replaced(tmp_path, monkeypatch):
+    """The race a reserved port closes, forced: the port the server picked is taken before it binds
+    (by a program outside the kit); the start says nothing and serves on another port."""
+    from pyiceberg_crypto.testing import s3
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        handed = [taken.getsockname()[1]]
+        real = s3.reserve_port
+        monkeypatch.setattr(s3, "reserve_port", lambda host: handed.pop() if handed else real(host))
+        with S3Server(tmp_path, startup_timeout=60) as server:
+            assert server.port != taken.getsockname()[1]
+            assert server.client().list_objects_v2(Bucket=server.bucket)["KeyCount"] == 0
+        log = server.log_path.read_text()
+    assert log.count("--- starting S3 server") == 2 and "Address already in use" in log, log[-2000:]
+
+
+@pytest.mark.loopback
 def test_s3_credentials_stay_out_of_repr_and_logs(s3_server):
     secrets = [v for k, v in s3_server.environment().items() if "KEY" in k]
     client = s3_server.client()
