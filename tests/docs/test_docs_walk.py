@@ -19,8 +19,8 @@ page's ``sh`` and ``python`` blocks run in order, in the page's directory:
 - the substitutions the pages explain: ``pip install 'pyiceberg-crypto[X]'`` installs the built
   wheel with extras X (``[testing]`` pulls the test kit's wheel, built beside it), ``python -m venv ... && . .venv/bin/activate`` is the shared environment (or,
   for a chain in :data:`OWN_VENV`, the chain's own, made empty by the walk),
-  ``$KMS_LISTEN`` is a port on 127.0.0.1 reserved for the walk (below the kernel's ephemeral range:
-  :mod:`pyiceberg_crypto.testing.ports`);
+  ``$KMS_LISTEN`` and ``$AWS_FACE_LISTEN`` are ports on 127.0.0.1 reserved for the walk (below the
+  kernel's ephemeral range: :mod:`pyiceberg_crypto.testing.ports`);
 - no page can reach a cloud endpoint by accident: the walk's terminal has none of the caller's
   ``AWS_*`` variables, and the AWS SDKs' endpoint (``AWS_ENDPOINT_URL``) is a loopback port that
   refuses every connection, unless a page sets its own (``AWS_ENDPOINT_URL_KMS``);
@@ -145,7 +145,7 @@ EXPECTED = {
                                   "branches re-encrypted: audit; tags moved: before_leak", ": OK",
                                   "proof ok: True | files reachable:", "still in storage: 0", "storage findings: 0",
                                   "OK: no table depends on the compromised material"],
-    "how-to/trino.md": ["AWS KMS API: https://127.0.0.1:9602 (region eu-west-1", "CA clients trust: ",
+    "how-to/trino.md": ["(region eu-west-1; AWS_ENDPOINT_URL_KMS=https://127.0.0.1:", "CA clients trust: ",
                         "the face's blob opens without the service: True", "the bridge's key opens through the face: True"],
     "how-to/govern-keys.md": ["aws:trino: unwrap on analytics-*", "in force", "-rw-------", "trino decrypts analytics-2026: True",
                               "trino encrypts: AccessDeniedException",
@@ -358,7 +358,8 @@ def maven_mirror(directory: Path) -> str:
 def chain_environment(chain: str, base: dict[str, str], root: Path, servers: dict[str, str]) -> dict[str, str]:
     """What a chain's terminal has besides the walk's environment: the variables its pages document
     (``servers``: the addresses of the session's servers, by variable)."""
-    env = dict(base, KMS_LISTEN=f"127.0.0.1:{reserve_port()}", **servers)
+    env = dict(base, KMS_LISTEN=f"127.0.0.1:{reserve_port()}", AWS_FACE_LISTEN=f"127.0.0.1:{reserve_port()}",
+               **servers)
     if chain in ("jars", "spark-3.5"):
         env["MAVEN_REPOSITORY"] = maven_mirror(root / f"maven-mirror-{chain}")
     if chain in OWN_VENV:
