@@ -400,6 +400,27 @@ def test_register_kms_refuses_bad_arguments_with_package_errors():
         assert isinstance(caught.value, ValueError)
 
 
+def test_methods_and_constructors_refuse_bad_values_with_package_errors():
+    """Bad values given to public classes' constructors and methods (not only module functions):
+    the three that once escaped as a bare ValueError, which ``except ValueError`` still catches."""
+    from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter
+    from pyiceberg_crypto.formats import ags1, deletion_vector
+    from pyiceberg_crypto.kms import InMemoryKms
+
+    layout = ags1.layout(1024, ags1.encrypted_length(100, 1024))
+    escapes = [
+        (lambda: ags1.check_trusted_lengths(layout, length=-1), "trusted plaintext length must be >= 0, got -1"),
+        (lambda: ags1.check_trusted_lengths(layout, file_length=-2), "trusted stored length must be >= 0, got -2"),
+        (lambda: deletion_vector.DeletionVector(0).keep_mask(-1), "num_rows must be >= 0, got -1"),
+        (lambda: KmsCallbackAdapter(InMemoryKms.with_random_keys("k"), initialize_policy="sometimes"),
+         "initialize_policy must be one of"),
+    ]
+    for call, message in escapes:
+        with pytest.raises(InvalidArgumentError, match=message) as caught:
+            call()
+        assert isinstance(caught.value, ValueError)
+
+
 # --- the command line: bad input is one line and exit status 2, never a traceback ----------------
 
 def _commands(parser) -> set[str]:

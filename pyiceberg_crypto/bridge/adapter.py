@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field, replace
 from urllib.parse import parse_qsl
 
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError
 
 __all__ = ["INITIALIZE_POLICIES", "LATENCY_BUCKETS", "OPERATIONS", "KmsCallStats", "KmsCallbackAdapter",
@@ -140,7 +141,7 @@ class KmsCallbackAdapter:
 
     def __init__(self, kms: KeyManagementClient, *, initialize_policy: str = "driver"):
         if initialize_policy not in INITIALIZE_POLICIES:
-            raise ValueError(f"initialize_policy must be one of {INITIALIZE_POLICIES}, got {initialize_policy!r}")
+            raise InvalidArgumentError(f"initialize_policy must be one of {INITIALIZE_POLICIES}, got {initialize_policy!r}")
         self.kms = kms
         self.initialize_policy = initialize_policy
         self.stats = KmsCallStats()

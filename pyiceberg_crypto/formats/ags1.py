@@ -214,7 +214,7 @@ def check_trusted_lengths(
         checks.append(("plaintext", length, geometry.plaintext_length, length // geometry.block_size))
     for kind, trusted, actual, trusted_end_block in checks:
         if trusted < 0:
-            raise ValueError(f"trusted {kind} length must be >= 0, got {trusted}")
+            raise InvalidArgumentError(f"trusted {kind} length must be >= 0, got {trusted}")
         if actual < trusted:  # location: the first block (partly) missing
             missing = geometry.plaintext_length // geometry.block_size
             raise TruncatedBelowTrustedLengthError(

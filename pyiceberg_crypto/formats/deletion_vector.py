@@ -43,6 +43,7 @@ import zlib
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.formats.errors import FormatError, LocatedError
 
 __all__ = ["MAGIC", "DeletionVector", "DeletionVectorError", "parse_deletion_vector"]
@@ -161,7 +162,7 @@ class DeletionVector:
         belong to a file of that many rows).
         """
         if num_rows < 0:
-            raise ValueError(f"num_rows must be >= 0, got {num_rows}")
+            raise InvalidArgumentError(f"num_rows must be >= 0, got {num_rows}")
         last = self.max_position
         if last is not None and last >= num_rows:
             raise DeletionVectorError(f"position {last} is past the file's {num_rows} rows", file=self.name)
