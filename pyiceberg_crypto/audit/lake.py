@@ -600,7 +600,7 @@ def _now() -> str:
 # --- where the files of all tables are checked --------------------------------------------------
 
 def local_batch_runner(threads: int | None = None, processes: int | None = None) -> BatchRunner:
-    """Check the batch on this machine: one :func:`~.runners.local_runner` for the tables that read
+    """Check the batch on this machine: one :func:`~pyiceberg_crypto.verify.runners.local_runner` for the tables that read
     files alike (usually all of them), so long batches use a worker process per core.
     ``processes`` 0 or 1: threads only. InvalidArgumentError for a negative count."""
     for name, value in (("threads", threads), ("processes", processes)):

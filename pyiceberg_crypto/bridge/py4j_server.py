@@ -260,7 +260,7 @@ class KmsPy4jConnection(CallbackConnection):
 def read_params(input) -> list:  # noqa: A002 - py4j's name
     """A call's parameters: one typed line each (Py4J protocol), up to the ``e`` line.
 
-    The KMS protocol passes byte arrays and strings only (:class:`PythonKms` in Java), and only
+    The KMS protocol passes byte arrays and strings only (Java's ``io.pyicebergcrypto.bridge.PythonKms``), and only
     those are accepted: any other type (an integer, which Python would turn into a zero-filled
     buffer of that size, a boolean, null, a Java object reference) is refused, after the rest of
     the call is read so the connection stays in step. Lines are bounded (``MAX_LINE_BYTES``) and so

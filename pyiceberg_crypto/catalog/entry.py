@@ -87,7 +87,7 @@ def split_catalog_name(table: str, catalog: str | None = None) -> tuple[str, tup
         split_catalog_name("db.orders", "lake")        # the same
 
     InvalidArgumentError for anything else, and for a ``catalog.db.table`` of another catalog than
-    ``catalog``. (With Spark, :func:`split_table_name` takes the session's current catalog instead.)"""
+    ``catalog``. (With Spark, :func:`~pyiceberg_crypto.catalog.spark.split_table_name` takes the session's current catalog instead.)"""
     parts = table.split(".")
     if not all(parts) or len(parts) < 2:
         raise InvalidArgumentError(f"table must be CATALOG.DB.TABLE or DB.TABLE, got {table!r}")
@@ -106,13 +106,13 @@ def list_tables(properties: dict[str, str], namespaces: Sequence[str] | None = N
                 timeout: float = CATALOG_TIMEOUT_SECONDS) -> list[ListedTable]:
     """Every table of ``namespaces`` (default: all; a REST catalog's nested ones as ``a.b``, a level
     that holds a dot in backticks: :func:`~pyiceberg_crypto.catalog.rest.namespace_name`) of the
-    catalog with these settings (:func:`catalog_properties`), Iceberg or not, sorted: the package's
+    catalog with these settings (:func:`~pyiceberg_crypto.catalog.spark.catalog_properties`), Iceberg or not, sorted: the package's
     one table listing. One namespace or table that fails is its own row (:class:`ListedTable`);
     the others are listed.
 
     How the catalog is asked (:func:`catalog_kind`): a REST catalog over its HTTP API (each table
     loaded; namespaces keep their levels from the listing to each call, never split on a dot); a
-    Hive catalog through ``spark``'s kept metastore client (as :func:`spark_table_parameters`), or,
+    Hive catalog through ``spark``'s kept metastore client (as :func:`~pyiceberg_crypto.catalog.spark.spark_table_parameters`), or,
     without ``spark``, over Thrift from Python at the catalog's ``uri``; each call to a REST catalog
     or over Thrift is bounded by ``timeout`` seconds::
 

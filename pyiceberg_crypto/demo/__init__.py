@@ -2,7 +2,7 @@
 
 - :mod:`.local`     the main job (``make demo``, ``pyiceberg-crypto demo``): local Spark, embedded
   metastore, local warehouse, in-memory Python KMS;
-- :mod:`.services`  the same steps against real services, a metastore at ``thrift://...`` and an
+- :mod:`.external`  the same steps against real services, a metastore at ``thrift://...`` and an
   S3-compatible store (``python -m pyiceberg_crypto.demo.external``; ``docker/`` runs it).
 
 ``from pyiceberg_crypto.demo import run_demo`` is the local demo.

@@ -21,7 +21,7 @@ Usage (the writer for tests and benchmarks is :class:`pyiceberg_crypto.testing.A
 
 Trusted lengths: Iceberg's key metadata records the *encrypted* (stored) length; pass it as
 ``file_length``. ``length`` is a trusted *plaintext* length. Either catches truncation at a block
-boundary, which a file alone cannot reveal. All failures are :class:`IntegrityError` subclasses
+boundary, which a file alone cannot reveal. All failures are :class:`~pyiceberg_crypto.formats.errors.IntegrityError` subclasses
 naming the file, the block and the reason.
 """
 

@@ -1,7 +1,7 @@
 """The manifest-list key seal: a manifest list's key metadata encrypted with a KEK.
 
 Iceberg 1.11.0 ``EncryptionUtil.encryptManifestListKeyMetadata`` /
-``decryptManifestListKeyMetadata`` seal the serialized :class:`StandardKeyMetadata` of a
+``decryptManifestListKeyMetadata`` seal the serialized :class:`~pyiceberg_crypto.formats.key_metadata.StandardKeyMetadata` of a
 manifest list with the table's current key-encryption key (KEK), using ``Ciphers.AesGcmEncryptor``::
 
     envelope = nonce(12) + ciphertext + tag(16)      AAD = the KEK's KEY_TIMESTAMP property, UTF-8

@@ -19,7 +19,7 @@ without rewriting data, and remove the entries no snapshot needs::
 Modules: :mod:`.inventory` (KEKs, their age, master key versions, the snapshots they seal, unused
 entries: :mod:`pyiceberg_crypto.table.key_inventory` by metadata.json or table name),
 :mod:`.rewrap` and :mod:`.prune` (commits through the catalog: with Spark, :mod:`.commit`; without,
-:mod:`.catalog_commit`), :mod:`.where_used`
+:mod:`pyiceberg_crypto.catalog.commit`), :mod:`.where_used`
 (which tables need a master key version: the check before ``keystore retire``), :mod:`.reencrypt`
 (fresh KEK, every file rewritten, old snapshots expired: after a key was compromised), :mod:`.reencrypt_all`
 (every table of a catalog that depends on the compromised versions, one after another).

@@ -10,7 +10,6 @@ commands (:mod:`pyiceberg_crypto.keys`) all start here, on top of the byte forma
 - :mod:`.keys`          the envelope's top: master key (KMS) -> KEKs -> each snapshot's manifest-list key
 - :mod:`.key_inventory` every KEK, its age and master key version (no key bytes)
 - :mod:`.manifests`     what manifest entries mean: statuses, the kind of file each names, their shape
-- :mod:`.catalog`       a table by name: the Hive metastore entry, the catalog's settings, its Python KMS
 - :mod:`.limits`        ``Limits``: how far a walk trusts the table and how it reads its files
 - :mod:`.file_kinds`, :mod:`.statuses`  the vocabulary findings are written in
 

@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_yarn(directory: str) -> int:
-    """The test suite's YARN cluster (:class:`YarnCluster`), until Ctrl-C / SIGTERM."""
+    """The test suite's YARN cluster (:class:`~pyiceberg_crypto.testing.yarn.YarnCluster`), until Ctrl-C / SIGTERM."""
     from pyiceberg_crypto.testing.yarn import YarnCluster
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

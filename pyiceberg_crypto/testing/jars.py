@@ -112,7 +112,7 @@ def kafka_broker_jars(directory: str | os.PathLike | None = None, *, download_mi
 
     Raises:
         jars.JarNotFoundError: a jar is missing and ``download_missing`` is False.
-        ChecksumError, OSError: as :func:`download`.
+        ChecksumError, OSError: as :func:`~pyiceberg_crypto.jars.download`.
     """
     target = Path(directory) if directory is not None else kafka_broker_dir()
     wanted = kafka_broker_artifacts()
@@ -132,13 +132,13 @@ def h2_artifact() -> jars.MavenArtifact:
 def rest_catalog_jars(directory: str | os.PathLike | None = None, *, download_missing: bool = True,
                       repository: str = jars.MAVEN_CENTRAL, log=None) -> list[Path]:
     """The jars the test REST catalog server needs beyond pyspark's and the bridge jar: the Iceberg
-    runtime (:func:`local_jar` of :func:`runtime_artifact`) and H2 (:data:`H2_JAR`), in ``directory``
+    runtime (:func:`~pyiceberg_crypto.jars.local_jar` of :func:`~pyiceberg_crypto.jars.runtime_artifact`) and H2 (:data:`H2_JAR`), in ``directory``
     (default ``$PYICEBERG_CRYPTO_JARS``, else ``~/.cache/pyiceberg-crypto``), downloaded and
     SHA-256-checked first when missing.
 
     Raises:
         jars.JarNotFoundError: a jar is missing and ``download_missing`` is False.
-        ChecksumError, OSError: as :func:`download`.
+        ChecksumError, OSError: as :func:`~pyiceberg_crypto.jars.download`.
     """
     base = Path(directory) if directory is not None else jars.local_jars_dir()
     if base is None:
