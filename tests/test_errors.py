@@ -51,6 +51,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     from pyiceberg_crypto.serve.aws import sigv4
     from pyiceberg_crypto.serve import audit_trail, policy
     from pyiceberg_crypto.formats import ags1, key_metadata, manifest_list_key
+    from pyiceberg_crypto.spark import java
     from pyiceberg_crypto.formats.errors import IntegrityError, InvalidKeyError
     from pyiceberg_crypto.formats.parquet import modules, thrift
     from pyiceberg_crypto.formats.parquet import aad
@@ -160,6 +161,8 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
             InvalidArgumentError, lambda: aad.module_aad(b"f", aad.ModuleType.DATA_PAGE, row_group=0)),
         "pyiceberg_crypto.table.manifests.checked_records": (
             manifests.MalformedManifestError, lambda: manifests.checked_records("manifest", [{"status": 1}])),
+        "pyiceberg_crypto.spark.java.java_list": (ArgumentTypeError, lambda: java.java_list(object())),
+        "pyiceberg_crypto.spark.java.java_map": (ArgumentTypeError, lambda: java.java_map(object())),
         "pyiceberg_crypto.formats.ags1.check_key": (InvalidKeyError, lambda: ags1.check_key(b"short")),
         "pyiceberg_crypto.formats.ags1.build_header": (InvalidArgumentError, lambda: ags1.build_header(0)),
         "pyiceberg_crypto.formats.ags1.parse_header": (IntegrityError, lambda: ags1.parse_header(b"JUNKJUNK")),
@@ -261,6 +264,8 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
 
 #: Public functions no input of whose declared types is bad, and why.
 NO_BAD_INPUT = {
+    "pyiceberg_crypto.spark.java.java_class": "any exception has a class (a Py4J error's Java class, else its own)",
+    "pyiceberg_crypto.spark.java.java_line": "any exception has a first line (else its type name)",
     "pyiceberg_crypto.audit.lake.audit_schema": "takes no arguments",
     "pyiceberg_crypto.audit.lake.ledger_path": "pure: any directory and table name make a path",
     "pyiceberg_crypto.bridge.registration.registered": "a lookup: None for a name nothing is registered under",

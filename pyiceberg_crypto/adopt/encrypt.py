@@ -54,7 +54,7 @@ from pyiceberg_crypto.adopt.rows import partition_key_expressions, rows_fingerpr
 from pyiceberg_crypto.catalog.spark import split_table_name
 from pyiceberg_crypto.errors import ConfigError, InvalidArgumentError, PyicebergCryptoError
 from pyiceberg_crypto.properties import KEY_ID
-from pyiceberg_crypto.table._java_collections import java_list, java_map
+from pyiceberg_crypto.spark.java import java_line, java_list, java_map
 
 __all__ = ["PHASES", "REFS_DROP", "REFS_KEEP_ORIGINAL", "AdoptChangedError", "AdoptError", "AdoptResult",
            "AdoptVerificationError", "encrypt_table"]
@@ -270,7 +270,7 @@ class _Run:
         try:
             self.icebergs = spark._jsparkSession.sessionState().catalogManager().catalog(catalog).icebergCatalog()
         except Exception as exc:
-            raise AdoptError(f"catalog {catalog!r} is not an Iceberg catalog of this session: {_java_line(exc)}") from None
+            raise AdoptError(f"catalog {catalog!r} is not an Iceberg catalog of this session: {java_line(exc)}") from None
 
     def full(self, name: str) -> str:
         return f"{self.catalog}.{self.namespace}.{name}"
@@ -287,14 +287,14 @@ class _Run:
             table.refresh()
             return table
         except Exception as exc:
-            raise AdoptError(f"cannot load {self.full(name)}: {_java_line(exc)}") from None
+            raise AdoptError(f"cannot load {self.full(name)}: {java_line(exc)}") from None
 
     def rename(self, source: str, target: str) -> None:
         self.say(f"rename {self.full(source)} to {self.full(target)}")
         try:
             self.icebergs.renameTable(self.ident(source), self.ident(target))
         except Exception as exc:
-            raise AdoptError(f"cannot rename {self.full(source)} to {self.full(target)}: {_java_line(exc)}") from None
+            raise AdoptError(f"cannot rename {self.full(source)} to {self.full(target)}: {java_line(exc)}") from None
         self.refresh(target)
 
     def refresh(self, name: str) -> None:
@@ -331,7 +331,7 @@ def _stage(run: _Run, original, new_properties: dict[str, str], keep_original: s
                    .withPartitionSpec(original.spec()).withSortOrder(original.sortOrder())
                    .withProperties(properties).create())
     except Exception as exc:
-        raise AdoptError(f"cannot create {run.full(run.staging)}: {_java_line(exc)}") from None
+        raise AdoptError(f"cannot create {run.full(run.staging)}: {java_line(exc)}") from None
     _keep_field_ids(run, original, staging)
     staging.refresh()
     result.steps_done.append("stage")
@@ -353,7 +353,7 @@ def _keep_field_ids(run: _Run, original, staging) -> None:
         builder.setDefaultSortOrder(original.sortOrder())
         ops.commit(base, builder.build())
     except Exception as exc:
-        run.say(f"field ids not kept: {_java_line(exc)}")
+        run.say(f"field ids not kept: {java_line(exc)}")
 
 
 def _carried_properties(original, result: AdoptResult) -> dict[str, str]:
@@ -444,7 +444,7 @@ def _write(run: _Run, frame, source_snapshot: int, *, overwrite: bool) -> None:
         else:
             writer.append()
     except Exception as exc:
-        raise AdoptError(f"the copy into {run.full(run.staging)} failed: {_java_line(exc)}; nothing of it was "
+        raise AdoptError(f"the copy into {run.full(run.staging)} failed: {java_line(exc)}; nothing of it was "
                          "committed: run again") from None
     run.refresh(run.staging)
 
@@ -566,17 +566,12 @@ def _purge(run: _Run, new, result: AdoptResult, purge_now: bool, purge_after: fl
     try:
         run.spark.sql(f"DROP TABLE {run.full(plaintext_name)} PURGE")
     except Exception as exc:
-        raise AdoptError(f"DROP TABLE {run.full(plaintext_name)} PURGE failed: {_java_line(exc)}; run it again") from None
+        raise AdoptError(f"DROP TABLE {run.full(plaintext_name)} PURGE failed: {java_line(exc)}; run it again") from None
     new.updateProperties().set(PURGED, "true").commit()
     run.refresh(run.name)
     result.purged, result.purge_command = True, None
     result.steps_done.append("purge")
     return result
-
-
-def _java_line(exc: Exception) -> str:
-    text = str(getattr(exc, "java_exception", None) or exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _layout(table) -> str:

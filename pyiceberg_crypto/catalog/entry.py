@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pyiceberg_crypto.catalog.hive import MetastoreConnection, MetastoreError, table_parameters
 from pyiceberg_crypto.catalog.kinds import HIVE, REST, catalog_kind
 from pyiceberg_crypto.catalog.rest import RestCatalogError, namespace_name, rest_catalog
-from pyiceberg_crypto.catalog.spark import java_message, on_kept_client, parameters_or_none
+from pyiceberg_crypto.catalog.spark import on_kept_client, parameters_or_none
 from pyiceberg_crypto.errors import InvalidArgumentError, TableInputError
 from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
+from pyiceberg_crypto.spark.java import java_line
 
 __all__ = ["ListedTable", "catalog_entry", "list_tables", "split_catalog_name"]
 
@@ -175,14 +176,14 @@ def _spark_listing(spark, properties: dict[str, str], namespaces: Sequence[str] 
                 tables = sorted(str(name) for name in client.getAllTables(database))
             except Exception as exc:  # noqa: BLE001 - a JVM error: this database only
                 rows.append(ListedTable(database, "*", {"list_error": f"the metastore cannot list the tables of "
-                                                                      f"database {database}: {java_message(exc)}"}))
+                                                                      f"database {database}: {java_line(exc)}"}))
                 continue
             for table in tables:
                 try:
                     rows.append(ListedTable(database, table, parameters_or_none(client, database, table)))
                 except Exception as exc:  # noqa: BLE001 - this table only
                     rows.append(ListedTable(database, table, {"load_error": f"the metastore cannot give table "
-                                                                            f"{database}.{table}: {java_message(exc)}"}))
+                                                                            f"{database}.{table}: {java_line(exc)}"}))
         return rows
 
     return on_kept_client(spark, properties, listing, "the metastore cannot list its tables")

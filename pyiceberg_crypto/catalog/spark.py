@@ -39,6 +39,7 @@ from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.registrations import registered
 from pyiceberg_crypto.properties import KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY
+from pyiceberg_crypto.spark.java import java_line
 
 __all__ = ["CatalogTable", "activate_session", "catalog_properties", "catalog_table", "close_clients", "configured_catalogs",
            "registered_kms", "require_classic_session", "spark_table_parameters", "split_table_name"]
@@ -158,7 +159,7 @@ def on_kept_client(spark, properties: dict[str, str], call, failure: str):
                 _forget(key)
                 if reused and attempt == 1 and not _is_no_such_object(exc):
                     continue
-                raise MetastoreError(f"{failure}: {java_message(exc)}") from None
+                raise MetastoreError(f"{failure}: {java_line(exc)}") from None
     raise AssertionError("unreachable")
 
 
@@ -216,11 +217,6 @@ def close_clients() -> None:
 
 def _is_no_such_object(exc: Exception) -> bool:
     return "NoSuchObjectException" in str(getattr(exc, "java_exception", None) or exc)
-
-
-def java_message(exc: Exception) -> str:
-    text = str(getattr(exc, "java_exception", None) or exc)
-    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
 
 
 @dataclass(frozen=True)

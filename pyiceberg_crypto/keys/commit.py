@@ -22,6 +22,7 @@ from typing import Any
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.catalog.spark import catalog_properties, registered_kms, split_table_name
 from pyiceberg_crypto.properties import KEY_ID
+from pyiceberg_crypto.spark.java import java_class, java_line
 
 #: Nothing here is public API: the package's own modules use these helpers (the key commands' commit).
 __all__: list[str] = []
@@ -82,11 +83,3 @@ def commit_with_retries(spark, ops, full_name: str, step: Callable[[Any], Any], 
     raise error(f"the {what} of {full_name} was refused {max_attempts} times by concurrent commits")
 
 
-def java_class(exc: Exception) -> str:
-    java = getattr(exc, "java_exception", None)
-    return java.getClass().getName() if java is not None else type(exc).__name__
-
-
-def java_line(exc: Exception) -> str:
-    text = str(getattr(exc, "java_exception", None) or exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -78,12 +78,12 @@ from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from pyiceberg_crypto.table._java_collections import java_list, java_map
+from pyiceberg_crypto.spark.java import java_line, java_list, java_map
 from pyiceberg_crypto.catalog.spark import activate_session
 from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.formats.ags1 import NONCE_LENGTH, check_key
 from pyiceberg_crypto.formats.manifest_list_key import decrypt_manifest_list_key_metadata
-from pyiceberg_crypto.keys.commit import commit_with_retries, java_line, load_operations_and_kms, master_key_id
+from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations_and_kms, master_key_id
 from pyiceberg_crypto.io import local_path
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.key_ids import canonical_key_id, kms_key_id

@@ -34,7 +34,7 @@ from typing import Any
 import base64
 import binascii
 
-from pyiceberg_crypto.table._java_collections import java_list
+from pyiceberg_crypto.spark.java import java_list
 from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.catalog.commit import KeyChange, commit_key_change
 from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations_and_kms, master_key_id

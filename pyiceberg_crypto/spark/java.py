@@ -1,17 +1,17 @@
-"""Java collections as Python lists and dicts, without Py4J's end-of-iteration exception.
+"""Java objects seen from Python through Py4J: an exception's class and first line, and Java
+collections as Python lists and dicts::
 
-Py4J iterates a Java collection with its ``Iterator`` and learns the end from the
-``NoSuchElementException`` that ``next()`` throws. In a PySpark driver every such exception goes
-through PySpark's error conversion (``pyspark.errors.exceptions.captured``), which asks the JVM
-about a dozen ``instanceof`` questions: about 13 ms per loop over a collection, however short. A
-small table's re-encryption looped ~70 times: about a second of its fixed cost. These functions
-ask the size first and fetch by index instead (one call per element, none that fails)::
+    from pyiceberg_crypto.spark.java import java_class, java_line, java_list, java_map
 
-    from pyiceberg_crypto.table._java_collections import java_list, java_map
-
+    except Py4JJavaError as exc:
+        raise SomeError(f"the commit failed: {java_line(exc)}")   # "ValidationException: ..."
     snapshots = java_list(table_metadata.snapshots())            # a java.util.List or Collection
     refs = java_map(table_metadata.refs())                       # {name: SnapshotRef}
     files = java_list(ManifestFiles.read(manifest, io), jvm)     # any Iterable: copied on the Java side
+
+Collections are read by size and index: Py4J would iterate them and learn the end from the
+``NoSuchElementException`` that ``next()`` throws, which PySpark's error conversion turns into about
+13 ms of JVM questions per loop (a small table's re-encryption looped ~70 times: a second of its cost).
 """
 
 from __future__ import annotations
@@ -19,6 +19,23 @@ from __future__ import annotations
 from typing import Any
 
 from pyiceberg_crypto.errors import ArgumentTypeError
+
+__all__ = ["java_class", "java_line", "java_list", "java_map"]
+
+
+def java_class(exc: BaseException) -> str:
+    """The Java class name of a Py4J error (``org.apache.iceberg.exceptions.CommitFailedException``),
+    else the Python exception's type name."""
+    java = getattr(exc, "java_exception", None)
+    return java.getClass().getName() if java is not None else type(exc).__name__
+
+
+def java_line(exc: BaseException) -> str:
+    """The first line of a Py4J error's Java exception (``ValidationException: ...``; no stack), else
+    of the Python exception; its type name when it has no text."""
+    text = str(getattr(exc, "java_exception", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
 
 def java_list(collection, jvm=None) -> list[Any]:
     """The elements of a Java ``List``, ``Set`` or array (``None``: empty), in order; of any other
@@ -42,7 +59,11 @@ def java_list(collection, jvm=None) -> list[Any]:
 
 
 def java_map(mapping) -> dict[Any, Any]:
-    """The entries of a Java ``Map`` (``None``: empty) as a dict, in the map's iteration order."""
+    """The entries of a Java ``Map`` (``None``: empty) as a dict, in the map's iteration order.
+
+    Raises ArgumentTypeError: not a Java Map."""
     if mapping is None:
         return {}
+    if not hasattr(mapping, "keySet"):
+        raise ArgumentTypeError(f"java_map: not a Java Map: {type(mapping).__name__}")
     return {key: mapping.get(key) for key in java_list(mapping.keySet())}
