@@ -266,6 +266,8 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
 NO_BAD_INPUT = {
     "pyiceberg_crypto.spark.java.java_class": "any exception has a class (a Py4J error's Java class, else its own)",
     "pyiceberg_crypto.spark.java.java_line": "any exception has a first line (else its type name)",
+    "pyiceberg_crypto.spark.session.runtime_settings": "the caller checked the session (catalog.spark, bridge)",
+    "pyiceberg_crypto.spark.session.session_settings": "the caller checked the session (catalog.spark, bridge)",
     "pyiceberg_crypto.audit.lake.audit_schema": "takes no arguments",
     "pyiceberg_crypto.audit.lake.ledger_path": "pure: any directory and table name make a path",
     "pyiceberg_crypto.bridge.registration.registered": "a lookup: None for a name nothing is registered under",

@@ -39,6 +39,7 @@ from pyiceberg_crypto.jars import check_java_version
 from pyiceberg_crypto.kms import registrations
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS, kms_timeout_millis
+from pyiceberg_crypto.spark.session import session_settings
 from pyiceberg_crypto.errors import ArgumentTypeError, InvalidArgumentError, PyicebergCryptoError
 
 __all__ = ["BridgeError", "KmsRegistration", "PlaintextCatalogWarning", "register_kms", "registered",
@@ -211,7 +212,8 @@ def warn_about_plaintext_catalogs(spark) -> list[str]:
     It cannot stop such a write: Iceberg never calls the KMS for those catalogs, so nothing of this
     package runs when their tables are created or written."""
     try:
-        conf = _session_settings(spark)
+        _spark_context(spark)  # a classic session or context with a JVM
+        conf = session_settings(spark)
     except Exception as exc:  # noqa: BLE001 - a warning helper must not break the registration
         log.debug("cannot read the session's settings to check its catalogs: %s", type(exc).__name__)
         return []
@@ -225,21 +227,6 @@ def warn_about_plaintext_catalogs(spark) -> list[str]:
             warnings.warn(message, PlaintextCatalogWarning, stacklevel=3)
             named.append(name)
     return named
-
-
-def _session_settings(spark) -> dict[str, str]:
-    """The SparkContext's settings and the session's run-time ones (``spark.conf.set``)."""
-    sc = _spark_context(spark)
-    conf = {str(key): str(value) for key, value in sc.getConf().getAll()}
-    session = getattr(spark, "_jsparkSession", None)
-    if session is not None:
-        entries = session.conf().getAll().iterator()
-        for _ in range(100_000):  # bounded: a session has a few hundred settings
-            if not entries.hasNext():
-                break
-            entry = entries.next()
-            conf[str(entry._1())] = str(entry._2())
-    return conf
 
 
 def registered(name: str) -> KmsRegistration | None:

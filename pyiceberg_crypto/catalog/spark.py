@@ -40,6 +40,7 @@ from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.registrations import registered
 from pyiceberg_crypto.properties import KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY
 from pyiceberg_crypto.spark.java import java_line
+from pyiceberg_crypto.spark.session import runtime_settings
 
 __all__ = ["CatalogTable", "activate_session", "catalog_properties", "catalog_table", "close_clients", "configured_catalogs",
            "registered_kms", "require_classic_session", "spark_table_parameters", "split_table_name"]
@@ -80,7 +81,7 @@ def catalog_properties(spark, catalog: str) -> dict[str, str]:
     prefix = f"spark.sql.catalog.{catalog}"
     # The SparkContext's settings under the prefix only (its getAll() costs a JVM call per entry).
     conf = {prefix + suffix: value for suffix, value in _with_prefix(spark, prefix)}
-    conf.update(_session_conf(spark))
+    conf.update(runtime_settings(spark))
     if prefix not in conf:
         names = configured_catalogs(spark)
         known = f"; the session's catalogs: {', '.join(names)}" if names else "; the session configures none"
@@ -93,27 +94,13 @@ def catalog_properties(spark, catalog: str) -> dict[str, str]:
 def configured_catalogs(spark) -> list[str]:
     """The names of the catalogs the session configures (``spark.sql.catalog.<name>`` set), sorted."""
     prefix = "spark.sql.catalog."
-    keys = [prefix + suffix for suffix, _ in _with_prefix(spark, prefix)] + list(_session_conf(spark))
+    keys = [prefix + suffix for suffix, _ in _with_prefix(spark, prefix)] + list(runtime_settings(spark))
     return sorted({key[len(prefix):] for key in keys if key.startswith(prefix) and "." not in key[len(prefix):]})
 
 
 def _with_prefix(spark, prefix: str) -> list[tuple[str, str]]:
     """``SparkConf.getAllWithPrefix``: (key without the prefix, value) of the SparkContext's settings."""
     return [(entry._1(), entry._2()) for entry in spark.sparkContext._jsc.getConf().getAllWithPrefix(prefix)]
-
-
-def _session_conf(spark) -> dict[str, str]:
-    """Settings set at run time with ``spark.conf.set`` (not in the SparkContext's conf)."""
-    getall = getattr(spark.conf, "getAll", None)  # pyspark 4.0+
-    if getall is not None:
-        return dict(getall() if callable(getall) else getall)
-    # pyspark 3.5: the JVM RuntimeConfig's Scala map, read entry by entry.
-    entries = spark._jsparkSession.conf().getAll().iterator()
-    conf = {}
-    while entries.hasNext():
-        entry = entries.next()
-        conf[entry._1()] = entry._2()
-    return conf
 
 
 #: The table parameters Iceberg's Hive catalog keeps that the verifier reads.
