@@ -44,8 +44,7 @@ from pyiceberg_crypto.bridge.handshake import MAX_AUTH_BYTES
 from pyiceberg_crypto.bridge.py4j_server import CALLER, EVICTED, MAX_LINE_BYTES, MAX_PARAMS
 from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient
 from pyiceberg_crypto.bridge.tls import TlsIdentity
-from pyiceberg_crypto.errors import PyicebergCryptoError
-from pyiceberg_crypto.serve.served_kms import RateLimitedLog, ServedKms
+from pyiceberg_crypto.serve.served_kms import KmsServiceError, RateLimitedLog, ServedKms
 
 if TYPE_CHECKING:
     from pyiceberg_crypto.serve.policy import Policy
@@ -162,10 +161,6 @@ class _GovernedKms(KeyManagementClient):
 
     def initialize(self, properties: dict[str, str]) -> None:
         self.served.client().initialize(properties)
-
-
-class KmsServiceError(PyicebergCryptoError, RuntimeError):
-    """The service cannot start (address in use, unwritable token file, unreadable TLS key...)."""
 
 
 def tls_files(token_file: str | os.PathLike) -> tuple[Path, Path]:

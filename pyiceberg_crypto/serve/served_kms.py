@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pyiceberg_crypto.errors import InvalidArgumentError
+from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError
 from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, KmsError, UnknownKeyError
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS, KmsCallPool, KmsTimeoutError, call_with_timeout
 from pyiceberg_crypto.kms.key_ids import canonical_key_id
@@ -44,7 +44,14 @@ if TYPE_CHECKING:
     from pyiceberg_crypto.serve.policy import Policy
 
 __all__ = ["MAX_PRINCIPAL_LABELS", "SERVED_KMS_TIMEOUT_SECONDS", "UNKNOWN_PRINCIPAL", "AuditUnavailableError",
-           "KeyNotAvailableError", "RateLimitedLog", "ServedKms"]
+           "KeyNotAvailableError", "KmsServiceError", "RateLimitedLog", "ServedKms"]
+
+
+class KmsServiceError(PyicebergCryptoError, RuntimeError):
+    """``kms serve`` or one of its faces cannot start or act: an address in use, an unwritable token
+    file, unreadable or unsafe TLS files, no TLS beyond loopback; the message says which. (The AWS
+    face's ``FaceStartError`` was this error under another name.)"""
+
 
 #: The operations every face's calls are counted and audited as (the policy's names).
 FACE_OPERATIONS = ("wrap", "unwrap", "generate", "describe")

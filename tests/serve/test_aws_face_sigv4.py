@@ -12,7 +12,8 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from pyiceberg_crypto.serve.aws.api import AwsKmsApi
-from pyiceberg_crypto.serve.aws.http import ApiError, FaceStartError
+from pyiceberg_crypto.serve.aws.http import ApiError
+from pyiceberg_crypto.serve.served_kms import KmsServiceError
 from pyiceberg_crypto.serve.served_kms import ServedKms
 from pyiceberg_crypto.serve.aws.key_ids import python_key_id
 from pyiceberg_crypto.bridge.files import UnsafeFileError
@@ -184,11 +185,22 @@ def test_aws_face_blob_is_self_describing_and_bound_to_its_key():
 
 
 def test_aws_face_needs_tls_off_loopback():
-    with pytest.raises(FaceStartError, match="needs TLS"):
+    with pytest.raises(KmsServiceError, match="needs TLS"):
         AwsKmsApi(ServedKms(lambda: None), credentials=PRINCIPALS, listen="0.0.0.0:0", allow_plaintext=True)
-    with pytest.raises(FaceStartError, match="needs TLS"):
+    with pytest.raises(KmsServiceError, match="needs TLS"):
         AwsKmsApi(ServedKms(lambda: None), credentials=PRINCIPALS, listen="127.0.0.1:0")
     AwsKmsApi(ServedKms(lambda: None), credentials=PRINCIPALS, listen="127.0.0.1:0", allow_plaintext=True)  # not started
+
+
+def test_the_faces_share_one_start_error_and_the_old_name_still_works_with_a_warning():
+    from pyiceberg_crypto.serve import py4j
+    from pyiceberg_crypto.serve.aws import http
+
+    assert py4j.KmsServiceError is KmsServiceError
+    with pytest.warns(DeprecationWarning, match="FaceStartError is KmsServiceError"):
+        assert http.FaceStartError is KmsServiceError
+    with pytest.raises(AttributeError):
+        http.NoSuchName  # noqa: B018
 
 
 def test_aws_face_x_amz_date_is_parsed_strictly():

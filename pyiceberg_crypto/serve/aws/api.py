@@ -66,13 +66,12 @@ from pyiceberg_crypto.serve.aws.http import (
     REFUSAL_REASONS,
     ApiError,
     FaceLimits,
-    FaceStartError,
     JsonHttpListener,
 )
 from pyiceberg_crypto.serve.aws.key_ids import key_arn, python_key_id
 from pyiceberg_crypto.serve.aws.sigv4 import Principal, SigV4RefusedError, SigV4Verifier
 from pyiceberg_crypto.serve.aws.tls import FaceTls
-from pyiceberg_crypto.serve.served_kms import AuditUnavailableError, KeyNotAvailableError, ServedKms
+from pyiceberg_crypto.serve.served_kms import AuditUnavailableError, KeyNotAvailableError, KmsServiceError, ServedKms
 
 __all__ = ["DEFAULT_ACCOUNT", "OPERATIONS", "AwsKmsApi"]
 
@@ -106,7 +105,7 @@ class AwsKmsApi(JsonHttpListener):
                  accept_raw_blobs: bool = True, max_skew: float = 300.0, clock: Callable[[], float] = time.time):
         host, port = parse_listen(listen, "the AWS KMS face's listen address")
         if tls is None and not (allow_plaintext and is_loopback_host(host)):
-            raise FaceStartError("the AWS KMS face needs TLS (plain HTTP only on a loopback address, when asked for)")
+            raise KmsServiceError("the AWS KMS face needs TLS (plain HTTP only on a loopback address, when asked for)")
         if not account.isdigit() or len(account) != 12:
             raise InvalidArgumentError("account must be 12 digits")
         super().__init__(host, port, tls=tls, limits=limits or FaceLimits(), name="aws-kms-api")
@@ -117,7 +116,7 @@ class AwsKmsApi(JsonHttpListener):
         self.accept_raw_blobs = accept_raw_blobs
 
     def start(self) -> AwsKmsApi:
-        """Start the served KMS if need be, then listen. Raises :class:`FaceStartError`."""
+        """Start the served KMS if need be, then listen. Raises :class:`~pyiceberg_crypto.serve.served_kms.KmsServiceError`."""
         self.served.start()
         super().start()
         log.info("AWS KMS face listening on %s (%s, region %s)", self.endpoint, "TLS" if self.tls else "plain HTTP",

@@ -53,14 +53,14 @@ from pyiceberg_crypto._net import listen_address
 from pyiceberg_crypto.bridge.adapter import LATENCY_BUCKETS
 from pyiceberg_crypto.bridge.py4j_server import LISTEN_BACKLOG
 from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError
-from pyiceberg_crypto.serve.served_kms import RateLimitedLog
+from pyiceberg_crypto.serve.served_kms import KmsServiceError, RateLimitedLog
 
 if TYPE_CHECKING:
     from pyiceberg_crypto.serve.aws.tls import FaceTls
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CONTENT_TYPE", "REFUSAL_REASONS", "TARGET_PREFIX", "ApiError", "FaceLimits", "FaceStartError",
+__all__ = ["CONTENT_TYPE", "REFUSAL_REASONS", "TARGET_PREFIX", "ApiError", "FaceLimits",
            "JsonHttpListener", "RequestStats"]
 
 #: The AWS JSON 1.1 protocol's content type and ``X-Amz-Target`` prefix of the KMS API.
@@ -73,8 +73,18 @@ REFUSAL_REASONS = ("unsigned", "malformed", "unknown-access-key", "wrong-service
                    "body-too-large", "headers-too-large", "bad-request", "deadline", "tls-handshake")
 
 
-class FaceStartError(PyicebergCryptoError, RuntimeError):
-    """The face cannot start (address in use, unsafe TLS files, no TLS beyond loopback, ...)."""
+def __getattr__(name: str):
+    """``FaceStartError``, this module's old name of
+    :class:`~pyiceberg_crypto.serve.served_kms.KmsServiceError`: kept for one release, with a
+    DeprecationWarning."""
+    if name == "FaceStartError":
+        import warnings
+
+        warnings.warn("pyiceberg_crypto.serve.aws.http.FaceStartError is KmsServiceError "
+                      "(pyiceberg_crypto.serve.served_kms); the old name goes in the next release",
+                      DeprecationWarning, stacklevel=2)
+        return KmsServiceError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -192,7 +202,7 @@ class JsonHttpListener:
             listener.listen(LISTEN_BACKLOG)
         except OSError as exc:
             listener.close()
-            raise FaceStartError(f"cannot listen on {self.host}:{self.requested_port}: {exc.strerror or exc}") from None
+            raise KmsServiceError(f"cannot listen on {self.host}:{self.requested_port}: {exc.strerror or exc}") from None
         listener.settimeout(0.5)
         self._listener = listener
         for target, name in ((self._accept_loop, "accept"), (self._watchdog, "watchdog")):
