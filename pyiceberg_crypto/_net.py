@@ -12,7 +12,11 @@ import ipaddress
 
 from pyiceberg_crypto.errors import InvalidArgumentError
 
-__all__ = ["is_loopback_host", "listen_address", "parse_listen"]
+__all__ = ["LISTEN_BACKLOG", "is_loopback_host", "listen_address", "parse_listen"]
+
+#: The accept queue of every listener of the package (the bridge's callback server, both faces of
+#: ``kms serve``): a burst of connections waits there instead of being refused by the kernel.
+LISTEN_BACKLOG = 1024
 
 
 def is_loopback_host(host: str) -> bool:

@@ -21,10 +21,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-__all__ = ["CONTENT_TYPE", "counter", "gauge", "histogram", "render"]
+__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "counter", "gauge", "histogram", "render"]
 
 #: The HTTP Content-Type of the text format.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: Upper bounds (seconds) of every KMS latency histogram's buckets (Prometheus ``le``), +Inf implied:
+#: from an in-memory KMS (tens of microseconds) to a cloud KMS on a bad day.
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 def counter(name: str, help_text: str, samples: Mapping[tuple[str, ...], float],

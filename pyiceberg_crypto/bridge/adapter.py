@@ -10,10 +10,11 @@ import time
 from dataclasses import dataclass, field, replace
 from urllib.parse import parse_qsl
 
+from pyiceberg_crypto._prometheus import LATENCY_BUCKETS
 from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError
 
-__all__ = ["INITIALIZE_POLICIES", "LATENCY_BUCKETS", "OPERATIONS", "KmsCallStats", "KmsCallbackAdapter",
+__all__ = ["INITIALIZE_POLICIES", "OPERATIONS", "KmsCallStats", "KmsCallbackAdapter",
            "KmsConfigurationRefusedError", "OperationStats"]
 
 #: The operations counted, in the order they are shown.
@@ -24,9 +25,6 @@ OPERATIONS = ("wrap", "unwrap", "generate", "initialize")
 #: connection made with the token executors receive in task data;
 #: ``"any"``: every token holder (the behaviour before issue 35; lets one job redirect the KMS).
 INITIALIZE_POLICIES = ("operator", "driver", "any")
-#: Upper bounds (seconds) of the latency histogram buckets (Prometheus ``le``), +Inf implied: from an
-#: in-memory KMS (tens of microseconds) to a cloud KMS on a bad day.
-LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 
 class KmsConfigurationRefusedError(KmsError):

@@ -31,7 +31,8 @@ from collections.abc import Callable
 from py4j.java_gateway import CallbackServerParameters, GatewayClient, PythonProxyPool
 
 from pyiceberg_crypto.bridge.handshake import CLIENT_ROLE, DRIVER_ROLE
-from pyiceberg_crypto.bridge.py4j_server import LISTEN_BACKLOG, ConnectionLimits, KmsPy4jServer
+from pyiceberg_crypto._net import LISTEN_BACKLOG
+from pyiceberg_crypto.bridge.py4j_server import ConnectionLimits, KmsPy4jServer
 from pyiceberg_crypto.bridge.redaction import redact_in_py4j_logs
 from pyiceberg_crypto.bridge.tls import TlsIdentity
 

@@ -33,6 +33,7 @@ from py4j import protocol as proto
 from py4j.java_gateway import CallbackConnection, CallbackServer
 from py4j.protocol import get_command_part
 
+from pyiceberg_crypto._net import LISTEN_BACKLOG
 from pyiceberg_crypto.bridge.handshake import DRIVER_ROLE, HandshakeRefusedError, authenticate
 from pyiceberg_crypto.bridge.tls import TLS_HANDSHAKE_TIMEOUT_SECONDS
 from pyiceberg_crypto.errors import InvalidArgumentError
@@ -41,9 +42,8 @@ from pyiceberg_crypto.errors import InvalidArgumentError
 #: Longer than the connection caps: peers holding hundreds of idle sockets, each re-opened as soon as
 #: it is closed, kept a queue of 128 full, so a newcomer's SYN was dropped and retried after 1, 3,
 #: 7 s... (the kernel caps it at net.core.somaxconn, 4096 by default since Linux 5.4).
-__all__ = ["BUSY_LINGER_SECONDS", "BUSY_PREFIX", "CALLER", "EVICTED", "LISTEN_BACKLOG", "MAX_LINE_BYTES", "MAX_PARAMS", "MAX_TURNED_AWAY", "ConnectionLimits", "KmsPy4jConnection", "KmsPy4jServer", "eviction_victim", "read_params"]
+__all__ = ["BUSY_LINGER_SECONDS", "BUSY_PREFIX", "CALLER", "EVICTED", "MAX_LINE_BYTES", "MAX_PARAMS", "MAX_TURNED_AWAY", "ConnectionLimits", "KmsPy4jConnection", "KmsPy4jServer", "eviction_victim", "read_params"]
 
-LISTEN_BACKLOG = 1024
 #: The longest line after authentication: the largest legitimate parameter (a wrapped key, which
 #: cloud KMSs keep under a few KiB, base64-encoded) plus a wide margin.
 MAX_LINE_BYTES = 64 * 1024

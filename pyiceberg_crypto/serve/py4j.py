@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg_crypto._net import listen_address, parse_listen
 from pyiceberg_crypto._prometheus import counter, gauge, histogram, render
-from pyiceberg_crypto.bridge.adapter import LATENCY_BUCKETS, KmsCallbackAdapter, OperationStats
+from pyiceberg_crypto._prometheus import LATENCY_BUCKETS
+from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter, OperationStats
 from pyiceberg_crypto.bridge.callback_server import KmsCallbackServer, LOOPBACK
 from pyiceberg_crypto.bridge.py4j_server import ConnectionLimits
 from pyiceberg_crypto.bridge.files import check_operator_directory, write_private_file

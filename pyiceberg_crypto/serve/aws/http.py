@@ -49,9 +49,8 @@ from typing import TYPE_CHECKING, Any
 
 import h11
 
-from pyiceberg_crypto._net import listen_address
-from pyiceberg_crypto.bridge.adapter import LATENCY_BUCKETS
-from pyiceberg_crypto.bridge.py4j_server import LISTEN_BACKLOG
+from pyiceberg_crypto._net import LISTEN_BACKLOG, listen_address
+from pyiceberg_crypto._prometheus import LATENCY_BUCKETS
 from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError
 from pyiceberg_crypto.serve.served_kms import KmsServiceError, RateLimitedLog
 
