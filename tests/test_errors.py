@@ -245,6 +245,8 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.testing.writers.encrypt_manifest_list_key_metadata": (
             PyicebergCryptoError, lambda: testing.encrypt_manifest_list_key_metadata(b"short", b"", "0")),
         "pyiceberg_crypto.verify.pipeline.verify_metadata": (UnsupportedSchemeError, lambda: verify.verify_metadata(GS, None)),
+        "pyiceberg_crypto.verify.pipeline.verify_catalog_table": (  # a db.table with no catalog name
+            InvalidArgumentError, lambda: verify.verify_catalog_table({"uri": "thrift://127.0.0.1:1"}, "db.t", None)),
         "pyiceberg_crypto.verify.pipeline.prepare_catalog_verification": (
             TableInputError, lambda: pipeline.prepare_catalog_verification(
                 entry.ListedTable("db", "t", {"metadata_location": str(not_json)}), None, table_name="lake.db.t",

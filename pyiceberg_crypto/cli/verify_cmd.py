@@ -6,8 +6,9 @@
 
 With a table name, its current metadata.json is asked of the Hive metastore (over Thrift: its
 ``metadata_hash`` is checked too) or the REST catalog (``loadTable``: the file must be the
-metadata it serves) directly, as ``pyiceberg-crypto audit`` does (:func:`verify_catalog_table`,
-also the verification job's JVM-free form).
+metadata it serves) directly, as ``pyiceberg-crypto audit`` does
+(:func:`~pyiceberg_crypto.verify.pipeline.verify_catalog_table`, also the verification job's JVM-free
+form).
 
 Human output: the table checks, counts by kind and status, then every file that is not OK with
 its reason; a progress bar on a terminal (none when piped). ``--json`` prints the report document
@@ -40,9 +41,7 @@ from pyiceberg_crypto.cli.arguments import (
     verification_options,
 )
 from pyiceberg_crypto.cli.keys_cmd import add_direct_catalog_arguments, direct_catalog_properties
-from pyiceberg_crypto.catalog.entry import catalog_entry, split_catalog_name
-from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
-from pyiceberg_crypto.verify.pipeline import prepare_catalog_verification
+from pyiceberg_crypto.verify.pipeline import verify_catalog_table
 from pyiceberg_crypto.verify.render import error_document, write_report
 from pyiceberg_crypto.safe_text import escape_text, exception_line
 
@@ -119,28 +118,6 @@ def _direct_properties(args: argparse.Namespace) -> dict[str, str] | None:
     if catalog_properties is not None and args.metadata_hash:
         raise UsageError("--metadata-hash is for a metadata.json: with a table name the metastore's hash is used")
     return catalog_properties
-
-
-def verify_catalog_table(properties: dict[str, str], table: str, kms, *, timeout: float = CATALOG_TIMEOUT_SECONDS,
-                         catalog: str | None = None, **options):
-    """Verify ``table`` (``catalog.db.table``, or ``db.table`` with ``catalog``: no catalog name is
-    made up) at the metadata.json its catalog names, asking the Hive metastore or REST catalog with
-    settings ``properties`` directly (no Spark)::
-
-        report = verify_catalog_table({"uri": "thrift://hms:9083"}, "lake.db.orders", kms)
-        report = verify_catalog_table({"type": "rest", "uri": "http://127.0.0.1:8181"}, "db.orders", kms,
-                                      catalog="lake")
-
-    :func:`~pyiceberg_crypto.catalog.entry.catalog_entry`, then
-    :func:`~pyiceberg_crypto.verify.pipeline.prepare_catalog_verification` (Hive's
-    ``metadata_hash``, REST's served metadata), the ledger recording ``catalog.db.table`` as
-    ``verify_table`` does. ``options``: ``verify_metadata``'s keywords but ``runner``. Raises
-    TableInputError; InvalidArgumentError for a name that is neither form."""
-    catalog = split_catalog_name(table, catalog)[0]
-    entry = catalog_entry(properties, table, catalog=catalog, timeout=timeout)
-    prepared = prepare_catalog_verification(entry, kms, table_name=f"{catalog}.{entry.table}",
-                                            catalog_uri=properties.get("uri"), **options)
-    return prepared.run()
 
 
 def _fail(args: argparse.Namespace, kind: str, message: str) -> int:

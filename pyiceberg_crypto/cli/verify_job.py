@@ -15,7 +15,7 @@
 With ``--metastore-uri`` (and no ``--warehouse``) or ``--rest-uri`` the job starts no Spark and no
 JVM: the table is looked up in the catalog and verified on this machine's cores, as
 ``pyiceberg-crypto verify TABLE --metastore-uri ...`` does
-(:func:`pyiceberg_crypto.cli.verify_cmd.verify_catalog_table`). Otherwise the Spark settings come from ``spark-submit`` (``--conf`` / ``spark-defaults.conf``); with
+(:func:`pyiceberg_crypto.verify.verify_catalog_table`). Otherwise the Spark settings come from ``spark-submit`` (``--conf`` / ``spark-defaults.conf``); with
 ``--warehouse`` the job builds a local session itself (:func:`pyiceberg_crypto.config.spark_settings`).
 Exit status (:class:`pyiceberg_crypto.exit_status.ExitStatus`): 0 every file OK, 1 a finding is not OK,
 2 usage error, the table cannot be read, or the ledger cannot be used.
@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _without_spark(args: argparse.Namespace, properties: dict[str, str], kms, options: dict, fail) -> int:
     """The job's JVM-free form: the catalog asked directly, the files checked in this process."""
-    from pyiceberg_crypto.cli.verify_cmd import verify_catalog_table
+    from pyiceberg_crypto.verify import verify_catalog_table
     from pyiceberg_crypto.errors import TableInputError
     from pyiceberg_crypto.safe_text import exception_line
     from pyiceberg_crypto.verify.ledger import LedgerError

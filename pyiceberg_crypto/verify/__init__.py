@@ -32,12 +32,12 @@ The spark-submit job is :mod:`pyiceberg_crypto.cli.verify_job`.
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.verify.ledger import LedgerError
-from pyiceberg_crypto.verify.pipeline import verify_metadata
+from pyiceberg_crypto.verify.pipeline import verify_catalog_table, verify_metadata
 from pyiceberg_crypto.verify.report import FileFinding, TableCheck, TableReport
 from pyiceberg_crypto.verify.spark import verify_table
 
 __all__ = ["FileFinding", "LedgerError", "Limits", "TableCheck", "TableInputError", "TableReport", "VerifyEachCommit",
-           "verify_metadata", "verify_table"]
+           "verify_catalog_table", "verify_metadata", "verify_table"]
 
 
 def __getattr__(name: str):

@@ -26,7 +26,8 @@ from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.io.confinement import Confinement
 from pyiceberg_crypto.kms.base import KeyManagementClient
-from pyiceberg_crypto.catalog.entry import ListedTable
+from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
+from pyiceberg_crypto.catalog.entry import ListedTable, catalog_entry, split_catalog_name
 from pyiceberg_crypto.catalog.spark import CatalogTable
 from pyiceberg_crypto.table.keys import TableKeys
 from pyiceberg_crypto.table.limits import Limits
@@ -59,7 +60,7 @@ from pyiceberg_crypto.verify.table_checks import (
 )
 
 __all__ = ["PreparedVerification", "metadata_hash", "prepare_catalog_verification", "prepare_verification",
-           "read_metadata", "table_checks", "verify_metadata"]
+           "read_metadata", "table_checks", "verify_catalog_table", "verify_metadata"]
 
 
 def verify_metadata(
@@ -277,6 +278,28 @@ def prepare_catalog_verification(
 
 #: The kinds of manifest entries an engine must read to read a snapshot (statistics files are optional to a reader).
 _CONTENT_KINDS = (DATA, POSITION_DELETE, EQUALITY_DELETE, DELETION_VECTOR)
+
+
+def verify_catalog_table(properties: dict[str, str], table: str, kms, *, timeout: float = CATALOG_TIMEOUT_SECONDS,
+                         catalog: str | None = None, **options):
+    """Verify ``table`` (``catalog.db.table``, or ``db.table`` with ``catalog``: no catalog name is
+    made up) at the metadata.json its catalog names, asking the Hive metastore or REST catalog with
+    settings ``properties`` directly (no Spark)::
+
+        report = verify_catalog_table({"uri": "thrift://hms:9083"}, "lake.db.orders", kms)
+        report = verify_catalog_table({"type": "rest", "uri": "http://127.0.0.1:8181"}, "db.orders", kms,
+                                      catalog="lake")
+
+    :func:`~pyiceberg_crypto.catalog.entry.catalog_entry`, then
+    :func:`prepare_catalog_verification` (Hive's
+    ``metadata_hash``, REST's served metadata), the ledger recording ``catalog.db.table`` as
+    ``verify_table`` does. ``options``: ``verify_metadata``'s keywords but ``runner``. Raises
+    TableInputError; InvalidArgumentError for a name that is neither form."""
+    catalog = split_catalog_name(table, catalog)[0]
+    entry = catalog_entry(properties, table, catalog=catalog, timeout=timeout)
+    prepared = prepare_catalog_verification(entry, kms, table_name=f"{catalog}.{entry.table}",
+                                            catalog_uri=properties.get("uri"), **options)
+    return prepared.run()
 
 
 def _readers(report: TableReport, meta: TableMetadata, plan: Plan) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from pyiceberg_crypto.catalog.commit import commit_key_change, current_metadata
 from pyiceberg_crypto.catalog.entry import catalog_entry, split_catalog_name
-from pyiceberg_crypto.cli.verify_cmd import verify_catalog_table
+from pyiceberg_crypto.verify import verify_catalog_table
 from pyiceberg_crypto.errors import InvalidArgumentError, TableInputError
 from pyiceberg_crypto.keys import prune_keys_in_catalog, rewrap_keks_in_catalog, where_used_in_listing
 from pyiceberg_crypto.keys.prune import PruneError
