@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.testing.ports import reserve_port
 
 LOOPBACK = "127.0.0.1"
 #: The line the bridge jar's launchers print once their socket is bound (LoopbackMetastore, LoopbackRestCatalog).
@@ -91,18 +92,27 @@ class ServiceProcess:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    #: True while ``self.port`` is a port this object reserved itself (port 0 asked for one) and no
+    #: start has succeeded on it yet: a start that finds it taken tries another. A port the caller
+    #: named, or one a start got (a restart takes it again: clients know it), is kept.
+    _port_picked = False
+
     def _pick_other_ports(self) -> bool:
         """Called when a start failed on a taken address: pick other ports for the ones this object
-        picked itself (:func:`~pyiceberg_crypto.testing.ports.reserve_port`) and say whether it did.
-        Ports the caller named are kept: that start fails."""
-        return False
+        picked itself (:func:`~pyiceberg_crypto.testing.ports.reserve_port`) and say whether it did."""
+        if not self._port_picked:
+            return False
+        self.port = reserve_port(self.host)
+        return True
 
     def start(self) -> "ServiceProcess":
         """Start the process and wait until it is ready (at most ``startup_timeout`` seconds). A
         start that failed because a port it picked itself was taken is tried again on other ports."""
         for attempt in range(_START_ATTEMPTS):
             try:
-                return self._start_once()
+                self._start_once()
+                self._port_picked = False
+                return self
             except ServiceError:
                 if attempt + 1 == _START_ATTEMPTS or not self._address_was_taken() or not self._pick_other_ports():
                     raise

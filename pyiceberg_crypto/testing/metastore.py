@@ -108,16 +108,7 @@ class StandaloneMetastore(ServiceProcess):
         return command
 
     def _is_ready(self) -> bool:
-        if self._listening_and_open(LOOPBACK if self.host == "0.0.0.0" else self.host):
-            self._port_picked = False  # a restart keeps the URI clients know
-            return True
-        return False
-
-    def _pick_other_ports(self) -> bool:
-        if not self._port_picked:
-            return False
-        self.port = reserve_port(self.host)
-        return True
+        return self._listening_and_open(LOOPBACK if self.host == "0.0.0.0" else self.host)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

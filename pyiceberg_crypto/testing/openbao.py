@@ -90,7 +90,7 @@ class OpenBaoServer(ServiceProcess):
                                "listener with a CA file of ours)")
         self.host = host
         self.port = port or reserve_port(host)
-        self._ports_picked = not port  # picked here: others are tried if one turns out taken
+        self._port_picked = not port  # picked here: others are tried if one turns out taken
         self.persistent = persistent
         self.tls = tls
         self.transit_mount = transit_mount
@@ -177,7 +177,6 @@ class OpenBaoServer(ServiceProcess):
         if self.persistent:
             self._write_config()
         super().start()
-        self._ports_picked = False  # a restart keeps the address clients know
         if self.persistent:
             self._init_and_unseal()
         else:
@@ -188,9 +187,9 @@ class OpenBaoServer(ServiceProcess):
         return self
 
     def _pick_other_ports(self) -> bool:
-        if not self._ports_picked:
+        if not super()._pick_other_ports():
             return False
-        self.port, self._cluster_port = reserve_port(self.host), 0
+        self._cluster_port = 0
         if self.persistent:
             self._write_config()
         return True

@@ -110,16 +110,9 @@ class S3Server(ServiceProcess):
         if importlib.util.find_spec("moto") is None or importlib.util.find_spec("boto3") is None:
             raise ServiceError("the S3 server needs moto and boto3: pip install 'pyiceberg-crypto[testing]'")
         super().start()
-        self._port_picked = False  # a restart keeps the port clients know
         if self.bucket:
             self.client().create_bucket(Bucket=self.bucket)
         return self
-
-    def _pick_other_ports(self) -> bool:
-        if not self._port_picked:
-            return False
-        self.port = reserve_port(self.host)
-        return True
 
     def _command(self) -> Sequence[str]:
         return [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)]
