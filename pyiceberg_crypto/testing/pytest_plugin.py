@@ -29,7 +29,7 @@ from pyiceberg_crypto.testing.s3 import S3Server
 
 @pytest.fixture(scope="session")
 def hive_metastore(tmp_path_factory):
-    """A :class:`StandaloneMetastore` on 127.0.0.1 (free port), Derby in a session temp directory."""
+    """A :class:`StandaloneMetastore` on 127.0.0.1 (a reserved port), Derby in a session temp directory."""
     with StandaloneMetastore(tmp_path_factory.mktemp("hive-metastore")) as metastore:
         yield metastore
 
@@ -43,7 +43,7 @@ def s3_server(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory):
-    """A :class:`KafkaBroker` (one KRaft node) on 127.0.0.1, free ports; ``kafka_broker.bootstrap_servers``
+    """A :class:`KafkaBroker` (one KRaft node) on 127.0.0.1, reserved ports; ``kafka_broker.bootstrap_servers``
     for ``kafka.bootstrap.servers``. Use a topic name of your own per test: topics outlive tests."""
     with KafkaBroker(tmp_path_factory.mktemp("kafka-broker")) as broker:
         yield broker
@@ -52,7 +52,7 @@ def kafka_broker(tmp_path_factory):
 @pytest.fixture(scope="session")
 def rest_catalog_server(tmp_path_factory):
     """A :class:`RestCatalogServer` (Iceberg's ``CatalogHandlers`` over an H2 ``JdbcCatalog``) on
-    127.0.0.1, free port; ``rest_catalog_server.uri`` for a REST catalog (``catalog_settings(catalog_type="rest", uri=...)``). One per session:
+    127.0.0.1, a reserved port; ``rest_catalog_server.uri`` for a REST catalog (``catalog_settings(catalog_type="rest", uri=...)``). One per session:
     use namespace and table names of your own per test."""
     with RestCatalogServer(tmp_path_factory.mktemp("rest-catalog")) as server:
         yield server
