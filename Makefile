@@ -133,8 +133,8 @@ APPS_LOG := .cache/test-apps.log
 CLUSTER_LOG := .cache/test-cluster.log
 NEWCOMER_LOG := .cache/test-newcomer.log
 # The cluster lane also takes the tests marked `processes` (Spark applications of their own beside
-# loopback servers, no session driver) and `balance` (the adopt tests and the concurrent
-# re-encryption, on a session driver of that lane's own): that lane ends minutes before the main
+# loopback servers, no session driver) and `balance` (the adopt tests, the concurrent and branch
+# re-encryption, the lake audit, the service's governance, on a session driver of that lane's own): that lane ends minutes before the main
 # one, which sets the time.
 CLUSTER_LANE := cluster or executors or processes or balance
 MULTIHOST := $(CLUSTER_LANE) or newcomer

@@ -25,7 +25,7 @@ from pyiceberg_crypto.verify.report import KEY_ERROR, OK, PLAINTEXT, STATISTICS
 from tests.conftest import CATALOG
 from tests.verify.conftest import local, metastore_entry
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.balance]  # in the cluster lane (make test): the lanes even out
 
 VALIDATOR = jsonschema.Draft202012Validator(audit_schema())
 

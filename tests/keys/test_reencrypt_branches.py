@@ -34,7 +34,7 @@ from tests.keys.tables import keystore_table, kms_args, metadata_location
 
 MASTER = "branch-key"
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.balance]  # in the cluster lane (make test): the lanes even out
 
 
 def refs_rows(spark, table: str) -> dict[str, list[int]]:

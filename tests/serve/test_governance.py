@@ -32,6 +32,8 @@ from tests.serve.service_process import ROOT, make_keystore
 from tests.serve.test_service import java_client, java_error, unwrap, wrap
 from tests.testkit import eventually
 
+pytestmark = pytest.mark.balance  # in the cluster lane (make test): the lanes even out
+
 KEY = bytes(range(32))
 LOADER_KEY_ID, LOADER_SECRET = "AKIDLAKELOADER000001", "loader-secret-0123456789abcdef"
 CREDENTIALS = (f"[trino]\naws_access_key_id = {ACCESS_KEY_ID}\naws_secret_access_key = {SECRET}\n"
