@@ -90,8 +90,12 @@ def _forget_block_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_block_in_child)
 
 
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
 def _bindable(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as probe:
+    with socket.socket(_family(host), socket.SOCK_STREAM) as probe:
         try:
             probe.bind((host, port))
         except OSError:
@@ -121,6 +125,6 @@ def reserve_port(host: str = LOOPBACK) -> int:
 def closed_port(host: str = LOOPBACK) -> Iterator[int]:
     """A port on ``host`` where every TCP connection is refused while the block runs: bound by this
     process and never listened on, so no one else can take it."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+    with socket.socket(_family(host), socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         yield sock.getsockname()[1]
