@@ -27,6 +27,7 @@ import os
 import sys
 
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, add_limit_arguments, parse_properties, positive_seconds
+from pyiceberg_crypto.cli.catalog_arguments import REST_CREDENTIAL_VARIABLE, REST_TOKEN_VARIABLE, rest_properties
 from pyiceberg_crypto.cli.options import UsageError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
@@ -70,25 +71,6 @@ def add_audit_parser(sub) -> None:
 
 
 #: Where ``audit --rest-uri`` takes the REST catalog's secrets from (never from the command line).
-REST_TOKEN_VARIABLE = "PYICEBERG_CRYPTO_REST_TOKEN"
-REST_CREDENTIAL_VARIABLE = "PYICEBERG_CRYPTO_REST_CREDENTIAL"
-
-
-def rest_properties(args: argparse.Namespace) -> dict[str, str]:
-    """The REST catalog's properties: ``--rest-uri``, ``--rest-property`` and the secrets' variables."""
-    properties = parse_properties(args.rest_property, "--rest-property")
-    for key in ("token", "credential", "uri"):
-        if key in properties:
-            raise UsageError(f"--rest-property {key}=...: " + ("use --rest-uri" if key == "uri" else
-                             f"secrets go in ${REST_TOKEN_VARIABLE} or ${REST_CREDENTIAL_VARIABLE}, not the "
-                             "command line (other users can read it)"))
-    properties["uri"] = args.rest_uri
-    for key, variable in (("token", REST_TOKEN_VARIABLE), ("credential", REST_CREDENTIAL_VARIABLE)):
-        if os.environ.get(variable):
-            properties[key] = os.environ[variable]
-    return properties
-
-
 def run_audit(args: argparse.Namespace) -> int:
     from pyiceberg_crypto.errors import TableInputError
     from pyiceberg_crypto.catalog.hive import MetastoreError

@@ -52,10 +52,10 @@ from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, kms_from_arguments, positive_seconds
-from pyiceberg_crypto.cli.audit_cmd import REST_CREDENTIAL_VARIABLE, REST_TOKEN_VARIABLE, rest_properties
-from pyiceberg_crypto.config import HIVE, REST
+from pyiceberg_crypto.cli.catalog_arguments import (add_catalog_arguments, add_direct_catalog_arguments,
+                                                     direct_catalog_properties, is_metadata_location)
+from pyiceberg_crypto.cli.key_uses import find_key_uses, print_key_uses
 from pyiceberg_crypto.cli.reencrypt_cmd import add_reencrypt_parser, run_reencrypt
-from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.safe_text import escape_text
 
 
@@ -89,148 +89,6 @@ def add_keys_parser(sub) -> None:
     add_kms_arguments(where)
     add_catalog_arguments(where)
     where.add_argument("--json", action="store_true", help="print JSON")
-
-
-def add_direct_catalog_arguments(parser, *, metastore_uri: bool = True) -> None:
-    """A Hive metastore or a REST catalog asked directly (no Spark, no JVM): ``--metastore-uri``,
-    ``--rest-uri``, ``--rest-property``, ``--metastore-timeout`` (read by :func:`direct_catalog_properties`)."""
-    if metastore_uri:
-        parser.add_argument("--metastore-uri", metavar="URI",
-                            help="thrift://host:port of the Hive metastore, asked directly (no Spark, no JVM)")
-    parser.add_argument("--rest-uri", metavar="URI",
-                        help="http(s)://... of a REST catalog, asked directly (no Spark, no JVM); its token (or "
-                             f"client_id:secret credential) comes from ${REST_TOKEN_VARIABLE} "
-                             f"(or ${REST_CREDENTIAL_VARIABLE})")
-    parser.add_argument("--rest-property", action="append", default=[], metavar="KEY=VALUE",
-                        help="a REST catalog property, as in the Spark catalog (warehouse, prefix, header.NAME) "
-                             "(repeatable)")
-    parser.add_argument("--metastore-timeout", type=positive_seconds, default=CATALOG_TIMEOUT_SECONDS, metavar="SECONDS",
-                        help="give up on a catalog call after this long (default: %(default)g)")
-
-
-def add_catalog_arguments(parser) -> None:
-    """Where the tables are for ``keys where-used`` and ``keystore retire``: a Hive metastore or a
-    REST catalog asked directly (no JVM), a Spark catalog, or the tables themselves."""
-    add_direct_catalog_arguments(parser)
-    parser.add_argument("--catalog", metavar="NAME",
-                        help="the catalog's name: tables are shown as NAME.db.table (default: the catalog of the "
-                             "--table CATALOG.DB.TABLE names; without --metastore-uri, --rest-uri or --warehouse, "
-                             "the current catalog of the session spark-submit configured; otherwise required)")
-    parser.add_argument("--warehouse", help="build a local Spark session for this warehouse (embedded metastore)")
-    parser.add_argument("--metastore-dir", help="embedded metastore directory (default: next to the warehouse)")
-    parser.add_argument("--namespace", action="append", default=[], metavar="NS",
-                        help="with --metastore-uri or --rest-uri: check only the tables of this namespace "
-                             "(repeatable; default: every namespace)")
-    parser.add_argument("--table", action="append", default=[], metavar="TABLE",
-                        help="check only this table: CATALOG.DB.TABLE, or its current metadata.json (path or URI; "
-                             "no Spark needed when every --table is one) (repeatable)")
-
-
-def catalog_given(args: argparse.Namespace) -> bool:
-    return bool(args.catalog or args.warehouse or args.metastore_dir or args.metastore_uri or args.rest_uri
-                or args.table)
-
-
-def direct_catalog_properties(args: argparse.Namespace, *, spark_with_warehouse: bool = False) -> dict[str, str] | None:
-    """The settings of the catalog asked directly (``--rest-uri`` or ``--metastore-uri``), else
-    None (a Spark session answers). ``--metastore-uri`` with ``--warehouse`` (or ``--metastore-dir``)
-    is asked directly too, no JVM, unless ``spark_with_warehouse`` (the verification job, whose
-    local session runs on that metastore). ValueError for options that do not go together."""
-    if args.rest_property and not args.rest_uri:
-        raise UsageError("--rest-property needs --rest-uri")
-    if args.rest_uri and args.metastore_uri:
-        raise UsageError("give --metastore-uri thrift://... (a Hive metastore) or --rest-uri http://... "
-                         "(a REST catalog), not both")
-    if args.rest_uri:
-        return {**rest_properties(args), "type": REST}
-    local_session = getattr(args, "warehouse", None) or getattr(args, "metastore_dir", None)
-    if args.metastore_uri and not (spark_with_warehouse and local_session):
-        return {"type": HIVE, "uri": args.metastore_uri}
-    return None
-
-
-def find_key_uses(args: argparse.Namespace, key_id: str, version: str | None, kms: KeyManagementClient | None, *,
-                  compromised_only: bool = False):
-    """WhereUsed for these options: metadata.json files read directly; the Hive metastore or REST
-    catalog asked directly (no JVM); else a Spark session for the catalog. ``compromised_only``:
-    only the KEKs wrapped by a version the KMS marks compromised count."""
-    from pyiceberg_crypto.keys.where_used import where_used_in_catalog, where_used_in_listing, where_used_in_metadata
-
-    locations = [t for t in args.table if _is_metadata_location(t)]
-    catalog_properties = direct_catalog_properties(args)
-    if args.namespace and catalog_properties is None:
-        raise UsageError("--namespace needs --metastore-uri or --rest-uri (the catalog asked directly)")
-    if args.table and len(locations) == len(args.table) and not args.warehouse and catalog_properties is None:
-        return where_used_in_metadata(locations, key_id, version, kms, compromised_only=compromised_only)
-    if locations:
-        raise UsageError("give --table as CATALOG.DB.TABLE names or as metadata.json files, not both")
-    catalog = args.catalog or _catalog_of_tables(args.table)
-    if catalog is None and (catalog_properties is not None or args.warehouse):
-        raise UsageError(_NAME_THE_CATALOG)  # before any catalog is asked or any JVM starts
-    if catalog_properties is not None:
-        return where_used_in_listing(catalog_properties, key_id, version, kms, catalog=catalog, tables=args.table or None,
-                                     timeout=args.metastore_timeout, compromised_only=compromised_only,
-                                     namespaces=args.namespace or None)
-    from pyiceberg_crypto.config import session_for_catalog
-
-    spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
-                                metastore_uri=args.metastore_uri, app_name="pyiceberg-crypto-keys")
-    try:  # only the metastore and the metadata.json files are read: no Iceberg load, no KMS in the JVM
-        catalog = catalog or _session_catalog(spark)
-        tables = [name if name.count(".") >= 2 else f"{catalog}.{name}" for name in args.table] or None
-        return where_used_in_catalog(spark, catalog, key_id, version, kms, tables=tables,
-                                     compromised_only=compromised_only)
-    finally:
-        if args.warehouse:
-            spark.stop()
-
-
-#: The usage error when no catalog name is given nor can be read from the session spark-submit configured.
-_NAME_THE_CATALOG = ("name the catalog with --catalog NAME or give --table as CATALOG.DB.TABLE (tables are "
-                    "shown as CATALOG.DB.TABLE; no catalog name is assumed)")
-
-
-def _catalog_of_tables(tables: list[str]) -> str | None:
-    """The catalog of the first ``--table CATALOG.DB.TABLE`` name (None: only ``db.table`` names, or none)."""
-    for name in tables:
-        parts = name.split(".")
-        if len(parts) >= 3 and parts[0]:
-            return parts[0]
-    return None
-
-
-def _session_catalog(spark) -> str:
-    """The current catalog of a session spark-submit configured, when it is an Iceberg catalog the
-    session configures (``spark.sql.catalog.NAME`` an Iceberg ``SparkCatalog`` or
-    ``SparkSessionCatalog``); UsageError otherwise (:data:`_NAME_THE_CATALOG`)."""
-    from pyiceberg_crypto.catalog.kinds import ICEBERG_SPARK_CATALOGS
-
-    current = spark.catalog.currentCatalog()
-    implementation = spark.conf.get(f"spark.sql.catalog.{current}", None)
-    if implementation not in ICEBERG_SPARK_CATALOGS:
-        raise UsageError(f"the session's current catalog {current!r} is not an Iceberg catalog it configures "
-                         f"(spark.sql.catalog.{current} is {implementation or 'not set'}): {_NAME_THE_CATALOG}")
-    return current
-
-
-def _is_metadata_location(table: str) -> bool:
-    return table.endswith(".json") or "/" in table
-
-
-def print_key_uses(result) -> None:
-    if not result.uses and not result.unchecked:
-        print(f"{result.what()}: no table of the {len(result.checked)} checked needs it")
-    for use in result.uses:
-        snapshots = ", ".join(map(str, use.snapshot_ids)) or "none live (Iceberg may use the KEK for the next commit)"
-        versions = ", ".join(v or "?" for v in use.versions)
-        leaked = (f"; COMPROMISED: depends on version {escape_text(', '.join(v or '?' for v in use.compromised_versions))}"
-                  " marked compromised (re-encrypt: pyiceberg-crypto keys reencrypt TABLE --compromised-version "
-                  "KEY_ID:VERSION ...)" if use.compromised_versions else "")
-        print(f"{escape_text(use.table)}: KEK(s) {escape_text(', '.join(use.kek_ids))} (version {escape_text(versions)}); "
-              f"snapshots {snapshots}{leaked}")
-        print(f"  metadata: {escape_text(use.metadata_location)}")
-    for table, why in result.unchecked.items():
-        print(f"{escape_text(table)}: NOT CHECKED: {escape_text(why)}")
 
 
 def _add_table_arguments(parser) -> None:
@@ -315,7 +173,7 @@ def _listed_metadata(args: argparse.Namespace) -> str:
     from pyiceberg_crypto.catalog.entry import catalog_entry
 
     catalog_properties = direct_catalog_properties(args)
-    if _is_metadata_location(args.metadata):
+    if is_metadata_location(args.metadata):
         if catalog_properties is not None:
             raise UsageError(f"{args.metadata} is a metadata.json: give a table name (CATALOG.DB.TABLE) with "
                              "--metastore-uri / --rest-uri, or the file without them")

@@ -31,7 +31,8 @@ import contextlib
 import json
 import sys
 
-from pyiceberg_crypto.cli.keys_cmd import add_catalog_arguments, catalog_given, find_key_uses, print_key_uses
+from pyiceberg_crypto.cli.catalog_arguments import add_catalog_arguments, catalog_given
+from pyiceberg_crypto.cli.key_uses import find_key_uses, print_key_uses
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.properties import AES_KEY_LENGTHS

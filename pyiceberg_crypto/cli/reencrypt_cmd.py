@@ -290,7 +290,7 @@ def _earlier_run(path: str, catalog: str) -> dict[str, dict]:
 
 def _listing_properties(args: argparse.Namespace) -> dict[str, str] | None:
     """How ``--all-tables`` lists the catalog without a JVM, or None (the Spark session's catalog)."""
-    from pyiceberg_crypto.cli.audit_cmd import rest_properties
+    from pyiceberg_crypto.cli.catalog_arguments import rest_properties
     from pyiceberg_crypto.config import HIVE, REST
 
     if args.rest_uri:

@@ -40,7 +40,7 @@ from pyiceberg_crypto.cli.arguments import (
     parse_properties,
     verification_options,
 )
-from pyiceberg_crypto.cli.keys_cmd import add_direct_catalog_arguments, direct_catalog_properties
+from pyiceberg_crypto.cli.catalog_arguments import add_direct_catalog_arguments, direct_catalog_properties
 from pyiceberg_crypto.verify.pipeline import verify_catalog_table
 from pyiceberg_crypto.verify.render import error_document, write_report
 from pyiceberg_crypto.safe_text import escape_text, exception_line

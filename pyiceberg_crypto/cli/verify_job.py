@@ -30,7 +30,7 @@ import sys
 from collections.abc import Sequence
 
 from pyiceberg_crypto.exit_status import ExitStatus
-from pyiceberg_crypto.cli.keys_cmd import add_direct_catalog_arguments, direct_catalog_properties
+from pyiceberg_crypto.cli.catalog_arguments import add_direct_catalog_arguments, direct_catalog_properties
 from pyiceberg_crypto.cli.options import local_session_catalog
 from pyiceberg_crypto.cli.arguments import (
     add_kms_arguments,
