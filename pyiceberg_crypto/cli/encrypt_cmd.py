@@ -39,7 +39,7 @@ from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.safe_text import escape_text
 
 
-def add_encrypt_parser(sub) -> None:
+def add_parser(sub) -> None:
     parser = sub.add_parser("encrypt", help="encrypt an existing plaintext table under its own name: copy, "
                                             "verify row for row, swap, purge the plaintext")
     parser.add_argument("table", metavar="CATALOG.DB.TABLE|CATALOG",
@@ -84,6 +84,7 @@ def add_encrypt_parser(sub) -> None:
                            "skipped) and keep writing it")
     lake.add_argument("--dry-run", action="store_true",
                       help="with --all-tables: list what would be done; change nothing")
+    parser.set_defaults(run=run_encrypt)
 
 
 def run_encrypt(args: argparse.Namespace) -> int:

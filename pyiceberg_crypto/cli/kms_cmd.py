@@ -38,10 +38,12 @@ STATUS_INTERVAL_SECONDS = 2.0
 log = logging.getLogger("pyiceberg_crypto.kms.serve")
 
 
-def add_kms_parser(sub) -> None:
+def add_parser(sub) -> None:
     kms = sub.add_parser("kms", help="serve a Python KMS to Spark JVMs (spark-sql, Connect, JDBC, JVM jobs)")
+    kms.set_defaults(run=run_kms)
     commands = kms.add_subparsers(dest="kms_command", metavar="COMMAND")
     serve = commands.add_parser("serve", help="run an authenticated KMS service until SIGTERM")
+    serve.set_defaults(command_name="kms serve")
     add_kms_arguments(serve)
     serve.add_argument("--listen", default="127.0.0.1:9600", metavar="HOST:PORT",
                        help="where to listen (default: %(default)s). Any address but 127.0.0.1 gets TLS "
@@ -83,6 +85,7 @@ def add_kms_parser(sub) -> None:
     _add_aws_face_arguments(serve)
     _add_governance_arguments(serve)
     audit = commands.add_parser("audit-log", help="check the audit trail kms serve --audit-log writes")
+    audit.set_defaults(command_name="kms audit-log verify")
     audit_commands = audit.add_subparsers(dest="audit_log_command", metavar="COMMAND")
     verify = audit_commands.add_parser(
         "verify", help="report the first removed, altered, reordered or truncated line (exit 0 when intact)")
@@ -211,23 +214,18 @@ def _positive_int(value: str) -> int:
 
 
 def _verify_audit_log(args: argparse.Namespace) -> int:
-    from pyiceberg_crypto.errors import PyicebergCryptoError
     from pyiceberg_crypto.serve.audit_trail import load_or_create_audit_key, verify_trail
     from pathlib import Path
 
     if getattr(args, "audit_log_command", None) != "verify":
         print("usage: pyiceberg-crypto kms audit-log verify PATH [--key-file KEY]", file=sys.stderr)
         return ExitStatus.USAGE
-    try:
-        key = None
-        if args.key_file:
-            if not Path(args.key_file).exists():
-                raise UsageError(f"--key-file {args.key_file}: no such file")
-            key = load_or_create_audit_key(args.key_file)
-        report = verify_trail(args.path, key)
-    except PyicebergCryptoError as exc:
-        print(f"pyiceberg-crypto kms audit-log verify: {exc}", file=sys.stderr)
-        return ExitStatus.USAGE
+    key = None
+    if args.key_file:
+        if not Path(args.key_file).exists():
+            raise UsageError(f"--key-file {args.key_file}: no such file")
+        key = load_or_create_audit_key(args.key_file)
+    report = verify_trail(args.path, key)
     print(f"{args.path}: {report.summary()}")
     return ExitStatus.OK if report.ok else ExitStatus.INTEGRITY
 

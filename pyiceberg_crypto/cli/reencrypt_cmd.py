@@ -38,11 +38,20 @@ import sys
 import threading
 from datetime import datetime, timezone
 
+from pyiceberg_crypto.cli.arguments import kms_from_arguments
 from pyiceberg_crypto.cli.options import UsageError, local_session_catalog
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import escape_text, exception_line
+
+
+def add_parser(actions) -> None:
+    """Add ``reencrypt`` to ``keys``'s actions (argparse subparsers)."""
+    from pyiceberg_crypto.cli.catalog_arguments import add_table_arguments
+
+    add_reencrypt_parser(actions, add_table_arguments)
+    actions.choices["reencrypt"].set_defaults(run=lambda args: run_reencrypt(args, kms_from_arguments(args)))
 
 
 def add_reencrypt_parser(actions, add_table_arguments) -> None:
