@@ -51,6 +51,7 @@ from typing import Any
 
 from pyiceberg_crypto import config
 from pyiceberg_crypto.adopt.rows import partition_key_expressions, rows_fingerprint
+from pyiceberg_crypto.bridge.key_check import check_key_id
 from pyiceberg_crypto.catalog.spark import split_table_name
 from pyiceberg_crypto.errors import ConfigError, InvalidArgumentError, PyicebergCryptoError
 from pyiceberg_crypto.properties import KEY_ID
@@ -191,20 +192,30 @@ def encrypt_table(spark, table: str, key_id: str, *, format_version: int = 3, da
     if original is not None and original.properties().get(KEY_ID):
         raise AdoptError(f"{run.full(name)} is already encrypted (encryption.key-id "
                          f"{original.properties().get(KEY_ID)!r}); nothing to do")
-    if staging is None:
-        run.phase("stage")
-        staging = _stage(run, original, new_properties, keep_original, result)
-    else:
+    check_key_id(spark, key_id, catalog=catalog)  # an unknown key fails here, before any table is made
+    if staging is not None:
         if not staging.properties().get(KEY_ID):
             raise AdoptError(f"{run.full(run.staging)} exists and is not encrypted: it is not this package's staging "
                              "table; rename or drop it")
         if original is not None and staging.properties().get(SOURCE_UUID) != _uuid(original):
             raise AdoptError(f"{run.full(run.staging)} was copied from another table than {run.full(name)} (UUID "
                              f"{staging.properties().get(SOURCE_UUID)} vs {_uuid(original)}): drop it and run again")
-        if staging.properties().get(KEY_ID) != new_properties[KEY_ID]:
+    if staging is not None and original is not None and staging.properties().get(KEY_ID) != new_properties[KEY_ID]:
+        # An earlier run's copy under another master key (a typo, or a key changed since): the
+        # original still holds the name and every row, so the copy is dropped and made again.
+        run.say(f"drop {run.full(run.staging)} of an earlier run: it is encrypted with master key "
+                f"{staging.properties().get(KEY_ID)!r}, not {new_properties[KEY_ID]!r}; copying again")
+        run.drop(run.staging)
+        result.steps_done.append("dropped the staging table of an earlier run (another master key)")
+        staging = None
+    if staging is None:
+        run.phase("stage")
+        staging = _stage(run, original, new_properties, keep_original, result)
+    else:
+        if staging.properties().get(KEY_ID) != new_properties[KEY_ID]:  # the original is gone: keep the copy
             raise AdoptError(f"{run.full(run.staging)} of an earlier run is encrypted with master key "
-                             f"{staging.properties().get(KEY_ID)!r}, not {new_properties[KEY_ID]!r}: run again with "
-                             "that key, or drop it to start over")
+                             f"{staging.properties().get(KEY_ID)!r}, not {new_properties[KEY_ID]!r}, and the "
+                             "original was already renamed: run again with that key to finish")
         result.steps_done.append("stage (earlier run)")
     plaintext_name = staging.properties().get(PLAINTEXT_NAME)
     result.plaintext_table = run.full(plaintext_name)
@@ -302,6 +313,13 @@ class _Run:
             self.spark.sql(f"REFRESH TABLE {self.full(name)}")
         except Exception:  # noqa: S110 - a table that is gone has nothing to refresh
             pass
+
+    def drop(self, name: str) -> None:
+        """``DROP TABLE ... PURGE``: only for this package's own staging table."""
+        try:
+            self.spark.sql(f"DROP TABLE {self.full(name)} PURGE")
+        except Exception as exc:
+            raise AdoptError(f"cannot drop {self.full(name)}: {java_line(exc)}; run again") from None
 
     def select_at(self, name: str, snapshot_id: int):
         self.refresh(name)
