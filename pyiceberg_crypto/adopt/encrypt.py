@@ -51,7 +51,6 @@ from typing import Any
 
 from pyiceberg_crypto import config
 from pyiceberg_crypto.adopt.rows import partition_key_expressions, rows_fingerprint
-from pyiceberg_crypto.bridge.key_check import check_key_id
 from pyiceberg_crypto.catalog.spark import split_table_name
 from pyiceberg_crypto.errors import ConfigError, InvalidArgumentError, PyicebergCryptoError
 from pyiceberg_crypto.properties import KEY_ID
@@ -192,6 +191,8 @@ def encrypt_table(spark, table: str, key_id: str, *, format_version: int = 3, da
     if original is not None and original.properties().get(KEY_ID):
         raise AdoptError(f"{run.full(name)} is already encrypted (encryption.key-id "
                          f"{original.properties().get(KEY_ID)!r}); nothing to do")
+    from pyiceberg_crypto.bridge.key_check import check_key_id  # imports py4j: only once Spark runs
+
     check_key_id(spark, key_id, catalog=catalog)  # an unknown key fails here, before any table is made
     if staging is not None:
         if not staging.properties().get(KEY_ID):
