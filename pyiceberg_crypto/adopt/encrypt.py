@@ -125,6 +125,7 @@ class AdoptResult:
     refs: list[str] = field(default_factory=list)  # "branch NAME" / "tag NAME" of the original
     steps_done: list[str] = field(default_factory=list)
     location: str | None = None
+    swept: list[str] = field(default_factory=list)  # plaintext files writers left, removed after the purge
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -409,11 +410,11 @@ def _describe(run: _Run, original, staging, result: AdoptResult, new_properties:
     snapshots = java_list(original.snapshots(), run.jvm)
     if snapshots:
         not_kept.append(f"time travel: {len(snapshots)} plaintext snapshot(s) (VERSION / TIMESTAMP AS OF) stay with the "
-                        f"original ({result.plaintext_table}) until it is purged")
+                        f"original ({result.plaintext_table}) {UNTIL_PURGED}")
     refs = java_map(original.refs())
     result.refs = sorted(f"{'branch' if ref.isBranch() else 'tag'} {n}" for n, ref in refs.items() if n != "main")
     if result.refs:
-        not_kept.append(f"refs {', '.join(result.refs)}: not carried over; readable on the original until it is purged")
+        not_kept.append(f"refs {', '.join(result.refs)}: not carried over; readable on the original {UNTIL_PURGED}")
     not_kept.append(METADATA_COLUMNS_NOTE)
     result.kept, result.not_kept = kept, not_kept
 
@@ -582,15 +583,80 @@ def _purge(run: _Run, new, result: AdoptResult, purge_now: bool, purge_after: fl
     if purge_after:
         run.say(f"purge {run.full(plaintext_name)} in {purge_after:g} s")
         time.sleep(purge_after)
+    original_location = str(run.load(plaintext_name).location())
     try:
         run.spark.sql(f"DROP TABLE {run.full(plaintext_name)} PURGE")
     except Exception as exc:
         raise AdoptError(f"DROP TABLE {run.full(plaintext_name)} PURGE failed: {java_line(exc)}; run it again") from None
+    result.swept = _sweep(run, new, original_location)
     new.updateProperties().set(PURGED, "true").commit()
     run.refresh(run.name)
     result.purged, result.purge_command = True, None
+    result.not_kept = [item.replace(UNTIL_PURGED, "until it was purged (this run purged it)") for item in result.not_kept]
     result.steps_done.append("purge")
     return result
+
+
+#: What stays on the original until it is purged (the result's ``not_kept`` lines say so).
+UNTIL_PURGED = "until it is purged"
+#: The first bytes of a plaintext data or manifest file (Parquet, Avro, ORC).
+PLAINTEXT_MAGICS = (b"PAR1", b"Obj\x01", b"ORC")
+#: Files listed under the original's location at most (a bound on the sweep).
+MAX_SWEPT_FILES = 1_000_000
+
+
+def _sweep(run: _Run, new, original_location: str) -> list[str]:
+    """After ``DROP TABLE ... PURGE`` of the original: the plaintext files its metadata no longer
+    named (a failed or late writer's, a killed job's) are removed from under its location (never
+    from under the new table's), then the location is listed again and must hold no plaintext file.
+    Returns the removed paths. A FileIO that cannot list prefixes is an AdoptError naming it."""
+    io, keep = new.io(), str(new.location()).rstrip("/") + "/"
+    prefix = original_location.rstrip("/") + "/"
+    if keep.startswith(prefix) and keep != prefix:
+        run.say(f"the new table's files are under the original's location {original_location}: kept")
+
+    def plaintext_files() -> list[str]:
+        try:
+            listing = io.listPrefix(prefix).iterator()
+        except Exception as exc:
+            raise AdoptError(f"cannot list {original_location} to remove what writers left there ({java_line(exc)}); "
+                             "check it by hand for plaintext files") from None
+        found = []
+        for _ in range(MAX_SWEPT_FILES):
+            if not listing.hasNext():
+                break
+            path = str(listing.next().location())
+            if not path.startswith(keep) and _magic(io, path) in PLAINTEXT_MAGICS:
+                found.append(path)
+        return found
+
+    removed = plaintext_files()
+    for path in removed:
+        run.say(f"remove {path}: a plaintext file no table references")
+        io.deleteFile(path)
+    left = plaintext_files()
+    if left:
+        raise AdoptError(f"{len(left)} plaintext file(s) are still under {original_location} after the purge "
+                         f"(e.g. {left[0]}): a writer is still writing there; stop it and run again")
+    return removed
+
+
+def _magic(io, path: str) -> bytes:
+    """The first four bytes of ``path`` (fewer for a shorter file; none when it cannot be read)."""
+    try:
+        stream = io.newInputFile(path).newStream()
+    except Exception:
+        return b""
+    try:
+        out = bytearray()
+        for _ in range(4):
+            byte = stream.read()
+            if byte < 0:
+                break
+            out.append(byte)
+        return bytes(out)
+    finally:
+        stream.close()
 
 
 def _layout(table) -> str:

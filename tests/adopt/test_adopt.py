@@ -306,3 +306,23 @@ def test_adopt_a_staging_table_of_an_earlier_run_under_another_key_is_dropped_an
     assert any(f"it is encrypted with master key '{other}', not '{MASTER}'" in line for line in said)
     assert result.swapped and rows(spark, table) == expected
     assert java_table(spark, table).properties().get("encryption.key-id") == MASTER
+
+
+@pytest.mark.slow
+def test_adopt_purge_leaves_no_plaintext_file_under_the_original_location(spark, lake):
+    """issue 61: DROP TABLE ... PURGE removes the files the original's metadata names; a plaintext
+    file a failed (or late) writer left under its location stayed. The purge now removes those too,
+    lists the location again, and the result no longer says the snapshots stay "until it is purged"."""
+    import shutil
+
+    table = f"{lake['schema']}.leftover"
+    small_table(spark, table)
+    location = str(java_table(spark, table).location())
+    [one, *_] = plaintext_files(location)
+    orphan = one.with_name("00000-0-a-failed-writer-00001.parquet")
+    shutil.copyfile(one, orphan)  # a writer's file that no commit ever named
+    result = encrypt_table(spark, table, MASTER, purge_now=True)
+    assert result.purged and any(path.endswith(orphan.name) for path in result.swept)
+    assert not orphan.exists() and plaintext_files(location) == []
+    assert not any("until it is purged" in item for item in result.not_kept)
+    assert rows(spark, table) == [(1, "a"), (2, "b"), (3, "a")]
