@@ -19,9 +19,9 @@ Rooms: the HTTP listener and its bounds (:mod:`.http`), SigV4 (:mod:`.sigv4`), k
 (:mod:`pyiceberg_crypto.kms.aws_face_blob`); this module is the API itself. Nothing logged, counted
 or answered carries key bytes, secrets or signatures.
 
-What each operation takes, the key ids, the bounds, why repeated signatures are served and how raw
-blobs keep the context binding: docs/how-to/trino.md#1-serve-the-kms-with-the-aws-face and
-docs/explanation/security.md.
+The bounds, why repeated signatures are served and how raw blobs keep the context binding:
+docs/how-to/trino.md#1-serve-the-kms-with-the-aws-face; what each operation takes and the key ids:
+docs/how-to/trino.md#3-which-tables-read.
 """
 
 from __future__ import annotations
