@@ -9,6 +9,8 @@ relative path such as ``docs/explanation/design.md#reencrypt``.
 from __future__ import annotations
 
 import ast
+import re
+import unicodedata
 from pathlib import Path
 
 import pyiceberg_crypto
@@ -51,3 +53,32 @@ def test_the_allowance_names_only_modules_that_still_need_it():
     lines = docstring_lines()
     stale = sorted(name for name in ALLOWED_LONGER if lines.get(name, 0) <= MAX_LINES)
     assert stale == [], f"remove from ALLOWED_LONGER (they fit in {MAX_LINES} lines now, or are gone): {stale}"
+
+
+def _slug(heading: str) -> str:
+    """The anchor Python-Markdown's ``toc`` extension gives a heading (its default ``slugify``)."""
+    text = unicodedata.normalize("NFKD", heading).encode("ascii", "ignore").decode("ascii")
+    text = re.sub(r"[^\w\s-]", "", text).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
+
+
+def anchors(page: Path) -> set[str]:
+    found = set()
+    for line in page.read_text(encoding="utf-8").splitlines():
+        heading = re.match(r"#{1,6} (.+)$", line)
+        if not heading:
+            continue
+        explicit = re.search(r"\{ *#([\w-]+) *\}\s*$", heading.group(1))
+        found.add(explicit.group(1) if explicit else _slug(heading.group(1)))
+    return found
+
+
+def test_every_docs_page_the_package_points_to_exists_with_its_section():
+    root = PACKAGE.parent
+    missing = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for page, anchor in re.findall(r"\b(docs/[\w/.-]+\.md)(?:#([\w-]+))?", path.read_text(encoding="utf-8")):
+            target = root / page
+            if not target.is_file() or (anchor and anchor not in anchors(target)):
+                missing.append(f"{path.relative_to(root)}: {page}{'#' + anchor if anchor else ''}")
+    assert missing == []
