@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyiceberg_crypto.errors import TableInputError
-from pyiceberg_crypto.io import FileIO, FileTooLargeError, NotRegularFileError, read_bounded
+from pyiceberg_crypto.errors import FileAccessError, TableInputError
+from pyiceberg_crypto.io import FileIO, read_bounded
 from pyiceberg_crypto.properties import KEY_ID
 from pyiceberg_crypto.table.file_kinds import PARTITION_STATISTICS, STATISTICS
 
@@ -238,10 +238,10 @@ def read_metadata(file_io: FileIO, location: str, limit: int) -> bytes:
         return read_bounded(file_io, location, limit)
     except FileNotFoundError:
         raise TableInputError(f"table metadata not found: {location}") from None
-    except FileTooLargeError as exc:
+    except FileAccessError as exc:
         raise TableInputError(f"table metadata {location} is too large: {exc} ({_mib(limit)}; the limit is "
                               "max-metadata-bytes, --max-metadata-bytes where a command takes it)") from None
-    except NotRegularFileError as exc:
+    except FileAccessError as exc:
         raise TableInputError(f"cannot read table metadata {location}: {exc}") from None
     except OSError as exc:
         raise TableInputError(f"cannot read table metadata {location}: {exc.strerror or exc}") from None
