@@ -8,28 +8,25 @@ class with a ``DeprecationWarning`` naming the new import path::
 
 from __future__ import annotations
 
-import sys
 import warnings
 from collections.abc import Callable, Mapping
 
 __all__ = ["deprecated_alias", "renamed_classes"]
 
 
-def deprecated_alias(module: str, name: str, renamed: Mapping[str, type | str]) -> type:
-    """The class ``module.name`` now is (a ``str`` value: a class of :mod:`pyiceberg_crypto.errors`),
-    with a DeprecationWarning; ``AttributeError`` for a name that is not an old one."""
+def deprecated_alias(module: str, name: str, renamed: Mapping[str, type]) -> type:
+    """The class ``module.name`` now is, with a DeprecationWarning; ``AttributeError`` for a name
+    that is not an old one."""
     try:
         new = renamed[name]
     except KeyError:
         raise AttributeError(f"module {module!r} has no attribute {name!r}") from None
-    if isinstance(new, str):
-        new = getattr(sys.modules["pyiceberg_crypto.errors"], new)
     warnings.warn(f"{module}.{name} is deprecated: use {new.__module__}.{new.__qualname__} "
                   "(the old name goes in the next release)", DeprecationWarning, stacklevel=3)
     return new
 
 
-def renamed_classes(module: str, renamed: Mapping[str, type | str]) -> Callable[[str], type]:
+def renamed_classes(module: str, renamed: Mapping[str, type]) -> Callable[[str], type]:
     """A module ``__getattr__`` answering the old names in ``renamed`` (old name -> class)."""
 
     def __getattr__(name: str) -> type:

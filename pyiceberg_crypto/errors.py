@@ -22,6 +22,8 @@ Warnings are not errors: :class:`PyicebergCryptoWarning` is their base.
 
 from __future__ import annotations
 
+from pyiceberg_crypto._deprecated import renamed_classes
+
 __all__ = ["CONNECT_NEXT_STEP", "AadPrefixMismatchError", "ApiError", "ArgumentTypeError", "BadMagicError",
            "CatalogError", "CommitOutcomeUnknownError", "ConcurrentCommitError", "ExtraDataError", "FileAccessError",
            "FormatError", "IntegrityError", "InvalidArgumentError", "KmsError", "KmsTimeoutError", "LedgerError",
@@ -249,12 +251,6 @@ CONNECT_NEXT_STEP = (
 )
 
 
-def __getattr__(name: str):
-    """The old names of classes that were defined here: kept for one release (DeprecationWarning)."""
-    from pyiceberg_crypto._deprecated import deprecated_alias
-
-    return deprecated_alias(__name__, name, _RENAMED)
-
-
-_RENAMED = {"ConfigError": "InvalidArgumentError", "NotASparkSessionError": "ArgumentTypeError",
-            "MetastoreError": "CatalogError", "RestCatalogError": "CatalogError"}
+#: Old names of classes that were defined here, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"ConfigError": InvalidArgumentError, "NotASparkSessionError": ArgumentTypeError,
+                                         "MetastoreError": CatalogError, "RestCatalogError": CatalogError})

@@ -282,7 +282,7 @@ def encrypt_each(spark, tables: Sequence[str], key_id: str, *, parallel: int = 1
             activate_session(spark)
             result = encrypt_table(spark, table, key_id, prove=prove, **options)
         except Exception as exc:  # noqa: BLE001 - one table's failure is its entry, the others go on
-            why = str(exc).splitlines()[0] if isinstance(exc, OperationError) else exception_line(exc)
+            why = str(exc).splitlines()[0] if isinstance(exc, (OperationError, IntegrityError)) else exception_line(exc)
             with lock:
                 outcome.failed[table] = why
                 if isinstance(exc, IntegrityError):

@@ -96,12 +96,12 @@ def commit_key_change(properties: dict[str, str], table: str, step: Step, *, wha
     try:
         committer = (_RestCommitter(properties, levels, name, full_name, timeout) if catalog_kind(properties) == REST
                      else _HiveCommitter(properties, levels, name, full_name, timeout))
-    except (CatalogError, CatalogError) as exc:
+    except CatalogError as exc:
         raise error(f"cannot commit to {full_name}: {exc}") from None
     for attempt in range(1, max_attempts + 1):
         try:
             base = committer.read()
-        except (TableInputError, CatalogError, CatalogError) as exc:
+        except (TableInputError, CatalogError) as exc:
             raise error(f"cannot read {full_name}: {exc}") from None
         change = step(base.meta, base.doc)
         if change is None or not (change.removed or change.rewrapped):
@@ -127,7 +127,7 @@ def current_metadata(properties: dict[str, str], table: str, timeout: float = CA
         committer = (_RestCommitter(properties, levels, name, full_name, timeout) if catalog_kind(properties) == REST
                      else _HiveCommitter(properties, levels, name, full_name, timeout))
         return committer.read().meta
-    except (CatalogError, CatalogError) as exc:
+    except CatalogError as exc:
         raise TableInputError(f"cannot read {full_name}: {exc}") from None
 
 

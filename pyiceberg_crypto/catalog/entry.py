@@ -75,7 +75,7 @@ def catalog_entry(properties: dict[str, str], table: str, *, catalog: str | None
         if not properties.get("uri"):
             raise CatalogError("asking a Hive metastore without Spark needs its uri (thrift://host:port)")
         return ListedTable(levels[0], name, table_parameters(properties["uri"], levels[0], name, timeout=timeout))
-    except (CatalogError, CatalogError) as exc:
+    except CatalogError as exc:
         raise TableInputError(f"cannot look up {shown}: {exc}") from None
 
 

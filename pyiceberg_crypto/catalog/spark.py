@@ -239,7 +239,7 @@ def catalog_table(spark, table: str, kms: KeyManagementClient | None = None) -> 
             parameters, served = {"metadata_location": loaded.metadata_location}, loaded.metadata
         else:
             parameters = spark_table_parameters(spark, properties, database, name)
-    except (CatalogError, CatalogError) as exc:
+    except CatalogError as exc:
         raise TableInputError(str(exc)) from None
     kms = kms if kms is not None else registered_kms(properties, catalog)
     return CatalogTable(f"{catalog}.{database}.{name}", properties, parameters, kms, kind, served)

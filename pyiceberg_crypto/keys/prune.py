@@ -129,10 +129,8 @@ def plan_prune(meta, now_ms: int | None = None) -> tuple[list[str], list[str], l
     """(KEKs to remove, other entries to remove, KEKs kept) of parsed table metadata."""
     try:
         return prunable_keys(meta, now_ms)
-    except TableInputError as exc:
-        raise OperationError(str(exc)) from None
-    except TableInputError as exc:
-        raise OperationError(f"{exc}, nothing pruned") from None
+    except TableInputError as exc:  # not encrypted (nothing to prune: said as is), or a key-id it does not hold
+        raise OperationError(str(exc) if not meta.key_id else f"{exc}, nothing pruned") from None
 
 
 def _parse(jvm, base):

@@ -178,7 +178,7 @@ def _prepare(source: str, kms: KeyManagementClient | str | None, *, snapshot_id,
             extra = [c for c in row_filter.columns if c not in {f.name for f in schema.fields}]
             read_schema = IcebergSchema(schema.schema_id, schema.fields + full.select(extra).fields)
             row_filter = row_filter.bind({f.name: f.type for f in read_schema.fields})  # decimal literals
-    except (InvalidArgumentError, InvalidArgumentError) as exc:
+    except InvalidArgumentError as exc:
         raise TableInputError(str(exc)) from None
     if not meta.key_id:
         raise ReadIntegrityError("the table has no encryption.key-id: it is not encrypted (this reader reads "

@@ -13,6 +13,7 @@ and the statistics files::
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import json
 import sys
@@ -238,10 +239,10 @@ def read_metadata(file_io: FileIO, location: str, limit: int) -> bytes:
         return read_bounded(file_io, location, limit)
     except FileNotFoundError:
         raise TableInputError(f"table metadata not found: {location}") from None
-    except FileAccessError as exc:
-        raise TableInputError(f"table metadata {location} is too large: {exc} ({_mib(limit)}; the limit is "
-                              "max-metadata-bytes, --max-metadata-bytes where a command takes it)") from None
-    except FileAccessError as exc:
+    except FileAccessError as exc:  # too large (EFBIG), or not a regular file (EINVAL)
+        if exc.errno == errno.EFBIG:
+            raise TableInputError(f"table metadata {location} is too large: {exc} ({_mib(limit)}; the limit is "
+                                  "max-metadata-bytes, --max-metadata-bytes where a command takes it)") from None
         raise TableInputError(f"cannot read table metadata {location}: {exc}") from None
     except OSError as exc:
         raise TableInputError(f"cannot read table metadata {location}: {exc.strerror or exc}") from None

@@ -152,7 +152,7 @@ def _download_jars(args: argparse.Namespace) -> int:
         if args.kafka_broker:
             paths += testing_jars.kafka_broker_jars(testing_jars.kafka_broker_dir(args.directory),
                                                     repository=args.repository, log=print)
-    except (jars.SetupError, jars.SetupError, jars.SetupError, OSError) as exc:
+    except (jars.SetupError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"{len(paths)} jar(s) in {args.directory}, SHA-256 checked; use them with: "

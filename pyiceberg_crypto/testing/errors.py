@@ -5,7 +5,7 @@ does not start, a wait that times out) is not an error of the product (:mod:`pyi
     ServiceError            a test service (metastore, REST catalog, S3, Kafka, YARN...) cannot start or answer
       ClusterUnavailableError  the network-namespace cluster cannot be built here (no root, no ip/iptables)
       OpenBaoError             the OpenBao server cannot start or be configured
-    WaitTimeoutError        a condition :func:`~pyiceberg_crypto.testing.eventually` waited for never held
+    WaitTimeoutError        a condition :func:`~pyiceberg_crypto.testing._wait.eventually` waited for never held
     TrinoHarnessError       the Trino harness cannot build, start or answer
 """
 

@@ -16,6 +16,7 @@ entry says (Avro / Puffin magic, Parquet row count).
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -87,7 +88,7 @@ def status_of(error: IntegrityError, length_verified: bool = False) -> str:
         return TAMPERED
     if isinstance(error, TruncatedError):
         return TRUNCATED
-    if isinstance(error, (ExtraDataError, IntegrityError)):
+    if isinstance(error, ExtraDataError):  # bytes past the trusted length, or after the last block
         return LENGTH_MISMATCH
     return TAMPERED
 
@@ -133,7 +134,7 @@ def _storage_failure(task: FileTask, exc: OSError | ValueError, action: str, siz
     """The finding for a file storage would not ``stat`` / ``read``: MISSING, or UNVERIFIABLE."""
     if isinstance(exc, FileNotFoundError):
         return finding_for(task, MISSING, "referenced by the table but not found in storage")
-    if isinstance(exc, FileAccessError):
+    if isinstance(exc, FileAccessError) and exc.errno == errno.EINVAL:  # not a regular file
         return finding_for(task, UNVERIFIABLE, f"{exc}: refused, not read")
     return finding_for(task, UNVERIFIABLE, f"cannot {action} the file: {exc}", size=size)
 
