@@ -447,7 +447,7 @@ def table_properties(
 
     Raises:
         InvalidArgumentError: missing key id, DEK length not 16/24/32, or a format version below 3;
-            ``InvalidArgumentError`` (a InvalidArgumentError) when the catalog's KMS does not know the key.
+            an InvalidArgumentError when the catalog's KMS does not know the key.
     """
     _require_nonempty("key_id", key_id)
     if spark is not None:

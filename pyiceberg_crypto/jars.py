@@ -56,7 +56,9 @@ __all__ = ["BRIDGE_ARTIFACT", "BRIDGE_GROUP", "BRIDGE_JAR_NAME", "ICEBERG_VERSIO
            "local_jars_dir", "runtime_artifact", "spark_line"]
 
 #: Old names, kept for one release (CHANGELOG.md).
-__getattr__ = renamed_classes(__name__, {"JarNotFoundError": SetupError, "UnsupportedSparkError": SetupError, "UnsupportedJavaError": SetupError, "ChecksumError": SetupError, "JarDirectoryError": FileAccessError})
+__getattr__ = renamed_classes(__name__, {"JarNotFoundError": SetupError, "UnsupportedSparkError": SetupError,
+                                         "UnsupportedJavaError": SetupError, "ChecksumError": SetupError,
+                                         "JarDirectoryError": FileAccessError})
 
 ICEBERG_VERSION = "1.12.0"
 BRIDGE_JAR_NAME = "pyiceberg-crypto-bridge.jar"

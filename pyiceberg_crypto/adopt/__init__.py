@@ -29,8 +29,9 @@ from pyiceberg_crypto.adopt.lake import (
     unencrypted_tables,
 )
 
-__all__ = ["PHASES", "REFS_DROP", "REFS_KEEP_ORIGINAL", "AdoptResult", "LakeListing", "LakeOutcome", "encrypt_each", "encrypt_table",
-           "encrypt_tables", "read_report", "unencrypted_tables"]
+__all__ = ["PHASES", "REFS_DROP", "REFS_KEEP_ORIGINAL", "AdoptResult", "LakeListing", "LakeOutcome", "encrypt_each",
+           "encrypt_table", "encrypt_tables", "read_report", "unencrypted_tables"]
 
 #: Old names, kept for one release (CHANGELOG.md).
-__getattr__ = renamed_classes(__name__, {"AdoptError": OperationError, "AdoptChangedError": OperationError, "AdoptVerificationError": IntegrityError, "ReportFileError": ReportError})
+__getattr__ = renamed_classes(__name__, {"AdoptError": OperationError, "AdoptChangedError": OperationError,
+                                         "AdoptVerificationError": IntegrityError, "ReportFileError": ReportError})

@@ -60,7 +60,8 @@ from pyiceberg_crypto.spark.java import java_line, java_list, java_map
 __all__ = ["PHASES", "REFS_DROP", "REFS_KEEP_ORIGINAL", "AdoptResult", "encrypt_table"]
 
 #: Old names, kept for one release (CHANGELOG.md).
-__getattr__ = renamed_classes(__name__, {"AdoptError": OperationError, "AdoptChangedError": OperationError, "AdoptVerificationError": IntegrityError})
+__getattr__ = renamed_classes(__name__, {"AdoptError": OperationError, "AdoptChangedError": OperationError,
+                                         "AdoptVerificationError": IntegrityError})
 
 #: The phases, in order (``fail_at`` stops just before one).
 PHASES = ("stage", "copy", "catch-up", "verify", "swap-original", "swap-staging", "purge")
@@ -145,8 +146,10 @@ def encrypt_table(spark, table: str, key_id: str, *, format_version: int = 3, da
         fail_at: for crash tests: raise :class:`OperationError` just before this phase (:data:`PHASES`).
 
     Raises:
-        OperationError: a step failed or the input is refused (the table keeps its name and rows: run
-            again to finish); :class:`OperationError`, :class:`IntegrityError`.
+        OperationError: a step failed, the input is refused, or the original changed during the copy
+            with ``on_change="refuse"`` (the table keeps its name and rows: run again to finish).
+        IntegrityError: the copy does not hold the original's rows, or the proof of the new table
+            failed: nothing was swapped.
     """
     catalog, namespace, name = split_table_name(spark, table)
     if refs not in (REFS_DROP, REFS_KEEP_ORIGINAL):

@@ -111,7 +111,7 @@ class StandardKeyMetadata:
 
     @classmethod
     def parse(cls, data: bytes) -> "StandardKeyMetadata":
-        """Decode version byte + Avro datum; FormatError (a FormatError) when malformed.
+        """Decode version byte + Avro datum; FormatError when malformed.
 
         Stricter than Java in one way: bytes after the datum are rejected (Java ignores them).
         """

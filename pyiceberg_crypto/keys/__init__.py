@@ -40,4 +40,5 @@ __all__ = ["DependentTables", "EachOutcome", "KekInfo", "KeyInventory", "KeyUse"
            "where_used_in_metadata"]
 
 #: Old names, kept for one release (CHANGELOG.md).
-__getattr__ = renamed_classes(__name__, {"PruneError": OperationError, "ReencryptError": OperationError, "RewrapError": OperationError})
+__getattr__ = renamed_classes(__name__, {"PruneError": OperationError, "ReencryptError": OperationError,
+                                         "RewrapError": OperationError})

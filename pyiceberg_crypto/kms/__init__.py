@@ -43,4 +43,6 @@ __all__ = [
 ]
 
 #: Old names, kept for one release (CHANGELOG.md).
-__getattr__ = renamed_classes(__name__, {"KeystoreError": KmsError, "InsecureKeystoreError": FileAccessError, "MalformedKeystoreError": IntegrityError, "KmsLoadError": InvalidArgumentError})
+__getattr__ = renamed_classes(__name__, {"KeystoreError": KmsError, "InsecureKeystoreError": FileAccessError,
+                                         "MalformedKeystoreError": IntegrityError,
+                                         "KmsLoadError": InvalidArgumentError})
