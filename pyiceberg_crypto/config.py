@@ -263,12 +263,12 @@ def catalog_settings(
     if catalog_type == REST:
         if uri is None or not uri.startswith(("http://", "https://")):
             raise InvalidArgumentError(f"catalog_type='rest' needs uri= of the REST catalog server (http(s)://host:port), "
-                              f"got {uri!r}")
+                                       f"got {uri!r}")
         if metastore_uri is not None or hive_lock:
             raise InvalidArgumentError("metastore_uri and hive_lock are Hive catalog settings: a REST catalog has no metastore")
     elif uri is not None:
         raise InvalidArgumentError("uri= is the REST catalog server's address (catalog_type='rest'); "
-                          "a Hive metastore goes in metastore_uri=")
+                                   "a Hive metastore goes in metastore_uri=")
     if metastore_uri is not None and not metastore_uri.startswith("thrift://"):
         raise InvalidArgumentError(f"metastore_uri must look like thrift://host:port, got {metastore_uri!r}")
     prefix = f"spark.sql.catalog.{catalog}"
@@ -284,7 +284,7 @@ def catalog_settings(
         del settings[f"{prefix}.{KMS_NAME_PROPERTY}"]  # a service, not a registered name
         if kms_service is None or kms_token_file is None:
             raise InvalidArgumentError("kms_service and kms_token_file go together: the service's HOST:PORT and "
-                              "the file its --token-file wrote")
+                                       "the file its --token-file wrote")
         for key, value in kms_service_properties(kms_service, kms_token_file, kms_certificate_sha256).items():
             settings[f"{prefix}.{key}"] = value
     elif kms_certificate_sha256 is not None:
@@ -353,11 +353,11 @@ def kms_service_properties(
         pin = certificate_sha256.strip().replace(":", "").lower()
         if len(pin) != 64 or any(c not in "0123456789abcdef" for c in pin):
             raise InvalidArgumentError("kms_certificate_sha256 must be the 64 hex digits kms serve prints, "
-                              f"got {len(certificate_sha256)} characters")
+                                       f"got {len(certificate_sha256)} characters")
         properties[f"{KMS_SERVICE_PROPERTY}.certificate-sha256"] = pin
     elif not loopback:
         raise InvalidArgumentError(f"the KMS service {address} is not on loopback, so it speaks TLS: pass "
-                          "kms_certificate_sha256 (kms serve prints it, and writes it to its status file)")
+                                   "kms_certificate_sha256 (kms serve prints it, and writes it to its status file)")
     if kms_timeout is not None:
         from pyiceberg_crypto.kms.bounded import kms_timeout_millis  # here: config stays light to import
 
@@ -511,16 +511,16 @@ def declare_readers(spark, table: str, readers: str | Sequence[str], *, set_mode
     if conflicts and not set_modes:
         modes = ", ".join(f"'{k}'='{v}'" for k, v in row_level_properties(names).items())
         raise InvalidArgumentError("; ".join(conflicts) + f" (ALTER TABLE {table} SET TBLPROPERTIES ({modes}), or "
-                          "declare_readers(..., set_modes=True))")
+                                   "declare_readers(..., set_modes=True))")
     if set_modes:
         wanted.update(row_level_properties(names))
     if any(ENGINES[name].copy_on_write for name in names):
         dvs = spark.sql(f"SELECT count(*) FROM {table}.delete_files WHERE upper(file_format) = 'PUFFIN'").first()[0]
         if dvs:
             raise InvalidArgumentError(f"{table}'s current snapshot holds {dvs} deletion vector(s), which "
-                              f"{', '.join(n for n in names if ENGINES[n].copy_on_write)} cannot read: set copy-on-write "
-                              "modes and fold them in first (rewrite_data_files with delete-file-threshold=1; "
-                              "docs/how-to/trino.md)")
+                                       f"{', '.join(n for n in names if ENGINES[n].copy_on_write)} cannot read: set copy-on-write "
+                                       "modes and fold them in first (rewrite_data_files with delete-file-threshold=1; "
+                                       "docs/how-to/trino.md)")
     spark.sql(f"ALTER TABLE {table} SET " + tblproperties_sql(wanted))
     return wanted
 

@@ -183,32 +183,32 @@ def encrypt_table(spark, table: str, key_id: str, *, format_version: int = 3, da
         raise OperationError(f"no table {run.full(name)} (and no {run.full(run.staging)} of an earlier run)")
     if original is not None and original.properties().get(KEY_ID):
         raise OperationError(f"{run.full(name)} is already encrypted (encryption.key-id "
-                         f"{original.properties().get(KEY_ID)!r}); nothing to do")
+                             f"{original.properties().get(KEY_ID)!r}); nothing to do")
     if staging is None:
         run.phase("stage")
         staging = _stage(run, original, new_properties, keep_original, result)
     else:
         if not staging.properties().get(KEY_ID):
             raise OperationError(f"{run.full(run.staging)} exists and is not encrypted: it is not this package's staging "
-                             "table; rename or drop it")
+                                 "table; rename or drop it")
         if original is not None and staging.properties().get(SOURCE_UUID) != _uuid(original):
             raise OperationError(f"{run.full(run.staging)} was copied from another table than {run.full(name)} (UUID "
-                             f"{staging.properties().get(SOURCE_UUID)} vs {_uuid(original)}): drop it and run again")
+                                 f"{staging.properties().get(SOURCE_UUID)} vs {_uuid(original)}): drop it and run again")
         if staging.properties().get(KEY_ID) != new_properties[KEY_ID]:
             raise OperationError(f"{run.full(run.staging)} of an earlier run is encrypted with master key "
-                             f"{staging.properties().get(KEY_ID)!r}, not {new_properties[KEY_ID]!r}: run again with "
-                             "that key, or drop it to start over")
+                                 f"{staging.properties().get(KEY_ID)!r}, not {new_properties[KEY_ID]!r}: run again with "
+                                 "that key, or drop it to start over")
         result.steps_done.append("stage (earlier run)")
     plaintext_name = staging.properties().get(PLAINTEXT_NAME)
     result.plaintext_table = run.full(plaintext_name)
     if keep_original and plaintext_name != keep_original:
         raise OperationError(f"an earlier run chose to rename the original to {plaintext_name}, not {keep_original}: "
-                         "run again without keep_original, or drop the staging table and start over")
+                             "run again without keep_original, or drop the staging table and start over")
     if original is None:  # the original was renamed by an earlier run: finish the swap
         original = run.load(plaintext_name)
         if original is None or _uuid(original) != staging.properties().get(SOURCE_UUID):
             raise OperationError(f"neither {run.full(name)} nor the renamed original {run.full(plaintext_name)} exists: "
-                             f"{run.full(run.staging)} is all that is left (rename it to {name} by hand after checking it)")
+                                 f"{run.full(run.staging)} is all that is left (rename it to {name} by hand after checking it)")
         result.steps_done.append("swap-original (earlier run)")
         _describe(run, original, staging, result, new_properties)
         _final(run, original, staging, result)
@@ -438,7 +438,7 @@ def _write(run: _Run, frame, source_snapshot: int, *, overwrite: bool) -> None:
             writer.append()
     except Exception as exc:
         raise OperationError(f"the copy into {run.full(run.staging)} failed: {java_line(exc)}; nothing of it was "
-                         "committed: run again") from None
+                             "committed: run again") from None
     run.refresh(run.staging)
 
 
@@ -467,7 +467,7 @@ def _catch_up(run: _Run, name: str, original, copied: int | None, result: AdoptR
                f"snapshot {changed[0].snapshotId()} is a {changed[0].operation()}" if changed else "the copy was empty")
         if run.on_change == "refuse" and copied is not None:
             raise OperationError(f"{run.full(name)} changed during the copy ({why}): refused (on_change='refuse'); "
-                                    f"nothing was swapped; run again to copy it from its current snapshot {current}")
+                                 f"nothing was swapped; run again to copy it from its current snapshot {current}")
         run.say(f"{run.full(name)} changed during the copy ({why}): copy again from snapshot {current}")
         _write(run, run.select_at(name, current), current, overwrite=True)
         result.redone_from.append(current)
@@ -500,7 +500,7 @@ def _verify(run: _Run, name: str, original, staging, copied: int | None, result:
                        "columns": columns, "equal": not differences}
     if differences:
         raise IntegrityError(f"the copy {run.full(run.staging)} does not hold the rows of {run.full(name)} at "
-                                     f"snapshot {copied}: " + "; ".join(differences[:5]) + "; nothing was swapped")
+                             f"snapshot {copied}: " + "; ".join(differences[:5]) + "; nothing was swapped")
     run.say(f"rows compared: {copy.rows} row(s) in {len(copy.partitions)} partition(s), equal")
     if run.prove is None:
         result.proof = "not proven: no prove callable was given (the rows were compared)"
@@ -577,7 +577,7 @@ def _check_layout(run: _Run, original, staging, name: str) -> None:
     made_from, now = staging.properties().get(SOURCE_LAYOUT), _layout(original)
     if made_from is not None and made_from != now:
         raise OperationError(f"{run.full(name)} changed its schema, partition spec or sort order during the copy ({made_from} "
-                         f"then, {now} now): drop {run.full(run.staging)} and run again; nothing was swapped")
+                             f"then, {now} now): drop {run.full(run.staging)} and run again; nothing was swapped")
 
 
 def _uuid(table) -> str:

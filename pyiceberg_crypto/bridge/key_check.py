@@ -48,12 +48,12 @@ def check_key_id(spark, key_id: str, *, catalog: str | None = None,
         raise InvalidArgumentError(f"key_id must be a master key id (encryption.key-id), got {key_id!r}")
     if not callable(getattr(getattr(spark, "conf", None), "get", None)):
         raise ArgumentTypeError(f"check_key_id needs a SparkSession (its catalog settings), got "
-                                    f"{type(spark).__name__}")
+                                f"{type(spark).__name__}")
     if catalog is None:
         catalog = spark.catalog.currentCatalog()
         if not spark.conf.get(f"spark.sql.catalog.{catalog}", None):
             raise InvalidArgumentError(f"no catalog given and the session's current catalog {catalog!r} is not one it "
-                              "configures (spark.sql.catalog.NAME): pass catalog= (the name in config.spark_settings)")
+                                       "configures (spark.sql.catalog.NAME): pass catalog= (the name in config.spark_settings)")
     prefix = f"spark.sql.catalog.{catalog}"
     service = spark.conf.get(f"{prefix}.{KMS_SERVICE_PROPERTY}", None)
     if service:
@@ -65,7 +65,7 @@ def check_key_id(spark, key_id: str, *, catalog: str | None = None,
     registration = registered(name)
     if registration is None or not registration.active:
         raise InvalidArgumentError(f"no Python KMS is registered under {name!r} (catalog {catalog!r}): call "
-                          f"register_kms(spark, kms, name={name!r}) before creating tables")
+                                   f"register_kms(spark, kms, name={name!r}) before creating tables")
     kms = registration.kms
     described = f"the KMS registered as {name!r} for catalog {catalog!r} ({type(kms).__name__})"
     try:

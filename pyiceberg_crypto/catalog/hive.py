@@ -91,7 +91,7 @@ def table_parameters(uri: str, database: str, table: str, *, timeout: float = CA
         params = connection.parameters(database, table)
         if params.get("table_type", "").upper() != "ICEBERG" or "metadata_location" not in params:
             raise CatalogError(f"{database}.{table} is not an Iceberg table in the Hive metastore at "
-                                 f"{connection.where}")
+                               f"{connection.where}")
         return params
 
 
@@ -178,7 +178,7 @@ class MetastoreConnection:
                 raise ConcurrentCommitError(f"{database}.{table} was committed to meanwhile (the metastore's "
                                             f"compare-and-swap of {key} refused ours)") from None
             raise CatalogError(f"the Hive metastore at {self.where} refused the commit of {database}.{table}: "
-                                 f"{exc.kind}: {exc.text}") from None
+                               f"{exc.kind}: {exc.text}") from None
 
     def _call(self, method: str, args: bytes, read_result, what: str,
               exceptions: tuple[str, str] = ("MetaException", "NoSuchObjectException")):
@@ -195,7 +195,7 @@ class MetastoreConnection:
             raise CatalogError(f"invalid reply asking {asking}: {exc}") from None
         except _ClosedError:
             raise CatalogError(f"the Hive metastore at {where} closed the connection before answering "
-                                 f"for {what}") from None
+                               f"for {what}") from None
         except (socket.timeout, TimeoutError):
             raise CatalogError(f"timed out after {self.timeout:g} s asking {asking}") from None
         except OSError as exc:
@@ -219,8 +219,8 @@ def _addresses(uri: str) -> list[tuple[str, int]]:
         if parts.scheme != "thrift" or not host:
             address = part.split("://", 1)[-1] or "host:port"
             raise CatalogError(f"invalid Hive metastore URI {part!r}: expected thrift://host:port. Write "
-                                 f"thrift://{address} for a Hive metastore, or http://{address} for a REST catalog "
-                                 "(--rest-uri http://... in audit and the key commands; head's --metastore takes either)")
+                               f"thrift://{address} for a Hive metastore, or http://{address} for a REST catalog "
+                               "(--rest-uri http://... in audit and the key commands; head's --metastore takes either)")
         addresses.append((host, port))
     if not addresses:
         raise CatalogError(f"no Hive metastore URI in {uri!r}")

@@ -111,4 +111,4 @@ def catalog_kind(properties: dict[str, str], catalog: str = "?") -> str:
     if properties.get("type", HIVE) == HIVE or "catalog-impl" in properties:
         return HIVE  # a catalog-impl of our own is a Hive catalog (a subclass of Iceberg's HiveCatalog)
     raise CatalogError(f"catalog {catalog!r} is of type {properties.get('type')!r}: the verifier reads Hive "
-                         "and REST catalogs")
+                       "and REST catalogs")

@@ -161,7 +161,7 @@ class RestCatalog:
         location, metadata = reply.get("metadata-location"), reply.get("metadata")
         if not isinstance(location, str) or not location or not isinstance(metadata, dict):
             raise CatalogError(f"REST catalog {self.uri}: the answer for table {_shown(name)} has no metadata-location "
-                                   "or metadata")
+                               "or metadata")
         config = reply.get("config") if isinstance(reply.get("config"), dict) else {}
         return LoadedTable(name, location, metadata, {str(k): str(v) for k, v in config.items()})
 
@@ -189,7 +189,7 @@ class RestCatalog:
         location, metadata = reply.get("metadata-location"), reply.get("metadata")
         if not isinstance(location, str) or not location or not isinstance(metadata, dict):
             raise CatalogError(f"REST catalog {self.uri}: the answer to the commit of table {_shown(name)} has "
-                                   "no metadata-location or metadata", status=None)
+                               "no metadata-location or metadata", status=None)
         return LoadedTable(name, location, metadata)
 
     def list_namespaces(self) -> list[tuple[str, ...]]:
@@ -208,11 +208,11 @@ class RestCatalog:
                     continue  # a server that ignores ``parent`` answers the top level again
                 if len(levels) > self.max_depth:
                     raise CatalogError(f"REST catalog {self.uri}: namespace {_shown(namespace_name(levels))} is "
-                                           f"deeper than {self.max_depth} levels (max_depth)")
+                                       f"deeper than {self.max_depth} levels (max_depth)")
                 found.add(levels)
                 if len(found) > self.max_namespaces:
                     raise CatalogError(f"REST catalog {self.uri}: more than {self.max_namespaces} namespaces "
-                                           "(max_namespaces)")
+                                       "(max_namespaces)")
                 pending.append(levels)
         return sorted(found)
 
@@ -253,7 +253,7 @@ class RestCatalog:
                 return items
             if not isinstance(token, str) or token in seen:
                 raise CatalogError(f"REST catalog {self.uri}: the listing of {what} does not end "
-                                       "(its next-page-token repeats or is not a string)")
+                                   "(its next-page-token repeats or is not a string)")
             seen.add(token)
         raise CatalogError(f"REST catalog {self.uri}: more than {self.max_pages} pages of {what} (max_pages)")
 
@@ -328,24 +328,24 @@ class RestCatalog:
                 except urllib.error.HTTPError as exc:
                     if 300 <= exc.code < 400:
                         raise CatalogError(f"REST catalog {self.uri} answered {what} with a redirect (HTTP "
-                                               f"{exc.code} to {_shown(exc.headers.get('Location') or '?')}): not "
-                                               f"followed for a {request.get_method()}", status=exc.code) from None
+                                           f"{exc.code} to {_shown(exc.headers.get('Location') or '?')}): not "
+                                           f"followed for a {request.get_method()}", status=exc.code) from None
                     message = _server_message(exc)
                     raise CatalogError(f"REST catalog {self.uri} refused {what}: HTTP {exc.code} {message}",
-                                           status=exc.code) from None
+                                       status=exc.code) from None
         except _CrossOriginRedirectError as exc:
             raise CatalogError(f"REST catalog {self.uri} redirected {what} to another origin ({exc}): refused, "
-                                   "so its token and headers do not leave the catalog's host") from None
+                               "so its token and headers do not leave the catalog's host") from None
         except _TooLargeError:
             raise CatalogError(f"REST catalog {self.uri}: the answer for {what} is larger than "
-                                   f"{MAX_REPLY_BYTES} bytes") from None
+                               f"{MAX_REPLY_BYTES} bytes") from None
         except CatalogError:
             raise
         except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
             # each socket operation waits at most the time left: its timeout is the deadline's
             if deadline.expired or any(isinstance(e, TimeoutError) for e in (exc, getattr(exc, "reason", None))):
                 raise CatalogError(f"REST catalog {self.uri} did not answer {what} within {self.timeout:g} s "
-                                       "(the whole call)") from None
+                                   "(the whole call)") from None
             reason = getattr(exc, "reason", None) or type(exc).__name__
             raise CatalogError(f"REST catalog {self.uri} cannot be reached for {what}: {reason}") from None
         try:
@@ -354,7 +354,7 @@ class RestCatalog:
             raise CatalogError(f"REST catalog {self.uri}: the answer for {what} is not JSON") from None
         except RecursionError:
             raise CatalogError(f"REST catalog {self.uri}: the answer for {what} is JSON nested too deeply to "
-                                   "parse") from None
+                               "parse") from None
         if not isinstance(reply, dict):
             raise CatalogError(f"REST catalog {self.uri}: the answer for {what} is not a JSON object")
         return reply
@@ -393,7 +393,7 @@ def _quote(text: str) -> str:
         return urllib.parse.quote(text, safe="")
     except UnicodeEncodeError:
         raise CatalogError(f"the name {_shown(text)} is not valid Unicode (a lone surrogate): it cannot be "
-                               "asked for") from None
+                           "asked for") from None
 
 
 def _shown(text: str) -> str:
@@ -413,8 +413,8 @@ def _refuse_plain_http(url: str, allowed: bool) -> None:
     scheme, host, _ = _origin(url)
     if scheme == "http" and not is_loopback_host(host) and not allowed:
         raise CatalogError(f"REST catalog {url}: a token or credential would travel in clear text over http:// "
-                               f"to {host}: use https://, or set {ALLOW_PLAIN_HTTP_PROPERTY}=true on a network you "
-                               "trust")
+                           f"to {host}: use https://, or set {ALLOW_PLAIN_HTTP_PROPERTY}=true on a network you "
+                           "trust")
 
 
 class _CrossOriginRedirectError(Exception):  # an internal signal: becomes a CatalogError

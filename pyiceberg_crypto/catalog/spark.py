@@ -56,7 +56,7 @@ def require_classic_session(spark, what: str) -> None:
         reason = "it is stopped" if alive is False else f"got {type(spark).__module__}.{type(spark).__name__}"
         connect = alive is None and ".connect." in type(spark).__module__
         raise ArgumentTypeError(f"{what} needs a classic SparkSession with a driver JVM ({reason}; Spark "
-                                    "Connect sessions have none)" + (CONNECT_NEXT_STEP if connect else ""))
+                                "Connect sessions have none)" + (CONNECT_NEXT_STEP if connect else ""))
 
 
 def activate_session(spark) -> None:

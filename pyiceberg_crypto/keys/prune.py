@@ -120,7 +120,7 @@ def prune_keys_in_catalog(properties: dict[str, str], table: str, *, dry_run: bo
             present = set(current_metadata(properties, result.table, timeout).encryption_keys)
         except TableInputError as exc:
             raise OperationError(f"the prune of {result.table} was committed ({result.metadata_location}), but the "
-                             f"table cannot be read back: {exc}") from None
+                                 f"table cannot be read back: {exc}") from None
         result.not_removed = sorted(present & {*result.removed_keks, *result.removed_entries})
     return result
 
@@ -150,5 +150,5 @@ def _check_refs(meta: TableMetadata, doc: dict) -> None:
     for name, ref in (doc.get("refs") or {}).items():
         if ref.get("snapshot-id") not in meta.snapshots:
             raise OperationError(f"ref {name!r} names snapshot {ref.get('snapshot-id')}, which is not in the table "
-                             "metadata: nothing pruned")
+                                 "metadata: nothing pruned")
 

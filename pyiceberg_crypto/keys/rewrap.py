@@ -195,7 +195,7 @@ def _kms_id(kms: KeyManagementClient | None, key_id: str) -> str:
         return kms_key_id(kms, key_id)
     except Exception as exc:
         raise OperationError(f"master key id {key_id!r} cannot be mapped to the KMS's: {exception_line(exc)}; "
-                          "nothing was committed") from None
+                             "nothing was committed") from None
 
 
 def _ask(call, *args, what: str):

@@ -138,8 +138,8 @@ def open_blob(kms: KeyManagementClient, blob: bytes, key_id: str | None = None,
             # Every face-sealed payload is longer (1 byte or more + the 32-byte binding): this is the
             # inner part of a face blob sent without its header, to get around its key id and context.
             raise _invalid(f"the raw blob does not unwrap with key id {key_id!r} to a table key "
-                                         f"(at most {MAX_RAW_PLAINTEXT_BYTES} bytes): the inner part of a face "
-                                         "blob is opened only whole, with its encryption context")
+                           f"(at most {MAX_RAW_PLAINTEXT_BYTES} bytes): the inner part of a face "
+                           "blob is opened only whole, with its encryption context")
         return key_id, plaintext
     named, inner = parse(blob)
     if key_id is not None and key_id != named:

@@ -69,11 +69,11 @@ def aws_key_name(key_id: str) -> AwsKeyName:
         parts = key_id.split(":", 5)
         if len(parts) != 6 or parts[2] != "kms" or "/" not in parts[5]:
             raise InvalidArgumentError(f"key id {key_id!r} is not a KMS key or alias ARN "
-                             "(arn:aws:kms:REGION:ACCOUNT:key/NAME or ...:alias/NAME)")
+                                       "(arn:aws:kms:REGION:ACCOUNT:key/NAME or ...:alias/NAME)")
         kind, _, name = parts[5].partition("/")
         if kind not in ("key", "alias") or not name:
             raise InvalidArgumentError(f"key id {key_id!r} is not a KMS key or alias ARN "
-                             "(arn:aws:kms:REGION:ACCOUNT:key/NAME or ...:alias/NAME)")
+                                       "(arn:aws:kms:REGION:ACCOUNT:key/NAME or ...:alias/NAME)")
         return AwsKeyName(name, "key" if kind == "key" else "alias-arn", parts[3], parts[4])
     if key_id.startswith(ALIAS_PREFIX):
         name = key_id[len(ALIAS_PREFIX):]

@@ -236,7 +236,7 @@ class Keystore:
                                   f"(versions: {', '.join(str(v.version) for v in versions)})")
         if version == versions[-1].version:
             raise KmsError(f"version {version} is the newest of key id {key_id!r}: it wraps new keys and "
-                                "cannot be retired (rotate first)")
+                           "cannot be retired (rotate first)")
         return versions
 
     def _backup(self) -> Path:
@@ -251,7 +251,7 @@ class Keystore:
                 continue
             except OSError as exc:
                 raise KmsError(f"cannot back up keystore {self.path} to {target}: {exc.strerror or exc}; "
-                                    "nothing changed") from None
+                               "nothing changed") from None
             try:
                 os.fchmod(fd, 0o600)
                 os.write(fd, data)
@@ -519,7 +519,7 @@ def _check_key_id(key_id: str) -> None:
         raise KmsError(f"key id must be a non-empty string without surrounding spaces, got {key_id!r}")
     if canonical_key_id(key_id) != key_id:
         raise KmsError(f"key id {key_id!r} is an alias or ARN form, which names key "
-                            f"{canonical_key_id(key_id)!r} (pyiceberg_crypto.kms.key_ids): add that name instead")
+                       f"{canonical_key_id(key_id)!r} (pyiceberg_crypto.kms.key_ids): add that name instead")
 
 
 def _parse(path: Path, raw: bytes) -> dict[str, list[MasterKeyVersion]]:

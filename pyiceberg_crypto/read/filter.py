@@ -191,7 +191,7 @@ def _as_decimal(column: str, value, precision: int, scale: int):
         exact = value
     else:
         raise InvalidArgumentError(f"compare decimal column {column} with a Decimal, not {value!r} "
-                             f"({type(value).__name__})")
+                                   f"({type(value).__name__})")
     try:
         fitted = exact.quantize(_decimal.Decimal(1).scaleb(-scale), context=_decimal.Context(prec=precision))
     except _decimal.InvalidOperation:
@@ -200,7 +200,7 @@ def _as_decimal(column: str, value, precision: int, scale: int):
         if isinstance(value, _decimal.Decimal):
             return value  # compared as it is (Arrow widens a Decimal exactly)
         raise InvalidArgumentError(f"compare decimal column {column} with a Decimal: {value!r} is not a "
-                             f"decimal({precision},{scale}) exactly (e.g. Decimal({str(exact)!r}))")
+                                   f"decimal({precision},{scale}) exactly (e.g. Decimal({str(exact)!r}))")
     return _DecimalLiteral(fitted, precision, scale)
 
 

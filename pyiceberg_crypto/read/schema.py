@@ -77,7 +77,7 @@ class IcebergSchema:
         unknown = [c for c in columns if c not in by_name]
         if unknown:
             raise InvalidArgumentError(f"no column {', '.join(map(repr, unknown))} in the table schema "
-                              f"(columns: {', '.join(by_name)})")
+                                       f"(columns: {', '.join(by_name)})")
         return IcebergSchema(self.schema_id, tuple(by_name[c] for c in columns))
 
     @classmethod
@@ -86,7 +86,7 @@ class IcebergSchema:
             return cls(doc.get("schema-id"), tuple(_field(f) for f in doc["fields"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidArgumentError(f"unreadable schema {doc.get('schema-id') if isinstance(doc, dict) else ''}: "
-                              f"{type(exc).__name__}: {exc}") from None
+                                       f"{type(exc).__name__}: {exc}") from None
 
     @classmethod
     def from_metadata(cls, doc: dict, schema_id: int | None) -> IcebergSchema:

@@ -79,7 +79,7 @@ def operation_name(name: str) -> str:
     operation = _ALIASES.get(name.lower()) if isinstance(name, str) else None
     if operation is None:
         raise InvalidArgumentError(f"unknown operation {name!r}: one of {', '.join(OPERATIONS)} (or Encrypt, Decrypt, "
-                          "GenerateDataKey, DescribeKey), or *")
+                                   "GenerateDataKey, DescribeKey), or *")
     return operation
 
 
@@ -181,7 +181,7 @@ def parse_policy(data: bytes | str, *, base: str | Path = ".", source: str = "<p
         if face == "py4j":
             if not _PY4J_NAME.fullmatch(local) or local in _RESERVED_PY4J:
                 raise InvalidArgumentError(f"{where}: a Py4J principal's name is 1-64 letters, digits, '.', '_', '-' "
-                                  f"(not {', '.join(sorted(_RESERVED_PY4J))})")
+                                           f"(not {', '.join(sorted(_RESERVED_PY4J))})")
             token_file = entry.get("token_file")
             if local == "default":
                 if token_file is not None:

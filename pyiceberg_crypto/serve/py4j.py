@@ -225,7 +225,7 @@ class Py4jFace:
                 self._tls = TlsIdentity.load_or_create(self.tls_key_file, self.tls_certificate_file)
             except (OSError, ValueError) as exc:
                 raise SetupError(f"cannot load the TLS key/certificate {self.tls_key_file}, "
-                                      f"{self.tls_certificate_file}: {exc}") from None
+                                 f"{self.tls_certificate_file}: {exc}") from None
         token = self._token = secrets.token_hex(32)
         try:
             check_operator_directory(self.token_file.parent, "token")
@@ -415,7 +415,7 @@ class Py4jFace:
             written = os.stat(self.token_file, follow_symlinks=False)
         except OSError as exc:
             raise SetupError(f"cannot write a new token to {self.token_file}, the token is not revoked: "
-                                  f"{exc}") from None
+                             f"{exc}") from None
         self._token, self._token_stat = token, (written.st_dev, written.st_ino)
         closed = self._server.replace_token(token)
         log.warning("KMS service %r revoked its token: a new one is in %s, %d connection(s) holding the old "

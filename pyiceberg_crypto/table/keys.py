@@ -90,7 +90,7 @@ class TableKeys:
             return _lookup_error(f"KEK {kek_id!r} is not valid base64", TAMPERED)
         if self._kms_timed_out is not None:
             return _lookup_error(f"KEK {kek_id!r} not unwrapped: an earlier KMS call timed out "
-                                  f"({self._kms_timed_out})")
+                                 f"({self._kms_timed_out})")
         try:
             key = call_with_timeout(self.kms.unwrap_key, wrapped, master, timeout=self.kms_timeout,
                                     what="the KMS call unwrap_key")
@@ -99,7 +99,7 @@ class TableKeys:
             return _lookup_error(f"the KMS did not unwrap KEK {kek_id!r} with master key {master!r}: {exc}")
         except Exception as exc:  # any KMS refusal: the message names the key id, never bytes
             return _lookup_error(f"the KMS refused to unwrap KEK {kek_id!r} with master key {master!r}: "
-                                  f"{exception_line(exc)}")
+                                 f"{exception_line(exc)}")
         if not isinstance(key, (bytes, bytearray)) or len(key) not in AES_KEY_LENGTHS:
             return _lookup_error(f"the KMS returned no valid AES key for KEK {kek_id!r}")
         return bytes(key)
@@ -111,7 +111,7 @@ class TableKeys:
         sealed = self.meta.encryption_keys.get(snapshot.key_id)
         if sealed is None:
             raise _lookup_error(f"snapshot {snapshot.snapshot_id} names key {snapshot.key_id!r}, "
-                                 "which is not in encryption-keys")
+                                "which is not in encryption-keys")
         kek_id = sealed.encrypted_by_id or ""
         kek_entry = self.meta.encryption_keys.get(kek_id)
         if kek_entry is None:
@@ -126,4 +126,4 @@ class TableKeys:
             return StandardKeyMetadata.parse(plain)
         except (binascii.Error, ValueError, IntegrityError) as exc:
             raise _lookup_error(f"manifest list key metadata {snapshot.key_id!r} does not open with KEK "
-                                 f"{kek_id!r}: {exc}", TAMPERED) from None
+                                f"{kek_id!r}: {exc}", TAMPERED) from None
