@@ -166,10 +166,7 @@ def encrypt_table(spark, table: str, key_id: str, *, format_version: int = 3, da
         raise InvalidArgumentError(f"max_rounds must be >= 1, got {max_rounds!r}")
     if keep_original is not None and (not keep_original or "." in keep_original or keep_original == name):
         raise InvalidArgumentError(f"keep_original must be a new table name in {namespace} (no dots), got {keep_original!r}")
-    try:
-        new_properties = config.table_properties(key_id, data_key_length=data_key_length, format_version=format_version)
-    except InvalidArgumentError as exc:
-        raise InvalidArgumentError(str(exc)) from None
+    new_properties = config.table_properties(key_id, data_key_length=data_key_length, format_version=format_version)
     run = _Run(spark, catalog, namespace, name, progress or (lambda _m: None), fail_at, prove, on_change, max_rounds)
     result = AdoptResult(run.full(name), run.full(name + STAGING_SUFFIX), key_id=key_id, format_version=format_version)
     original, staging = run.load(name), run.load(run.staging)

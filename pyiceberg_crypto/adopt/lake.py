@@ -221,11 +221,8 @@ def _check_options(key_id: str, parallel: int, options: dict[str, Any]) -> None:
         raise InvalidArgumentError("keep_original names one table: encrypt that table alone (encrypt_table)")
     if "fail_at" in options and options["fail_at"] is not None:
         raise InvalidArgumentError("fail_at is for one table's crash tests (encrypt_table)")
-    try:
-        config.table_properties(key_id, data_key_length=options.get("data_key_length"),
-                                format_version=options.get("format_version", 3))
-    except InvalidArgumentError as exc:
-        raise InvalidArgumentError(str(exc)) from None
+    config.table_properties(key_id, data_key_length=options.get("data_key_length"),
+                            format_version=options.get("format_version", 3))
 
 
 def encrypt_each(spark, tables: Sequence[str], key_id: str, *, parallel: int = 1, report: str | None = None,

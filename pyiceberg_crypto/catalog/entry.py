@@ -191,10 +191,7 @@ def _spark_listing(spark, properties: dict[str, str], namespaces: Sequence[str] 
 
 def _rest_listing(properties: dict[str, str], namespaces: Sequence[str] | None, timeout: float) -> list[ListedTable]:
     client = rest_catalog(properties, timeout=timeout)  # each HTTP call within ``timeout`` seconds
-    try:
-        known = {namespace_name(levels): levels for levels in client.list_namespaces()}
-    except CatalogError as exc:
-        raise CatalogError(str(exc)) from None
+    known = {namespace_name(levels): levels for levels in client.list_namespaces()}
     wanted = sorted(namespaces) if namespaces is not None else sorted(known)
     _check_known(wanted, list(known), f"the REST catalog at {client.uri}", "namespace")
     rows: list[ListedTable] = []

@@ -570,7 +570,4 @@ def outcome_unknown(status: int | None) -> bool:
 def rest_catalog(properties: dict[str, str], *, timeout: float = CATALOG_TIMEOUT_SECONDS) -> RestCatalog:
     """A REST client for a REST catalog's settings (``uri``, ``token``, ``credential``, ``header.*``),
     each call bounded by ``timeout`` seconds (CatalogError for settings that cannot be used)."""
-    try:
-        return RestCatalog.from_properties(properties, timeout=timeout)
-    except CatalogError as exc:
-        raise CatalogError(str(exc)) from None
+    return RestCatalog.from_properties(properties, timeout=timeout)

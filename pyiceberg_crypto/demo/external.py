@@ -43,18 +43,15 @@ def settings_from_environment(env: Mapping[str, str] = os.environ, *, kms_name: 
     missing = [name for name in ("METASTORE_URI", "WAREHOUSE") if not env.get(name)]
     if missing:
         raise InvalidArgumentError(f"set {' and '.join(missing)} (e.g. thrift://metastore:9083, s3://warehouse/wh)")
-    try:
-        return config.spark_settings(
-            CATALOG,
-            warehouse=env["WAREHOUSE"],
-            metastore_uri=env["METASTORE_URI"],
-            kms_name=kms_name,
-            s3_endpoint=env.get("S3_ENDPOINT") or None,
-            s3_region=env.get("S3_REGION") or env.get("AWS_REGION") or "us-east-1",
-            s3_path_style_access=env.get("S3_PATH_STYLE_ACCESS", "true").lower() == "true",
-        )
-    except config.InvalidArgumentError as exc:
-        raise InvalidArgumentError(str(exc)) from None
+    return config.spark_settings(
+        CATALOG,
+        warehouse=env["WAREHOUSE"],
+        metastore_uri=env["METASTORE_URI"],
+        kms_name=kms_name,
+        s3_endpoint=env.get("S3_ENDPOINT") or None,
+        s3_region=env.get("S3_REGION") or env.get("AWS_REGION") or "us-east-1",
+        s3_path_style_access=env.get("S3_PATH_STYLE_ACCESS", "true").lower() == "true",
+    )
 
 
 def encrypted_round_trip(spark, table: str, key_id: str, extra_properties: Mapping[str, str] | None = None):
