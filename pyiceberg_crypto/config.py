@@ -55,7 +55,7 @@ from pyiceberg_crypto.catalog.kinds import (
     session_catalogs,
 )
 from pyiceberg_crypto.engines import ENGINES, mode_conflicts, parse_readers, row_level_properties
-from pyiceberg_crypto.errors import InvalidArgumentError
+from pyiceberg_crypto.errors import InvalidArgumentError, SetupError
 from pyiceberg_crypto.properties import (
     AES_KEY_LENGTHS,
     DATA_KEY_LENGTH,
@@ -669,7 +669,7 @@ def jar_settings(
             "spark.jars.repositories": _jars.bridge_repository().as_uri(),
         }
     if directory is None:
-        raise _jars.SetupError(
+        raise SetupError(
             f"jars='local' needs a directory of jars: pass jars_dir=... or set {_jars.JARS_DIR_ENV} "
             "(fill it with `pyiceberg-crypto jars download DIR`)"
         )

@@ -116,7 +116,7 @@ class AwsKmsApi(JsonHttpListener):
         self.accept_raw_blobs = accept_raw_blobs
 
     def start(self) -> AwsKmsApi:
-        """Start the served KMS if need be, then listen. Raises :class:`~pyiceberg_crypto.serve.served_kms.SetupError`."""
+        """Start the served KMS if need be, then listen. Raises :class:`~pyiceberg_crypto.errors.SetupError`."""
         self.served.start()
         super().start()
         log.info("AWS KMS face listening on %s (%s, region %s)", self.endpoint, "TLS" if self.tls else "plain HTTP",
