@@ -2,7 +2,7 @@
 
 Packages, bottom-up as they depend on each other (docs/explanation/architecture.md):
 
-- :mod:`pyiceberg_crypto.errors`   the exception root (``PyicebergCryptoError``), ``TableInputError``, the catalog errors
+- :mod:`pyiceberg_crypto.errors`   every exception class, under one root (``PyicebergCryptoError``)
 - :mod:`pyiceberg_crypto.properties` the property names and AES key sizes, defined once
 - :mod:`pyiceberg_crypto.formats`  pure-Python AGS1, key metadata and Parquet encryption codecs
 - :mod:`pyiceberg_crypto.io`       reading table files by URI (FileIO: regular files only, bounded; confinement)

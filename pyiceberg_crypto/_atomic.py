@@ -27,7 +27,8 @@ import tempfile
 from collections.abc import Iterator
 from typing import IO
 
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import FileAccessError
 
 #: Mode of files only their owner may read: keys, tokens, the keystore, decrypted data.
 PRIVATE = 0o600
@@ -35,21 +36,20 @@ PRIVATE = 0o600
 PUBLIC = 0o644
 
 
-class AtomicWriteError(PyicebergCryptoError, OSError):
-    """A file could not be written (its directory is missing, not writable, the disk is full...).
+def write_error(path: str, code: int | None, reason: str | None) -> FileAccessError:
+    """The error of a file that could not be written: an ``OSError`` (``errno``, ``strerror`` and
+    ``filename`` are the system's) whose message names the file and the reason; the previous file,
+    if any, is unchanged."""
+    code = code or errno.EIO
+    if code == errno.ENOENT:
+        message = f"cannot write {path}: its directory {os.path.dirname(os.path.abspath(path))} does not exist"
+    else:
+        message = f"cannot write {path}: {reason}"
+    return FileAccessError(message, errno=code, filename=path, strerror=reason)
 
-    An ``OSError`` (``errno``, ``strerror`` and ``filename`` are the system's), whose message names
-    the file and the reason; the previous file, if any, is unchanged."""
 
-    def __str__(self) -> str:
-        path = self.filename
-        if self.errno == errno.ENOENT:
-            return f"cannot write {path}: its directory {os.path.dirname(os.path.abspath(path))} does not exist"
-        return f"cannot write {path}: {self.strerror}"
-
-
-def _failed(path: str, exc: OSError) -> AtomicWriteError:
-    return AtomicWriteError(exc.errno or errno.EIO, exc.strerror or str(exc), path)
+def _failed(path: str, exc: OSError) -> FileAccessError:
+    return write_error(path, exc.errno, exc.strerror or str(exc))
 
 
 @contextlib.contextmanager
@@ -60,7 +60,7 @@ def atomic_writer(path: str | os.PathLike, *, mode: int, text: bool = False,
 
     An exception inside the block removes the temporary file and propagates unchanged (``path``
     keeps its old content). The temporary file's name is the file object's ``name`` (for a check
-    of the bytes written before they land: flush first). Raises :class:`AtomicWriteError` when
+    of the bytes written before they land: flush first). Raises :class:`~pyiceberg_crypto.errors.FileAccessError` when
     the file cannot be created, synced or renamed."""
     target = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(target))
@@ -109,4 +109,7 @@ def _sync_directory(directory: str) -> None:
             os.close(dir_fd)
 
 
-__all__ = ["PRIVATE", "PUBLIC", "AtomicWriteError", "atomic_writer", "write_atomically"]
+__all__ = ["PRIVATE", "PUBLIC", "atomic_writer", "write_atomically", "write_error"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"AtomicWriteError": FileAccessError})

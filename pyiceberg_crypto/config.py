@@ -33,6 +33,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto import jars as _jars
 from pyiceberg_crypto.catalog.kinds import (
     ENCRYPTING_REST_CATALOG_IMPL,
@@ -43,7 +44,7 @@ from pyiceberg_crypto.catalog.kinds import (
     session_catalogs,
 )
 from pyiceberg_crypto.engines import ENGINES, mode_conflicts, parse_readers, row_level_properties
-from pyiceberg_crypto.errors import ConfigError
+from pyiceberg_crypto.errors import InvalidArgumentError, SetupError
 from pyiceberg_crypto.properties import (
     AES_KEY_LENGTHS,
     DATA_KEY_LENGTH,
@@ -57,12 +58,14 @@ from pyiceberg_crypto.properties import (
     READERS_PROPERTY,
 )
 
-__all__ = ["ICEBERG_VERSION", "JAR_MODES", "KMS_NAME_PROPERTY", "KMS_SERVICE_PROPERTY", "PYTHON_KMS_IMPL",
-           "ConfigError", "catalog_settings", "configure_spark_with_encryption", "declare_readers",
+__all__ = ["ICEBERG_VERSION", "JAR_MODES", "KMS_NAME_PROPERTY", "KMS_SERVICE_PROPERTY", "PYTHON_KMS_IMPL", "catalog_settings", "configure_spark_with_encryption", "declare_readers",
            "embedded_metastore_settings",
            "jar_settings", "kms_service_properties", "local_spark_builder", "refuse_plaintext_catalogs",
            "s3_catalog_properties", "session_for_catalog", "spark_conf_args", "spark_conf_lines",
            "spark_defaults_lines", "spark_settings", "table_properties", "tblproperties_sql"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"ConfigError": InvalidArgumentError})
 
 ICEBERG_VERSION = _jars.ICEBERG_VERSION
 JAR_MODES = ("auto", "packages", "local")
@@ -163,12 +166,12 @@ def spark_settings(
         A new dict of Spark configuration keys to string values.
 
     Raises:
-        ConfigError: on an unknown catalog type, a bad metastore URI, or an empty name.
-        UnsupportedSparkError: the pyspark is not 3.5.x or 4.1.x (the message names the lines).
-        JarNotFoundError: a local jar is missing (the message says how to download it).
+        InvalidArgumentError: on an unknown catalog type, a bad metastore URI, or an empty name.
+        SetupError: the pyspark is not 3.5.x or 4.1.x (the message names the lines).
+        SetupError: a local jar is missing (the message says how to download it).
     """
     if jars not in JAR_MODES:
-        raise ConfigError(f"jars must be one of {', '.join(map(repr, JAR_MODES))}, got {jars!r}")
+        raise InvalidArgumentError(f"jars must be one of {', '.join(map(repr, JAR_MODES))}, got {jars!r}")
 
     s3 = _uses_s3(warehouse, s3_endpoint, s3_region, s3_path_style_access)
     settings: dict[str, str] = {}
@@ -241,22 +244,22 @@ def catalog_settings(
     _require_nonempty("warehouse", str(warehouse))
     _require_nonempty("kms_name", kms_name)
     if catalog_type not in SUPPORTED_CATALOG_TYPES:
-        raise ConfigError(
+        raise InvalidArgumentError(
             f"unknown catalog type {catalog_type!r}: Iceberg {ICEBERG_VERSION} supports table "
             f"encryption from Spark only with {', '.join(SUPPORTED_CATALOG_TYPES)} catalogs "
             "(rest: the bridge's EncryptingRestCatalog)"
         )
     if catalog_type == REST:
         if uri is None or not uri.startswith(("http://", "https://")):
-            raise ConfigError(f"catalog_type='rest' needs uri= of the REST catalog server (http(s)://host:port), "
-                              f"got {uri!r}")
+            raise InvalidArgumentError(f"catalog_type='rest' needs uri= of the REST catalog server (http(s)://host:port), "
+                                       f"got {uri!r}")
         if metastore_uri is not None or hive_lock:
-            raise ConfigError("metastore_uri and hive_lock are Hive catalog settings: a REST catalog has no metastore")
+            raise InvalidArgumentError("metastore_uri and hive_lock are Hive catalog settings: a REST catalog has no metastore")
     elif uri is not None:
-        raise ConfigError("uri= is the REST catalog server's address (catalog_type='rest'); "
-                          "a Hive metastore goes in metastore_uri=")
+        raise InvalidArgumentError("uri= is the REST catalog server's address (catalog_type='rest'); "
+                                   "a Hive metastore goes in metastore_uri=")
     if metastore_uri is not None and not metastore_uri.startswith("thrift://"):
-        raise ConfigError(f"metastore_uri must look like thrift://host:port, got {metastore_uri!r}")
+        raise InvalidArgumentError(f"metastore_uri must look like thrift://host:port, got {metastore_uri!r}")
     prefix = f"spark.sql.catalog.{catalog}"
     settings = {
         prefix: "org.apache.iceberg.spark.SparkCatalog",
@@ -269,12 +272,12 @@ def catalog_settings(
     if kms_service is not None or kms_token_file is not None:
         del settings[f"{prefix}.{KMS_NAME_PROPERTY}"]  # a service, not a registered name
         if kms_service is None or kms_token_file is None:
-            raise ConfigError("kms_service and kms_token_file go together: the service's HOST:PORT and "
-                              "the file its --token-file wrote")
+            raise InvalidArgumentError("kms_service and kms_token_file go together: the service's HOST:PORT and "
+                                       "the file its --token-file wrote")
         for key, value in kms_service_properties(kms_service, kms_token_file, kms_certificate_sha256).items():
             settings[f"{prefix}.{key}"] = value
     elif kms_certificate_sha256 is not None:
-        raise ConfigError("kms_certificate_sha256 pins a KMS service's certificate: pass kms_service too")
+        raise InvalidArgumentError("kms_certificate_sha256 pins a KMS service's certificate: pass kms_service too")
     if catalog_type == REST:
         del settings[f"{prefix}.type"], settings[f"{prefix}.hadoop.iceberg.engine.hive.lock-enabled"]
         settings[f"{prefix}.catalog-impl"] = ENCRYPTING_REST_CATALOG_IMPL
@@ -286,7 +289,7 @@ def catalog_settings(
             settings[f"{prefix}.{key}"] = value
     for key in SECRET_PROPERTIES:
         if key in (extra_catalog_properties or {}):
-            raise ConfigError(
+            raise InvalidArgumentError(
                 f"{key} would put a credential into printable settings: set AWS_ACCESS_KEY_ID / "
                 "AWS_SECRET_ACCESS_KEY (or a profile / role) in the environment that starts Spark instead"
             )
@@ -297,18 +300,18 @@ def catalog_settings(
 
 
 def refuse_plaintext_catalogs(settings: Mapping[str, str]) -> None:
-    """ConfigError when ``settings`` configure an Iceberg catalog with a KMS (or a default
+    """InvalidArgumentError when ``settings`` configure an Iceberg catalog with a KMS (or a default
     ``encryption.key-id``) that Iceberg 1.12.0 would ignore, writing its tables in plaintext (e.g.
     Iceberg's own ``type=rest``: :mod:`pyiceberg_crypto.catalog.kinds`); the message names the
     setting that encrypts::
 
         refuse_plaintext_catalogs({"spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
-                                   "spark.sql.catalog.lake.type": "rest", ...})   # ConfigError
+                                   "spark.sql.catalog.lake.type": "rest", ...})   # InvalidArgumentError
     """
     for name, properties in sorted(session_catalogs(settings).items()):
         reason = plaintext_reason(properties) if asks_for_encryption(properties) else None
         if reason:
-            raise ConfigError(f"catalog {name!r} has a KMS but would write its tables in plaintext: {reason}")
+            raise InvalidArgumentError(f"catalog {name!r} has a KMS but would write its tables in plaintext: {reason}")
 
 
 def kms_service_properties(
@@ -329,7 +332,7 @@ def kms_service_properties(
     host, sep, port = address.strip().rpartition(":")
     bare_host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     if not sep or not bare_host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"kms_service must be HOST:PORT (e.g. 127.0.0.1:9600), got {address!r}")
+        raise InvalidArgumentError(f"kms_service must be HOST:PORT (e.g. 127.0.0.1:9600), got {address!r}")
     loopback = bare_host in ("127.0.0.1", "localhost")  # where kms serve listens without TLS
     properties = {
         KMS_SERVICE_PROPERTY: address.strip(),
@@ -338,17 +341,17 @@ def kms_service_properties(
     if certificate_sha256 is not None:
         pin = certificate_sha256.strip().replace(":", "").lower()
         if len(pin) != 64 or any(c not in "0123456789abcdef" for c in pin):
-            raise ConfigError("kms_certificate_sha256 must be the 64 hex digits kms serve prints, "
-                              f"got {len(certificate_sha256)} characters")
+            raise InvalidArgumentError("kms_certificate_sha256 must be the 64 hex digits kms serve prints, "
+                                       f"got {len(certificate_sha256)} characters")
         properties[f"{KMS_SERVICE_PROPERTY}.certificate-sha256"] = pin
     elif not loopback:
-        raise ConfigError(f"the KMS service {address} is not on loopback, so it speaks TLS: pass "
-                          "kms_certificate_sha256 (kms serve prints it, and writes it to its status file)")
+        raise InvalidArgumentError(f"the KMS service {address} is not on loopback, so it speaks TLS: pass "
+                                   "kms_certificate_sha256 (kms serve prints it, and writes it to its status file)")
     if kms_timeout is not None:
         from pyiceberg_crypto.kms.bounded import kms_timeout_millis  # here: config stays light to import
 
         if kms_timeout <= 0:
-            raise ConfigError(f"kms_timeout must be positive (seconds), got {kms_timeout}")
+            raise InvalidArgumentError(f"kms_timeout must be positive (seconds), got {kms_timeout}")
         properties[f"{KMS_SERVICE_PROPERTY}.timeout-ms"] = str(kms_timeout_millis(kms_timeout))
     return properties
 
@@ -365,7 +368,7 @@ def s3_catalog_properties(
     props = {"io-impl": S3_FILE_IO}
     if endpoint is not None:
         if not endpoint.startswith(("http://", "https://")):
-            raise ConfigError(f"s3_endpoint must look like http(s)://host:port, got {endpoint!r}")
+            raise InvalidArgumentError(f"s3_endpoint must look like http(s)://host:port, got {endpoint!r}")
         props["s3.endpoint"] = endpoint
     if path_style_access is not None:
         props["s3.path-style-access"] = "true" if path_style_access else "false"
@@ -432,8 +435,8 @@ def table_properties(
     key id at CREATE and fails only at the first INSERT.
 
     Raises:
-        ConfigError: missing key id, DEK length not 16/24/32, or a format version below 3;
-            ``UnknownMasterKeyError`` (a ConfigError) when the catalog's KMS does not know the key.
+        InvalidArgumentError: missing key id, DEK length not 16/24/32, or a format version below 3;
+            an InvalidArgumentError when the catalog's KMS does not know the key.
     """
     _require_nonempty("key_id", key_id)
     if spark is not None:
@@ -441,11 +444,11 @@ def table_properties(
 
         check_key_id(spark, key_id, catalog=catalog)
     if format_version < 3:
-        raise ConfigError(f"encryption needs format-version >= 3, got {format_version}")
+        raise InvalidArgumentError(f"encryption needs format-version >= 3, got {format_version}")
     props = {KEY_ID: key_id, FORMAT_VERSION: str(format_version)}
     if data_key_length is not None:
         if data_key_length not in AES_KEY_LENGTHS:
-            raise ConfigError(
+            raise InvalidArgumentError(
                 f"data_key_length must be one of {AES_KEY_LENGTHS} bytes, got {data_key_length!r}"
             )
         props[DATA_KEY_LENGTH] = str(data_key_length)
@@ -453,13 +456,13 @@ def table_properties(
     profile = row_level_properties(names)
     for key, value in (extra or {}).items():
         if key in props:
-            raise ConfigError(f"extra property {key!r} conflicts with an encryption property")
+            raise InvalidArgumentError(f"extra property {key!r} conflicts with an encryption property")
         if key == READERS_PROPERTY and names:
-            raise ConfigError(f"extra property {key!r} conflicts with readers={readers!r}: give one of them")
+            raise InvalidArgumentError(f"extra property {key!r} conflicts with readers={readers!r}: give one of them")
         props[key] = str(value)
     conflicts = mode_conflicts({**profile, **props}, names)
     if conflicts:
-        raise ConfigError("; ".join(conflicts))
+        raise InvalidArgumentError("; ".join(conflicts))
     props.update({k: v for k, v in profile.items() if k not in props})
     if names:
         props[READERS_PROPERTY] = ",".join(names)
@@ -480,33 +483,33 @@ def declare_readers(spark, table: str, readers: str | Sequence[str], *, set_mode
     in first (``docs/how-to/trino.md``, "Convert a table with deletion vectors").
 
     Raises:
-        ConfigError: an unknown reader, modes that conflict (without ``set_modes``), deletion
+        InvalidArgumentError: an unknown reader, modes that conflict (without ``set_modes``), deletion
             vectors in the current snapshot, or a table that is not encrypted format 3.
     """
     names = parse_readers(readers)
     if table.count(".") < 1 or "`" in table:
-        raise ConfigError(f"name the table as catalog.db.table, got {table!r}")
+        raise InvalidArgumentError(f"name the table as catalog.db.table, got {table!r}")
     try:
         current = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
     except Exception as exc:  # AnalysisException: no such table
-        raise ConfigError(f"cannot read the properties of {table}: {str(exc).splitlines()[0]}") from None
+        raise InvalidArgumentError(f"cannot read the properties of {table}: {str(exc).splitlines()[0]}") from None
     if not current.get(KEY_ID):
-        raise ConfigError(f"{table} has no {KEY_ID}: declare readers of encrypted tables only")
+        raise InvalidArgumentError(f"{table} has no {KEY_ID}: declare readers of encrypted tables only")
     wanted = {READERS_PROPERTY: ",".join(names)}
     conflicts = mode_conflicts(current, names)
     if conflicts and not set_modes:
         modes = ", ".join(f"'{k}'='{v}'" for k, v in row_level_properties(names).items())
-        raise ConfigError("; ".join(conflicts) + f" (ALTER TABLE {table} SET TBLPROPERTIES ({modes}), or "
-                          "declare_readers(..., set_modes=True))")
+        raise InvalidArgumentError("; ".join(conflicts) + f" (ALTER TABLE {table} SET TBLPROPERTIES ({modes}), or "
+                                   "declare_readers(..., set_modes=True))")
     if set_modes:
         wanted.update(row_level_properties(names))
     if any(ENGINES[name].copy_on_write for name in names):
         dvs = spark.sql(f"SELECT count(*) FROM {table}.delete_files WHERE upper(file_format) = 'PUFFIN'").first()[0]
         if dvs:
-            raise ConfigError(f"{table}'s current snapshot holds {dvs} deletion vector(s), which "
-                              f"{', '.join(n for n in names if ENGINES[n].copy_on_write)} cannot read: set copy-on-write "
-                              "modes and fold them in first (rewrite_data_files with delete-file-threshold=1; "
-                              "docs/how-to/trino.md)")
+            raise InvalidArgumentError(f"{table}'s current snapshot holds {dvs} deletion vector(s), which "
+                                       f"{', '.join(n for n in names if ENGINES[n].copy_on_write)} cannot read: set copy-on-write "
+                                       "modes and fold them in first (rewrite_data_files with delete-file-threshold=1; "
+                                       "docs/how-to/trino.md)")
     spark.sql(f"ALTER TABLE {table} SET " + tblproperties_sql(wanted))
     return wanted
 
@@ -556,7 +559,7 @@ def configure_spark_with_encryption(builder, settings: Mapping[str, str]):
     (see :mod:`pyiceberg_crypto.jars`), so the packages would be missing on a cluster.
 
     Raises:
-        ConfigError: a catalog of the builder has a KMS but is one Iceberg 1.12.0 writes in
+        InvalidArgumentError: a catalog of the builder has a KMS but is one Iceberg 1.12.0 writes in
             plaintext (e.g. ``type=rest`` instead of the bridge's REST catalog): see
             :func:`refuse_plaintext_catalogs`. Nothing is applied to the builder's session then.
     """
@@ -639,11 +642,11 @@ def jar_settings(
     'org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0'
 
     Raises:
-        UnsupportedSparkError: pyspark (or ``spark_version``) is not a supported line.
-        JarNotFoundError: ``"local"`` without a directory, or a jar missing from it.
+        SetupError: pyspark (or ``spark_version``) is not a supported line.
+        SetupError: ``"local"`` without a directory, or a jar missing from it.
     """
     if jars not in JAR_MODES:
-        raise ConfigError(f"jars must be one of {', '.join(JAR_MODES)}, got {jars!r}")
+        raise InvalidArgumentError(f"jars must be one of {', '.join(JAR_MODES)}, got {jars!r}")
     line = _jars.spark_line(spark_version)
     directory = Path(jars_dir) if jars_dir is not None else _jars.local_jars_dir()
     if jars == "auto":
@@ -655,7 +658,7 @@ def jar_settings(
             "spark.jars.repositories": _jars.bridge_repository().as_uri(),
         }
     if directory is None:
-        raise _jars.JarNotFoundError(
+        raise SetupError(
             f"jars='local' needs a directory of jars: pass jars_dir=... or set {_jars.JARS_DIR_ENV} "
             "(fill it with `pyiceberg-crypto jars download DIR`)"
         )
@@ -671,7 +674,7 @@ def _uses_s3(warehouse: str | Path, *s3_arguments) -> bool:
 def _default_metastore_dir(warehouse: str | Path) -> Path:
     text = str(warehouse)
     if "://" in text and not text.startswith("file:"):
-        raise ConfigError("metastore_dir is required when the warehouse is not a local path")
+        raise InvalidArgumentError("metastore_dir is required when the warehouse is not a local path")
     path = Path(text.removeprefix("file://").removeprefix("file:"))
     return path.absolute().parent / (path.name + "-metastore")
 
@@ -684,24 +687,24 @@ def _as_uri(location: str | Path) -> str:
 
 
 def _check_renderable(settings: Mapping[str, str]) -> None:
-    """ConfigError for a setting no Spark command line or ``spark-defaults.conf`` can carry: an
+    """InvalidArgumentError for a setting no Spark command line or ``spark-defaults.conf`` can carry: an
     empty key, a key with whitespace or ``=``, a value with a line break."""
     for key, value in settings.items():
         if not isinstance(key, str) or not key or any(c.isspace() or c == "=" for c in key):
-            raise ConfigError(f"setting names are non-empty, without spaces or '=', got {key!r}")
+            raise InvalidArgumentError(f"setting names are non-empty, without spaces or '=', got {key!r}")
         if "\n" in str(value) or "\r" in str(value):
-            raise ConfigError(f"the value of {key} has a line break: no Spark command line or defaults file carries it")
+            raise InvalidArgumentError(f"the value of {key} has a line break: no Spark command line or defaults file carries it")
 
 
 def _require_nonempty(name: str, value: str) -> None:
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{name} is required (a non-empty string), got {value!r}")
+        raise InvalidArgumentError(f"{name} is required (a non-empty string), got {value!r}")
 
 
 def _require_identifier(name: str, value: str) -> None:
     _require_nonempty(name, value)
     if not value.replace("_", "").isalnum():
-        raise ConfigError(f"{name} must be letters, digits and '_', got {value!r}")
+        raise InvalidArgumentError(f"{name} must be letters, digits and '_', got {value!r}")
 
 
 def _sql_string(text: str) -> str:
@@ -746,10 +749,10 @@ def session_for_catalog(catalog: str | None, *, warehouse: str | Path | None = N
         spark = session_for_catalog("lake", warehouse="/data/wh", metastore_uri="thrift://127.0.0.1:9083")
         spark = session_for_catalog(None)                                              # under spark-submit
 
-    ConfigError for a ``warehouse`` without a catalog name.
+    InvalidArgumentError for a ``warehouse`` without a catalog name.
     """
     if warehouse is not None and not catalog:
-        raise ConfigError("a local session with a warehouse needs the name of its catalog")
+        raise InvalidArgumentError("a local session with a warehouse needs the name of its catalog")
     from pyspark.sql import SparkSession
 
     if warehouse is None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from pyiceberg_crypto.errors import ConfigError
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.properties import READERS_PROPERTY
 
 __all__ = ["COPY_ON_WRITE", "ENGINES", "Engine", "MERGE_ON_READ", "READERS_PROPERTY", "ROW_LEVEL_MODES",
@@ -137,7 +137,7 @@ def parse_readers(readers: str | Iterable[str]) -> tuple[str, ...]:
     ('trino', 'spark')
 
     Raises:
-        ConfigError: an unknown engine name (the message lists the known ones), or none at all.
+        InvalidArgumentError: an unknown engine name (the message lists the known ones), or none at all.
     """
     names = readers.split(",") if isinstance(readers, str) else list(readers)
     out: list[str] = []
@@ -146,11 +146,11 @@ def parse_readers(readers: str | Iterable[str]) -> tuple[str, ...]:
         if not name:
             continue
         if name not in ENGINES:
-            raise ConfigError(f"unknown reader {raw!r}: known engines are {', '.join(ENGINES)}")
+            raise InvalidArgumentError(f"unknown reader {raw!r}: known engines are {', '.join(ENGINES)}")
         if name not in out:
             out.append(name)
     if not out:
-        raise ConfigError(f"name at least one reader ({', '.join(ENGINES)})")
+        raise InvalidArgumentError(f"name at least one reader ({', '.join(ENGINES)})")
     return tuple(out)
 
 

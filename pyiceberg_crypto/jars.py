@@ -32,15 +32,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto._atomic import PUBLIC, atomic_writer
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import FileAccessError, SetupError
 
 __all__ = ["BRIDGE_ARTIFACT", "BRIDGE_GROUP", "BRIDGE_JAR_NAME", "ICEBERG_VERSION", "JARS_DIR_ENV", "MAVEN_CENTRAL",
-           "MIN_JAVA", "PINNED_SHA256", "PYSPARK_REQUIREMENT", "ChecksumError", "JarDirectoryError",
-           "JarNotFoundError", "MavenArtifact", "SparkLine", "UnsupportedJavaError", "UnsupportedSparkError",
+           "MIN_JAVA", "PINNED_SHA256", "PYSPARK_REQUIREMENT", "MavenArtifact", "SparkLine",
            "artifacts", "aws_bundle_artifact", "bridge_artifact", "bridge_jar", "bridge_repository",
            "check_java_version", "download", "installed_pyspark_version", "kafka_connector_artifacts", "local_jar",
            "local_jars_dir", "runtime_artifact", "spark_line"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"JarNotFoundError": SetupError, "UnsupportedSparkError": SetupError,
+                                         "UnsupportedJavaError": SetupError, "ChecksumError": SetupError,
+                                         "JarDirectoryError": FileAccessError})
 
 ICEBERG_VERSION = "1.12.0"
 BRIDGE_JAR_NAME = "pyiceberg-crypto-bridge.jar"
@@ -121,32 +126,12 @@ KAFKA_CONNECTORS: dict[str, tuple[str, str, str, str]] = {
 
 
 
-class JarNotFoundError(PyicebergCryptoError, FileNotFoundError):
-    """A required jar is missing; the message says how to build or fetch it."""
-
-
-class UnsupportedSparkError(PyicebergCryptoError, RuntimeError):
-    """The installed pyspark is not a line Iceberg ships a runtime for; the message lists them."""
-
-
-class UnsupportedJavaError(PyicebergCryptoError, RuntimeError):
-    """The JVM is too old for the bridge jar (or for the Spark line); the message says which is needed."""
-
-
-class JarDirectoryError(PyicebergCryptoError, OSError):
-    """The directory jars are downloaded into cannot be made (a file in the way, no permission)."""
-
-
-class ChecksumError(PyicebergCryptoError, RuntimeError):
-    """A downloaded jar does not match its pinned SHA-256."""
-
-
 def installed_pyspark_version() -> str:
     """The version of the importable pyspark (a clear error when there is none)."""
     try:
         import pyspark
     except ImportError as exc:
-        raise UnsupportedSparkError(
+        raise SetupError(
             f"pyspark is not installed: install a supported one ({PYSPARK_REQUIREMENT!r})"
         ) from exc
     return pyspark.__version__
@@ -156,14 +141,14 @@ def spark_line(pyspark_version: str | None = None) -> SparkLine:
     """The supported Spark line of ``pyspark_version`` (default: the installed pyspark).
 
     Raises:
-        UnsupportedSparkError: for 3.4, 4.0, 4.2+ and anything else without an Iceberg runtime.
+        SetupError: for 3.4, 4.0, 4.2+ and anything else without an Iceberg runtime.
     """
     version = pyspark_version or installed_pyspark_version()
     match = re.match(r"(\d+)\.(\d+)", version)
     line = SUPPORTED_SPARK_LINES.get(f"{match.group(1)}.{match.group(2)}") if match else None
     if line is None:
         supported = " and ".join(f"Spark {s.spark}.x (Scala {s.scala})" for s in SUPPORTED_SPARK_LINES.values())
-        raise UnsupportedSparkError(
+        raise SetupError(
             f"pyspark {version} is not supported: Iceberg {ICEBERG_VERSION} ships Spark runtimes for "
             f"{supported} only; install one of those ({PYSPARK_REQUIREMENT!r})"
         )
@@ -208,7 +193,7 @@ def kafka_connector_artifacts(line: SparkLine, *, with_dependencies: bool = Fals
 
 
 def check_java_version(specification_version: str, line: SparkLine | None = None) -> int:
-    """Raise :class:`UnsupportedJavaError` unless the JVM's ``java.specification.version`` can run
+    """Raise :class:`SetupError` unless the JVM's ``java.specification.version`` can run
     the bridge (Java 11+) and, when ``line`` is given, that Spark line. Returns the major version.
 
     >>> check_java_version("17")
@@ -218,14 +203,14 @@ def check_java_version(specification_version: str, line: SparkLine | None = None
     try:
         major = int(text.split(".")[1]) if text.startswith("1.") else int(text.split(".")[0])
     except (ValueError, IndexError):
-        raise UnsupportedJavaError(f"cannot read a Java version from java.specification.version {text!r}") from None
+        raise SetupError(f"cannot read a Java version from java.specification.version {text!r}") from None
     if major < MIN_JAVA:
-        raise UnsupportedJavaError(
+        raise SetupError(
             f"this Spark driver runs on Java {major}: pyiceberg-crypto's bridge jar needs Java {MIN_JAVA} or "
             "newer (Spark 3.5 supports 11 and 17, Spark 4.1 needs 17); set JAVA_HOME to such a JDK"
         )
     if line is not None and major < min(line.java):
-        raise UnsupportedJavaError(
+        raise SetupError(
             f"Spark {line.spark} needs Java {min(line.java)} or newer, this JVM is Java {major}: set JAVA_HOME"
         )
     return major
@@ -235,7 +220,7 @@ def bridge_jar() -> Path:
     """Path of the bridge jar shipped in this package."""
     path = Path(__file__).parent / "_jars" / BRIDGE_JAR_NAME
     if not path.is_file():
-        raise JarNotFoundError(
+        raise SetupError(
             f"{path} is missing: this pyiceberg-crypto was installed without its Java part. Install a "
             "built wheel (pip builds one with Maven from the sdist), or in a checkout run `make jars`"
         )
@@ -254,7 +239,7 @@ def bridge_artifact() -> MavenArtifact:
     the same bytes as :func:`bridge_jar`, so both channels always ship the same classes.
 
     Raises:
-        JarNotFoundError: the repository is missing or stale (an install without its Java part,
+        SetupError: the repository is missing or stale (an install without its Java part,
             or a checkout whose jar was rebuilt by hand): the message says how to rebuild.
     """
     jar = bridge_jar()
@@ -265,7 +250,7 @@ def bridge_artifact() -> MavenArtifact:
         candidate = directory / artifact.file_name
         if candidate.is_file() and _file_digest(candidate, "sha256") == digest:
             return artifact
-    raise JarNotFoundError(
+    raise SetupError(
         f"{versions} holds no copy of {jar} (SHA-256 {digest[:16]}...): the bridge's Maven layout is missing "
         "or stale. Reinstall the wheel, or in a checkout run `make jars`"
     )
@@ -278,10 +263,10 @@ def local_jars_dir() -> Path | None:
 
 
 def local_jar(directory: Path, artifact: MavenArtifact) -> Path:
-    """``directory/<artifact file>``, or :class:`JarNotFoundError` saying how to download it."""
+    """``directory/<artifact file>``, or :class:`SetupError` saying how to download it."""
     path = Path(directory) / artifact.file_name
     if not path.is_file():
-        raise JarNotFoundError(
+        raise SetupError(
             f"{path} is missing: download the pinned jars with `pyiceberg-crypto jars download {directory}` "
             f"(add --spark, --aws and --kafka as needed), or copy {artifact.coordinate} there"
         )
@@ -301,15 +286,15 @@ def download(
     pinned here) before it is renamed into place, so a partial or altered download never lands.
 
     Raises:
-        ChecksumError: a download does not match its pinned digest.
+        SetupError: a download does not match its pinned digest.
         OSError: the repository cannot be reached (the message names the URL).
-        JarDirectoryError: ``directory`` cannot be made (an OSError too).
+        FileAccessError: ``directory`` cannot be made (an OSError too).
     """
     target = Path(directory)
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise JarDirectoryError(f"cannot use {target} as the jars directory: {exc.strerror or exc}") from None
+        raise FileAccessError(f"cannot use {target} as the jars directory: {exc.strerror or exc}") from None
     paths = []
     for artifact in artifacts_:
         path = target / artifact.file_name
@@ -332,7 +317,7 @@ def download(
                 raise OSError(f"cannot download {url}: {exc}") from exc
             tmp.flush()
             if not _digest_ok(Path(tmp.name), artifact, repository):
-                raise ChecksumError(f"{url} does not match its pinned SHA-256: refusing it")
+                raise SetupError(f"{url} does not match its pinned SHA-256: refusing it")
         paths.append(path)
     return paths
 

@@ -8,8 +8,8 @@ import stat
 
 import pytest
 
-from pyiceberg_crypto._atomic import PRIVATE, PUBLIC, AtomicWriteError, atomic_writer, write_atomically
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto._atomic import PRIVATE, PUBLIC, atomic_writer, write_atomically
+from pyiceberg_crypto.errors import FileAccessError, PyicebergCryptoError
 
 
 def mode(path) -> int:
@@ -75,7 +75,7 @@ def test_a_write_that_raises_midway_leaves_no_temporary_file(tmp_path):
 
 def test_a_missing_directory_is_a_clear_error_of_the_package(tmp_path):
     target = tmp_path / "no-such-directory" / "audit.html"
-    with pytest.raises(AtomicWriteError) as caught:
+    with pytest.raises(FileAccessError) as caught:
         write_atomically(target, "page", mode=PUBLIC)
     error = caught.value
     assert isinstance(error, PyicebergCryptoError) and isinstance(error, OSError)
@@ -91,7 +91,7 @@ def test_a_read_only_directory_names_the_file_and_the_reason(tmp_path):
     (directory / "f").write_text("old")
     directory.chmod(0o500)
     try:
-        with pytest.raises(AtomicWriteError, match=r"cannot write .*/ro/f: Permission denied"):
+        with pytest.raises(FileAccessError, match=r"cannot write .*/ro/f: Permission denied"):
             write_atomically(directory / "f", "new", mode=PUBLIC)
     finally:
         directory.chmod(0o700)

@@ -7,8 +7,8 @@ import os
 import pytest
 from pyspark.sql import SparkSession
 
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto import config, jars
-from pyiceberg_crypto.config import ConfigError
 
 
 pytestmark = pytest.mark.spine  # the builders must give each Spark line its own runtime
@@ -88,7 +88,7 @@ def test_table_properties_and_sql_fragment():
     ],
 )
 def test_table_properties_validation(kwargs, message):
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(InvalidArgumentError, match=message):
         config.table_properties(**kwargs)
 
 
@@ -108,7 +108,7 @@ def test_table_properties_validation(kwargs, message):
 )
 @pytest.mark.jars
 def test_spark_settings_validation(tmp_path, kwargs, message):
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(InvalidArgumentError, match=message):
         config.spark_settings(**{"catalog": "c", "warehouse": tmp_path, **kwargs})
 
 
@@ -195,13 +195,13 @@ def test_configure_builder_warns_when_both_jar_channels_are_set(tmp_path, caplog
 
 def test_missing_local_jar_explains_how_to_download(tmp_path, monkeypatch):
     monkeypatch.setenv(jars.JARS_DIR_ENV, str(tmp_path / "empty"))
-    with pytest.raises(jars.JarNotFoundError, match=r"pyiceberg-crypto jars download .*empty"):
+    with pytest.raises(jars.SetupError, match=r"pyiceberg-crypto jars download .*empty"):
         config.spark_settings("c", warehouse=tmp_path)
 
 
 def test_local_mode_without_a_directory_says_how_to_get_one(tmp_path, monkeypatch):
     monkeypatch.delenv(jars.JARS_DIR_ENV, raising=False)
-    with pytest.raises(jars.JarNotFoundError, match="jars_dir=.*PYICEBERG_CRYPTO_JARS"):
+    with pytest.raises(jars.SetupError, match="jars_dir=.*PYICEBERG_CRYPTO_JARS"):
         config.spark_settings("c", warehouse=tmp_path, jars="local")
 
 
@@ -293,7 +293,7 @@ PLAINTEXT_CATALOGS = [
 def test_catalog_settings_refuse_a_kms_on_a_catalog_that_writes_plaintext(tmp_path, kind, why):
     """The builders never render a KMS for a catalog whose tables Iceberg 1.12.0 writes in
     plaintext; the message names the catalog and the setting that encrypts."""
-    with pytest.raises(ConfigError, match=rf"catalog 'lake' has a KMS but would write its tables in plaintext: {why}"):
+    with pytest.raises(InvalidArgumentError, match=rf"catalog 'lake' has a KMS but would write its tables in plaintext: {why}"):
         config.catalog_settings("lake", warehouse=tmp_path / "wh", extra_catalog_properties=kind)
 
 
@@ -301,9 +301,9 @@ def test_the_refusal_covers_a_default_key_id_and_spares_catalogs_that_encrypt_or
     iceberg = {"spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog"}
     hadoop = {**iceberg, "spark.sql.catalog.lake.type": "hadoop"}
     config.refuse_plaintext_catalogs(hadoop)  # no KMS, no key id: a plain catalog, not a trap
-    with pytest.raises(ConfigError, match="catalog 'lake'.*type=hadoop"):
+    with pytest.raises(InvalidArgumentError, match="catalog 'lake'.*type=hadoop"):
         config.refuse_plaintext_catalogs({**hadoop, "spark.sql.catalog.lake.table-default.encryption.key-id": "k1"})
-    with pytest.raises(ConfigError, match="catalog 'lake'.*type=hadoop"):
+    with pytest.raises(InvalidArgumentError, match="catalog 'lake'.*type=hadoop"):
         config.refuse_plaintext_catalogs({**hadoop, "spark.sql.catalog.lake.pyiceberg-crypto.kms-service": "h:1"})
     asks = {"spark.sql.catalog.lake.encryption.kms-impl": config.PYTHON_KMS_IMPL}
     for encrypting in ({"spark.sql.catalog.lake.type": "hive"}, {},
@@ -326,7 +326,7 @@ def test_configure_spark_with_encryption_refuses_type_rest_before_touching_the_b
     settings["spark.sql.catalog.lake.uri"] = "http://127.0.0.1:8181"
     builder = SparkSession.builder.config("spark.app.name", "probe")
     before = dict(builder._options)
-    with pytest.raises(ConfigError, match=r"catalog 'lake'.*type=rest.*catalog-impl=io\.pyicebergcrypto\.rest\."
+    with pytest.raises(InvalidArgumentError, match=r"catalog 'lake'.*type=rest.*catalog-impl=io\.pyicebergcrypto\.rest\."
                                           r"EncryptingRestCatalog"):
         config.configure_spark_with_encryption(builder, settings)
     assert builder._options == before
@@ -334,13 +334,13 @@ def test_configure_spark_with_encryption_refuses_type_rest_before_touching_the_b
     trap = SparkSession.builder
     for key, value in settings.items():
         trap = trap.config(key, value)
-    with pytest.raises(ConfigError, match="catalog 'lake'"):
+    with pytest.raises(InvalidArgumentError, match="catalog 'lake'"):
         config.configure_spark_with_encryption(trap, {"spark.sql.shuffle.partitions": "2"})
 
 
 @pytest.mark.parametrize("catalog", [None, ""])
 def test_a_local_session_needs_its_catalogs_name(catalog, tmp_path):
-    with pytest.raises(ConfigError, match="a local session with a warehouse needs the name of its catalog"):
+    with pytest.raises(InvalidArgumentError, match="a local session with a warehouse needs the name of its catalog"):
         config.session_for_catalog(catalog, warehouse=tmp_path / "wh")
     assert not (tmp_path / "wh").exists()
 

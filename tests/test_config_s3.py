@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto import config, jars
-from pyiceberg_crypto.config import ConfigError
 
 METASTORE = "thrift://127.0.0.1:9083"
 
@@ -66,17 +66,17 @@ def test_local_mode_puts_the_aws_bundle_file_on_spark_jars(tmp_path):
 @pytest.mark.parametrize("key", config.SECRET_PROPERTIES)
 @pytest.mark.jars
 def test_credentials_in_catalog_properties_are_refused(key):
-    with pytest.raises(ConfigError, match="AWS_ACCESS_KEY_ID"):
+    with pytest.raises(InvalidArgumentError, match="AWS_ACCESS_KEY_ID"):
         config.spark_settings("c", warehouse="s3://b/wh", metastore_uri=METASTORE,
                               extra_catalog_properties={key: "AKIA-not-a-real-one"})
 
 
 @pytest.mark.jars
 def test_s3_warehouse_with_embedded_metastore_needs_a_metastore_dir():
-    with pytest.raises(ConfigError, match="metastore_dir is required"):
+    with pytest.raises(InvalidArgumentError, match="metastore_dir is required"):
         config.spark_settings("c", warehouse="s3://b/wh")
 
 
 def test_bad_endpoint_is_refused():
-    with pytest.raises(ConfigError, match="s3_endpoint"):
+    with pytest.raises(InvalidArgumentError, match="s3_endpoint"):
         config.s3_catalog_properties("127.0.0.1:9000")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pyiceberg_crypto import config, engines
-from pyiceberg_crypto.errors import ConfigError
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.properties import READERS_PROPERTY
 from pyiceberg_crypto.table import file_kinds
 
@@ -35,7 +35,7 @@ def test_the_trino_profile_is_format_3_copy_on_write_and_declared():
     ({"readers": ("trino",), "format_version": 2}, "encryption needs format-version >= 3"),
 ])
 def test_a_profile_that_would_not_keep_its_readers_is_refused(kwargs, message):
-    with pytest.raises(ConfigError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(InvalidArgumentError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
         config.table_properties("k1", **kwargs)
 
 

@@ -20,9 +20,15 @@ import pytest
 import pyiceberg_crypto
 from pyiceberg_crypto.errors import (
     ArgumentTypeError,
+    CatalogError,
+    FileAccessError,
+    FormatError,
+    IntegrityError,
     InvalidArgumentError,
-    NotASparkSessionError,
+    KmsError,
+    OperationError,
     PyicebergCryptoError,
+    SetupError,
     TableInputError,
 )
 
@@ -35,15 +41,14 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     from pyiceberg_crypto import adopt, audit, bridge, keys, kms, read, testing, verify
     from pyiceberg_crypto.audit import lake
     from pyiceberg_crypto.formats import deletion_vector, parquet
-    from pyiceberg_crypto.io import UnsupportedSchemeError, file_io_for
-    from pyiceberg_crypto.catalog.hive import MetastoreError, table_parameters
+    from pyiceberg_crypto.io import file_io_for
+    from pyiceberg_crypto.catalog.hive import table_parameters
     from pyiceberg_crypto.kms import bounded
     from pyiceberg_crypto import config, engines, jars
     from pyiceberg_crypto import io as pyiceberg_io
     from pyiceberg_crypto.audit import html as audit_html
     from pyiceberg_crypto.demo import external as demo_external
     from pyiceberg_crypto.catalog import commit as catalog_commit
-    from pyiceberg_crypto.errors import ConfigError
     from pyiceberg_crypto.catalog import entry, kinds, spark
     from pyiceberg_crypto.bridge import tls
     from pyiceberg_crypto.kms import aws_face_blob as fb
@@ -52,7 +57,6 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     from pyiceberg_crypto.serve import audit_trail, policy
     from pyiceberg_crypto.formats import ags1, key_metadata, manifest_list_key
     from pyiceberg_crypto.spark import java
-    from pyiceberg_crypto.formats.errors import IntegrityError, InvalidKeyError
     from pyiceberg_crypto.formats.parquet import modules, thrift
     from pyiceberg_crypto.formats.parquet import aad
     from pyiceberg_crypto.table import manifests
@@ -63,8 +67,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     from pyiceberg_crypto.verify import pipeline
 
     from pyiceberg_crypto.bridge import files
-    from pyiceberg_crypto.bridge.files import UnsafeFileError
-    from pyiceberg_crypto.keys.reencrypt import ReencryptError, compromised_version_set, table_compromised_versions
+    from pyiceberg_crypto.keys.reencrypt import compromised_version_set, table_compromised_versions
     from pyiceberg_crypto.kms import InMemoryKms
 
     world_writable = tmp_path / "shared"
@@ -75,25 +78,25 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     not_json.write_text("{not json")
     return {
         "pyiceberg_crypto.adopt.encrypt.encrypt_table": (
-            NotASparkSessionError, lambda: adopt.encrypt_table(NOT_SPARK, "lake.db.t", "k1")),
+            ArgumentTypeError, lambda: adopt.encrypt_table(NOT_SPARK, "lake.db.t", "k1")),
         "pyiceberg_crypto.adopt.lake.unencrypted_tables": (
-            NotASparkSessionError, lambda: adopt.unencrypted_tables(NOT_SPARK, "lake")),
+            ArgumentTypeError, lambda: adopt.unencrypted_tables(NOT_SPARK, "lake")),
         "pyiceberg_crypto.adopt.lake.encrypt_tables": (
-            NotASparkSessionError, lambda: adopt.encrypt_tables(NOT_SPARK, "lake", "k1")),
+            ArgumentTypeError, lambda: adopt.encrypt_tables(NOT_SPARK, "lake", "k1")),
         "pyiceberg_crypto.adopt.lake.encrypt_each": (
             InvalidArgumentError, lambda: adopt.encrypt_each(NOT_SPARK, ["lake.db.t"], "k1", parallel=0)),
         "pyiceberg_crypto.adopt.lake.read_report": (
             TableInputError, lambda: adopt.read_report(str(tmp_path / "no-report.json"))),
-        "pyiceberg_crypto.audit.lake.audit_catalog": (NotASparkSessionError, lambda: audit.audit_catalog(NOT_SPARK, "lake")),
+        "pyiceberg_crypto.audit.lake.audit_catalog": (ArgumentTypeError, lambda: audit.audit_catalog(NOT_SPARK, "lake")),
         "pyiceberg_crypto.audit.lake.audit_tables": (TableInputError, lambda: audit.audit_tables(
             [], None, lake.CatalogReport("lake", state_dir=str(tmp_path / "missing")),
             run_batch=lake.local_batch_runner())),
         "pyiceberg_crypto.audit.lake.local_batch_runner": (InvalidArgumentError, lambda: lake.local_batch_runner(threads=-1)),
         "pyiceberg_crypto.bridge.registration.register_kms": (ArgumentTypeError, lambda: bridge.register_kms(NOT_SPARK, object())),
         "pyiceberg_crypto.bridge.files.check_operator_directory": (
-            UnsafeFileError, lambda: files.check_operator_directory(world_writable, "token")),
+            FileAccessError, lambda: files.check_operator_directory(world_writable, "token")),
         "pyiceberg_crypto.bridge.files.read_operator_file": (
-            UnsafeFileError, lambda: files.read_operator_file(tmp_path / "missing-token", "token")),
+            FileAccessError, lambda: files.read_operator_file(tmp_path / "missing-token", "token")),
         "pyiceberg_crypto.bridge.files.write_private_file": (
             PyicebergCryptoError, lambda: files.write_private_file(tmp_path / "missing" / "token", b"t")),
         "pyiceberg_crypto.formats.deletion_vector.parse_deletion_vector": (
@@ -102,26 +105,26 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
             PyicebergCryptoError, lambda: parquet.decrypt_parquet(io.BytesIO(b"junk"), io.BytesIO())),
         "pyiceberg_crypto.formats.parquet.verify.verify_parquet": (
             PyicebergCryptoError, lambda: parquet.verify_parquet(io.BytesIO(b"junk"))),
-        "pyiceberg_crypto.catalog.hive.table_parameters": (MetastoreError, lambda: table_parameters("gs://x", "db", "t")),
-        "pyiceberg_crypto.keys.inventory.inventory_from_metadata": (UnsupportedSchemeError, lambda: keys.inventory_from_metadata(GS)),
+        "pyiceberg_crypto.catalog.hive.table_parameters": (CatalogError, lambda: table_parameters("gs://x", "db", "t")),
+        "pyiceberg_crypto.keys.inventory.inventory_from_metadata": (TableInputError, lambda: keys.inventory_from_metadata(GS)),
         "pyiceberg_crypto.keys.rewrap.rewrap_keks_in_catalog": (
             InvalidArgumentError, lambda: keys.rewrap_keks_in_catalog({"uri": "thrift://127.0.0.1:1"}, "orders", None)),
         "pyiceberg_crypto.keys.prune.prune_keys_in_catalog": (
             InvalidArgumentError, lambda: keys.prune_keys_in_catalog({"uri": "thrift://127.0.0.1:1"}, "orders")),
         "pyiceberg_crypto.bridge.key_check.check_key_id": (
-            NotASparkSessionError, lambda: bridge.check_key_id(NOT_SPARK, "orders-key")),
-        "pyiceberg_crypto.keys.inventory.key_inventory": (NotASparkSessionError, lambda: keys.key_inventory(NOT_SPARK, "lake.db.t")),
-        "pyiceberg_crypto.keys.prune.prune_keys": (NotASparkSessionError, lambda: keys.prune_keys(NOT_SPARK, "lake.db.t")),
-        "pyiceberg_crypto.keys.rewrap.rewrap_keks": (NotASparkSessionError, lambda: keys.rewrap_keks(NOT_SPARK, "lake.db.t")),
+            ArgumentTypeError, lambda: bridge.check_key_id(NOT_SPARK, "orders-key")),
+        "pyiceberg_crypto.keys.inventory.key_inventory": (ArgumentTypeError, lambda: keys.key_inventory(NOT_SPARK, "lake.db.t")),
+        "pyiceberg_crypto.keys.prune.prune_keys": (ArgumentTypeError, lambda: keys.prune_keys(NOT_SPARK, "lake.db.t")),
+        "pyiceberg_crypto.keys.rewrap.rewrap_keks": (ArgumentTypeError, lambda: keys.rewrap_keks(NOT_SPARK, "lake.db.t")),
         "pyiceberg_crypto.keys.reencrypt.reencrypt_table": (
-            NotASparkSessionError, lambda: keys.reencrypt_table(NOT_SPARK, "lake.db.t", compromised_keks=["k"])),
+            ArgumentTypeError, lambda: keys.reencrypt_table(NOT_SPARK, "lake.db.t", compromised_keks=["k"])),
         "pyiceberg_crypto.keys.reencrypt.compromised_version_set": (
-            ReencryptError, lambda: compromised_version_set(InMemoryKms.with_random_keys("k"), "k", [("other", "1")],
+            OperationError, lambda: compromised_version_set(InMemoryKms.with_random_keys("k"), "k", [("other", "1")],
                                                             "lake.db.t")),
         "pyiceberg_crypto.keys.reencrypt.table_compromised_versions": (
-            NotASparkSessionError, lambda: table_compromised_versions(NOT_SPARK, "lake.db.t", None)),
+            ArgumentTypeError, lambda: table_compromised_versions(NOT_SPARK, "lake.db.t", None)),
         "pyiceberg_crypto.keys.where_used.where_used_in_catalog": (
-            NotASparkSessionError, lambda: keys.where_used_in_catalog(NOT_SPARK, "lake", "k", None, None)),
+            ArgumentTypeError, lambda: keys.where_used_in_catalog(NOT_SPARK, "lake", "k", None, None)),
         "pyiceberg_crypto.keys.reencrypt_all.dependent_tables": (
             InvalidArgumentError, lambda: keys.dependent_tables({"uri": "thrift://127.0.0.1:1"}, "lake", [], None)),
         "pyiceberg_crypto.keys.reencrypt_all.reencrypt_each": (
@@ -131,12 +134,12 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
                                                                      catalog="lake", tables=["too.many.dots.here"])),
         "pyiceberg_crypto.keys.where_used.where_used_in_metadata": (
             InvalidArgumentError, lambda: keys.where_used_in_metadata([GS], "", None, None)),
-        "pyiceberg_crypto.kms.loader.load_kms": (kms.KmsLoadError, lambda: kms.load_kms("no-such-kms")),
+        "pyiceberg_crypto.kms.loader.load_kms": (InvalidArgumentError, lambda: kms.load_kms("no-such-kms")),
         "pyiceberg_crypto.kms.bounded.call_with_timeout": (
             InvalidArgumentError, lambda: bounded.call_with_timeout(print, timeout=0, what="a call")),
         "pyiceberg_crypto.kms.bounded.kms_timeout_millis": (InvalidArgumentError, lambda: bounded.kms_timeout_millis(-1)),
-        "pyiceberg_crypto.read.table.read_table": (UnsupportedSchemeError, lambda: read.read_table(GS, None)),
-        "pyiceberg_crypto.read.table.scan": (UnsupportedSchemeError, lambda: read.scan(GS, None)),
+        "pyiceberg_crypto.read.table.read_table": (TableInputError, lambda: read.read_table(GS, None)),
+        "pyiceberg_crypto.read.table.scan": (TableInputError, lambda: read.scan(GS, None)),
         "pyiceberg_crypto.table.metadata.read_metadata": (
             TableInputError, lambda: metadata.read_metadata(file_io_for("/"), str(tmp_path / "missing.json"), 1024)),
         "pyiceberg_crypto.table.metadata.load_document": (TableInputError, lambda: metadata.load_document(b"{not", "x")),
@@ -144,26 +147,26 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
             InvalidArgumentError, lambda: entry.catalog_entry({"uri": "thrift://127.0.0.1:1"}, "orders")),
         "pyiceberg_crypto.catalog.entry.split_catalog_name": (
             InvalidArgumentError, lambda: entry.split_catalog_name("lake.db.t", "other")),
-        "pyiceberg_crypto.catalog.kinds.catalog_kind": (MetastoreError, lambda: kinds.catalog_kind({"type": "hadoop"})),
+        "pyiceberg_crypto.catalog.kinds.catalog_kind": (CatalogError, lambda: kinds.catalog_kind({"type": "hadoop"})),
         "pyiceberg_crypto.catalog.spark.catalog_properties": (
-            NotASparkSessionError, lambda: spark.catalog_properties(NOT_SPARK, "lake")),
-        "pyiceberg_crypto.catalog.spark.catalog_table": (NotASparkSessionError, lambda: spark.catalog_table(NOT_SPARK, "lake.db.t")),
-        "pyiceberg_crypto.spark.session.activate_session": (NotASparkSessionError, lambda: spark.activate_session(NOT_SPARK)),
-        "pyiceberg_crypto.catalog.entry.list_tables": (MetastoreError, lambda: entry.list_tables({"type": "hive"})),
+            ArgumentTypeError, lambda: spark.catalog_properties(NOT_SPARK, "lake")),
+        "pyiceberg_crypto.catalog.spark.catalog_table": (ArgumentTypeError, lambda: spark.catalog_table(NOT_SPARK, "lake.db.t")),
+        "pyiceberg_crypto.spark.session.activate_session": (ArgumentTypeError, lambda: spark.activate_session(NOT_SPARK)),
+        "pyiceberg_crypto.catalog.entry.list_tables": (CatalogError, lambda: entry.list_tables({"type": "hive"})),
         "pyiceberg_crypto.catalog.spark.registered_kms": (TableInputError, lambda: spark.registered_kms({}, "lake")),
-        "pyiceberg_crypto.catalog.rest.rest_catalog": (MetastoreError, lambda: rest_catalog_module.rest_catalog({"uri": "gs://x"})),
+        "pyiceberg_crypto.catalog.rest.rest_catalog": (CatalogError, lambda: rest_catalog_module.rest_catalog({"uri": "gs://x"})),
         "pyiceberg_crypto.catalog.spark.spark_table_parameters": (
-            NotASparkSessionError, lambda: spark.spark_table_parameters(NOT_SPARK, {}, "db", "t")),
+            ArgumentTypeError, lambda: spark.spark_table_parameters(NOT_SPARK, {}, "db", "t")),
         "pyiceberg_crypto.bridge.tls.server_context": (PyicebergCryptoError, lambda: tls.server_context(b"x", b"y")),
         "pyiceberg_crypto.formats.manifest_list_key.decrypt_manifest_list_key_metadata": (
             PyicebergCryptoError, lambda: manifest_list_key.decrypt_manifest_list_key_metadata(b"short", b"x" * 40, "0")),
         "pyiceberg_crypto.formats.parquet.aad.module_aad": (
             InvalidArgumentError, lambda: aad.module_aad(b"f", aad.ModuleType.DATA_PAGE, row_group=0)),
         "pyiceberg_crypto.table.manifests.checked_records": (
-            manifests.MalformedManifestError, lambda: manifests.checked_records("manifest", [{"status": 1}])),
+            TableInputError, lambda: manifests.checked_records("manifest", [{"status": 1}])),
         "pyiceberg_crypto.spark.java.java_list": (ArgumentTypeError, lambda: java.java_list(object())),
         "pyiceberg_crypto.spark.java.java_map": (ArgumentTypeError, lambda: java.java_map(object())),
-        "pyiceberg_crypto.formats.ags1.check_key": (InvalidKeyError, lambda: ags1.check_key(b"short")),
+        "pyiceberg_crypto.formats.ags1.check_key": (FormatError, lambda: ags1.check_key(b"short")),
         "pyiceberg_crypto.formats.ags1.build_header": (InvalidArgumentError, lambda: ags1.build_header(0)),
         "pyiceberg_crypto.formats.ags1.parse_header": (IntegrityError, lambda: ags1.parse_header(b"JUNKJUNK")),
         "pyiceberg_crypto.formats.ags1.block_aad": (InvalidArgumentError, lambda: ags1.block_aad(b"p", -1)),
@@ -178,20 +181,20 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
             IntegrityError, lambda: ags1.verify_ags1(io.BytesIO(b"AG"), b"k" * 16, b"")),
         "pyiceberg_crypto.formats.key_metadata.encode_long": (InvalidArgumentError, lambda: key_metadata.encode_long(2**64)),
         "pyiceberg_crypto.formats.key_metadata.decode_long": (
-            key_metadata.KeyMetadataError, lambda: key_metadata.decode_long(b"\xff", 0, "x")),
+            FormatError, lambda: key_metadata.decode_long(b"\xff", 0, "x")),
         "pyiceberg_crypto.formats.key_metadata.encode_bytes": (ArgumentTypeError, lambda: key_metadata.encode_bytes("text")),
         "pyiceberg_crypto.formats.key_metadata.decode_bytes": (
-            key_metadata.KeyMetadataError, lambda: key_metadata.decode_bytes(b"\x10", 0, "x")),
+            FormatError, lambda: key_metadata.decode_bytes(b"\x10", 0, "x")),
         "pyiceberg_crypto.formats.parquet.modules.module_length": (InvalidArgumentError, lambda: modules.module_length(b"\x01")),
-        "pyiceberg_crypto.formats.parquet.thrift.decode_struct": (thrift.ThriftError, lambda: thrift.decode_struct(b"\xff\xff")),
+        "pyiceberg_crypto.formats.parquet.thrift.decode_struct": (FormatError, lambda: thrift.decode_struct(b"\xff\xff")),
         "pyiceberg_crypto.formats.parquet.thrift.encode_struct": (ArgumentTypeError, lambda: thrift.encode_struct("text")),
         "pyiceberg_crypto.formats.parquet.thrift.check_types": (
-            thrift.ThriftError, lambda: thrift.check_types(
+            FormatError, lambda: thrift.check_types(
                 thrift.TStruct({1: (thrift.TType.LIST, thrift.TList(thrift.TType.BYTE, []))}),
                 thrift.StructSpec("S", {1: thrift.FieldSpec("f", thrift.TType.BINARY)}))),
-        "pyiceberg_crypto.kms.aws_face_blob.parse": (fb.InvalidCiphertextError, lambda: fb.parse(b"junk")),
+        "pyiceberg_crypto.kms.aws_face_blob.parse": (KmsError, lambda: fb.parse(b"junk")),
         "pyiceberg_crypto.kms.aws_face_blob.open_blob": (
-            fb.InvalidCiphertextError, lambda: fb.open_blob(kms.InMemoryKms.with_random_keys("k1"), b"junk")),
+            KmsError, lambda: fb.open_blob(kms.InMemoryKms.with_random_keys("k1"), b"junk")),
         "pyiceberg_crypto.kms.aws_face_blob.seal": (
             PyicebergCryptoError, lambda: fb.seal(kms.InMemoryKms.with_random_keys("k1"), b"x", "no-such-key")),
         "pyiceberg_crypto.read.schema.arrow_type": (PyicebergCryptoError, lambda: read_schema.arrow_type("nonsense")),
@@ -202,49 +205,49 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.catalog.commit.commit_key_change": (
             InvalidArgumentError, lambda: catalog_commit.commit_key_change({"uri": "thrift://127.0.0.1:1"}, "orders", None,
                                                                            what="prune", error=TableInputError)),
-        "pyiceberg_crypto.config.spark_settings": (ConfigError, lambda: config.spark_settings("lake", warehouse="")),
-        "pyiceberg_crypto.config.catalog_settings": (ConfigError, lambda: config.catalog_settings("", warehouse="/w")),
-        "pyiceberg_crypto.config.refuse_plaintext_catalogs": (ConfigError, lambda: config.refuse_plaintext_catalogs({
+        "pyiceberg_crypto.config.spark_settings": (InvalidArgumentError, lambda: config.spark_settings("lake", warehouse="")),
+        "pyiceberg_crypto.config.catalog_settings": (InvalidArgumentError, lambda: config.catalog_settings("", warehouse="/w")),
+        "pyiceberg_crypto.config.refuse_plaintext_catalogs": (InvalidArgumentError, lambda: config.refuse_plaintext_catalogs({
             "spark.sql.catalog.x": "org.apache.iceberg.spark.SparkCatalog", "spark.sql.catalog.x.type": "rest",
             "spark.sql.catalog.x.encryption.kms-impl": "a"})),
-        "pyiceberg_crypto.config.kms_service_properties": (ConfigError, lambda: config.kms_service_properties("x", "/t")),
-        "pyiceberg_crypto.config.s3_catalog_properties": (ConfigError, lambda: config.s3_catalog_properties(endpoint="ftp://x")),
-        "pyiceberg_crypto.config.embedded_metastore_settings": (ConfigError, lambda: config.embedded_metastore_settings("")),
-        "pyiceberg_crypto.config.table_properties": (ConfigError, lambda: config.table_properties("")),
-        "pyiceberg_crypto.config.declare_readers": (ConfigError, lambda: config.declare_readers(None, "c.db.t", ["presto"])),
-        "pyiceberg_crypto.engines.parse_readers": (ConfigError, lambda: engines.parse_readers("presto")),
-        "pyiceberg_crypto.config.spark_conf_args": (ConfigError, lambda: config.spark_conf_args({"": "x"})),
-        "pyiceberg_crypto.config.spark_conf_lines": (ConfigError, lambda: config.spark_conf_lines({"a b": "x"})),
-        "pyiceberg_crypto.config.spark_defaults_lines": (ConfigError, lambda: config.spark_defaults_lines({"k": "a\nb"})),
-        "pyiceberg_crypto.config.jar_settings": (ConfigError, lambda: config.jar_settings("nonsense")),
-        "pyiceberg_crypto.config.session_for_catalog": (ConfigError, lambda: config.session_for_catalog("", warehouse="/w")),
-        "pyiceberg_crypto.jars.spark_line": (jars.UnsupportedSparkError, lambda: jars.spark_line("9.9")),
-        "pyiceberg_crypto.jars.check_java_version": (jars.UnsupportedJavaError, lambda: jars.check_java_version("x")),
+        "pyiceberg_crypto.config.kms_service_properties": (InvalidArgumentError, lambda: config.kms_service_properties("x", "/t")),
+        "pyiceberg_crypto.config.s3_catalog_properties": (InvalidArgumentError, lambda: config.s3_catalog_properties(endpoint="ftp://x")),
+        "pyiceberg_crypto.config.embedded_metastore_settings": (InvalidArgumentError, lambda: config.embedded_metastore_settings("")),
+        "pyiceberg_crypto.config.table_properties": (InvalidArgumentError, lambda: config.table_properties("")),
+        "pyiceberg_crypto.config.declare_readers": (InvalidArgumentError, lambda: config.declare_readers(None, "c.db.t", ["presto"])),
+        "pyiceberg_crypto.engines.parse_readers": (InvalidArgumentError, lambda: engines.parse_readers("presto")),
+        "pyiceberg_crypto.config.spark_conf_args": (InvalidArgumentError, lambda: config.spark_conf_args({"": "x"})),
+        "pyiceberg_crypto.config.spark_conf_lines": (InvalidArgumentError, lambda: config.spark_conf_lines({"a b": "x"})),
+        "pyiceberg_crypto.config.spark_defaults_lines": (InvalidArgumentError, lambda: config.spark_defaults_lines({"k": "a\nb"})),
+        "pyiceberg_crypto.config.jar_settings": (InvalidArgumentError, lambda: config.jar_settings("nonsense")),
+        "pyiceberg_crypto.config.session_for_catalog": (InvalidArgumentError, lambda: config.session_for_catalog("", warehouse="/w")),
+        "pyiceberg_crypto.jars.spark_line": (SetupError, lambda: jars.spark_line("9.9")),
+        "pyiceberg_crypto.jars.check_java_version": (SetupError, lambda: jars.check_java_version("x")),
         "pyiceberg_crypto.jars.local_jar": (
-            jars.JarNotFoundError, lambda: jars.local_jar(tmp_path / "no-jars", jars.aws_bundle_artifact())),
+            SetupError, lambda: jars.local_jar(tmp_path / "no-jars", jars.aws_bundle_artifact())),
         "pyiceberg_crypto.jars.download": (
-            jars.JarDirectoryError, lambda: jars.download(world_writable / "a-file" / "jars", [])),
+            FileAccessError, lambda: jars.download(world_writable / "a-file" / "jars", [])),
         "pyiceberg_crypto.audit.html.render_html": (PyicebergCryptoError, lambda: audit_html.render_html({"ok": True})),
-        "pyiceberg_crypto.io.file_io_for": (UnsupportedSchemeError, lambda: file_io_for(GS)),
+        "pyiceberg_crypto.io.file_io_for": (TableInputError, lambda: file_io_for(GS)),
         "pyiceberg_crypto.io.read_bounded": (
             PyicebergCryptoError, lambda: pyiceberg_io.read_bounded(pyiceberg_io.LocalFileIO(), "/dev/zero", 5)),
         "pyiceberg_crypto.demo.external.settings_from_environment": (
             PyicebergCryptoError, lambda: demo_external.settings_from_environment({})),
         "pyiceberg_crypto.spark.session.require_classic_session": (
-            NotASparkSessionError, lambda: spark.require_classic_session(NOT_SPARK, "a test")),
+            ArgumentTypeError, lambda: spark.require_classic_session(NOT_SPARK, "a test")),
         "pyiceberg_crypto.kms.key_ids.aws_key_name": (
-            kms_key_ids.KeyIdError, lambda: kms_key_ids.aws_key_name("arn:aws:s3:::bucket")),
-        "pyiceberg_crypto.kms.key_ids.canonical_key_id": (kms_key_ids.KeyIdError, lambda: kms_key_ids.canonical_key_id("")),
-        "pyiceberg_crypto.kms.key_ids.kms_key_id": (kms_key_ids.KeyIdError, lambda: kms_key_ids.kms_key_id(None, "")),
+            InvalidArgumentError, lambda: kms_key_ids.aws_key_name("arn:aws:s3:::bucket")),
+        "pyiceberg_crypto.kms.key_ids.canonical_key_id": (InvalidArgumentError, lambda: kms_key_ids.canonical_key_id("")),
+        "pyiceberg_crypto.kms.key_ids.kms_key_id": (InvalidArgumentError, lambda: kms_key_ids.kms_key_id(None, "")),
         "pyiceberg_crypto.serve.aws.key_ids.python_key_id": (
             PyicebergCryptoError, lambda: key_ids.python_key_id("arn:aws:kms:eu-west-1:1:key/k", "us-east-1", "0" * 12)),
-        "pyiceberg_crypto.catalog.spark.split_table_name": (NotASparkSessionError, lambda: spark.split_table_name(NOT_SPARK, "t")),
+        "pyiceberg_crypto.catalog.spark.split_table_name": (ArgumentTypeError, lambda: spark.split_table_name(NOT_SPARK, "t")),
         "pyiceberg_crypto.testing.writers.decrypt_bytes": (
             PyicebergCryptoError, lambda: testing.decrypt_bytes(b"junk", b"k" * 16, b"")),
         "pyiceberg_crypto.testing.writers.encrypt_bytes": (PyicebergCryptoError, lambda: testing.encrypt_bytes(b"x", b"short", b"")),
         "pyiceberg_crypto.testing.writers.encrypt_manifest_list_key_metadata": (
             PyicebergCryptoError, lambda: testing.encrypt_manifest_list_key_metadata(b"short", b"", "0")),
-        "pyiceberg_crypto.verify.pipeline.verify_metadata": (UnsupportedSchemeError, lambda: verify.verify_metadata(GS, None)),
+        "pyiceberg_crypto.verify.pipeline.verify_metadata": (TableInputError, lambda: verify.verify_metadata(GS, None)),
         "pyiceberg_crypto.verify.pipeline.verify_catalog_table": (  # a db.table with no catalog name
             InvalidArgumentError, lambda: verify.verify_catalog_table({"uri": "thrift://127.0.0.1:1"}, "db.t", None)),
         "pyiceberg_crypto.verify.pipeline.prepare_catalog_verification": (
@@ -253,14 +256,14 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
                 catalog_uri=None)),
         "pyiceberg_crypto.verify.pipeline.prepare_verification": (
             TableInputError, lambda: pipeline.prepare_verification(str(not_json), None)),
-        "pyiceberg_crypto.verify.spark.verify_table": (NotASparkSessionError, lambda: verify.verify_table(NOT_SPARK, "lake.db.t")),
+        "pyiceberg_crypto.verify.spark.verify_table": (ArgumentTypeError, lambda: verify.verify_table(NOT_SPARK, "lake.db.t")),
         "pyiceberg_crypto.serve.audit_trail.load_or_create_audit_key": (
-            audit_trail.AuditKeyError, lambda: audit_trail.load_or_create_audit_key(tmp_path / "no-dir" / "audit.key")),
+            InvalidArgumentError, lambda: audit_trail.load_or_create_audit_key(tmp_path / "no-dir" / "audit.key")),
         "pyiceberg_crypto.serve.audit_trail.verify_trail": (
             InvalidArgumentError, lambda: audit_trail.verify_trail(tmp_path / "no-trail.jsonl")),
-        "pyiceberg_crypto.serve.policy.load_policy": (policy.PolicyError, lambda: policy.load_policy(tmp_path / "none.json")),
-        "pyiceberg_crypto.serve.policy.parse_policy": (policy.PolicyError, lambda: policy.parse_policy(b"[")),
-        "pyiceberg_crypto.serve.policy.operation_name": (policy.PolicyError, lambda: policy.operation_name("rotate")),
+        "pyiceberg_crypto.serve.policy.load_policy": (InvalidArgumentError, lambda: policy.load_policy(tmp_path / "none.json")),
+        "pyiceberg_crypto.serve.policy.parse_policy": (InvalidArgumentError, lambda: policy.parse_policy(b"[")),
+        "pyiceberg_crypto.serve.policy.operation_name": (InvalidArgumentError, lambda: policy.operation_name("rotate")),
     }
 
 
@@ -285,13 +288,15 @@ NO_BAD_INPUT = {
     "pyiceberg_crypto.catalog.spark.close_clients": "takes no arguments",
     "pyiceberg_crypto.safe_text.escape_text": "pure: any object becomes safe text",
     "pyiceberg_crypto.io.local_path": "pure: any text is a local path or a file: URI",
+    "pyiceberg_crypto.io.not_regular_file": "pure: builds the FileAccessError of a path and its file type",
+    "pyiceberg_crypto.io.too_large": "pure: builds the FileAccessError of a size and its limit",
     "pyiceberg_crypto.demo.external.run_demo": "the demo job on a session settings_from_environment configured",
     "pyiceberg_crypto.verify.magic_scan.scan_table_files": "a location without files has no findings",
     "pyiceberg_crypto.jars.installed_pyspark_version": "takes no arguments",
     "pyiceberg_crypto.jars.aws_bundle_artifact": "takes no arguments",
     "pyiceberg_crypto.jars.bridge_artifact": "takes no arguments",
     "pyiceberg_crypto.jars.bridge_repository": "takes no arguments",
-    "pyiceberg_crypto.jars.bridge_jar": "takes no arguments (JarNotFoundError when the package has no jar)",
+    "pyiceberg_crypto.jars.bridge_jar": "takes no arguments (SetupError when the package has no jar)",
     "pyiceberg_crypto.jars.local_jars_dir": "takes no arguments: None when the environment names no directory",
     "pyiceberg_crypto.jars.runtime_artifact": "takes a SparkLine, which spark_line validated",
     "pyiceberg_crypto.jars.artifacts": "takes a SparkLine, which spark_line validated",
@@ -383,12 +388,12 @@ def test_bad_input_raises_the_package_root(tmp_path):
 
 
 def test_an_unsupported_scheme_is_table_input_and_keeps_value_error():
-    from pyiceberg_crypto.io import UnsupportedSchemeError, file_io_for
+    from pyiceberg_crypto.io import file_io_for
     from pyiceberg_crypto.verify import verify_metadata
 
-    with pytest.raises(UnsupportedSchemeError, match=r"no FileIO for gs:// locations \(supported: file, s3"):
+    with pytest.raises(TableInputError, match=r"no FileIO for gs:// locations \(supported: file, s3"):
         verify_metadata(GS, None)
-    assert issubclass(UnsupportedSchemeError, TableInputError) and issubclass(UnsupportedSchemeError, ValueError)
+    assert issubclass(TableInputError, TableInputError) and issubclass(TableInputError, ValueError)
     with pytest.raises(ValueError):  # existing ``except ValueError`` code keeps working
         file_io_for("abfs://container@account/x")
 
@@ -509,3 +514,205 @@ def test_every_public_module_declares_its_public_names():
                and not hasattr(importlib.import_module(name), "__all__")]
     assert not missing, f"public modules without __all__: {missing}"
 
+
+
+# --- errors a caller can hold: few classes, one module, old names kept for one release ------------
+
+#: At most this many classes derive from the package's root (the root included).
+MAX_ERROR_CLASSES = 25
+#: TEMPORARY (issue 60): the command line's own classes, which the CLI's rewrite turns into
+#: InvalidArgumentError / errors.ReportError. Delete this allowance when cli/ defines none.
+PENDING_CLI = {"pyiceberg_crypto.cli.reencrypt_cmd.ReportError"}  # until the engine branch lands
+
+
+def _every_module() -> list[str]:
+    return ["pyiceberg_crypto", *(m.name for m in pkgutil.walk_packages(pyiceberg_crypto.__path__, "pyiceberg_crypto."))]
+
+
+def _package_error_classes() -> set[type]:
+    """Every class deriving from the root, after importing every module of the package."""
+    for name in _every_module():
+        importlib.import_module(name)
+    found, stack = set(), [PyicebergCryptoError]
+    while stack:
+        cls = stack.pop()
+        if cls not in found:
+            found.add(cls)
+            stack.extend(cls.__subclasses__())
+    return {cls for cls in found if cls.__module__.startswith("pyiceberg_crypto")}
+
+
+def test_at_most_25_error_classes_all_in_pyiceberg_crypto_errors():
+    import pyiceberg_crypto.errors as errors
+
+    classes = {cls for cls in _package_error_classes() if f"{cls.__module__}.{cls.__qualname__}" not in PENDING_CLI}
+    names = sorted(cls.__qualname__ for cls in classes)
+    assert len(classes) <= MAX_ERROR_CLASSES, f"{len(classes)} classes under PyicebergCryptoError: {names}"
+    assert len(classes) >= 10  # the discovery itself works
+    elsewhere = [f"{cls.__module__}.{cls.__qualname__}" for cls in classes
+                 if getattr(errors, cls.__qualname__, None) is not cls or cls.__module__ != "pyiceberg_crypto.errors"]
+    assert not elsewhere, f"error classes not defined in pyiceberg_crypto.errors: {elsewhere}"
+    assert set(names) <= set(errors.__all__), "pyiceberg_crypto.errors.__all__ lists every error class"
+    assert [n for n in names if not n.endswith("Error")] == [], "one naming rule: ...Error"
+
+
+def test_warnings_and_the_test_kit_have_roots_of_their_own():
+    from pyiceberg_crypto.bridge import KeyCheckSkippedWarning, PlaintextCatalogWarning
+    from pyiceberg_crypto.errors import PyicebergCryptoWarning
+    from pyiceberg_crypto.testing import ServiceError, TestKitError
+    from pyiceberg_crypto.testing._wait import WaitTimeoutError
+    from pyiceberg_crypto.testing.netns import ClusterUnavailableError
+    from pyiceberg_crypto.testing.openbao import OpenBaoError
+    from pyiceberg_crypto.testing.trino import TrinoHarnessError
+
+    for warning in (KeyCheckSkippedWarning, PlaintextCatalogWarning):
+        assert issubclass(warning, PyicebergCryptoWarning) and issubclass(warning, UserWarning)
+        assert not issubclass(warning, PyicebergCryptoError)
+    for kit_error, base in [(ServiceError, RuntimeError), (ClusterUnavailableError, RuntimeError),
+                            (OpenBaoError, RuntimeError), (TrinoHarnessError, RuntimeError),
+                            (WaitTimeoutError, AssertionError)]:
+        assert issubclass(kit_error, TestKitError) and issubclass(kit_error, base)
+        assert not issubclass(kit_error, PyicebergCryptoError)
+
+
+def test_the_folded_classes_keep_their_standard_bases():
+    from pyiceberg_crypto.errors import (
+        CommitOutcomeUnknownError,
+        KmsTimeoutError,
+        ReportError,
+    )
+
+    assert issubclass(FileAccessError, OSError) and issubclass(SetupError, RuntimeError)
+    assert issubclass(OperationError, RuntimeError) and issubclass(FormatError, ValueError)
+    assert issubclass(ReportError, TableInputError) and issubclass(TableInputError, ValueError)
+    assert issubclass(KmsTimeoutError, TimeoutError) and issubclass(CommitOutcomeUnknownError, CatalogError)
+    assert issubclass(ArgumentTypeError, TypeError) and issubclass(InvalidArgumentError, ValueError)
+    err = FileAccessError("cannot write x: disk full", errno=28, filename="x")
+    assert (str(err), err.errno, err.filename, err.strerror) == ("cannot write x: disk full", 28, "x",
+                                                                 "cannot write x: disk full")
+    assert KmsError("refused").code is None and KmsError("refused", code="AccessDeniedException").code
+    assert CatalogError("no", status=404).status == 404
+
+
+def _old_names():
+    from pyiceberg_crypto.errors import (
+        ApiError,
+        ExtraDataError,
+        MalformedError,
+        ReadIntegrityError,
+        ReportError,
+        TruncatedError,
+        UnknownKeyError,
+    )
+
+    return [
+    ("pyiceberg_crypto._atomic", "AtomicWriteError", FileAccessError),
+    ("pyiceberg_crypto.adopt", "AdoptError", OperationError),
+    ("pyiceberg_crypto.adopt", "AdoptChangedError", OperationError),
+    ("pyiceberg_crypto.adopt", "AdoptVerificationError", IntegrityError),
+    ("pyiceberg_crypto.adopt", "ReportFileError", ReportError),
+    ("pyiceberg_crypto.adopt.encrypt", "AdoptError", OperationError),
+    ("pyiceberg_crypto.adopt.encrypt", "AdoptChangedError", OperationError),
+    ("pyiceberg_crypto.adopt.encrypt", "AdoptVerificationError", IntegrityError),
+    ("pyiceberg_crypto.adopt.lake", "ReportFileError", ReportError),
+    ("pyiceberg_crypto.audit.html", "AuditDocumentError", InvalidArgumentError),
+    ("pyiceberg_crypto.audit.lake", "AuditOutputError", FileAccessError),
+    ("pyiceberg_crypto.bridge", "BridgeError", SetupError),
+    ("pyiceberg_crypto.bridge", "UnknownMasterKeyError", InvalidArgumentError),
+    ("pyiceberg_crypto.bridge.adapter", "KmsConfigurationRefusedError", KmsError),
+    ("pyiceberg_crypto.bridge.files", "UnsafeFileError", FileAccessError),
+    ("pyiceberg_crypto.bridge.key_check", "UnknownMasterKeyError", InvalidArgumentError),
+    ("pyiceberg_crypto.bridge.registration", "BridgeError", SetupError),
+    ("pyiceberg_crypto.bridge.tls", "TlsFilesError", InvalidArgumentError),
+    ("pyiceberg_crypto.catalog.hive", "MetastoreError", CatalogError),
+    ("pyiceberg_crypto.catalog.rest", "RestCatalogError", CatalogError),
+    ("pyiceberg_crypto.config", "ConfigError", InvalidArgumentError),
+    ("pyiceberg_crypto.demo.external", "DemoConfigError", InvalidArgumentError),
+    ("pyiceberg_crypto.demo.local", "DemoWorkdirError", FileAccessError),
+    ("pyiceberg_crypto.errors", "ConfigError", InvalidArgumentError),
+    ("pyiceberg_crypto.errors", "NotASparkSessionError", ArgumentTypeError),
+    ("pyiceberg_crypto.errors", "MetastoreError", CatalogError),
+    ("pyiceberg_crypto.errors", "RestCatalogError", CatalogError),
+    ("pyiceberg_crypto.formats.ags1", "TruncatedBelowTrustedLengthError", TruncatedError),
+    ("pyiceberg_crypto.formats.ags1", "ExtraDataBeyondTrustedLengthError", ExtraDataError),
+    ("pyiceberg_crypto.formats.deletion_vector", "DeletionVectorError", FormatError),
+    ("pyiceberg_crypto.formats.errors", "BadBlockLengthError", MalformedError),
+    ("pyiceberg_crypto.formats.errors", "InvalidKeyError", FormatError),
+    ("pyiceberg_crypto.formats.errors", "LengthMismatchError", IntegrityError),
+    ("pyiceberg_crypto.formats.key_metadata", "KeyMetadataError", FormatError),
+    ("pyiceberg_crypto.formats.parquet.errors", "MalformedStructureError", MalformedError),
+    ("pyiceberg_crypto.formats.parquet.errors", "KeyRequiredError", FormatError),
+    ("pyiceberg_crypto.formats.parquet.thrift", "ThriftError", FormatError),
+    ("pyiceberg_crypto.io", "FileTooLargeError", FileAccessError),
+    ("pyiceberg_crypto.io", "NotRegularFileError", FileAccessError),
+    ("pyiceberg_crypto.io", "InvalidLocationError", TableInputError),
+    ("pyiceberg_crypto.io", "UnsupportedSchemeError", TableInputError),
+    ("pyiceberg_crypto.jars", "JarNotFoundError", SetupError),
+    ("pyiceberg_crypto.jars", "UnsupportedSparkError", SetupError),
+    ("pyiceberg_crypto.jars", "UnsupportedJavaError", SetupError),
+    ("pyiceberg_crypto.jars", "ChecksumError", SetupError),
+    ("pyiceberg_crypto.jars", "JarDirectoryError", FileAccessError),
+    ("pyiceberg_crypto.keys", "PruneError", OperationError),
+    ("pyiceberg_crypto.keys", "ReencryptError", OperationError),
+    ("pyiceberg_crypto.keys", "RewrapError", OperationError),
+    ("pyiceberg_crypto.keys.prune", "PruneError", OperationError),
+    ("pyiceberg_crypto.keys.reencrypt", "ReencryptError", OperationError),
+    ("pyiceberg_crypto.keys.rewrap", "RewrapError", OperationError),
+    ("pyiceberg_crypto.kms", "KeystoreError", KmsError),
+    ("pyiceberg_crypto.kms", "InsecureKeystoreError", FileAccessError),
+    ("pyiceberg_crypto.kms", "MalformedKeystoreError", IntegrityError),
+    ("pyiceberg_crypto.kms", "KmsLoadError", InvalidArgumentError),
+    ("pyiceberg_crypto.kms.aws_face_blob", "IncorrectKeyError", KmsError),
+    ("pyiceberg_crypto.kms.aws_face_blob", "InvalidCiphertextError", KmsError),
+    ("pyiceberg_crypto.kms.key_ids", "KeyIdError", InvalidArgumentError),
+    ("pyiceberg_crypto.kms.keystore", "KeystoreError", KmsError),
+    ("pyiceberg_crypto.kms.keystore", "InsecureKeystoreError", FileAccessError),
+    ("pyiceberg_crypto.kms.keystore", "MalformedKeystoreError", IntegrityError),
+    ("pyiceberg_crypto.kms.loader", "KmsLoadError", InvalidArgumentError),
+    ("pyiceberg_crypto.kms.vault", "VaultAccessDeniedError", KmsError),
+    ("pyiceberg_crypto.read", "ReadKeyError", ReadIntegrityError),
+    ("pyiceberg_crypto.read", "SchemaError", InvalidArgumentError),
+    ("pyiceberg_crypto.read.filter", "RowFilterError", InvalidArgumentError),
+    ("pyiceberg_crypto.read.plan", "ReadKeyError", ReadIntegrityError),
+    ("pyiceberg_crypto.read.schema", "SchemaError", InvalidArgumentError),
+    ("pyiceberg_crypto.serve.audit_trail", "AuditKeyError", InvalidArgumentError),
+    ("pyiceberg_crypto.serve.audit_trail", "AuditWriteError", FileAccessError),
+    ("pyiceberg_crypto.serve.aws.http", "FaceStartError", SetupError),
+    ("pyiceberg_crypto.serve.aws.sigv4", "SigV4RefusedError", ApiError),
+    ("pyiceberg_crypto.serve.aws.sigv4", "CredentialsFileError", InvalidArgumentError),
+    ("pyiceberg_crypto.serve.metrics", "MetricsAddressError", InvalidArgumentError),
+    ("pyiceberg_crypto.serve.policy", "PolicyError", InvalidArgumentError),
+    ("pyiceberg_crypto.serve.py4j", "KmsServiceError", SetupError),
+    ("pyiceberg_crypto.serve.served_kms", "KmsServiceError", SetupError),
+    ("pyiceberg_crypto.serve.served_kms", "KeyNotAvailableError", UnknownKeyError),
+    ("pyiceberg_crypto.serve.served_kms", "AuditUnavailableError", KmsError),
+    ("pyiceberg_crypto.table", "KeyLookupError", ReadIntegrityError),
+    ("pyiceberg_crypto.table.key_inventory", "NotEncryptedError", TableInputError),
+    ("pyiceberg_crypto.table.keys", "KeyLookupError", ReadIntegrityError),
+    ("pyiceberg_crypto.table.manifests", "MalformedManifestError", TableInputError),
+    ]
+
+
+def test_every_old_name_is_the_new_class_with_a_deprecation_warning():
+    import warnings
+
+    for module_name, old, new in _old_names():
+        module = importlib.import_module(module_name)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            value = getattr(module, old)
+        assert value is new, f"{module_name}.{old} is {value!r}, not {new!r}"
+        assert len(caught) == 1 and caught[0].category is DeprecationWarning, f"{module_name}.{old}: {caught}"
+        assert str(caught[0].message) == (f"{module_name}.{old} is deprecated: use pyiceberg_crypto.errors."
+                                          f"{new.__qualname__} (the old name goes in the next release)")
+        assert caught[0].filename == __file__  # the warning points at the code that used the old name
+        assert old not in getattr(module, "__all__", ())
+        with pytest.raises(AttributeError, match="has no attribute 'NoSuchError'"):
+            getattr(module, "NoSuchError")
+
+
+def test_an_old_name_imports_as_before():
+    with pytest.warns(DeprecationWarning, match=r"pyiceberg_crypto\.kms\.keystore\.MalformedKeystoreError is "
+                                                r"deprecated: use pyiceberg_crypto\.errors\.IntegrityError"):
+        from pyiceberg_crypto.kms.keystore import MalformedKeystoreError
+    assert MalformedKeystoreError is IntegrityError

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from pyiceberg_crypto import config, jars
+from pyiceberg_crypto.errors import SetupError
 from pyiceberg_crypto.testing import jars as testing_jars
 from pyiceberg_crypto.cli.main import main
 from tests.testkit import ROOT
@@ -36,7 +37,7 @@ def test_the_spark_line_picks_the_runtime(version, coordinate):
 
 @pytest.mark.parametrize("version", ["3.4.4", "4.0.1", "4.2.0", "4.3.0", "2.4.8", "nonsense"])
 def test_unsupported_spark_fails_at_build_naming_the_supported_lines(tmp_path, version):
-    with pytest.raises(jars.UnsupportedSparkError) as info:
+    with pytest.raises(SetupError) as info:
         config.spark_settings("c", warehouse=tmp_path, spark_version=version)
     message = str(info.value)
     assert f"pyspark {version} is not supported" in message
@@ -67,9 +68,9 @@ def test_java_11_and_newer_run_the_bridge(spec, major):
 
 
 def test_java_8_gets_a_clear_error():
-    with pytest.raises(jars.UnsupportedJavaError, match=r"runs on Java 8: .*needs Java 11 or newer.*JAVA_HOME"):
+    with pytest.raises(SetupError, match=r"runs on Java 8: .*needs Java 11 or newer.*JAVA_HOME"):
         jars.check_java_version("1.8")
-    with pytest.raises(jars.UnsupportedJavaError, match="Spark 4.1 needs Java 17"):
+    with pytest.raises(SetupError, match="Spark 4.1 needs Java 17"):
         jars.check_java_version("11", jars.SUPPORTED_SPARK_LINES["4.1"])
 
 
@@ -104,7 +105,7 @@ def test_download_refuses_an_altered_jar_and_leaves_nothing_behind(tmp_path, mon
     artifact = jars.aws_bundle_artifact()
     monkeypatch.setitem(jars.PINNED_SHA256, artifact.file_name, hashlib.sha256(b"the real one").hexdigest())
     repository = _fake_repository(tmp_path, artifact, b"the real one, with a backdoor")
-    with pytest.raises(jars.ChecksumError, match="does not match its pinned SHA-256"):
+    with pytest.raises(SetupError, match="does not match its pinned SHA-256"):
         jars.download(tmp_path / "jars", [artifact], repository=repository)
     assert list((tmp_path / "jars").iterdir()) == []
 
@@ -144,7 +145,7 @@ def test_the_kafka_connector_follows_the_spark_line_in_both_channels(tmp_path, v
     names = {a.file_name for a in wanted}
     assert token_provider in names and any(n.startswith("kafka-clients-") for n in names) \
         and any(n.startswith("commons-pool2-") for n in names)
-    with pytest.raises(jars.JarNotFoundError, match="--kafka"):
+    with pytest.raises(SetupError, match="--kafka"):
         config.jar_settings("local", jars_dir=tmp_path, kafka=True, spark_version=version)
     for artifact in wanted:
         (tmp_path / artifact.file_name).write_bytes(b"jar")
@@ -169,7 +170,7 @@ def test_the_kafka_broker_jars_are_pinned_and_say_how_to_fetch_them_offline(tmp_
     assert all(jars.PINNED_SHA256[a.file_name] for a in broker)
     monkeypatch.setenv(jars.JARS_DIR_ENV, str(tmp_path))
     assert testing_jars.kafka_broker_dir() == tmp_path / f"kafka-{testing_jars.KAFKA_VERSION}"
-    with pytest.raises(jars.JarNotFoundError, match=r"pyiceberg_crypto.testing jars .* --kafka-broker"):
+    with pytest.raises(SetupError, match=r"pyiceberg_crypto.testing jars .* --kafka-broker"):
         testing_jars.kafka_broker_jars(download_missing=False)
 
 
@@ -194,14 +195,14 @@ def test_the_bridge_artifact_is_the_shipped_jar_under_a_digest_version(tmp_path,
     jar = tmp_path / jars.BRIDGE_JAR_NAME
     jar.write_bytes(b"PK first build")
     monkeypatch.setattr(jars, "bridge_jar", lambda: jar)
-    with pytest.raises(jars.JarNotFoundError, match="missing or stale.*make jars"):
+    with pytest.raises(SetupError, match="missing or stale.*make jars"):
         jars.bridge_artifact()
     build_bridge.write_maven_repository(tmp_path / "maven", jar.read_bytes(), "0.1.0")
     first = jars.bridge_artifact()
     digest = hashlib.sha256(b"PK first build").hexdigest()[:16]
     assert first.coordinate == f"io.pyicebergcrypto:pyiceberg-crypto-bridge:0.1.0-{digest}"
     jar.write_bytes(b"PK rebuilt")  # a rebuild without its Maven copy: never ship the old classes
-    with pytest.raises(jars.JarNotFoundError, match="stale"):
+    with pytest.raises(SetupError, match="stale"):
         jars.bridge_artifact()
     build_bridge.write_maven_repository(tmp_path / "maven", jar.read_bytes(), "0.1.0")
     assert jars.bridge_artifact().version != first.version

@@ -159,25 +159,31 @@ def engines_table() -> str:
 
 
 def errors_table() -> str:
-    """Every exception class the package defines (the test kit's too): its name, where it lives, the
-    standard exception it also is, and the first line of its docstring; sorted by name."""
+    """Every exception class the package defines (all in :mod:`pyiceberg_crypto.errors`), its warnings
+    and the test kit's errors: its name, where it lives, the standard exception it also is, and the
+    first paragraph of its docstring; the package's errors first, then warnings, then the kit's."""
     import importlib
     import inspect
     import pkgutil
 
     import pyiceberg_crypto
-    from pyiceberg_crypto.errors import PyicebergCryptoError
+    from pyiceberg_crypto.errors import PyicebergCryptoError, PyicebergCryptoWarning
+    from pyiceberg_crypto.testing.errors import TestKitError
 
-    standard = (ValueError, TypeError, OSError, TimeoutError, RuntimeError, PermissionError, UserWarning, KeyError)
+    roots = (PyicebergCryptoError, PyicebergCryptoWarning, TestKitError)
+    standard = (ValueError, TypeError, OSError, TimeoutError, RuntimeError, PermissionError, UserWarning, KeyError,
+                AssertionError)
     found = {}
     for info in pkgutil.walk_packages(pyiceberg_crypto.__path__, "pyiceberg_crypto."):
         module = importlib.import_module(info.name)
         for name, value in vars(module).items():
-            if (inspect.isclass(value) and issubclass(value, PyicebergCryptoError) and value.__module__ == info.name
+            if (inspect.isclass(value) and issubclass(value, roots) and value.__module__ == info.name
                     and not name.startswith("_")):
                 found[(name, info.name)] = value
     rows = ["| exception | module | also a | what it means |", "|---|---|---|---|"]
-    for (name, module), cls in sorted(found.items(), key=lambda item: (item[0][0].lower(), item[0][1])):
+    order = {root: rank for rank, root in enumerate(roots)}
+    for (name, module), cls in sorted(found.items(), key=lambda item: (
+            next(order[root] for root in roots if issubclass(item[1], root)), item[0][0].lower(), item[0][1])):
         also = ", ".join(f"`{base.__name__}`" for base in standard if issubclass(cls, base) and base is not Exception)
         doc = (inspect.getdoc(cls) or "").strip().split("\n\n")[0].replace("\n", " ")
         rows.append(f"| `{name}` | `{module}` | {also} | {_cell(doc)} |")

@@ -17,26 +17,21 @@ Modules: :mod:`.lake` (every table of a catalog), :mod:`.encrypt` (the phases: s
 order-independent per-partition fingerprint of a table's rows).
 """
 
-from pyiceberg_crypto.adopt.encrypt import (
-    PHASES,
-    REFS_DROP,
-    REFS_KEEP_ORIGINAL,
-    AdoptChangedError,
-    AdoptError,
-    AdoptResult,
-    AdoptVerificationError,
-    encrypt_table,
-)
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import IntegrityError, OperationError, ReportError
+from pyiceberg_crypto.adopt.encrypt import PHASES, REFS_DROP, REFS_KEEP_ORIGINAL, AdoptResult, encrypt_table
 from pyiceberg_crypto.adopt.lake import (
     LakeListing,
     LakeOutcome,
-    ReportFileError,
     encrypt_each,
     encrypt_tables,
     read_report,
     unencrypted_tables,
 )
 
-__all__ = ["PHASES", "REFS_DROP", "REFS_KEEP_ORIGINAL", "AdoptChangedError", "AdoptError", "AdoptResult",
-           "AdoptVerificationError", "LakeListing", "LakeOutcome", "ReportFileError", "encrypt_each", "encrypt_table",
-           "encrypt_tables", "read_report", "unencrypted_tables"]
+__all__ = ["PHASES", "REFS_DROP", "REFS_KEEP_ORIGINAL", "AdoptResult", "LakeListing", "LakeOutcome", "encrypt_each",
+           "encrypt_table", "encrypt_tables", "read_report", "unencrypted_tables"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"AdoptError": OperationError, "AdoptChangedError": OperationError,
+                                         "AdoptVerificationError": IntegrityError, "ReportFileError": ReportError})

@@ -27,15 +27,19 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto import config
 from pyiceberg_crypto.adopt.rows import partition_key_expressions, rows_fingerprint
 from pyiceberg_crypto.catalog.spark import split_table_name
-from pyiceberg_crypto.errors import ConfigError, InvalidArgumentError, PyicebergCryptoError
+from pyiceberg_crypto.errors import IntegrityError, InvalidArgumentError, OperationError
 from pyiceberg_crypto.properties import KEY_ID
 from pyiceberg_crypto.spark.java import java_line, java_list, java_map
 
-__all__ = ["PHASES", "REFS_DROP", "REFS_KEEP_ORIGINAL", "AdoptChangedError", "AdoptError", "AdoptResult",
-           "AdoptVerificationError", "encrypt_table"]
+__all__ = ["PHASES", "REFS_DROP", "REFS_KEEP_ORIGINAL", "AdoptResult", "encrypt_table"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"AdoptError": OperationError, "AdoptChangedError": OperationError,
+                                         "AdoptVerificationError": IntegrityError})
 
 #: The phases, in order (``fail_at`` stops just before one).
 PHASES = ("stage", "copy", "catch-up", "verify", "swap-original", "swap-staging", "purge")
@@ -65,19 +69,6 @@ CARRIED, SAME_ROWS = "append", "replace"
 Progress = Callable[[str], None]
 #: ``prove(table) -> (ok, one-line summary)``: the verifier's proof of the staging table.
 Prove = Callable[[str], "tuple[bool, str]"]
-
-
-class AdoptError(PyicebergCryptoError, RuntimeError):
-    """The encryption of an existing table stopped (the message says where; the table keeps its name
-    and its rows; running again finishes the job)."""
-
-
-class AdoptChangedError(AdoptError):
-    """A delete or overwrite on the original during the copy, with ``on_change="refuse"``."""
-
-
-class AdoptVerificationError(AdoptError):
-    """The copy does not hold the original's rows, or the proof of the new table failed: no swap."""
 
 
 @dataclass
@@ -122,7 +113,7 @@ def encrypt_table(spark, table: str, key_id: str, *, format_version: int = 3, da
             the result); ``"keep-original"``: the same, and the original is kept (not purged), so they
             stay readable there.
         on_change: a delete / overwrite on the original during the copy: ``"redo"`` the copy from
-            the new snapshot (default), or ``"refuse"`` (:class:`AdoptChangedError`, nothing swapped).
+            the new snapshot (default), or ``"refuse"`` (:class:`OperationError`, nothing swapped).
         keep_original: rename the original to this name (same catalog and namespace) and keep it.
         purge_now / purge_after: ``DROP TABLE ... PURGE`` of the original right after the swap, or
             after this many seconds (default: neither; the result has the command).
@@ -131,11 +122,13 @@ def encrypt_table(spark, table: str, key_id: str, *, format_version: int = 3, da
             needs it OK. Without it only the rows are compared (``result.proof`` says so).
         max_rounds: catch-up rounds before the swap (what lands after them is carried over once the
             original is renamed).
-        fail_at: for crash tests: raise :class:`AdoptError` just before this phase (:data:`PHASES`).
+        fail_at: for crash tests: raise :class:`OperationError` just before this phase (:data:`PHASES`).
 
     Raises:
-        AdoptError: a step failed or the input is refused (the table keeps its name and rows: run
-            again to finish); :class:`AdoptChangedError`, :class:`AdoptVerificationError`.
+        OperationError: a step failed, the input is refused, or the original changed during the copy
+            with ``on_change="refuse"`` (the table keeps its name and rows: run again to finish).
+        IntegrityError: the copy does not hold the original's rows, or the proof of the new table
+            failed: nothing was swapped.
     """
     catalog, namespace, name = split_table_name(spark, table)
     if refs not in (REFS_DROP, REFS_KEEP_ORIGINAL):
@@ -152,10 +145,7 @@ def encrypt_table(spark, table: str, key_id: str, *, format_version: int = 3, da
         raise InvalidArgumentError(f"max_rounds must be >= 1, got {max_rounds!r}")
     if keep_original is not None and (not keep_original or "." in keep_original or keep_original == name):
         raise InvalidArgumentError(f"keep_original must be a new table name in {namespace} (no dots), got {keep_original!r}")
-    try:
-        new_properties = config.table_properties(key_id, data_key_length=data_key_length, format_version=format_version)
-    except ConfigError as exc:
-        raise InvalidArgumentError(str(exc)) from None
+    new_properties = config.table_properties(key_id, data_key_length=data_key_length, format_version=format_version)
     run = _Run(spark, catalog, namespace, name, progress or (lambda _m: None), fail_at, prove, on_change, max_rounds)
     result = AdoptResult(run.full(name), run.full(name + STAGING_SUFFIX), key_id=key_id, format_version=format_version)
     original, staging = run.load(name), run.load(run.staging)
@@ -166,19 +156,19 @@ def encrypt_table(spark, table: str, key_id: str, *, format_version: int = 3, da
         result.steps_done.append("swapped earlier")
         return _purge(run, original, result, purge_now, purge_after)
     if original is None and staging is None:
-        raise AdoptError(f"no table {run.full(name)} (and no {run.full(run.staging)} of an earlier run)")
+        raise OperationError(f"no table {run.full(name)} (and no {run.full(run.staging)} of an earlier run)")
     if original is not None and original.properties().get(KEY_ID):
-        raise AdoptError(f"{run.full(name)} is already encrypted (encryption.key-id "
+        raise OperationError(f"{run.full(name)} is already encrypted (encryption.key-id "
                          f"{original.properties().get(KEY_ID)!r}); nothing to do")
     from pyiceberg_crypto.bridge.key_check import check_key_id  # imports py4j: only once Spark runs
 
     check_key_id(spark, key_id, catalog=catalog)  # an unknown key fails here, before any table is made
     if staging is not None:
         if not staging.properties().get(KEY_ID):
-            raise AdoptError(f"{run.full(run.staging)} exists and is not encrypted: it is not this package's staging "
-                             "table; rename or drop it")
+            raise OperationError(f"{run.full(run.staging)} exists and is not encrypted: it is not this package's staging "
+                                 "table; rename or drop it")
         if original is not None and staging.properties().get(SOURCE_UUID) != _uuid(original):
-            raise AdoptError(f"{run.full(run.staging)} was copied from another table than {run.full(name)} (UUID "
+            raise OperationError(f"{run.full(run.staging)} was copied from another table than {run.full(name)} (UUID "
                              f"{staging.properties().get(SOURCE_UUID)} vs {_uuid(original)}): drop it and run again")
     if staging is not None and original is not None and staging.properties().get(KEY_ID) != new_properties[KEY_ID]:
         # An earlier run's copy under another master key (a typo, or a key changed since): the
@@ -193,20 +183,20 @@ def encrypt_table(spark, table: str, key_id: str, *, format_version: int = 3, da
         staging = _stage(run, original, new_properties, keep_original, result)
     else:
         if staging.properties().get(KEY_ID) != new_properties[KEY_ID]:  # the original is gone: keep the copy
-            raise AdoptError(f"{run.full(run.staging)} of an earlier run is encrypted with master key "
+            raise OperationError(f"{run.full(run.staging)} of an earlier run is encrypted with master key "
                              f"{staging.properties().get(KEY_ID)!r}, not {new_properties[KEY_ID]!r}, and the "
                              "original was already renamed: run again with that key to finish")
         result.steps_done.append("stage (earlier run)")
     plaintext_name = staging.properties().get(PLAINTEXT_NAME)
     result.plaintext_table = run.full(plaintext_name)
     if keep_original and plaintext_name != keep_original:
-        raise AdoptError(f"an earlier run chose to rename the original to {plaintext_name}, not {keep_original}: "
-                         "run again without keep_original, or drop the staging table and start over")
+        raise OperationError(f"an earlier run chose to rename the original to {plaintext_name}, not {keep_original}: "
+                             "run again without keep_original, or drop the staging table and start over")
     if original is None:  # the original was renamed by an earlier run: finish the swap
         original = run.load(plaintext_name)
         if original is None or _uuid(original) != staging.properties().get(SOURCE_UUID):
-            raise AdoptError(f"neither {run.full(name)} nor the renamed original {run.full(plaintext_name)} exists: "
-                             f"{run.full(run.staging)} is all that is left (rename it to {name} by hand after checking it)")
+            raise OperationError(f"neither {run.full(name)} nor the renamed original {run.full(plaintext_name)} exists: "
+                                 f"{run.full(run.staging)} is all that is left (rename it to {name} by hand after checking it)")
         result.steps_done.append("swap-original (earlier run)")
         _describe(run, original, staging, result, new_properties)
         _final(run, original, staging, result)
@@ -261,7 +251,7 @@ class _Run:
         try:
             self.icebergs = spark._jsparkSession.sessionState().catalogManager().catalog(catalog).icebergCatalog()
         except Exception as exc:
-            raise AdoptError(f"catalog {catalog!r} is not an Iceberg catalog of this session: {java_line(exc)}") from None
+            raise OperationError(f"catalog {catalog!r} is not an Iceberg catalog of this session: {java_line(exc)}") from None
 
     def full(self, name: str) -> str:
         return f"{self.catalog}.{self.namespace}.{name}"
@@ -278,14 +268,14 @@ class _Run:
             table.refresh()
             return table
         except Exception as exc:
-            raise AdoptError(f"cannot load {self.full(name)}: {java_line(exc)}") from None
+            raise OperationError(f"cannot load {self.full(name)}: {java_line(exc)}") from None
 
     def rename(self, source: str, target: str) -> None:
         self.say(f"rename {self.full(source)} to {self.full(target)}")
         try:
             self.icebergs.renameTable(self.ident(source), self.ident(target))
         except Exception as exc:
-            raise AdoptError(f"cannot rename {self.full(source)} to {self.full(target)}: {java_line(exc)}") from None
+            raise OperationError(f"cannot rename {self.full(source)} to {self.full(target)}: {java_line(exc)}") from None
         self.refresh(target)
 
     def refresh(self, name: str) -> None:
@@ -299,7 +289,7 @@ class _Run:
         try:
             self.spark.sql(f"DROP TABLE {self.full(name)} PURGE")
         except Exception as exc:
-            raise AdoptError(f"cannot drop {self.full(name)}: {java_line(exc)}; run again") from None
+            raise OperationError(f"cannot drop {self.full(name)}: {java_line(exc)}; run again") from None
 
     def select_at(self, name: str, snapshot_id: int):
         self.refresh(name)
@@ -307,7 +297,7 @@ class _Run:
 
     def phase(self, phase: str) -> None:
         if self.fail_at == phase:
-            raise AdoptError(f"stopped before the {phase} phase (fail_at, a crash test); run again to finish")
+            raise OperationError(f"stopped before the {phase} phase (fail_at, a crash test); run again to finish")
         self.say(phase)
 
 
@@ -329,7 +319,7 @@ def _stage(run: _Run, original, new_properties: dict[str, str], keep_original: s
                    .withPartitionSpec(original.spec()).withSortOrder(original.sortOrder())
                    .withProperties(properties).create())
     except Exception as exc:
-        raise AdoptError(f"cannot create {run.full(run.staging)}: {java_line(exc)}") from None
+        raise OperationError(f"cannot create {run.full(run.staging)}: {java_line(exc)}") from None
     _keep_field_ids(run, original, staging)
     staging.refresh()
     result.steps_done.append("stage")
@@ -442,8 +432,8 @@ def _write(run: _Run, frame, source_snapshot: int, *, overwrite: bool) -> None:
         else:
             writer.append()
     except Exception as exc:
-        raise AdoptError(f"the copy into {run.full(run.staging)} failed: {java_line(exc)}; nothing of it was "
-                         "committed: run again") from None
+        raise OperationError(f"the copy into {run.full(run.staging)} failed: {java_line(exc)}; nothing of it was "
+                             "committed: run again") from None
     run.refresh(run.staging)
 
 
@@ -471,8 +461,8 @@ def _catch_up(run: _Run, name: str, original, copied: int | None, result: AdoptR
         why = ("its history no longer holds the copied snapshot" if chain is None else
                f"snapshot {changed[0].snapshotId()} is a {changed[0].operation()}" if changed else "the copy was empty")
         if run.on_change == "refuse" and copied is not None:
-            raise AdoptChangedError(f"{run.full(name)} changed during the copy ({why}): refused (on_change='refuse'); "
-                                    f"nothing was swapped; run again to copy it from its current snapshot {current}")
+            raise OperationError(f"{run.full(name)} changed during the copy ({why}): refused (on_change='refuse'); "
+                                 f"nothing was swapped; run again to copy it from its current snapshot {current}")
         run.say(f"{run.full(name)} changed during the copy ({why}): copy again from snapshot {current}")
         _write(run, run.select_at(name, current), current, overwrite=True)
         result.redone_from.append(current)
@@ -504,8 +494,8 @@ def _verify(run: _Run, name: str, original, staging, copied: int | None, result:
                        "partitioned_by": [n for n, _ in keys], "hash": "sum of xxhash64(to_json(row))",
                        "columns": columns, "equal": not differences}
     if differences:
-        raise AdoptVerificationError(f"the copy {run.full(run.staging)} does not hold the rows of {run.full(name)} at "
-                                     f"snapshot {copied}: " + "; ".join(differences[:5]) + "; nothing was swapped")
+        raise IntegrityError(f"the copy {run.full(run.staging)} does not hold the rows of {run.full(name)} at "
+                             f"snapshot {copied}: " + "; ".join(differences[:5]) + "; nothing was swapped")
     run.say(f"rows compared: {copy.rows} row(s) in {len(copy.partitions)} partition(s), equal")
     if run.prove is None:
         result.proof = "not proven: no prove callable was given (the rows were compared)"
@@ -516,7 +506,7 @@ def _verify(run: _Run, name: str, original, staging, copied: int | None, result:
             ok, summary = False, f"the proof raised {type(exc).__name__}: {exc}"
         result.proof = summary
         if not ok:
-            raise AdoptVerificationError(f"the proof of {run.full(run.staging)} failed ({summary}); nothing was swapped")
+            raise IntegrityError(f"the proof of {run.full(run.staging)} failed ({summary}); nothing was swapped")
 
 
 def _final(run: _Run, original, staging, result: AdoptResult, undo: Callable[[], None] | None = None) -> None:
@@ -565,7 +555,7 @@ def _purge(run: _Run, new, result: AdoptResult, purge_now: bool, purge_after: fl
     try:
         run.spark.sql(f"DROP TABLE {run.full(plaintext_name)} PURGE")
     except Exception as exc:
-        raise AdoptError(f"DROP TABLE {run.full(plaintext_name)} PURGE failed: {java_line(exc)}; run it again") from None
+        raise OperationError(f"DROP TABLE {run.full(plaintext_name)} PURGE failed: {java_line(exc)}; run it again") from None
     result.swept = _sweep(run, new, original_location)
     new.updateProperties().set(PURGED, "true").commit()
     run.refresh(run.name)
@@ -587,7 +577,7 @@ def _sweep(run: _Run, new, original_location: str) -> list[str]:
     """After ``DROP TABLE ... PURGE`` of the original: the plaintext files its metadata no longer
     named (a failed or late writer's, a killed job's) are removed from under its location (never
     from under the new table's), then the location is listed again and must hold no plaintext file.
-    Returns the removed paths. A FileIO that cannot list prefixes is an AdoptError naming it."""
+    Returns the removed paths. A FileIO that cannot list prefixes is an OperationError naming it."""
     io, keep = new.io(), str(new.location()).rstrip("/") + "/"
     prefix = original_location.rstrip("/") + "/"
     if keep.startswith(prefix) and keep != prefix:
@@ -597,7 +587,7 @@ def _sweep(run: _Run, new, original_location: str) -> list[str]:
         try:
             listing = io.listPrefix(prefix).iterator()
         except Exception as exc:
-            raise AdoptError(f"cannot list {original_location} to remove what writers left there ({java_line(exc)}); "
+            raise OperationError(f"cannot list {original_location} to remove what writers left there ({java_line(exc)}); "
                              "check it by hand for plaintext files") from None
         found = []
         for _ in range(MAX_SWEPT_FILES):
@@ -614,7 +604,7 @@ def _sweep(run: _Run, new, original_location: str) -> list[str]:
         io.deleteFile(path)
     left = plaintext_files()
     if left:
-        raise AdoptError(f"{len(left)} plaintext file(s) are still under {original_location} after the purge "
+        raise OperationError(f"{len(left)} plaintext file(s) are still under {original_location} after the purge "
                          f"(e.g. {left[0]}): a writer is still writing there; stop it and run again")
     return removed
 
@@ -643,11 +633,11 @@ def _layout(table) -> str:
 
 
 def _check_layout(run: _Run, original, staging, name: str) -> None:
-    """AdoptError when the original's schema, spec or sort order changed since the staging table was made."""
+    """OperationError when the original's schema, spec or sort order changed since the staging table was made."""
     made_from, now = staging.properties().get(SOURCE_LAYOUT), _layout(original)
     if made_from is not None and made_from != now:
-        raise AdoptError(f"{run.full(name)} changed its schema, partition spec or sort order during the copy ({made_from} "
-                         f"then, {now} now): drop {run.full(run.staging)} and run again; nothing was swapped")
+        raise OperationError(f"{run.full(name)} changed its schema, partition spec or sort order during the copy ({made_from} "
+                             f"then, {now} now): drop {run.full(run.staging)} and run again; nothing was swapped")
 
 
 def _uuid(table) -> str:

@@ -36,26 +36,30 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto import config
-from pyiceberg_crypto._atomic import PUBLIC, AtomicWriteError, write_atomically
-from pyiceberg_crypto.adopt.encrypt import (
-    PLAINTEXT_NAME,
-    SOURCE_UUID,
-    STAGING_SUFFIX,
-    AdoptError,
-    AdoptVerificationError,
-    Prove,
-    encrypt_table,
-)
+from pyiceberg_crypto._atomic import PUBLIC, write_atomically
+from pyiceberg_crypto.adopt.encrypt import PLAINTEXT_NAME, SOURCE_UUID, STAGING_SUFFIX, Prove, encrypt_table
 from pyiceberg_crypto.catalog.entry import ListedTable, list_tables
 from pyiceberg_crypto.catalog.spark import activate_session, catalog_properties
-from pyiceberg_crypto.errors import ConfigError, InvalidArgumentError, MetastoreError, TableInputError
+from pyiceberg_crypto.errors import (
+    CatalogError,
+    FileAccessError,
+    IntegrityError,
+    InvalidArgumentError,
+    OperationError,
+    ReportError,
+    TableInputError,
+)
 from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, file_io_for
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.table.metadata import TableMetadata, read_metadata
 
-__all__ = ["DONE", "FAILED", "PLANNED", "SKIPPED", "LakeListing", "LakeOutcome", "ReportFileError", "encrypt_each",
+__all__ = ["DONE", "FAILED", "PLANNED", "SKIPPED", "LakeListing", "LakeOutcome", "encrypt_each",
            "encrypt_tables", "read_report", "unencrypted_tables"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"ReportFileError": ReportError})
 
 #: A table's status in the outcome and the report.
 DONE, FAILED, SKIPPED, PLANNED = "done", "failed", "skipped", "planned"
@@ -64,11 +68,6 @@ REPORT_VERSION = 1
 #: ``progress(event)``: one dict per table as it finishes: ``{"table", "status", "n", "of", "seconds",
 #: "detail"}`` (status done / failed / skipped), plus ``{"event": "listed", ...}`` first.
 LakeProgress = Callable[[dict[str, Any]], None]
-
-
-class ReportFileError(TableInputError):
-    """The report to resume from cannot be read, is not such a report, or is another catalog's;
-    or the report cannot be written."""
 
 
 @dataclass
@@ -137,7 +136,7 @@ def unencrypted_tables(spark, catalog: str, *, namespaces: Sequence[str] | None 
     try:
         properties = catalog_properties(spark, catalog)
         listing = list_tables(properties, list(namespaces) if namespaces is not None else None, spark=spark)
-    except MetastoreError as exc:
+    except CatalogError as exc:
         raise TableInputError(f"cannot list the tables of catalog {catalog!r}: {exc}") from None
     found = LakeListing(catalog, sorted(namespaces) if namespaces is not None else None)
     metas: dict[str, TableMetadata] = {}
@@ -151,7 +150,7 @@ def unencrypted_tables(spark, catalog: str, *, namespaces: Sequence[str] | None 
         found.listed += 1
         try:
             metas[listed.table] = _metadata(listed, properties)
-        except (TableInputError, MetastoreError) as exc:
+        except (TableInputError, CatalogError) as exc:
             found.skipped[full] = f"cannot read its metadata: {exc}"
         except Exception as exc:  # noqa: BLE001 - e.g. an unsupported scheme: this table only
             found.skipped[full] = f"cannot read its metadata: {exception_line(exc)}"
@@ -204,7 +203,7 @@ def encrypt_tables(spark, catalog: str, key_id: str, *, namespaces: Sequence[str
 
     Raises:
         TableInputError: unknown catalog or namespace, a report that cannot be resumed from
-            (:class:`ReportFileError`); InvalidArgumentError: bad options. Nothing has changed then.
+            (:class:`ReportError`); InvalidArgumentError: bad options. Nothing has changed then.
     """
     earlier = read_report(resume, catalog) if resume else None
     _check_options(key_id, parallel, options)
@@ -222,11 +221,8 @@ def _check_options(key_id: str, parallel: int, options: dict[str, Any]) -> None:
         raise InvalidArgumentError("keep_original names one table: encrypt that table alone (encrypt_table)")
     if "fail_at" in options and options["fail_at"] is not None:
         raise InvalidArgumentError("fail_at is for one table's crash tests (encrypt_table)")
-    try:
-        config.table_properties(key_id, data_key_length=options.get("data_key_length"),
-                                format_version=options.get("format_version", 3))
-    except ConfigError as exc:
-        raise InvalidArgumentError(str(exc)) from None
+    config.table_properties(key_id, data_key_length=options.get("data_key_length"),
+                            format_version=options.get("format_version", 3))
 
 
 def encrypt_each(spark, tables: Sequence[str], key_id: str, *, parallel: int = 1, report: str | None = None,
@@ -283,10 +279,10 @@ def encrypt_each(spark, tables: Sequence[str], key_id: str, *, parallel: int = 1
             activate_session(spark)
             result = encrypt_table(spark, table, key_id, prove=prove, **options)
         except Exception as exc:  # noqa: BLE001 - one table's failure is its entry, the others go on
-            why = str(exc).splitlines()[0] if isinstance(exc, AdoptError) else exception_line(exc)
+            why = str(exc).splitlines()[0] if isinstance(exc, (OperationError, IntegrityError)) else exception_line(exc)
             with lock:
                 outcome.failed[table] = why
-                if isinstance(exc, AdoptVerificationError):
+                if isinstance(exc, IntegrityError):
                     outcome.unverified.append(table)
                 outcome.seconds[table] = round(time.perf_counter() - began, 3)
                 finished[0] += 1
@@ -324,25 +320,25 @@ def encrypt_each(spark, tables: Sequence[str], key_id: str, *, parallel: int = 1
 
 
 def read_report(path: str, catalog: str | None = None) -> dict[str, Any]:
-    """The report of an earlier ``encrypt --all-tables`` run, to resume from (:class:`ReportFileError`
+    """The report of an earlier ``encrypt --all-tables`` run, to resume from (:class:`ReportError`
     when it cannot be read, is not such a report, or is another catalog's)."""
     try:
         with open(path, encoding="utf-8") as handle:
             document = json.load(handle)
     except FileNotFoundError:
-        raise ReportFileError(f"no report {path} to resume from") from None
+        raise ReportError(f"no report {path} to resume from") from None
     except (OSError, ValueError) as exc:
-        raise ReportFileError(f"cannot read the report {path}: {exc}") from None
+        raise ReportError(f"cannot read the report {path}: {exc}") from None
     if not isinstance(document, dict) or not isinstance(document.get("tables"), dict) or \
             document.get("kind") != "pyiceberg-crypto encrypt --all-tables":
-        raise ReportFileError(f"{path} is not the report of pyiceberg-crypto encrypt --all-tables")
+        raise ReportError(f"{path} is not the report of pyiceberg-crypto encrypt --all-tables")
     if catalog is not None and document.get("catalog") != catalog:
-        raise ReportFileError(f"{path} is the report of catalog {document.get('catalog')!r}, not {catalog!r}")
+        raise ReportError(f"{path} is the report of catalog {document.get('catalog')!r}, not {catalog!r}")
     return document
 
 
 def _write_report(path: str | None, outcome: LakeOutcome, lock: threading.Lock | None, *, during: bool = False) -> None:
-    """The report, atomically; ReportFileError when it cannot be written, or, ``during`` the run
+    """The report, atomically; ReportError when it cannot be written, or, ``during`` the run
     (after a table), recorded in ``outcome.report_error`` and the run goes on."""
     if path is None:
         return
@@ -351,10 +347,10 @@ def _write_report(path: str | None, outcome: LakeOutcome, lock: threading.Lock |
             return _write_report(path, outcome, None, during=during)
     try:
         write_atomically(path, (json.dumps(outcome.to_dict(), indent=2) + "\n").encode("utf-8"), mode=PUBLIC)
-    except AtomicWriteError as exc:
+    except FileAccessError as exc:
         message = f"cannot write the report {path}: {exc.strerror or exc}"
         if not during:
-            raise ReportFileError(message) from None
+            raise ReportError(message) from None
         outcome.report_error = message
 
 

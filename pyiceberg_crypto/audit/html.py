@@ -19,11 +19,15 @@ import hashlib
 from html import escape
 from typing import Any
 
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.safe_text import escape_text
 from pyiceberg_crypto.table.statuses import OK, STATUSES
 
-__all__ = ["AuditDocumentError", "render_html"]
+__all__ = [ "render_html"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"AuditDocumentError": InvalidArgumentError})
 
 #: Findings shown per table on the page (the JSON document lists more; the counts cover all).
 MAX_FINDINGS_SHOWN = 50
@@ -148,20 +152,16 @@ def _e(value: Any) -> str:
     return escape("" if value is None else escape_text(value), quote=True)
 
 
-class AuditDocumentError(PyicebergCryptoError, ValueError):
-    """A mapping given as an audit report that is not one (its top-level fields are missing)."""
-
-
 #: The top-level fields of an audit report document the page reads.
 _REQUIRED_KEYS = ("summary", "ok", "tables")
 
 
 def render_html(doc: dict[str, Any]) -> str:
     """The page of a :meth:`~pyiceberg_crypto.audit.lake.CatalogReport.to_dict` document;
-    :class:`AuditDocumentError` (a ValueError) for a mapping that is not one."""
+    :class:`InvalidArgumentError` (a ValueError) for a mapping that is not one."""
     missing = [key for key in _REQUIRED_KEYS if not isinstance(doc, dict) or key not in doc]
     if missing:
-        raise AuditDocumentError(f"not an audit report document (CatalogReport.to_dict()): no {', '.join(missing)}")
+        raise InvalidArgumentError(f"not an audit report document (CatalogReport.to_dict()): no {', '.join(missing)}")
     summary = doc["summary"]
     ok = doc["ok"]
     catalog = doc.get("catalog") or "?"

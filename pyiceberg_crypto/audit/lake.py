@@ -34,15 +34,21 @@ from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 
-from pyiceberg_crypto._atomic import PUBLIC, AtomicWriteError, write_atomically
-from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError, TableInputError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto._atomic import PUBLIC, write_atomically
+from pyiceberg_crypto.errors import (
+    CatalogError,
+    FileAccessError,
+    InvalidArgumentError,
+    PyicebergCryptoError,
+    TableInputError,
+)
 from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.adopt.encrypt import PLAINTEXT_SUFFIX
 from pyiceberg_crypto.catalog.entry import list_tables, ListedTable
-from pyiceberg_crypto.catalog.hive import MetastoreError
 from pyiceberg_crypto.catalog.spark import catalog_properties, registered_kms
 from pyiceberg_crypto.table.key_inventory import KEK_ROTATION_DAYS, build_inventory, prunable_keys
 from pyiceberg_crypto.table.limits import Limits
@@ -65,8 +71,11 @@ from pyiceberg_crypto.verify.report import (
 )
 from pyiceberg_crypto.verify.runners import DEFAULT_DRIVER_MAX_FILES, in_one_spark_job, local_runner, on_the_driver
 
-__all__ = ["AUDIT_VERSION", "STATES", "AuditOutputError", "CatalogReport", "ListedTable", "SparkBatchRunner", "TableAudit",
+__all__ = ["AUDIT_VERSION", "STATES", "CatalogReport", "ListedTable", "SparkBatchRunner", "TableAudit",
            "audit_catalog", "audit_schema", "audit_tables", "ledger_path", "local_batch_runner"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"AuditOutputError": FileAccessError})
 
 AUDIT_VERSION = 1
 #: The JSON Schema (draft 2020-12) of :meth:`CatalogReport.to_dict`, package data beside this module.
@@ -285,7 +294,7 @@ class CatalogReport:
         }
 
     def write_json(self, path: str) -> None:
-        """The document of :meth:`to_dict`, written atomically (:class:`AuditOutputError` naming the
+        """The document of :meth:`to_dict`, written atomically (:class:`FileAccessError` naming the
         path when it cannot be, e.g. its directory does not exist; no temporary file is left)."""
         _write_atomically(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
@@ -309,19 +318,11 @@ def _unreadable_by(tables: list[TableAudit]) -> Counter:
     return out
 
 
-class AuditOutputError(AtomicWriteError):
-    """A report file cannot be written (its directory is missing, not writable, the disk is full):
-    the message names the file and the reason."""
-
-
 def _write_atomically(path: str, text: str) -> None:
     """Reports are not secrets (verdicts, no key material): 0644, for the collector and the web server.
     A character UTF-8 cannot hold (a lone surrogate that slipped through) is written as a backslash
     escape, never a crash; the temporary file is removed whatever fails (:mod:`pyiceberg_crypto._atomic`)."""
-    try:
-        write_atomically(path, text.encode("utf-8", errors="backslashreplace"), mode=PUBLIC)
-    except AtomicWriteError as exc:
-        raise AuditOutputError(exc.errno, exc.strerror, exc.filename) from None
+    write_atomically(path, text.encode("utf-8", errors="backslashreplace"), mode=PUBLIC)
 
 
 # --- what to audit -----------------------------------------------------------------------------
@@ -373,13 +374,13 @@ def audit_catalog(
     started = time.perf_counter()
     try:
         properties = catalog_properties(spark, catalog)
-    except MetastoreError as exc:
+    except CatalogError as exc:
         raise TableInputError(str(exc)) from None
     kms = kms if kms is not None else registered_kms(properties, catalog)
     _check_state_dir(state_dir)
     try:
         listing = list_tables(properties, namespaces, spark=spark)
-    except MetastoreError as exc:
+    except CatalogError as exc:
         raise TableInputError(f"cannot list the tables of catalog {catalog!r}: {exc}") from None
     report = CatalogReport(catalog, metastore=properties.get("uri"), warehouse=properties.get("warehouse"),
                            namespaces=sorted(namespaces) if namespaces is not None else None, full=full,

@@ -3,10 +3,11 @@
 files and limits) and the adapter the JVM calls. ``kms serve`` (:mod:`pyiceberg_crypto.serve`) serves
 through the same callback server."""
 
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import InvalidArgumentError, SetupError
 from pyiceberg_crypto.bridge.adapter import KmsCallStats, OperationStats
-from pyiceberg_crypto.bridge.key_check import KeyCheckSkippedWarning, UnknownMasterKeyError, check_key_id
+from pyiceberg_crypto.bridge.key_check import KeyCheckSkippedWarning, check_key_id
 from pyiceberg_crypto.bridge.registration import (
-    BridgeError,
     KmsRegistration,
     PlaintextCatalogWarning,
     register_kms,
@@ -15,6 +16,9 @@ from pyiceberg_crypto.bridge.registration import (
     warn_about_plaintext_catalogs,
 )
 
-__all__ = ["BridgeError", "KeyCheckSkippedWarning", "KmsCallStats", "KmsRegistration", "OperationStats",
-           "PlaintextCatalogWarning", "UnknownMasterKeyError", "check_key_id", "register_kms", "registered",
+__all__ = [ "KeyCheckSkippedWarning", "KmsCallStats", "KmsRegistration", "OperationStats",
+           "PlaintextCatalogWarning", "check_key_id", "register_kms", "registered",
            "unregister_all", "warn_about_plaintext_catalogs"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"BridgeError": SetupError, "UnknownMasterKeyError": InvalidArgumentError})

@@ -10,12 +10,15 @@ import time
 from dataclasses import dataclass, field, replace
 from urllib.parse import parse_qsl
 
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto._prometheus import LATENCY_BUCKETS
-from pyiceberg_crypto.errors import InvalidArgumentError
-from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError
+from pyiceberg_crypto.errors import InvalidArgumentError, KmsError
+from pyiceberg_crypto.kms.base import KeyManagementClient
 
-__all__ = ["INITIALIZE_POLICIES", "OPERATIONS", "KmsCallStats", "KmsCallbackAdapter",
-           "KmsConfigurationRefusedError", "OperationStats"]
+__all__ = ["INITIALIZE_POLICIES", "OPERATIONS", "KmsCallStats", "KmsCallbackAdapter", "OperationStats"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"KmsConfigurationRefusedError": KmsError})
 
 #: The operations counted, in the order they are shown.
 OPERATIONS = ("wrap", "unwrap", "generate", "initialize")
@@ -25,11 +28,6 @@ OPERATIONS = ("wrap", "unwrap", "generate", "initialize")
 #: connection made with the token executors receive in task data;
 #: ``"any"``: every token holder (the behaviour before issue 35; lets one job redirect the KMS).
 INITIALIZE_POLICIES = ("operator", "driver", "any")
-
-
-class KmsConfigurationRefusedError(KmsError):
-    """A client asked to reconfigure the served KMS (``initialize`` with properties), which its
-    policy does not allow: endpoints, hosts, ports, credentials and CAs are the operator's."""
 
 
 @dataclass
@@ -199,7 +197,7 @@ class KmsCallbackAdapter:
             return
         if self.initialize_policy == "operator" or (self.initialize_policy == "driver" and not privileged):
             names = ", ".join(sorted(properties)[:5]) + (", ..." if len(properties) > 5 else "")
-            raise KmsConfigurationRefusedError(
+            raise KmsError(
                 "this KMS is configured by its operator only and refuses properties from clients "
                 f"({names}): remove the catalog's pyiceberg-crypto.kms.* properties, or configure the KMS "
                 "where it is built" + (" (register_kms(..., initialize_policy=...) says who may)"

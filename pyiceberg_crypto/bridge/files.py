@@ -18,13 +18,14 @@ import stat
 from pathlib import Path
 
 from pyiceberg_crypto._atomic import PRIVATE, write_atomically
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import FileAccessError
 
 
-__all__ = ["UnsafeFileError", "check_operator_directory", "read_operator_file", "write_private_file"]
+__all__ = ["check_operator_directory", "read_operator_file", "write_private_file"]
 
-class UnsafeFileError(PyicebergCryptoError, PermissionError):
-    """A token or TLS file, or its directory, that another user could have written or swapped."""
+#: Old names, kept for one release (CHANGELOG.md): an unsafe operator file is a FileAccessError.
+__getattr__ = renamed_classes(__name__, {"UnsafeFileError": FileAccessError})
 
 
 def check_operator_directory(directory: str | os.PathLike, what: str) -> None:
@@ -35,10 +36,10 @@ def check_operator_directory(directory: str | os.PathLike, what: str) -> None:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     info = directory.stat()
     if info.st_uid not in (os.geteuid(), 0):
-        raise UnsafeFileError(f"the {what} directory {directory} belongs to uid {info.st_uid}, not to this user "
+        raise FileAccessError(f"the {what} directory {directory} belongs to uid {info.st_uid}, not to this user "
                               f"(uid {os.geteuid()}): its owner could replace the files in it")
     if info.st_mode & 0o022:
-        raise UnsafeFileError(f"the {what} directory {directory} is writable by "
+        raise FileAccessError(f"the {what} directory {directory} is writable by "
                               f"{'everyone' if info.st_mode & 0o002 else 'its group'} (mode "
                               f"{stat.S_IMODE(info.st_mode):o}): other users could replace the files in it; "
                               "use a directory only this user can write (chmod go-w, or another directory)")
@@ -52,21 +53,22 @@ def read_operator_file(path: str | os.PathLike, what: str, *, private: bool = Fa
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise UnsafeFileError(f"the {what} {path} is a symlink: refused (point the option at the file itself)") from None
-        raise UnsafeFileError(exc.errno, f"cannot read the {what} {path}: {exc.strerror or exc}", str(path)) from None
+            raise FileAccessError(f"the {what} {path} is a symlink: refused (point the option at the file itself)") from None
+        raise FileAccessError(f"cannot read the {what} {path}: {exc.strerror or exc}", errno=exc.errno,
+                              filename=str(path), strerror=exc.strerror) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise UnsafeFileError(f"the {what} {path} is not a regular file")
+            raise FileAccessError(f"the {what} {path} is not a regular file")
         if info.st_uid != os.geteuid():
-            raise UnsafeFileError(f"the {what} {path} belongs to uid {info.st_uid}, not to this user "
+            raise FileAccessError(f"the {what} {path} belongs to uid {info.st_uid}, not to this user "
                                   f"(uid {os.geteuid()}): refused, another user may have planted it")
         if private and info.st_mode & 0o077:
-            raise UnsafeFileError(f"the {what} {path} is readable by other users: chmod 600 it")
+            raise FileAccessError(f"the {what} {path} is readable by other users: chmod 600 it")
         if info.st_mode & 0o022:
-            raise UnsafeFileError(f"the {what} {path} is writable by other users: chmod go-w it")
+            raise FileAccessError(f"the {what} {path} is writable by other users: chmod go-w it")
         if info.st_size > limit:
-            raise UnsafeFileError(f"the {what} {path} is larger than {limit} bytes")
+            raise FileAccessError(f"the {what} {path} is larger than {limit} bytes")
         with os.fdopen(fd, "rb", closefd=False) as handle:
             return handle.read(limit + 1)
     finally:

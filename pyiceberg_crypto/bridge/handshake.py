@@ -28,7 +28,6 @@ from collections.abc import Callable, Mapping
 
 from py4j import protocol as proto
 
-from pyiceberg_crypto.errors import PyicebergCryptoError
 
 #: What a connection may send before it is authenticated: the challenge-response of the bridge's
 #: JVM client (two short lines) or Py4J's ``A`` command (three short lines), with margin.
@@ -44,8 +43,11 @@ HANDSHAKE_PROTOCOL = "pyiceberg-crypto-kms/1"
 DRIVER_ROLE, CLIENT_ROLE = "driver", "client"
 
 
-class HandshakeRefusedError(PyicebergCryptoError):
-    """A peer broke the protocol or its bounds: the connection is closed (reason for the log)."""
+class HandshakeRefusedError(Exception):
+    """A peer broke the protocol or its bounds: the connection is closed (reason for the log).
+
+    The bridge's server signal to itself (:mod:`~pyiceberg_crypto.bridge.py4j_server` closes the
+    connection): it never reaches a caller of the package, so it is not a package error."""
 
 
 def authenticate(read_line: Callable[[int], bytes], send: Callable[[bytes], None], tokens: Mapping[str, str]) -> str:

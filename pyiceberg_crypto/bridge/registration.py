@@ -30,20 +30,29 @@ import weakref
 
 from py4j.java_gateway import JavaClass
 
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter, KmsCallStats
 from pyiceberg_crypto.bridge.callback_server import KmsCallbackServer, LOOPBACK
 from pyiceberg_crypto.bridge.redaction import redact_in_py4j_logs
-from pyiceberg_crypto.errors import CONNECT_NEXT_STEP
+from pyiceberg_crypto.errors import (
+    CONNECT_NEXT_STEP,
+    ArgumentTypeError,
+    InvalidArgumentError,
+    PyicebergCryptoWarning,
+    SetupError,
+)
 from pyiceberg_crypto.catalog.kinds import asks_for_encryption, plaintext_reason, session_catalogs
 from pyiceberg_crypto.jars import check_java_version
 from pyiceberg_crypto.kms import registrations
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS, kms_timeout_millis
 from pyiceberg_crypto.spark.session import session_settings
-from pyiceberg_crypto.errors import ArgumentTypeError, InvalidArgumentError, PyicebergCryptoError
 
-__all__ = ["BridgeError", "KmsRegistration", "PlaintextCatalogWarning", "register_kms", "registered",
+__all__ = [ "KmsRegistration", "PlaintextCatalogWarning", "register_kms", "registered",
            "unregister_all", "warn_about_plaintext_catalogs"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"BridgeError": SetupError})
 
 REGISTRY_CLASS = "io.pyicebergcrypto.bridge.PythonKmsRegistry"
 WILDCARD_ADDRESSES = ("0.0.0.0", "::")
@@ -54,10 +63,6 @@ log = logging.getLogger(__name__)
 # without importing the bridge (and Py4J).
 _lock = registrations.lock
 _registrations: dict[str, KmsRegistration] = registrations.by_name
-
-
-class BridgeError(PyicebergCryptoError, RuntimeError):
-    """The bridge cannot be set up (no JVM, jar missing from the classpath, ...)."""
 
 
 class KmsRegistration:
@@ -198,7 +203,7 @@ def register_kms(
     return registration
 
 
-class PlaintextCatalogWarning(PyicebergCryptoError, UserWarning):
+class PlaintextCatalogWarning(PyicebergCryptoWarning):
     """A catalog of the session has a KMS but writes its tables in plaintext (Iceberg ignores
     ``encryption.key-id`` for it): :func:`warn_about_plaintext_catalogs`."""
 
@@ -250,12 +255,12 @@ def _spark_context(spark):
         try:
             sc = spark.sparkContext
         except Exception as exc:
-            raise BridgeError(
+            raise SetupError(
                 "register_kms needs a classic SparkSession with a local driver JVM "
                 "(Spark Connect sessions have none)" + CONNECT_NEXT_STEP
             ) from exc
     if getattr(sc, "_jvm", None) is None or getattr(sc, "_jsc", None) is None:
-        raise BridgeError("the SparkContext has no JVM (was it stopped?)")
+        raise SetupError("the SparkContext has no JVM (was it stopped?)")
     return sc
 
 
@@ -288,7 +293,7 @@ def _registry(jvm):
     for part in REGISTRY_CLASS.split("."):
         registry = getattr(registry, part)
     if not isinstance(registry, JavaClass):
-        raise BridgeError(
+        raise SetupError(
             f"{REGISTRY_CLASS} is not on the Spark classpath: build settings with "
             "pyiceberg_crypto.config.spark_settings() (it adds the bridge jar to spark.jars) "
             "or pass the jar from pyiceberg_crypto.jars.bridge_jar() yourself"

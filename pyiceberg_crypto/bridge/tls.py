@@ -19,12 +19,16 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto._atomic import PUBLIC
 from pyiceberg_crypto.bridge.files import check_operator_directory, read_operator_file, write_private_file
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import InvalidArgumentError
 
 #: The TLS handshake of one connection must finish within this (and within the auth deadline).
-__all__ = ["TLS_HANDSHAKE_TIMEOUT_SECONDS", "TlsFilesError", "TlsIdentity", "server_context"]
+__all__ = ["TLS_HANDSHAKE_TIMEOUT_SECONDS", "TlsIdentity", "server_context"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"TlsFilesError": InvalidArgumentError})
 
 TLS_HANDSHAKE_TIMEOUT_SECONDS = 10
 
@@ -99,10 +103,6 @@ def _der(certificate_pem: bytes) -> bytes:
     return x509.load_pem_x509_certificate(certificate_pem).public_bytes(serialization.Encoding.DER)
 
 
-class TlsFilesError(PyicebergCryptoError, ValueError):
-    """A TLS key and certificate (PEM) that are not a usable pair: malformed, or not each other's."""
-
-
 def server_context(key_pem: bytes, certificate_pem: bytes) -> ssl.SSLContext:
     """A TLS 1.2+ server context for this key and certificate chain (PEM), for every listener of
     the bridge (the Py4J face, the AWS KMS face)."""
@@ -118,5 +118,5 @@ def server_context(key_pem: bytes, certificate_pem: bytes) -> ssl.SSLContext:
         try:
             context.load_cert_chain(cert_path, key_path)
         except ssl.SSLError as exc:  # not a key and certificate chain that belong together
-            raise TlsFilesError(f"the TLS key and certificate cannot be used: {exc.reason or exc}") from None
+            raise InvalidArgumentError(f"the TLS key and certificate cannot be used: {exc.reason or exc}") from None
     return context

@@ -2,7 +2,7 @@
 ``--metastore-uri`` / ``--rest-uri`` forms of ``keys rewrap`` and ``keys prune``)::
 
     attempts, committed, location = commit_key_change({"uri": "thrift://hms:9083"}, "lake.db.orders", step,
-                                                      what="re-wrap", error=RewrapError, max_attempts=4)
+                                                      what="re-wrap", error=OperationError, max_attempts=4)
 
 ``step(meta, doc)`` gets the table's current metadata (parsed, and its JSON document) and returns
 a :class:`KeyChange`, or None for nothing to commit. The change is committed as Iceberg 1.12.0's
@@ -30,10 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyiceberg_crypto.errors import CommitOutcomeUnknownError, TableInputError
+from pyiceberg_crypto.errors import CatalogError, CommitOutcomeUnknownError, TableInputError
 from pyiceberg_crypto.io import file_io_for, local_path
-from pyiceberg_crypto.catalog.hive import ConcurrentCommitError, MetastoreConnection, MetastoreError
-from pyiceberg_crypto.catalog.rest import RestCatalogError
+from pyiceberg_crypto.catalog.hive import ConcurrentCommitError, MetastoreConnection
 from pyiceberg_crypto.catalog.entry import split_catalog_name
 from pyiceberg_crypto.catalog.kinds import catalog_kind, REST
 from pyiceberg_crypto.catalog.rest import rest_catalog
@@ -83,12 +82,12 @@ def commit_key_change(properties: dict[str, str], table: str, step: Step, *, wha
     try:
         committer = (_RestCommitter(properties, levels, name, full_name, timeout) if catalog_kind(properties) == REST
                      else _HiveCommitter(properties, levels, name, full_name, timeout))
-    except (MetastoreError, RestCatalogError) as exc:
+    except CatalogError as exc:
         raise error(f"cannot commit to {full_name}: {exc}") from None
     for attempt in range(1, max_attempts + 1):
         try:
             base = committer.read()
-        except (TableInputError, MetastoreError, RestCatalogError) as exc:
+        except (TableInputError, CatalogError) as exc:
             raise error(f"cannot read {full_name}: {exc}") from None
         change = step(base.meta, base.doc)
         if change is None or not (change.removed or change.rewrapped):
@@ -114,7 +113,7 @@ def current_metadata(properties: dict[str, str], table: str, timeout: float = CA
         committer = (_RestCommitter(properties, levels, name, full_name, timeout) if catalog_kind(properties) == REST
                      else _HiveCommitter(properties, levels, name, full_name, timeout))
         return committer.read().meta
-    except (MetastoreError, RestCatalogError) as exc:
+    except CatalogError as exc:
         raise TableInputError(f"cannot read {full_name}: {exc}") from None
 
 
@@ -146,7 +145,7 @@ class _RestCommitter:
         except CommitOutcomeUnknownError as exc:  # a 3xx, a 5xx or no answer: never success
             raise error(f"the {what} of {self.full_name}: {exc} (`pyiceberg-crypto keys list {self.full_name} "
                         "...` shows the table as it is)") from None
-        except RestCatalogError as exc:
+        except CatalogError as exc:
             if exc.status == 409:
                 raise ConcurrentCommitError(str(exc)) from None
             raise error(f"the {what} of {self.full_name} was not committed: {exc}") from None
@@ -155,9 +154,9 @@ class _RestCommitter:
 class _HiveCommitter:
     def __init__(self, properties: dict[str, str], levels: tuple[str, ...], name: str, full_name: str, timeout: float):
         if len(levels) != 1:
-            raise MetastoreError(f"a Hive metastore has one level of databases: {full_name} is not CATALOG.DB.TABLE")
+            raise CatalogError(f"a Hive metastore has one level of databases: {full_name} is not CATALOG.DB.TABLE")
         if not properties.get("uri"):
-            raise MetastoreError("committing to a Hive metastore without Spark needs its uri (thrift://host:port)")
+            raise CatalogError("committing to a Hive metastore without Spark needs its uri (thrift://host:port)")
         self.uri, self.timeout = properties["uri"], timeout
         self.database, self.name, self.full_name = levels[0], name, full_name
         self.parameters: dict[str, str] = {}
@@ -169,7 +168,7 @@ class _HiveCommitter:
         with self._connection(f"read table {self.database}.{self.name}") as connection:
             params = connection.parameters(self.database, self.name)
         if params.get("table_type", "").upper() != "ICEBERG" or METADATA_LOCATION not in params:
-            raise MetastoreError(f"{self.database}.{self.name} is not an Iceberg table in the Hive metastore")
+            raise CatalogError(f"{self.database}.{self.name} is not an Iceberg table in the Hive metastore")
         location = params[METADATA_LOCATION]
         raw = read_metadata(file_io_for(location), location, Limits().max_metadata_bytes)
         doc = load_document(raw, location)
@@ -201,7 +200,7 @@ class _HiveCommitter:
                 return location
             _remove(path)
             raise
-        except MetastoreError as exc:
+        except CatalogError as exc:
             if self._current_location() == location:
                 return location
             raise error(_unknown_outcome(what, self.full_name, exc) + f"; {location} was written") from None
@@ -211,7 +210,7 @@ class _HiveCommitter:
         try:
             with self._connection(f"read table {self.database}.{self.name}") as connection:
                 return connection.parameters(self.database, self.name).get(METADATA_LOCATION)
-        except MetastoreError:
+        except CatalogError:
             return None
 
     def _refuse_unsafe(self, base: _Base, error: type[Exception], what: str) -> None:

@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pyiceberg_crypto.catalog.hive import MetastoreConnection, MetastoreError, table_parameters
+from pyiceberg_crypto.catalog.hive import MetastoreConnection, table_parameters
 from pyiceberg_crypto.catalog.kinds import HIVE, REST, catalog_kind
-from pyiceberg_crypto.catalog.rest import RestCatalogError, namespace_name, rest_catalog
+from pyiceberg_crypto.catalog.rest import namespace_name, rest_catalog
 from pyiceberg_crypto.catalog.spark import on_kept_client, parameters_or_none
-from pyiceberg_crypto.errors import InvalidArgumentError, TableInputError
+from pyiceberg_crypto.errors import CatalogError, InvalidArgumentError, TableInputError
 from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.spark.java import java_line
 
@@ -71,11 +71,11 @@ def catalog_entry(properties: dict[str, str], table: str, *, catalog: str | None
                                                          "metadata_location": loaded.metadata_location},
                                loaded.metadata)
         if len(levels) != 1:
-            raise MetastoreError(f"a Hive metastore has one level of databases: {shown} is not DB.TABLE")
+            raise CatalogError(f"a Hive metastore has one level of databases: {shown} is not DB.TABLE")
         if not properties.get("uri"):
-            raise MetastoreError("asking a Hive metastore without Spark needs its uri (thrift://host:port)")
+            raise CatalogError("asking a Hive metastore without Spark needs its uri (thrift://host:port)")
         return ListedTable(levels[0], name, table_parameters(properties["uri"], levels[0], name, timeout=timeout))
-    except (MetastoreError, RestCatalogError) as exc:
+    except CatalogError as exc:
         raise TableInputError(f"cannot look up {shown}: {exc}") from None
 
 
@@ -120,14 +120,14 @@ def list_tables(properties: dict[str, str], namespaces: Sequence[str] | None = N
         names = [t.table for t in list_tables(catalog_properties(spark, "lake"), spark=spark) if t.is_iceberg]
         listing = list_tables({"uri": "thrift://127.0.0.1:9083"}, ["db"])          # no Spark
 
-    Raises MetastoreError: the catalog cannot list its namespaces, or a namespace does not exist.
+    Raises CatalogError: the catalog cannot list its namespaces, or a namespace does not exist.
     """
     if catalog_kind(properties) == REST:
         return _rest_listing(properties, namespaces, timeout)
     if spark is not None:
         return _spark_listing(spark, properties, namespaces)
     if not properties.get("uri"):
-        raise MetastoreError("listing a Hive catalog without Spark needs its uri (thrift://host:port)")
+        raise CatalogError("listing a Hive catalog without Spark needs its uri (thrift://host:port)")
     return _thrift_listing(properties["uri"], namespaces, timeout)
 
 
@@ -144,14 +144,14 @@ def _thrift_listing(uri: str, namespaces: Sequence[str] | None, timeout: float) 
         for database in wanted:
             try:
                 tables = sorted(connection.tables(database))
-            except MetastoreError as exc:  # this database only: an error row, the others are listed
+            except CatalogError as exc:  # this database only: an error row, the others are listed
                 rows.append(ListedTable(database, "*", {"list_error": str(exc)}))
                 connection = _reconnected(connection, uri, timeout)
                 continue
             for table in tables:
                 try:
                     rows.append(ListedTable(database, table, connection.parameters(database, table, missing_ok=True)))
-                except MetastoreError as exc:
+                except CatalogError as exc:
                     rows.append(ListedTable(database, table, {"load_error": str(exc)}))
                     connection = _reconnected(connection, uri, timeout)
         return rows
@@ -160,7 +160,7 @@ def _thrift_listing(uri: str, namespaces: Sequence[str] | None, timeout: float) 
 
 
 def _reconnected(connection: MetastoreConnection, uri: str, timeout: float) -> MetastoreConnection:
-    """A new connection in place of one whose last call failed (MetastoreError if none can be made)."""
+    """A new connection in place of one whose last call failed (CatalogError if none can be made)."""
     connection.close()
     return MetastoreConnection(uri, timeout=timeout, purpose="list its tables")
 
@@ -191,10 +191,7 @@ def _spark_listing(spark, properties: dict[str, str], namespaces: Sequence[str] 
 
 def _rest_listing(properties: dict[str, str], namespaces: Sequence[str] | None, timeout: float) -> list[ListedTable]:
     client = rest_catalog(properties, timeout=timeout)  # each HTTP call within ``timeout`` seconds
-    try:
-        known = {namespace_name(levels): levels for levels in client.list_namespaces()}
-    except RestCatalogError as exc:
-        raise MetastoreError(str(exc)) from None
+    known = {namespace_name(levels): levels for levels in client.list_namespaces()}
     wanted = sorted(namespaces) if namespaces is not None else sorted(known)
     _check_known(wanted, list(known), f"the REST catalog at {client.uri}", "namespace")
     rows: list[ListedTable] = []
@@ -202,13 +199,13 @@ def _rest_listing(properties: dict[str, str], namespaces: Sequence[str] | None, 
         levels = known[namespace]
         try:
             tables = sorted(client.list_tables(levels))
-        except RestCatalogError as exc:  # this namespace only: an error row, the others are listed
+        except CatalogError as exc:  # this namespace only: an error row, the others are listed
             rows.append(ListedTable(namespace, "*", {"list_error": str(exc)}))
             continue
         for table in tables:
             try:
                 loaded = client.load_table(levels, table)
-            except RestCatalogError as exc:
+            except CatalogError as exc:
                 if exc.status == 404:
                     rows.append(ListedTable(namespace, table, None))  # dropped since it was listed
                 else:
@@ -223,4 +220,4 @@ def _rest_listing(properties: dict[str, str], namespaces: Sequence[str] | None, 
 def _check_known(wanted: Sequence[str], known: Sequence[str], where: str, what: str) -> None:
     missing = [name for name in wanted if name not in set(known)]
     if missing:
-        raise MetastoreError(f"{what} {missing[0]!r} does not exist in {where}")
+        raise CatalogError(f"{what} {missing[0]!r} does not exist in {where}")

@@ -7,7 +7,7 @@ to list databases and tables (``get_all_databases``, ``get_all_tables``), and to
 (:meth:`MetastoreConnection.swap_parameters`: ``alter_table_with_environment_context`` with the
 HIVE-26882 ``expected_parameter_key`` compare-and-swap)::
 
-    from pyiceberg_crypto.catalog.hive import MetastoreConnection, MetastoreError, table_parameters
+    from pyiceberg_crypto.catalog.hive import MetastoreConnection, CatalogError, table_parameters
 
     params = table_parameters("thrift://hms-1:9083,thrift://hms-2:9083", "db", "orders", timeout=10)
     params["metadata_location"], params.get("metadata_hash")
@@ -20,7 +20,7 @@ Listing a catalog's tables is :func:`pyiceberg_crypto.catalog.entry.list_tables`
 
 The server is not trusted to be sane: every exchange has a deadline, and every length it sends is
 bounded (:data:`MAX_STRING_BYTES`, :data:`MAX_CONTAINER_ENTRIES`, :data:`MAX_REPLY_BYTES`,
-:data:`MAX_DEPTH`). Every failure is a one-line :class:`MetastoreError` naming ``host:port``.
+:data:`MAX_DEPTH`). Every failure is a one-line :class:`CatalogError` naming ``host:port``.
 """
 
 from __future__ import annotations
@@ -30,12 +30,16 @@ import struct
 import time
 from urllib.parse import urlsplit
 
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto._net import listen_address
-from pyiceberg_crypto.errors import ConcurrentCommitError, MetastoreError, PyicebergCryptoError
+from pyiceberg_crypto.errors import CatalogError, ConcurrentCommitError
 from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 
 
-__all__ = ["ConcurrentCommitError", "DEFAULT_PORT", "MetastoreConnection", "MetastoreError", "table_parameters"]
+__all__ = ["ConcurrentCommitError", "DEFAULT_PORT", "MetastoreConnection", "table_parameters"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"MetastoreError": CatalogError})
 
 #: The HIVE-26882 environment-context keys (Hive 2.3.10+, 4.0+): the metastore alters the table only
 #: if its parameter ``expected_parameter_key`` still has the value ``expected_parameter_value``.
@@ -55,15 +59,15 @@ STOP, BOOL, BYTE, DOUBLE, I16, I32, I64, STRING, STRUCT, MAP, SET, LIST = 0, 2, 
 _FIXED_WIDTH = {BOOL: 1, BYTE: 1, DOUBLE: 8, I16: 2, I32: 4, I64: 8}
 
 
-class _ProtocolError(PyicebergCryptoError):
-    """The reply is not valid Thrift (turned into a MetastoreError naming the server)."""
+class _ProtocolError(Exception):  # an internal signal: becomes a CatalogError naming the server
+    """The reply is not valid Thrift (turned into a CatalogError naming the server)."""
 
 
-class _ClosedError(PyicebergCryptoError):
+class _ClosedError(Exception):  # an internal signal: becomes a CatalogError
     """The server closed the connection before the reply was complete."""
 
 
-class _ServerError(PyicebergCryptoError):
+class _ServerError(Exception):  # an internal signal: becomes a CatalogError naming the table
     """The metastore answered with an exception (TApplicationException or a declared one)."""
 
     def __init__(self, kind: str, text: str):
@@ -78,7 +82,7 @@ class _ServerError(PyicebergCryptoError):
 
 def table_parameters(uri: str, database: str, table: str, *, timeout: float = CATALOG_TIMEOUT_SECONDS) -> dict[str, str]:
     """The Hive metastore's table parameters of ``database.table`` (an Iceberg table: ``table_type``
-    ICEBERG and a ``metadata_location``), else MetastoreError.
+    ICEBERG and a ``metadata_location``), else CatalogError.
 
     ``uri`` is ``thrift://host:port``, or several of them comma-separated, tried in order (the next
     one only when a metastore cannot be reached). ``timeout`` bounds, per metastore, connecting and
@@ -86,8 +90,8 @@ def table_parameters(uri: str, database: str, table: str, *, timeout: float = CA
     with MetastoreConnection(uri, timeout=timeout, purpose=f"read table {database}.{table}") as connection:
         params = connection.parameters(database, table)
         if params.get("table_type", "").upper() != "ICEBERG" or "metadata_location" not in params:
-            raise MetastoreError(f"{database}.{table} is not an Iceberg table in the Hive metastore at "
-                                 f"{connection.where}")
+            raise CatalogError(f"{database}.{table} is not an Iceberg table in the Hive metastore at "
+                               f"{connection.where}")
         return params
 
 
@@ -108,7 +112,7 @@ class MetastoreConnection:
             self.where = where
             self._seqid = 0
             return
-        raise MetastoreError(f"cannot reach the Hive metastore to {purpose}: {'; '.join(failures)}")
+        raise CatalogError(f"cannot reach the Hive metastore to {purpose}: {'; '.join(failures)}")
 
     def __enter__(self) -> MetastoreConnection:
         return self
@@ -130,14 +134,14 @@ class MetastoreConnection:
 
     def parameters(self, database: str, table: str, *, missing_ok: bool = False) -> dict[str, str] | None:
         """``get_table(database, table)``: its parameters (any table type); None for an unknown
-        table with ``missing_ok``, else MetastoreError."""
+        table with ``missing_ok``, else CatalogError."""
         args = struct.pack(">bh", STRING, 1) + _string(database) + struct.pack(">bh", STRING, 2) + _string(table)
         try:
             return self._call("get_table", args, _table_parameters, f"table {database}.{table}")
         except _ServerError as exc:
             if missing_ok and exc.kind == "NoSuchObjectException":
                 return None
-            raise MetastoreError(exc.message(database, table, self.where)) from None
+            raise CatalogError(exc.message(database, table, self.where)) from None
 
     def swap_parameters(self, database: str, table: str, key: str, expected: str,
                         updates: dict[str, str]) -> None:
@@ -147,13 +151,13 @@ class MetastoreConnection:
         compare-and-swap (``expected_parameter_key`` / ``expected_parameter_value``), as Iceberg's
         ``HiveTableOperations`` commits with the lock off. A metastore without HIVE-26882 (older
         than Hive 2.3.10) ignores the expectation. Raises ConcurrentCommitError when the value
-        changed (seen here or refused by the metastore), MetastoreError otherwise (the alter may
+        changed (seen here or refused by the metastore), CatalogError otherwise (the alter may
         or may not have happened when the connection failed: read the parameter again)."""
         args = struct.pack(">bh", STRING, 1) + _string(database) + struct.pack(">bh", STRING, 2) + _string(table)
         try:
             fields = self._call("get_table", args, _table_struct, f"table {database}.{table}")
         except _ServerError as exc:
-            raise MetastoreError(exc.message(database, table, self.where)) from None
+            raise CatalogError(exc.message(database, table, self.where)) from None
         params = dict(next((value for ftype, fid, value in fields if fid == 9), {}))
         if params.get(key) != expected:
             raise ConcurrentCommitError(f"{database}.{table} was committed to meanwhile: its {key} is now "
@@ -173,8 +177,8 @@ class MetastoreConnection:
             if _MODIFIED.format(key) in exc.text:
                 raise ConcurrentCommitError(f"{database}.{table} was committed to meanwhile (the metastore's "
                                             f"compare-and-swap of {key} refused ours)") from None
-            raise MetastoreError(f"the Hive metastore at {self.where} refused the commit of {database}.{table}: "
-                                 f"{exc.kind}: {exc.text}") from None
+            raise CatalogError(f"the Hive metastore at {self.where} refused the commit of {database}.{table}: "
+                               f"{exc.kind}: {exc.text}") from None
 
     def _call(self, method: str, args: bytes, read_result, what: str,
               exceptions: tuple[str, str] = ("MetaException", "NoSuchObjectException")):
@@ -188,18 +192,18 @@ class MetastoreConnection:
             self._sock.sendall(header + args + bytes([STOP]))
             return _read_reply(_Reader(self._sock, deadline), method, self._seqid, read_result, exceptions)
         except _ProtocolError as exc:
-            raise MetastoreError(f"invalid reply asking {asking}: {exc}") from None
+            raise CatalogError(f"invalid reply asking {asking}: {exc}") from None
         except _ClosedError:
-            raise MetastoreError(f"the Hive metastore at {where} closed the connection before answering "
-                                 f"for {what}") from None
+            raise CatalogError(f"the Hive metastore at {where} closed the connection before answering "
+                               f"for {what}") from None
         except (socket.timeout, TimeoutError):
-            raise MetastoreError(f"timed out after {self.timeout:g} s asking {asking}") from None
+            raise CatalogError(f"timed out after {self.timeout:g} s asking {asking}") from None
         except OSError as exc:
-            raise MetastoreError(f"connection failed asking {asking}: {_os_reason(exc)}") from None
+            raise CatalogError(f"connection failed asking {asking}: {_os_reason(exc)}") from None
         except _ServerError as exc:
             if method in ("get_table", "alter_table_with_environment_context"):
                 raise  # the caller names the table
-            raise MetastoreError(f"the Hive metastore at {where} failed to give {what}: {exc.kind}: {exc.text}") from None
+            raise CatalogError(f"the Hive metastore at {where} failed to give {what}: {exc.kind}: {exc.text}") from None
 
 
 def _addresses(uri: str) -> list[tuple[str, int]]:
@@ -211,15 +215,15 @@ def _addresses(uri: str) -> list[tuple[str, int]]:
             parts = urlsplit(part)
             host, port = parts.hostname, parts.port or DEFAULT_PORT
         except ValueError as exc:
-            raise MetastoreError(f"invalid Hive metastore URI {part!r}: {exc}") from None
+            raise CatalogError(f"invalid Hive metastore URI {part!r}: {exc}") from None
         if parts.scheme != "thrift" or not host:
             address = part.split("://", 1)[-1] or "host:port"
-            raise MetastoreError(f"invalid Hive metastore URI {part!r}: expected thrift://host:port. Write "
-                                 f"thrift://{address} for a Hive metastore, or http://{address} for a REST catalog "
-                                 "(--rest-uri http://... in audit and the key commands; head's --metastore takes either)")
+            raise CatalogError(f"invalid Hive metastore URI {part!r}: expected thrift://host:port. Write "
+                               f"thrift://{address} for a Hive metastore, or http://{address} for a REST catalog "
+                               "(--rest-uri http://... in audit and the key commands; head's --metastore takes either)")
         addresses.append((host, port))
     if not addresses:
-        raise MetastoreError(f"no Hive metastore URI in {uri!r}")
+        raise CatalogError(f"no Hive metastore URI in {uri!r}")
     return addresses
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pyiceberg_crypto.errors import MetastoreError
+from pyiceberg_crypto.errors import CatalogError
 from pyiceberg_crypto.properties import KEY_ID, KMS_IMPL, KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY, KMS_TYPE
 
 __all__ = ["ENCRYPTING_REST_CATALOG_IMPL", "HIVE", "REST", "REST_CATALOG_IMPLS", "asks_for_encryption", "catalog_kind",
@@ -105,10 +105,10 @@ REST_CATALOG_IMPLS = (ENCRYPTING_REST_CATALOG_IMPL, ICEBERG_REST_CATALOG_IMPL)
 
 def catalog_kind(properties: dict[str, str], catalog: str = "?") -> str:
     """:data:`HIVE` or :data:`REST`: how a table of a catalog with these settings is looked up.
-    MetastoreError for any other catalog (e.g. ``type=hadoop``: no catalog service to ask)."""
+    CatalogError for any other catalog (e.g. ``type=hadoop``: no catalog service to ask)."""
     if properties.get("type") == REST or properties.get("catalog-impl") in REST_CATALOG_IMPLS:
         return REST
     if properties.get("type", HIVE) == HIVE or "catalog-impl" in properties:
         return HIVE  # a catalog-impl of our own is a Hive catalog (a subclass of Iceberg's HiveCatalog)
-    raise MetastoreError(f"catalog {catalog!r} is of type {properties.get('type')!r}: the verifier reads Hive "
-                         "and REST catalogs")
+    raise CatalogError(f"catalog {catalog!r} is of type {properties.get('type')!r}: the verifier reads Hive "
+                       "and REST catalogs")

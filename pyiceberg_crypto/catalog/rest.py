@@ -1,7 +1,7 @@
 """An Iceberg REST catalog, asked over HTTP directly (no JVM, no Spark): where a table's current
 metadata.json is, the table metadata the catalog serves, and which namespaces and tables exist::
 
-    from pyiceberg_crypto.catalog.rest import RestCatalog, RestCatalogError
+    from pyiceberg_crypto.catalog.rest import RestCatalog, CatalogError
 
     catalog = RestCatalog("http://127.0.0.1:8181")                 # or RestCatalog.from_properties(props)
     loaded = catalog.load_table("db", "orders")                     # GET .../namespaces/db/tables/orders
@@ -18,7 +18,7 @@ that reading needs, and authenticates as Iceberg's Java client does (``token``, 
 ``header.*``). The server is not trusted: a commit is never re-sent elsewhere (an unsure one is
 :class:`CommitOutcomeUnknownError`), secrets never leave its origin nor go over plain http to a
 host that is not loopback, every call has one deadline, every reply and listing is bounded, and
-every failure is a one-line :class:`RestCatalogError`. The details, and what it does not defend
+every failure is a one-line :class:`CatalogError`. The details, and what it does not defend
 against: docs/explanation/security.md#a-rest-catalog-is-a-peer-not-a-trusted-server and
 docs/explanation/limits.md.
 """
@@ -38,13 +38,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto._net import is_loopback_host
-from pyiceberg_crypto.errors import CommitOutcomeUnknownError, MetastoreError, PyicebergCryptoError, RestCatalogError
+from pyiceberg_crypto.errors import CatalogError, CommitOutcomeUnknownError
 from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.safe_text import escape_text, shorten
 
-__all__ = ["ALLOW_PLAIN_HTTP_PROPERTY", "CommitOutcomeUnknownError", "LoadedTable", "MAX_REPLY_BYTES", "RestCatalog", "RestCatalogError",
+__all__ = ["ALLOW_PLAIN_HTTP_PROPERTY", "CommitOutcomeUnknownError", "LoadedTable", "MAX_REPLY_BYTES", "RestCatalog",
            "namespace_name", "rest_catalog"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"RestCatalogError": CatalogError})
 
 #: A reply larger than this is refused (a table's metadata is well below it).
 MAX_REPLY_BYTES = 64 * 1024 * 1024
@@ -88,9 +92,9 @@ class RestCatalog:
                  allow_plain_http: bool = False, max_pages: int = MAX_PAGES,
                  max_namespaces: int = MAX_NAMESPACES, max_depth: int = MAX_DEPTH):
         if not uri.startswith(("http://", "https://")):
-            raise RestCatalogError(f"a REST catalog URI starts with http:// or https://, got {uri!r}")
+            raise CatalogError(f"a REST catalog URI starts with http:// or https://, got {uri!r}")
         if timeout <= 0:
-            raise RestCatalogError(f"timeout must be positive seconds, got {timeout!r}")
+            raise CatalogError(f"timeout must be positive seconds, got {timeout!r}")
         self.uri = uri.rstrip("/")
         self.warehouse = warehouse
         self.timeout = timeout
@@ -115,11 +119,11 @@ class RestCatalog:
         package's ``pyiceberg-crypto.allow-plain-http``), e.g. the ``spark.sql.catalog.<name>.*``
         settings without their prefix."""
         if not properties.get("uri"):
-            raise RestCatalogError("the REST catalog has no uri property")
+            raise CatalogError("the REST catalog has no uri property")
         headers = {key[len("header."):]: value for key, value in properties.items() if key.startswith("header.")}
         allow = str(properties.get(ALLOW_PLAIN_HTTP_PROPERTY, "false")).strip().lower()
         if allow not in ("true", "false"):
-            raise RestCatalogError(f"{ALLOW_PLAIN_HTTP_PROPERTY} must be true or false, got {allow!r}")
+            raise CatalogError(f"{ALLOW_PLAIN_HTTP_PROPERTY} must be true or false, got {allow!r}")
         return cls(properties["uri"], token=properties.get("token"), credential=properties.get("credential"),
                    warehouse=properties.get("warehouse"), prefix=properties.get("prefix"),
                    scope=properties.get("scope", "catalog"), oauth2_server_uri=properties.get("oauth2-server-uri"),
@@ -135,8 +139,8 @@ class RestCatalog:
         reply = self._get(f"{self._path()}/namespaces/{_encode(levels)}/tables/{_quote(table)}", f"table {_shown(name)}")
         location, metadata = reply.get("metadata-location"), reply.get("metadata")
         if not isinstance(location, str) or not location or not isinstance(metadata, dict):
-            raise RestCatalogError(f"REST catalog {self.uri}: the answer for table {_shown(name)} has no metadata-location "
-                                   "or metadata")
+            raise CatalogError(f"REST catalog {self.uri}: the answer for table {_shown(name)} has no metadata-location "
+                               "or metadata")
         config = reply.get("config") if isinstance(reply.get("config"), dict) else {}
         return LoadedTable(name, location, metadata, {str(k): str(v) for k, v in config.items()})
 
@@ -144,7 +148,7 @@ class RestCatalog:
                      updates: list[dict[str, Any]]) -> LoadedTable:
         """Commit ``updates`` (REST ``updateTable``: ``{"action": "remove-encryption-key", ...}``) if
         every one of ``requirements`` (``{"type": "assert-table-uuid", ...}``) holds; the table as
-        the catalog then serves it. RestCatalogError with ``status`` 409: a requirement failed
+        the catalog then serves it. CatalogError with ``status`` 409: a requirement failed
         (re-read the table and redo); :class:`CommitOutcomeUnknownError` for a redirect (3xx, never
         followed), a 5xx or no answer (``status`` None): the commit may or may not have happened
         (Iceberg's CommitStateUnknownException), reload the table to see."""
@@ -155,7 +159,7 @@ class RestCatalog:
         path = f"{self._path()}/namespaces/{_encode(levels)}/tables/{_quote(table)}"
         try:
             reply = self._call("POST", path, f"the commit of table {_shown(name)}", body=body)
-        except RestCatalogError as exc:
+        except CatalogError as exc:
             if outcome_unknown(exc.status):
                 raise CommitOutcomeUnknownError(
                     f"the outcome of the commit of table {_shown(name)} is unknown ({exc}): it may or may not have "
@@ -163,12 +167,12 @@ class RestCatalog:
             raise
         location, metadata = reply.get("metadata-location"), reply.get("metadata")
         if not isinstance(location, str) or not location or not isinstance(metadata, dict):
-            raise RestCatalogError(f"REST catalog {self.uri}: the answer to the commit of table {_shown(name)} has "
-                                   "no metadata-location or metadata", status=None)
+            raise CatalogError(f"REST catalog {self.uri}: the answer to the commit of table {_shown(name)} has "
+                               "no metadata-location or metadata", status=None)
         return LoadedTable(name, location, metadata)
 
     def list_namespaces(self) -> list[tuple[str, ...]]:
-        """Every namespace, nested ones included, as tuples of levels, sorted. RestCatalogError when
+        """Every namespace, nested ones included, as tuples of levels, sorted. CatalogError when
         there are more than ``max_namespaces``, deeper than ``max_depth``, or a listing has more
         than ``max_pages`` pages."""
         found: set[tuple[str, ...]] = set()
@@ -182,12 +186,12 @@ class RestCatalog:
                 if not levels or levels in found or levels[:len(parent)] != parent or len(levels) <= len(parent):
                     continue  # a server that ignores ``parent`` answers the top level again
                 if len(levels) > self.max_depth:
-                    raise RestCatalogError(f"REST catalog {self.uri}: namespace {_shown(namespace_name(levels))} is "
-                                           f"deeper than {self.max_depth} levels (max_depth)")
+                    raise CatalogError(f"REST catalog {self.uri}: namespace {_shown(namespace_name(levels))} is "
+                                       f"deeper than {self.max_depth} levels (max_depth)")
                 found.add(levels)
                 if len(found) > self.max_namespaces:
-                    raise RestCatalogError(f"REST catalog {self.uri}: more than {self.max_namespaces} namespaces "
-                                           "(max_namespaces)")
+                    raise CatalogError(f"REST catalog {self.uri}: more than {self.max_namespaces} namespaces "
+                                       "(max_namespaces)")
                 pending.append(levels)
         return sorted(found)
 
@@ -221,16 +225,16 @@ class RestCatalog:
             reply = self._get(path, what, page_query)
             page = reply.get(key)
             if page is not None and not isinstance(page, list):
-                raise RestCatalogError(f"REST catalog {self.uri}: the answer for {what} has no list of {key}")
+                raise CatalogError(f"REST catalog {self.uri}: the answer for {what} has no list of {key}")
             items += page or []
             token = reply.get("next-page-token")
             if not token:
                 return items
             if not isinstance(token, str) or token in seen:
-                raise RestCatalogError(f"REST catalog {self.uri}: the listing of {what} does not end "
-                                       "(its next-page-token repeats or is not a string)")
+                raise CatalogError(f"REST catalog {self.uri}: the listing of {what} does not end "
+                                   "(its next-page-token repeats or is not a string)")
             seen.add(token)
-        raise RestCatalogError(f"REST catalog {self.uri}: more than {self.max_pages} pages of {what} (max_pages)")
+        raise CatalogError(f"REST catalog {self.uri}: more than {self.max_pages} pages of {what} (max_pages)")
 
     def _get(self, path: str, what: str, query: Mapping[str, str] | None = None) -> dict:
         return self._call("GET", path, what, query)
@@ -248,7 +252,7 @@ class RestCatalog:
                 headers["Authorization"] = f"Bearer {token}"
             try:
                 return self._send(urllib.request.Request(url, data=data, headers=headers, method=method), what)
-            except RestCatalogError as exc:
+            except CatalogError as exc:
                 # a token of our credential that the server no longer takes: exchange it once more
                 if exc.status == 401 and attempt == 1 and self._credential and self._forget_token(token):
                     continue
@@ -282,7 +286,7 @@ class RestCatalog:
         reply = self._send(request, "a token for its credential")
         token = reply.get("access_token")
         if not isinstance(token, str) or not token:
-            raise RestCatalogError(f"REST catalog {self.uri}: the token endpoint answered without an access_token")
+            raise CatalogError(f"REST catalog {self.uri}: the token endpoint answered without an access_token")
         lifetime = reply.get("expires_in")
         if isinstance(lifetime, (int, float)) and not isinstance(lifetime, bool) and lifetime > 0:
             return token, asked + lifetime * TOKEN_LIFETIME_USED
@@ -302,36 +306,36 @@ class RestCatalog:
                         raw = _read_bounded(response, deadline)
                 except urllib.error.HTTPError as exc:
                     if 300 <= exc.code < 400:
-                        raise RestCatalogError(f"REST catalog {self.uri} answered {what} with a redirect (HTTP "
-                                               f"{exc.code} to {_shown(exc.headers.get('Location') or '?')}): not "
-                                               f"followed for a {request.get_method()}", status=exc.code) from None
+                        raise CatalogError(f"REST catalog {self.uri} answered {what} with a redirect (HTTP "
+                                           f"{exc.code} to {_shown(exc.headers.get('Location') or '?')}): not "
+                                           f"followed for a {request.get_method()}", status=exc.code) from None
                     message = _server_message(exc)
-                    raise RestCatalogError(f"REST catalog {self.uri} refused {what}: HTTP {exc.code} {message}",
-                                           status=exc.code) from None
+                    raise CatalogError(f"REST catalog {self.uri} refused {what}: HTTP {exc.code} {message}",
+                                       status=exc.code) from None
         except _CrossOriginRedirectError as exc:
-            raise RestCatalogError(f"REST catalog {self.uri} redirected {what} to another origin ({exc}): refused, "
-                                   "so its token and headers do not leave the catalog's host") from None
+            raise CatalogError(f"REST catalog {self.uri} redirected {what} to another origin ({exc}): refused, "
+                               "so its token and headers do not leave the catalog's host") from None
         except _TooLargeError:
-            raise RestCatalogError(f"REST catalog {self.uri}: the answer for {what} is larger than "
-                                   f"{MAX_REPLY_BYTES} bytes") from None
-        except RestCatalogError:
+            raise CatalogError(f"REST catalog {self.uri}: the answer for {what} is larger than "
+                               f"{MAX_REPLY_BYTES} bytes") from None
+        except CatalogError:
             raise
         except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
             # each socket operation waits at most the time left: its timeout is the deadline's
             if deadline.expired or any(isinstance(e, TimeoutError) for e in (exc, getattr(exc, "reason", None))):
-                raise RestCatalogError(f"REST catalog {self.uri} did not answer {what} within {self.timeout:g} s "
-                                       "(the whole call)") from None
+                raise CatalogError(f"REST catalog {self.uri} did not answer {what} within {self.timeout:g} s "
+                                   "(the whole call)") from None
             reason = getattr(exc, "reason", None) or type(exc).__name__
-            raise RestCatalogError(f"REST catalog {self.uri} cannot be reached for {what}: {reason}") from None
+            raise CatalogError(f"REST catalog {self.uri} cannot be reached for {what}: {reason}") from None
         try:
             reply = json.loads(raw) if raw.strip() else {}
         except ValueError:
-            raise RestCatalogError(f"REST catalog {self.uri}: the answer for {what} is not JSON") from None
+            raise CatalogError(f"REST catalog {self.uri}: the answer for {what} is not JSON") from None
         except RecursionError:
-            raise RestCatalogError(f"REST catalog {self.uri}: the answer for {what} is JSON nested too deeply to "
-                                   "parse") from None
+            raise CatalogError(f"REST catalog {self.uri}: the answer for {what} is JSON nested too deeply to "
+                               "parse") from None
         if not isinstance(reply, dict):
-            raise RestCatalogError(f"REST catalog {self.uri}: the answer for {what} is not a JSON object")
+            raise CatalogError(f"REST catalog {self.uri}: the answer for {what} is not a JSON object")
         return reply
 
     def __repr__(self) -> str:
@@ -344,7 +348,7 @@ def _levels(namespace: str | Sequence[str]) -> tuple[str, ...]:
     """A namespace as levels: a string is one level (never split on its dots)."""
     levels = (namespace,) if isinstance(namespace, str) else tuple(namespace)
     if not levels or not all(isinstance(level, str) and level for level in levels):
-        raise RestCatalogError(f"not a namespace: {namespace!r}")
+        raise CatalogError(f"not a namespace: {namespace!r}")
     return levels
 
 
@@ -362,13 +366,13 @@ def _encode(levels: tuple[str, ...]) -> str:
 
 
 def _quote(text: str) -> str:
-    """``text`` percent-encoded as UTF-8 for a URL path; RestCatalogError for a name UTF-8 cannot
+    """``text`` percent-encoded as UTF-8 for a URL path; CatalogError for a name UTF-8 cannot
     hold (a lone surrogate, e.g. from a ``"\\ud800"`` escape in a listing): it cannot be asked for."""
     try:
         return urllib.parse.quote(text, safe="")
     except UnicodeEncodeError:
-        raise RestCatalogError(f"the name {_shown(text)} is not valid Unicode (a lone surrogate): it cannot be "
-                               "asked for") from None
+        raise CatalogError(f"the name {_shown(text)} is not valid Unicode (a lone surrogate): it cannot be "
+                           "asked for") from None
 
 
 def _shown(text: str) -> str:
@@ -387,16 +391,16 @@ def _origin(url: str) -> tuple[str, str, int]:
 def _refuse_plain_http(url: str, allowed: bool) -> None:
     scheme, host, _ = _origin(url)
     if scheme == "http" and not is_loopback_host(host) and not allowed:
-        raise RestCatalogError(f"REST catalog {url}: a token or credential would travel in clear text over http:// "
-                               f"to {host}: use https://, or set {ALLOW_PLAIN_HTTP_PROPERTY}=true on a network you "
-                               "trust")
+        raise CatalogError(f"REST catalog {url}: a token or credential would travel in clear text over http:// "
+                           f"to {host}: use https://, or set {ALLOW_PLAIN_HTTP_PROPERTY}=true on a network you "
+                           "trust")
 
 
-class _CrossOriginRedirectError(PyicebergCryptoError):  # internal, becomes a RestCatalogError
+class _CrossOriginRedirectError(Exception):  # an internal signal: becomes a CatalogError
     pass
 
 
-class _TooLargeError(PyicebergCryptoError):  # internal, becomes a RestCatalogError
+class _TooLargeError(Exception):  # an internal signal: becomes a CatalogError
     pass
 
 
@@ -544,8 +548,5 @@ def outcome_unknown(status: int | None) -> bool:
 
 def rest_catalog(properties: dict[str, str], *, timeout: float = CATALOG_TIMEOUT_SECONDS) -> RestCatalog:
     """A REST client for a REST catalog's settings (``uri``, ``token``, ``credential``, ``header.*``),
-    each call bounded by ``timeout`` seconds (MetastoreError for settings that cannot be used)."""
-    try:
-        return RestCatalog.from_properties(properties, timeout=timeout)
-    except RestCatalogError as exc:
-        raise MetastoreError(str(exc)) from None
+    each call bounded by ``timeout`` seconds (CatalogError for settings that cannot be used)."""
+    return RestCatalog.from_properties(properties, timeout=timeout)

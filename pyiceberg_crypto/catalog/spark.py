@@ -26,10 +26,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from pyiceberg_crypto.catalog.hive import MetastoreError
 from pyiceberg_crypto.catalog.kinds import HIVE, REST, catalog_kind
-from pyiceberg_crypto.catalog.rest import RestCatalogError, rest_catalog
-from pyiceberg_crypto.errors import TableInputError
+from pyiceberg_crypto.catalog.rest import rest_catalog
+from pyiceberg_crypto.errors import CatalogError, TableInputError
 from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.registrations import registered
@@ -51,7 +50,7 @@ def catalog_properties(spark, catalog: str) -> dict[str, str]:
     if prefix not in conf:
         names = configured_catalogs(spark)
         known = f"; the session's catalogs: {', '.join(names)}" if names else "; the session configures none"
-        raise MetastoreError(f"no Spark catalog named {catalog!r} (spark.sql.catalog.{catalog} is not set){known}")
+        raise CatalogError(f"no Spark catalog named {catalog!r} (spark.sql.catalog.{catalog} is not set){known}")
     props = {key[len(prefix) + 1:]: value for key, value in conf.items() if key.startswith(prefix + ".")}
     catalog_kind(props, catalog)
     return props
@@ -75,7 +74,7 @@ ICEBERG_PARAMETERS = ("table_type", "metadata_location", "metadata_hash", "previ
 
 def spark_table_parameters(spark, properties: dict[str, str], database: str, table: str) -> dict[str, str]:
     """The metastore's Iceberg parameters of ``database.table`` (:data:`ICEBERG_PARAMETERS` that it
-    has; raises MetastoreError), through the kept client (:func:`on_kept_client`)."""
+    has; raises CatalogError), through the kept client (:func:`on_kept_client`)."""
     require_classic_session(spark, "asking the metastore through Spark")
 
     def parameters(client) -> dict:
@@ -85,7 +84,7 @@ def spark_table_parameters(spark, properties: dict[str, str], database: str, tab
 
     params = on_kept_client(spark, properties, parameters, f"the metastore cannot give table {database}.{table}")
     if params.get("table_type", "").upper() != "ICEBERG" or "metadata_location" not in params:
-        raise MetastoreError(f"{database}.{table} is not an Iceberg table in the metastore")
+        raise CatalogError(f"{database}.{table} is not an Iceberg table in the metastore")
     return {str(k): str(v) for k, v in params.items()}
 
 
@@ -93,8 +92,8 @@ def on_kept_client(spark, properties: dict[str, str], call, failure: str):
     """``call(client)`` on the metastore client kept for this Spark application and these catalog
     settings (a new ``HiveConf`` and client cost most of a post-write ``since`` check). A call that
     fails on a kept client is tried once more on a new one (a remote metastore may have dropped the
-    connection), unless the metastore said the object does not exist; a MetastoreError of ``call``
-    passes through, any other failure becomes ``MetastoreError(f"{failure}: ...")``."""
+    connection), unless the metastore said the object does not exist; a CatalogError of ``call``
+    passes through, any other failure becomes ``CatalogError(f"{failure}: ...")``."""
     key = client_key(spark, properties)
     with _CLIENTS_LOCK:
         for stale in [k for k in _CLIENTS if k[0] != key[0]]:  # clients of stopped SparkContexts
@@ -106,13 +105,13 @@ def on_kept_client(spark, properties: dict[str, str], call, failure: str):
                 if client is None:
                     client = _CLIENTS[key] = _new_client(spark, properties)
                 return call(client)
-            except MetastoreError:
+            except CatalogError:
                 raise
             except Exception as exc:
                 _forget(key)
                 if reused and attempt == 1 and not _is_no_such_object(exc):
                     continue
-                raise MetastoreError(f"{failure}: {java_line(exc)}") from None
+                raise CatalogError(f"{failure}: {java_line(exc)}") from None
     raise AssertionError("unreachable")
 
 
@@ -206,7 +205,7 @@ def catalog_table(spark, table: str, kms: KeyManagementClient | None = None) -> 
             parameters, served = {"metadata_location": loaded.metadata_location}, loaded.metadata
         else:
             parameters = spark_table_parameters(spark, properties, database, name)
-    except (MetastoreError, RestCatalogError) as exc:
+    except CatalogError as exc:
         raise TableInputError(str(exc)) from None
     kms = kms if kms is not None else registered_kms(properties, catalog)
     return CatalogTable(f"{catalog}.{database}.{name}", properties, parameters, kms, kind, served)

@@ -12,20 +12,20 @@ import argparse
 import math
 from typing import Any
 
-from pyiceberg_crypto.cli.options import UsageError
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 
 
 def kms_from_arguments(args: argparse.Namespace, *, required: bool = False, timeout: float | None = None):
     """The KMS ``--kms`` and ``--kms-property`` name (None without ``--kms`` unless ``required``),
-    built within ``timeout`` seconds (None: no limit). UsageError for a bad name or property; a
+    built within ``timeout`` seconds (None: no limit). InvalidArgumentError for a bad name or property; a
     factory that fails or does not return in time is a KmsError (``error.type`` "kms")::
 
         kms = kms_from_arguments(args, timeout=args.kms_timeout)"""
-    from pyiceberg_crypto.kms.base import KmsError
-    from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
-    from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
+    from pyiceberg_crypto.errors import KmsError, PyicebergCryptoError
+    from pyiceberg_crypto.kms.bounded import call_with_timeout
+    from pyiceberg_crypto.kms.loader import load_kms
     from pyiceberg_crypto.safe_text import exception_line
 
     if not args.kms and not required:
@@ -34,9 +34,7 @@ def kms_from_arguments(args: argparse.Namespace, *, required: bool = False, time
     try:
         return call_with_timeout(load_kms, args.kms, properties, timeout=timeout,
                                  what=f"the KMS factory {args.kms!r}")
-    except KmsLoadError as exc:
-        raise UsageError(str(exc)) from None
-    except (KmsError, KmsTimeoutError):
+    except PyicebergCryptoError:  # a bad name or property (InvalidArgumentError), a KMS error, a timeout
         raise
     except Exception as exc:  # the user's factory failed: one line, never its traceback
         raise KmsError(f"the KMS factory {args.kms!r} failed: {exception_line(exc)}") from None
@@ -70,7 +68,7 @@ def parse_properties(pairs: list[str], option: str = "--kms-property") -> dict[s
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise UsageError(f"{option} must be KEY=VALUE, got {pair!r}")
+            raise InvalidArgumentError(f"{option} must be KEY=VALUE, got {pair!r}")
         props[key] = value
     return props
 
@@ -114,7 +112,7 @@ def verification_options(args: argparse.Namespace, io_properties: dict[str, str]
     from pyiceberg_crypto.table.limits import Limits
 
     if args.accept_history and not args.state:
-        raise UsageError("--accept-history needs --state FILE (it resets that ledger)")
+        raise InvalidArgumentError("--accept-history needs --state FILE (it resets that ledger)")
     return {"snapshot_id": args.snapshot, "all_snapshots": args.all_snapshots, "since_snapshot_id": args.since,
             "state": args.state, "accept_history": args.accept_history,
             "limits": Limits(allowed_locations=tuple(args.allow_location), max_metadata_bytes=args.max_metadata_bytes,

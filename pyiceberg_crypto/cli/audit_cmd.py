@@ -30,7 +30,7 @@ from pyiceberg_crypto.cli.arguments import (add_kms_arguments, add_limit_argumen
                                            positive_seconds)
 from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.cli.catalog_arguments import REST_CREDENTIAL_VARIABLE, REST_TOKEN_VARIABLE, rest_properties
-from pyiceberg_crypto.cli.options import UsageError
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.safe_text import escape_text, exception_line
@@ -83,13 +83,13 @@ def run_audit(args: argparse.Namespace) -> int:
 
     io_properties = parse_properties(args.io_property, "--io-property")
     if args.rest_property and not args.rest_uri:
-        raise UsageError("--rest-property needs --rest-uri")
+        raise InvalidArgumentError("--rest-property needs --rest-uri")
     rest = rest_properties(args) if args.rest_uri else None
     for option, path in (("--html", args.html), ("--prometheus", args.prometheus)):
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            raise UsageError(f"{option} {path}: its directory does not exist")
+            raise InvalidArgumentError(f"{option} {path}: its directory does not exist")
     if args.state_dir and not os.path.isdir(args.state_dir):
-        raise UsageError(f"--state-dir {args.state_dir} does not exist: create it (mkdir -p -m 700 "
+        raise InvalidArgumentError(f"--state-dir {args.state_dir} does not exist: create it (mkdir -p -m 700 "
                          f"{args.state_dir}) where the tables' writers cannot write, then run again")
     kms = kms_from_arguments(args, required=True, timeout=args.kms_timeout)
     started = time.perf_counter()
@@ -125,9 +125,9 @@ def run_audit(args: argparse.Namespace) -> int:
 def _error_document(args: argparse.Namespace, kind: str, message: str, exc: BaseException) -> dict:
     """``--json`` when no audit could be made: ``metastore`` for a catalog that cannot be listed;
     the input problems the audit finds are ``usage``."""
-    from pyiceberg_crypto.catalog.hive import MetastoreError
+    from pyiceberg_crypto.errors import CatalogError
 
-    if isinstance(exc, MetastoreError):
+    if isinstance(exc, CatalogError):
         kind = "metastore"
     elif kind == "unreadable":
         kind = "usage"
@@ -136,14 +136,14 @@ def _error_document(args: argparse.Namespace, kind: str, message: str, exc: Base
 
 def _write_files(args: argparse.Namespace, report) -> str | None:
     """The HTML page and the Prometheus textfile, each attempted; the first failure's message, or None."""
-    from pyiceberg_crypto.audit.lake import AuditOutputError
+    from pyiceberg_crypto.errors import FileAccessError
 
     failures = []
     for path, write in ((args.html, report.write_html), (args.prometheus, report.write_prometheus)):
         if path:
             try:
                 write(path)
-            except AuditOutputError as exc:
+            except FileAccessError as exc:
                 failures.append(str(exc))
     return failures[0] if failures else None
 

@@ -12,7 +12,7 @@ import os
 
 from pyiceberg_crypto.catalog.kinds import HIVE, REST
 from pyiceberg_crypto.cli.arguments import parse_properties, positive_seconds
-from pyiceberg_crypto.cli.options import UsageError
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 
 REST_TOKEN_VARIABLE = "PYICEBERG_CRYPTO_REST_TOKEN"
@@ -24,7 +24,7 @@ def rest_properties(args: argparse.Namespace) -> dict[str, str]:
     properties = parse_properties(args.rest_property, "--rest-property")
     for key in ("token", "credential", "uri"):
         if key in properties:
-            raise UsageError(f"--rest-property {key}=...: " + ("use --rest-uri" if key == "uri" else
+            raise InvalidArgumentError(f"--rest-property {key}=...: " + ("use --rest-uri" if key == "uri" else
                              f"secrets go in ${REST_TOKEN_VARIABLE} or ${REST_CREDENTIAL_VARIABLE}, not the "
                              "command line (other users can read it)"))
     properties["uri"] = args.rest_uri
@@ -80,9 +80,9 @@ def direct_catalog_properties(args: argparse.Namespace, *, spark_with_warehouse:
     is asked directly too, no JVM, unless ``spark_with_warehouse`` (the verification job, whose
     local session runs on that metastore). ValueError for options that do not go together."""
     if args.rest_property and not args.rest_uri:
-        raise UsageError("--rest-property needs --rest-uri")
+        raise InvalidArgumentError("--rest-property needs --rest-uri")
     if args.rest_uri and args.metastore_uri:
-        raise UsageError("give --metastore-uri thrift://... (a Hive metastore) or --rest-uri http://... "
+        raise InvalidArgumentError("give --metastore-uri thrift://... (a Hive metastore) or --rest-uri http://... "
                          "(a REST catalog), not both")
     if args.rest_uri:
         return {**rest_properties(args), "type": REST}

@@ -16,7 +16,8 @@ import os
 from pyiceberg_crypto._atomic import PRIVATE, atomic_writer
 from pyiceberg_crypto.cli.inspect_parquet import keys_from_args
 from pyiceberg_crypto.exit_status import ExitStatus
-from pyiceberg_crypto.cli.options import UsageError, add_key_options, file_error_document
+from pyiceberg_crypto.errors import InvalidArgumentError
+from pyiceberg_crypto.cli.options import add_key_options, file_error_document
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.formats.parquet.decrypt import decrypt_parquet
 
@@ -39,9 +40,9 @@ def run_decrypt(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise TableInputError(f"cannot read {args.file}: {exc.strerror or exc}") from None
     if magic not in (b"PAR1", b"PARE"):
-        raise UsageError(f"{args.file}: decrypt supports Parquet files only (starts with {magic!r})")
+        raise InvalidArgumentError(f"{args.file}: decrypt supports Parquet files only (starts with {magic!r})")
     if os.path.exists(args.out) and os.path.samefile(args.file, args.out):
-        raise UsageError("OUT must differ from FILE")
+        raise InvalidArgumentError("OUT must differ from FILE")
     # Plaintext of encrypted data: private to its owner (0600), and renamed into place only
     # when every module authenticated (an error removes the temporary file).
     with open(args.file, "rb") as handle, atomic_writer(args.out, mode=PRIVATE) as out:

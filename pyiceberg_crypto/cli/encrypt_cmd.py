@@ -34,7 +34,8 @@ import json
 import sys
 
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, kms_from_arguments
-from pyiceberg_crypto.cli.options import UsageError, local_session_catalog
+from pyiceberg_crypto.errors import InvalidArgumentError
+from pyiceberg_crypto.cli.options import local_session_catalog
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.safe_text import escape_text
 
@@ -93,7 +94,7 @@ def run_encrypt(args: argparse.Namespace) -> int:
 
     try:
         kms = kms_from_arguments(args)
-    except UsageError as exc:
+    except InvalidArgumentError as exc:
         return _fail(str(exc))
     from contextlib import nullcontext
 
@@ -104,7 +105,7 @@ def run_encrypt(args: argparse.Namespace) -> int:
     try:
         _check_lake_options(args)
         catalog = args.table if args.all_tables else local_session_catalog(args.table, args.warehouse)
-    except UsageError as exc:
+    except InvalidArgumentError as exc:
         return _fail(str(exc))
     try:  # the new table's settings, checked before Spark starts
         table_properties(args.key_id, data_key_length=args.data_key_length, format_version=args.format_version)
@@ -161,16 +162,16 @@ def _check_lake_options(args: argparse.Namespace) -> None:
                                           ("--dry-run", args.dry_run)) if given]
     if not args.all_tables:
         if lake_only:
-            raise UsageError(f"{', '.join(lake_only)} go(es) with --all-tables")
+            raise InvalidArgumentError(f"{', '.join(lake_only)} go(es) with --all-tables")
         return
     if "." in args.table:
-        raise UsageError(f"with --all-tables, give the catalog's name (e.g. lake), not {args.table!r}")
+        raise InvalidArgumentError(f"with --all-tables, give the catalog's name (e.g. lake), not {args.table!r}")
     if args.keep_original:
-        raise UsageError("--keep-original names one table: encrypt that table alone")
+        raise InvalidArgumentError("--keep-original names one table: encrypt that table alone")
     if args.parallel < 1:
-        raise UsageError(f"--parallel wants a number of tables >= 1, got {args.parallel}")
+        raise InvalidArgumentError(f"--parallel wants a number of tables >= 1, got {args.parallel}")
     if args.report and args.resume and args.report != args.resume:
-        raise UsageError("--resume PATH keeps writing PATH: give --report PATH or --resume PATH, not two files")
+        raise InvalidArgumentError("--resume PATH keeps writing PATH: give --report PATH or --resume PATH, not two files")
 
 
 def run_all_tables(spark, args: argparse.Namespace, prove) -> int:

@@ -14,7 +14,8 @@ import dataclasses
 import json
 
 from pyiceberg_crypto.exit_status import ExitStatus
-from pyiceberg_crypto.cli.options import UsageError, parse_hex, parse_key_metadata
+from pyiceberg_crypto.errors import InvalidArgumentError
+from pyiceberg_crypto.cli.options import parse_hex, parse_key_metadata
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.formats.ags1 import (
     Ags1Report,
@@ -34,22 +35,22 @@ class Ags1Keys:
 
 
 def keys_from_args(args: argparse.Namespace) -> Ags1Keys:
-    """Collect key, AAD prefix and trusted lengths from the options; UsageError when inconsistent."""
+    """Collect key, AAD prefix and trusted lengths from the options; InvalidArgumentError when inconsistent."""
     if getattr(args, "column_key", None):
-        raise UsageError("--column-key applies to Parquet files, not AGS1")
+        raise InvalidArgumentError("--column-key applies to Parquet files, not AGS1")
     if args.length is not None and args.length < 0:
-        raise UsageError("--length must be >= 0")
+        raise InvalidArgumentError("--length must be >= 0")
     file_length = None
     if args.key_metadata:
         if args.key or args.aad_prefix:
-            raise UsageError("give either --key-metadata or --key/--aad-prefix, not both")
+            raise InvalidArgumentError("give either --key-metadata or --key/--aad-prefix, not both")
         metadata = parse_key_metadata(args.key_metadata)
         key, aad, file_length = metadata.encryption_key, metadata.aad_prefix or b"", metadata.file_length
     else:
         key = parse_hex(args.key, "--key") if args.key else None
         aad = parse_hex(args.aad_prefix, "--aad-prefix") if args.aad_prefix else b""
         if aad and key is None:
-            raise UsageError("--aad-prefix needs --key")
+            raise InvalidArgumentError("--aad-prefix needs --key")
     if key is not None:
         check_key(key)  # a FormatError naming the length: exit 2
     return Ags1Keys(key, aad, args.length, file_length)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from pyiceberg_crypto.cli.options import UsageError, add_key_options, file_error_document
+from pyiceberg_crypto.errors import InvalidArgumentError
+from pyiceberg_crypto.cli.options import add_key_options, file_error_document
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.formats.errors import BadMagicError
 
@@ -43,4 +44,4 @@ def run_inspect(args: argparse.Namespace) -> int:
     reason = f"not an AGS1 or Parquet file (starts with {magic!r})"
     if args.key or args.key_metadata:  # a key was given: the file is expected to be encrypted
         raise BadMagicError(reason, file=args.file, location="header")
-    raise UsageError(f"{args.file}: {reason}")
+    raise InvalidArgumentError(f"{args.file}: {reason}")

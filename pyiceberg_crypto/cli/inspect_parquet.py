@@ -22,7 +22,8 @@ from typing import Any
 
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.properties import AES_KEY_LENGTHS
-from pyiceberg_crypto.cli.options import UsageError, error_dict, parse_aes_key, parse_hex, parse_key_metadata
+from pyiceberg_crypto.errors import InvalidArgumentError
+from pyiceberg_crypto.cli.options import error_dict, parse_aes_key, parse_hex, parse_key_metadata
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.formats.parquet.reader import ParquetKeys
 from pyiceberg_crypto.formats.parquet.verify import VerificationReport, verify_parquet
@@ -30,26 +31,26 @@ from pyiceberg_crypto.formats.parquet.verify import VerificationReport, verify_p
 
 
 def keys_from_args(args: argparse.Namespace) -> tuple[ParquetKeys, int | None]:
-    """``(keys, trusted file size)`` from the command-line options; UsageError when inconsistent."""
+    """``(keys, trusted file size)`` from the command-line options; InvalidArgumentError when inconsistent."""
     if getattr(args, "length", None) is not None:
-        raise UsageError("--length applies to AGS1 files; a Parquet file's trusted size comes from --key-metadata")
+        raise InvalidArgumentError("--length applies to AGS1 files; a Parquet file's trusted size comes from --key-metadata")
     footer_key = parse_aes_key(args.key, "--key") if args.key else None
     aad_prefix = parse_hex(args.aad_prefix, "--aad-prefix") if args.aad_prefix is not None else None
     expected_size = None
     if args.key_metadata:
         if args.key or args.aad_prefix is not None:
-            raise UsageError("give either --key-metadata or --key/--aad-prefix, not both")
+            raise InvalidArgumentError("give either --key-metadata or --key/--aad-prefix, not both")
         metadata = parse_key_metadata(args.key_metadata)
         footer_key, aad_prefix, expected_size = metadata.encryption_key, metadata.aad_prefix, metadata.file_length
         if len(footer_key) not in AES_KEY_LENGTHS:
-            raise UsageError(f"--key-metadata: AES key must be 16, 24 or 32 bytes, got {len(footer_key)}")
+            raise InvalidArgumentError(f"--key-metadata: AES key must be 16, 24 or 32 bytes, got {len(footer_key)}")
     column_keys: dict[str, bytes] = {}
     for item in args.column_key or []:
         path, sep, value = item.partition("=")
         if not sep or not path:
-            raise UsageError(f"--column-key expects PATH=HEX, got {item.split('=')[0]!r}...")
+            raise InvalidArgumentError(f"--column-key expects PATH=HEX, got {item.split('=')[0]!r}...")
         if path in column_keys:
-            raise UsageError(f"--column-key given twice for {path!r}")
+            raise InvalidArgumentError(f"--column-key given twice for {path!r}")
         column_keys[path] = parse_aes_key(value, f"--column-key {path}")
     return ParquetKeys(footer_key, column_keys, aad_prefix), expected_size
 

@@ -20,6 +20,7 @@ import argparse
 import json
 
 from pyiceberg_crypto import jars
+from pyiceberg_crypto.errors import SetupError
 from pyiceberg_crypto.exit_status import ExitStatus
 
 
@@ -59,7 +60,7 @@ def _show(args: argparse.Namespace) -> int:
         bridge = str(jars.bridge_jar())
         bridge_packages = [jars.bridge_artifact().coordinate]
         repositories = [jars.bridge_repository().as_uri()]
-    except jars.JarNotFoundError as exc:
+    except SetupError as exc:  # no bridge jar built or shipped
         bridge = f"MISSING ({exc})"
         bridge_packages, repositories = [], []
     document = {

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from pyiceberg_crypto.cli.catalog_arguments import direct_catalog_properties, is_metadata_location
-from pyiceberg_crypto.cli.options import UsageError
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import escape_text
 
@@ -23,14 +23,14 @@ def find_key_uses(args: argparse.Namespace, key_id: str, version: str | None, km
     locations = [t for t in args.table if is_metadata_location(t)]
     catalog_properties = direct_catalog_properties(args)
     if args.namespace and catalog_properties is None:
-        raise UsageError("--namespace needs --metastore-uri or --rest-uri (the catalog asked directly)")
+        raise InvalidArgumentError("--namespace needs --metastore-uri or --rest-uri (the catalog asked directly)")
     if args.table and len(locations) == len(args.table) and not args.warehouse and catalog_properties is None:
         return where_used_in_metadata(locations, key_id, version, kms, compromised_only=compromised_only)
     if locations:
-        raise UsageError("give --table as CATALOG.DB.TABLE names or as metadata.json files, not both")
+        raise InvalidArgumentError("give --table as CATALOG.DB.TABLE names or as metadata.json files, not both")
     catalog = args.catalog or _catalog_of_tables(args.table)
     if catalog is None and (catalog_properties is not None or args.warehouse):
-        raise UsageError(_NAME_THE_CATALOG)  # before any catalog is asked or any JVM starts
+        raise InvalidArgumentError(_NAME_THE_CATALOG)  # before any catalog is asked or any JVM starts
     if catalog_properties is not None:
         return where_used_in_listing(catalog_properties, key_id, version, kms, catalog=catalog, tables=args.table or None,
                                      timeout=args.metastore_timeout, compromised_only=compromised_only,
@@ -66,13 +66,13 @@ def _catalog_of_tables(tables: list[str]) -> str | None:
 def _session_catalog(spark) -> str:
     """The current catalog of a session spark-submit configured, when it is an Iceberg catalog the
     session configures (``spark.sql.catalog.NAME`` an Iceberg ``SparkCatalog`` or
-    ``SparkSessionCatalog``); UsageError otherwise (:data:`_NAME_THE_CATALOG`)."""
+    ``SparkSessionCatalog``); InvalidArgumentError otherwise (:data:`_NAME_THE_CATALOG`)."""
     from pyiceberg_crypto.catalog.kinds import ICEBERG_SPARK_CATALOGS
 
     current = spark.catalog.currentCatalog()
     implementation = spark.conf.get(f"spark.sql.catalog.{current}", None)
     if implementation not in ICEBERG_SPARK_CATALOGS:
-        raise UsageError(f"the session's current catalog {current!r} is not an Iceberg catalog it configures "
+        raise InvalidArgumentError(f"the session's current catalog {current!r} is not an Iceberg catalog it configures "
                          f"(spark.sql.catalog.{current} is {implementation or 'not set'}): {_NAME_THE_CATALOG}")
     return current
 

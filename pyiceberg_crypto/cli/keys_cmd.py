@@ -22,7 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from pyiceberg_crypto.cli.options import UsageError, local_session_catalog
+from pyiceberg_crypto.errors import InvalidArgumentError
+from pyiceberg_crypto.cli.options import local_session_catalog
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 from pyiceberg_crypto.exit_status import ExitStatus
@@ -87,7 +88,7 @@ def _where_used(args: argparse.Namespace, kms: KeyManagementClient | None) -> in
     """Exit 0 with the answer (used or not); with ``--compromised``, 1 while a table depends on a
     compromised version (or one could not be checked); 2 when the catalog cannot be listed."""
     if args.compromised and kms is None:
-        raise UsageError("--compromised needs the KMS (--kms) that marks the versions")
+        raise InvalidArgumentError("--compromised needs the KMS (--kms) that marks the versions")
     result = find_key_uses(args, args.key_id, args.version, kms, compromised_only=args.compromised)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
@@ -130,11 +131,11 @@ def _listed_metadata(args: argparse.Namespace) -> str:
     catalog_properties = direct_catalog_properties(args)
     if is_metadata_location(args.metadata):
         if catalog_properties is not None:
-            raise UsageError(f"{args.metadata} is a metadata.json: give a table name (CATALOG.DB.TABLE) with "
+            raise InvalidArgumentError(f"{args.metadata} is a metadata.json: give a table name (CATALOG.DB.TABLE) with "
                              "--metastore-uri / --rest-uri, or the file without them")
         return args.metadata
     if catalog_properties is None:
-        raise UsageError(f"{args.metadata!r} is a table name: say where its catalog is with --metastore-uri "
+        raise InvalidArgumentError(f"{args.metadata!r} is a table name: say where its catalog is with --metastore-uri "
                          "thrift://host:port (a Hive metastore) or --rest-uri http://host:port (a REST catalog), "
                          "or give its metadata.json")
     entry = catalog_entry(catalog_properties, args.metadata, timeout=args.metastore_timeout)

@@ -27,22 +27,21 @@ Exit status: 0 done; 1 the keystore file fails a check (accessible by group/othe
 from __future__ import annotations
 
 import argparse
+import errno
 import contextlib
 import json
 import sys
 
 from pyiceberg_crypto.cli.catalog_arguments import add_catalog_arguments, catalog_given
 from pyiceberg_crypto.cli.key_uses import find_key_uses, print_key_uses
-from pyiceberg_crypto.errors import TableInputError
+from pyiceberg_crypto.errors import FileAccessError, IntegrityError, TableInputError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.properties import AES_KEY_LENGTHS
 from pyiceberg_crypto.kms.key_ids import canonical_key_id
 from pyiceberg_crypto.kms.keystore import (
     DEFAULT_KEY_LENGTH,
-    InsecureKeystoreError,
     Keystore,
     KeystoreKms,
-    MalformedKeystoreError,
 )
 from pyiceberg_crypto.safe_text import escape_text
 
@@ -99,8 +98,10 @@ def run_keystore(args: argparse.Namespace) -> int:
             _mark_compromised(keystore, args)
         else:
             _print_listing(keystore, as_json=args.json)
-    except (InsecureKeystoreError, MalformedKeystoreError) as exc:  # a keystore not to be trusted: exit 1
-        print(f"pyiceberg-crypto keystore: {exc}", file=sys.stderr)
+    except (FileAccessError, IntegrityError) as exc:
+        if isinstance(exc, FileAccessError) and exc.errno != errno.EACCES:
+            raise  # a keystore that cannot be written: the boundary's exit 2
+        print(f"pyiceberg-crypto keystore: {exc}", file=sys.stderr)  # a keystore not to be trusted: exit 1
         return ExitStatus.INTEGRITY
     return ExitStatus.OK
 

@@ -27,7 +27,7 @@ import signal
 import sys
 import queue
 
-from pyiceberg_crypto.cli.options import UsageError
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, parse_properties, positive_seconds
 from pyiceberg_crypto.serve.served_kms import SERVED_KMS_TIMEOUT_SECONDS
@@ -163,7 +163,7 @@ def _verify_audit_log(args: argparse.Namespace) -> int:
     key = None
     if args.key_file:
         if not Path(args.key_file).exists():
-            raise UsageError(f"--key-file {args.key_file}: no such file")
+            raise InvalidArgumentError(f"--key-file {args.key_file}: no such file")
         key = load_or_create_audit_key(args.key_file)
     report = verify_trail(args.path, key)
     print(f"{args.path}: {report.summary()}")

@@ -120,10 +120,7 @@ def error_kind(exc: BaseException) -> str:
     """The ``error.type`` of a ``--json`` error document for a package error: ``unreadable`` for an
     input that cannot be used, ``ledger``, ``kms``, ``output`` for a file that could not be
     written, else ``usage``."""
-    from pyiceberg_crypto.errors import TableInputError
-    from pyiceberg_crypto.kms.base import KmsError
-    from pyiceberg_crypto.kms.bounded import KmsTimeoutError
-    from pyiceberg_crypto.verify.ledger import LedgerError
+    from pyiceberg_crypto.errors import KmsError, KmsTimeoutError, LedgerError, TableInputError
 
     if isinstance(exc, LedgerError):
         return "ledger"

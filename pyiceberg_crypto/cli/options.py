@@ -1,5 +1,5 @@
 """What ``inspect`` and ``decrypt`` share: the key options and their parsing (hex keys, key
-metadata), and their ``--json`` error document; and :class:`UsageError`, the commands' bad-input error."""
+metadata), and their ``--json`` error document; and the deprecated name ``UsageError``."""
 
 from __future__ import annotations
 
@@ -10,19 +10,19 @@ from typing import Any
 
 from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.properties import AES_KEY_LENGTHS
 
 
 
-class UsageError(PyicebergCryptoError, ValueError):
-    """Bad or inconsistent command-line input (exit status 2): the one error the commands raise for
-    it (a ``ValueError``, so every command's usage handling catches it)."""
+#: ``UsageError`` was the commands' own error for bad input: it is InvalidArgumentError now.
+__getattr__ = renamed_classes(__name__, {"UsageError": InvalidArgumentError})
 
 
 def local_session_catalog(table: str, warehouse: object) -> str | None:
     """The name a command's own local session (``--warehouse``) gives its catalog: the first part of
-    ``table`` as CATALOG.DB.TABLE. UsageError for a shorter name there, before Spark starts (a
+    ``table`` as CATALOG.DB.TABLE. InvalidArgumentError for a shorter name there, before Spark starts (a
     ``db.table`` would make a catalog called ``db``; no catalog name is made up). Without
     ``--warehouse`` the session spark-submit configured has catalogs of its own: None::
 
@@ -33,24 +33,24 @@ def local_session_catalog(table: str, warehouse: object) -> str | None:
         return None
     parts = table.split(".")
     if len(parts) < 3 or not all(parts):
-        raise UsageError(f"with --warehouse, give the table as CATALOG.DB.TABLE (the local session's catalog "
+        raise InvalidArgumentError(f"with --warehouse, give the table as CATALOG.DB.TABLE (the local session's catalog "
                          f"takes its first part's name), not {table!r}")
     return parts[0]
 
 
 def parse_hex(value: str, option: str) -> bytes:
-    """Bytes from a hex option value; UsageError naming the option otherwise."""
+    """Bytes from a hex option value; InvalidArgumentError naming the option otherwise."""
     try:
         return bytes.fromhex(value)
     except ValueError:
-        raise UsageError(f"{option} is not valid hex") from None
+        raise InvalidArgumentError(f"{option} is not valid hex") from None
 
 
 def parse_aes_key(value: str, option: str) -> bytes:
     """An AES key (16, 24 or 32 bytes) from a hex option value."""
     key = parse_hex(value, option)
     if len(key) not in AES_KEY_LENGTHS:
-        raise UsageError(f"{option}: AES key must be 16, 24 or 32 bytes, got {len(key)}")
+        raise InvalidArgumentError(f"{option}: AES key must be 16, 24 or 32 bytes, got {len(key)}")
     return key
 
 
@@ -59,11 +59,11 @@ def parse_key_metadata(value: str, option: str = "--key-metadata") -> StandardKe
     try:
         raw = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
-        raise UsageError(f"{option} is not valid base64") from None
+        raise InvalidArgumentError(f"{option} is not valid base64") from None
     try:
         return StandardKeyMetadata.parse(raw)
     except FormatError as exc:
-        raise UsageError(f"{option}: {exc}") from None
+        raise InvalidArgumentError(f"{option}: {exc}") from None
 
 
 def error_dict(err: IntegrityError) -> dict[str, Any]:

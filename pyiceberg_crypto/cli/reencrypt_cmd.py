@@ -39,7 +39,8 @@ import threading
 from datetime import datetime, timezone
 
 from pyiceberg_crypto.cli.arguments import kms_from_arguments
-from pyiceberg_crypto.cli.options import UsageError, local_session_catalog
+from pyiceberg_crypto.errors import InvalidArgumentError
+from pyiceberg_crypto.cli.options import local_session_catalog
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.kms.base import KeyManagementClient
@@ -95,7 +96,7 @@ def parse_versions(values: list[str]) -> list[tuple[str, str]]:
     for value in values:
         key_id, sep, version = value.rpartition(":")
         if not sep or not key_id or not version:
-            raise UsageError(f"--compromised-version wants KEY_ID:VERSION, got {value!r}")
+            raise InvalidArgumentError(f"--compromised-version wants KEY_ID:VERSION, got {value!r}")
         pairs.append((key_id, version))
     return pairs
 
@@ -145,16 +146,16 @@ def _check_mode(args: argparse.Namespace, versions: list[tuple[str, str]]) -> No
     """ValueError for options that do not go together."""
     if args.all_tables:
         if args.table.count("."):
-            raise UsageError(f"with --all-tables, give the catalog's name (e.g. lake), not {args.table!r}")
+            raise InvalidArgumentError(f"with --all-tables, give the catalog's name (e.g. lake), not {args.table!r}")
         if not versions:
-            raise UsageError("--all-tables finds the tables by --compromised-version KEY_ID:VERSION (a KEK id "
+            raise InvalidArgumentError("--all-tables finds the tables by --compromised-version KEY_ID:VERSION (a KEK id "
                              "belongs to one table: re-encrypt that table by name)")
         if args.rest_uri and args.metastore_uri:
-            raise UsageError("list the tables with --metastore-uri or --rest-uri, not both")
+            raise InvalidArgumentError("list the tables with --metastore-uri or --rest-uri, not both")
     elif args.namespace or args.rest_uri or args.rest_property or args.parallel != 1:
-        raise UsageError("--namespace, --rest-uri, --rest-property and --parallel go with --all-tables")
+        raise InvalidArgumentError("--namespace, --rest-uri, --rest-property and --parallel go with --all-tables")
     if args.parallel < 1:
-        raise UsageError(f"--parallel wants a number of tables >= 1, got {args.parallel}")
+        raise InvalidArgumentError(f"--parallel wants a number of tables >= 1, got {args.parallel}")
 
 
 def _one_table(spark, table: str, args: argparse.Namespace, kms: KeyManagementClient, material: dict,

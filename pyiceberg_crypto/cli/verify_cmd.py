@@ -30,7 +30,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from pyiceberg_crypto.cli.options import UsageError
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.arguments import (
     add_kms_arguments,
@@ -91,14 +91,14 @@ def _direct_properties(args: argparse.Namespace) -> dict[str, str] | None:
     catalog_properties = direct_catalog_properties(args)
     is_file = args.metadata.endswith(".json") or "/" in args.metadata
     if catalog_properties is None and not is_file:
-        raise UsageError(f"{args.metadata!r} is a table name: say where its catalog is with --metastore-uri "
+        raise InvalidArgumentError(f"{args.metadata!r} is a table name: say where its catalog is with --metastore-uri "
                          "thrift://host:port (a Hive metastore) or --rest-uri http://host:port (a REST catalog), "
                          "or give its metadata.json")
     if catalog_properties is not None and is_file:
-        raise UsageError(f"{args.metadata} is a metadata.json: give a table name (CATALOG.DB.TABLE) with "
+        raise InvalidArgumentError(f"{args.metadata} is a metadata.json: give a table name (CATALOG.DB.TABLE) with "
                          "--metastore-uri / --rest-uri, or the file without them")
     if catalog_properties is not None and args.metadata_hash:
-        raise UsageError("--metadata-hash is for a metadata.json: with a table name the metastore's hash is used")
+        raise InvalidArgumentError("--metadata-hash is for a metadata.json: with a table name the metastore's hash is used")
     return catalog_properties
 
 

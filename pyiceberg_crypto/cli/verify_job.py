@@ -31,7 +31,8 @@ from collections.abc import Sequence
 
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.catalog_arguments import add_direct_catalog_arguments, direct_catalog_properties
-from pyiceberg_crypto.cli.options import UsageError, local_session_catalog
+from pyiceberg_crypto.errors import InvalidArgumentError
+from pyiceberg_crypto.cli.options import local_session_catalog
 from pyiceberg_crypto.cli.arguments import (
     add_kms_arguments,
     add_limit_arguments,
@@ -106,7 +107,7 @@ def _without_spark(args: argparse.Namespace, properties: dict[str, str], kms, op
     from pyiceberg_crypto.verify import verify_catalog_table
 
     if args.parallelism is not None or args.driver_max_files is not None:
-        raise UsageError("--parallelism and --driver-max-files are for Spark tasks: without Spark "
+        raise InvalidArgumentError("--parallelism and --driver-max-files are for Spark tasks: without Spark "
                          "(--metastore-uri / --rest-uri) the files are checked on this machine's cores")
     report = verify_catalog_table(properties, args.table, kms, timeout=args.metastore_timeout, **options)
     return _output(args, report)

@@ -21,20 +21,20 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto import config
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.verify.report import TableReport
 
-__all__ = ["DemoConfigError", "ServicesDemoResult", "run_demo", "settings_from_environment"]
+__all__ = [ "ServicesDemoResult", "run_demo", "settings_from_environment"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"DemoConfigError": InvalidArgumentError})
 
 CATALOG = "lake"
 KEY_ID = "demo-master-key"
 EXPECTED_ROWS = [(1, "apple"), (3, "fig"), (4, "kiwi")]
-
-
-class DemoConfigError(PyicebergCryptoError, ValueError):
-    """A required environment variable is missing or malformed."""
 
 
 def settings_from_environment(env: Mapping[str, str] = os.environ, *, kms_name: str = "demo") -> dict[str, str]:
@@ -42,19 +42,16 @@ def settings_from_environment(env: Mapping[str, str] = os.environ, *, kms_name: 
     ``S3_PATH_STYLE_ACCESS`` (default true). Credentials stay in the environment."""
     missing = [name for name in ("METASTORE_URI", "WAREHOUSE") if not env.get(name)]
     if missing:
-        raise DemoConfigError(f"set {' and '.join(missing)} (e.g. thrift://metastore:9083, s3://warehouse/wh)")
-    try:
-        return config.spark_settings(
-            CATALOG,
-            warehouse=env["WAREHOUSE"],
-            metastore_uri=env["METASTORE_URI"],
-            kms_name=kms_name,
-            s3_endpoint=env.get("S3_ENDPOINT") or None,
-            s3_region=env.get("S3_REGION") or env.get("AWS_REGION") or "us-east-1",
-            s3_path_style_access=env.get("S3_PATH_STYLE_ACCESS", "true").lower() == "true",
-        )
-    except config.ConfigError as exc:
-        raise DemoConfigError(str(exc)) from None
+        raise InvalidArgumentError(f"set {' and '.join(missing)} (e.g. thrift://metastore:9083, s3://warehouse/wh)")
+    return config.spark_settings(
+        CATALOG,
+        warehouse=env["WAREHOUSE"],
+        metastore_uri=env["METASTORE_URI"],
+        kms_name=kms_name,
+        s3_endpoint=env.get("S3_ENDPOINT") or None,
+        s3_region=env.get("S3_REGION") or env.get("AWS_REGION") or "us-east-1",
+        s3_path_style_access=env.get("S3_PATH_STYLE_ACCESS", "true").lower() == "true",
+    )
 
 
 def encrypted_round_trip(spark, table: str, key_id: str, extra_properties: Mapping[str, str] | None = None):
@@ -104,7 +101,7 @@ def main() -> int:
 
     try:
         settings = settings_from_environment()
-    except DemoConfigError as exc:
+    except InvalidArgumentError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -23,15 +23,19 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import KmsCallStats, register_kms
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import FileAccessError
 from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.verify import TableReport, verify_table
 from pyiceberg_crypto.verify.magic_scan import MagicFinding, scan_table_files, table_location
 
-__all__ = ["DemoReport", "DemoWorkdirError", "build_session", "print_report", "run_demo"]
+__all__ = ["DemoReport", "build_session", "print_report", "run_demo"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"DemoWorkdirError": FileAccessError})
 
 CATALOG = "demo"
 TABLE = f"{CATALOG}.shop.orders"
@@ -56,10 +60,6 @@ class DemoReport:
                 and self.jvm_free_rows in (None, self.rows))
 
 
-class DemoWorkdirError(PyicebergCryptoError, OSError):
-    """The demo's directory cannot be emptied or made (a file in the way, no permission)."""
-
-
 def build_session(workdir: Path):
     """A local SparkSession configured by :func:`pyiceberg_crypto.config.spark_settings`."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -80,7 +80,7 @@ def run_demo(workdir: str | os.PathLike = "demo-warehouse", *, keep: bool = Fals
             shutil.rmtree(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise DemoWorkdirError(f"cannot use {workdir} as the demo's directory: {exc.strerror or exc}") from None
+        raise FileAccessError(f"cannot use {workdir} as the demo's directory: {exc.strerror or exc}") from None
 
     log(f"Starting local Spark (Iceberg {config.ICEBERG_VERSION}, embedded Hive metastore in {workdir})")
     spark = build_session(workdir)

@@ -35,21 +35,20 @@ from typing import BinaryIO
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from pyiceberg_crypto.errors import InvalidArgumentError
-from pyiceberg_crypto.formats.errors import (
-    BadBlockLengthError,
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import (
     BadMagicError,
     ExtraDataError,
-    InvalidKeyError,
-    LengthMismatchError,
+    FormatError,
+    InvalidArgumentError,
+    MalformedError,
     TagMismatchError,
     TruncatedError,
 )
 from pyiceberg_crypto.properties import AES_KEY_LENGTHS
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "HEADER_LENGTH", "MAGIC", "MAX_BLOCK_INDEX", "MAX_BLOCK_SIZE", "Ags1Layout",
-           "Ags1Reader", "Ags1Report", "ExtraDataBeyondTrustedLengthError", "TruncatedBelowTrustedLengthError",
-           "block_aad", "build_header", "check_key", "check_last_block", "check_trusted_lengths", "encrypted_length",
+           "Ags1Reader", "Ags1Report", "block_aad", "build_header", "check_key", "check_last_block", "check_trusted_lengths", "encrypted_length",
            "layout", "parse_header", "read_layout", "verify_ags1"]
 
 MAGIC = b"AGS1"
@@ -62,12 +61,9 @@ MAX_BLOCK_SIZE = 2**31 - 1  # BlockLength is a Java int
 _HAS_DECRYPT_INTO = hasattr(AESGCM, "decrypt_into")
 
 
-class TruncatedBelowTrustedLengthError(TruncatedError, LengthMismatchError):
-    """The file is shorter than its trusted length (both a truncation and a length mismatch)."""
-
-
-class ExtraDataBeyondTrustedLengthError(ExtraDataError, LengthMismatchError):
-    """The file is longer than its trusted length (both extra data and a length mismatch)."""
+#: Old names, kept for one release: the length errors are TruncatedError and ExtraDataError.
+__getattr__ = renamed_classes(__name__, {"TruncatedBelowTrustedLengthError": TruncatedError,
+                                         "ExtraDataBeyondTrustedLengthError": ExtraDataError})
 
 
 # ------------------------------------------------------------------ small pure functions
@@ -76,10 +72,10 @@ class ExtraDataBeyondTrustedLengthError(ExtraDataError, LengthMismatchError):
 def check_key(key: bytes) -> bytes:
     """Return ``key`` as bytes if it is an AES key (16, 24 or 32 bytes), else raise FormatError."""
     if not isinstance(key, (bytes, bytearray, memoryview)):
-        raise InvalidKeyError(f"AES key must be bytes, got {type(key).__name__}")
+        raise FormatError(f"AES key must be bytes, got {type(key).__name__}")
     key = bytes(key)
     if len(key) not in AES_KEY_LENGTHS:
-        raise InvalidKeyError(f"invalid AES key length {len(key)} bytes (must be 16, 24 or 32)")
+        raise FormatError(f"invalid AES key length {len(key)} bytes (must be 16, 24 or 32)")
     return key
 
 
@@ -108,7 +104,7 @@ def parse_header(header: bytes, *, file: str | None = None) -> int:
         )
     (block_size,) = struct.unpack_from("<i", header, 4)
     if block_size <= 0:
-        raise BadBlockLengthError(
+        raise MalformedError(
             f"block length {block_size} (must be > 0)", file=file, location="header"
         )
     return block_size
@@ -216,13 +212,13 @@ def check_trusted_lengths(
             raise InvalidArgumentError(f"trusted {kind} length must be >= 0, got {trusted}")
         if actual < trusted:  # location: the first block (partly) missing
             missing = geometry.plaintext_length // geometry.block_size
-            raise TruncatedBelowTrustedLengthError(
+            raise TruncatedError(
                 f"{kind} length {actual} is shorter than the trusted length {trusted}",
                 file=file,
                 location=f"block {missing}",
             )
         if actual > trusted:  # location: the block where the trusted file should end
-            raise ExtraDataBeyondTrustedLengthError(
+            raise ExtraDataError(
                 f"{kind} length {actual} is longer than the trusted length {trusted}",
                 file=file,
                 location=f"block {max(trusted_end_block, 0)}",

@@ -9,12 +9,12 @@ Layout (Iceberg ``format/puffin-spec.md``, section "deletion-vector-v1 blob type
 
 Usage::
 
-    from pyiceberg_crypto.formats.deletion_vector import parse_deletion_vector, DeletionVectorError
+    from pyiceberg_crypto.formats.deletion_vector import parse_deletion_vector, FormatError
 
     blob = puffin_bytes[dv.content_offset: dv.content_offset + dv.content_size_in_bytes]
     try:
         dv = parse_deletion_vector(blob, name="s3://b/t/data/00000-dv.puffin", max_positions=num_rows)
-    except DeletionVectorError as err:
+    except FormatError as err:
         print(err.file, err.location, err.reason)
     dv.cardinality            # number of deleted rows
     dv.positions()            # array('Q') of deleted positions, ascending
@@ -35,10 +35,13 @@ import zlib
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
-from pyiceberg_crypto.errors import InvalidArgumentError
-from pyiceberg_crypto.formats.errors import FormatError, LocatedError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import FormatError, InvalidArgumentError
 
-__all__ = ["MAGIC", "DeletionVector", "DeletionVectorError", "parse_deletion_vector"]
+__all__ = ["MAGIC", "DeletionVector", "parse_deletion_vector"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"DeletionVectorError": FormatError})
 
 MAGIC = b"\xd1\xd3\x39\x64"
 LENGTH_SIZE = 4
@@ -63,16 +66,6 @@ _BE32 = struct.Struct(">I")
 # '0'/'1' characters of a binary string -> 1/0 "kept" flags, and -> 0/1 "deleted" flags
 _KEEP_FLAGS = bytes.maketrans(b"01", b"\x01\x00")
 _DELETED_FLAGS = bytes.maketrans(b"01", b"\x00\x01")
-
-
-class DeletionVectorError(LocatedError, FormatError):
-    """A ``deletion-vector-v1`` blob is malformed, corrupted or over the caller's limits.
-
-    Attributes:
-        file: the caller's name for the Puffin file (or None).
-        location: where in the blob, e.g. ``"bitmap 1 (key 1), container 2 (chunk 0x0005)"``.
-        reason: a short human-readable reason.
-    """
 
 
 @dataclass(frozen=True)
@@ -150,14 +143,14 @@ class DeletionVector:
     def keep_mask(self, num_rows: int) -> bytearray:
         """A ``bytearray`` of ``num_rows`` flags: 1 = row kept, 0 = row deleted.
 
-        Raises DeletionVectorError if a deleted position is ``>= num_rows`` (the vector does not
+        Raises FormatError if a deleted position is ``>= num_rows`` (the vector does not
         belong to a file of that many rows).
         """
         if num_rows < 0:
             raise InvalidArgumentError(f"num_rows must be >= 0, got {num_rows}")
         last = self.max_position
         if last is not None and last >= num_rows:
-            raise DeletionVectorError(f"position {last} is past the file's {num_rows} rows", file=self.name)
+            raise FormatError(f"position {last} is past the file's {num_rows} rows", file=self.name)
         mask = bytearray(b"\x01") * num_rows
         for c in self._containers:
             base = c.base
@@ -195,8 +188,8 @@ class _Reader:
         self.name = name
         self.where: list[str] = []
 
-    def fail(self, reason: str) -> DeletionVectorError:
-        return DeletionVectorError(reason, file=self.name, location=", ".join(self.where) or None)
+    def fail(self, reason: str) -> FormatError:
+        return FormatError(reason, file=self.name, location=", ".join(self.where) or None)
 
     def need(self, n: int, what: str) -> None:
         if n > self.end - self.pos:
@@ -239,13 +232,13 @@ def parse_deletion_vector(
             count; a different count is rejected.
 
     Raises:
-        DeletionVectorError: naming ``name``, the place in the blob and what is wrong.
+        FormatError: naming ``name``, the place in the blob and what is wrong.
     """
     blob = bytes(blob)
     size = len(blob)
 
-    def fail(reason: str, location: str | None = None) -> DeletionVectorError:
-        return DeletionVectorError(reason, file=name, location=location)
+    def fail(reason: str, location: str | None = None) -> FormatError:
+        return FormatError(reason, file=name, location=location)
 
     # puffin-spec "deletion-vector-v1": combined length of vector and magic, 4 bytes big-endian
     if size < LENGTH_SIZE + len(MAGIC) + CRC_SIZE:

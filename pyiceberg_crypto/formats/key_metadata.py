@@ -23,16 +23,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyiceberg_crypto.errors import ArgumentTypeError, InvalidArgumentError
-from pyiceberg_crypto.formats.errors import FormatError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import ArgumentTypeError, FormatError, InvalidArgumentError
 
-__all__ = ["KeyMetadataError", "StandardKeyMetadata", "decode_bytes", "decode_long", "encode_bytes", "encode_long"]
+__all__ = [ "StandardKeyMetadata", "decode_bytes", "decode_long", "encode_bytes", "encode_long"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"KeyMetadataError": FormatError})
 
 VERSION_1 = 0x01
-
-
-class KeyMetadataError(FormatError):
-    """The bytes are not a StandardKeyMetadata this codec understands."""
 
 
 # Avro binary encoding (Avro 1.11 spec, "Binary Encoding") ----------------------------------
@@ -56,7 +55,7 @@ def decode_long(data: bytes, pos: int, what: str) -> tuple[int, int]:
     result = shift = 0
     for i in range(10):
         if pos + i >= len(data):
-            raise KeyMetadataError(f"key metadata ends inside {what} (varint)")
+            raise FormatError(f"key metadata ends inside {what} (varint)")
         byte = data[pos + i]
         result |= (byte & 0x7F) << shift
         if not byte & 0x80:
@@ -64,7 +63,7 @@ def decode_long(data: bytes, pos: int, what: str) -> tuple[int, int]:
                 break
             return (result >> 1) ^ -(result & 1), pos + i + 1
         shift += 7
-    raise KeyMetadataError(f"malformed Avro long in {what}")
+    raise FormatError(f"malformed Avro long in {what}")
 
 
 def encode_bytes(value: bytes) -> bytes:
@@ -77,9 +76,9 @@ def encode_bytes(value: bytes) -> bytes:
 def decode_bytes(data: bytes, pos: int, what: str) -> tuple[bytes, int]:
     length, pos = decode_long(data, pos, what)
     if length < 0:
-        raise KeyMetadataError(f"negative length {length} for {what}")
+        raise FormatError(f"negative length {length} for {what}")
     if pos + length > len(data):
-        raise KeyMetadataError(f"key metadata ends inside {what} ({len(data) - pos} of {length} bytes)")
+        raise FormatError(f"key metadata ends inside {what} ({len(data) - pos} of {length} bytes)")
     return bytes(data[pos : pos + length]), pos + length
 
 
@@ -89,7 +88,7 @@ def _decode_optional(data: bytes, pos: int, what: str, decode) -> tuple[object, 
         return None, pos
     if branch == 1:
         return decode(data, pos, what)
-    raise KeyMetadataError(f"invalid union branch {branch} for {what} (expected 0=null or 1)")
+    raise FormatError(f"invalid union branch {branch} for {what} (expected 0=null or 1)")
 
 
 # The record ---------------------------------------------------------------------------------
@@ -112,22 +111,22 @@ class StandardKeyMetadata:
 
     @classmethod
     def parse(cls, data: bytes) -> "StandardKeyMetadata":
-        """Decode version byte + Avro datum; KeyMetadataError (a FormatError) when malformed.
+        """Decode version byte + Avro datum; FormatError when malformed.
 
         Stricter than Java in one way: bytes after the datum are rejected (Java ignores them).
         """
         data = bytes(data)
         if not data:
-            raise KeyMetadataError("empty key metadata (no version byte)")
+            raise FormatError("empty key metadata (no version byte)")
         if data[0] != VERSION_1:
-            raise KeyMetadataError(f"unsupported key metadata version {data[0]} (supported: 1)")
+            raise FormatError(f"unsupported key metadata version {data[0]} (supported: 1)")
         key, pos = decode_bytes(data, 1, "encryption_key")
         aad, pos = _decode_optional(data, pos, "aad_prefix", decode_bytes)
         length, pos = _decode_optional(data, pos, "file_length", decode_long)
         if pos != len(data):
-            raise KeyMetadataError(f"{len(data) - pos} unexpected bytes after the key metadata record")
+            raise FormatError(f"{len(data) - pos} unexpected bytes after the key metadata record")
         if length is not None and length < 0:
-            raise KeyMetadataError(f"negative file_length {length}")
+            raise FormatError(f"negative file_length {length}")
         return cls(key, aad, length)
 
     def serialize(self) -> bytes:

@@ -25,10 +25,14 @@ import stat
 from collections.abc import Mapping
 from typing import BinaryIO, Protocol, runtime_checkable
 
-from pyiceberg_crypto.errors import PyicebergCryptoError, TableInputError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import FileAccessError, TableInputError
 
-__all__ = ["SCHEMES", "FileIO", "FileTooLargeError", "InvalidLocationError", "LocalFileIO", "NotRegularFileError",
-           "UnsupportedSchemeError", "file_io_for", "local_path", "read_bounded"]
+__all__ = ["SCHEMES", "FileIO", "LocalFileIO", "file_io_for", "local_path", "not_regular_file", "read_bounded", "too_large"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"FileTooLargeError": FileAccessError, "NotRegularFileError": FileAccessError,
+                                         "InvalidLocationError": TableInputError, "UnsupportedSchemeError": TableInputError})
 
 
 @runtime_checkable
@@ -54,39 +58,18 @@ def local_path(uri: str) -> str:
     return uri
 
 
-class UnsupportedSchemeError(TableInputError):
-    """No FileIO reads this location's scheme (``gs://``, ``abfs://``...); the message lists the
-    supported ones. A :class:`~pyiceberg_crypto.errors.TableInputError`: the table cannot be read."""
+def not_regular_file(path: str, file_type: str) -> FileAccessError:
+    """The error for a path that names a FIFO, device, socket or directory: refused, never read (it
+    could block or never end). ``errno.EINVAL``; ``file_type`` says what it is (``"FIFO"``, ...)."""
+    err = FileAccessError(f"not a regular file ({file_type})", errno=errno.EINVAL, filename=path)
+    err.file_type = file_type  # type: ignore[attr-defined]
+    return err
 
 
-class InvalidLocationError(TableInputError):
-    """A location that is not a usable URI of its scheme (an ``s3://`` URI without a bucket or key)."""
-
-
-class NotRegularFileError(PyicebergCryptoError, OSError):
-    """The path names a FIFO, device, socket or directory: refused, never read (it could block or
-    never end). ``file_type`` says what it is (``"FIFO"``, ``"character device"``, ...)."""
-
-    def __init__(self, path: str, file_type: str):
-        super().__init__(errno.EINVAL, f"not a regular file ({file_type})")
-        self.path = path
-        self.file_type = file_type
-
-    def __str__(self) -> str:
-        return self.strerror
-
-
-class FileTooLargeError(PyicebergCryptoError, OSError):
-    """A file is larger than the limit set for it (e.g. ``--max-metadata-bytes``)."""
-
-    def __init__(self, size: int | None, limit: int):
-        shown = f"{size} bytes" if size is not None else "more bytes"
-        super().__init__(errno.EFBIG, f"{shown}, more than the limit of {limit} bytes")
-        self.size = size
-        self.limit = limit
-
-    def __str__(self) -> str:
-        return self.strerror
+def too_large(size: int | None, limit: int) -> FileAccessError:
+    """The error for a file larger than the limit set for it (e.g. ``--max-metadata-bytes``): ``errno.EFBIG``."""
+    shown = f"{size} bytes" if size is not None else "more bytes"
+    return FileAccessError(f"{shown}, more than the limit of {limit} bytes", errno=errno.EFBIG)
 
 
 _FILE_TYPES = ((stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
@@ -101,10 +84,10 @@ def file_type_name(mode: int) -> str:
 
 
 def regular_file_size(path: str) -> int:
-    """``st_size`` of a regular file (symbolic links followed); NotRegularFileError otherwise."""
+    """``st_size`` of a regular file (symbolic links followed); a :class:`~pyiceberg_crypto.errors.FileAccessError` otherwise."""
     st = os.stat(path)
     if not stat.S_ISREG(st.st_mode):
-        raise NotRegularFileError(path, file_type_name(st.st_mode))
+        raise not_regular_file(path, file_type_name(st.st_mode))
     return st.st_size
 
 
@@ -120,12 +103,12 @@ def open_regular_file(path: str) -> BinaryIO:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a socket (or a FIFO without writer) appeared in between
-            raise NotRegularFileError(path, "socket or FIFO") from None
+            raise not_regular_file(path, "socket or FIFO") from None
         raise
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise NotRegularFileError(path, file_type_name(mode))
+            raise not_regular_file(path, file_type_name(mode))
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -138,18 +121,19 @@ DEFAULT_MAX_METADATA_BYTES = 64 * 1024 * 1024
 
 
 def read_bounded(file_io: FileIO, uri: str, limit: int) -> bytes:
-    """The whole content of ``uri`` if it holds at most ``limit`` bytes, else FileTooLargeError.
+    """The whole content of ``uri`` if it holds at most ``limit`` bytes, else a
+    :class:`~pyiceberg_crypto.errors.FileAccessError` (``errno.EFBIG``).
 
     The stored size is checked before reading, and at most ``limit + 1`` bytes are read (a file
     that grows after the check is still refused): a huge, sparse or endless file costs nothing.
     """
     size = file_io.size(uri)
     if size > limit:
-        raise FileTooLargeError(size, limit)
+        raise too_large(size, limit)
     with file_io.open(uri) as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:
-        raise FileTooLargeError(None, limit)
+        raise too_large(None, limit)
     return data
 
 
@@ -157,7 +141,7 @@ class LocalFileIO:
     """Files on the local file system (``file:`` URIs or plain paths).
 
     Only regular files are read: a FIFO, device, socket or directory in place of a table file
-    raises :class:`NotRegularFileError` from :meth:`open` and :meth:`size`, without blocking.
+    raises a :class:`~pyiceberg_crypto.errors.FileAccessError` (``errno.EINVAL``) from :meth:`open` and :meth:`size`, without blocking.
     """
 
     def open(self, uri: str) -> BinaryIO:
@@ -191,7 +175,7 @@ def file_io_for(uri: str, properties: Mapping[str, str] | None = None) -> FileIO
     """The FileIO able to read ``uri`` (a table location or any file of the table).
 
     Raises:
-        UnsupportedSchemeError: the scheme is not supported (the message lists the supported ones).
+        TableInputError: the scheme is not supported (the message lists the supported ones).
     """
     scheme = uri.split("://", 1)[0].lower() if "://" in uri else "file"  # file:/a and plain paths
     if scheme == "file":
@@ -199,6 +183,6 @@ def file_io_for(uri: str, properties: Mapping[str, str] | None = None) -> FileIO
     target = SCHEMES.get(scheme)
     if target is None:
         supported = ", ".join(["file", *sorted(SCHEMES)])
-        raise UnsupportedSchemeError(f"no FileIO for {scheme}:// locations (supported: {supported})")
+        raise TableInputError(f"no FileIO for {scheme}:// locations (supported: {supported})")
     module_name, _, factory = target.partition(":")
     return getattr(importlib.import_module(module_name), factory)(dict(properties or {}))

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Mapping
 from typing import BinaryIO
 
-from pyiceberg_crypto.io import InvalidLocationError
+from pyiceberg_crypto.errors import TableInputError
 
 __all__ = ["S3FileIO", "S3InputFile"]
 
@@ -37,13 +37,13 @@ READ_BUFFER = 1 << 20
 
 
 def split_uri(uri: str) -> tuple[str, str]:
-    """``s3://bucket/a/b`` -> ``("bucket", "a/b")``; raises InvalidLocationError for other URIs."""
+    """``s3://bucket/a/b`` -> ``("bucket", "a/b")``; raises TableInputError for other URIs."""
     scheme, sep, rest = uri.partition("://")
     if not sep or scheme not in SCHEMES:
-        raise InvalidLocationError(f"not an S3 URI ({'/'.join(SCHEMES)}://bucket/key): {uri!r}")
+        raise TableInputError(f"not an S3 URI ({'/'.join(SCHEMES)}://bucket/key): {uri!r}")
     bucket, _, key = rest.partition("/")
     if not bucket or not key:
-        raise InvalidLocationError(f"S3 URI needs a bucket and a key: {uri!r}")
+        raise TableInputError(f"S3 URI needs a bucket and a key: {uri!r}")
     return bucket, key
 
 

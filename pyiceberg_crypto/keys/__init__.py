@@ -24,15 +24,20 @@ entries: :mod:`pyiceberg_crypto.table.key_inventory` by metadata.json or table n
 (every table of a catalog that depends on the compromised versions, one after another).
 """
 
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import OperationError
 from pyiceberg_crypto.keys.inventory import KekInfo, KeyInventory, inventory_from_metadata, key_inventory
-from pyiceberg_crypto.keys.prune import PruneError, PruneResult, prune_keys, prune_keys_in_catalog
-from pyiceberg_crypto.keys.reencrypt import ReencryptError, ReencryptResult, reencrypt_table
+from pyiceberg_crypto.keys.prune import PruneResult, prune_keys, prune_keys_in_catalog
+from pyiceberg_crypto.keys.reencrypt import ReencryptResult, reencrypt_table
 from pyiceberg_crypto.keys.reencrypt_all import DependentTables, EachOutcome, dependent_tables, reencrypt_each
-from pyiceberg_crypto.keys.rewrap import RewrapError, RewrapResult, rewrap_keks, rewrap_keks_in_catalog
+from pyiceberg_crypto.keys.rewrap import RewrapResult, rewrap_keks, rewrap_keks_in_catalog
 from pyiceberg_crypto.keys.where_used import KeyUse, WhereUsed, where_used_in_catalog, where_used_in_listing, where_used_in_metadata
 
-__all__ = ["DependentTables", "EachOutcome", "KekInfo", "KeyInventory", "KeyUse", "PruneError", "PruneResult",
-           "ReencryptError", "ReencryptResult", "RewrapError", "RewrapResult", "WhereUsed", "dependent_tables",
+__all__ = ["DependentTables", "EachOutcome", "KekInfo", "KeyInventory", "KeyUse", "PruneResult", "ReencryptResult", "RewrapResult", "WhereUsed", "dependent_tables",
            "inventory_from_metadata", "key_inventory", "prune_keys", "prune_keys_in_catalog", "reencrypt_each",
            "reencrypt_table", "rewrap_keks", "rewrap_keks_in_catalog", "where_used_in_catalog", "where_used_in_listing",
            "where_used_in_metadata"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"PruneError": OperationError, "ReencryptError": OperationError,
+                                         "RewrapError": OperationError})

@@ -2,11 +2,11 @@
 Java over Py4J and redone on a concurrent commit (shared by :mod:`.rewrap`, :mod:`.prune` and
 :mod:`.reencrypt`)::
 
-    full_name, ops = load_operations(spark, "lake.db.orders", PruneError)
-    full_name, ops, kms = load_operations_and_kms(spark, "lake.db.orders", None, RewrapError)  # + its KMS
-    table_key_id = master_key_id(ops.refresh(), RewrapError)     # the table's encryption.key-id
+    full_name, ops = load_operations(spark, "lake.db.orders", OperationError)
+    full_name, ops, kms = load_operations_and_kms(spark, "lake.db.orders", None, OperationError)  # + its KMS
+    table_key_id = master_key_id(ops.refresh(), OperationError)     # the table's encryption.key-id
     attempts, committed, location = commit_with_retries(spark, ops, full_name, step, what="re-wrap",
-                                                        error=RewrapError, max_attempts=4)
+                                                        error=OperationError, max_attempts=4)
 
 ``step(base)`` gets the freshly read ``TableMetadata`` and returns the new one (built with
 ``TableMetadata.buildFrom(base)``) or None for nothing to commit. ``TableOperations.commit(base,

@@ -23,18 +23,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pyiceberg_crypto.errors import PyicebergCryptoError, TableInputError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import OperationError, TableInputError
 from pyiceberg_crypto.catalog.commit import KeyChange, commit_key_change, current_metadata
 from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations
 from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
-from pyiceberg_crypto.table.key_inventory import NotEncryptedError, prunable_keys
+from pyiceberg_crypto.table.key_inventory import prunable_keys
 from pyiceberg_crypto.table.metadata import TableMetadata, load_document
 
-__all__ = ["PruneError", "PruneResult", "prune_keys", "prune_keys_in_catalog"]
+__all__ = [ "PruneResult", "prune_keys", "prune_keys_in_catalog"]
 
-
-class PruneError(PyicebergCryptoError):
-    """The prune did not commit (table not encrypted, inconsistent metadata, too many concurrent commits)."""
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"PruneError": OperationError})
 
 
 @dataclass
@@ -65,9 +65,9 @@ def prune_keys(spark, table: str, *, dry_run: bool = False, max_attempts: int = 
         max_attempts: commits refused by a concurrent writer are redone this many times in all.
 
     Raises:
-        PruneError: nothing was committed (the message says why).
+        OperationError: nothing was committed (the message says why).
     """
-    full_name, ops = load_operations(spark, table, PruneError)
+    full_name, ops = load_operations(spark, table, OperationError)
     jvm = spark.sparkContext._jvm
     result = PruneResult(full_name, dry_run)
 
@@ -82,7 +82,7 @@ def prune_keys(spark, table: str, *, dry_run: bool = False, max_attempts: int = 
         return builder.build()
 
     result.attempts, result.committed, result.metadata_location = commit_with_retries(
-        spark, ops, full_name, step, what="prune", error=PruneError, max_attempts=max_attempts)
+        spark, ops, full_name, step, what="prune", error=OperationError, max_attempts=max_attempts)
     if result.committed:  # what the committed metadata still lists (a catalog that writes keys back)
         present = {key.keyId() for key in ops.current().encryptionKeys()}
         result.not_removed = sorted(present & {*result.removed_keks, *result.removed_entries})
@@ -94,7 +94,7 @@ def prune_keys_in_catalog(properties: dict[str, str], table: str, *, dry_run: bo
     """:func:`prune_keys` without Spark or a JVM: the table (``catalog.db.table``, or ``db.table``
     with ``catalog``) read from and committed to the catalog with settings ``properties``
     directly (a Hive metastore's ``uri``, or ``type=rest`` and the REST catalog's settings;
-    :func:`~pyiceberg_crypto.catalog.commit.commit_key_change`). Raises PruneError;
+    :func:`~pyiceberg_crypto.catalog.commit.commit_key_change`). Raises OperationError;
     InvalidArgumentError for a ``db.table`` without ``catalog`` (no catalog name is made up)."""
     result = PruneResult(table, dry_run)
 
@@ -105,14 +105,14 @@ def prune_keys_in_catalog(properties: dict[str, str], table: str, *, dry_run: bo
         return None if dry_run or not removed else KeyChange(removed=removed)
 
     result.table, result.attempts, result.committed, result.metadata_location = commit_key_change(
-        properties, table, step, what="prune", error=PruneError, max_attempts=max_attempts, timeout=timeout,
+        properties, table, step, what="prune", error=OperationError, max_attempts=max_attempts, timeout=timeout,
         catalog=catalog)
     if result.committed:  # what the committed metadata still lists (a catalog that writes keys back)
         try:
             present = set(current_metadata(properties, result.table, timeout).encryption_keys)
         except TableInputError as exc:
-            raise PruneError(f"the prune of {result.table} was committed ({result.metadata_location}), but the "
-                             f"table cannot be read back: {exc}") from None
+            raise OperationError(f"the prune of {result.table} was committed ({result.metadata_location}), but the "
+                                 f"table cannot be read back: {exc}") from None
         result.not_removed = sorted(present & {*result.removed_keks, *result.removed_entries})
     return result
 
@@ -121,10 +121,8 @@ def plan_prune(meta, now_ms: int | None = None) -> tuple[list[str], list[str], l
     """(KEKs to remove, other entries to remove, KEKs kept) of parsed table metadata."""
     try:
         return prunable_keys(meta, now_ms)
-    except NotEncryptedError as exc:
-        raise PruneError(str(exc)) from None
-    except TableInputError as exc:
-        raise PruneError(f"{exc}, nothing pruned") from None
+    except TableInputError as exc:  # not encrypted (nothing to prune: said as is), or a key-id it does not hold
+        raise OperationError(str(exc) if not meta.key_id else f"{exc}, nothing pruned") from None
 
 
 def _parse(jvm, base):
@@ -134,15 +132,15 @@ def _parse(jvm, base):
         doc = load_document(jvm.org.apache.iceberg.TableMetadataParser.toJson(base), location)
         meta = TableMetadata.from_document(doc, location)
     except TableInputError as exc:
-        raise PruneError(f"the table metadata cannot be used: {exc}") from None
+        raise OperationError(f"the table metadata cannot be used: {exc}") from None
     _check_refs(meta, doc)
     return meta
 
 
 def _check_refs(meta: TableMetadata, doc: dict) -> None:
-    """PruneError unless every ref names a snapshot of the metadata (branches and tags keep their keys)."""
+    """OperationError unless every ref names a snapshot of the metadata (branches and tags keep their keys)."""
     for name, ref in (doc.get("refs") or {}).items():
         if ref.get("snapshot-id") not in meta.snapshots:
-            raise PruneError(f"ref {name!r} names snapshot {ref.get('snapshot-id')}, which is not in the table "
-                             "metadata: nothing pruned")
+            raise OperationError(f"ref {name!r} names snapshot {ref.get('snapshot-id')}, which is not in the table "
+                                 "metadata: nothing pruned")
 

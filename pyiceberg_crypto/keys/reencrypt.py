@@ -38,9 +38,10 @@ from typing import Any
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto.spark.java import java_line, java_list, java_map
 from pyiceberg_crypto.spark.session import activate_session
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import OperationError, PyicebergCryptoError
 from pyiceberg_crypto.formats.ags1 import NONCE_LENGTH, check_key
 from pyiceberg_crypto.formats.manifest_list_key import decrypt_manifest_list_key_metadata
 from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations_and_kms, master_key_id
@@ -50,8 +51,11 @@ from pyiceberg_crypto.kms.key_ids import canonical_key_id, kms_key_id
 from pyiceberg_crypto.properties import DATA_KEY_LENGTH, FRESH_KEK_PROPERTY, KEY_ID, RESEALED_UP_TO_PROPERTY
 from pyiceberg_crypto.safe_text import exception_line
 
-__all__ = ["PHASES", "TAGS_DROP", "TAGS_REWRITE", "ReencryptError", "ReencryptResult", "compromised_version_set",
+__all__ = ["PHASES", "TAGS_DROP", "TAGS_REWRITE", "ReencryptResult", "compromised_version_set",
            "reencrypt_table", "table_compromised_versions"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"ReencryptError": OperationError})
 
 DEFAULT_ORPHAN_WINDOW_SECONDS = 3 * 86_400  # Iceberg's own default for remove_orphan_files
 #: ``tags=``: move each tag to a re-encrypted copy of its snapshot, or drop the tags.
@@ -62,10 +66,6 @@ PHASES = ("fresh-kek", "rewrite", "branches", "tags", "expire", "old-keys", "swe
 TAG_BRANCH_PREFIX = "pyiceberg_crypto_reencrypt_tag_"
 
 Progress = Callable[[str], None]
-
-
-class ReencryptError(PyicebergCryptoError):
-    """The re-encryption stopped (the message says at which step and why; the table stays readable)."""
 
 
 @dataclass
@@ -120,11 +120,11 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
         kms: the Python KMS of the table's master key (default: the one registered for the catalog).
         also_remove: files an earlier, unfinished run (or the storage proof) found that the
             compromised material opens: removed in the sweep unless the current metadata reaches them.
-        fail_at: for crash tests: raise :class:`ReencryptError` just before this phase
+        fail_at: for crash tests: raise :class:`OperationError` just before this phase
             (one of :data:`PHASES`).
 
     Raises:
-        ReencryptError: a step failed or the input is refused; what was committed so far stays
+        OperationError: a step failed or the input is refused; what was committed so far stays
             (readable), and running again finishes the job. Refused before any change: a version
             that is not the table's master key's or that the KMS does not hold, nothing marked or
             named compromised, a current master key version that is compromised.
@@ -133,27 +133,27 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
     if drop_refs:
         tags = TAGS_DROP
     if tags not in (TAGS_REWRITE, TAGS_DROP):
-        raise ReencryptError(f"tags must be {TAGS_REWRITE!r} or {TAGS_DROP!r}, got {tags!r}")
+        raise OperationError(f"tags must be {TAGS_REWRITE!r} or {TAGS_DROP!r}, got {tags!r}")
     if fail_at is not None and fail_at not in PHASES:
-        raise ReencryptError(f"fail_at must be one of {', '.join(PHASES)}, got {fail_at!r}")
+        raise OperationError(f"fail_at must be one of {', '.join(PHASES)}, got {fail_at!r}")
     named_versions = [(str(k), str(v)) for k, v in compromised_master_keys]
     also_remove = {str(path) for path in also_remove}
     compromised_ids = {str(k) for k in compromised_keks}
     activate_session(spark)  # reencrypt_each(parallel=N) runs this in worker threads
-    full_name, ops, kms = load_operations_and_kms(spark, table, kms, ReencryptError)
+    full_name, ops, kms = load_operations_and_kms(spark, table, kms, OperationError)
     jvm = spark.sparkContext._jvm
     result = ReencryptResult(full_name, dry_run)
     base = ops.refresh()
-    table_key_id = master_key_id(base, ReencryptError, full_name)
+    table_key_id = master_key_id(base, OperationError, full_name)
     if new_key_id not in (None, table_key_id):
-        raise ReencryptError(f"cannot move {full_name} to master key {new_key_id!r}: Iceberg 1.12.0's Hive commit "
+        raise OperationError(f"cannot move {full_name} to master key {new_key_id!r}: Iceberg 1.12.0's Hive commit "
                              f"refuses a changed encryption.key-id; rotate {table_key_id!r} and name the old version "
                              "as compromised instead")
     keks = _keks(jvm, base, table_key_id)
     versions = compromised_version_set(kms, table_key_id, named_versions, full_name,
                                        {k: wrapped for k, (wrapped, _props) in keks.items()})
     if not versions and not compromised_ids:
-        raise ReencryptError(f"nothing to re-encrypt {full_name} away from: the KMS marks no version of master key "
+        raise OperationError(f"nothing to re-encrypt {full_name} away from: the KMS marks no version of master key "
                              f"{table_key_id!r} compromised and none was named (mark it: pyiceberg-crypto keystore "
                              f"compromised KEYSTORE {table_key_id} VERSION; or name it: --compromised-version "
                              f"{table_key_id}:VERSION, or --compromised-kek KEK_ID); nothing changed")
@@ -161,11 +161,11 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
     result.compromised_versions = sorted(versions, key=_version_order)
     current = _ask(kms.current_key_version, kms_key_id(kms, table_key_id), what="current_key_version")
     if current is not None and str(current) in versions:
-        raise ReencryptError(f"the current version ({current}) of master key {table_key_id!r} is compromised: "
+        raise OperationError(f"the current version ({current}) of master key {table_key_id!r} is compromised: "
                              f"rotate it first (pyiceberg-crypto keystore rotate KEYSTORE {table_key_id}), so the "
                              "fresh KEK is wrapped by a version that did not leak; nothing changed")
     if current is None and versions:
-        raise ReencryptError(f"the KMS cannot tell which version of master key {table_key_id!r} it wraps with now, "
+        raise OperationError(f"the KMS cannot tell which version of master key {table_key_id!r} it wraps with now, "
                              "so a fresh KEK might be wrapped by a compromised version: refused; nothing changed")
     compromised = [k for k, (wrapped, _props) in keks.items() if k in compromised_ids or
                    (table_key_id, str(_ask(kms.key_version, wrapped, kms_key_id(kms, table_key_id), what="key_version"))) in compromised_versions]
@@ -181,7 +181,7 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
 
     def phase(name: str) -> None:
         if fail_at == name:
-            raise ReencryptError(f"stopped before the {name} phase (fail_at, a crash test); the table stays readable")
+            raise OperationError(f"stopped before the {name} phase (fail_at, a crash test); the table stays readable")
         say(name)
 
     # 1. a fresh KEK, first in the list
@@ -191,7 +191,7 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
         spark, ops, full_name, lambda b: _fresh_kek_step(jvm, b, table_key_id, kms, fresh, result),
         what="fresh KEK commit", max_attempts=max_attempts)
     if result.fresh_kek_master_version is not None and str(result.fresh_kek_master_version) in versions:
-        raise ReencryptError(f"the fresh KEK of {full_name} is wrapped by compromised version "
+        raise OperationError(f"the fresh KEK of {full_name} is wrapped by compromised version "
                              f"{result.fresh_kek_master_version}: rotate {table_key_id!r} and run again")
     result.steps_done.append("fresh-kek" if committed else "fresh-kek (already first)")
     # 2. main: rewrites, in rounds (each starts by re-sealing what a stale writer sealed with an old KEK)
@@ -224,7 +224,7 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
     else:
         old = _old_content(spark, ops, full_name, fresh)
         if any(old.values()):
-            raise ReencryptError(f"{full_name}: after {max_rounds} rounds the current snapshot still holds files "
+            raise OperationError(f"{full_name}: after {max_rounds} rounds the current snapshot still holds files "
                                  f"written under older keys ({old}): other writers keep sealing with an older KEK (a session "
                                  "that loaded the table before the run); the table stays readable (every commit so far "
                                  "is whole): run again once they have reloaded it or paused")
@@ -286,10 +286,10 @@ def _commit(spark, ops, full_name: str, step, *, what: str, max_attempts: int) -
     """:func:`~.commit.commit_with_retries`, its failure saying that the table stays readable and
     what to do (a writer committing faster than the run can retry stops it cleanly)."""
     try:
-        return commit_with_retries(spark, ops, full_name, step, what=what, error=ReencryptError,
+        return commit_with_retries(spark, ops, full_name, step, what=what, error=OperationError,
                                    max_attempts=max_attempts)
-    except ReencryptError as exc:
-        raise ReencryptError(f"{exc}; the table stays readable: run the re-encryption again to finish (writers "
+    except OperationError as exc:
+        raise OperationError(f"{exc}; the table stays readable: run the re-encryption again to finish (writers "
                              "committing faster than it can retry: pause them, or raise max_attempts)") from None
 
 
@@ -324,7 +324,7 @@ def _fresh_kek_step(jvm, base, table_key_id: str, kms: KeyManagementClient, fres
         kek = os.urandom(length)
         wrapped = bytes(_ask(kms.wrap_key, kek, table_key_id, what="wrap of the fresh KEK"))
         if bytes(_ask(kms.unwrap_key, wrapped, table_key_id, what="check of the fresh KEK")) != kek:
-            raise ReencryptError("the KMS did not give back the fresh KEK from its wrapping: nothing committed")
+            raise OperationError("the KMS did not give back the fresh KEK from its wrapping: nothing committed")
         kek_id = base64.b64encode(os.urandom(16)).decode()
         props = {"KEY_TIMESTAMP": str(int(time.time() * 1000)),
                  FRESH_KEK_PROPERTY: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
@@ -352,7 +352,7 @@ def _fresh_kek_step(jvm, base, table_key_id: str, kms: KeyManagementClient, fres
             plain = decrypt_manifest_list_key_metadata(old_bytes[sealer], envelope, keks[sealer][1]["KEY_TIMESTAMP"],
                                                        file=f"encryption-keys[{key_id}]")
         except (PyicebergCryptoError, KeyError) as exc:
-            raise ReencryptError(f"manifest-list key {key_id!r} does not open with its KEK {sealer!r} ({exc}): "
+            raise OperationError(f"manifest-list key {key_id!r} does not open with its KEK {sealer!r} ({exc}): "
                                  "nothing committed") from None
         sealed = seal_manifest_list_key(kek, plain, props["KEY_TIMESTAMP"])
         builder.addEncryptionKey(jvm.org.apache.iceberg.encryption.BaseEncryptedKey(
@@ -508,7 +508,7 @@ def _call(spark, full_name: str, procedure: str, arguments: str) -> list:
     try:
         rows = spark.sql(f"CALL {catalog}.system.{procedure}(table => '{rest}', {arguments})").collect()
     except Exception as exc:
-        raise ReencryptError(f"{procedure} of {full_name} failed: {java_line(exc)}; the table stays readable, "
+        raise OperationError(f"{procedure} of {full_name} failed: {java_line(exc)}; the table stays readable, "
                              "run the re-encryption again to finish") from None
     spark.sql(f"REFRESH TABLE {full_name}")
     return rows
@@ -518,7 +518,7 @@ def _ask(call, *args, what: str):
     try:
         return call(*args)
     except Exception as exc:
-        raise ReencryptError(f"the KMS failed ({what}): {exception_line(exc)}") from None
+        raise OperationError(f"the KMS failed ({what}): {exception_line(exc)}") from None
 
 
 def compromised_version_set(kms: KeyManagementClient, table_key_id: str, named: Iterable[tuple[str, str]],
@@ -529,21 +529,21 @@ def compromised_version_set(kms: KeyManagementClient, table_key_id: str, named: 
         compromised_version_set(kms, "orders-key", [("orders-key", "1")], "lake.db.orders")  # {"1", ...}
 
     A KMS that cannot list its versions (``key_versions`` None) accepts a named version only when
-    it wrapped one of ``keks`` (KEK id -> wrapped bytes). Raises ReencryptError, naming what is
+    it wrapped one of ``keks`` (KEK id -> wrapped bytes). Raises OperationError, naming what is
     wrong, before anything changes."""
     versions: set[str] = set()
     known = _ask(kms.key_versions, kms_key_id(kms, table_key_id), what="key_versions")
     for key_id, version in named:
         if kms_key_id(kms, key_id) != kms_key_id(kms, table_key_id):
-            raise ReencryptError(f"{key_id}:{version} is not a version of {table}'s master key {table_key_id!r}: "
+            raise OperationError(f"{key_id}:{version} is not a version of {table}'s master key {table_key_id!r}: "
                                  "name a version of the table's key (keys list shows it); nothing changed")
         if known is not None and version not in known:
             shown = ", ".join(sorted(known, key=_version_order)) or "none"
-            raise ReencryptError(f"the KMS holds no version {version!r} of master key {table_key_id!r} (it holds: "
+            raise OperationError(f"the KMS holds no version {version!r} of master key {table_key_id!r} (it holds: "
                                  f"{shown}); check the version; nothing changed")
         if known is None and not any(str(_ask(kms.key_version, wrapped, kms_key_id(kms, table_key_id), what="key_version")) == version
                                      for wrapped in (keks or {}).values()):
-            raise ReencryptError(f"the KMS cannot list the versions of master key {table_key_id!r}, and no KEK of "
+            raise OperationError(f"the KMS cannot list the versions of master key {table_key_id!r}, and no KEK of "
                                  f"{table} is wrapped by version {version!r}: check the version; nothing changed")
         versions.add(version)
     marked = _ask(kms.compromised_versions, kms_key_id(kms, table_key_id), what="compromised_versions")
@@ -556,9 +556,9 @@ def table_compromised_versions(spark, table: str, kms: KeyManagementClient,
     :func:`reencrypt_table` would treat as compromised, checked the same way, nothing changed.
 
         key_id, versions = table_compromised_versions(spark, "lake.db.orders", kms)   # "orders-key", {"1"}"""
-    full_name, ops, kms = load_operations_and_kms(spark, table, kms, ReencryptError)
+    full_name, ops, kms = load_operations_and_kms(spark, table, kms, OperationError)
     base = ops.refresh()
-    key_id = master_key_id(base, ReencryptError, full_name)
+    key_id = master_key_id(base, OperationError, full_name)
     keks = {k: wrapped for k, (wrapped, _props) in _keks(spark.sparkContext._jvm, base, key_id).items()}
     return key_id, compromised_version_set(kms, key_id, named, full_name, keks)
 
@@ -596,7 +596,7 @@ def _overwrite_branch(spark, full_name: str, branch: str) -> None:
         rows = spark.table(f"{full_name}.branch_{branch}")
         rows.writeTo(f"{full_name}.branch_{branch}").overwrite(lit(True))
     except Exception as exc:
-        raise ReencryptError(f"the rewrite of branch {branch!r} of {full_name} failed: {java_line(exc)}; the table "
+        raise OperationError(f"the rewrite of branch {branch!r} of {full_name} failed: {java_line(exc)}; the table "
                              "stays readable (the branch unchanged), run the re-encryption again to finish") from None
     spark.sql(f"REFRESH TABLE {full_name}")
 
@@ -637,7 +637,7 @@ def _manage(spark, full_name: str, commit, what: str) -> None:
     try:
         commit()
     except Exception as exc:
-        raise ReencryptError(f"the {what} of {full_name} failed: {java_line(exc)}; the table stays readable, run the "
+        raise OperationError(f"the {what} of {full_name} failed: {java_line(exc)}; the table stays readable, run the "
                              "re-encryption again to finish") from None
     spark.sql(f"REFRESH TABLE {full_name}")
 
@@ -769,6 +769,6 @@ def _delete_files(ops, paths: Iterable[str]) -> list[str]:
                 io.deleteFile(path)
                 removed.append(path)
         except Exception as exc:
-            raise ReencryptError(f"cannot remove {path}: {java_line(exc)}; run the re-encryption again to "
+            raise OperationError(f"cannot remove {path}: {java_line(exc)}; run the re-encryption again to "
                                  "finish") from None
     return removed

@@ -31,8 +31,9 @@ from typing import Any
 import base64
 import binascii
 
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto.spark.java import java_list
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import OperationError
 from pyiceberg_crypto.catalog.commit import KeyChange, commit_key_change
 from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations_and_kms, master_key_id
 from pyiceberg_crypto.kms.base import KeyManagementClient
@@ -40,11 +41,10 @@ from pyiceberg_crypto.kms.key_ids import kms_key_id
 from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.safe_text import exception_line
 
-__all__ = ["RewrapChange", "RewrapError", "RewrapResult", "rewrap_keks", "rewrap_keks_in_catalog"]
+__all__ = ["RewrapChange", "RewrapResult", "rewrap_keks", "rewrap_keks_in_catalog"]
 
-
-class RewrapError(PyicebergCryptoError):
-    """The re-wrap did not commit (KMS failure, table not encrypted, too many concurrent commits)."""
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"RewrapError": OperationError})
 
 
 @dataclass
@@ -80,9 +80,9 @@ def rewrap_keks(spark, table: str, *, kms: KeyManagementClient | None = None, dr
         max_attempts: commits refused by a concurrent writer are redone this many times in all.
 
     Raises:
-        RewrapError: nothing was committed (the message says why).
+        OperationError: nothing was committed (the message says why).
     """
-    full_name, ops, kms = load_operations_and_kms(spark, table, kms, RewrapError)
+    full_name, ops, kms = load_operations_and_kms(spark, table, kms, OperationError)
     jvm = spark.sparkContext._jvm
     result = RewrapResult(full_name, dry_run)
 
@@ -98,7 +98,7 @@ def rewrap_keks(spark, table: str, *, kms: KeyManagementClient | None = None, dr
         return builder.build()
 
     result.attempts, result.committed, result.metadata_location = commit_with_retries(
-        spark, ops, full_name, step, what="re-wrap", error=RewrapError, max_attempts=max_attempts)
+        spark, ops, full_name, step, what="re-wrap", error=OperationError, max_attempts=max_attempts)
     return result
 
 
@@ -108,13 +108,13 @@ def rewrap_keks_in_catalog(properties: dict[str, str], table: str, kms: KeyManag
     """:func:`rewrap_keks` without Spark or a JVM: the table (``catalog.db.table``, or ``db.table``
     with ``catalog``) read from and committed to the catalog with settings ``properties``
     directly (a Hive metastore's ``uri``, or ``type=rest`` and the REST catalog's settings;
-    :func:`~pyiceberg_crypto.catalog.commit.commit_key_change`). Raises RewrapError;
+    :func:`~pyiceberg_crypto.catalog.commit.commit_key_change`). Raises OperationError;
     InvalidArgumentError for a ``db.table`` without ``catalog`` (no catalog name is made up)."""
     result = RewrapResult(table, dry_run)
 
     def step(meta, doc) -> KeyChange | None:
         if not meta.key_id:
-            raise RewrapError("the table has no encryption.key-id: it is not encrypted")
+            raise OperationError("the table has no encryption.key-id: it is not encrypted")
         keks = []
         table_kms_id = _kms_id(kms, meta.key_id)
         for entry in meta.encryption_keys.values():
@@ -122,7 +122,7 @@ def rewrap_keks_in_catalog(properties: dict[str, str], table: str, kms: KeyManag
                 try:
                     keks.append((entry.key_id, base64.b64decode(entry.encrypted_key_metadata, validate=True)))
                 except (binascii.Error, ValueError):
-                    raise RewrapError(f"KEK {entry.key_id!r} is not valid base64: nothing committed") from None
+                    raise OperationError(f"KEK {entry.key_id!r} is not valid base64: nothing committed") from None
         plan, result.unchanged = plan_rewrap(keks, meta.key_id, kms, dry_run, all_keks)
         result.changes = [change for change, _ in plan]
         if dry_run or not plan:
@@ -130,14 +130,14 @@ def rewrap_keks_in_catalog(properties: dict[str, str], table: str, kms: KeyManag
         return KeyChange(rewrapped={change.key_id: base64.b64encode(wrapped).decode() for change, wrapped in plan})
 
     result.table, result.attempts, result.committed, result.metadata_location = commit_key_change(
-        properties, table, step, what="re-wrap", error=RewrapError, max_attempts=max_attempts, timeout=timeout,
+        properties, table, step, what="re-wrap", error=OperationError, max_attempts=max_attempts, timeout=timeout,
         catalog=catalog)
     return result
 
 
 def _plan(jvm, base, kms: KeyManagementClient, dry_run: bool, all_keks: bool):
     """[(change, new BaseEncryptedKey)] for the KEKs to re-wrap (all KMS calls happen here)."""
-    table_key_id = master_key_id(base, RewrapError)
+    table_key_id = master_key_id(base, OperationError)
     table_kms_id = _kms_id(kms, table_key_id)
     keys = {key.keyId(): key for key in java_list(base.encryptionKeys())
             if key.encryptedById() and _kms_id(kms, key.encryptedById()) == table_kms_id}
@@ -160,7 +160,7 @@ def plan_rewrap(keks: list[tuple[str, bytes]], table_key_id: str, kms: KeyManage
     """([(change, the KEK wrapped again; None on a dry run)], KEK ids left as they are) for the
     table's KEKs ``(key id, wrapped blob)`` under master key ``table_key_id``. Every KMS call of a
     re-wrap happens here, before anything is built; each new wrapping is unwrapped again and
-    compared (RewrapError: nothing committed). The KMS is asked with its own id of the key
+    compared (OperationError: nothing committed). The KMS is asked with its own id of the key
     (:func:`~pyiceberg_crypto.kms.key_ids.kms_key_id`: ``alias/orders-key`` is the keystore's
     ``orders-key``)."""
     plan: list[tuple[RewrapChange, bytes | None]] = []
@@ -179,25 +179,25 @@ def plan_rewrap(keks: list[tuple[str, bytes]], table_key_id: str, kms: KeyManage
         kek = _ask(kms.unwrap_key_version, wrapped, table_key_id, version, what=f"unwrap of KEK {key_id!r}")
         rewrapped = bytes(_ask(kms.wrap_key, kek, table_key_id, what=f"wrap of KEK {key_id!r}"))
         if bytes(_ask(kms.unwrap_key, rewrapped, table_key_id, what=f"check of KEK {key_id!r}")) != bytes(kek):
-            raise RewrapError(f"the KMS did not give back KEK {key_id!r} from its new wrapping: nothing committed")
+            raise OperationError(f"the KMS did not give back KEK {key_id!r} from its new wrapping: nothing committed")
         change.new_version = _ask(kms.key_version, rewrapped, table_key_id, what="key_version") or current
         plan.append((change, rewrapped))
     return plan, unchanged
 
 
 def _kms_id(kms: KeyManagementClient | None, key_id: str) -> str:
-    """The KMS's own id of ``key_id`` (:func:`~pyiceberg_crypto.kms.key_ids.kms_key_id`); RewrapError
+    """The KMS's own id of ``key_id`` (:func:`~pyiceberg_crypto.kms.key_ids.kms_key_id`); OperationError
     when it is no key id."""
     try:
         return kms_key_id(kms, key_id)
     except Exception as exc:
-        raise RewrapError(f"master key id {key_id!r} cannot be mapped to the KMS's: {exception_line(exc)}; "
-                          "nothing was committed") from None
+        raise OperationError(f"master key id {key_id!r} cannot be mapped to the KMS's: {exception_line(exc)}; "
+                             "nothing was committed") from None
 
 
 def _ask(call, *args, what: str):
     try:
         return call(*args)
     except Exception as exc:
-        raise RewrapError(f"the KMS failed ({what}): {exception_line(exc)}; nothing was committed") from None
+        raise OperationError(f"the KMS failed ({what}): {exception_line(exc)}; nothing was committed") from None
 

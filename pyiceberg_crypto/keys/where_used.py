@@ -26,14 +26,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pyiceberg_crypto.errors import InvalidArgumentError, TableInputError
+from pyiceberg_crypto.errors import CatalogError, InvalidArgumentError, TableInputError
 from pyiceberg_crypto.keys.inventory import inventory_from_metadata, key_inventory
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.key_ids import kms_key_id
 from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.catalog.entry import list_tables
-from pyiceberg_crypto.catalog.hive import MetastoreError
 from pyiceberg_crypto.catalog.spark import catalog_properties
 from pyiceberg_crypto.table.key_inventory import KeyInventory
 from pyiceberg_crypto.table.limits import Limits
@@ -160,7 +159,7 @@ def where_used_in_listing(properties: dict[str, str], key_id: str, version: str 
         namespaces = sorted({name.rsplit(".", 1)[0] for name in wanted})
     try:
         listing = list_tables(properties, namespaces, timeout=timeout)
-    except MetastoreError as exc:
+    except CatalogError as exc:
         raise TableInputError(f"cannot list the tables of catalog {catalog!r}: {exc}") from None
     listed = set()
     for entry in listing:
@@ -194,7 +193,7 @@ def iceberg_tables(spark, catalog: str) -> list[str]:
     TableInputError when the catalog is unknown or cannot list its tables."""
     try:
         listing = list_tables(catalog_properties(spark, catalog), spark=spark)
-    except MetastoreError as exc:
+    except CatalogError as exc:
         raise TableInputError(f"cannot list the tables of catalog {catalog!r}: {exc}") from None
     return [f"{catalog}.{entry.table}" for entry in listing if entry.is_iceberg]
 

@@ -15,13 +15,15 @@ Shipped KMSs (short names for :func:`~pyiceberg_crypto.kms.loader.load_kms` and 
 Any of them, or your own ``module:factory``, by name: ``load_kms("keystore", properties)``.
 """
 
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import FileAccessError, IntegrityError, InvalidArgumentError, KmsError, UnknownKeyError
 from pyiceberg_crypto.kms.aws import AwsKms
 from pyiceberg_crypto.kms.azure import AzureKeyVaultKms
-from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, KmsError, UnknownKeyError
+from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient
 from pyiceberg_crypto.kms.gcp import GcpKms
-from pyiceberg_crypto.kms.keystore import InsecureKeystoreError, KeystoreError, KeystoreKms, MalformedKeystoreError
+from pyiceberg_crypto.kms.keystore import KeystoreKms
 from pyiceberg_crypto.kms.kmip import KmipKms
-from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
+from pyiceberg_crypto.kms.loader import load_kms
 from pyiceberg_crypto.kms.memory import InMemoryKms
 from pyiceberg_crypto.kms.vault import VaultTransitKms
 
@@ -30,16 +32,17 @@ __all__ = [
     "AzureKeyVaultKms",
     "GcpKms",
     "InMemoryKms",
-    "InsecureKeystoreError",
     "KeyGenerationResult",
     "KeyManagementClient",
-    "KeystoreError",
     "KeystoreKms",
     "KmipKms",
     "KmsError",
-    "KmsLoadError",
-    "MalformedKeystoreError",
     "UnknownKeyError",
     "VaultTransitKms",
     "load_kms",
 ]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"KeystoreError": KmsError, "InsecureKeystoreError": FileAccessError,
+                                         "MalformedKeystoreError": IntegrityError,
+                                         "KmsLoadError": InvalidArgumentError})

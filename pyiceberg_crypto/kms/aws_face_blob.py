@@ -31,11 +31,15 @@ import json
 import struct
 from collections.abc import Mapping
 
-from pyiceberg_crypto.errors import InvalidArgumentError
-from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, KmsError, UnknownKeyError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import InvalidArgumentError, KmsError, UnknownKeyError
+from pyiceberg_crypto.kms.base import INCORRECT_KEY, INVALID_CIPHERTEXT, KeyGenerationResult, KeyManagementClient
 from pyiceberg_crypto.kms.key_ids import canonical_key_id
 
-__all__ = ["FaceBlobKms", "IncorrectKeyError", "InvalidCiphertextError", "is_face_blob", "open_blob", "parse", "seal"]
+__all__ = ["FaceBlobKms", "is_face_blob", "open_blob", "parse", "seal"]
+
+#: Old names, kept for one release (CHANGELOG.md): both are a KmsError whose ``code`` says which.
+__getattr__ = renamed_classes(__name__, {"IncorrectKeyError": KmsError, "InvalidCiphertextError": KmsError})
 
 MAGIC = b"PICAWSK1"
 BINDING_LENGTH = 32
@@ -47,13 +51,8 @@ MAX_RAW_PLAINTEXT_BYTES = BINDING_LENGTH
 _WHY = " (not made with this key, altered, or the KMS failed: the KMS's log has the detail)"
 
 
-class InvalidCiphertextError(KmsError):
-    """The blob is malformed, or was not made with this key id / encryption context (AWS's
-    ``InvalidCiphertextException``). Says why, never with key bytes."""
-
-
-class IncorrectKeyError(KmsError):
-    """The blob names another key than the ``KeyId`` asked for (AWS's ``IncorrectKeyException``)."""
+def _invalid(message: str) -> KmsError:
+    return KmsError(message, code=INVALID_CIPHERTEXT)
 
 
 def canonical_context(context: Mapping[str, str] | None) -> bytes:
@@ -84,10 +83,10 @@ def seal(kms: KeyManagementClient, plaintext: bytes, key_id: str,
 
 
 def parse(blob: bytes) -> tuple[str, bytes]:
-    """(key id, inner wrapped bytes) of a face blob; :class:`InvalidCiphertextError` if malformed."""
+    """(key id, inner wrapped bytes) of a face blob; :class:`~pyiceberg_crypto.errors.KmsError` (``code`` :data:`~pyiceberg_crypto.kms.base.INVALID_CIPHERTEXT`) if malformed."""
     blob = bytes(blob)
     if not is_face_blob(blob):
-        raise InvalidCiphertextError("not a blob of this KMS face (no magic)")
+        raise _invalid("not a blob of this KMS face (no magic)")
     at = len(MAGIC)
     try:
         (id_length,) = struct.unpack_from(">H", blob, at)
@@ -97,15 +96,15 @@ def parse(blob: bytes) -> tuple[str, bytes]:
         (inner_length,) = struct.unpack_from(">I", blob, at)
         at += 4
     except struct.error:
-        raise InvalidCiphertextError("the ciphertext blob is truncated") from None
+        raise _invalid("the ciphertext blob is truncated") from None
     if len(raw_id) != id_length or id_length == 0:
-        raise InvalidCiphertextError("the ciphertext blob is truncated")
+        raise _invalid("the ciphertext blob is truncated")
     if len(blob) - at != inner_length:
-        raise InvalidCiphertextError("the ciphertext blob's length does not match its header")
+        raise _invalid("the ciphertext blob's length does not match its header")
     try:
         key_id = raw_id.decode()
     except UnicodeDecodeError:
-        raise InvalidCiphertextError("the ciphertext blob's key id is not UTF-8") from None
+        raise _invalid("the ciphertext blob's key id is not UTF-8") from None
     return key_id, blob[at:]
 
 
@@ -114,40 +113,40 @@ def open_blob(kms: KeyManagementClient, blob: bytes, key_id: str | None = None,
     """Unwrap ``blob``; return (the key id that made it, plaintext).
 
     A face blob names its key; ``key_id`` (optional) must then be that key
-    (:class:`IncorrectKeyError`). A raw blob needs ``key_id`` and an empty context."""
+    (a :class:`~pyiceberg_crypto.errors.KmsError` with ``code`` :data:`~pyiceberg_crypto.kms.base.INCORRECT_KEY`). A raw blob needs ``key_id`` and an empty context."""
     blob = bytes(blob)
     if not is_face_blob(blob):
         if not accept_raw:
-            raise InvalidCiphertextError("not a blob of this KMS face, and raw blobs are refused here")
+            raise _invalid("not a blob of this KMS face, and raw blobs are refused here")
         if not key_id:
-            raise InvalidCiphertextError("a raw Python-KMS blob (no face header) needs the KeyId it was wrapped with")
+            raise _invalid("a raw Python-KMS blob (no face header) needs the KeyId it was wrapped with")
         if context:
-            raise InvalidCiphertextError("a raw Python-KMS blob has no encryption context: send none")
+            raise _invalid("a raw Python-KMS blob has no encryption context: send none")
         try:
             plaintext = bytes(kms.unwrap_key(blob, key_id))
         except (UnknownKeyError, TimeoutError):
             raise
         except Exception:
-            raise InvalidCiphertextError(f"the raw blob does not unwrap with key id {key_id!r}{_WHY}") from None
+            raise _invalid(f"the raw blob does not unwrap with key id {key_id!r}{_WHY}") from None
         if len(plaintext) > MAX_RAW_PLAINTEXT_BYTES:
             # Every face-sealed payload is longer (1 byte or more + the 32-byte binding): this is the
             # inner part of a face blob sent without its header, to get around its key id and context.
-            raise InvalidCiphertextError(f"the raw blob does not unwrap with key id {key_id!r} to a table key "
-                                         f"(at most {MAX_RAW_PLAINTEXT_BYTES} bytes): the inner part of a face "
-                                         "blob is opened only whole, with its encryption context")
+            raise _invalid(f"the raw blob does not unwrap with key id {key_id!r} to a table key "
+                           f"(at most {MAX_RAW_PLAINTEXT_BYTES} bytes): the inner part of a face "
+                           "blob is opened only whole, with its encryption context")
         return key_id, plaintext
     named, inner = parse(blob)
     if key_id is not None and key_id != named:
-        raise IncorrectKeyError(f"the ciphertext was made with another key than {key_id!r}")
+        raise KmsError(f"the ciphertext was made with another key than {key_id!r}", code=INCORRECT_KEY)
     try:
         payload = kms.unwrap_key(inner, named)
     except (UnknownKeyError, TimeoutError):
         raise
     except Exception:
-        raise InvalidCiphertextError(f"the blob does not unwrap with key id {named!r}{_WHY}") from None
+        raise _invalid(f"the blob does not unwrap with key id {named!r}{_WHY}") from None
     payload = bytes(payload)
     if len(payload) < BINDING_LENGTH or not hmac.compare_digest(payload[-BINDING_LENGTH:], _binding(named, context)):
-        raise InvalidCiphertextError(
+        raise _invalid(
             f"the blob was not made with key id {named!r} and this encryption context (edited header, "
             "or another context)")
     return named, payload[:-BINDING_LENGTH]

@@ -24,17 +24,21 @@ import abc
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import KmsError, UnknownKeyError
 
-__all__ = ["KeyGenerationResult", "KeyManagementClient", "KmsError", "UnknownKeyError"]
+__all__ = ["ACCESS_DENIED", "INCORRECT_KEY", "INVALID_CIPHERTEXT", "KMS_INTERNAL", "KeyGenerationResult",
+           "KeyManagementClient", "KmsError", "UnknownKeyError"]
 
-
-class KmsError(PyicebergCryptoError):
-    """A KMS refused or failed an operation. Messages name the key id, never key bytes."""
-
-
-class UnknownKeyError(KmsError):
-    """The wrapping (master) key id is not known to this KMS."""
+# The kinds of KmsError a caller (the AWS face) tells apart: ``KmsError.code``, AWS KMS's error types.
+#: Refused: a token the KMS does not accept, or (with a policy) a key this client may not use.
+ACCESS_DENIED = "AccessDeniedException"
+#: A ciphertext that names another key than the one asked for.
+INCORRECT_KEY = "IncorrectKeyException"
+#: A ciphertext that is malformed, or was not made with this key id / encryption context (the
+#: message says why, never with key bytes).
+INVALID_CIPHERTEXT = "InvalidCiphertextException"
+#: The service failed on its side (e.g. its audit trail cannot record the call: refused, fail closed).
+KMS_INTERNAL = "KMSInternalException"
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError
+from pyiceberg_crypto.errors import InvalidArgumentError, KmsTimeoutError
 
 __all__ = ["DEFAULT_KMS_TIMEOUT_SECONDS", "KmsCallPool", "KmsTimeoutError", "call_with_timeout",
            "kms_timeout_millis"]
@@ -30,10 +30,6 @@ __all__ = ["DEFAULT_KMS_TIMEOUT_SECONDS", "KmsCallPool", "KmsTimeoutError", "cal
 DEFAULT_KMS_TIMEOUT_SECONDS = 60.0
 
 T = TypeVar("T")
-
-
-class KmsTimeoutError(PyicebergCryptoError, TimeoutError):
-    """A KMS call did not return in time; the message says which call and the timeout."""
 
 
 def kms_timeout_millis(kms_timeout: float) -> int:

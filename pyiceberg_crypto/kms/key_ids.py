@@ -26,17 +26,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto.errors import InvalidArgumentError
 
-__all__ = ["ALIAS_PREFIX", "AwsKeyName", "KeyIdError", "PlainKeyIds", "aws_key_name", "canonical_key_id", "kms_key_id"]
+__all__ = ["ALIAS_PREFIX", "AwsKeyName", "PlainKeyIds", "aws_key_name", "canonical_key_id", "kms_key_id"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"KeyIdError": InvalidArgumentError})
 
 ALIAS_PREFIX = "alias/"
 _ARN_PREFIX = "arn:"
-
-
-class KeyIdError(InvalidArgumentError):
-    """A key id that cannot name a key: empty or not a string, or an ``arn:`` that is not a KMS key
-    or alias ARN. The message names the key id and the reason."""
 
 
 @dataclass(frozen=True)
@@ -52,27 +51,27 @@ class AwsKeyName:
 
 
 def aws_key_name(key_id: str) -> AwsKeyName:
-    """Parse an AWS-style key id (see the module doc); KeyIdError for an empty id or an ``arn:`` id
+    """Parse an AWS-style key id (see the module doc); InvalidArgumentError for an empty id or an ``arn:`` id
     that is not a KMS key or alias ARN with a name.
 
         aws_key_name("alias/orders-key").name      # "orders-key"
     """
     if not isinstance(key_id, str) or not key_id:
-        raise KeyIdError(f"a key id must be a non-empty string, got {key_id!r}")
+        raise InvalidArgumentError(f"a key id must be a non-empty string, got {key_id!r}")
     if key_id.startswith(_ARN_PREFIX):
         parts = key_id.split(":", 5)
         if len(parts) != 6 or parts[2] != "kms" or "/" not in parts[5]:
-            raise KeyIdError(f"key id {key_id!r} is not a KMS key or alias ARN "
-                             "(arn:aws:kms:REGION:ACCOUNT:key/NAME or ...:alias/NAME)")
+            raise InvalidArgumentError(f"key id {key_id!r} is not a KMS key or alias ARN "
+                                       "(arn:aws:kms:REGION:ACCOUNT:key/NAME or ...:alias/NAME)")
         kind, _, name = parts[5].partition("/")
         if kind not in ("key", "alias") or not name:
-            raise KeyIdError(f"key id {key_id!r} is not a KMS key or alias ARN "
-                             "(arn:aws:kms:REGION:ACCOUNT:key/NAME or ...:alias/NAME)")
+            raise InvalidArgumentError(f"key id {key_id!r} is not a KMS key or alias ARN "
+                                       "(arn:aws:kms:REGION:ACCOUNT:key/NAME or ...:alias/NAME)")
         return AwsKeyName(name, "key" if kind == "key" else "alias-arn", parts[3], parts[4])
     if key_id.startswith(ALIAS_PREFIX):
         name = key_id[len(ALIAS_PREFIX):]
         if not name:
-            raise KeyIdError(f"key id {key_id!r} is an alias without a name (alias/NAME)")
+            raise InvalidArgumentError(f"key id {key_id!r} is an alias without a name (alias/NAME)")
         return AwsKeyName(name, "alias")
     return AwsKeyName(key_id, "id")
 
@@ -81,13 +80,13 @@ def canonical_key_id(key_id: str) -> str:
     """The Python KMS's key id that ``key_id`` names: ``NAME`` for ``alias/NAME``,
     ``arn:aws:kms:REGION:ACCOUNT:alias/NAME`` and ``arn:aws:kms:REGION:ACCOUNT:key/NAME``; any other
     id as it is (an ``arn:`` that is no KMS ARN too: no Python KMS key has that name, so the
-    KMS does not know it). KeyIdError for an empty id or one that is not a string.
+    KMS does not know it). InvalidArgumentError for an empty id or one that is not a string.
 
         canonical_key_id("alias/orders-key") == canonical_key_id("orders-key")     # True
     """
     try:
         return aws_key_name(key_id).name
-    except KeyIdError:
+    except InvalidArgumentError:
         if not isinstance(key_id, str) or not key_id:
             raise
         return key_id
@@ -113,12 +112,12 @@ def kms_key_id(kms, key_id: str) -> str:
     KEY_ID) names: ``kms.canonical_key_id(key_id)``; without a KMS (or with a KMS object that has no
     ``canonical_key_id``), :func:`canonical_key_id`, which errs towards two ids naming one key.
     Compare these, never the ids as written, and pass them to ``key_version``,
-    ``current_key_version`` and ``compromised_versions``. KeyIdError for an empty key id.
+    ``current_key_version`` and ``compromised_versions``. InvalidArgumentError for an empty key id.
 
         kms_key_id(KeystoreKms(path), "alias/orders-key")    # "orders-key"
         kms_key_id(AwsKms(...), "alias/orders-key")          # "alias/orders-key" (AWS resolves it)
     """
     if not isinstance(key_id, str) or not key_id:
-        raise KeyIdError(f"a key id must be a non-empty string, got {key_id!r}")
+        raise InvalidArgumentError(f"a key id must be a non-empty string, got {key_id!r}")
     ask = getattr(kms, "canonical_key_id", None)
     return ask(key_id) if ask is not None else canonical_key_id(key_id)

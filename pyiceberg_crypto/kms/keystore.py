@@ -30,6 +30,7 @@ import base64
 import binascii
 import contextlib
 import json
+import errno
 import os
 import stat
 import struct
@@ -43,13 +44,20 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from pyiceberg_crypto._atomic import PRIVATE, write_atomically
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import FileAccessError, IntegrityError, KmsError, UnknownKeyError
 from pyiceberg_crypto.kms import aws_face_blob
-from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
+from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.key_ids import PlainKeyIds, canonical_key_id
 from pyiceberg_crypto.properties import AES_KEY_LENGTHS
 
-__all__ = ["InsecureKeystoreError", "Keystore", "KeystoreError", "KeystoreKms", "MalformedKeystoreError",
-           "MasterKeyVersion"]
+__all__ = ["Keystore", "KeystoreKms", "MasterKeyVersion"]
+
+#: Old names, kept for one release (CHANGELOG.md): a keystore that cannot be used or changed is a
+#: KmsError; one that group or others can access, a FileAccessError; one that does not parse, an
+#: IntegrityError.
+__getattr__ = renamed_classes(__name__, {"KeystoreError": KmsError, "InsecureKeystoreError": FileAccessError,
+                                         "MalformedKeystoreError": IntegrityError})
 
 FILE_FORMAT = "pyiceberg-crypto-keystore"
 FILE_FORMAT_VERSION = 1
@@ -64,18 +72,6 @@ TAG_LENGTH = 16
 _HEADER = struct.Struct(">4sI")  # magic, master key version
 WRAPPED_OVERHEAD = _HEADER.size + NONCE_LENGTH + TAG_LENGTH
 DEFAULT_KEY_LENGTH = 32
-
-
-class KeystoreError(KmsError):
-    """The keystore file cannot be used or changed; the message names the file and the fix."""
-
-
-class InsecureKeystoreError(KeystoreError):
-    """The keystore file is accessible to group or others."""
-
-
-class MalformedKeystoreError(KeystoreError):
-    """The keystore file is not a valid keystore (bad JSON, format, version or key)."""
 
 
 @dataclass(frozen=True)
@@ -106,16 +102,16 @@ class Keystore:
     # --- reading ------------------------------------------------------------------------------
 
     def load(self) -> dict[str, list[MasterKeyVersion]]:
-        """Read and validate the file; raise :class:`KeystoreError` naming the problem."""
+        """Read and validate the file; raise :class:`KmsError` naming the problem."""
         try:
             fd = os.open(self.path, os.O_RDONLY)  # symlinks allowed (e.g. mounted secrets)
         except FileNotFoundError:
-            raise KeystoreError(
+            raise KmsError(
                 f"keystore {self.path} does not exist "
                 f"(create it with: pyiceberg-crypto keystore create {self.path})"
             ) from None
         except OSError as exc:
-            raise KeystoreError(f"cannot open keystore {self.path}: {exc.strerror or exc}") from None
+            raise KmsError(f"cannot open keystore {self.path}: {exc.strerror or exc}") from None
         with os.fdopen(fd, "rb") as handle:
             check_permissions(self.path, os.fstat(handle.fileno()))
             raw = handle.read()
@@ -135,18 +131,18 @@ class Keystore:
         """Create an empty keystore (mode 0600); refuse if the file exists."""
         with self._locked():
             if self.path.exists():
-                raise KeystoreError(f"keystore {self.path} already exists; refusing to overwrite it")
+                raise KmsError(f"keystore {self.path} already exists; refusing to overwrite it")
             self._write({})
 
     def add_key(self, key_id: str, length: int = DEFAULT_KEY_LENGTH) -> MasterKeyVersion:
         """Add a new master key ``key_id`` (version 1) of ``length`` random bytes."""
         _check_key_id(key_id)
         if length not in AES_KEY_LENGTHS:
-            raise KeystoreError(f"master key length must be 16, 24 or 32 bytes, got {length}")
+            raise KmsError(f"master key length must be 16, 24 or 32 bytes, got {length}")
         with self._locked():
             keys = self.load()
             if key_id in keys:
-                raise KeystoreError(
+                raise KmsError(
                     f"key id {key_id!r} already exists in {self.path} "
                     f"(to make a new version: pyiceberg-crypto keystore rotate {self.path} {key_id})"
                 )
@@ -218,8 +214,8 @@ class Keystore:
             raise UnknownKeyError(f"key id {key_id!r} has no version {version} in keystore {self.path} "
                                   f"(versions: {', '.join(str(v.version) for v in versions)})")
         if version == versions[-1].version:
-            raise KeystoreError(f"version {version} is the newest of key id {key_id!r}: it wraps new keys and "
-                                "cannot be retired (rotate first)")
+            raise KmsError(f"version {version} is the newest of key id {key_id!r}: it wraps new keys and "
+                           "cannot be retired (rotate first)")
         return versions
 
     def _backup(self) -> Path:
@@ -233,8 +229,8 @@ class Keystore:
             except FileExistsError:
                 continue
             except OSError as exc:
-                raise KeystoreError(f"cannot back up keystore {self.path} to {target}: {exc.strerror or exc}; "
-                                    "nothing changed") from None
+                raise KmsError(f"cannot back up keystore {self.path} to {target}: {exc.strerror or exc}; "
+                               "nothing changed") from None
             try:
                 os.fchmod(fd, 0o600)
                 os.write(fd, data)
@@ -242,7 +238,7 @@ class Keystore:
             finally:
                 os.close(fd)
             return target
-        raise KeystoreError(f"cannot back up keystore {self.path}: too many backups named {stamp}; nothing changed")
+        raise KmsError(f"cannot back up keystore {self.path}: too many backups named {stamp}; nothing changed")
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -251,7 +247,7 @@ class Keystore:
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
-            raise KeystoreError(f"cannot lock keystore {self.path} ({lock_path}): {exc.strerror or exc}") from None
+            raise KmsError(f"cannot lock keystore {self.path} ({lock_path}): {exc.strerror or exc}") from None
         try:
             try:
                 import fcntl
@@ -281,7 +277,7 @@ class Keystore:
         try:
             write_atomically(self.path, data, mode=PRIVATE)
         except OSError as exc:
-            raise KeystoreError(f"cannot write keystore {self.path}: {exc.strerror or exc}") from None
+            raise KmsError(f"cannot write keystore {self.path}: {exc.strerror or exc}") from None
 
 
 def check_permissions(path: Path, st: os.stat_result) -> None:
@@ -289,13 +285,13 @@ def check_permissions(path: Path, st: os.stat_result) -> None:
     if os.name != "posix":  # pragma: no cover - no POSIX modes to check
         return
     if not stat.S_ISREG(st.st_mode):
-        raise KeystoreError(f"keystore {path} is not a regular file")
+        raise KmsError(f"keystore {path} is not a regular file")
     mode = stat.S_IMODE(st.st_mode)
     if mode & 0o077:
-        raise InsecureKeystoreError(
+        raise FileAccessError(
             f"keystore {path} is accessible by group or others (mode {mode:04o}); "
-            f"master keys must be private to their owner: run `chmod 600 {path}`"
-        )
+            f"master keys must be private to their owner: run `chmod 600 {path}`",
+            errno=errno.EACCES, filename=str(path))
 
 
 class KeystoreKms(PlainKeyIds, KeyManagementClient):
@@ -355,7 +351,7 @@ class KeystoreKms(PlainKeyIds, KeyManagementClient):
         if aws_face_blob.is_face_blob(wrapped):
             try:
                 wrapped = aws_face_blob.parse(wrapped)[1]
-            except aws_face_blob.InvalidCiphertextError:
+            except KmsError:
                 return None
         if len(wrapped) < _HEADER.size or wrapped[:4] != WRAPPED_MAGIC:
             return None
@@ -474,7 +470,7 @@ def keystore_kms(properties: Mapping[str, str] | None = None) -> KeystoreKms:
     """Factory for ``load_kms("keystore", {"keystore.path": PATH})`` (or ``$PYICEBERG_CRYPTO_KEYSTORE``)."""
     path = (properties or {}).get(KEYSTORE_PATH_PROPERTY) or os.environ.get(KEYSTORE_ENV)
     if not path:
-        raise KeystoreError(
+        raise KmsError(
             f"the keystore KMS needs a file: set the property {KEYSTORE_PATH_PROPERTY!r} "
             f"or the environment variable {KEYSTORE_ENV}"
         )
@@ -499,15 +495,15 @@ def _new_version(key_id: str, version: int, length: int) -> MasterKeyVersion:
 
 def _check_key_id(key_id: str) -> None:
     if not isinstance(key_id, str) or not key_id.strip() or key_id != key_id.strip():
-        raise KeystoreError(f"key id must be a non-empty string without surrounding spaces, got {key_id!r}")
+        raise KmsError(f"key id must be a non-empty string without surrounding spaces, got {key_id!r}")
     if canonical_key_id(key_id) != key_id:
-        raise KeystoreError(f"key id {key_id!r} is an alias or ARN form, which names key "
-                            f"{canonical_key_id(key_id)!r} (pyiceberg_crypto.kms.key_ids): add that name instead")
+        raise KmsError(f"key id {key_id!r} is an alias or ARN form, which names key "
+                       f"{canonical_key_id(key_id)!r} (pyiceberg_crypto.kms.key_ids): add that name instead")
 
 
 def _parse(path: Path, raw: bytes) -> dict[str, list[MasterKeyVersion]]:
-    def bad(reason: str) -> KeystoreError:
-        return MalformedKeystoreError(f"keystore {path} is malformed: {reason}")
+    def bad(reason: str) -> IntegrityError:
+        return IntegrityError(f"keystore {path} is malformed: {reason}")
 
     try:
         document = json.loads(raw)

@@ -16,10 +16,14 @@ import importlib
 import inspect
 from collections.abc import Mapping
 
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto.kms.base import KeyManagementClient
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import InvalidArgumentError
 
-__all__ = ["KmsLoadError", "load_kms"]
+__all__ = [ "load_kms"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"KmsLoadError": InvalidArgumentError})
 
 #: Short name -> "module:factory" of the KMSs shipped with the package.
 SHIPPED: dict[str, str] = {
@@ -32,10 +36,6 @@ SHIPPED: dict[str, str] = {
 }
 
 
-class KmsLoadError(PyicebergCryptoError, ValueError):
-    """The KMS spec cannot be resolved to a KMS; the message says why and what to write instead."""
-
-
 def load_kms(spec: str, properties: Mapping[str, str] | None = None) -> KeyManagementClient:
     """Build the KMS named by ``spec`` (a short name or ``module:factory``) and initialize it."""
     props = dict(properties or {})
@@ -43,21 +43,21 @@ def load_kms(spec: str, properties: Mapping[str, str] | None = None) -> KeyManag
     module_name, sep, factory_name = target.partition(":")
     if not sep or not module_name or not factory_name:
         names = ", ".join(sorted(SHIPPED)) or "none"
-        raise KmsLoadError(f"--kms must be MODULE:FACTORY or a shipped name ({names}), got {spec!r}")
+        raise InvalidArgumentError(f"--kms must be MODULE:FACTORY or a shipped name ({names}), got {spec!r}")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise KmsLoadError(_import_hint(module_name, exc)) from None
+        raise InvalidArgumentError(_import_hint(module_name, exc)) from None
     factory = getattr(module, factory_name, None)
     if not callable(factory):
-        raise KmsLoadError(f"{module_name!r} has no callable {factory_name!r}")
+        raise InvalidArgumentError(f"{module_name!r} has no callable {factory_name!r}")
     try:
         accepts_properties = "properties" in inspect.signature(factory).parameters
     except (TypeError, ValueError):
         accepts_properties = False
     kms = factory(properties=props) if accepts_properties else factory()
     if not (hasattr(kms, "wrap_key") and hasattr(kms, "unwrap_key")):
-        raise KmsLoadError(f"{spec!r} returned {type(kms).__name__}, not a KeyManagementClient")
+        raise InvalidArgumentError(f"{spec!r} returned {type(kms).__name__}, not a KeyManagementClient")
     if props and hasattr(kms, "initialize"):
         kms.initialize(props)
     return kms

@@ -28,10 +28,16 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
+from pyiceberg_crypto.errors import KmsError, UnknownKeyError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.kms.base import ACCESS_DENIED, KeyManagementClient
 from pyiceberg_crypto.kms.key_ids import PlainKeyIds
 
-__all__ = ["VaultAccessDeniedError", "VaultTransitKms"]
+__all__ = ["VaultTransitKms"]
+
+#: Old names, kept for one release (CHANGELOG.md): Vault refusing the token (403) even after one
+#: refresh (expired, revoked, or not allowed by its policy) is a KmsError with code ACCESS_DENIED.
+__getattr__ = renamed_classes(__name__, {"VaultAccessDeniedError": KmsError})
 
 DEFAULT_ASSOCIATED_DATA = "pyiceberg-crypto:iceberg-table-key-wrap"
 DEFAULT_JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
@@ -54,10 +60,6 @@ def _read_secret_file(path: str, what: str) -> str:
         return open(path, encoding="utf-8").read().strip()  # noqa: SIM115
     except OSError as exc:
         raise KmsError(f"Vault Transit: cannot read the {what} file {path!r}: {exc.strerror}") from None
-
-
-class VaultAccessDeniedError(KmsError):
-    """Vault refused the token (403) even after one refresh: expired, revoked, or not allowed by its policy."""
 
 
 class VaultTransitKms(PlainKeyIds, KeyManagementClient):
@@ -250,8 +252,10 @@ class VaultTransitKms(PlainKeyIds, KeyManagementClient):
                 f"Vault Transit encrypt with key id {key_id!r} (mount {self.mount!r}) refused: the Transit key is "
                 f"not found, and encrypt would create a new one; create it on purpose (bao write -f "
                 f"{self.mount}/keys/{key_id}) or fix the table's encryption.key-id") from None
-        except VaultAccessDeniedError:
-            pass  # no read permission on keys/<key>: the policy decides (grant update, not create, on encrypt)
+        except KmsError as exc:
+            if exc.code != ACCESS_DENIED:
+                raise
+            # no read permission on keys/<key>: the policy decides (grant update, not create, on encrypt)
         self._known_keys.add(key_id)
 
     def _refresh_token(self, refused_token: str | None) -> bool:
@@ -319,8 +323,8 @@ class VaultTransitKms(PlainKeyIds, KeyManagementClient):
             except hvac.exceptions.Forbidden as exc:
                 if attempt == 1 and self._refresh_token(token):
                     continue
-                raise VaultAccessDeniedError(f"{where} refused: {_errors(exc)} (the {self._token_source()} expired, was "
-                                        "revoked, or its policy does not allow this)") from None
+                raise KmsError(f"{where} refused: {_errors(exc)} (the {self._token_source()} expired, was "
+                               "revoked, or its policy does not allow this)", code=ACCESS_DENIED) from None
             except hvac.exceptions.InvalidPath:
                 raise UnknownKeyError(f"{where} failed: key not found") from None
             except hvac.exceptions.InvalidRequest as exc:

@@ -16,9 +16,11 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("pyiceberg_crypto.read needs PyArrow: pip install 'pyiceberg-crypto[read]'") from exc
 
-from pyiceberg_crypto.errors import TableInputError
-from pyiceberg_crypto.read.plan import ReadIntegrityError, ReadKeyError
-from pyiceberg_crypto.read.schema import SchemaError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import InvalidArgumentError, ReadIntegrityError, TableInputError
 from pyiceberg_crypto.read.table import read_table, scan
 
-__all__ = ["ReadIntegrityError", "ReadKeyError", "SchemaError", "TableInputError", "read_table", "scan"]
+__all__ = ["ReadIntegrityError", "TableInputError", "read_table", "scan"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"ReadKeyError": ReadIntegrityError, "SchemaError": InvalidArgumentError})

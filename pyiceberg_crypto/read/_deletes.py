@@ -10,7 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pyiceberg_crypto.formats.deletion_vector import DeletionVectorError
+from pyiceberg_crypto.errors import FormatError, ReadIntegrityError
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.read._files import (
     OnceCache,
@@ -18,7 +18,7 @@ from pyiceberg_crypto.read._files import (
     read_equality_deletes,
     read_position_deletes,
 )
-from pyiceberg_crypto.read.plan import ReadIntegrityError, ReadTask
+from pyiceberg_crypto.read.plan import ReadTask
 from pyiceberg_crypto.read.schema import field_id
 
 
@@ -69,7 +69,7 @@ def _position_keep(task: ReadTask, rows: int, file_io: FileIO, caches: DeleteCac
         if keep is None:
             try:
                 keep = vector.keep_mask(rows)  # runs and bitmaps written as slices, not position by position
-            except DeletionVectorError as exc:
+            except FormatError as exc:
                 raise ReadIntegrityError(f"{exc.reason} (data file {task.data.path})", file=delete.path) from None
         else:
             _clear(keep, vector.positions(), delete.path, task.data.path)

@@ -29,13 +29,13 @@ from concurrent.futures import Future
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pyiceberg_crypto.formats.deletion_vector import DeletionVector, DeletionVectorError, parse_deletion_vector
-from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
+from pyiceberg_crypto.errors import FormatError, IntegrityError, ReadIntegrityError
+from pyiceberg_crypto.formats.deletion_vector import DeletionVector, parse_deletion_vector
 from pyiceberg_crypto.formats.parquet import ParquetKeys, decrypt_parquet
 from pyiceberg_crypto.formats.parquet.decrypt import RowGroups
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.read._avro import avro_to_arrow
-from pyiceberg_crypto.read.plan import ContentFile, ReadIntegrityError
+from pyiceberg_crypto.read.plan import ContentFile
 from pyiceberg_crypto.read.schema import Field, field_id, parquet_leaves
 from pyiceberg_crypto.verify.checks import (
     PARQUET_ENCRYPTED_MAGIC,
@@ -171,7 +171,7 @@ def read_deletion_vector(content: ContentFile, file_io: FileIO, puffin_files: On
         # The authenticated manifest entry's record count bounds what the blob may expand to.
         return parse_deletion_vector(plaintext[offset:offset + size], name=content.path,
                                      max_positions=content.record_count, expected_cardinality=content.record_count)
-    except DeletionVectorError as exc:  # its reason and place in the blob (the file is named once, here)
+    except FormatError as exc:  # its reason and place in the blob (the file is named once, here)
         where = f"blob at {offset}" + (f", {exc.location}" if exc.location else "")
         raise ReadIntegrityError(f"authenticated, but not the deletion vector the manifest describes: {exc.reason}",
                                  file=content.path, location=where) from None

@@ -34,17 +34,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import InvalidArgumentError
 
-__all__ = ["Predicate", "RowFilter", "RowFilterError"]
+__all__ = ["Predicate", "RowFilter"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"RowFilterError": InvalidArgumentError})
 
 OPERATORS = ("==", "!=", "<", "<=", ">", ">=", "in", "not in")
 _EPOCH_DATE = _dt.date(1970, 1, 1)
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
-
-
-class RowFilterError(PyicebergCryptoError, ValueError):
-    """A row filter that cannot be used: malformed predicate, unknown column, unusable value."""
 
 
 @dataclass(frozen=True)
@@ -82,17 +82,17 @@ class RowFilter:
         predicates = []
         for item in items:
             if not (isinstance(item, (tuple, list)) and len(item) == 3 and isinstance(item[0], str)):
-                raise RowFilterError(f"a row filter predicate is (column, op, value), got {item!r}")
+                raise InvalidArgumentError(f"a row filter predicate is (column, op, value), got {item!r}")
             column, op, value = item
             op = "==" if op == "=" else str(op).lower()
             if op not in OPERATORS:
-                raise RowFilterError(f"unknown operator {item[1]!r} in {item!r} (use one of {', '.join(OPERATORS)})")
+                raise InvalidArgumentError(f"unknown operator {item[1]!r} in {item!r} (use one of {', '.join(OPERATORS)})")
             if op in ("in", "not in"):
                 if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-                    raise RowFilterError(f"{op!r} takes a list of values, got {value!r}")
+                    raise InvalidArgumentError(f"{op!r} takes a list of values, got {value!r}")
                 value = tuple(value)
             elif value is None:
-                raise RowFilterError(f"{column} {op} None never matches (comparisons with null are null)")
+                raise InvalidArgumentError(f"{column} {op} None never matches (comparisons with null are null)")
             predicates.append(Predicate(column, op, value))
         if not predicates:
             return None
@@ -106,7 +106,7 @@ class RowFilter:
         """The filter with its values in the types of their columns (``types``: column name ->
         Iceberg type). A ``decimal(P,S)`` column takes an int or float literal when it is that
         decimal exactly (a float as its shortest decimal form: ``0.1`` is ``0.1``), as Spark's
-        ``WHERE amount > 100`` does; otherwise :class:`RowFilterError` says to compare with a
+        ``WHERE amount > 100`` does; otherwise :class:`InvalidArgumentError` says to compare with a
         :class:`~decimal.Decimal`. Other columns are left as they are."""
         bound = []
         for predicate in self.predicates:
@@ -180,18 +180,18 @@ def _as_decimal(column: str, value, precision: int, scale: int):
     if isinstance(value, _DecimalLiteral):
         return value
     if isinstance(value, bool):
-        raise RowFilterError(f"compare decimal column {column} with a Decimal, not {value!r}")
+        raise InvalidArgumentError(f"compare decimal column {column} with a Decimal, not {value!r}")
     if isinstance(value, int):
         exact = _decimal.Decimal(value)
     elif isinstance(value, float):
         if not math.isfinite(value):
-            raise RowFilterError(f"compare decimal column {column} with a Decimal, not {value!r}")
+            raise InvalidArgumentError(f"compare decimal column {column} with a Decimal, not {value!r}")
         exact = _decimal.Decimal(repr(value))
     elif isinstance(value, _decimal.Decimal):
         exact = value
     else:
-        raise RowFilterError(f"compare decimal column {column} with a Decimal, not {value!r} "
-                             f"({type(value).__name__})")
+        raise InvalidArgumentError(f"compare decimal column {column} with a Decimal, not {value!r} "
+                                   f"({type(value).__name__})")
     try:
         fitted = exact.quantize(_decimal.Decimal(1).scaleb(-scale), context=_decimal.Context(prec=precision))
     except _decimal.InvalidOperation:
@@ -199,8 +199,8 @@ def _as_decimal(column: str, value, precision: int, scale: int):
     if fitted is None or fitted != exact:
         if isinstance(value, _decimal.Decimal):
             return value  # compared as it is (Arrow widens a Decimal exactly)
-        raise RowFilterError(f"compare decimal column {column} with a Decimal: {value!r} is not a "
-                             f"decimal({precision},{scale}) exactly (e.g. Decimal({str(exact)!r}))")
+        raise InvalidArgumentError(f"compare decimal column {column} with a Decimal: {value!r} is not a "
+                                   f"decimal({precision},{scale}) exactly (e.g. Decimal({str(exact)!r}))")
     return _DecimalLiteral(fitted, precision, scale)
 
 
@@ -308,7 +308,7 @@ def parse_predicate(text: str) -> tuple[str, str, Any]:
     ISO dates (``2024-03-01``) and date-times (``2024-03-01T12:00:00+00:00``)."""
     match = _PREDICATE.match(text)
     if not match:
-        raise RowFilterError(f"a filter is COLUMN OP VALUE (op: {', '.join(OPERATORS)}), got {text!r}")
+        raise InvalidArgumentError(f"a filter is COLUMN OP VALUE (op: {', '.join(OPERATORS)}), got {text!r}")
     column, op, raw = match.group(1), " ".join(match.group(2).lower().split()), match.group(3)
     if op in ("in", "not in"):
         inner = raw[1:-1] if raw.startswith("(") and raw.endswith(")") else raw

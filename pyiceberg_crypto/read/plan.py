@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyiceberg_crypto.formats.errors import IntegrityError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import ReadIntegrityError
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.io.confinement import Confinement
-from pyiceberg_crypto.table.keys import KeyLookupError, TableKeys
+from pyiceberg_crypto.table.keys import TableKeys
 from pyiceberg_crypto.table.manifests import ENTRY_ADDED, ENTRY_DELETED, entry_kind
 from pyiceberg_crypto.table.metadata import Snapshot
 from pyiceberg_crypto.verify.checks import FileTask
@@ -34,33 +35,7 @@ from pyiceberg_crypto.verify.report import (
     MANIFEST_LIST,
     OK,
     POSITION_DELETE,
-    FileFinding,
 )
-
-
-class ReadIntegrityError(IntegrityError):
-    """A file the read needs is not what the table says: tampered, truncated, replaced, in
-    plaintext, outside the table, or its key does not open. ``status`` is the verifier's word
-    for it (``TAMPERED``, ``TRUNCATED``, ``PLAINTEXT``, ``OUTSIDE_TABLE``, ``KEY_ERROR``, ...)."""
-
-    def __init__(self, reason: str, *, file: str | None = None, location: str | None = None, status: str = "TAMPERED"):
-        super().__init__(reason, file=file, location=location)
-        self.status = status
-
-    @classmethod
-    def from_finding(cls, finding: FileFinding) -> ReadIntegrityError:
-        return cls(f"{finding.status}: {finding.detail}", file=finding.path, location=finding.location,
-                   status=finding.status)
-
-
-class ReadKeyError(ReadIntegrityError):
-    """A key the read needs cannot be had (``status`` ``KEY_ERROR``): the KMS refused, or the master
-    key or its version is unknown to it (retired too early?). Nothing is said about the files'
-    authenticity: they were never opened. (A ReadIntegrityError subclass, so ``except
-    ReadIntegrityError`` still stops every read that returned nothing.)"""
-
-    def __init__(self, reason: str, *, file: str | None = None, location: str | None = None):
-        super().__init__(reason, file=file, location=location, status=KEY_ERROR)
 
 
 @dataclass
@@ -166,10 +141,8 @@ def _live_files(snapshot: Snapshot, keys: TableKeys, file_io: FileIO, confinemen
     _confine(confinement, list_task.path, MANIFEST_LIST)
     try:
         list_key = keys.manifest_list_key(snapshot)
-    except KeyLookupError as exc:
-        if exc.status == KEY_ERROR:
-            raise ReadKeyError(str(exc), file=snapshot.manifest_list) from None
-        raise ReadIntegrityError(str(exc), file=snapshot.manifest_list, status=exc.status) from None
+    except ReadIntegrityError as exc:  # a key of the table's envelope: KEY_ERROR, or TAMPERED
+        raise ReadIntegrityError(exc.reason, file=snapshot.manifest_list, status=exc.status) from None
     list_task.key_metadata, list_task.expected_size = list_key.serialize(), list_key.file_length
     for record in _records(list_task, file_io):
         path = record["manifest_path"]
@@ -248,3 +221,7 @@ def _bytes(value) -> bytes | None:
 
 
 __all__ = ["ContentFile", "DeleteIndex", "ReadIntegrityError", "ReadTask", "plan_read", "unpartitioned_spec_ids"]
+
+#: Old names, kept for one release (CHANGELOG.md): a key a read cannot have is a ReadIntegrityError
+#: whose ``status`` is KEY_ERROR.
+__getattr__ = renamed_classes(__name__, {"ReadKeyError": ReadIntegrityError})

@@ -21,10 +21,14 @@ from typing import Any
 
 import pyarrow as pa
 
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto.formats.parquet.structs import SchemaElementF
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import InvalidArgumentError
 
-__all__ = ["Field", "IcebergSchema", "SchemaError", "arrow_type"]
+__all__ = ["Field", "IcebergSchema", "arrow_type"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"SchemaError": InvalidArgumentError})
 
 FIELD_ID_KEY = b"PARQUET:field_id"  # how PyArrow exposes a Parquet field id on an Arrow field
 _DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
@@ -36,10 +40,6 @@ _PRIMITIVES = {
     "timestamp_ns": pa.timestamp("ns"), "timestamptz_ns": pa.timestamp("ns", tz="UTC"),
     "string": pa.string(), "uuid": pa.binary(16), "binary": pa.binary(), "unknown": pa.null(),
 }
-
-
-class SchemaError(PyicebergCryptoError, ValueError):
-    """The table metadata's schema, or a requested column, cannot be read."""
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,8 @@ class IcebergSchema:
         by_name = {f.name: f for f in self.fields}
         unknown = [c for c in columns if c not in by_name]
         if unknown:
-            raise SchemaError(f"no column {', '.join(map(repr, unknown))} in the table schema "
-                              f"(columns: {', '.join(by_name)})")
+            raise InvalidArgumentError(f"no column {', '.join(map(repr, unknown))} in the table schema "
+                                       f"(columns: {', '.join(by_name)})")
         return IcebergSchema(self.schema_id, tuple(by_name[c] for c in columns))
 
     @classmethod
@@ -85,8 +85,8 @@ class IcebergSchema:
         try:
             return cls(doc.get("schema-id"), tuple(_field(f) for f in doc["fields"]))
         except (KeyError, TypeError, ValueError) as exc:
-            raise SchemaError(f"unreadable schema {doc.get('schema-id') if isinstance(doc, dict) else ''}: "
-                              f"{type(exc).__name__}: {exc}") from None
+            raise InvalidArgumentError(f"unreadable schema {doc.get('schema-id') if isinstance(doc, dict) else ''}: "
+                                       f"{type(exc).__name__}: {exc}") from None
 
     @classmethod
     def from_metadata(cls, doc: dict, schema_id: int | None) -> IcebergSchema:
@@ -98,7 +98,7 @@ class IcebergSchema:
         for schema in schemas or []:
             if isinstance(schema, dict) and schema.get("schema-id") == wanted:
                 return cls.from_json(schema)
-        raise SchemaError(f"schema {wanted} is not in the table metadata")
+        raise InvalidArgumentError(f"schema {wanted} is not in the table metadata")
 
 
 def arrow_type(iceberg_type: Any) -> pa.DataType:
@@ -125,7 +125,7 @@ def _field(doc: dict) -> Field:
         value = _field({"id": kind["value-id"], "name": "value", "required": kind.get("value-required", False),
                         "type": kind["value"]})
         return Field(fid, name, required, kind, pa.map_(key.arrow_field, value.arrow_field), (key, value), default)
-    raise SchemaError(f"column {name!r}: unsupported type {nested!r}")
+    raise InvalidArgumentError(f"column {name!r}: unsupported type {nested!r}")
 
 
 def _primitive(kind: str) -> pa.DataType:
@@ -137,7 +137,7 @@ def _primitive(kind: str) -> pa.DataType:
     match = _FIXED.fullmatch(kind)
     if match:
         return pa.binary(int(match.group(1)))
-    raise SchemaError(f"unsupported Iceberg type {kind!r} (variant, geometry and geography are not read yet)")
+    raise InvalidArgumentError(f"unsupported Iceberg type {kind!r} (variant, geometry and geography are not read yet)")
 
 
 # --- Parquet: which leaf columns hold the wanted fields ---------------------------------------
@@ -223,7 +223,7 @@ def default_scalar(target: Field) -> pa.Scalar:
             return pa.scalar(value).cast(target.arrow_type)
         return pa.scalar(value, type=target.arrow_type)
     except (ValueError, TypeError, pa.ArrowException) as exc:
-        raise SchemaError(f"column {target.name!r}: initial-default {value!r} is not a {kind}: {exc}") from None
+        raise InvalidArgumentError(f"column {target.name!r}: initial-default {value!r} is not a {kind}: {exc}") from None
 
 
 def _array(array: pa.Array, source: pa.Field, target: Field) -> pa.Array:

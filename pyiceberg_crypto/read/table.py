@@ -28,18 +28,18 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from pyiceberg_crypto.errors import TableInputError
+from pyiceberg_crypto.errors import CatalogError, InvalidArgumentError, ReadIntegrityError, TableInputError
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.io.confinement import Confinement
-from pyiceberg_crypto.catalog.hive import MetastoreError, table_parameters
-from pyiceberg_crypto.catalog.rest import RestCatalog, RestCatalogError
+from pyiceberg_crypto.catalog.hive import table_parameters
+from pyiceberg_crypto.catalog.rest import RestCatalog
 from pyiceberg_crypto.kms.base import KeyManagementClient
-from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
+from pyiceberg_crypto.kms.loader import load_kms
 from pyiceberg_crypto.read._deletes import DeleteCaches, apply_deletes, equality_field_ids
 from pyiceberg_crypto.read._files import read_data_file
-from pyiceberg_crypto.read.filter import RowFilter, RowFilterError
-from pyiceberg_crypto.read.plan import ReadIntegrityError, ReadTask, plan_read, unpartitioned_spec_ids
-from pyiceberg_crypto.read.schema import IcebergSchema, SchemaError, project
+from pyiceberg_crypto.read.filter import RowFilter
+from pyiceberg_crypto.read.plan import ReadTask, plan_read, unpartitioned_spec_ids
+from pyiceberg_crypto.read.schema import IcebergSchema, project
 from pyiceberg_crypto.table.keys import TableKeys
 from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.table.metadata import TableMetadata, fields_differing, load_document, metadata_hash, read_metadata
@@ -174,11 +174,11 @@ def _prepare(source: str, kms: KeyManagementClient | str | None, *, snapshot_id,
         row_filter = RowFilter.of(row_filter)
         read_schema = schema
         if row_filter is not None:
-            full.select(row_filter.columns)  # unknown filter columns: SchemaError, before any file is read
+            full.select(row_filter.columns)  # unknown filter columns: InvalidArgumentError, before any file is read
             extra = [c for c in row_filter.columns if c not in {f.name for f in schema.fields}]
             read_schema = IcebergSchema(schema.schema_id, schema.fields + full.select(extra).fields)
             row_filter = row_filter.bind({f.name: f.type for f in read_schema.fields})  # decimal literals
-    except (SchemaError, RowFilterError) as exc:
+    except InvalidArgumentError as exc:
         raise TableInputError(str(exc)) from None
     if not meta.key_id:
         raise ReadIntegrityError("the table has no encryption.key-id: it is not encrypted (this reader reads "
@@ -219,7 +219,7 @@ def _kms(kms: KeyManagementClient | str | None, properties: Mapping[str, str] | 
     if isinstance(kms, str):
         try:
             return load_kms(kms, properties)
-        except KmsLoadError as exc:
+        except InvalidArgumentError as exc:
             raise TableInputError(str(exc)) from None
     return kms
 
@@ -231,12 +231,12 @@ def _from_rest_catalog(catalog: str | RestCatalog, name: str) -> tuple[str, dict
     try:
         client = catalog if isinstance(catalog, RestCatalog) else RestCatalog(catalog)
         loaded = client.load_table(tuple(namespace.split(".")), table)  # a SQL-style name: dots part levels
-    except RestCatalogError as exc:
+    except CatalogError as exc:
         raise TableInputError(str(exc) + _catalog_prefix_hint(exc, namespace, table)) from None
     return loaded.metadata_location, loaded.metadata
 
 
-def _catalog_prefix_hint(exc: RestCatalogError, namespace: str, table: str) -> str:
+def _catalog_prefix_hint(exc: CatalogError, namespace: str, table: str) -> str:
     """For a table the REST catalog does not know under a nested namespace: the hint that its first
     level may be a Spark catalog's name (``lake.shop.orders``), which the REST catalog never sees."""
     first, _, rest = namespace.partition(".")
@@ -252,7 +252,7 @@ def _from_metastore(uri: str, name: str) -> tuple[str, str | None]:
         raise TableInputError(f"with a metastore, name the table as DATABASE.TABLE, got {name!r}")
     try:
         params = table_parameters(uri, database.split(".")[-1], table)
-    except MetastoreError as exc:
+    except CatalogError as exc:
         raise TableInputError(str(exc)) from None
     return params["metadata_location"], params.get("metadata_hash")
 
@@ -265,7 +265,7 @@ def _read_one(task: ReadTask, prepared: PreparedRead, caches: DeleteCaches) -> p
                                            wanted | equality_field_ids(task), prepared.row_groups)
         table = apply_deletes(task, table, prepared.file_io, caches, row_ranges)
         table = project(table, schema.fields)
-    except (pa.ArrowException, SchemaError, KeyError, IndexError, TypeError, ValueError) as exc:
+    except (pa.ArrowException, InvalidArgumentError, KeyError, IndexError, TypeError, ValueError) as exc:
         # Authentic bytes that do not decode as the schema says (PyArrow's decoding, a column of
         # another type): the file is named, never a stack trace from inside PyArrow.
         raise ReadIntegrityError(f"authenticated, but not readable as this table's data file: "

@@ -2,7 +2,7 @@
 signed, so that a removed, altered, reordered or truncated line is found offline.
 
     trail = AuditTrail("/var/log/lake/kms-audit.jsonl", key=load_or_create_audit_key("/etc/lake/audit.key"))
-    trail.write({"face": "aws", "principal": "aws:trino", "operation": "unwrap", ...})   # AuditWriteError: refuse
+    trail.write({"face": "aws", "principal": "aws:trino", "operation": "unwrap", ...})   # FileAccessError: refuse
     trail.close()
     report = verify_trail("/var/log/lake/kms-audit.jsonl", key=...)   # report.ok, report.problem
 
@@ -18,7 +18,7 @@ Every ``digest_every`` lines, at start, before a rotation, at close and at most
 0600): rewriting the trail and its hashes from some line on needs that key to sign the next digest.
 
 Files are created 0600 and only appended to. A line that cannot be written whole (disk full,
-permissions, a read-only directory at rotation) raises :class:`AuditWriteError`: the service
+permissions, a read-only directory at rotation) raises :class:`FileAccessError`: the service
 refuses the operation (fail closed); bytes of a partial line are cut off before the next write.
 Nothing written holds key bytes, blobs or secrets: callers pass names and ids only.
 
@@ -28,7 +28,7 @@ build it; the first caller that finds no write in progress writes every queued l
 is written. :meth:`AuditTrail.write` returns only once its line is in the file, as with one
 ``write(2)`` per line (the page cache; ``fsync`` at rotation and close, not per line or batch).
 A batch that cannot be written fails every line in it and every line queued behind it (they
-chain to it): each of those callers gets :class:`AuditWriteError`, and the chain resumes after
+chain to it): each of those callers gets :class:`FileAccessError`, and the chain resumes after
 the last line written.
 """
 
@@ -47,10 +47,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import FileAccessError, InvalidArgumentError
 
-__all__ = ["GENESIS", "AuditKeyError", "AuditTrail", "AuditWriteError", "TrailReport", "load_or_create_audit_key",
+__all__ = ["GENESIS", "AuditTrail", "TrailReport", "load_or_create_audit_key",
            "rotated_files", "verify_trail"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"AuditKeyError": InvalidArgumentError, "AuditWriteError": FileAccessError})
 
 #: The ``prev`` of a trail's first line.
 GENESIS = "0" * 64
@@ -60,24 +64,16 @@ DEFAULT_DIGEST_SECONDS = 60.0
 _ROTATED = re.compile(r"\.(\d+)$")
 
 
-class AuditWriteError(PyicebergCryptoError, OSError):
-    """A line of the audit trail could not be written: the operation it records is refused."""
-
-
-class AuditKeyError(InvalidArgumentError):
-    """The audit trail's signing key file cannot be read, made, or is unsafe (mode, size)."""
-
-
 def load_or_create_audit_key(path: str | os.PathLike) -> bytes:
     """The digest-signing key in ``path`` (32 random bytes, hex), made 0600 when absent;
-    :class:`AuditKeyError` if it is readable by others or malformed."""
+    :class:`InvalidArgumentError` if it is readable by others or malformed."""
     path = Path(path)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     except FileExistsError:
         pass
     except OSError as exc:
-        raise AuditKeyError(f"cannot create the audit key file {path}: {exc.strerror or exc}") from None
+        raise InvalidArgumentError(f"cannot create the audit key file {path}: {exc.strerror or exc}") from None
     else:
         with os.fdopen(fd, "w") as out:
             out.write(secrets.token_hex(32) + "\n")
@@ -85,15 +81,15 @@ def load_or_create_audit_key(path: str | os.PathLike) -> bytes:
         info = os.stat(path, follow_symlinks=False)
         text = path.read_text().strip()
     except (OSError, UnicodeDecodeError) as exc:
-        raise AuditKeyError(f"cannot read the audit key file {path}: {exc}") from None
+        raise InvalidArgumentError(f"cannot read the audit key file {path}: {exc}") from None
     if info.st_mode & 0o077:
-        raise AuditKeyError(f"the audit key file {path} is readable or writable by others: chmod 600 it")
+        raise InvalidArgumentError(f"the audit key file {path} is readable or writable by others: chmod 600 it")
     try:
         key = bytes.fromhex(text)
     except ValueError:
         key = b""
     if len(key) < 16:
-        raise AuditKeyError(f"the audit key file {path} does not hold a hex key of 16 bytes or more")
+        raise InvalidArgumentError(f"the audit key file {path} does not hold a hex key of 16 bytes or more")
     return key
 
 
@@ -163,7 +159,7 @@ class AuditTrail:
     def __init__(self, path: str | os.PathLike, key: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES,
                  digest_every: int = DEFAULT_DIGEST_EVERY, digest_seconds: float = DEFAULT_DIGEST_SECONDS):
         if not isinstance(key, bytes) or len(key) < 16:
-            raise AuditKeyError("the audit key must be 16 bytes or more")
+            raise InvalidArgumentError("the audit key must be 16 bytes or more")
         if not (isinstance(max_bytes, int) and max_bytes >= 1024 and isinstance(digest_every, int)
                 and digest_every >= 1 and digest_seconds > 0):
             raise InvalidArgumentError("max_bytes must be >= 1024, digest_every >= 1, digest_seconds > 0")
@@ -194,7 +190,7 @@ class AuditTrail:
     # --- life cycle ---------------------------------------------------------------------------
 
     def open(self) -> AuditTrail:
-        """Open (create 0600) the live file and continue its chain; :class:`AuditWriteError` if it
+        """Open (create 0600) the live file and continue its chain; :class:`FileAccessError` if it
         cannot be written or ends in a partial line (verify it, and move it away)."""
         with self._lock:
             rotated = rotated_files(self.path)
@@ -204,7 +200,7 @@ class AuditTrail:
                 try:
                     self._seq = int(json.loads(last)["seq"])
                 except (ValueError, KeyError, TypeError):
-                    raise AuditWriteError(f"the audit trail {self.path} ends in a line that is not one of its "
+                    raise FileAccessError(f"the audit trail {self.path} ends in a line that is not one of its "
                                           "records (truncated?): run pyiceberg-crypto kms audit-log verify on it, "
                                           "then move it away") from None
                 self._prev = hashlib.sha256(last).hexdigest()
@@ -219,20 +215,20 @@ class AuditTrail:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
                          | getattr(os, "O_CLOEXEC", 0), 0o600)
         except OSError as exc:
-            raise AuditWriteError(f"cannot open the audit trail {self.path}: {_why(exc)}") from None
+            raise FileAccessError(f"cannot open the audit trail {self.path}: {_why(exc)}") from None
         try:
             info = os.fstat(fd)
             if info.st_mode & 0o077:
                 os.fchmod(fd, 0o600)
         except OSError as exc:
             os.close(fd)
-            raise AuditWriteError(f"cannot make the audit trail {self.path} private (0600): {_why(exc)}") from None
+            raise FileAccessError(f"cannot make the audit trail {self.path} private (0600): {_why(exc)}") from None
         if info.st_size:
             with open(self.path, "rb") as existing:
                 existing.seek(-1, os.SEEK_END)
                 if existing.read(1) != b"\n":
                     os.close(fd)
-                    raise AuditWriteError(f"the audit trail {self.path} ends in a partial line: run pyiceberg-crypto "
+                    raise FileAccessError(f"the audit trail {self.path} ends in a partial line: run pyiceberg-crypto "
                                           "kms audit-log verify on it, then move it away")
         self._fd, self._size = fd, info.st_size
 
@@ -244,7 +240,7 @@ class AuditTrail:
             try:
                 self._drain_locked()
                 self._digest_locked(sync=True)
-            except AuditWriteError:
+            except FileAccessError:
                 pass
             os.close(self._fd)
             self._fd = None
@@ -253,7 +249,7 @@ class AuditTrail:
 
     def write(self, record: dict[str, Any]) -> str:
         """Append ``record`` (names and ids only, never secrets) with ``time``, ``seq`` and ``prev``;
-        the line's SHA-256, once the line is written. :class:`AuditWriteError` when it cannot be
+        the line's SHA-256, once the line is written. :class:`FileAccessError` when it cannot be
         written whole (then the caller refuses the operation it records).
 
         Group commit: the line is chained under the lock (held only to build it), then the first
@@ -317,7 +313,7 @@ class AuditTrail:
                     time.monotonic() - self._last_digest >= self.digest_seconds:
                 try:
                     self._commit_locked(self._append_digest_locked())
-                except AuditWriteError:
+                except FileAccessError:
                     pass  # counted; the next operation's line tells again
 
     def _append_digest_locked(self) -> list:
@@ -344,7 +340,7 @@ class AuditTrail:
         slot = self._append_locked(record, body)
         self._drain_locked()
         if slot[0] is not True:
-            raise AuditWriteError(slot[0])
+            raise FileAccessError(slot[0])
         return slot[1]
 
     def _append_locked(self, record: dict[str, Any] | None, body: str | None = None) -> list:
@@ -352,7 +348,7 @@ class AuditTrail:
         ``[outcome, sha256]`` (outcome None until the batch is written: True, or why it was not)."""
         if self._fd is None:
             self.failures += 1
-            raise AuditWriteError(f"the audit trail {self.path} is not open")
+            raise FileAccessError(f"the audit trail {self.path} is not open")
         seq = self._seq + 1
         if body is None:
             body = _body(record)
@@ -379,18 +375,18 @@ class AuditTrail:
             else:
                 self._flush_locked(release=True)
         if slot[0] is not True:
-            raise AuditWriteError(slot[0])
+            raise FileAccessError(slot[0])
 
     def _drain_locked(self) -> None:
         """Every pending line written (or failed), the lock held (after any batch in progress);
-        :class:`AuditWriteError` if the pending lines could not be written."""
+        :class:`FileAccessError` if the pending lines could not be written."""
         while self._writing:
             self._written.wait()
         if self._pending:
             slot = self._pending_slots[-1]
             self._flush_locked(release=False)
             if slot[0] is not True:
-                raise AuditWriteError(slot[0])
+                raise FileAccessError(slot[0])
 
     def _flush_locked(self, release: bool) -> None:
         """Write the pending lines in one write(2) (``release``: the lock released meanwhile, so
@@ -447,18 +443,18 @@ class AuditTrail:
         target = self.path.with_name(f"{self.path.name}.{self._next_rotation}")
         if os.path.lexists(target):
             self.failures += 1
-            raise AuditWriteError(f"cannot rotate the audit trail {self.path}: {target} exists")
+            raise FileAccessError(f"cannot rotate the audit trail {self.path}: {target} exists")
         try:
             os.rename(self.path, target)
         except OSError as exc:
             self.failures += 1
-            raise AuditWriteError(f"cannot rotate the audit trail {self.path}: {_why(exc)}") from None
+            raise FileAccessError(f"cannot rotate the audit trail {self.path}: {_why(exc)}") from None
         os.close(self._fd)
         self._fd = None
         self._next_rotation += 1
         try:
             self._open_file()
-        except AuditWriteError:
+        except FileAccessError:
             self.failures += 1
             raise
         self._write_locked({"kind": "rotated", "from": target.name})
@@ -489,7 +485,7 @@ def _last_line(path: Path) -> bytes | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise AuditWriteError(f"cannot read the audit trail {path}: {_why(exc)}") from None
+        raise FileAccessError(f"cannot read the audit trail {path}: {_why(exc)}") from None
     body = chunk[:-1] if chunk.endswith(b"\n") else chunk
     return body.rsplit(b"\n", 1)[-1]
 

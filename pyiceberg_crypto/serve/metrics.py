@@ -31,12 +31,16 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto._net import is_loopback_host, listen_address
 from pyiceberg_crypto._prometheus import CONTENT_TYPE
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.serve.served_kms import RateLimitedLog
 
-__all__ = ["CONTENT_TYPE", "Face", "MetricsAddressError", "MetricsServer", "faces_health", "render_metrics"]
+__all__ = ["CONTENT_TYPE", "Face", "MetricsServer", "faces_health", "render_metrics"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"MetricsAddressError": InvalidArgumentError})
 
 
 class Face(Protocol):
@@ -62,10 +66,6 @@ MAX_CONNECTIONS = 16
 REQUEST_DEADLINE_SECONDS = 5.0
 
 log = logging.getLogger(__name__)
-
-
-class MetricsAddressError(PyicebergCryptoError, ValueError):
-    """The metrics port was asked to listen beyond loopback without ``allow_remote``."""
 
 
 def render_metrics(faces: Sequence[Face]) -> str:
@@ -211,14 +211,14 @@ class MetricsServer:
         health_interval: the canary runs at most once per this many seconds.
         allow_remote: listen on an address other than loopback (anyone who reaches it reads the
             counters and can run the canary); without it such an address raises
-            :class:`MetricsAddressError`. With it, the address is logged as a warning.
+            :class:`InvalidArgumentError`. With it, the address is logged as a warning.
     """
 
     def __init__(self, faces: Sequence[Face], host: str, port: int, *, health_key_id: str | None = None,
                  health_interval: float = 5.0, allow_remote: bool = False):
         if not is_loopback_host(host):
             if not allow_remote:
-                raise MetricsAddressError(
+                raise InvalidArgumentError(
                     f"the metrics port would listen on {host}, beyond loopback: anyone who reaches it reads the "
                     "service's counters and can run the health canary; use 127.0.0.1 (and a local scraper or a "
                     "proxy), or allow it explicitly (kms serve --metrics-allow-remote)")

@@ -34,11 +34,15 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto.bridge.files import read_operator_file
 from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError
 from pyiceberg_crypto.kms.key_ids import canonical_key_id
 
-__all__ = ["FACES", "OPERATIONS", "Grant", "Policy", "PolicyError", "load_policy", "operation_name", "parse_policy"]
+__all__ = ["FACES", "OPERATIONS", "Grant", "Policy", "load_policy", "operation_name", "parse_policy"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"PolicyError": InvalidArgumentError})
 
 #: The operations a grant names (the Py4J face's wrap/unwrap/generate; the AWS face's four).
 OPERATIONS = ("wrap", "unwrap", "generate", "describe")
@@ -55,17 +59,13 @@ _RESERVED_PY4J = {"client", "driver"}
 MAX_POLICY_BYTES = 1 << 20
 
 
-class PolicyError(InvalidArgumentError):
-    """The policy file cannot be read or does not follow the format (the message says where)."""
-
-
 def operation_name(name: str) -> str:
     """The grant operation that ``name`` (``Decrypt``, ``unwrapKey``, ``unwrap``...) is;
-    :class:`PolicyError` for another name."""
+    :class:`InvalidArgumentError` for another name."""
     operation = _ALIASES.get(name.lower()) if isinstance(name, str) else None
     if operation is None:
-        raise PolicyError(f"unknown operation {name!r}: one of {', '.join(OPERATIONS)} (or Encrypt, Decrypt, "
-                          "GenerateDataKey, DescribeKey), or *")
+        raise InvalidArgumentError(f"unknown operation {name!r}: one of {', '.join(OPERATIONS)} (or Encrypt, Decrypt, "
+                                   "GenerateDataKey, DescribeKey), or *")
     return operation
 
 
@@ -123,15 +123,15 @@ class Policy:
 
 
 def load_policy(path: str | Path) -> Policy:
-    """The policy in ``path`` (see module doc); :class:`PolicyError` if unreadable, unsafe (another
+    """The policy in ``path`` (see module doc); :class:`InvalidArgumentError` if unreadable, unsafe (another
     user's file, writable by others, a symlink) or malformed."""
     path = Path(path)
     try:
         data = read_operator_file(path, "policy file", limit=MAX_POLICY_BYTES)
     except (OSError, PyicebergCryptoError) as exc:
-        raise PolicyError(str(exc)) from None
+        raise InvalidArgumentError(str(exc)) from None
     if len(data) > MAX_POLICY_BYTES:
-        raise PolicyError(f"the policy file {path} is larger than {MAX_POLICY_BYTES} bytes")
+        raise InvalidArgumentError(f"the policy file {path} is larger than {MAX_POLICY_BYTES} bytes")
     return parse_policy(data, base=path.parent, source=str(path))
 
 
@@ -141,59 +141,59 @@ def parse_policy(data: bytes | str, *, base: str | Path = ".", source: str = "<p
     try:
         document = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise PolicyError(f"the policy {source} is not JSON: {exc}") from None
+        raise InvalidArgumentError(f"the policy {source} is not JSON: {exc}") from None
     if not isinstance(document, dict):
-        raise PolicyError(f"the policy {source} must be a JSON object")
+        raise InvalidArgumentError(f"the policy {source} must be a JSON object")
     unknown = set(document) - {"version", "principals", "comment"}
     if unknown:
-        raise PolicyError(f"the policy {source} has unknown fields: {', '.join(sorted(unknown))}")
+        raise InvalidArgumentError(f"the policy {source} has unknown fields: {', '.join(sorted(unknown))}")
     if document.get("version", 1) != 1:
-        raise PolicyError(f"the policy {source}: version must be 1")
+        raise InvalidArgumentError(f"the policy {source}: version must be 1")
     principals = document.get("principals")
     if not isinstance(principals, dict):
-        raise PolicyError(f"the policy {source} needs \"principals\": an object of principal name -> grants")
+        raise InvalidArgumentError(f"the policy {source} needs \"principals\": an object of principal name -> grants")
     grants: dict[str, tuple[Grant, ...]] = {}
     token_files: dict[str, Path] = {}
     for name, entry in principals.items():
         where = f"the policy {source}, principal {name!r}"
         face, _, local = name.partition(":")
         if face not in FACES or not local:
-            raise PolicyError(f"{where}: a principal is aws:SECTION (credentials file) or py4j:NAME (named token)")
+            raise InvalidArgumentError(f"{where}: a principal is aws:SECTION (credentials file) or py4j:NAME (named token)")
         if not isinstance(entry, dict):
-            raise PolicyError(f"{where}: must be an object with \"grants\"")
+            raise InvalidArgumentError(f"{where}: must be an object with \"grants\"")
         unknown = set(entry) - {"grants", "token_file", "comment"}
         if unknown:
-            raise PolicyError(f"{where}: unknown fields {', '.join(sorted(unknown))}")
+            raise InvalidArgumentError(f"{where}: unknown fields {', '.join(sorted(unknown))}")
         if face == "py4j":
             if not _PY4J_NAME.fullmatch(local) or local in _RESERVED_PY4J:
-                raise PolicyError(f"{where}: a Py4J principal's name is 1-64 letters, digits, '.', '_', '-' "
-                                  f"(not {', '.join(sorted(_RESERVED_PY4J))})")
+                raise InvalidArgumentError(f"{where}: a Py4J principal's name is 1-64 letters, digits, '.', '_', '-' "
+                                           f"(not {', '.join(sorted(_RESERVED_PY4J))})")
             token_file = entry.get("token_file")
             if local == "default":
                 if token_file is not None:
-                    raise PolicyError(f"{where}: py4j:default is the token of --token-file: no token_file here")
+                    raise InvalidArgumentError(f"{where}: py4j:default is the token of --token-file: no token_file here")
             elif not isinstance(token_file, str) or not token_file:
-                raise PolicyError(f"{where}: a named Py4J principal needs \"token_file\" (where its token is written)")
+                raise InvalidArgumentError(f"{where}: a named Py4J principal needs \"token_file\" (where its token is written)")
             else:
                 token_files[local] = (Path(base) / token_file).absolute()
         elif "token_file" in entry:
-            raise PolicyError(f"{where}: token_file is for py4j: principals (aws: ones sign with the credentials file)")
+            raise InvalidArgumentError(f"{where}: token_file is for py4j: principals (aws: ones sign with the credentials file)")
         grants[name] = tuple(_grant(item, f"{where}, grant {i + 1}") for i, item in enumerate(entry.get("grants", [])))
     files = list(token_files.values())
     if len(set(files)) != len(files):
-        raise PolicyError(f"the policy {source}: two principals share a token_file")
+        raise InvalidArgumentError(f"the policy {source}: two principals share a token_file")
     return Policy(grants, token_files, hashlib.sha256(raw).hexdigest(), source)
 
 
 def _grant(item: Any, where: str) -> Grant:
     if not isinstance(item, dict) or set(item) - {"keys", "operations", "comment"}:
-        raise PolicyError(f"{where}: a grant is {{\"keys\": [...], \"operations\": [...]}}")
+        raise InvalidArgumentError(f"{where}: a grant is {{\"keys\": [...], \"operations\": [...]}}")
     keys, operations = item.get("keys"), item.get("operations")
     if not isinstance(keys, list) or not keys or not all(isinstance(k, str) and k for k in keys):
-        raise PolicyError(f"{where}: \"keys\" must be a non-empty list of key ids or patterns")
+        raise InvalidArgumentError(f"{where}: \"keys\" must be a non-empty list of key ids or patterns")
     if not isinstance(operations, list) or not operations or not all(isinstance(o, str) for o in operations):
-        raise PolicyError(f"{where}: \"operations\" must be a non-empty list")
+        raise InvalidArgumentError(f"{where}: \"operations\" must be a non-empty list")
     if any(set(key) & set("[]") for key in keys):
-        raise PolicyError(f"{where}: key patterns know * and ? only")
+        raise InvalidArgumentError(f"{where}: key patterns know * and ? only")
     named = frozenset(OPERATIONS) if "*" in operations else frozenset(operation_name(o) for o in operations)
     return Grant(tuple(canonical_key_id(k) for k in keys), named)

@@ -34,6 +34,8 @@ from collections import Counter, OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import SetupError
 from pyiceberg_crypto._net import listen_address, parse_listen
 from pyiceberg_crypto._prometheus import counter, gauge, histogram, render
 from pyiceberg_crypto._prometheus import LATENCY_BUCKETS
@@ -45,13 +47,16 @@ from pyiceberg_crypto.bridge.handshake import MAX_AUTH_BYTES
 from pyiceberg_crypto.bridge.py4j_server import CALLER, EVICTED, MAX_LINE_BYTES, MAX_PARAMS
 from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient
 from pyiceberg_crypto.bridge.tls import TlsIdentity
-from pyiceberg_crypto.serve.served_kms import KmsServiceError, RateLimitedLog, ServedKms
+from pyiceberg_crypto.serve.served_kms import RateLimitedLog, ServedKms
 
 if TYPE_CHECKING:
     from pyiceberg_crypto.serve.policy import Policy
 
-__all__ = ["MAX_TRACKED_PEERS", "OBJECT_ID", "KmsServiceError", "PeerCounts", "Py4jFace", "refusal_reasons",
+__all__ = ["MAX_TRACKED_PEERS", "OBJECT_ID", "PeerCounts", "Py4jFace", "refusal_reasons",
            "tls_files"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"KmsServiceError": SetupError})
 
 #: The metric names' prefix (``pyiceberg_crypto_kms_calls_total``, ...).
 PREFIX = "pyiceberg_crypto_kms"
@@ -211,7 +216,7 @@ class Py4jFace:
     # --- life cycle --------------------------------------------------------------------------
 
     def start(self) -> Py4jFace:
-        """Start the served KMS if need be, write a fresh token, then listen. Raises :class:`KmsServiceError`."""
+        """Start the served KMS if need be, write a fresh token, then listen. Raises :class:`SetupError`."""
         self.served.start()
         # Configured by its operator only: no client may pass properties to initialize().
         self._adapter = KmsCallbackAdapter(_GovernedKms(self.served), initialize_policy="operator")
@@ -219,8 +224,8 @@ class Py4jFace:
             try:
                 self._tls = TlsIdentity.load_or_create(self.tls_key_file, self.tls_certificate_file)
             except (OSError, ValueError) as exc:
-                raise KmsServiceError(f"cannot load the TLS key/certificate {self.tls_key_file}, "
-                                      f"{self.tls_certificate_file}: {exc}") from None
+                raise SetupError(f"cannot load the TLS key/certificate {self.tls_key_file}, "
+                                 f"{self.tls_certificate_file}: {exc}") from None
         token = self._token = secrets.token_hex(32)
         try:
             check_operator_directory(self.token_file.parent, "token")
@@ -228,7 +233,7 @@ class Py4jFace:
             written = os.stat(self.token_file, follow_symlinks=False)
             self._token_stat = (written.st_dev, written.st_ino)
         except OSError as exc:
-            raise KmsServiceError(f"cannot write the token file {self.token_file}: {exc}") from None
+            raise SetupError(f"cannot write the token file {self.token_file}: {exc}") from None
         try:
             self._server = KmsCallbackServer(
                 self._adapter, address=self.host, port=self.requested_port, auth_token=token, tls=self._tls,
@@ -236,7 +241,7 @@ class Py4jFace:
         except Exception as exc:  # py4j wraps bind errors (address in use, not an address of this host)
             self._remove_token_file()
             cause = exc.__cause__ or getattr(exc, "cause", None) or exc
-            raise KmsServiceError(f"cannot listen on {self.host}:{self.requested_port}: {cause}") from None
+            raise SetupError(f"cannot listen on {self.host}:{self.requested_port}: {cause}") from None
         self._started_at = time.time()
         if self.served.policy is not None:
             self.apply_policy(self.served.policy)
@@ -400,17 +405,17 @@ class Py4jFace:
         """Revoke the token (``kms serve``: SIGUSR2): a fresh one is written to the token file, the
         old one is refused from now on, and the connections that authenticated with it are closed
         (returned: how many). JVM clients re-read the token file when they reconnect. Raises
-        :class:`KmsServiceError` when the token file cannot be written (the old token then stays)."""
+        :class:`SetupError` when the token file cannot be written (the old token then stays)."""
         if self._server is None or self._server.closed:
-            raise KmsServiceError("the service is not running")
+            raise SetupError("the service is not running")
         token = secrets.token_hex(32)
         try:
             check_operator_directory(self.token_file.parent, "token")
             write_private_file(self.token_file, (token + "\n").encode())
             written = os.stat(self.token_file, follow_symlinks=False)
         except OSError as exc:
-            raise KmsServiceError(f"cannot write a new token to {self.token_file}, the token is not revoked: "
-                                  f"{exc}") from None
+            raise SetupError(f"cannot write a new token to {self.token_file}, the token is not revoked: "
+                             f"{exc}") from None
         self._token, self._token_stat = token, (written.st_dev, written.st_ino)
         closed = self._server.replace_token(token)
         log.warning("KMS service %r revoked its token: a new one is in %s, %d connection(s) holding the old "

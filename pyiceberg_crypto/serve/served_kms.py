@@ -15,8 +15,9 @@ clients by key id only; the detail (a keystore's path, a cloud endpoint) goes to
 Grants and audit live here, once, for every face: :meth:`ServedKms.perform` checks the principal's
 grant (:mod:`.policy`), runs the operation, counts it per face and writes its line to the audit trail
 (:mod:`.audit_trail`). With a policy, a key the principal may not use and a key that does not exist
-get one answer (:class:`KeyNotAvailableError`), so key ids cannot be enumerated. A line that cannot
-be written refuses the operation (:class:`AuditUnavailableError`).
+get one answer (an :class:`~pyiceberg_crypto.errors.UnknownKeyError` with ``code`` ACCESS_DENIED), so
+key ids cannot be enumerated. A line that cannot be written refuses the operation (a
+:class:`~pyiceberg_crypto.errors.KmsError` with ``code`` KMS_INTERNAL).
 """
 
 from __future__ import annotations
@@ -31,26 +32,23 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError
-from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient, KmsError, UnknownKeyError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import FileAccessError, InvalidArgumentError, KmsError, SetupError, UnknownKeyError
+from pyiceberg_crypto.kms.base import ACCESS_DENIED, KMS_INTERNAL, KeyGenerationResult, KeyManagementClient
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS, KmsCallPool, KmsTimeoutError, call_with_timeout
 from pyiceberg_crypto.kms.key_ids import canonical_key_id
 from pyiceberg_crypto._prometheus import counter, gauge, render
 from pyiceberg_crypto.safe_text import exception_line
-from pyiceberg_crypto.serve.audit_trail import AuditWriteError
 
 if TYPE_CHECKING:
     from pyiceberg_crypto.serve.audit_trail import AuditTrail
     from pyiceberg_crypto.serve.policy import Policy
 
-__all__ = ["MAX_PRINCIPAL_LABELS", "SERVED_KMS_TIMEOUT_SECONDS", "UNKNOWN_PRINCIPAL", "AuditUnavailableError",
-           "KeyNotAvailableError", "KmsServiceError", "RateLimitedLog", "ServedKms"]
+__all__ = ["MAX_PRINCIPAL_LABELS", "SERVED_KMS_TIMEOUT_SECONDS", "UNKNOWN_PRINCIPAL", "RateLimitedLog", "ServedKms"]
 
-
-class KmsServiceError(PyicebergCryptoError, RuntimeError):
-    """``kms serve`` or one of its faces cannot start or act: an address in use, an unwritable token
-    file, unreadable or unsafe TLS files, no TLS beyond loopback; the message says which. (The AWS
-    face's ``FaceStartError`` was this error under another name.)"""
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"KmsServiceError": SetupError, "KeyNotAvailableError": UnknownKeyError,
+                                         "AuditUnavailableError": KmsError})
 
 
 #: The operations every face's calls are counted and audited as (the policy's names).
@@ -93,16 +91,6 @@ class RateLimitedLog:
         if left_out:
             message += f" ({left_out} more like it in the last {self.interval:g} s not logged)"
         self.logger.warning(message, *args)
-
-
-class KeyNotAvailableError(UnknownKeyError):
-    """With a policy in force: the key is not known to this KMS, or the principal may not use it for
-    this operation. One answer for both, on every face (no key-id enumeration); the audit trail and
-    the service's counters say which."""
-
-
-class AuditUnavailableError(KmsError):
-    """The audit trail could not record the operation, so the service refused it (fail closed)."""
 
 
 class _TimeBoundKms(KeyManagementClient):
@@ -274,7 +262,7 @@ class ServedKms:
             try:
                 self.trail.write({"kind": "policy", "policy_sha256": policy.sha256 if policy else None,
                                   "principals": list(policy.principals) if policy else None})
-            except AuditWriteError as exc:
+            except FileAccessError as exc:
                 self._audit_failed(exc)
 
     def perform(self, face: str, principal: str, peer: str, operation: str, key_id: str | None,
@@ -283,9 +271,10 @@ class ServedKms:
         """Run one KMS operation of a face for ``principal``: check its grant, run ``fn``, count it,
         write its audit line; ``fn``'s result. ``version(result)``: the key version, where known.
 
-        Raises :class:`KeyNotAvailableError` (with a policy: refused or unknown key, one answer),
-        :class:`AuditUnavailableError` (the line could not be written: the result is withheld), or
-        what ``fn`` raised."""
+        Raises :class:`~pyiceberg_crypto.errors.UnknownKeyError` with ``code`` ACCESS_DENIED (with a
+        policy: refused or unknown key, one answer), :class:`~pyiceberg_crypto.errors.KmsError` with
+        ``code`` KMS_INTERNAL (the audit line could not be written: the result is withheld), or what
+        ``fn`` raised."""
         policy = self.policy
         request_id = f"{self._request_prefix}-{next(self._request_ids):x}"
         label = self.principal_label(principal, policy)
@@ -355,9 +344,12 @@ class ServedKms:
         return None if value is None else str(value)
 
     @staticmethod
-    def _not_available(operation: str, key_id: str | None) -> KeyNotAvailableError:
-        return KeyNotAvailableError(f"key id {key_id!r} is not known to this KMS service, or this client may not "
-                                    f"{_VERBS.get(operation, operation)} it")
+    def _not_available(operation: str, key_id: str | None) -> UnknownKeyError:
+        """With a policy in force: the key is not known to this KMS, or the principal may not use it for
+        this operation. One answer for both, on every face (no key-id enumeration): an UnknownKeyError
+        with ``code`` ACCESS_DENIED; the audit trail and the service's counters say which."""
+        return UnknownKeyError(f"key id {key_id!r} is not known to this KMS service, or this client may not "
+                               f"{_VERBS.get(operation, operation)} it", code=ACCESS_DENIED)
 
     def _refuse(self, face: str, operation: str, reason: str) -> None:
         with self._counts_lock:
@@ -371,11 +363,11 @@ class ServedKms:
         try:
             trail.write_operation(face, principal, peer, operation, key, key_version, table, result, reason,
                                   request_id, context)
-        except AuditWriteError as exc:
+        except FileAccessError as exc:
             self._audit_failed(exc)
             self._refuse(face, operation, "audit unavailable")
-            raise AuditUnavailableError("the KMS service cannot record this operation in its audit trail, so it "
-                                        "refuses it (the service's log says why)") from None
+            raise KmsError("the KMS service cannot record this operation in its audit trail, so it refuses it "
+                           "(the service's log says why)", code=KMS_INTERNAL) from None
 
     def _audit_failed(self, exc: Exception) -> None:
         with self._counts_lock:

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyiceberg_crypto.bridge.py4j_server import ConnectionLimits
-from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError
+from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError, SetupError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.properties import KMS_IMPL
 from pyiceberg_crypto.safe_text import exception_line
-from pyiceberg_crypto.serve.served_kms import SERVED_KMS_TIMEOUT_SECONDS, KmsServiceError
+from pyiceberg_crypto.serve.served_kms import SERVED_KMS_TIMEOUT_SECONDS
 
 __all__ = ["AwsFaceOptions", "KmsService", "ServiceOptions", "STATUS_INTERVAL_SECONDS"]
 
@@ -98,7 +98,7 @@ class KmsService:
     # -- start and stop ---------------------------------------------------------------------
     def start(self) -> KmsService:
         """Build the served KMS and start every face; on a failure, close what started and raise a
-        package error (InvalidArgumentError for options that cannot work, KmsServiceError else)."""
+        package error (InvalidArgumentError for options that cannot work, SetupError else)."""
         metrics_at = self._metrics_address()
         try:
             self._start_py4j()
@@ -158,7 +158,7 @@ class KmsService:
         except ValueError as exc:  # a listen address or file that cannot be used
             raise InvalidArgumentError(str(exc)) from None
         except Exception as exc:  # the KMS factory failed: one line (it may hold paths, never keys)
-            raise KmsServiceError(f"the KMS factory {options.kms!r} failed: {exception_line(exc)}") from None
+            raise SetupError(f"the KMS factory {options.kms!r} failed: {exception_line(exc)}") from None
         self.py4j = face
 
     def _govern(self) -> None:
@@ -188,7 +188,7 @@ class KmsService:
         try:
             return self._build_aws_face(face_options).start()
         except (PyicebergCryptoError, ValueError, OSError) as exc:
-            raise KmsServiceError(f"--aws-kms-api: {exc}") from None
+            raise SetupError(f"--aws-kms-api: {exc}") from None
 
     def _build_aws_face(self, options: AwsFaceOptions):
         from pyiceberg_crypto.kms.bounded import KmsCallPool
@@ -226,28 +226,28 @@ class KmsService:
         return face
 
     def _start_metrics(self, address: tuple[str, int]):
-        from pyiceberg_crypto.serve.metrics import MetricsAddressError, MetricsServer
+        from pyiceberg_crypto.serve.metrics import MetricsServer
 
         faces = [self.py4j] if self.aws is None else [self.py4j, self.aws]
         try:
             return MetricsServer(faces, *address, health_key_id=self.options.health_key,
                                  health_interval=self.options.health_interval,
                                  allow_remote=self.options.metrics_allow_remote)
-        except MetricsAddressError:
+        except PyicebergCryptoError:
             raise
         except OSError as exc:
-            raise KmsServiceError(f"cannot serve metrics on {self.options.metrics}: {exc.strerror or exc}") from None
+            raise SetupError(f"cannot serve metrics on {self.options.metrics}: {exc.strerror or exc}") from None
 
     # -- what it says at start -------------------------------------------------------------------
     def describe(self) -> list[str]:
         """The lines ``kms serve`` prints once started: the address, the pin, the token file, the
         catalog properties clients need, the metrics and AWS endpoints, the signals."""
-        from pyiceberg_crypto.config import PYTHON_KMS_IMPL, ConfigError, kms_service_properties
+        from pyiceberg_crypto.config import PYTHON_KMS_IMPL, kms_service_properties
 
         py4j = self.py4j
         try:
             client_properties = kms_service_properties(py4j.address, py4j.token_file, py4j.certificate_sha256)
-        except ConfigError:  # a wildcard listen address: clients name a reachable address of this host
+        except InvalidArgumentError:  # a wildcard listen address: clients name a reachable address of this host
             client_properties = {}
         lines = [f"KMS service {self.options.kms!r} on {py4j.address}" + (" (TLS)" if py4j.certificate_sha256 else "")]
         if py4j.certificate_sha256:
@@ -295,11 +295,11 @@ class KmsService:
             log.error("AWS KMS API: cannot re-read the credentials file, keeping the previous ones: %s", exc)
 
     def _reload_policy(self) -> None:
-        from pyiceberg_crypto.serve.policy import PolicyError, load_policy
+        from pyiceberg_crypto.serve.policy import load_policy
 
         try:
             policy = load_policy(self.options.policy)
-        except PolicyError as exc:
+        except InvalidArgumentError as exc:
             log.error("policy reload failed, keeping the policy in force (sha256 %s): %s",
                       self.served.policy.sha256[:16] if self.served.policy else "none", exc)
             return
@@ -310,7 +310,7 @@ class KmsService:
         """A fresh Py4J token in the token file; connections holding the old one are closed."""
         try:
             self.py4j.revoke_token()
-        except KmsServiceError as exc:
+        except SetupError as exc:
             log.error("%s", exc)
 
     def log_counts(self) -> None:

@@ -4,7 +4,7 @@
 
     session_settings(spark)   # the SparkContext's settings, then those set with spark.conf.set
     runtime_settings(spark)   # only those set at run time (spark.conf.set)
-    require_classic_session(spark, "verify_table")   # NotASparkSessionError for Connect / stopped
+    require_classic_session(spark, "verify_table")   # ArgumentTypeError for Connect / stopped
     activate_session(spark)   # first thing in a worker thread that runs Spark SQL
 
 ``spark`` is a classic SparkSession (or, for :func:`session_settings`, a SparkContext); the caller
@@ -13,7 +13,7 @@ checks that it is one. Reading the JVM's settings entry by entry (pyspark 3.5) i
 
 from __future__ import annotations
 
-from pyiceberg_crypto.errors import CONNECT_NEXT_STEP, NotASparkSessionError
+from pyiceberg_crypto.errors import CONNECT_NEXT_STEP, ArgumentTypeError
 
 __all__ = ["activate_session", "require_classic_session", "runtime_settings", "session_settings"]
 
@@ -49,7 +49,7 @@ def session_settings(spark) -> dict[str, str]:
 
 
 def require_classic_session(spark, what: str) -> None:
-    """NotASparkSessionError unless ``spark`` is a classic SparkSession with a live driver JVM
+    """ArgumentTypeError unless ``spark`` is a classic SparkSession with a live driver JVM
     (``what`` names the caller in the message)."""
     try:
         alive = spark.sparkContext._jsc is not None
@@ -58,8 +58,8 @@ def require_classic_session(spark, what: str) -> None:
     if not alive:
         reason = "it is stopped" if alive is False else f"got {type(spark).__module__}.{type(spark).__name__}"
         connect = alive is None and ".connect." in type(spark).__module__
-        raise NotASparkSessionError(f"{what} needs a classic SparkSession with a driver JVM ({reason}; Spark "
-                                    "Connect sessions have none)" + (CONNECT_NEXT_STEP if connect else ""))
+        raise ArgumentTypeError(f"{what} needs a classic SparkSession with a driver JVM ({reason}; Spark "
+                                "Connect sessions have none)" + (CONNECT_NEXT_STEP if connect else ""))
 
 
 def activate_session(spark) -> None:
@@ -72,6 +72,6 @@ def activate_session(spark) -> None:
         with ThreadPoolExecutor(2) as pool:
             pool.map(lambda table: (activate_session(spark), reencrypt_table(spark, table)), tables)
 
-    Raises NotASparkSessionError: not a classic SparkSession."""
+    Raises ArgumentTypeError: not a classic SparkSession."""
     require_classic_session(spark, "activate_session")
     spark.sparkContext._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)

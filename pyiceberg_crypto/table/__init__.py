@@ -24,7 +24,9 @@ Read it top-down in this order:
 A table by its catalog name: :mod:`pyiceberg_crypto.catalog` (``spark.catalog_table``, ``entry.catalog_entry``).
 """
 
-from pyiceberg_crypto.table.keys import KeyLookupError, TableKeys
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import ReadIntegrityError
+from pyiceberg_crypto.table.keys import TableKeys
 from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.table.metadata import (
     EncryptionKey,
@@ -35,5 +37,8 @@ from pyiceberg_crypto.table.metadata import (
     read_metadata,
 )
 
-__all__ = ["EncryptionKey", "KeyLookupError", "Limits", "Snapshot", "StatisticsFile", "TableKeys", "TableMetadata",
+__all__ = ["EncryptionKey", "Limits", "Snapshot", "StatisticsFile", "TableKeys", "TableMetadata",
            "metadata_hash", "read_metadata"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"KeyLookupError": ReadIntegrityError})

@@ -23,23 +23,23 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from pyiceberg_crypto.errors import TableInputError
-from pyiceberg_crypto.kms.base import KeyManagementClient, UnknownKeyError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import TableInputError, UnknownKeyError
+from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.key_ids import kms_key_id
 from pyiceberg_crypto.properties import RESEALED_UP_TO_PROPERTY
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.table.keys import TableKeys
 from pyiceberg_crypto.table.metadata import EncryptionKey, TableMetadata
 
-__all__ = ["KekInfo", "KeyInventory", "NotEncryptedError", "build_inventory", "kek_entries"]
+__all__ = ["KekInfo", "KeyInventory", "build_inventory", "kek_entries"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"NotEncryptedError": TableInputError})
 
 #: Iceberg rotates a table's KEK when it is older than this (StandardEncryptionManager: 730 days).
 KEK_ROTATION_DAYS = 730
 DAY_MS = 86_400_000
-
-
-class NotEncryptedError(TableInputError):
-    """The table has no ``encryption.key-id``: it is not encrypted, so it has no keys to manage."""
 
 
 @dataclass
@@ -237,7 +237,7 @@ def prunable_keys(meta: TableMetadata, now_ms: int | None = None) -> tuple[list[
     always kept and why). No KMS call. TableInputError: not encrypted, or a snapshot names a key
     the metadata does not hold."""
     if not meta.key_id:
-        raise NotEncryptedError("the table has no encryption.key-id: it is not encrypted")
+        raise TableInputError("the table has no encryption.key-id: it is not encrypted")
     for snapshot in meta.snapshots.values():
         if snapshot.key_id and snapshot.key_id not in meta.encryption_keys:
             raise TableInputError(f"snapshot {snapshot.snapshot_id} names key-id {snapshot.key_id!r}, which is not "

@@ -5,16 +5,20 @@ Reading them is a verification (each AGS1 block authenticated with the file's ow
 :func:`pyiceberg_crypto.verify.plan.read_avro`); this module only says what the authenticated
 records mean::
 
-    records = checked_records(MANIFEST, list(fastavro.reader(plaintext)))   # MalformedManifestError: wrong shape
+    records = checked_records(MANIFEST, list(fastavro.reader(plaintext)))   # TableInputError: wrong shape
     [entry_kind(r["data_file"]) for r in records if r["status"] != ENTRY_DELETED]
 """
 
 from __future__ import annotations
 
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.table.file_kinds import DATA, DELETION_VECTOR, EQUALITY_DELETE, MANIFEST_LIST, POSITION_DELETE
 
-__all__ = ["ENTRY_ADDED", "ENTRY_DELETED", "MalformedManifestError", "checked_records", "entry_kind"]
+__all__ = ["ENTRY_ADDED", "ENTRY_DELETED", "checked_records", "entry_kind"]
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"MalformedManifestError": TableInputError})
 
 ENTRY_ADDED = 1  # manifest entry status (Iceberg spec): the file entered the table in that manifest's snapshot
 ENTRY_DELETED = 2  # the file left the table in that snapshot
@@ -55,12 +59,8 @@ def _shape_error(record, fields: dict[str, tuple], what: str) -> str | None:
     return None
 
 
-class MalformedManifestError(PyicebergCryptoError, ValueError):
-    """A manifest (list) whose records lack a field the walk relies on, or have it of another type."""
-
-
 def checked_records(kind: str, records: list) -> list[dict]:
-    """``records`` if each has the shape the walk relies on, else :class:`MalformedManifestError`
+    """``records`` if each has the shape the walk relies on, else :class:`TableInputError`
     (a ``ValueError``) naming the field."""
     for record in records:
         if kind == MANIFEST_LIST:
@@ -69,5 +69,5 @@ def checked_records(kind: str, records: list) -> list[dict]:
             error = (_shape_error(record, _ENTRY_FIELDS, "manifest entry")
                      or _shape_error(record["data_file"], _DATA_FILE_FIELDS, "data_file"))
         if error:
-            raise MalformedManifestError(error)
+            raise TableInputError(error)
     return records

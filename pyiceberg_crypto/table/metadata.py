@@ -13,6 +13,7 @@ and the statistics files::
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import json
 import sys
@@ -20,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyiceberg_crypto.errors import TableInputError
-from pyiceberg_crypto.io import FileIO, FileTooLargeError, NotRegularFileError, read_bounded
+from pyiceberg_crypto.errors import FileAccessError, TableInputError
+from pyiceberg_crypto.io import FileIO, read_bounded
 from pyiceberg_crypto.properties import KEY_ID
 from pyiceberg_crypto.table.file_kinds import PARTITION_STATISTICS, STATISTICS
 
@@ -238,10 +239,10 @@ def read_metadata(file_io: FileIO, location: str, limit: int) -> bytes:
         return read_bounded(file_io, location, limit)
     except FileNotFoundError:
         raise TableInputError(f"table metadata not found: {location}") from None
-    except FileTooLargeError as exc:
-        raise TableInputError(f"table metadata {location} is too large: {exc} ({_mib(limit)}; the limit is "
-                              "max-metadata-bytes, --max-metadata-bytes where a command takes it)") from None
-    except NotRegularFileError as exc:
+    except FileAccessError as exc:  # too large (EFBIG), or not a regular file (EINVAL)
+        if exc.errno == errno.EFBIG:
+            raise TableInputError(f"table metadata {location} is too large: {exc} ({_mib(limit)}; the limit is "
+                                  "max-metadata-bytes, --max-metadata-bytes where a command takes it)") from None
         raise TableInputError(f"cannot read table metadata {location}: {exc}") from None
     except OSError as exc:
         raise TableInputError(f"cannot read table metadata {location}: {exc.strerror or exc}") from None

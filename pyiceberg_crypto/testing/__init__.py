@@ -25,6 +25,7 @@ Iceberg Java writes them, for tests of the verifier and the reader.
 """
 
 from pyiceberg_crypto.testing._process import ServiceError
+from pyiceberg_crypto.testing.errors import TestKitError
 from pyiceberg_crypto.testing.kafka import KafkaBroker
 from pyiceberg_crypto.testing.metastore import StandaloneMetastore
 from pyiceberg_crypto.testing.openbao import OpenBaoServer
@@ -32,5 +33,5 @@ from pyiceberg_crypto.testing.rest import RestCatalogServer
 from pyiceberg_crypto.testing.s3 import S3Server
 from pyiceberg_crypto.testing.writers import Ags1Writer, decrypt_bytes, encrypt_bytes, encrypt_manifest_list_key_metadata
 
-__all__ = ["Ags1Writer", "KafkaBroker", "OpenBaoServer", "RestCatalogServer", "S3Server", "ServiceError", "StandaloneMetastore",
+__all__ = ["Ags1Writer", "KafkaBroker", "OpenBaoServer", "RestCatalogServer", "S3Server", "ServiceError", "StandaloneMetastore", "TestKitError",
            "decrypt_bytes", "encrypt_bytes", "encrypt_manifest_list_key_metadata"]

@@ -22,6 +22,7 @@ import sys
 import time
 
 from pyiceberg_crypto import jars
+from pyiceberg_crypto.errors import SetupError
 from pyiceberg_crypto.catalog.kinds import ENCRYPTING_REST_CATALOG_IMPL
 from pyiceberg_crypto.testing import jars as testing_jars
 from pyiceberg_crypto.testing._process import LOOPBACK, ServiceError
@@ -152,7 +153,7 @@ def _download_jars(args: argparse.Namespace) -> int:
         if args.kafka_broker:
             paths += testing_jars.kafka_broker_jars(testing_jars.kafka_broker_dir(args.directory),
                                                     repository=args.repository, log=print)
-    except (jars.JarNotFoundError, jars.ChecksumError, jars.UnsupportedSparkError, OSError) as exc:
+    except (SetupError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"{len(paths)} jar(s) in {args.directory}, SHA-256 checked; use them with: "

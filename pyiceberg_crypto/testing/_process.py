@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.testing.errors import TestKitError
 from pyiceberg_crypto.testing.ports import reserve_port
 
 LOOPBACK = "127.0.0.1"
@@ -34,7 +34,7 @@ _START_ATTEMPTS = 3
 _RUNNING: set["ServiceProcess"] = set()
 
 
-class ServiceError(PyicebergCryptoError, RuntimeError):
+class ServiceError(TestKitError, RuntimeError):
     """A service did not start, died, or did not become ready; the message quotes its log's tail."""
 
 

@@ -13,10 +13,10 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.testing.errors import TestKitError
 
 
-class WaitTimeoutError(PyicebergCryptoError, AssertionError):
+class WaitTimeoutError(TestKitError, AssertionError):
     """The condition did not hold before the deadline (an ``AssertionError``: tests fail on it)."""
 
 

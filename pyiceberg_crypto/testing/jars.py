@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from pyiceberg_crypto import jars
+from pyiceberg_crypto.errors import SetupError
 
 TESTING_JAR_NAME = "pyiceberg-crypto-testing.jar"
 
@@ -21,7 +22,7 @@ def testing_jar() -> Path:
     """The test kit's jar (the loopback REST catalog and metastore classes) shipped in this package."""
     path = Path(__file__).parent / "_jars" / TESTING_JAR_NAME
     if not path.is_file():
-        raise jars.JarNotFoundError(
+        raise SetupError(
             f"{path} is missing: this pyiceberg-crypto was installed without its Java part (in a checkout, "
             "run `make jars`)")
     return path
@@ -111,14 +112,14 @@ def kafka_broker_jars(directory: str | os.PathLike | None = None, *, download_mi
     ``python -m pyiceberg_crypto.testing jars DIR --kafka-broker``).
 
     Raises:
-        jars.JarNotFoundError: a jar is missing and ``download_missing`` is False.
-        ChecksumError, OSError: as :func:`~pyiceberg_crypto.jars.download`.
+        SetupError: a jar is missing and ``download_missing`` is False.
+        SetupError, OSError: as :func:`~pyiceberg_crypto.jars.download`.
     """
     target = Path(directory) if directory is not None else kafka_broker_dir()
     wanted = kafka_broker_artifacts()
     missing = [a for a in wanted if not (target / a.file_name).is_file()]
     if missing and not download_missing:
-        raise jars.JarNotFoundError(
+        raise SetupError(
             f"{target} lacks {len(missing)} of the Kafka broker's jars ({missing[0].file_name}, ...): run "
             f"`python -m pyiceberg_crypto.testing jars {target.parent} --kafka-broker`")
     return jars.download(target, wanted, repository=repository, log=log)  # present jars: SHA-256 only
@@ -137,8 +138,8 @@ def rest_catalog_jars(directory: str | os.PathLike | None = None, *, download_mi
     SHA-256-checked first when missing.
 
     Raises:
-        jars.JarNotFoundError: a jar is missing and ``download_missing`` is False.
-        ChecksumError, OSError: as :func:`~pyiceberg_crypto.jars.download`.
+        SetupError: a jar is missing and ``download_missing`` is False.
+        SetupError, OSError: as :func:`~pyiceberg_crypto.jars.download`.
     """
     base = Path(directory) if directory is not None else jars.local_jars_dir()
     if base is None:
@@ -146,6 +147,6 @@ def rest_catalog_jars(directory: str | os.PathLike | None = None, *, download_mi
     wanted = [jars.runtime_artifact(jars.spark_line()), h2_artifact()]
     missing = [a for a in wanted if not (base / a.file_name).is_file()]
     if missing and not download_missing:
-        raise jars.JarNotFoundError(f"{base} lacks {missing[0].file_name}: copy it there from Maven Central "
+        raise SetupError(f"{base} lacks {missing[0].file_name}: copy it there from Maven Central "
                                f"({missing[0].coordinate})")
     return jars.download(base, wanted, repository=repository, log=log)

@@ -27,7 +27,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError
+from pyiceberg_crypto.errors import InvalidArgumentError
+from pyiceberg_crypto.testing.errors import TestKitError
 
 HARNESS = Path(__file__).with_name("trino_harness") / "TrinoHarness.java"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +41,7 @@ JVM_OPTIONS = ("-XX:+UseSerialGC", "-Xmx2g", "--add-modules=jdk.incubator.vector
 STARTUP_TIMEOUT_SECONDS = 300.0
 
 
-class TrinoHarnessError(PyicebergCryptoError, RuntimeError):
+class TrinoHarnessError(TestKitError, RuntimeError):
     """Trino did not start or stopped answering."""
 
 

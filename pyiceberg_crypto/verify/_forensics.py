@@ -15,12 +15,12 @@ from typing import BinaryIO
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from pyiceberg_crypto.errors import FormatError, IntegrityError, ReadIntegrityError
 from pyiceberg_crypto.formats import ags1
-from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.formats.parquet.reader import ParquetFileReader, ParquetKeys
 from pyiceberg_crypto.io import FileIO
-from pyiceberg_crypto.table.keys import KeyLookupError, TableKeys
+from pyiceberg_crypto.table.keys import TableKeys
 from pyiceberg_crypto.table.metadata import TableMetadata
 from pyiceberg_crypto.verify.checks import AGS1_MAGIC, NO_KEY_METADATA_REASON, FileTask
 from pyiceberg_crypto.verify.plan import Plan
@@ -67,7 +67,7 @@ def manifest_list_tasks(meta: TableMetadata, keys: TableKeys) -> dict[str, FileT
     for snapshot in meta.snapshots.values():
         try:
             key = keys.manifest_list_key(snapshot)
-        except KeyLookupError:
+        except ReadIntegrityError:
             continue
         tasks[snapshot.manifest_list] = FileTask(snapshot.manifest_list, MANIFEST_LIST, "AVRO",
                                                  key_metadata=key.serialize(), expected_size=key.file_length,

@@ -16,21 +16,16 @@ entry says (Avro / Puffin magic, Parquet row count).
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from pyiceberg_crypto.errors import ExtraDataError, FileAccessError, FormatError, IntegrityError, TruncatedError
 from pyiceberg_crypto.formats import ags1
-from pyiceberg_crypto.formats.errors import (
-    ExtraDataError,
-    FormatError,
-    IntegrityError,
-    LengthMismatchError,
-    TruncatedError,
-)
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.formats.parquet.reader import MAGIC_ENCRYPTED, MAGIC_PLAIN, ParquetKeys
 from pyiceberg_crypto.formats.parquet.verify import verify_parquet
-from pyiceberg_crypto.io import FileIO, NotRegularFileError
+from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.safe_text import quote_bytes
 from pyiceberg_crypto.verify.report import (
     LENGTH_MISMATCH,
@@ -93,7 +88,7 @@ def status_of(error: IntegrityError, length_verified: bool = False) -> str:
         return TAMPERED
     if isinstance(error, TruncatedError):
         return TRUNCATED
-    if isinstance(error, (ExtraDataError, LengthMismatchError)):
+    if isinstance(error, ExtraDataError):  # bytes past the trusted length, or after the last block
         return LENGTH_MISMATCH
     return TAMPERED
 
@@ -139,7 +134,7 @@ def _storage_failure(task: FileTask, exc: OSError | ValueError, action: str, siz
     """The finding for a file storage would not ``stat`` / ``read``: MISSING, or UNVERIFIABLE."""
     if isinstance(exc, FileNotFoundError):
         return finding_for(task, MISSING, "referenced by the table but not found in storage")
-    if isinstance(exc, NotRegularFileError):
+    if isinstance(exc, FileAccessError) and exc.errno == errno.EINVAL:  # not a regular file
         return finding_for(task, UNVERIFIABLE, f"{exc}: refused, not read")
     return finding_for(task, UNVERIFIABLE, f"cannot {action} the file: {exc}", size=size)
 

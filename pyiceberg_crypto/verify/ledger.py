@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
 from pyiceberg_crypto._atomic import PRIVATE, write_atomically
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import LedgerError
 from pyiceberg_crypto.io import open_regular_file
 from pyiceberg_crypto.table.metadata import TableMetadata
 from pyiceberg_crypto.verify.report import DIVERGED, OK, TableCheck
@@ -45,10 +45,6 @@ MAX_LEDGER_BYTES = 1 << 20
 
 #: Fields a ledger entry may lack (written by an earlier version).
 OPTIONAL_FIELDS = ("table_name", "files_verified")
-
-
-class LedgerError(PyicebergCryptoError):
-    """The ledger cannot be used: unreadable, corrupt, or the memory of another table."""
 
 
 @dataclass(frozen=True)

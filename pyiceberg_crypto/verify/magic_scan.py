@@ -20,7 +20,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyiceberg_crypto.io import NotRegularFileError, open_regular_file
+from pyiceberg_crypto.errors import FileAccessError
+from pyiceberg_crypto.io import open_regular_file
 
 __all__ = ["MagicFinding", "scan_table_files"]
 
@@ -101,5 +102,5 @@ def _first_bytes(path: Path, count: int) -> bytes:
     try:
         with open_regular_file(str(path)) as handle:
             return handle.read(count)
-    except NotRegularFileError:
+    except FileAccessError:
         return b""

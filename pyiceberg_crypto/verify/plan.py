@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 
 import fastavro
 
-from pyiceberg_crypto.errors import TableInputError
+from pyiceberg_crypto.errors import ReadIntegrityError, TableInputError
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.io.confinement import Confinement
-from pyiceberg_crypto.table.keys import KeyLookupError, TableKeys
+from pyiceberg_crypto.table.keys import TableKeys
 from pyiceberg_crypto.table.manifests import ENTRY_ADDED, ENTRY_DELETED, checked_records, entry_kind
 from pyiceberg_crypto.table.metadata import Snapshot, StatisticsFile, TableMetadata
 from pyiceberg_crypto.verify.checks import NO_KEY_METADATA_REASON, FileTask, check_and_decrypt, finding_for
@@ -202,7 +202,7 @@ def _plan_snapshot(snapshot: Snapshot, keys: TableKeys, file_io: FileIO, plan: P
         list_key = keys.manifest_list_key(snapshot)
         list_task.key_metadata = list_key.serialize()
         list_task.expected_size = list_key.file_length
-    except KeyLookupError as exc:
+    except ReadIntegrityError as exc:
         if snapshot.key_id:  # the key exists but cannot be opened: nothing below can be checked
             plan.findings[list_task.path] = finding_for(list_task, exc.status, str(exc))
             return

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from pyiceberg_crypto.errors import ReadIntegrityError
 from pyiceberg_crypto.io.confinement import Confinement, location_is_under
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
 from pyiceberg_crypto.config import REST
 from pyiceberg_crypto.properties import KEY_ID
 from pyiceberg_crypto.table.key_inventory import KEK_ROTATION_DAYS, build_inventory
-from pyiceberg_crypto.table.keys import KeyLookupError, TableKeys
+from pyiceberg_crypto.table.keys import TableKeys
 from pyiceberg_crypto.table.metadata import TableMetadata, fields_differing
 from pyiceberg_crypto.verify.plan import Scope
 from pyiceberg_crypto.verify.report import KEY_ERROR, OK, PLAINTEXT, TAMPERED, UNVERIFIABLE, WARN, TableCheck
@@ -110,7 +111,7 @@ def kek_checks(keys: TableKeys, only: set[str] | None = None) -> list[TableCheck
             continue
         try:
             keys.kek(entry.key_id)
-        except KeyLookupError as exc:
+        except ReadIntegrityError as exc:
             checks.append(TableCheck(name, exc.status, str(exc)))
             continue
         checks.append(TableCheck(name, OK, kek + f"wrapped by master key {entry.encrypted_by_id!r}, unwrapped by the KMS"))

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pyiceberg_crypto.adopt import PHASES, AdoptChangedError, AdoptError, encrypt_table
+from pyiceberg_crypto.errors import OperationError
+from pyiceberg_crypto.adopt import PHASES, encrypt_table
 from pyiceberg_crypto.cli.main import main
 from pyiceberg_crypto.verify import verify_table
 from pyiceberg_crypto.testing import pytest_plugin
@@ -93,7 +94,7 @@ def test_adopt_evolved_partitioned_table_keeps_schema_spec_order_properties_rows
     again = json.loads(capsys.readouterr().out)
     assert again["purged"] and again["swapped"] and not spark.catalog.tableExists(result.plaintext_table)
     assert encrypt_table(spark, table, MASTER).purged  # and then there is nothing left to do
-    with pytest.raises(AdoptError, match="no table"):
+    with pytest.raises(OperationError, match="no table"):
         encrypt_table(spark, f"{lake['schema']}.nosuch", MASTER)
 
 
@@ -142,7 +143,7 @@ def test_adopt_delete_during_copy_is_detected_refused_then_redone(spark, lake):
             deleted.append(True)
             spark.sql(f"DELETE FROM {table} WHERE id = 1")  # v2 position delete: an overwrite snapshot
 
-    with pytest.raises(AdoptChangedError, match="changed during the copy"):
+    with pytest.raises(OperationError, match="changed during the copy"):
         encrypt_table(spark, table, MASTER, on_change="refuse", progress=deleter)
     assert java_table(spark, table).properties().get("encryption.key-id") is None  # nothing swapped
     result = encrypt_table(spark, table, MASTER, purge_after=0.5)  # the default: redo from the new snapshot
@@ -160,9 +161,9 @@ def test_adopt_schema_change_during_copy_is_refused_until_the_staging_table_is_d
             spark.sql(f"ALTER TABLE {table} ADD COLUMN extra string")
             spark.sql(f"INSERT INTO {table} VALUES (4, 'b', 'x')")
 
-    with pytest.raises(AdoptError, match="changed its schema, partition spec or sort order during the copy"):
+    with pytest.raises(OperationError, match="changed its schema, partition spec or sort order during the copy"):
         encrypt_table(spark, table, MASTER, progress=alter)
-    with pytest.raises(AdoptError, match="changed its schema"):  # the staging table was made from the old schema
+    with pytest.raises(OperationError, match="changed its schema"):  # the staging table was made from the old schema
         encrypt_table(spark, table, MASTER)
     spark.sql(f"DROP TABLE {table}__encrypting PURGE")
     result = encrypt_table(spark, table, MASTER, purge_now=True)
@@ -186,7 +187,7 @@ def test_adopt_crash_before_each_phase_then_rerun_goes_on(spark, lake):
                 if r.tableName.startswith(name)}
 
     for phase in PHASES:  # each run but the first is a re-run after the previous phase's crash
-        with pytest.raises(AdoptError, match=f"before the {phase} phase"):
+        with pytest.raises(OperationError, match=f"before the {phase} phase"):
             encrypt_table(spark, table, MASTER, fail_at=phase, purge_now=True)
         if phase == "swap-staging":  # between the two renames: the original renamed, the copy not yet
             assert name not in names() and f"{name}__encrypting" in names()

@@ -9,7 +9,8 @@ import threading
 
 import pytest
 
-from pyiceberg_crypto.bridge import BridgeError, register_kms, registered
+from pyiceberg_crypto.errors import SetupError
+from pyiceberg_crypto.bridge import register_kms, registered
 from pyiceberg_crypto.bridge.callback_server import LOOPBACK
 from pyiceberg_crypto.bridge.py4j_server import read_params
 from pyiceberg_crypto.kms import InMemoryKms
@@ -142,7 +143,7 @@ def test_register_rejects_non_kms_and_bad_arguments(spark):
         register_kms(spark, object(), name="bad")
     with pytest.raises(ValueError, match="kms_timeout"):
         register_kms(spark, InMemoryKms.with_random_keys("a"), name="bad", kms_timeout=0)
-    with pytest.raises(BridgeError, match="SparkSession"):
+    with pytest.raises(SetupError, match="SparkSession"):
         register_kms(object(), InMemoryKms.with_random_keys("a"), name="bad")
 
 

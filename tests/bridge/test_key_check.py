@@ -9,10 +9,10 @@ import uuid
 import pytest
 
 from pyiceberg_crypto import config
-from pyiceberg_crypto.bridge import KeyCheckSkippedWarning, UnknownMasterKeyError, check_key_id, register_kms
+from pyiceberg_crypto.bridge import KeyCheckSkippedWarning, check_key_id, register_kms
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.cli.main import main
-from pyiceberg_crypto.errors import ConfigError
+from pyiceberg_crypto.errors import InvalidArgumentError
 from tests.conftest import add_catalog
 
 pytestmark = [pytest.mark.slow]
@@ -45,7 +45,7 @@ def test_iceberg_calls_no_kms_at_create_so_plain_sql_accepts_an_unknown_key(spar
 
 
 def test_check_key_id_names_the_key_and_the_kms(spark, catalog):
-    with pytest.raises(UnknownMasterKeyError) as raised:
+    with pytest.raises(InvalidArgumentError) as raised:
         check_key_id(spark, "nope", catalog=catalog["name"])
     message = str(raised.value)
     assert "'nope'" in message and repr(catalog["kms_name"]) in message and "KeystoreKms" in message
@@ -59,18 +59,18 @@ def test_without_catalog_the_check_asks_the_sessions_current_catalog(spark, cata
     before = spark.catalog.currentCatalog()
     try:
         spark.catalog.setCurrentCatalog("spark_catalog")
-        with pytest.raises(ConfigError, match="current catalog 'spark_catalog' is not one it configures.*catalog="):
+        with pytest.raises(InvalidArgumentError, match="current catalog 'spark_catalog' is not one it configures.*catalog="):
             check_key_id(spark, "kc-key")
         spark.catalog.setCurrentCatalog(catalog["name"])
         check_key_id(spark, "kc-key")  # the current catalog's KMS knows it
-        with pytest.raises(UnknownMasterKeyError, match=repr(catalog["kms_name"])):
+        with pytest.raises(InvalidArgumentError, match=repr(catalog["kms_name"])):
             config.table_properties("nope", spark=spark)
     finally:
         spark.catalog.setCurrentCatalog(before)
 
 
 def test_table_properties_with_the_session_refuses_the_key_before_create(spark, catalog):
-    with pytest.raises(UnknownMasterKeyError, match="nope"):
+    with pytest.raises(InvalidArgumentError, match="nope"):
         config.table_properties("nope", spark=spark, catalog=catalog["name"])
     props = config.table_properties("kc-key", spark=spark, catalog=catalog["name"])
     table = f"{catalog['name']}.db.checked"
@@ -84,7 +84,7 @@ def test_a_catalog_on_a_kms_service_is_not_checked_and_says_so(spark, catalog):
     spark.conf.set(f"spark.sql.catalog.{name}.pyiceberg-crypto.kms-service", "127.0.0.1:1")
     with pytest.warns(KeyCheckSkippedWarning, match="kms serve"):
         check_key_id(spark, "nope", catalog=name)
-    with pytest.raises(config.ConfigError, match="no Python KMS is registered under 'unregistered'"):
+    with pytest.raises(config.InvalidArgumentError, match="no Python KMS is registered under 'unregistered'"):
         spark.conf.set(f"spark.sql.catalog.{name}.pyiceberg-crypto.kms-service", "")
         spark.conf.set(f"spark.sql.catalog.{name}.pyiceberg-crypto.kms-name", "unregistered")
         check_key_id(spark, "nope", catalog=name)

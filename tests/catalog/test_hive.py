@@ -12,8 +12,9 @@ import uuid
 
 import pytest
 
+from pyiceberg_crypto.errors import CatalogError
 from pyiceberg_crypto.catalog import hive as hms
-from pyiceberg_crypto.catalog.hive import MetastoreError, table_parameters
+from pyiceberg_crypto.catalog.hive import table_parameters
 from pyiceberg_crypto.catalog import entry as verify_metastore
 from pyiceberg_crypto.testing.ports import closed_port
 from tests.testkit import load_factor
@@ -86,12 +87,12 @@ def test_reads_the_same_parameters_as_the_jvm_client(hive_tables, hive_metastore
 
 
 def test_one_exception_type_with_the_spark_verifier():
-    assert MetastoreError is MetastoreError
+    assert CatalogError is CatalogError
 
 
 def test_plain_hive_table_is_not_an_iceberg_table(hive_tables, hive_metastore):
     database, _, plain, _ = hive_tables
-    with pytest.raises(MetastoreError) as excinfo:
+    with pytest.raises(CatalogError) as excinfo:
         table_parameters(hive_metastore.uri, database, plain)
     assert str(excinfo.value) == (
         f"{database}.{plain} is not an Iceberg table in the Hive metastore at 127.0.0.1:{hive_metastore.port}")
@@ -100,17 +101,17 @@ def test_plain_hive_table_is_not_an_iceberg_table(hive_tables, hive_metastore):
 def test_unknown_table_and_database_do_not_exist(hive_tables, hive_metastore):
     database = hive_tables[0]
     where = f"127.0.0.1:{hive_metastore.port}"
-    with pytest.raises(MetastoreError) as excinfo:
+    with pytest.raises(CatalogError) as excinfo:
         table_parameters(hive_metastore.uri, database, "nope")
     assert str(excinfo.value).startswith(f"table {database}.nope does not exist in the Hive metastore at {where}: ")
     assert "nope table not found" in str(excinfo.value)  # Hive's own message, passed through
-    with pytest.raises(MetastoreError) as excinfo:
+    with pytest.raises(CatalogError) as excinfo:
         table_parameters(hive_metastore.uri, "no_such_db", "t")
     assert str(excinfo.value) == f"table no_such_db.t does not exist in the Hive metastore at {where}: no_such_db.t table not found"
 
 
 def test_unreachable_metastore_fails_fast_naming_host_and_port():
-    with closed_port() as port, pytest.raises(MetastoreError) as excinfo:
+    with closed_port() as port, pytest.raises(CatalogError) as excinfo:
         start = time.monotonic()
         table_parameters(f"thrift://127.0.0.1:{port}", "db", "t", timeout=60)
     assert time.monotonic() - start < 2 * load_factor()  # refused at once: far short of the 60 s timeout
@@ -131,14 +132,14 @@ def test_next_uri_is_tried_when_the_first_is_unreachable(hive_tables, hive_metas
     (" , ", "no Hive metastore URI in ' , '"),
 ])
 def test_invalid_uris(uri, shown):
-    with pytest.raises(MetastoreError) as excinfo:
+    with pytest.raises(CatalogError) as excinfo:
         table_parameters(uri, "db", "t")
     assert str(excinfo.value).startswith(shown)
 
 
 def test_a_bare_host_port_names_both_ways_to_write_it():
     """`--metastore 127.0.0.1:8181` (issue 41): the message says what to type for Hive and for REST."""
-    with pytest.raises(MetastoreError) as excinfo:
+    with pytest.raises(CatalogError) as excinfo:
         table_parameters("127.0.0.1:8181", "db", "t")
     message = str(excinfo.value)
     assert "thrift://127.0.0.1:8181 for a Hive metastore" in message
@@ -209,7 +210,7 @@ def fake_metastore():
 
 
 def ask(uri: str, **kwargs) -> str:
-    with pytest.raises(MetastoreError) as excinfo:
+    with pytest.raises(CatalogError) as excinfo:
         table_parameters(uri, "db", "t", timeout=kwargs.pop("timeout", 5))
     return str(excinfo.value)
 

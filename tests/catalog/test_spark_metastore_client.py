@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from pyiceberg_crypto.errors import CatalogError
 from pyiceberg_crypto.catalog import spark as metastore
-from pyiceberg_crypto.catalog.hive import MetastoreError
 from pyiceberg_crypto.catalog.spark import catalog_properties
 from pyiceberg_crypto.catalog.spark import spark_table_parameters as table_parameters
 from tests.conftest import CATALOG
@@ -36,7 +36,7 @@ def test_a_kept_client_sees_every_commit_and_a_broken_one_is_replaced(spark, kms
     assert broken.calls == 1 and broken.closed
     assert metastore._CLIENTS[key] is not broken
 
-    with pytest.raises(MetastoreError, match=f"cannot give table {database}.no_such_table"):
+    with pytest.raises(CatalogError, match=f"cannot give table {database}.no_such_table"):
         table_parameters(spark, properties, database, "no_such_table")
     metastore.close_clients()
     assert not metastore._CLIENTS

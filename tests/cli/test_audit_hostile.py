@@ -12,9 +12,9 @@ import urllib.parse
 
 import pytest
 
-from pyiceberg_crypto.audit.lake import AuditOutputError, CatalogReport, TableAudit
+from pyiceberg_crypto.audit.lake import CatalogReport, TableAudit
 from pyiceberg_crypto.cli.main import main
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import FileAccessError, PyicebergCryptoError
 from tests.rest.test_rest_client_hostile import CONFIG, ok, serving
 from tests.table.test_limits import METADATA
 from tests.audit.test_audit import PageParser, assert_valid
@@ -135,14 +135,14 @@ def test_the_python_writers_raise_the_package_error_naming_the_path_and_leave_no
     report = CatalogReport("lake", tables=[TableAudit(f"db.{SURROGATE}", state="OK")])
     missing = tmp_path / "missing" / "audit.html"
     for write in (report.write_html, report.write_prometheus, report.write_json):
-        with pytest.raises(AuditOutputError, match=f"cannot write {missing}: its directory .* does not exist") as caught:
+        with pytest.raises(FileAccessError, match=f"cannot write {missing}: its directory .* does not exist") as caught:
             write(str(missing))
         assert isinstance(caught.value, PyicebergCryptoError) and isinstance(caught.value, OSError)
     target = tmp_path / "a-directory"
     target.mkdir()
     (target / "inside").write_text("x")  # os.replace over a non-empty directory fails after the temp file is written
     for write in (report.write_html, report.write_prometheus, report.write_json):
-        with pytest.raises(AuditOutputError, match=f"cannot write {target}"):
+        with pytest.raises(FileAccessError, match=f"cannot write {target}"):
             write(str(target))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-directory"]  # no .tmp left behind
     for write, name in ((report.write_html, "a.html"), (report.write_prometheus, "a.prom"), (report.write_json, "a.json")):

@@ -129,7 +129,7 @@ def same_key_metadata(before: Any, after: Any) -> bool:
         return False
     try:
         old, new = StandardKeyMetadata.parse(before), StandardKeyMetadata.parse(after)
-    except Exception:  # KeyMetadataError (a FormatError)
+    except Exception:  # FormatError (a FormatError)
         return False
     return ((old.encryption_key, old.aad_prefix) == (new.encryption_key, new.aad_prefix)
             and new.file_length in (None, old.file_length))

@@ -7,11 +7,11 @@ Properties, for every case:
 * replies (any status, any bytes, any JSON, any ``next-page-token``, any ``Location``): every call
   returns well-typed values (``list_namespaces``: sorted tuples of non-empty strings;
   ``list_tables``: sorted strings; ``load_table``: a string location and a dict) or raises
-  ``RestCatalogError``, whose message never holds the token; nothing ever reaches the other
+  ``CatalogError``, whose message never holds the token; nothing ever reaches the other
   origin the redirects point at;
 * namespace names (any levels: dots, ``%1F``, ``/``, ``..``, controls, lone surrogates): the server
   receives exactly the levels asked for, as one path segment, or the client refuses the name with
-  ``RestCatalogError`` (a lone surrogate), never anything else; ``namespace_name`` always renders.
+  ``CatalogError`` (a lone surrogate), never anything else; ``namespace_name`` always renders.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pyiceberg_crypto.catalog.rest import NAMESPACE_SEPARATOR, RestCatalog, RestCatalogError, namespace_name
+from pyiceberg_crypto.errors import CatalogError
+from pyiceberg_crypto.catalog.rest import NAMESPACE_SEPARATOR, RestCatalog, namespace_name
 from tests.fuzz.conftest import fuzz_settings
 from tests.fuzz.harness import bounded
 
@@ -130,7 +131,7 @@ def test_any_reply_is_a_typed_answer_or_a_clear_error(peers, answers, call):
             else:
                 loaded = client.load_table(("a",), "t")
                 assert isinstance(loaded.metadata_location, str) and isinstance(loaded.metadata, dict)
-        except RestCatalogError as exc:
+        except CatalogError as exc:
             assert TOKEN not in str(exc)
             assert "\n" not in str(exc)
 
@@ -162,7 +163,7 @@ def test_namespace_levels_reach_the_server_exactly_or_are_refused(peers, levels,
     def run():
         try:
             client.load_table(levels, table)
-        except RestCatalogError as exc:
+        except CatalogError as exc:
             assert "lone surrogate" in str(exc)
             return None
         return catalog.paths[before]

@@ -12,9 +12,10 @@ import json
 
 import pytest
 
+from pyiceberg_crypto.errors import OperationError
 from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.cli.main import main
-from pyiceberg_crypto.keys import PruneError, key_inventory, prune_keys
+from pyiceberg_crypto.keys import key_inventory, prune_keys
 from pyiceberg_crypto.keys import prune as prune_module
 from pyiceberg_crypto.keys.inventory import DAY_MS
 from pyiceberg_crypto.kms import KeystoreKms
@@ -200,14 +201,14 @@ def test_the_kek_iceberg_uses_next_is_kept_even_unused():
         _meta({"a": now - 900 * day, "b": now - 800 * day, "c": now - day}, {1: "m1"},
               {"m1": "a", "m2": "b", "m3": "c"}), now)
     assert (removed, gone, kept) == (["b"], ["m2", "m3"], ["a", "c"])
-    with pytest.raises(PruneError, match="names key-id 'mX'.*nothing pruned"):
+    with pytest.raises(OperationError, match="names key-id 'mX'.*nothing pruned"):
         prune_module.plan_prune(_meta({"a": now}, {1: "mX"}, {}), now)
 
 
 def test_a_table_that_is_not_encrypted_is_told_apart_by_the_error_type():
     plain = TableMetadata.from_document({"format-version": 3, "properties": {}, "snapshots": []}, "mem")
-    with pytest.raises(PruneError, match=r"^the table has no encryption.key-id: it is not encrypted$"):
+    with pytest.raises(OperationError, match=r"^the table has no encryption.key-id: it is not encrypted$"):
         prune_module.plan_prune(plain)
     # Any other unusable metadata says that nothing was pruned.
-    with pytest.raises(PruneError, match=r"snapshot 1 names key-id 'nope'.*, nothing pruned$"):
+    with pytest.raises(OperationError, match=r"snapshot 1 names key-id 'nope'.*, nothing pruned$"):
         prune_module.plan_prune(_meta({"a": 0}, {1: "nope"}, {}))

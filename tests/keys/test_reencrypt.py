@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from pyiceberg_crypto.errors import OperationError
 from pyiceberg_crypto.formats.manifest_list_key import decrypt_manifest_list_key_metadata
-from pyiceberg_crypto.keys.reencrypt import FRESH_KEK_PROPERTY, ReencryptError, reencrypt_table
+from pyiceberg_crypto.keys.reencrypt import FRESH_KEK_PROPERTY, reencrypt_table
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.verify import verify_metadata
 from pyiceberg_crypto.verify.compromise import compromise_report
@@ -72,15 +73,15 @@ def test_reencrypt_dry_run_names_the_refs_it_keeps_and_changes_nothing(spark, st
     assert dry.branches_rewritten == ["audit_b"] and dry.tags_rewritten == ["before_leak"]
     assert len(dry.expired_snapshots) == 4  # every one: the heads are replaced by re-encrypted copies
     assert metadata_location(spark, table) == before
-    with pytest.raises(ReencryptError, match="current version"):
+    with pytest.raises(OperationError, match="current version"):
         reencrypt_table(spark, table, compromised_master_keys=[(MASTER, "2")])
-    with pytest.raises(ReencryptError, match=f"to master key 'another-key'.*rotate '{MASTER}' and name the old"):
+    with pytest.raises(OperationError, match=f"to master key 'another-key'.*rotate '{MASTER}' and name the old"):
         reencrypt_table(spark, table, compromised_master_keys=[(MASTER, "1")], new_key_id="another-key")
 
 
 def test_reencrypt_crash_mid_run_leaves_the_table_readable(spark, story):
     table = story["table"]
-    with pytest.raises(ReencryptError, match="stopped before the expire phase"):
+    with pytest.raises(OperationError, match="stopped before the expire phase"):
         reencrypt_table(spark, table, compromised_master_keys=[(MASTER, "1")], fail_at="expire")
     assert rows(spark, table) == [i for i in ROWS if i not in DELETED]
     doc = metadata_doc(metadata_location(spark, table))

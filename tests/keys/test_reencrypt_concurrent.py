@@ -13,7 +13,8 @@ import uuid
 
 import pytest
 
-from pyiceberg_crypto.keys.reencrypt import ReencryptError, reencrypt_table
+from pyiceberg_crypto.errors import OperationError
+from pyiceberg_crypto.keys.reencrypt import reencrypt_table
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.verify import VerifyEachCommit
@@ -42,7 +43,7 @@ def reencrypt_until_proven(spark, table: str, keystore) -> tuple[list[str], obje
     for _attempt in range(2):
         try:
             reencrypt_table(spark, table, compromised_master_keys=LEAKED)
-        except ReencryptError as exc:
+        except OperationError as exc:
             stops.append(str(exc))
             continue
         proof = compromise_report(metadata_location(spark, table), KeystoreKms(keystore), compromised_master_keys=LEAKED)
@@ -101,7 +102,7 @@ def test_reencrypt_with_a_concurrent_writer_session_loses_no_row(spark, leaked_t
     try:
         reencrypt_table(spark, table, compromised_master_keys=LEAKED,
                         progress=hold_the_first_round_for_a_concurrent_commit)
-    except ReencryptError as exc:
+    except OperationError as exc:
         stopped = str(exc)
     during.clear()
     stop.set()
@@ -152,7 +153,7 @@ def test_reencrypt_while_a_verified_stream_writes_loses_no_event(spark, leaked_t
     stopped = None
     try:
         reencrypt_table(spark, table, compromised_master_keys=LEAKED)
-    except ReencryptError as exc:
+    except OperationError as exc:
         stopped = str(exc)
     stop.set()
     thread.join(timeout=60)

@@ -166,8 +166,8 @@ def test_a_version_retired_anyway_is_a_key_error_not_an_integrity_failure(capsys
     assert main(["verify", location, *kms_args, "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert {c["status"] for c in report["table"]["checks"] if c["name"] == "kek"} == {"KEY_ERROR"}
-    from pyiceberg_crypto.read import ReadKeyError, read_table
+    from pyiceberg_crypto.read import ReadIntegrityError, read_table
 
-    with pytest.raises(ReadKeyError) as caught:
+    with pytest.raises(ReadIntegrityError) as caught:
         read_table(location, KeystoreKms(lake["keystore"]))
     assert caught.value.status == "KEY_ERROR"

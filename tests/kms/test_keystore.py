@@ -11,8 +11,9 @@ import threading
 
 import pytest
 
-from pyiceberg_crypto.kms import InsecureKeystoreError, KeystoreError, KeystoreKms, KmsError, UnknownKeyError
-from pyiceberg_crypto.kms.keystore import KEYSTORE_ENV, Keystore, MalformedKeystoreError
+from pyiceberg_crypto.errors import FileAccessError, IntegrityError, KmsError, UnknownKeyError
+from pyiceberg_crypto.kms import KeystoreKms
+from pyiceberg_crypto.kms.keystore import KEYSTORE_ENV, Keystore
 from pyiceberg_crypto.kms.loader import load_kms
 
 
@@ -152,7 +153,7 @@ def test_errors_never_contain_key_bytes(keystore_path):
 @pytest.mark.parametrize("mode", [0o640, 0o604, 0o620, 0o644, 0o660])
 def test_group_or_world_accessible_file_is_refused_with_the_fix(keystore_path, mode):
     os.chmod(keystore_path, mode)
-    with pytest.raises(InsecureKeystoreError) as excinfo:
+    with pytest.raises(FileAccessError) as excinfo:
         KeystoreKms(keystore_path)
     assert f"run `chmod 600 {keystore_path}`" in str(excinfo.value)
     assert f"mode {mode:04o}" in str(excinfo.value)
@@ -162,7 +163,7 @@ def test_permissions_change_under_a_running_kms_is_refused(keystore_path):
     kms = KeystoreKms(keystore_path)
     Keystore(keystore_path).rotate_key("orders")
     os.chmod(keystore_path, 0o644)
-    with pytest.raises(InsecureKeystoreError, match="chmod 600"):
+    with pytest.raises(FileAccessError, match="chmod 600"):
         kms.wrap_key(b"k" * 16, "orders")
 
 
@@ -177,15 +178,15 @@ def test_writes_are_atomic_0600_even_with_a_permissive_umask(tmp_path):
         os.umask(old_umask)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ks.json", "ks.json.lock"]  # no temp file left
-    with pytest.raises(KeystoreError, match="already exists"):
+    with pytest.raises(KmsError, match="already exists"):
         keystore.create()
-    with pytest.raises(KeystoreError, match="already exists.*keystore rotate"):
+    with pytest.raises(KmsError, match="already exists.*keystore rotate"):
         keystore.add_key("a")
 
 
 def test_malformed_and_missing_files(tmp_path):
     path = tmp_path / "bad.json"
-    with pytest.raises(KeystoreError, match="does not exist.*keystore create"):
+    with pytest.raises(KmsError, match="does not exist.*keystore create"):
         KeystoreKms(path)
     for content, reason in [
         ("{", "not JSON"),
@@ -196,7 +197,7 @@ def test_malformed_and_missing_files(tmp_path):
     ]:
         path.write_text(content)
         os.chmod(path, 0o600)
-        with pytest.raises(MalformedKeystoreError, match=reason):
+        with pytest.raises(IntegrityError, match=reason):
             KeystoreKms(path)
 
 
@@ -252,7 +253,7 @@ def test_loader_short_name_with_property_and_environment(keystore_path, monkeypa
     monkeypatch.setenv(KEYSTORE_ENV, str(keystore_path))
     assert load_kms("keystore").path == keystore_path
     monkeypatch.delenv(KEYSTORE_ENV)
-    with pytest.raises(KeystoreError, match="'keystore.path' or the environment variable PYICEBERG_CRYPTO_KEYSTORE"):
+    with pytest.raises(KmsError, match="'keystore.path' or the environment variable PYICEBERG_CRYPTO_KEYSTORE"):
         load_kms("keystore")
 
 
@@ -263,5 +264,5 @@ def test_symlinked_keystore_is_checked_at_its_target(keystore_path, tmp_path):
     kms = KeystoreKms(link)
     assert kms.unwrap_key(kms.wrap_key(b"k" * 16, "orders"), "orders") == b"k" * 16
     os.chmod(keystore_path, 0o644)
-    with pytest.raises(InsecureKeystoreError, match=f"run `chmod 600 {link}`"):
+    with pytest.raises(FileAccessError, match=f"run `chmod 600 {link}`"):
         KeystoreKms(link)

@@ -10,9 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.formats.parquet import ParquetFileReader
 from pyiceberg_crypto.formats.parquet.structs import FileMetaDataF
-from pyiceberg_crypto.read.schema import FIELD_ID_KEY, IcebergSchema, SchemaError, parquet_leaves, project
+from pyiceberg_crypto.read.schema import FIELD_ID_KEY, IcebergSchema, parquet_leaves, project
 
 
 def fid(name, type_, i, nullable=True):
@@ -49,9 +50,9 @@ def test_arrow_types_and_current_schema():
     assert arrow.field("id").type == pa.int64() and not arrow.field("id").nullable
     assert arrow.field("point").type == pa.struct([fid("x", pa.float64(), 5), fid("z", pa.float64(), 7)])
     assert arrow.field("price").type == pa.decimal128(12, 2)
-    with pytest.raises(SchemaError, match="schema 4 is not in the table metadata"):
+    with pytest.raises(InvalidArgumentError, match="schema 4 is not in the table metadata"):
         IcebergSchema.from_metadata({"current-schema-id": 4, "schemas": [SCHEMA]}, None)
-    with pytest.raises(SchemaError, match="unsupported Iceberg type 'variant'"):
+    with pytest.raises(InvalidArgumentError, match="unsupported Iceberg type 'variant'"):
         IcebergSchema.from_json({"fields": [{"id": 1, "name": "v", "required": False, "type": "variant"}]})
 
 
@@ -68,7 +69,7 @@ def test_project_matches_by_field_id_renames_promotes_and_fills():
 def test_select_keeps_the_order_asked_and_names_unknown_columns():
     schema = IcebergSchema.from_json(SCHEMA)
     assert [f.name for f in schema.select(["tags", "id"]).fields] == ["tags", "id"]
-    with pytest.raises(SchemaError, match=r"no column 'nope' in the table schema \(columns: id, point"):
+    with pytest.raises(InvalidArgumentError, match=r"no column 'nope' in the table schema \(columns: id, point"):
         schema.select(["id", "nope"])
 
 

@@ -16,6 +16,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from pyiceberg_crypto import config
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.read import read_table
 from pyiceberg_crypto.testing._process import ServiceError
@@ -108,7 +109,7 @@ def test_rest_catalog_type_rest_with_a_kms_is_refused_by_the_builders_and_named_
 
     name = f"rest_{uuid.uuid4().hex[:8]}"
     # 1. the builders, given the settings the test server used to print: refused
-    with pytest.raises(config.ConfigError, match=rf"catalog '{name}'.*plaintext.*"
+    with pytest.raises(InvalidArgumentError, match=rf"catalog '{name}'.*plaintext.*"
                                                  r"catalog-impl=io\.pyicebergcrypto\.rest\.EncryptingRestCatalog"):
         config.catalog_settings(name, warehouse=tmp_path / "warehouse", kms_name="test",
                                 extra_catalog_properties={"type": "rest", "uri": rest_catalog_server.uri})
@@ -116,7 +117,7 @@ def test_rest_catalog_type_rest_with_a_kms_is_refused_by_the_builders_and_named_
     prefix = f"spark.sql.catalog.{name}"
     settings[f"{prefix}.type"] = "rest"
     settings[f"{prefix}.uri"] = rest_catalog_server.uri
-    with pytest.raises(config.ConfigError, match=rf"catalog '{name}'.*type=rest"):
+    with pytest.raises(InvalidArgumentError, match=rf"catalog '{name}'.*type=rest"):
         config.configure_spark_with_encryption(SparkSession.builder, settings)
 
     # 2. the same settings set by hand on the running session: register_kms names the catalog

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from pyiceberg_crypto.errors import CatalogError, ReadIntegrityError
 from pyiceberg_crypto import config
 from pyiceberg_crypto.bridge import register_kms
 from pyiceberg_crypto.cli.main import main
-from pyiceberg_crypto.catalog.rest import RestCatalog, RestCatalogError
+from pyiceberg_crypto.catalog.rest import RestCatalog
 from pyiceberg_crypto.keys import key_inventory, prune_keys, rewrap_keks
 from pyiceberg_crypto.kms import KeystoreKms
 from pyiceberg_crypto.read import read_table
-from pyiceberg_crypto.read.plan import ReadIntegrityError
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401
 from pyiceberg_crypto.table.metadata import fields_differing
 from pyiceberg_crypto.audit import audit_catalog
@@ -223,12 +223,12 @@ def test_rest_catalog_client_lists_nested_namespaces_and_pages_and_names_the_fai
                                timeout=30).close()
     assert {(top,), (top, "eu"), (top, "eu", "fr")} <= set(client.list_namespaces())
     assert client.list_tables((top, "eu")) == []
-    with pytest.raises(RestCatalogError, match=r"refused table .*\.nope: HTTP 404") as caught:
+    with pytest.raises(CatalogError, match=r"refused table .*\.nope: HTTP 404") as caught:
         client.load_table(top, "nope")
     assert caught.value.status == 404
-    with pytest.raises(RestCatalogError, match="cannot be reached"):
+    with pytest.raises(CatalogError, match="cannot be reached"):
         RestCatalog("http://127.0.0.1:9", timeout=5).load_table("a", "b")
-    with pytest.raises(RestCatalogError, match="starts with http"):
+    with pytest.raises(CatalogError, match="starts with http"):
         RestCatalog("thrift://127.0.0.1:9083")
 
 
@@ -279,7 +279,7 @@ def test_rest_catalog_client_exchanges_its_credential_and_sends_the_token_never_
         assert seen[1][0] == "/v1/config?warehouse=lake"
         assert all(auth == "Bearer tok-123456" for path, auth, _ in seen[1:])
         assert tenants and set(tenants) == {"t1"}
-        with pytest.raises(RestCatalogError, match="HTTP 403 ForbiddenException: not allowed") as caught:
+        with pytest.raises(CatalogError, match="HTTP 403 ForbiddenException: not allowed") as caught:
             client.load_table("db", "a")
         assert "tok-123456" not in str(caught.value) and "s3cret" not in str(caught.value)
     finally:

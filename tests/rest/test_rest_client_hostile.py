@@ -24,7 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from pyiceberg_crypto.catalog.rest import ALLOW_PLAIN_HTTP_PROPERTY, RestCatalog, RestCatalogError
+from pyiceberg_crypto.errors import CatalogError
+from pyiceberg_crypto.catalog.rest import ALLOW_PLAIN_HTTP_PROPERTY, RestCatalog
 from pyiceberg_crypto.catalog.entry import list_tables
 from pyiceberg_crypto.catalog.kinds import REST
 from tests.testkit import load_factor
@@ -108,7 +109,7 @@ def test_a_cross_origin_redirect_is_refused_and_the_other_origin_sees_no_secret(
         with serving(route) as (uri, seen):
             client = RestCatalog.from_properties({"uri": uri, "token": TOKEN, "header.X-Secret": SECRET_HEADER},
                                                  timeout=10)
-            with pytest.raises(RestCatalogError, match=r"redirected table db\.orders to another origin .*"
+            with pytest.raises(CatalogError, match=r"redirected table db\.orders to another origin .*"
                                                        r"refused, so its token and headers") as caught:
                 client.load_table("db", "orders")
             assert TOKEN not in str(caught.value) and SECRET_HEADER not in str(caught.value)
@@ -167,7 +168,7 @@ def test_https_to_http_is_never_followed_even_on_the_same_host_and_port(tmp_path
 
         with serving(route, tls=server_context) as (uri, seen):
             client = RestCatalog(uri, token=TOKEN, ssl_context=client_context, timeout=10)
-            with pytest.raises(RestCatalogError, match=r"another origin \(HTTP 301 from https://127\.0\.0\.1:\d+ "
+            with pytest.raises(CatalogError, match=r"another origin \(HTTP 301 from https://127\.0\.0\.1:\d+ "
                                                        r"to http://127\.0\.0\.1:\d+\)"):
                 client.load_table("db", "orders")
             assert seen.requests  # TLS worked: the catalog was asked
@@ -199,7 +200,7 @@ def test_a_server_that_trickles_its_answer_fails_at_the_deadline_of_the_whole_ca
     with serving(route) as (uri, _):
         started = time.monotonic()
         try:
-            with pytest.raises(RestCatalogError, match=r"did not answer its configuration within 1\.5 s "
+            with pytest.raises(CatalogError, match=r"did not answer its configuration within 1\.5 s "
                                                        r"\(the whole call\)"):
                 RestCatalog(uri, timeout=1.5).list_namespaces()
         finally:
@@ -226,7 +227,7 @@ def test_a_server_that_trickles_its_headers_fails_at_the_deadline_too():
     with serving(route) as (uri, _):
         started = time.monotonic()
         try:
-            with pytest.raises(RestCatalogError, match=r"within 1 s \(the whole call\)"):
+            with pytest.raises(CatalogError, match=r"within 1 s \(the whole call\)"):
                 RestCatalog(uri, timeout=1).list_namespaces()
         finally:
             stop.set()
@@ -245,10 +246,10 @@ def test_an_endless_listing_is_cut_at_max_pages_and_a_repeated_page_token_at_onc
 
     with serving(route) as (uri, seen):
         client = RestCatalog(uri, timeout=10, max_pages=25)
-        with pytest.raises(RestCatalogError, match=r"more than 25 pages of the namespaces \(max_pages\)"):
+        with pytest.raises(CatalogError, match=r"more than 25 pages of the namespaces \(max_pages\)"):
             client.list_namespaces()
         assert len(seen.requests) == 1 + 25
-        with pytest.raises(RestCatalogError, match=r"listing of the tables of namespace db does not end"):
+        with pytest.raises(CatalogError, match=r"listing of the tables of namespace db does not end"):
             client.list_tables("db")
         assert len(seen.requests) == 1 + 25 + 2
 
@@ -262,7 +263,7 @@ def test_endless_namespaces_are_cut_at_max_depth_and_max_namespaces():
         return ok({"namespaces": [levels + [f"l{len(levels)}"]]})
 
     with serving(deep) as (uri, seen):
-        with pytest.raises(RestCatalogError, match=r"namespace l0\.l1\.l2\..*l8 is deeper than 8 levels \(max_depth\)"):
+        with pytest.raises(CatalogError, match=r"namespace l0\.l1\.l2\..*l8 is deeper than 8 levels \(max_depth\)"):
             RestCatalog(uri, timeout=10, max_depth=8).list_namespaces()
         assert len(seen.requests) == 1 + 9
 
@@ -274,7 +275,7 @@ def test_endless_namespaces_are_cut_at_max_depth_and_max_namespaces():
         return ok({"namespaces": [prefix + [f"c{i}"] for i in range(40)]})
 
     with serving(wide) as (uri, _):
-        with pytest.raises(RestCatalogError, match=r"more than 100 namespaces \(max_namespaces\)"):
+        with pytest.raises(CatalogError, match=r"more than 100 namespaces \(max_namespaces\)"):
             RestCatalog(uri, timeout=10, max_namespaces=100).list_namespaces()
 
 
@@ -350,7 +351,7 @@ def test_a_credential_token_is_exchanged_again_before_it_expires_and_after_a_401
 @pytest.mark.parametrize("uri", ["http://10.1.2.3:8181", "http://catalog.example:8181", "http://[2001:db8::1]:8181"])
 def test_a_token_over_plain_http_to_a_host_that_is_not_loopback_is_refused_unless_allowed(uri):
     for secret in ({"token": TOKEN}, {"credential": "reader:s3cret"}):
-        with pytest.raises(RestCatalogError, match=rf"clear text over http:// .*{ALLOW_PLAIN_HTTP_PROPERTY}=true") as caught:
+        with pytest.raises(CatalogError, match=rf"clear text over http:// .*{ALLOW_PLAIN_HTTP_PROPERTY}=true") as caught:
             RestCatalog.from_properties({"uri": uri, **secret})
         assert TOKEN not in str(caught.value) and "s3cret" not in str(caught.value)
         RestCatalog.from_properties({"uri": uri, **secret, ALLOW_PLAIN_HTTP_PROPERTY: "true"})  # allowed: built
@@ -358,7 +359,7 @@ def test_a_token_over_plain_http_to_a_host_that_is_not_loopback_is_refused_unles
     RestCatalog.from_properties({"uri": uri.replace("http://", "https://"), "token": TOKEN})
     for loopback in ("http://127.0.0.1:8181", "http://127.9.9.9:1", "http://localhost:8181", "http://[::1]:8181"):
         RestCatalog.from_properties({"uri": loopback, "token": TOKEN})
-    with pytest.raises(RestCatalogError, match="oauth2-server-uri|clear text"):  # the token endpoint counts too
+    with pytest.raises(CatalogError, match="oauth2-server-uri|clear text"):  # the token endpoint counts too
         RestCatalog.from_properties({"uri": "https://catalog.example", "credential": "a:b",
                                      "oauth2-server-uri": "http://auth.example/token"})
 
@@ -389,7 +390,7 @@ def test_a_server_that_trickles_its_tls_handshake_fails_at_the_deadline_too():
     thread.start()
     started = time.monotonic()
     try:
-        with pytest.raises(RestCatalogError, match=r"within 1 s \(the whole call\)"):
+        with pytest.raises(CatalogError, match=r"within 1 s \(the whole call\)"):
             RestCatalog(f"https://127.0.0.1:{listener.getsockname()[1]}", timeout=1).list_namespaces()
     finally:
         stop.set()

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pyiceberg_crypto.serve.audit_trail import AuditTrail, AuditWriteError, verify_trail
+from pyiceberg_crypto.errors import FileAccessError
+from pyiceberg_crypto.serve.audit_trail import AuditTrail, verify_trail
 
 KEY = bytes(range(32))
 RECORD = {"face": "py4j", "principal": "py4j:spark", "peer": "127.0.0.1", "operation": "unwrap", "key_id": "k1",
@@ -29,7 +30,7 @@ def _hammer(trail: AuditTrail, threads: int, per_thread: int, check=None) -> lis
         for i in range(per_thread):
             try:
                 digest = trail.write(dict(RECORD, request_id=f"{n}-{i}"))
-            except AuditWriteError as exc:
+            except FileAccessError as exc:
                 errors.append(exc)
                 continue
             if check is not None:
@@ -111,7 +112,7 @@ def test_audit_trail_group_commit_refuses_after_close(tmp_path):
     trail = AuditTrail(tmp_path / "trail.jsonl", KEY).open()
     trail.write(dict(RECORD))
     trail.close()
-    with pytest.raises(AuditWriteError, match="not open"):
+    with pytest.raises(FileAccessError, match="not open"):
         trail.write(dict(RECORD))
     assert verify_trail(tmp_path / "trail.jsonl", key=KEY).ok
 

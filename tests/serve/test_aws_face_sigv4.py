@@ -12,19 +12,18 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from pyiceberg_crypto.serve.aws.api import AwsKmsApi
-from pyiceberg_crypto.serve.aws.http import ApiError
-from pyiceberg_crypto.serve.served_kms import KmsServiceError
 from pyiceberg_crypto.serve.served_kms import ServedKms
 from pyiceberg_crypto.serve.aws.key_ids import python_key_id
-from pyiceberg_crypto.bridge.files import UnsafeFileError
-from pyiceberg_crypto.serve.aws.sigv4 import (
-    CredentialsFileError,
-    Principal,
-    SigV4RefusedError,
-    SigV4Verifier,
-    load_credentials,
+from pyiceberg_crypto.serve.aws.sigv4 import Principal, SigV4Verifier, load_credentials
+from pyiceberg_crypto.errors import (
+    ApiError,
+    FileAccessError,
+    InvalidArgumentError,
+    KmsError,
+    PyicebergCryptoError,
+    SetupError,
 )
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.kms.base import INCORRECT_KEY, INVALID_CIPHERTEXT
 from pyiceberg_crypto.kms import aws_face_blob
 from pyiceberg_crypto.kms.memory import InMemoryKms
 
@@ -66,7 +65,7 @@ def test_aws_face_sigv4_accepts_what_botocore_signs():
 def test_aws_face_sigv4_refuses_altered_requests(change, reason):
     path, query, headers, body = botocore_signed()
     headers, body = change(headers, body)
-    with pytest.raises(SigV4RefusedError) as refused:
+    with pytest.raises(ApiError) as refused:
         verifier().verify("POST", path, query, headers, body)
     assert refused.value.reason == reason
     assert SECRET not in str(refused.value)
@@ -75,12 +74,12 @@ def test_aws_face_sigv4_refuses_altered_requests(change, reason):
 def test_aws_face_sigv4_refuses_wrong_secret_region_service_and_clock():
     for kwargs, reason in (({"secret": "another-secret-0123456789"}, "bad-signature"),
                            ({"region": "us-east-1"}, "wrong-region"), ({"service": "s3"}, "wrong-service")):
-        with pytest.raises(SigV4RefusedError) as refused:
+        with pytest.raises(ApiError) as refused:
             verifier().verify("POST", *botocore_signed(**kwargs))
         assert refused.value.reason == reason
     signed = botocore_signed()
     for offset in (-301, 301):
-        with pytest.raises(SigV4RefusedError) as refused:
+        with pytest.raises(ApiError) as refused:
             verifier(clock=lambda: time.time() + offset).verify("POST", *signed)
         assert refused.value.reason == "expired"
     assert verifier(clock=lambda: time.time() + 290).verify("POST", *signed).name == "client"
@@ -114,7 +113,7 @@ def test_aws_face_sigv4_requires_target_and_content_type_signed():
                              hashlib.sha256).hexdigest()
         forged = dict(headers, authorization=f"{ALGORITHM} Credential=AKIDFACE/{scope}, "
                                              f"SignedHeaders={';'.join(signed)}, Signature={signature}")
-        with pytest.raises(SigV4RefusedError) as refused:
+        with pytest.raises(ApiError) as refused:
             verifier().verify("POST", path, query, forged, body)
         assert refused.value.reason == "malformed" and "x-amz-target" in str(refused.value)
 
@@ -128,14 +127,14 @@ def test_aws_face_credentials_file(tmp_path):
     assert sorted(loaded) == ["AKIDSPARK", "AKIDTRINO"] and loaded["AKIDTRINO"].name == "trino"
     assert SECRET not in repr(loaded)
     path.chmod(0o640)
-    with pytest.raises(UnsafeFileError, match="readable by other users"):
+    with pytest.raises(FileAccessError, match="readable by other users"):
         load_credentials(path)
     for text in ("[a]\naws_access_key_id = AKID\naws_secret_access_key = short\n", "no sections", "",
                  f"[a]\naws_access_key_id=X1\naws_secret_access_key={SECRET}\n[b]\naws_access_key_id=X1\n"
                  f"aws_secret_access_key={SECRET}\n"):
         path.write_text(text)
         path.chmod(0o600)
-        with pytest.raises(CredentialsFileError) as error:
+        with pytest.raises(InvalidArgumentError) as error:
             load_credentials(path)
         assert isinstance(error.value, PyicebergCryptoError) and SECRET not in str(error.value)
 
@@ -159,10 +158,12 @@ def test_aws_face_blob_is_self_describing_and_bound_to_its_key():
     blob = aws_face_blob.seal(kms, secret, "k1", {"t": "1"})
     assert aws_face_blob.parse(blob)[0] == "k1" and secret not in blob
     assert aws_face_blob.open_blob(kms, blob, None, {"t": "1"}) == ("k1", secret)
-    with pytest.raises(aws_face_blob.IncorrectKeyError):
+    with pytest.raises(KmsError) as refused:
         aws_face_blob.open_blob(kms, blob, "k2", {"t": "1"})
-    with pytest.raises(aws_face_blob.InvalidCiphertextError):
+    assert refused.value.code == INCORRECT_KEY
+    with pytest.raises(KmsError) as refused:
         aws_face_blob.open_blob(kms, blob, None, {"t": "2"})
+    assert refused.value.code == INVALID_CIPHERTEXT
 
     # A KMS that unwraps anything under any key (no authentication of its own): the binding sealed
     # inside still refuses a blob whose header was edited to name another key.
@@ -173,21 +174,22 @@ def test_aws_face_blob_is_self_describing_and_bound_to_its_key():
     careless = Careless({"k1": os.urandom(16), "k2": os.urandom(16)})
     blob = aws_face_blob.seal(careless, secret, "k1")
     edited = blob.replace(b"\x00\x02k1", b"\x00\x02k2", 1)
-    with pytest.raises(aws_face_blob.InvalidCiphertextError, match="not made with key id 'k2'"):
+    with pytest.raises(KmsError, match="not made with key id 'k2'") as refused:
         aws_face_blob.open_blob(careless, edited)
+    assert refused.value.code == INVALID_CIPHERTEXT
     assert aws_face_blob.open_blob(careless, blob) == ("k1", secret)
 
     wrapper = aws_face_blob.FaceBlobKms(kms)  # the verifier's view of face-written tables
     assert wrapper.unwrap_key(wrapper.wrap_key(secret, "k2"), "k2") == secret
     assert wrapper.unwrap_key(kms.wrap_key(secret, "k2"), "k2") == secret  # raw bridge blobs too
-    with pytest.raises(aws_face_blob.InvalidCiphertextError):
+    with pytest.raises(KmsError, match="raw blobs are refused"):
         aws_face_blob.FaceBlobKms(kms, accept_raw=False).unwrap_key(kms.wrap_key(secret, "k2"), "k2")
 
 
 def test_aws_face_needs_tls_off_loopback():
-    with pytest.raises(KmsServiceError, match="needs TLS"):
+    with pytest.raises(SetupError, match="needs TLS"):
         AwsKmsApi(ServedKms(lambda: None), credentials=PRINCIPALS, listen="0.0.0.0:0", allow_plaintext=True)
-    with pytest.raises(KmsServiceError, match="needs TLS"):
+    with pytest.raises(SetupError, match="needs TLS"):
         AwsKmsApi(ServedKms(lambda: None), credentials=PRINCIPALS, listen="127.0.0.1:0")
     AwsKmsApi(ServedKms(lambda: None), credentials=PRINCIPALS, listen="127.0.0.1:0", allow_plaintext=True)  # not started
 
@@ -196,9 +198,10 @@ def test_the_faces_share_one_start_error_and_the_old_name_still_works_with_a_war
     from pyiceberg_crypto.serve import py4j
     from pyiceberg_crypto.serve.aws import http
 
-    assert py4j.KmsServiceError is KmsServiceError
-    with pytest.warns(DeprecationWarning, match="FaceStartError is KmsServiceError"):
-        assert http.FaceStartError is KmsServiceError
+    with pytest.warns(DeprecationWarning, match="KmsServiceError is deprecated: use pyiceberg_crypto.errors.SetupError"):
+        assert py4j.KmsServiceError is SetupError
+    with pytest.warns(DeprecationWarning, match="FaceStartError is deprecated: use pyiceberg_crypto.errors.SetupError"):
+        assert http.FaceStartError is SetupError
     with pytest.raises(AttributeError):
         http.NoSuchName  # noqa: B018
 

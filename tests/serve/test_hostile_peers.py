@@ -20,8 +20,9 @@ import uuid
 
 import pytest
 
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto import config
-from pyiceberg_crypto.serve.metrics import MetricsAddressError, MetricsServer
+from pyiceberg_crypto.serve.metrics import MetricsServer
 from pyiceberg_crypto.serve.py4j import MAX_TRACKED_PEERS, Py4jFace
 from pyiceberg_crypto.serve.served_kms import ServedKms
 from pyiceberg_crypto.kms.keystore import KeystoreKms
@@ -319,7 +320,7 @@ def test_metrics_beyond_loopback_need_an_explicit_flag(tmp_path, keystore):
     service = Py4jFace(ServedKms(lambda: KeystoreKms(keystore)), token_file=tmp_path / "api.token", listen="127.0.0.1:0")
     with service:
         for host in ("0.0.0.0", "::", "192.0.2.1"):
-            with pytest.raises(MetricsAddressError, match="--metrics-allow-remote"):
+            with pytest.raises(InvalidArgumentError, match="--metrics-allow-remote"):
                 MetricsServer([service], host, 0)
         local = MetricsServer([service], "127.0.0.1", 0)  # loopback needs no flag
         try:

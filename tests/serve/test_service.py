@@ -15,6 +15,7 @@ import pytest
 from py4j.protocol import Py4JJavaError
 
 from pyiceberg_crypto import config
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.kms.keystore import KeystoreKms
 from pyiceberg_crypto.testing.ports import reserve_port
 from tests.serve.service_process import ServiceProcess, make_keystore
@@ -231,7 +232,7 @@ def test_tls_off_loopback_pins_the_certificate_and_keeps_it_across_restarts(jvm,
             wrap(jvm, impostor)
         assert "the TLS handshake with the Python KMS failed" in java_error(excinfo)
         # Without a pin, off loopback: refused by the builders and by the Java client.
-        with pytest.raises(config.ConfigError, match="kms_certificate_sha256"):
+        with pytest.raises(InvalidArgumentError, match="kms_certificate_sha256"):
             config.kms_service_properties(service.address, service.token_file)
         java_map = jvm.java.util.HashMap()
         java_map.put("pyiceberg-crypto.kms-service", service.address)
@@ -266,9 +267,9 @@ def test_config_renders_the_service_instead_of_a_registered_name(tmp_path):
     assert settings["spark.sql.catalog.lake.pyiceberg-crypto.kms-service.token-file"] == str(tmp_path / "kms.token")
     assert "spark.sql.catalog.lake.pyiceberg-crypto.kms-name" not in settings
     assert not any("token" in value and len(value) == 64 for value in settings.values())
-    with pytest.raises(config.ConfigError, match="go together"):
+    with pytest.raises(InvalidArgumentError, match="go together"):
         config.catalog_settings("lake", warehouse=tmp_path, kms_service="127.0.0.1:9600")
-    with pytest.raises(config.ConfigError, match="HOST:PORT"):
+    with pytest.raises(InvalidArgumentError, match="HOST:PORT"):
         config.kms_service_properties("127.0.0.1", tmp_path / "t")
 
 

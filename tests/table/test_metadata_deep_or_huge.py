@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from pyiceberg_crypto.catalog.rest import RestCatalog, RestCatalogError
+from pyiceberg_crypto.catalog.rest import RestCatalog
 from pyiceberg_crypto.cli.main import main
-from pyiceberg_crypto.errors import TableInputError
+from pyiceberg_crypto.errors import CatalogError, TableInputError
 from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES
 from pyiceberg_crypto.keys.inventory import inventory_from_metadata
 from pyiceberg_crypto.read import read_table
@@ -94,7 +94,7 @@ def test_a_rest_catalog_serving_deep_metadata_is_a_clear_error(capsys):
         return ok(CONFIG) if handler.path.startswith("/v1/config") else (200, deep, {})
 
     with serving(route) as (uri, _):
-        with pytest.raises(RestCatalogError, match=r"the answer for table db\.t is JSON nested too deeply"):
+        with pytest.raises(CatalogError, match=r"the answer for table db\.t is JSON nested too deeply"):
             RestCatalog(uri, timeout=10).load_table("db", "t")
         status = main(["keys", "list", "lake.db.t", "--rest-uri", uri, "--metastore-timeout", "10"])
     err = capsys.readouterr().err

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.testing import S3Server, ServiceError
-from pyiceberg_crypto.demo.external import DemoConfigError, settings_from_environment
+from pyiceberg_crypto.demo.external import settings_from_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -114,7 +115,7 @@ def test_demo_settings_come_from_the_environment_without_credentials():
     assert settings["spark.sql.catalog.lake.s3.path-style-access"] == "true"
     assert settings["spark.sql.catalog.lake.client.region"] == "us-east-1"
     assert "not-to-be-shown" not in str(settings)
-    with pytest.raises(DemoConfigError, match="METASTORE_URI"):
+    with pytest.raises(InvalidArgumentError, match="METASTORE_URI"):
         settings_from_environment({"WAREHOUSE": "s3://w/h"})
 
 

@@ -23,17 +23,12 @@ from pathlib import Path
 
 import pytest
 
+from pyiceberg_crypto.errors import FileAccessError, TableInputError
 from pyiceberg_crypto.cli.main import main
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
-from pyiceberg_crypto.io import (
-    FileTooLargeError,
-    LocalFileIO,
-    NotRegularFileError,
-    open_regular_file,
-    read_bounded,
-)
+from pyiceberg_crypto.io import LocalFileIO, open_regular_file, read_bounded
 from pyiceberg_crypto.kms import InMemoryKms
-from pyiceberg_crypto.verify import TableInputError, verify_metadata
+from pyiceberg_crypto.verify import verify_metadata
 from pyiceberg_crypto.verify.report import KEY_ERROR, MANIFEST_LIST, MISSING, STATISTICS, TAMPERED, UNVERIFIABLE
 from pyiceberg_crypto.safe_text import escape_text, exception_line, quote_bytes
 from pyiceberg_crypto.table import Limits
@@ -144,7 +139,7 @@ FILE_TYPES = {"fifo": "FIFO", "dev-zero": "character device", "directory": "dire
 def test_local_file_io_refuses_non_regular_files(tmp_path, kind):
     with special_file(kind, tmp_path) as path:
         for call in (LocalFileIO().open, LocalFileIO().size, open_regular_file):
-            with pytest.raises(NotRegularFileError, match=rf"not a regular file \({FILE_TYPES[kind]}\)"):
+            with pytest.raises(FileAccessError, match=rf"not a regular file \({FILE_TYPES[kind]}\)"):
                 call(str(path))
         assert LocalFileIO().exists(str(path)) is False
 
@@ -156,9 +151,9 @@ def test_a_fifo_swapped_in_after_the_stat_is_not_waited_for(tmp_path, monkeypatc
     fifo = tmp_path / "late.fifo"
     os.mkfifo(fifo)
     monkeypatch.setattr(fileio, "regular_file_size", lambda path: 0)  # the stat saw a regular file
-    with pytest.raises(NotRegularFileError, match=r"\(FIFO\)"):
+    with pytest.raises(FileAccessError, match=r"\(FIFO\)"):
         fileio.open_regular_file(str(fifo))
-    with unix_socket(tmp_path) as sock, pytest.raises(NotRegularFileError, match="socket"):
+    with unix_socket(tmp_path) as sock, pytest.raises(FileAccessError, match="socket"):
         fileio.open_regular_file(str(sock))
 
 
@@ -197,11 +192,11 @@ class _LyingFileIO:
 
 def test_read_bounded_checks_the_size_first_and_reads_at_most_one_byte_more(tmp_path):
     lying = _LyingFileIO(10)
-    with pytest.raises(FileTooLargeError, match="more than the limit of 100 bytes"):
+    with pytest.raises(FileAccessError, match="more than the limit of 100 bytes"):
         read_bounded(lying, "s3://b/m.json", 100)
     assert lying.requested == [101]
     honest = _LyingFileIO(1000)
-    with pytest.raises(FileTooLargeError, match="1000 bytes, more than the limit of 100 bytes"):
+    with pytest.raises(FileAccessError, match="1000 bytes, more than the limit of 100 bytes"):
         read_bounded(honest, "s3://b/m.json", 100)
     assert honest.requested == []  # refused on its size, never opened
 

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from pyiceberg_crypto.errors import NotASparkSessionError, TableInputError
+from pyiceberg_crypto.errors import ArgumentTypeError, TableInputError
 from pyiceberg_crypto.kms import InMemoryKms
 
 
@@ -69,18 +69,18 @@ def test_a_spark_connect_session_is_told_what_to_use_instead():
     pytest.importorskip("grpc")
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-    from pyiceberg_crypto.bridge import BridgeError, register_kms
+    from pyiceberg_crypto.bridge import SetupError, register_kms
     from pyiceberg_crypto.keys import key_inventory
     from pyiceberg_crypto.verify import verify_table
 
     session = ConnectSession.builder.remote("sc://127.0.0.1:1").create()  # no call is made: no server needed
     try:
         for call in (lambda: verify_table(session, "lake.shop.orders"), lambda: key_inventory(session, "lake.a.b")):
-            with pytest.raises(NotASparkSessionError) as excinfo:
+            with pytest.raises(ArgumentTypeError) as excinfo:
                 call()
             assert "pyiceberg-crypto kms serve" in str(excinfo.value)
             assert "pyiceberg-crypto verify METADATA_JSON" in str(excinfo.value)
-        with pytest.raises(BridgeError, match="pyiceberg-crypto kms serve"):
+        with pytest.raises(SetupError, match="pyiceberg-crypto kms serve"):
             register_kms(session, InMemoryKms({"k": b"\0" * 16}))
     finally:
         session.client.close()  # the channel only: stop() would ask the absent server to release the session

@@ -14,7 +14,7 @@ import pytest
 from pyiceberg_crypto import config
 from pyiceberg_crypto.audit import audit_catalog
 from pyiceberg_crypto.audit.lake import audit_schema
-from pyiceberg_crypto.errors import ConfigError
+from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.kms import InMemoryKms
 from pyiceberg_crypto.properties import READERS_PROPERTY
 from pyiceberg_crypto.verify import verify_metadata
@@ -117,14 +117,14 @@ def test_the_audit_reports_readers_in_json_html_and_prometheus(spark, master_key
 
 def test_declaring_trino_is_refused_where_it_cannot_keep_reading(spark, lake):
     names = lake[1]
-    with pytest.raises(ConfigError, match=r"write.delete.mode=merge-on-read .* \(ALTER TABLE .* SET TBLPROPERTIES "
+    with pytest.raises(InvalidArgumentError, match=r"write.delete.mode=merge-on-read .* \(ALTER TABLE .* SET TBLPROPERTIES "
                                           r"\('write.delete.mode'='copy-on-write'"):
         config.declare_readers(spark, names["mor_clean"], ["trino"])
-    with pytest.raises(ConfigError, match="holds 1 deletion vector.*rewrite_data_files with delete-file-threshold=1"):
+    with pytest.raises(InvalidArgumentError, match="holds 1 deletion vector.*rewrite_data_files with delete-file-threshold=1"):
         config.declare_readers(spark, names["mor"], ["trino"], set_modes=True)
-    with pytest.raises(ConfigError, match="unknown reader"):
+    with pytest.raises(InvalidArgumentError, match="unknown reader"):
         config.declare_readers(spark, names["mor_clean"], ["presto"])
-    with pytest.raises(ConfigError, match="cannot read the properties of"):
+    with pytest.raises(InvalidArgumentError, match="cannot read the properties of"):
         config.declare_readers(spark, f"{CATALOG}.{lake[0]}.no_such_table", ["trino"])
     properties = lambda t: {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {t}").collect()}  # noqa: E731
     assert READERS_PROPERTY not in properties(names["mor_clean"]) and READERS_PROPERTY not in properties(names["mor"])

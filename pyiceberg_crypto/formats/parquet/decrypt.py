@@ -7,7 +7,7 @@ field not touched (Parquet Modular Encryption, ``parquet-format``'s ``Encryption
     with open(src, "rb") as f, open(dst, "wb") as out:
         result = decrypt_parquet(f, out, ParquetKeys(footer_key=dek, aad_prefix=prefix), name=src)
 
-All keys must be available; a missing key raises :class:`KeyRequiredError` before anything
+All keys must be available; a missing key raises :class:`FormatError` before anything
 unauthenticated is written (the output is only valid once the function returns). ``leaf_columns``
 copies only some column chunks and ``row_groups`` only some row groups (each a list, or a function
 of the authenticated footer); the others keep their metadata but no pages, and their modules are
@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from collections.abc import Callable, Collection
 from typing import BinaryIO, Union
 
-from pyiceberg_crypto.formats.parquet.errors import KeyRequiredError, MalformedStructureError, module_error
+from pyiceberg_crypto.errors import FormatError, MalformedError
+from pyiceberg_crypto.formats.parquet.errors import module_error
 from pyiceberg_crypto.formats.parquet.aad import ModuleType
 from pyiceberg_crypto.formats.parquet.reader import (
     MAGIC_PLAIN,
@@ -113,7 +114,7 @@ def decrypt_parquet(
     reader = ParquetFileReader(fileobj, keys, name, expected_size)
     footer = reader.footer
     if footer.encrypted and not footer.encrypted_footer and footer.signature_verified is None:
-        raise KeyRequiredError(f"{reader.name or 'file'}: the footer key is needed to check the footer signature")
+        raise FormatError(f"{reader.name or 'file'}: the footer key is needed to check the footer signature")
     metadata = _output_footer(footer.metadata)
     metadata.remove(FileMetaDataF.ENCRYPTION_ALGORITHM)
     metadata.remove(FileMetaDataF.FOOTER_SIGNING_KEY_METADATA)
@@ -139,7 +140,7 @@ def decrypt_parquet(
                 skipped += 1
                 continue
             if not info.verifiable:
-                raise KeyRequiredError(f"{reader.name or 'file'}: no key for column '{info.path}'")
+                raise FormatError(f"{reader.name or 'file'}: no key for column '{info.path}'")
             done = _copy_chunk(reader, info, sink)
             columns.items[col] = done.chunk
             pending.append(done)
@@ -240,7 +241,7 @@ def _without_pages_row_group(reader: ParquetFileReader, rg_index: int, rg: TStru
 def _without_pages(info: ColumnChunkInfo) -> TStruct:
     """A column chunk not copied: its ColumnMetaData (types, counts, statistics) with no pages."""
     if info.meta is None:
-        raise KeyRequiredError(f"no ColumnMetaData for column '{info.path}'")
+        raise FormatError(f"no ColumnMetaData for column '{info.path}'")
     meta = info.meta.shallow_copy()
     for f in (ColumnMetaDataF.DICTIONARY_PAGE_OFFSET, ColumnMetaDataF.INDEX_PAGE_OFFSET,
               ColumnMetaDataF.BLOOM_FILTER_OFFSET, ColumnMetaDataF.BLOOM_FILTER_LENGTH):
@@ -287,7 +288,7 @@ def _copy_chunk(reader: ParquetFileReader, info: ColumnChunkInfo, sink: _Out) ->
             locations.append((offset, len(encoded) + len(page.data)))
     if first_data is None:  # only valid for an empty chunk (Arrow writes 0-row row groups so)
         if meta.get(ColumnMetaDataF.NUM_VALUES) != 0:
-            raise module_error(MalformedStructureError, "column chunk has no data page", reader.name, info.ref(ModuleType.DATA_PAGE, 0))
+            raise module_error(MalformedError, "column chunk has no data page", reader.name, info.ref(ModuleType.DATA_PAGE, 0))
         first_data = sink.pos  # past the dictionary page, if any: readers start the chunk there
     if not has_dictionary_page(info.meta):  # type: ignore[arg-type]
         meta.remove(ColumnMetaDataF.DICTIONARY_PAGE_OFFSET)
@@ -316,7 +317,7 @@ def _write_offset_index(reader: ParquetFileReader, item: _PendingChunk, sink: _O
     locations = index.get(OffsetIndexF.PAGE_LOCATIONS)
     if locations is None or len(locations.items) != len(item.page_locations):
         raise module_error(
-            MalformedStructureError,
+            MalformedError,
             f"offset index lists {len(locations.items) if locations else 0} pages, the chunk has {len(item.page_locations)}",
             reader.name,
             item.info.ref(ModuleType.OFFSET_INDEX),

@@ -11,23 +11,14 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import AadPrefixMismatchError, FormatError, IntegrityError, MalformedError
 from pyiceberg_crypto.formats.parquet.aad import ModuleType
 
-__all__ = ["AadPrefixMismatchError", "KeyRequiredError", "MalformedStructureError", "ModuleRef"]
+__all__ = ["AadPrefixMismatchError", "ModuleRef"]
 
-
-class MalformedStructureError(IntegrityError):
-    """Bytes that should be a Parquet structure (footer, page header, index...) do not parse,
-    or offsets/lengths in the metadata are inconsistent."""
-
-
-class AadPrefixMismatchError(IntegrityError):
-    """The caller's AAD prefix differs from the one stored in the file (the file identity)."""
-
-
-class KeyRequiredError(FormatError):
-    """A key or the AAD prefix needed to read the file was not supplied (a usage error)."""
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"MalformedStructureError": MalformedError, "KeyRequiredError": FormatError})
 
 
 class ModuleRef(NamedTuple):

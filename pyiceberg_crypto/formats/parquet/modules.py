@@ -20,8 +20,7 @@ import struct
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from pyiceberg_crypto.errors import InvalidArgumentError
-from pyiceberg_crypto.formats.errors import InvalidKeyError
+from pyiceberg_crypto.errors import FormatError, InvalidArgumentError
 from pyiceberg_crypto.properties import AES_KEY_LENGTHS
 
 __all__ = ["GCM_OVERHEAD", "NONCE_LENGTH", "TAG_LENGTH", "ModuleCipher", "module_length", "valid_key_length"]
@@ -53,7 +52,7 @@ class ModuleCipher:
 
     def __init__(self, key: bytes):
         if not valid_key_length(key):
-            raise InvalidKeyError(f"AES key must be 16, 24 or 32 bytes, got {len(key)}")
+            raise FormatError(f"AES key must be 16, 24 or 32 bytes, got {len(key)}")
         self._key = key
         self._gcm = AESGCM(key)
 

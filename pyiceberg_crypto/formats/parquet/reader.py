@@ -31,15 +31,10 @@ from typing import BinaryIO
 
 from cryptography.exceptions import InvalidTag
 
-from pyiceberg_crypto.formats.errors import BadMagicError, ExtraDataError, IntegrityError, TagMismatchError, TruncatedError
+from pyiceberg_crypto.errors import ExtraDataError, FormatError, IntegrityError, MalformedError, TruncatedError
+from pyiceberg_crypto.formats.errors import BadMagicError, TagMismatchError
 from pyiceberg_crypto.formats.parquet.aad import MAX_ORDINAL, ModuleType, module_aad
-from pyiceberg_crypto.formats.parquet.errors import (
-    AadPrefixMismatchError,
-    KeyRequiredError,
-    MalformedStructureError,
-    ModuleRef,
-    module_error,
-)
+from pyiceberg_crypto.formats.parquet.errors import AadPrefixMismatchError, ModuleRef, module_error
 from pyiceberg_crypto.formats.parquet.modules import (
     GCM_OVERHEAD,
     HAS_DECRYPT_INTO,
@@ -69,7 +64,7 @@ from pyiceberg_crypto.formats.parquet.structs import (
     RowGroupF,
     path_of,
 )
-from pyiceberg_crypto.formats.parquet.thrift import StructSpec, ThriftError, TStruct, decode_struct
+from pyiceberg_crypto.formats.parquet.thrift import StructSpec, TStruct, decode_struct
 
 __all__ = ["ColumnChunkInfo", "Footer", "Page", "ParquetFileReader", "ParquetKeys"]
 
@@ -253,10 +248,10 @@ class ParquetFileReader:
     ) -> TStruct:
         try:
             value, end = decode_struct(data, 0, spec)
-        except ThriftError as exc:
-            raise self._fail(MalformedStructureError, f"{what} does not parse: {exc}", ref) from None
+        except FormatError as exc:
+            raise self._fail(MalformedError, f"{what} does not parse: {exc}", ref) from None
         if exact and end != len(data):
-            raise self._fail(MalformedStructureError, f"{len(data) - end} stray bytes after {what}", ref)
+            raise self._fail(MalformedError, f"{len(data) - end} stray bytes after {what}", ref)
         return value
 
     def _open_gcm(self, cipher: ModuleCipher, body: bytes, aad: bytes, ref: ModuleRef) -> bytes:
@@ -282,7 +277,7 @@ class ParquetFileReader:
         length = module_length(read(offset, LENGTH_PREFIX, ref))
         if limit is not None and LENGTH_PREFIX + length > limit:
             raise self._fail(
-                MalformedStructureError, f"module length {length} exceeds its {limit}-byte slot", ref
+                MalformedError, f"module length {length} exceeds its {limit}-byte slot", ref
             )
         return read(offset + LENGTH_PREFIX, length, ref)
 
@@ -325,7 +320,7 @@ class ParquetFileReader:
         elif stored is not None:
             prefix = stored
         elif algorithm.supply_aad_prefix:
-            raise KeyRequiredError(
+            raise FormatError(
                 f"{self.name or 'file'}: the file was written with an AAD prefix that is not stored in "
                 "it (supply_aad_prefix); give it with --aad-prefix or --key-metadata"
             )
@@ -337,21 +332,21 @@ class ParquetFileReader:
         try:
             return EncryptionAlgorithm.from_thrift(union)  # type: ignore[arg-type]
         except (ValueError, AttributeError) as exc:
-            raise self._fail(MalformedStructureError, f"bad encryption algorithm: {exc}", _FOOTER) from None
+            raise self._fail(MalformedError, f"bad encryption algorithm: {exc}", _FOOTER) from None
 
     def _encrypted_footer(self, size: int, block: bytes) -> Footer:
         try:
             crypto, end = decode_struct(block, 0, FILE_CRYPTO_METADATA_SPEC)
-        except ThriftError as exc:
-            raise self._fail(MalformedStructureError, f"FileCryptoMetaData does not parse: {exc}", _FOOTER) from None
+        except FormatError as exc:
+            raise self._fail(MalformedError, f"FileCryptoMetaData does not parse: {exc}", _FOOTER) from None
         algorithm = self._algorithm(crypto.get(FileCryptoMetaDataF.ENCRYPTION_ALGORITHM))
         module = block[end:]
         if len(module) < LENGTH_PREFIX or module_length(module[:LENGTH_PREFIX]) != len(module) - LENGTH_PREFIX:
-            raise self._fail(MalformedStructureError, "footer module length does not match the footer", _FOOTER)
+            raise self._fail(MalformedError, "footer module length does not match the footer", _FOOTER)
         if self.keys.footer_key is None:
             prefix = "stored" if algorithm.aad_prefix is not None else (
                 "required, not stored" if algorithm.supply_aad_prefix else "none")
-            raise KeyRequiredError(
+            raise FormatError(
                 f"{self.name or 'file'}: the footer is encrypted (PARE, {algorithm.name}, AAD prefix: {prefix}); "
                 "a footer key is required (--key or --key-metadata)"
             )
@@ -368,17 +363,17 @@ class ParquetFileReader:
     def _plaintext_footer(self, size: int, block: bytes) -> Footer:
         try:
             metadata, end = decode_struct(block, 0, FILE_METADATA_SPEC)
-        except ThriftError as exc:
-            raise self._fail(MalformedStructureError, f"FileMetaData does not parse: {exc}", _FOOTER) from None
+        except FormatError as exc:
+            raise self._fail(MalformedError, f"FileMetaData does not parse: {exc}", _FOOTER) from None
         union = metadata.get(FileMetaDataF.ENCRYPTION_ALGORITHM)
         if union is None:  # an ordinary Parquet file
             if end != len(block):
-                raise self._fail(MalformedStructureError, "stray bytes after FileMetaData", _FOOTER)
+                raise self._fail(MalformedError, "stray bytes after FileMetaData", _FOOTER)
             return Footer(size, MAGIC_PLAIN, False, None, None, metadata, None)
         algorithm = self._algorithm(union)
         if len(block) - end != SIGNATURE_LENGTH:
             raise self._fail(
-                MalformedStructureError,
+                MalformedError,
                 f"expected a {SIGNATURE_LENGTH}-byte footer signature, found {len(block) - end} bytes",
                 _FOOTER,
             )
@@ -395,7 +390,7 @@ class ParquetFileReader:
             # Without the footer key nothing can be signed-checked; column keys still need the AAD.
             try:
                 footer.file_aad = self._file_aad(algorithm)
-            except KeyRequiredError:
+            except FormatError:
                 footer.file_aad = None
             return footer
         footer.file_aad = self._file_aad(algorithm)
@@ -438,15 +433,15 @@ class ParquetFileReader:
         ref = ModuleRef(ModuleType.COLUMN_META_DATA, rg_index, col_ordinal)
         if crypto_union is None:
             if plain_meta is None:
-                raise self._fail(MalformedStructureError, "plaintext column chunk without ColumnMetaData", ref)
+                raise self._fail(MalformedError, "plaintext column chunk without ColumnMetaData", ref)
             return ColumnChunkInfo(rg_index, rg_ordinal, col_ordinal, ".".join(path_of(plain_meta)), chunk, plain_meta, None)
         try:
             crypto = ColumnCrypto.from_thrift(crypto_union)
         except (ValueError, AttributeError) as exc:
-            raise self._fail(MalformedStructureError, f"bad ColumnCryptoMetaData: {exc}", ref) from None
+            raise self._fail(MalformedError, f"bad ColumnCryptoMetaData: {exc}", ref) from None
         if crypto.with_footer_key:
             if plain_meta is None:
-                raise self._fail(MalformedStructureError, "footer-key column without ColumnMetaData", ref)
+                raise self._fail(MalformedError, "footer-key column without ColumnMetaData", ref)
             path = ".".join(path_of(plain_meta))
             key = self.keys.footer_key
         else:
@@ -460,7 +455,7 @@ class ParquetFileReader:
         sealed: bytes | None = chunk.get(ColumnChunkF.ENCRYPTED_COLUMN_METADATA)
         if sealed is None:
             if not crypto.with_footer_key or not self.footer.encrypted_footer:
-                raise self._fail(MalformedStructureError, "encrypted column without encrypted_column_metadata", info.ref(ModuleType.COLUMN_META_DATA))
+                raise self._fail(MalformedError, "encrypted column without encrypted_column_metadata", info.ref(ModuleType.COLUMN_META_DATA))
             info.meta = plain_meta  # protected by the encrypted footer
             return info
         # parquet-java stores the module with its 4-byte length; accept a bare nonce|ct|tag too.
@@ -490,17 +485,17 @@ class ParquetFileReader:
         meta = info.meta
         ref = info.ref(ModuleType.COLUMN_META_DATA)
         if meta is None:
-            raise self._fail(MalformedStructureError, "no ColumnMetaData to locate the pages", ref)
+            raise self._fail(MalformedError, "no ColumnMetaData to locate the pages", ref)
         data_offset = meta.get(ColumnMetaDataF.DATA_PAGE_OFFSET)
         dict_offset = meta.get(ColumnMetaDataF.DICTIONARY_PAGE_OFFSET)
         size = meta.get(ColumnMetaDataF.TOTAL_COMPRESSED_SIZE)
         if data_offset is None or size is None:
-            raise self._fail(MalformedStructureError, "ColumnMetaData lacks page offsets or size", ref)
+            raise self._fail(MalformedError, "ColumnMetaData lacks page offsets or size", ref)
         start = dict_offset if has_dictionary_page(meta) else data_offset
         if size == 0 and meta.get(ColumnMetaDataF.NUM_VALUES) == 0:
             return start, start  # no pages at all: Arrow's chunks of a 0-row row group
         if start < 4 or size < 0 or start + size > self.file_size:
-            raise self._fail(MalformedStructureError, f"pages at {start}+{size} lie outside the file", ref)
+            raise self._fail(MalformedError, f"pages at {start}+{size} lie outside the file", ref)
         return start, start + size
 
     def pages(self, info: ColumnChunkInfo, *, reuse_buffers: bool = False) -> Iterator[Page]:
@@ -511,7 +506,7 @@ class ParquetFileReader:
         that is only valid until the iteration advances.
         """
         if not info.verifiable:
-            raise KeyRequiredError(f"{self.name or 'file'}: no key for column '{info.path}'")
+            raise FormatError(f"{self.name or 'file'}: no key for column '{info.path}'")
         start, end = self.chunk_range(info)
         expect_dictionary = has_dictionary_page(info.meta)  # type: ignore[arg-type]
         if reuse_buffers and info.encrypted and not self._ctr_pages:
@@ -529,7 +524,7 @@ class ParquetFileReader:
             yield page
         if pos != end:
             raise self._fail(
-                MalformedStructureError,
+                MalformedError,
                 f"last page ends at {pos}, past the column chunk end {end}",
                 info.ref(ModuleType.DATA_PAGE, ordinal - 1),
             )
@@ -550,7 +545,7 @@ class ParquetFileReader:
         pos += LENGTH_PREFIX + len(body)
         kind = self._page_type(header, header_ref)
         if (kind == PageType.DICTIONARY_PAGE) != dictionary:
-            raise self._fail(MalformedStructureError, f"unexpected {kind.name} here", header_ref)
+            raise self._fail(MalformedError, f"unexpected {kind.name} here", header_ref)
         page_ref = info.ref(page_type_, page_no)
         stated = header.get(PageHeaderF.COMPRESSED_PAGE_SIZE, -1)
         levels = self._plaintext_levels(header, pos, end, stated, page_ref)
@@ -558,7 +553,7 @@ class ParquetFileReader:
         page_body = self._module_at(pos + levels, page_ref, end - pos - levels, reuse=reuse)
         if stated != levels + LENGTH_PREFIX + len(page_body):
             raise self._fail(
-                MalformedStructureError,
+                MalformedError,
                 f"page header says {stated} bytes, the encrypted page has {levels + LENGTH_PREFIX + len(page_body)}",
                 page_ref,
             )
@@ -567,7 +562,7 @@ class ParquetFileReader:
             try:
                 data = level_bytes + cipher.decrypt_ctr(page_body)
             except ValueError as exc:
-                raise self._fail(MalformedStructureError, str(exc), page_ref) from None
+                raise self._fail(MalformedError, str(exc), page_ref) from None
             self.unauthenticated[page_type_] += 1
         elif reuse and len(page_body) >= GCM_OVERHEAD:  # shorter: let _open_gcm report it
             data = self._out_view(levels + len(page_body) - GCM_OVERHEAD)
@@ -642,9 +637,9 @@ class ParquetFileReader:
             authenticated[header_type] += 1
             try:
                 header = decode_struct(plain, 0, PAGE_HEADER_SPEC)[0]
-            except ThriftError as exc:
+            except FormatError as exc:
                 raise self._fail(
-                    MalformedStructureError, f"PageHeader does not parse: {exc}", info.ref(header_type, page_no)
+                    MalformedError, f"PageHeader does not parse: {exc}", info.ref(header_type, page_no)
                 ) from None
             header_start = pos
             pos += LENGTH_PREFIX + size
@@ -652,7 +647,7 @@ class ParquetFileReader:
             if kind is None or kind == PageType.INDEX_PAGE:
                 self._page_type(header, info.ref(header_type, page_no))  # raises
             if (kind == PageType.DICTIONARY_PAGE) != dictionary:
-                raise self._fail(MalformedStructureError, f"unexpected {kind.name} here", info.ref(header_type, page_no))
+                raise self._fail(MalformedError, f"unexpected {kind.name} here", info.ref(header_type, page_no))
             stated = header.get(PageHeaderF.COMPRESSED_PAGE_SIZE, -1)
             levels, level_bytes = 0, b""
             if kind == PageType.DATA_PAGE_V2:
@@ -678,7 +673,7 @@ class ParquetFileReader:
                 window, window_start, window_length = memoryview(scratch), self._window_start, self._window_length
             if stated != levels + LENGTH_PREFIX + size:
                 raise self._fail(
-                    MalformedStructureError,
+                    MalformedError,
                     f"page header says {stated} bytes, the encrypted page has {levels + LENGTH_PREFIX + size}",
                     info.ref(page_type_, page_no),
                 )
@@ -711,7 +706,7 @@ class ParquetFileReader:
                 window, window_start, window_length = memoryview(scratch), self._window_start, self._window_length
         if pos != end:
             raise self._fail(
-                MalformedStructureError,
+                MalformedError,
                 f"last page ends at {pos}, past the column chunk end {end}",
                 info.ref(ModuleType.DATA_PAGE, ordinal - 1),
             )
@@ -745,14 +740,14 @@ class ParquetFileReader:
             try:
                 header, used = decode_struct(buf, 0, PAGE_HEADER_SPEC)
                 break
-            except ThriftError as exc:
+            except FormatError as exc:
                 if window >= end - pos:
-                    raise self._fail(MalformedStructureError, f"PageHeader does not parse: {exc}", ref) from None
+                    raise self._fail(MalformedError, f"PageHeader does not parse: {exc}", ref) from None
                 window = min(end - pos, window * 4)
         kind = self._page_type(header, ref)
         size = header.get(PageHeaderF.COMPRESSED_PAGE_SIZE, -1)
         if size < 0 or pos + used + size > end:
-            raise self._fail(MalformedStructureError, f"page of {size} bytes overruns the column chunk", ref)
+            raise self._fail(MalformedError, f"page of {size} bytes overruns the column chunk", ref)
         data = self._read_view(pos + used, size, ref) if reuse else self._read(pos + used, size, ref)
         page_no = None if kind == PageType.DICTIONARY_PAGE else ordinal
         return Page(kind, page_no, header, data, pos), pos + used + size
@@ -760,9 +755,9 @@ class ParquetFileReader:
     def _page_type(self, header: TStruct, ref: ModuleRef) -> PageType:
         kind = _PAGE_TYPES.get(header.get(PageHeaderF.TYPE))
         if kind is None:
-            raise self._fail(MalformedStructureError, f"unknown page type {header.get(PageHeaderF.TYPE)}", ref)
+            raise self._fail(MalformedError, f"unknown page type {header.get(PageHeaderF.TYPE)}", ref)
         if kind == PageType.INDEX_PAGE:
-            raise self._fail(MalformedStructureError, "INDEX_PAGE pages are not supported", ref)
+            raise self._fail(MalformedError, "INDEX_PAGE pages are not supported", ref)
         return kind
 
     # -- indexes and bloom filters ---------------------------------------------------------------
@@ -773,12 +768,12 @@ class ParquetFileReader:
             return None
         ref = info.ref(module_type)
         if length is None or length < 0:
-            raise self._fail(MalformedStructureError, "index offset without a valid length", ref)
+            raise self._fail(MalformedError, "index offset without a valid length", ref)
         if not info.encrypted:
             return self._read(offset, length, ref)
         body = self._module_at(offset, ref, length)
         if LENGTH_PREFIX + len(body) != length:
-            raise self._fail(MalformedStructureError, f"index length {length} does not match its module", ref)
+            raise self._fail(MalformedError, f"index length {length} does not match its module", ref)
         return self._open_gcm(info.cipher, body, self._aad(info, module_type), ref)  # type: ignore[arg-type]
 
     def column_index(self, info: ColumnChunkInfo) -> bytes | None:
@@ -811,11 +806,11 @@ class ParquetFileReader:
             window = self._read(offset, min(256, self.file_size - offset), header_ref)
             try:
                 header, used = decode_struct(window, 0, BLOOM_FILTER_HEADER_SPEC)
-            except ThriftError as exc:
-                raise self._fail(MalformedStructureError, f"BloomFilterHeader does not parse: {exc}", header_ref) from None
+            except FormatError as exc:
+                raise self._fail(MalformedError, f"BloomFilterHeader does not parse: {exc}", header_ref) from None
             bitset = self._read(offset + used, header.get(BloomFilterHeaderF.NUM_BYTES, -1), bitset_ref)
         if header.get(BloomFilterHeaderF.NUM_BYTES) != len(bitset):
-            raise self._fail(MalformedStructureError, "bitset length differs from BloomFilterHeader.numBytes", bitset_ref)
+            raise self._fail(MalformedError, "bitset length differs from BloomFilterHeader.numBytes", bitset_ref)
         return header, bitset
 
 

@@ -28,17 +28,16 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from pyiceberg_crypto.errors import ArgumentTypeError
-from pyiceberg_crypto.formats.errors import FormatError
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import ArgumentTypeError, FormatError
 
-__all__ = ["FieldSpec", "StructSpec", "TList", "TMap", "TStruct", "TType", "ThriftError", "check_types",
+__all__ = ["FieldSpec", "StructSpec", "TList", "TMap", "TStruct", "TType", "check_types",
            "decode_struct", "encode_struct"]
 
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"ThriftError": FormatError})
+
 MAX_DEPTH = 64
-
-
-class ThriftError(FormatError):
-    """Bytes that are not a well-formed Thrift compact structure."""
 
 
 class TType(IntEnum):
@@ -125,7 +124,7 @@ def _copy_value(ttype: int, value: Any) -> Any:
 # The decoder is one recursive function over ``bytes`` with the common cases inlined (field
 # headers, one-byte varints, binaries, nested structs): page headers are decoded once per page,
 # so this is the verifier's Python hot spot. Running off the end of the data surfaces as
-# IndexError (indexing) and is turned into a ThriftError by :func:`decode_struct`; slices are
+# IndexError (indexing) and is turned into a FormatError by :func:`decode_struct`; slices are
 # bounds-checked explicitly because slicing never raises.
 
 # Plain ints (not TType members) on the hot path: enum attribute lookups cost more than the work.
@@ -147,12 +146,12 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
             return result, pos
         shift += 7
         if shift > 63:
-            raise ThriftError(f"varint too long at byte {pos}")
+            raise FormatError(f"varint too long at byte {pos}")
 
 
 def _take(buf: bytes, pos: int, n: int) -> tuple[bytes, int]:
     if n < 0 or pos + n > len(buf):
-        raise ThriftError(f"length {n} at byte {pos} runs past the end of the data")
+        raise FormatError(f"length {n} at byte {pos} runs past the end of the data")
     return buf[pos : pos + n], pos + n
 
 
@@ -183,7 +182,7 @@ def _value(buf: bytes, pos: int, ttype: int, depth: int) -> tuple[Any, int]:
         if size == 15:
             size, pos = _varint(buf, pos)
         if size > len(buf) - pos:  # every element takes at least one byte
-            raise ThriftError(f"list of {size} elements at byte {pos} cannot fit")
+            raise FormatError(f"list of {size} elements at byte {pos} cannot fit")
         elem = _BOOL if elem == _BOOL_FALSE else elem
         items = []
         append = items.append
@@ -215,7 +214,7 @@ def _value(buf: bytes, pos: int, ttype: int, depth: int) -> tuple[Any, int]:
         kv = buf[pos]
         pos += 1
         if size > len(buf) - pos:
-            raise ThriftError(f"map of {size} entries at byte {pos} cannot fit")
+            raise FormatError(f"map of {size} entries at byte {pos} cannot fit")
         kt, vt = kv >> 4, kv & 0x0F
         entries = []
         for _ in range(size):
@@ -223,12 +222,12 @@ def _value(buf: bytes, pos: int, ttype: int, depth: int) -> tuple[Any, int]:
             v, pos = _value(buf, pos, vt, depth + 1)
             entries.append((k, v))
         return TMap(kt, vt, entries), pos
-    raise ThriftError(f"unknown type id {ttype} at byte {pos}")
+    raise FormatError(f"unknown type id {ttype} at byte {pos}")
 
 
 def _struct_at(buf: bytes, pos: int, depth: int) -> tuple[TStruct, int]:
     if depth > MAX_DEPTH:
-        raise ThriftError("structures nested too deeply")
+        raise FormatError("structures nested too deeply")
     fields: dict[int, tuple[int, Any]] = {}
     last = 0
     while True:
@@ -237,7 +236,7 @@ def _struct_at(buf: bytes, pos: int, depth: int) -> tuple[TStruct, int]:
         ttype = header & 0x0F
         if ttype == 0:  # STOP
             if header:  # readers take any type-0 byte as STOP; writers write only 0x00
-                raise ThriftError(f"malformed STOP byte 0x{header:02x} at byte {pos - 1}")
+                raise FormatError(f"malformed STOP byte 0x{header:02x} at byte {pos - 1}")
             return TStruct(fields), pos
         delta = header >> 4
         if delta:
@@ -260,7 +259,7 @@ def _struct_at(buf: bytes, pos: int, depth: int) -> tuple[TStruct, int]:
                         break
                     shift += 7
                     if shift > 63:
-                        raise ThriftError(f"varint too long at byte {pos}")
+                        raise FormatError(f"varint too long at byte {pos}")
             fields[fid] = (ttype, (n >> 1) ^ -(n & 1))
         elif ttype == 8:  # BINARY: length varint, bytes
             n = buf[pos]
@@ -270,7 +269,7 @@ def _struct_at(buf: bytes, pos: int, depth: int) -> tuple[TStruct, int]:
                 n, pos = _varint(buf, pos)
             end = pos + n
             if end > len(buf):
-                raise ThriftError(f"length {n} at byte {pos} runs past the end of the data")
+                raise FormatError(f"length {n} at byte {pos} runs past the end of the data")
             fields[fid] = (ttype, buf[pos:end])
             pos = end
         elif ttype == 12:  # STRUCT
@@ -292,7 +291,7 @@ def decode_struct(
     try:
         value, end = _struct_at(data, pos, 0)
     except IndexError:
-        raise ThriftError(f"unexpected end of data ({len(data)} bytes)") from None
+        raise FormatError(f"unexpected end of data ({len(data)} bytes)") from None
     if spec is not None:
         check_types(value, spec)
     return value, end
@@ -321,7 +320,7 @@ class StructSpec:
 
 
 def check_types(value: TStruct, spec: StructSpec) -> None:
-    """Raise :class:`ThriftError` when a field ``spec`` names has another wire type than the IDL's.
+    """Raise :class:`FormatError` when a field ``spec`` names has another wire type than the IDL's.
 
     A generic decoder takes whatever type a field header says, so one flipped bit in a header can
     turn a ``binary`` into a ``list`` that still parses; generated Thrift code would skip such a
@@ -334,12 +333,12 @@ def check_types(value: TStruct, spec: StructSpec) -> None:
             continue
         where = f"{spec.name}.{field_spec.name} (field {fid})"
         if ttype != field_spec.ttype:
-            raise ThriftError(f"{where} has wire type {_type_name(ttype)}, the IDL says {_type_name(field_spec.ttype)}")
+            raise FormatError(f"{where} has wire type {_type_name(ttype)}, the IDL says {_type_name(field_spec.ttype)}")
         if ttype == TType.STRUCT and field_spec.struct is not None:
             check_types(item, field_spec.struct)
         elif ttype == TType.LIST and field_spec.elem is not None:
             if item.elem_type != field_spec.elem:
-                raise ThriftError(
+                raise FormatError(
                     f"{where} holds {_type_name(item.elem_type)} elements, the IDL says {_type_name(field_spec.elem)}"
                 )
             if field_spec.struct is not None:
@@ -400,7 +399,7 @@ def _write_value(ttype: int, value: Any, out: bytearray) -> None:
     elif ttype == _STRUCT:
         _write_struct(value, out)
     else:
-        raise ThriftError(f"cannot encode type id {ttype}")
+        raise FormatError(f"cannot encode type id {ttype}")
 
 
 def _write_struct(struct: TStruct, out: bytearray) -> None:

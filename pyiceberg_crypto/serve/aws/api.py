@@ -39,9 +39,9 @@ from pyiceberg_crypto._net import is_loopback_host, parse_listen
 from pyiceberg_crypto._prometheus import counter, gauge, histogram, render
 from pyiceberg_crypto._prometheus import LATENCY_BUCKETS
 from pyiceberg_crypto.bridge.callback_server import LOOPBACK
-from pyiceberg_crypto.errors import InvalidArgumentError
+from pyiceberg_crypto.errors import InvalidArgumentError, SetupError
 from pyiceberg_crypto.kms import aws_face_blob
-from pyiceberg_crypto.kms.base import KeyManagementClient, KmsError, UnknownKeyError
+from pyiceberg_crypto.kms.base import KMS_INTERNAL, KeyManagementClient, KmsError, UnknownKeyError
 from pyiceberg_crypto.kms.bounded import KmsCallPool, KmsTimeoutError
 from pyiceberg_crypto.serve.aws.http import (
     CONTENT_TYPE,
@@ -51,9 +51,9 @@ from pyiceberg_crypto.serve.aws.http import (
     JsonHttpListener,
 )
 from pyiceberg_crypto.serve.aws.key_ids import key_arn, python_key_id
-from pyiceberg_crypto.serve.aws.sigv4 import Principal, SigV4RefusedError, SigV4Verifier
+from pyiceberg_crypto.serve.aws.sigv4 import Principal, SigV4Verifier
 from pyiceberg_crypto.serve.aws.tls import FaceTls
-from pyiceberg_crypto.serve.served_kms import AuditUnavailableError, KeyNotAvailableError, KmsServiceError, ServedKms
+from pyiceberg_crypto.serve.served_kms import ServedKms
 
 __all__ = ["DEFAULT_ACCOUNT", "OPERATIONS", "AwsKmsApi"]
 
@@ -87,7 +87,7 @@ class AwsKmsApi(JsonHttpListener):
                  accept_raw_blobs: bool = True, max_skew: float = 300.0, clock: Callable[[], float] = time.time):
         host, port = parse_listen(listen, "the AWS KMS face's listen address")
         if tls is None and not (allow_plaintext and is_loopback_host(host)):
-            raise KmsServiceError("the AWS KMS face needs TLS (plain HTTP only on a loopback address, when asked for)")
+            raise SetupError("the AWS KMS face needs TLS (plain HTTP only on a loopback address, when asked for)")
         if not account.isdigit() or len(account) != 12:
             raise InvalidArgumentError("account must be 12 digits")
         super().__init__(host, port, tls=tls, limits=limits or FaceLimits(), name="aws-kms-api")
@@ -98,7 +98,7 @@ class AwsKmsApi(JsonHttpListener):
         self.accept_raw_blobs = accept_raw_blobs
 
     def start(self) -> AwsKmsApi:
-        """Start the served KMS if need be, then listen. Raises :class:`~pyiceberg_crypto.serve.served_kms.KmsServiceError`."""
+        """Start the served KMS if need be, then listen. Raises :class:`~pyiceberg_crypto.errors.SetupError`."""
         self.served.start()
         super().start()
         log.info("AWS KMS face listening on %s (%s, region %s)", self.endpoint, "TLS" if self.tls else "plain HTTP",
@@ -116,9 +116,9 @@ class AwsKmsApi(JsonHttpListener):
             raise ApiError("UnknownOperationException", "only POST is served", reason="bad-request")
         try:
             principal = self.verifier.verify(method, path, query, headers, body)
-        except SigV4RefusedError as exc:
+        except ApiError as exc:  # a request the verifier does not believe (its reason: a refusal label)
             self._refused(peer, exc.reason)
-            raise ApiError(exc.code, str(exc), exc.status, exc.reason) from None
+            raise
         if not headers.get("content-type", "").startswith(CONTENT_TYPE):
             raise ApiError("SerializationException", f"Content-Type must be {CONTENT_TYPE}")
         if operation not in OPERATIONS:
@@ -139,25 +139,20 @@ class AwsKmsApi(JsonHttpListener):
                 "aws", f"aws:{principal.name}", peer, GRANT_OPERATIONS[operation], key_id,
                 lambda: getattr(self, f"_op_{operation}")(kms, request), table=table, context=context,
                 version=lambda answer: self._version(answer, request, key_id))
-        except KeyNotAvailableError as exc:
-            raise ApiError("AccessDeniedException", str(exc)) from None
-        except AuditUnavailableError as exc:
-            raise ApiError("KMSInternalException", str(exc), 500) from None
         except ApiError:
             raise
-        except aws_face_blob.IncorrectKeyError as exc:
-            raise ApiError("IncorrectKeyException", str(exc)) from None
-        except aws_face_blob.InvalidCiphertextError as exc:
-            raise ApiError("InvalidCiphertextException", str(exc)) from None
-        except UnknownKeyError:
-            raise ApiError("NotFoundException", "the key id is not known to this KMS") from None
-        except KmsTimeoutError:
-            self._warn("timeout", "AWS KMS face: %s for %s timed out in the Python KMS", operation, principal.name)
-            raise ApiError("DependencyTimeoutException", "the KMS behind this endpoint timed out", 503) from None
         except KmsError as exc:
+            if exc.code is not None:  # a kind AWS names (access denied, incorrect key, invalid ciphertext, the
+                # audit trail refusing): its message is made to be told to the client
+                raise ApiError(exc.code, str(exc), 500 if exc.code == KMS_INTERNAL else 400) from None
+            if isinstance(exc, UnknownKeyError):
+                raise ApiError("NotFoundException", "the key id is not known to this KMS") from None
             self._warn("kms", "AWS KMS face: %s for %s failed: %s", operation, principal.name, exc)
             raise ApiError("KMSInternalException", "the KMS behind this endpoint failed (its log has the detail)",
                             500) from None
+        except KmsTimeoutError:
+            self._warn("timeout", "AWS KMS face: %s for %s timed out in the Python KMS", operation, principal.name)
+            raise ApiError("DependencyTimeoutException", "the KMS behind this endpoint timed out", 503) from None
         except Exception as exc:  # a third-party KMS's own error: its type only
             self._warn("kms", "AWS KMS face: %s for %s failed: %s", operation, principal.name, type(exc).__name__)
             raise ApiError("KMSInternalException", "the KMS behind this endpoint failed (its log has the detail)",
@@ -169,7 +164,7 @@ class AwsKmsApi(JsonHttpListener):
             return self._key(request)
         try:
             return aws_face_blob.parse(base64.b64decode(request.get("CiphertextBlob") or "", validate=True))[0]
-        except (aws_face_blob.InvalidCiphertextError, binascii.Error, ValueError, TypeError):
+        except (KmsError, binascii.Error, ValueError, TypeError):
             return None
 
     def _version(self, answer: Mapping[str, Any], request: Mapping[str, Any], key_id: str | None) -> str | None:

@@ -44,8 +44,9 @@ import h11
 
 from pyiceberg_crypto._net import LISTEN_BACKLOG, listen_address
 from pyiceberg_crypto._prometheus import LATENCY_BUCKETS
-from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError
-from pyiceberg_crypto.serve.served_kms import KmsServiceError, RateLimitedLog
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import ApiError, InvalidArgumentError, SetupError
+from pyiceberg_crypto.serve.served_kms import RateLimitedLog
 
 if TYPE_CHECKING:
     from pyiceberg_crypto.serve.aws.tls import FaceTls
@@ -65,18 +66,8 @@ REFUSAL_REASONS = ("unsigned", "malformed", "unknown-access-key", "wrong-service
                    "body-too-large", "headers-too-large", "bad-request", "deadline", "tls-handshake")
 
 
-def __getattr__(name: str):
-    """``FaceStartError``, this module's old name of
-    :class:`~pyiceberg_crypto.serve.served_kms.KmsServiceError`: kept for one release, with a
-    DeprecationWarning."""
-    if name == "FaceStartError":
-        import warnings
-
-        warnings.warn("pyiceberg_crypto.serve.aws.http.FaceStartError is KmsServiceError "
-                      "(pyiceberg_crypto.serve.served_kms); the old name goes in the next release",
-                      DeprecationWarning, stacklevel=2)
-        return KmsServiceError
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"FaceStartError": SetupError})
 
 
 @dataclass(frozen=True)
@@ -104,16 +95,6 @@ class FaceLimits:
         if min(self.max_connections, self.max_unsigned, self.max_unsigned_per_peer, self.max_body_bytes) < 1 or \
                 min(self.auth_deadline_seconds, self.request_deadline_seconds, self.idle_timeout_seconds) <= 0:
             raise InvalidArgumentError("face limits must be positive")
-
-
-class ApiError(PyicebergCryptoError):
-    """An AWS JSON error answer: ``{"__type": code, "message": ...}`` with ``status``. ``reason`` (a
-    :data:`REFUSAL_REASONS` label) is set on refusals of requests not known to be signed: an error
-    without one answers a validly signed request, which lifts its connection out of the unsigned."""
-
-    def __init__(self, code: str, message: str, status: int = 400, reason: str | None = None):
-        super().__init__(message)
-        self.code, self.message, self.status, self.reason = code, message, status, reason
 
 
 class RequestStats:
@@ -152,7 +133,7 @@ class _Connection:
         self.parser = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
 
 
-class _ConnectionEndedError(PyicebergCryptoError):
+class _ConnectionEndedError(Exception):  # an internal signal: never leaves the listener
     """The connection ends (peer gone, deadline, eviction): nothing more to send."""
 
 
@@ -194,7 +175,7 @@ class JsonHttpListener:
             listener.listen(LISTEN_BACKLOG)
         except OSError as exc:
             listener.close()
-            raise KmsServiceError(f"cannot listen on {self.host}:{self.requested_port}: {exc.strerror or exc}") from None
+            raise SetupError(f"cannot listen on {self.host}:{self.requested_port}: {exc.strerror or exc}") from None
         listener.settimeout(0.5)
         self._listener = listener
         for target, name in ((self._accept_loop, "accept"), (self._watchdog, "watchdog")):

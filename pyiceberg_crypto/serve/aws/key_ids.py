@@ -12,8 +12,8 @@ shared with every key command: :mod:`pyiceberg_crypto.kms.key_ids`.
 
 from __future__ import annotations
 
-from pyiceberg_crypto.kms.key_ids import KeyIdError, aws_key_name
-from pyiceberg_crypto.serve.aws.http import ApiError
+from pyiceberg_crypto.errors import ApiError, InvalidArgumentError
+from pyiceberg_crypto.kms.key_ids import aws_key_name
 
 __all__ = ["key_arn", "python_key_id"]
 
@@ -24,7 +24,7 @@ def python_key_id(key_id: str, region: str, account: str) -> str:
     ARN must also name this face's region and account."""
     try:
         parsed = aws_key_name(key_id)
-    except KeyIdError:
+    except InvalidArgumentError:
         raise ApiError("NotFoundException", "the KeyId ARN is not a KMS key or alias ARN" if key_id.startswith("arn:")
                        else "the KeyId alias has no name (alias/NAME)") from None
     if parsed.region is not None and (parsed.region != region or parsed.account != account):

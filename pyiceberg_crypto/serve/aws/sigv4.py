@@ -2,7 +2,7 @@
 
     credentials = load_credentials("/etc/lake/aws-kms-api.credentials")   # operator-owned, 0600
     verifier = SigV4Verifier(credentials, region="eu-west-1", service="kms")
-    principal = verifier.verify("POST", "/", "", headers, body)           # or raises SigV4RefusedError
+    principal = verifier.verify("POST", "/", "", headers, body)           # or raises ApiError
 
 The credentials file is an AWS-style INI file, one section per client (the section name is the
 principal the logs name; the secret never appears anywhere)::
@@ -38,14 +38,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto.bridge.files import read_operator_file
-from pyiceberg_crypto.errors import PyicebergCryptoError
+from pyiceberg_crypto.errors import ApiError, InvalidArgumentError, PyicebergCryptoError
 from pyiceberg_crypto.serve.served_kms import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
-__all__ = ["REQUIRED_SIGNED_HEADERS", "CredentialsFileError", "Principal", "SigV4RefusedError", "SigV4Verifier",
-           "load_credentials"]
+__all__ = ["REQUIRED_SIGNED_HEADERS", "Principal", "SigV4Verifier", "load_credentials"]
+
+#: Old names, kept for one release (CHANGELOG.md): a request the verifier does not believe is an
+#: ApiError (its ``reason`` a refusal label); a credentials file that cannot be used, an InvalidArgumentError.
+__getattr__ = renamed_classes(__name__, {"SigV4RefusedError": ApiError, "CredentialsFileError": InvalidArgumentError})
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 DEFAULT_MAX_SKEW_SECONDS = 300.0
@@ -60,17 +64,10 @@ _AUTHORIZATION = re.compile(
     r"^AWS4-HMAC-SHA256\s+Credential=([^,\s]+)\s*,\s*SignedHeaders=([a-z0-9;_.-]+)\s*,\s*Signature=([0-9a-f]{64})$")
 
 
-class SigV4RefusedError(PyicebergCryptoError):
+def _refused(code: str, reason: str, message: str, status: int = 400) -> ApiError:
     """A request the verifier does not believe: ``code`` is the AWS error type, ``reason`` a fixed
     metrics label, the message is safe to send back (no secret, no expected signature)."""
-
-    def __init__(self, code: str, reason: str, message: str, status: int = 400):
-        super().__init__(message)
-        self.code, self.reason, self.status = code, reason, status
-
-
-class CredentialsFileError(PyicebergCryptoError, ValueError):
-    """The credentials file is unsafe (owner, mode) or malformed."""
+    return ApiError(code, message, status, reason)
 
 
 @dataclass(frozen=True)
@@ -90,19 +87,19 @@ def load_credentials(path: str | Path) -> dict[str, Principal]:
     try:
         parser.read_string(text, source=str(path))
     except configparser.Error as exc:
-        raise CredentialsFileError(f"the credentials file {path} is not an INI file: {type(exc).__name__}") from None
+        raise InvalidArgumentError(f"the credentials file {path} is not an INI file: {type(exc).__name__}") from None
     principals: dict[str, Principal] = {}
     for section in parser.sections():
         key_id = parser.get(section, "aws_access_key_id", fallback="").strip()
         secret = parser.get(section, "aws_secret_access_key", fallback="").strip()
         if not _ACCESS_KEY.match(key_id) or len(secret) < 16:
-            raise CredentialsFileError(f"the credentials file {path}, section [{section}]: needs aws_access_key_id "
+            raise InvalidArgumentError(f"the credentials file {path}, section [{section}]: needs aws_access_key_id "
                                        "(letters, digits) and aws_secret_access_key (16 characters or more)")
         if key_id in principals:
-            raise CredentialsFileError(f"the credentials file {path}: access key id in [{section}] is used twice")
+            raise InvalidArgumentError(f"the credentials file {path}: access key id in [{section}] is used twice")
         principals[key_id] = Principal(section, key_id, secret)
     if not principals:
-        raise CredentialsFileError(f"the credentials file {path} has no [section] with aws_access_key_id")
+        raise InvalidArgumentError(f"the credentials file {path} has no [section] with aws_access_key_id")
     return principals
 
 
@@ -153,7 +150,7 @@ def canonical_request(method: str, path: str, query: str, headers: Mapping[str, 
     for name in signed:
         value = headers.get(name)
         if value is None:
-            raise SigV4RefusedError("IncompleteSignatureException", "malformed", f"signed header {name!r} is missing")
+            raise _refused("IncompleteSignatureException", "malformed", f"signed header {name!r} is missing")
         lines.append(f"{name}:{' '.join(value.strip().split())}\n")
     return "\n".join([method, _canonical_uri(path), _canonical_query(query), "".join(lines), ";".join(signed),
                       _sha256_hex(body)])
@@ -204,45 +201,45 @@ class SigV4Verifier:
             log.info("AWS KMS face: re-read the credentials file %s (%d clients)", self._watched, len(credentials))
 
     def verify(self, method: str, path: str, query: str, headers: Mapping[str, str], body: bytes) -> Principal:
-        """The principal that signed the request, or :class:`SigV4RefusedError`. ``headers``: lower-case names."""
+        """The principal that signed the request, or :class:`~pyiceberg_crypto.errors.ApiError`. ``headers``: lower-case names."""
         authorization = headers.get("authorization", "")
         if not authorization:
-            raise SigV4RefusedError("MissingAuthenticationTokenException", "unsigned", "the request is not signed (SigV4)")
+            raise _refused("MissingAuthenticationTokenException", "unsigned", "the request is not signed (SigV4)")
         match = _AUTHORIZATION.match(authorization.strip())
         if not match:
-            raise SigV4RefusedError("IncompleteSignatureException", "malformed",
+            raise _refused("IncompleteSignatureException", "malformed",
                                "the Authorization header is not AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., "
                                "Signature=...")
         credential, signed_text, signature = match.groups()
         parts = credential.split("/")
         if len(parts) != 5 or parts[4] != "aws4_request":
-            raise SigV4RefusedError("IncompleteSignatureException", "malformed", "the credential scope is malformed")
+            raise _refused("IncompleteSignatureException", "malformed", "the credential scope is malformed")
         access_key, date, region, service, _ = parts
         signed = signed_text.split(";")
         if signed != sorted(set(signed)) or not set(REQUIRED_SIGNED_HEADERS) <= set(signed):
-            raise SigV4RefusedError("IncompleteSignatureException", "malformed",
+            raise _refused("IncompleteSignatureException", "malformed",
                                f"SignedHeaders must be sorted and include {', '.join(REQUIRED_SIGNED_HEADERS)}")
         self._follow()
         principal = self.credentials.get(access_key)
         if principal is None:
-            raise SigV4RefusedError("UnrecognizedClientException", "unknown-access-key",
+            raise _refused("UnrecognizedClientException", "unknown-access-key",
                                "the security token included in the request is invalid (unknown access key id)")
         if service != self.service:
-            raise SigV4RefusedError("InvalidSignatureException", "wrong-service",
+            raise _refused("InvalidSignatureException", "wrong-service",
                                f"credential scope names service {service[:32]!r}, this endpoint is {self.service!r}")
         if region != self.region:
-            raise SigV4RefusedError("InvalidSignatureException", "wrong-region",
+            raise _refused("InvalidSignatureException", "wrong-region",
                                f"credential scope names region {region[:32]!r}, this endpoint is {self.region!r}")
         stamp = headers.get("x-amz-date", "")
         try:
             signed_at = parse_amz_date(stamp)
         except ValueError:
-            raise SigV4RefusedError("IncompleteSignatureException", "malformed", "X-Amz-Date is not YYYYMMDDTHHMMSSZ") from None
+            raise _refused("IncompleteSignatureException", "malformed", "X-Amz-Date is not YYYYMMDDTHHMMSSZ") from None
         if stamp[:8] != date:
-            raise SigV4RefusedError("InvalidSignatureException", "malformed", "the credential scope date is not X-Amz-Date's")
+            raise _refused("InvalidSignatureException", "malformed", "the credential scope date is not X-Amz-Date's")
         now = self.clock()
         if abs(now - signed_at) > self.max_skew:
-            raise SigV4RefusedError("InvalidSignatureException", "expired",
+            raise _refused("InvalidSignatureException", "expired",
                                f"signature expired or not yet valid: X-Amz-Date {stamp} is more than "
                                f"{self.max_skew:g} s from the server's clock")
         scope = f"{date}/{region}/{service}/aws4_request"
@@ -250,7 +247,7 @@ class SigV4Verifier:
         to_sign = "\n".join([ALGORITHM, stamp, scope, _sha256_hex(request.encode())])
         expected = hmac.new(self._signing_key(principal, date), to_sign.encode(), hashlib.sha256).hexdigest()
         if not hmac.compare_digest(expected, signature):
-            raise SigV4RefusedError("InvalidSignatureException", "bad-signature",
+            raise _refused("InvalidSignatureException", "bad-signature",
                                "the request signature does not match (wrong secret, or the request was altered)")
         return principal
 

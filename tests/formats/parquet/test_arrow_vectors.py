@@ -34,12 +34,13 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors.exceptions.captured import CapturedException
 from pyarrow.parquet import encryption as pe
 
+from pyiceberg_crypto.errors import FormatError, IntegrityError
 from pyiceberg_crypto.cli.main import main
-from pyiceberg_crypto.formats.errors import IntegrityError, TagMismatchError
+from pyiceberg_crypto.formats.errors import TagMismatchError
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.formats.parquet import ParquetFileReader, ParquetKeys, decrypt_parquet, verify_parquet
 from pyiceberg_crypto.formats.parquet.aad import ModuleType
-from pyiceberg_crypto.formats.parquet.errors import AadPrefixMismatchError, KeyRequiredError
+from pyiceberg_crypto.formats.parquet.errors import AadPrefixMismatchError
 from pyiceberg_crypto.formats.parquet.modules import LENGTH_PREFIX, NONCE_LENGTH, SIGNATURE_LENGTH, module_length
 from pyiceberg_crypto.formats.parquet.structs import ColumnChunkF, PageHeaderF
 from tests.formats.parquet.arrow_vectors import (
@@ -240,7 +241,7 @@ def test_missing_keys_are_never_a_pass(vector):
         report = verify_file(vector.path, keys)
         assert not report.ok and report.not_verifiable == [f"column '{dropped}' (no column key)"]
     if vector.aad_prefix is not None and not vector.aad_prefix_stored:
-        with pytest.raises(KeyRequiredError, match="AAD prefix"):
+        with pytest.raises(FormatError, match="AAD prefix"):
             verify_file(vector.path, ParquetKeys(vector.footer_key, dict(vector.column_keys)))
 
 

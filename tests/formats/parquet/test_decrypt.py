@@ -9,8 +9,8 @@ import io
 import pyarrow.parquet as pq
 import pytest
 
+from pyiceberg_crypto.errors import FormatError
 from pyiceberg_crypto.formats.parquet.decrypt import decrypt_parquet
-from pyiceberg_crypto.formats.parquet.errors import KeyRequiredError
 from pyiceberg_crypto.formats.parquet.reader import ParquetKeys
 from pyiceberg_crypto.formats.parquet.verify import verify_parquet
 from tests.formats.parquet.vectors import MODES, java_read_rows, read_with_pyarrow, rows_from_arrow
@@ -84,5 +84,5 @@ def test_iceberg_data_files_decrypt_to_what_spark_reads(iceberg_data_files, tmp_
 def test_decrypt_refuses_without_every_key(parquet_vector_by_name):
     vector = parquet_vector_by_name["per_column_gcm"]
     keys = ParquetKeys(vector.footer_key, {}, vector.aad_prefix)
-    with open(vector.path, "rb") as f, pytest.raises(KeyRequiredError, match="no key for column"):
+    with open(vector.path, "rb") as f, pytest.raises(FormatError, match="no key for column"):
         decrypt_parquet(f, io.BytesIO(), keys)

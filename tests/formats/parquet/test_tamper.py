@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from pyiceberg_crypto.formats.errors import IntegrityError, TagMismatchError
+from pyiceberg_crypto.errors import IntegrityError, MalformedError
+from pyiceberg_crypto.formats.errors import TagMismatchError
 from pyiceberg_crypto.formats.parquet.aad import ModuleType
-from pyiceberg_crypto.formats.parquet.errors import AadPrefixMismatchError, MalformedStructureError
+from pyiceberg_crypto.formats.parquet.errors import AadPrefixMismatchError
 from pyiceberg_crypto.formats.parquet.modules import LENGTH_PREFIX, NONCE_LENGTH, module_length
 from pyiceberg_crypto.formats.parquet.reader import ParquetFileReader, ParquetKeys
 from pyiceberg_crypto.formats.parquet.structs import ColumnChunkF, ColumnMetaDataF, FileCryptoMetaDataF
@@ -228,7 +229,7 @@ def test_a_field_of_the_wrong_wire_type_is_a_malformed_footer(field, value, said
     def edit(crypto):
         crypto.get(FileCryptoMetaDataF.ENCRYPTION_ALGORITHM).get(1).fields[field] = value
 
-    with pytest.raises(MalformedStructureError) as info:
+    with pytest.raises(MalformedError) as info:
         verify_bytes(_with_crypto_metadata(vector.path.read_bytes(), edit), keys_of(vector), tmp_path)
     assert info.value.module.module_type is ModuleType.FOOTER
     assert said in str(info.value)

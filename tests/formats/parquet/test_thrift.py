@@ -7,9 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pyiceberg_crypto.errors import FormatError
 from pyiceberg_crypto.formats.parquet.aad import ModuleType, module_aad
 from pyiceberg_crypto.formats.parquet.reader import ParquetFileReader, ParquetKeys
-from pyiceberg_crypto.formats.parquet.thrift import ThriftError, TList, TMap, TStruct, TType, decode_struct, encode_struct
+from pyiceberg_crypto.formats.parquet.thrift import TList, TMap, TStruct, TType, decode_struct, encode_struct
 
 SCALARS = {
     TType.BOOL: st.booleans(),
@@ -60,7 +61,7 @@ def test_known_encoding():
     [b"", b"\x15", b"\x18\x10ab", b"\x19\xf5\xff\xff\xff\x0f", b"\x1c" * 200, b"\x1e", b"\x16\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"],
 )
 def test_hostile_input_is_a_thrift_error(data):
-    with pytest.raises(ThriftError):
+    with pytest.raises(FormatError):
         decode_struct(data, 0)
 
 
@@ -109,10 +110,10 @@ def test_a_spec_checks_the_wire_types_of_the_fields_it_names_at_any_depth():
 
     decoded, _ = decode_struct(row_group((7, TType.I64, 123)), 0, ROW_GROUP_SPEC)  # well typed: passes
     assert decoded.get(1).items[0].get(3).get(7) == 123
-    with pytest.raises(ThriftError, match=r"ColumnMetaData.total_compressed_size \(field 7\) has wire type binary, the IDL says i64"):
+    with pytest.raises(FormatError, match=r"ColumnMetaData.total_compressed_size \(field 7\) has wire type binary, the IDL says i64"):
         decode_struct(row_group((7, TType.BINARY, b"123")), 0, ROW_GROUP_SPEC)
     wrong_elements = TStruct()
     wrong_elements.set(1, TType.LIST, TList(TType.BINARY, [b"chunk"]))
-    with pytest.raises(ThriftError, match=r"RowGroup.columns \(field 1\) holds binary elements, the IDL says struct"):
+    with pytest.raises(FormatError, match=r"RowGroup.columns \(field 1\) holds binary elements, the IDL says struct"):
         decode_struct(encode_struct(wrong_elements), 0, ROW_GROUP_SPEC)
     assert decode_struct(encode_struct(wrong_elements), 0)[0] == wrong_elements  # without a spec: generic

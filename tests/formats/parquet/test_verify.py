@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyiceberg_crypto.formats.parquet.errors import KeyRequiredError
+from pyiceberg_crypto.errors import FormatError
 from pyiceberg_crypto.formats.parquet.reader import ParquetKeys
 from pyiceberg_crypto.formats.parquet.verify import verify_parquet
 from tests.formats.parquet.vectors import MODES, java_inspect, vector_java_keys
@@ -94,13 +94,13 @@ def test_plaintext_footer_without_keys_is_described_not_passed(parquet_vector_by
 
 
 def test_encrypted_footer_needs_the_footer_key(parquet_vector_by_name):
-    with pytest.raises(KeyRequiredError):
+    with pytest.raises(FormatError):
         verify_path(parquet_vector_by_name["uniform_gcm"].path, ParquetKeys())
 
 
 def test_unstored_aad_prefix_must_be_supplied(parquet_vector_by_name):
     vector = parquet_vector_by_name["aad_prefix_not_stored_gcm"]
-    with pytest.raises(KeyRequiredError, match="AAD prefix"):
+    with pytest.raises(FormatError, match="AAD prefix"):
         verify_path(vector.path, ParquetKeys(vector.footer_key))
 
 
