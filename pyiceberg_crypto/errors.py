@@ -31,6 +31,11 @@ class TableInputError(PyicebergCryptoError, ValueError):
     Raised by the verifier, the reader and the key commands alike (no verdict, exit status 2)."""
 
 
+class ReportError(TableInputError):
+    """An earlier run's report cannot be used: unreadable, too large, not a report of this command,
+    another catalog."""
+
+
 class InvalidArgumentError(PyicebergCryptoError, ValueError):
     """An argument has a value the function cannot use (a timeout that is not positive, an empty
     name); the message names the argument and the value."""
@@ -85,4 +90,5 @@ CONNECT_NEXT_STEP = (
 
 
 __all__ = ["CONNECT_NEXT_STEP", "ArgumentTypeError", "CommitOutcomeUnknownError", "ConcurrentCommitError", "ConfigError", "InvalidArgumentError",
-           "MetastoreError", "NotASparkSessionError", "PyicebergCryptoError", "RestCatalogError", "TableInputError"]
+           "MetastoreError", "NotASparkSessionError", "PyicebergCryptoError", "ReportError", "RestCatalogError",
+           "TableInputError"]

@@ -27,10 +27,10 @@ from pyiceberg_crypto.adopt.encrypt import (
     AdoptVerificationError,
     encrypt_table,
 )
+from pyiceberg_crypto.adopt import lake as _lake
 from pyiceberg_crypto.adopt.lake import (
     LakeListing,
     LakeOutcome,
-    ReportFileError,
     encrypt_each,
     encrypt_tables,
     read_report,
@@ -38,5 +38,13 @@ from pyiceberg_crypto.adopt.lake import (
 )
 
 __all__ = ["PHASES", "REFS_DROP", "REFS_KEEP_ORIGINAL", "AdoptChangedError", "AdoptError", "AdoptResult",
-           "AdoptVerificationError", "LakeListing", "LakeOutcome", "ReportFileError", "encrypt_each", "encrypt_table",
+           "AdoptVerificationError", "LakeListing", "LakeOutcome", "encrypt_each", "encrypt_table",
            "encrypt_tables", "read_report", "unencrypted_tables"]
+
+
+def __getattr__(name: str):
+    """``ReportFileError``, the old name of :class:`~pyiceberg_crypto.errors.ReportError` (one error
+    for a report that cannot be used): kept for one release, with a DeprecationWarning."""
+    if name == "ReportFileError":
+        return _lake.deprecated_report_file_error(stacklevel=3)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

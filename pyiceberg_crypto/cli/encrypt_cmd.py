@@ -32,9 +32,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import nullcontext
 
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, kms_from_arguments
 from pyiceberg_crypto.cli.options import UsageError, local_session_catalog
+from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.safe_text import escape_text
 
@@ -87,28 +89,29 @@ def add_encrypt_parser(sub) -> None:
 
 
 def run_encrypt(args: argparse.Namespace) -> int:
-    from pyiceberg_crypto.adopt import AdoptError, AdoptVerificationError, encrypt_table
-    from pyiceberg_crypto.errors import PyicebergCryptoError
+    from pyiceberg_crypto.adopt import AdoptVerificationError
 
-    try:
-        kms = kms_from_arguments(args)
-    except UsageError as exc:
-        return _fail(str(exc))
-    from contextlib import nullcontext
+    try:  # the error boundary's stand-in until cli/main has it: a package error is one line, exit 2 (1: the proof)
+        return _encrypt(args)
+    except AdoptVerificationError as exc:
+        print(f"pyiceberg-crypto encrypt: {escape_text(str(exc))}", file=sys.stderr)
+        return ExitStatus.INTEGRITY
+    except PyicebergCryptoError as exc:
+        print(f"pyiceberg-crypto encrypt: {escape_text(str(exc))}", file=sys.stderr)
+        return ExitStatus.USAGE
 
+
+def _encrypt(args: argparse.Namespace) -> int:
+    from pyiceberg_crypto.adopt import encrypt_table
     from pyiceberg_crypto.config import table_properties
 
+    kms = kms_from_arguments(args)
     if "." in (args.keep_original or "") or (args.purge_after is not None and args.purge_after < 0):
-        return _fail("--keep-original wants a table name without dots, --purge-after a number of seconds >= 0")
-    try:
-        _check_lake_options(args)
-        catalog = args.table if args.all_tables else local_session_catalog(args.table, args.warehouse)
-    except UsageError as exc:
-        return _fail(str(exc))
-    try:  # the new table's settings, checked before Spark starts
-        table_properties(args.key_id, data_key_length=args.data_key_length, format_version=args.format_version)
-    except PyicebergCryptoError as exc:
-        return _fail(str(exc))
+        raise UsageError("--keep-original wants a table name without dots, --purge-after a number of seconds >= 0")
+    _check_lake_options(args)
+    catalog = args.table if args.all_tables else local_session_catalog(args.table, args.warehouse)
+    # the new table's settings, checked before Spark starts
+    table_properties(args.key_id, data_key_length=args.data_key_length, format_version=args.format_version)
 
     from pyiceberg_crypto.bridge import register_kms
     from pyiceberg_crypto.config import session_for_catalog
@@ -123,27 +126,15 @@ def run_encrypt(args: argparse.Namespace) -> int:
         return report.ok, (f"verify_table {table}: {'OK' if report.ok else 'NOT OK'}, {len(report.files)} file(s)"
                            + (f", {len(bad)} not OK (first: {bad[0].path})" if bad else ""))
 
-    if args.all_tables:
-        try:
-            with register_kms(spark, kms) if kms is not None else nullcontext():
-                return run_all_tables(spark, args, prove)
-        except PyicebergCryptoError as exc:
-            return _fail(str(exc))
-        finally:
-            if args.warehouse:
-                spark.stop()
     try:
         with register_kms(spark, kms) if kms is not None else nullcontext():
+            if args.all_tables:
+                return run_all_tables(spark, args, prove)
             result = encrypt_table(spark, args.table, args.key_id, format_version=args.format_version,
                                    data_key_length=args.data_key_length, refs=args.refs, on_change=args.on_change,
                                    keep_original=args.keep_original, purge_now=args.purge_now,
                                    purge_after=args.purge_after, prove=prove,
                                    progress=lambda message: print(f"  {escape_text(message)}", file=sys.stderr))
-    except AdoptVerificationError as exc:
-        print(f"pyiceberg-crypto encrypt: {escape_text(str(exc))}", file=sys.stderr)
-        return ExitStatus.INTEGRITY
-    except (AdoptError, PyicebergCryptoError) as exc:
-        return _fail(str(exc))
     finally:
         if args.warehouse:
             spark.stop()
@@ -173,21 +164,17 @@ def _check_lake_options(args: argparse.Namespace) -> None:
 
 
 def run_all_tables(spark, args: argparse.Namespace, prove) -> int:
-    """``--all-tables``: list, encrypt each, one line per table, the summary; the exit status."""
-    import os
-
-    from pyiceberg_crypto.adopt import encrypt_tables, read_report
+    """``--all-tables``: list, encrypt each, one line per table, the summary; the exit status. The
+    report: :func:`pyiceberg_crypto.adopt.encrypt_tables` resumes from it (``--resume``, or an
+    existing ``--report``), failing before anything changes when it cannot."""
+    from pyiceberg_crypto.adopt import encrypt_tables
 
     path = args.resume or args.report
-    resume = None
-    if args.resume or (args.report and os.path.exists(args.report)):
-        earlier = read_report(path, args.table)  # fails before anything changes
-        done = sum(1 for e in earlier["tables"].values() if isinstance(e, dict) and e.get("status") == "done")
-        print(f"resuming from the report {escape_text(path)}: {done} table(s) done by an earlier run are skipped",
-              file=sys.stderr)
-        resume = path
 
     def progress(event: dict) -> None:
+        if event.get("resumed_from"):
+            print(f"resuming from the report {escape_text(path)}: {event['done_earlier']} table(s) done by an "
+                  "earlier run are skipped", file=sys.stderr)
         if args.json:
             print(json.dumps(event), flush=True)
         elif event.get("event") == "listed":
@@ -199,7 +186,7 @@ def run_all_tables(spark, args: argparse.Namespace, prove) -> int:
                   + (f" ({event['seconds']:.1f} s)" if event.get("seconds") else ""), file=sys.stderr, flush=True)
 
     outcome = encrypt_tables(spark, args.table, args.key_id, namespaces=args.namespace or None,
-                             parallel=args.parallel, report=None if args.dry_run else path, resume=resume,
+                             parallel=args.parallel, report=path, resume=args.resume,
                              dry_run=args.dry_run, progress=progress, prove=prove,
                              format_version=args.format_version, data_key_length=args.data_key_length,
                              refs=args.refs, on_change=args.on_change, purge_now=args.purge_now,
@@ -262,8 +249,3 @@ def print_result(result) -> None:
         print(f"  the plaintext original is kept as {esc(result.plaintext_table or '')}; purge it with:")
         print(f"    {esc(result.purge_command)}")
         print(f"    (or: pyiceberg-crypto encrypt {esc(result.table)} --key-id {esc(result.key_id or '')} --purge-now)")
-
-
-def _fail(message: str) -> int:
-    print(f"pyiceberg-crypto encrypt: {escape_text(message)}", file=sys.stderr)
-    return ExitStatus.USAGE

@@ -14,7 +14,8 @@ without rewriting data, and remove the entries no snapshot needs::
     where_used_in_catalog(spark, "lake", "orders-key", "1", kms).needed   # before retiring a version
     where_used_in_listing({"uri": "thrift://hms:9083"}, "orders-key", "1", kms, catalog="lake").needed  # no JVM
     reencrypt_table(spark, "lake.db.orders", compromised_master_keys=[("orders-key", "1")])  # after a leak
-    dependent_tables({"uri": "thrift://hms:9083"}, "lake", [("orders-key", "1")], kms).tables   # which to re-encrypt
+    found = dependent_tables({"uri": "thrift://hms:9083"}, "lake", [("orders-key", "1")], kms)   # which to re-encrypt
+    reencrypt_catalog(found, "lake", reencrypt_one, report="all.json", parallel=2)   # each, resumably
 
 Modules: :mod:`.inventory` (KEKs, their age, master key versions, the snapshots they seal, unused
 entries: :mod:`pyiceberg_crypto.table.key_inventory` by metadata.json or table name),
@@ -22,18 +23,27 @@ entries: :mod:`pyiceberg_crypto.table.key_inventory` by metadata.json or table n
 :mod:`pyiceberg_crypto.catalog.commit`), :mod:`.where_used`
 (which tables need a master key version: the check before ``keystore retire``), :mod:`.reencrypt`
 (fresh KEK, every file rewritten, old snapshots expired: after a key was compromised), :mod:`.reencrypt_all`
-(every table of a catalog that depends on the compromised versions, one after another).
+(every table of a catalog that depends on the compromised versions, with a report a re-run resumes from).
 """
 
 from pyiceberg_crypto.keys.inventory import KekInfo, KeyInventory, inventory_from_metadata, key_inventory
 from pyiceberg_crypto.keys.prune import PruneError, PruneResult, prune_keys, prune_keys_in_catalog
 from pyiceberg_crypto.keys.reencrypt import ReencryptError, ReencryptResult, reencrypt_table
-from pyiceberg_crypto.keys.reencrypt_all import DependentTables, EachOutcome, dependent_tables, reencrypt_each
+from pyiceberg_crypto.keys.reencrypt_all import (
+    CatalogReencryption,
+    DependentTables,
+    EachOutcome,
+    carried_dependent,
+    dependent_tables,
+    earlier_proofs,
+    reencrypt_catalog,
+    reencrypt_each,
+)
 from pyiceberg_crypto.keys.rewrap import RewrapError, RewrapResult, rewrap_keks, rewrap_keks_in_catalog
 from pyiceberg_crypto.keys.where_used import KeyUse, WhereUsed, where_used_in_catalog, where_used_in_listing, where_used_in_metadata
 
-__all__ = ["DependentTables", "EachOutcome", "KekInfo", "KeyInventory", "KeyUse", "PruneError", "PruneResult",
-           "ReencryptError", "ReencryptResult", "RewrapError", "RewrapResult", "WhereUsed", "dependent_tables",
-           "inventory_from_metadata", "key_inventory", "prune_keys", "prune_keys_in_catalog", "reencrypt_each",
+__all__ = ["CatalogReencryption", "DependentTables", "EachOutcome", "KekInfo", "KeyInventory", "KeyUse", "PruneError", "PruneResult",
+           "ReencryptError", "ReencryptResult", "RewrapError", "RewrapResult", "WhereUsed", "carried_dependent", "dependent_tables", "earlier_proofs",
+           "inventory_from_metadata", "key_inventory", "prune_keys", "prune_keys_in_catalog", "reencrypt_catalog", "reencrypt_each",
            "reencrypt_table", "rewrap_keks", "rewrap_keks_in_catalog", "where_used_in_catalog", "where_used_in_listing",
            "where_used_in_metadata"]
