@@ -23,6 +23,7 @@ crash loses at most the tables running. A command's report format is a subclass'
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -81,13 +82,14 @@ def read_document(path: str, *, max_bytes: int = MAX_REPORT_BYTES) -> Any | None
     verifier's ledger is: bounded, a FIFO or device refused, never waited on)."""
     try:
         with open_regular_file(path) as handle:
-            raw = handle.read(max_bytes + 1)
+            size = os.fstat(handle.fileno()).st_size
+            raw = handle.read(max_bytes + 1) if size <= max_bytes else b""
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise ReportError(f"cannot read the earlier run's report {path} ({exc.strerror or exc}); move it away to "
                           "start afresh") from None
-    if len(raw) > max_bytes:
+    if size > max_bytes or len(raw) > max_bytes:  # (a file that grew while read)
         raise ReportError(f"the earlier run's report {path} is larger than {max_bytes} bytes: not a report of this "
                           "command; move it away to start afresh")
     try:
