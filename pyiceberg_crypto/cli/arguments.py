@@ -17,22 +17,29 @@ from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
 
 
-def kms_from_arguments(args: argparse.Namespace, *, required: bool = False):
-    """The KMS ``--kms`` and ``--kms-property`` name (None without ``--kms`` unless ``required``).
-    UsageError with one line when the name or a property is bad, or when the KMS's factory fails.
+def kms_from_arguments(args: argparse.Namespace, *, required: bool = False, timeout: float | None = None):
+    """The KMS ``--kms`` and ``--kms-property`` name (None without ``--kms`` unless ``required``),
+    built within ``timeout`` seconds (None: no limit). UsageError for a bad name or property; a
+    factory that fails or does not return in time is a KmsError (``error.type`` "kms")::
 
-        kms = kms_from_arguments(args)          # in a command's run_*: except UsageError -> exit 2"""
+        kms = kms_from_arguments(args, timeout=args.kms_timeout)"""
+    from pyiceberg_crypto.kms.base import KmsError
+    from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
     from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
     from pyiceberg_crypto.safe_text import exception_line
 
     if not args.kms and not required:
         return None
+    properties = parse_properties(args.kms_property)
     try:
-        return load_kms(args.kms, parse_properties(args.kms_property))
-    except (KmsLoadError, ValueError) as exc:
+        return call_with_timeout(load_kms, args.kms, properties, timeout=timeout,
+                                 what=f"the KMS factory {args.kms!r}")
+    except KmsLoadError as exc:
         raise UsageError(str(exc)) from None
-    except Exception as exc:
-        raise UsageError(f"the KMS factory {args.kms!r} failed: {exception_line(exc)}") from None
+    except (KmsError, KmsTimeoutError):
+        raise
+    except Exception as exc:  # the user's factory failed: one line, never its traceback
+        raise KmsError(f"the KMS factory {args.kms!r} failed: {exception_line(exc)}") from None
 
 
 def positive_int(value: str) -> int:

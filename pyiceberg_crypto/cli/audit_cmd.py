@@ -26,7 +26,9 @@ import json
 import os
 import sys
 
-from pyiceberg_crypto.cli.arguments import add_kms_arguments, add_limit_arguments, parse_properties, positive_seconds
+from pyiceberg_crypto.cli.arguments import (add_kms_arguments, add_limit_arguments, kms_from_arguments, parse_properties,
+                                           positive_seconds)
+from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.cli.catalog_arguments import REST_CREDENTIAL_VARIABLE, REST_TOKEN_VARIABLE, rest_properties
 from pyiceberg_crypto.cli.options import UsageError
 from pyiceberg_crypto.exit_status import ExitStatus
@@ -34,7 +36,7 @@ from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
 from pyiceberg_crypto.safe_text import escape_text, exception_line
 
 
-def add_audit_parser(sub) -> None:
+def add_parser(sub) -> None:
     audit = sub.add_parser("audit", help="audit every table of a Hive metastore or a REST catalog: encrypted, "
                                          "verified, under which keys (no Spark)")
     catalog = audit.add_mutually_exclusive_group(required=True)
@@ -65,74 +67,71 @@ def add_audit_parser(sub) -> None:
     audit.add_argument("--metastore-timeout", type=positive_seconds, default=CATALOG_TIMEOUT_SECONDS, metavar="SECONDS",
                        help="give up on a Hive metastore call after this long (default: %(default)g; a REST call: 30)")
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
+    audit.set_defaults(run=run_audit, error_document=_error_document)
     audit.add_argument("--html", metavar="FILE", help="write the report as one self-contained HTML page")
     audit.add_argument("--prometheus", metavar="FILE",
                        help="write per-table gauges as a node-exporter textfile (e.g. <textfile dir>/lake_audit.prom)")
 
 
-#: Where ``audit --rest-uri`` takes the REST catalog's secrets from (never from the command line).
 def run_audit(args: argparse.Namespace) -> int:
-    from pyiceberg_crypto.errors import TableInputError
-    from pyiceberg_crypto.catalog.hive import MetastoreError
-    from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
-    from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
+    import time
+
+    from pyiceberg_crypto.audit.lake import CatalogReport, audit_tables, local_batch_runner
     from pyiceberg_crypto.catalog.entry import list_tables
     from pyiceberg_crypto.catalog.kinds import HIVE, REST
     from pyiceberg_crypto.table.limits import Limits
-    from pyiceberg_crypto.audit.lake import CatalogReport, audit_tables, local_batch_runner
 
-    try:
-        properties = parse_properties(args.kms_property)
-        io_properties = parse_properties(args.io_property, "--io-property")
-        if args.rest_property and not args.rest_uri:
-            raise UsageError("--rest-property needs --rest-uri")
-        rest = rest_properties(args) if args.rest_uri else None
-        for option, path in (("--html", args.html), ("--prometheus", args.prometheus)):
-            if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-                raise UsageError(f"{option} {path}: its directory does not exist")
-        if args.state_dir and not os.path.isdir(args.state_dir):
-            raise UsageError(f"--state-dir {args.state_dir} does not exist: create it (mkdir -p -m 700 "
-                             f"{args.state_dir}) where the tables' writers cannot write, then run again")
-        kms = call_with_timeout(load_kms, args.kms, properties, timeout=args.kms_timeout,
-                                what=f"the KMS factory {args.kms!r}")
-    except (KmsLoadError, ValueError) as exc:
-        return _fail(args, "usage", str(exc))
-    except KmsTimeoutError as exc:
-        return _fail(args, "kms", str(exc))
-    except Exception as exc:  # the user's factory failed
-        return _fail(args, "kms", f"the KMS factory {args.kms!r} failed: {exception_line(exc)}")
-    import time
-
+    io_properties = parse_properties(args.io_property, "--io-property")
+    if args.rest_property and not args.rest_uri:
+        raise UsageError("--rest-property needs --rest-uri")
+    rest = rest_properties(args) if args.rest_uri else None
+    for option, path in (("--html", args.html), ("--prometheus", args.prometheus)):
+        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise UsageError(f"{option} {path}: its directory does not exist")
+    if args.state_dir and not os.path.isdir(args.state_dir):
+        raise UsageError(f"--state-dir {args.state_dir} does not exist: create it (mkdir -p -m 700 "
+                         f"{args.state_dir}) where the tables' writers cannot write, then run again")
+    kms = kms_from_arguments(args, required=True, timeout=args.kms_timeout)
     started = time.perf_counter()
     report = CatalogReport(args.catalog or args.metastore_uri or args.rest_uri, metastore=args.metastore_uri or args.rest_uri, warehouse=args.warehouse,
                            namespaces=sorted(args.namespace) if args.namespace else None, full=args.full,
                            state_dir=args.state_dir)
-    try:
-        catalog = {**rest, "type": REST} if rest is not None else {"type": HIVE, "uri": args.metastore_uri}
-        listing = list_tables(catalog, args.namespace, timeout=args.metastore_timeout)
-    except MetastoreError as exc:
-        return _no_audit(args, report, "metastore", str(exc))
     limits = Limits(allowed_locations=tuple(args.allow_location), max_metadata_bytes=args.max_metadata_bytes,
                     kms_timeout=args.kms_timeout)
     try:
+        catalog = {**rest, "type": REST} if rest is not None else {"type": HIVE, "uri": args.metastore_uri}
+        listing = list_tables(catalog, args.namespace, timeout=args.metastore_timeout)
         audit_tables(listing, kms, report, run_batch=local_batch_runner(), properties=io_properties, limits=limits,
                      listed_in=time.perf_counter() - started)
-    except TableInputError as exc:
-        return _no_audit(args, report, "usage", str(exc))
-    except Exception as exc:  # an audit bug: one line and exit 2, never a traceback
-        return _no_audit(args, report, "internal", f"internal error in the audit: {exception_line(exc)}")
+    except Exception as exc:  # no audit could be made: the page and the textfile say so; the boundary reports it
+        _write_files(args, report.no_audit(str(exc) if isinstance(exc, PyicebergCryptoError)
+                                           else f"internal error in the audit: {exception_line(exc)}"))
+        raise
     failed = _write_files(args, report)
     if args.json:
         json.dump(report.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(format_audit(report))
-    if failed:
-        return _fail(args, "output", failed, document=False)
+    if failed:  # the report is printed: only the file that could not be written is left to say
+        print(f"pyiceberg-crypto audit: {escape_text(failed)}", file=sys.stderr)
+        return ExitStatus.USAGE
     if report.nothing_audited:
-        print("pyiceberg-crypto: no namespace of the catalog could be listed: nothing was audited", file=sys.stderr)
+        print("pyiceberg-crypto audit: no namespace of the catalog could be listed: nothing was audited", file=sys.stderr)
         return ExitStatus.USAGE
     return ExitStatus.OK if report.ok else ExitStatus.INTEGRITY
+
+
+def _error_document(args: argparse.Namespace, kind: str, message: str, exc: BaseException) -> dict:
+    """``--json`` when no audit could be made: ``metastore`` for a catalog that cannot be listed;
+    the input problems the audit finds are ``usage``."""
+    from pyiceberg_crypto.catalog.hive import MetastoreError
+
+    if isinstance(exc, MetastoreError):
+        kind = "metastore"
+    elif kind == "unreadable":
+        kind = "usage"
+    return {"ok": False, "version": 1, "error": {"type": kind, "message": message}, "tables": []}
 
 
 def _write_files(args: argparse.Namespace, report) -> str | None:
@@ -147,12 +146,6 @@ def _write_files(args: argparse.Namespace, report) -> str | None:
             except AuditOutputError as exc:
                 failures.append(str(exc))
     return failures[0] if failures else None
-
-
-def _no_audit(args: argparse.Namespace, report, kind: str, message: str) -> int:
-    """No audit could be made (exit 2): the HTML page and the textfile still say so, then the error."""
-    _write_files(args, report.no_audit(message))
-    return _fail(args, kind, message)
 
 
 def format_audit(report) -> str:
@@ -181,11 +174,3 @@ def format_audit(report) -> str:
                + (f", {unlisted} table(s) or namespace(s) that could not be listed or loaded" if unlisted else ""))
     return "\n".join(lines + ["", verdict, ""])
 
-
-def _fail(args: argparse.Namespace, kind: str, message: str, *, document: bool = True) -> int:
-    if document and getattr(args, "json", False):
-        json.dump({"ok": False, "version": 1, "error": {"type": kind, "message": message}, "tables": []},
-                  sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    print(f"pyiceberg-crypto: {escape_text(message)}", file=sys.stderr)
-    return ExitStatus.USAGE

@@ -95,3 +95,16 @@ def direct_catalog_properties(args: argparse.Namespace, *, spark_with_warehouse:
 def is_metadata_location(table: str) -> bool:
     """A ``--table`` / positional that names a metadata.json (a path or URI), not CATALOG.DB.TABLE."""
     return table.endswith(".json") or "/" in table
+
+
+def add_table_arguments(parser) -> None:
+    """A table committed to through its catalog: the KMS, the Spark session, --json."""
+    from pyiceberg_crypto.cli.arguments import add_kms_arguments
+
+    parser.add_argument("table", metavar="CATALOG.DB.TABLE")
+    add_kms_arguments(parser)
+    parser.add_argument("--warehouse", help="build a local Spark session for this warehouse")
+    parser.add_argument("--metastore-dir", help="embedded metastore directory (default: next to the warehouse)")
+    parser.add_argument("--metastore-uri", help="thrift://host:port of a metastore (rewrap, prune: committed to "
+                                                "directly, no JVM, with or without --warehouse)")
+    parser.add_argument("--json", action="store_true", help="print JSON")

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 from pyiceberg_crypto.exit_status import ExitStatus
 
 
+def add_parser(sub) -> None:
+    demo = sub.add_parser("demo", help="run the end-to-end demo on local Spark")
+    demo.add_argument("--workdir", default="demo-warehouse", help="where the demo writes (default: %(default)s)")
+    demo.add_argument("--keep", action="store_true", help="keep the previous demo directory contents")
+    demo.set_defaults(run=run_demo)
+
+
 def run_demo(args: argparse.Namespace) -> int:
     from pyiceberg_crypto import demo
-    from pyiceberg_crypto.demo.local import DemoWorkdirError
-    from pyiceberg_crypto.jars import JarNotFoundError
 
-    try:
-        report = demo.run_demo(args.workdir, keep=args.keep)
-    except (JarNotFoundError, DemoWorkdirError) as exc:
-        print(f"pyiceberg-crypto demo: {exc}", file=sys.stderr)
-        return ExitStatus.USAGE
+    report = demo.run_demo(args.workdir, keep=args.keep)
     demo.print_report(report)
     return ExitStatus.OK if report.ok else ExitStatus.INTEGRITY

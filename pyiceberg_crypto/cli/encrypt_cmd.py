@@ -36,12 +36,11 @@ from contextlib import nullcontext
 
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, kms_from_arguments
 from pyiceberg_crypto.cli.options import UsageError, local_session_catalog
-from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.safe_text import escape_text
 
 
-def add_encrypt_parser(sub) -> None:
+def add_parser(sub) -> None:
     parser = sub.add_parser("encrypt", help="encrypt an existing plaintext table under its own name: copy, "
                                             "verify row for row, swap, purge the plaintext")
     parser.add_argument("table", metavar="CATALOG.DB.TABLE|CATALOG",
@@ -86,19 +85,20 @@ def add_encrypt_parser(sub) -> None:
                            "skipped) and keep writing it")
     lake.add_argument("--dry-run", action="store_true",
                       help="with --all-tables: list what would be done; change nothing")
+    parser.set_defaults(run=run_encrypt)
 
 
 def run_encrypt(args: argparse.Namespace) -> int:
+    """``encrypt``: its exit status. A package error it raises is the error boundary's
+    (:func:`pyiceberg_crypto.cli.main.run_command`: one line, exit 2); a copy that differs from its
+    original or a proof that failed is the command's verdict, exit 1 (nothing was swapped)."""
     from pyiceberg_crypto.adopt import AdoptVerificationError
 
-    try:  # the error boundary's stand-in until cli/main has it: a package error is one line, exit 2 (1: the proof)
+    try:
         return _encrypt(args)
-    except AdoptVerificationError as exc:
+    except AdoptVerificationError as exc:  # the verdict (exit 1), not an error of the command
         print(f"pyiceberg-crypto encrypt: {escape_text(str(exc))}", file=sys.stderr)
         return ExitStatus.INTEGRITY
-    except PyicebergCryptoError as exc:
-        print(f"pyiceberg-crypto encrypt: {escape_text(str(exc))}", file=sys.stderr)
-        return ExitStatus.USAGE
 
 
 def _encrypt(args: argparse.Namespace) -> int:

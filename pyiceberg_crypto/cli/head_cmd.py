@@ -19,13 +19,12 @@ import sys
 
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, kms_from_arguments, parse_properties, positive_int
-from pyiceberg_crypto.cli.options import UsageError
 from pyiceberg_crypto.safe_text import escape_text
 
 MAX_CELL = 40  # characters of one value in the text table
 
 
-def add_head_parser(sub) -> None:
+def add_parser(sub) -> None:
     head = sub.add_parser("head", help="print the first rows of an encrypted table (no JVM; needs the [read] extra)")
     head.add_argument("source", metavar="METADATA_JSON|DB.TABLE",
                       help="the table's metadata.json (path or URI), or DB.TABLE with --metastore")
@@ -44,38 +43,31 @@ def add_head_parser(sub) -> None:
     head.add_argument("--allow-location", action="append", default=[], metavar="URI",
                       help="also read files under this location (a table that spans several)")
     head.add_argument("--json", action="store_true", help="print one JSON object per row")
+    head.set_defaults(run=run_head)
 
 
 def run_head(args: argparse.Namespace) -> int:
     try:
-        from pyiceberg_crypto.read import ReadIntegrityError, TableInputError, scan
-        from pyiceberg_crypto.table.limits import Limits
-    except ImportError as exc:
-        return _fail(str(exc))
-    try:
-        kms = kms_from_arguments(args, required=True)
-    except UsageError as exc:
-        return _fail(str(exc))
-    columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
-    try:
-        io_properties = parse_properties(args.io_property, "--io-property")
+        from pyiceberg_crypto.read import ReadIntegrityError, scan
         from pyiceberg_crypto.read.filter import parse_predicate
-
-        row_filter = [parse_predicate(text) for text in args.where] or None
-    except ValueError as exc:
-        return _fail(str(exc))
+        from pyiceberg_crypto.table.limits import Limits
+    except ImportError as exc:  # the [read] extra is not installed: its message says how to add it
+        print(f"pyiceberg-crypto head: {escape_text(str(exc))}", file=sys.stderr)
+        return ExitStatus.USAGE
+    kms = kms_from_arguments(args, required=True)
+    columns = [c.strip() for c in args.columns.split(",") if c.strip()] if args.columns else None
+    io_properties = parse_properties(args.io_property, "--io-property")
+    row_filter = [parse_predicate(text) for text in args.where] or None
     try:
         reader = scan(args.source, kms, snapshot_id=args.snapshot, columns=columns, row_filter=row_filter,
                       catalog=args.metastore, batch_rows=args.rows, max_workers=2,
                       limits=Limits(properties=io_properties, allowed_locations=tuple(args.allow_location)))
         rows = _first_rows(reader, args.rows)
-    except ReadIntegrityError as exc:
+    except ReadIntegrityError as exc:  # a verdict, not an error: which of the two the table's files got
         verdict = "KEY_ERROR (no key to open the table; its files were not judged)" if exc.status == "KEY_ERROR" \
             else "not authentic"
-        print(f"pyiceberg-crypto: {verdict}: {escape_text(str(exc))}", file=sys.stderr)
+        print(f"pyiceberg-crypto head: {verdict}: {escape_text(str(exc))}", file=sys.stderr)
         return ExitStatus.INTEGRITY
-    except TableInputError as exc:
-        return _fail(str(exc))
     names = reader.schema.names
     if args.json:
         for row in rows:
@@ -116,7 +108,3 @@ def _print_table(names: list[str], rows: list[dict]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
     print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
 
-
-def _fail(message: str) -> int:
-    print(f"pyiceberg-crypto: {escape_text(message)}", file=sys.stderr)
-    return ExitStatus.USAGE

@@ -14,15 +14,8 @@ import dataclasses
 import json
 
 from pyiceberg_crypto.exit_status import ExitStatus
-from pyiceberg_crypto.cli.options import (
-    UsageError,
-    error_dict,
-    integrity_failure,
-    parse_hex,
-    parse_key_metadata,
-    unreadable_failure,
-    usage_failure,
-)
+from pyiceberg_crypto.cli.options import UsageError, parse_hex, parse_key_metadata
+from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.formats.ags1 import (
     Ags1Report,
     check_key,
@@ -30,9 +23,7 @@ from pyiceberg_crypto.formats.ags1 import (
     read_layout,
     verify_ags1,
 )
-from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
-
-
+from pyiceberg_crypto.formats.errors import FormatError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,8 +32,6 @@ class Ags1Keys:
     aad_prefix: bytes
     length: int | None  # trusted plaintext length
     file_length: int | None  # trusted stored length (from key metadata)
-
-
 
 
 def keys_from_args(args: argparse.Namespace) -> Ags1Keys:
@@ -109,19 +98,13 @@ def format_report(report: Ags1Report, keys: Ags1Keys) -> str:
 
 
 def inspect_ags1(args: argparse.Namespace) -> int:
-    """Run ``inspect`` on an AGS1 file; returns the exit status."""
-    try:
-        keys = keys_from_args(args)
-    except UsageError as exc:
-        return usage_failure(exc, args)
+    """Run ``inspect`` on an AGS1 file; returns the exit status (failures raise, for the error boundary)."""
+    args.file_format = "AGS1"
+    keys = keys_from_args(args)
     try:
         report = examine(args.file, keys)
-    except IntegrityError as exc:
-        if args.json:
-            print(json.dumps({"file": args.file, "format": "AGS1", "ok": False, "error": error_dict(exc)}))
-        return integrity_failure(exc)
     except OSError as exc:
-        return unreadable_failure(args.file, exc, args)
+        raise TableInputError(f"cannot read {args.file}: {exc.strerror or exc}") from None
     if args.json:
         print(json.dumps({"format": "AGS1", "ok": True, **dataclasses.asdict(report)}))
     else:

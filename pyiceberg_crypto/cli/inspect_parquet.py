@@ -17,28 +17,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from typing import Any
 
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.properties import AES_KEY_LENGTHS
-from pyiceberg_crypto.cli.options import (
-    UsageError,
-    error_dict,
-    integrity_failure,
-    parse_aes_key,
-    parse_hex,
-    parse_key_metadata,
-    unreadable_failure,
-    usage_failure,
-)
-from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
+from pyiceberg_crypto.cli.options import UsageError, error_dict, parse_aes_key, parse_hex, parse_key_metadata
+from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.formats.parquet.reader import ParquetKeys
 from pyiceberg_crypto.formats.parquet.verify import VerificationReport, verify_parquet
-
-
-
-
-
 
 
 
@@ -113,25 +100,20 @@ def format_report(report: VerificationReport) -> str:
 
 
 def inspect_parquet(args: argparse.Namespace) -> int:
-    """Run ``inspect`` on a Parquet file; returns the exit status."""
-    try:
-        keys, expected_size = keys_from_args(args)
-    except UsageError as exc:
-        return usage_failure(exc, args)
+    """Run ``inspect`` on a Parquet file; returns the exit status (failures raise, for the error boundary)."""
+    args.file_format = "Parquet"
+    keys, expected_size = keys_from_args(args)
     try:
         with open(args.file, "rb") as handle:
             report = verify_parquet(handle, keys, name=args.file, expected_size=expected_size)
-    except IntegrityError as exc:
-        if args.json:
-            print(json.dumps({"file": args.file, "format": "Parquet", "ok": False, "failures": [error_dict(exc)]}))
-        return integrity_failure(exc)
-    except FormatError as exc:
-        return usage_failure(exc, args)
     except OSError as exc:
-        return unreadable_failure(args.file, exc, args)
+        raise TableInputError(f"cannot read {args.file}: {exc.strerror or exc}") from None
     print(json.dumps(report_dict(report)) if args.json else format_report(report))
-    if report.failures:
-        return integrity_failure(report.failures[0])
+    if report.failures:  # the report (JSON or text) is printed: the verdict's one line on stderr
+        print(f"pyiceberg-crypto inspect: integrity failure: {report.failures[0]}", file=sys.stderr)
+        return ExitStatus.INTEGRITY
     if report.not_verifiable:
-        return usage_failure(f"{args.file}: not verifiable without more keys: " + "; ".join(report.not_verifiable))  # the JSON report is already printed
+        print(f"pyiceberg-crypto inspect: {args.file}: not verifiable without more keys: "
+              + "; ".join(report.not_verifiable), file=sys.stderr)
+        return ExitStatus.USAGE
     return ExitStatus.OK

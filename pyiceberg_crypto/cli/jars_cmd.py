@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from pyiceberg_crypto import jars
 from pyiceberg_crypto.exit_status import ExitStatus
 
 
-def add_jars_parser(sub) -> None:
+def add_parser(sub) -> None:
     """Add the ``jars`` subcommand and its actions to ``sub`` (argparse subparsers)."""
     parser = sub.add_parser("jars", help="show or download the JVM artifacts (Iceberg runtime, bridge)")
+    parser.set_defaults(run=run_jars)
     actions = parser.add_subparsers(dest="jars_action", metavar="ACTION", required=True)
     show = actions.add_parser("show", help="the jars and Maven coordinates a session gets")
     show.add_argument("--spark", metavar="VERSION", help="pyspark version (default: the installed one)")
@@ -45,13 +45,9 @@ def add_jars_parser(sub) -> None:
 
 
 def run_jars(args: argparse.Namespace) -> int:
-    try:
-        if args.jars_action == "show":
-            return _show(args)
-        return _download(args)
-    except (jars.UnsupportedSparkError, jars.JarNotFoundError, jars.ChecksumError, OSError) as exc:
-        print(f"pyiceberg-crypto jars: {exc}", file=sys.stderr)
-        return ExitStatus.USAGE
+    if args.jars_action == "show":
+        return _show(args)
+    return _download(args)
 
 
 def _show(args: argparse.Namespace) -> int:

@@ -44,23 +44,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from pyiceberg_crypto.cli.options import UsageError, local_session_catalog
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS
-from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, kms_from_arguments, positive_seconds
-from pyiceberg_crypto.cli.catalog_arguments import (add_catalog_arguments, add_direct_catalog_arguments,
+from pyiceberg_crypto.cli.catalog_arguments import (add_catalog_arguments, add_direct_catalog_arguments, add_table_arguments,
                                                      direct_catalog_properties, is_metadata_location)
 from pyiceberg_crypto.cli.key_uses import find_key_uses, print_key_uses
-from pyiceberg_crypto.cli.reencrypt_cmd import add_reencrypt_parser, run_reencrypt
 from pyiceberg_crypto.safe_text import escape_text
 
 
-def add_keys_parser(sub) -> None:
+def add_parser(sub):
+    """Add ``keys`` and its actions; returns the actions' subparsers (``keys reencrypt`` adds itself there)."""
     keys = sub.add_parser("keys", help="list a table's keys; re-wrap its KEKs after a master key rotation; prune unused ones")
+    keys.set_defaults(run=run_keys)
     actions = keys.add_subparsers(dest="keys_action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="every KEK: age, master key and version, the snapshots it seals")
     listing.add_argument("metadata", metavar="METADATA_JSON|TABLE",
@@ -77,7 +76,6 @@ def add_keys_parser(sub) -> None:
     prune = actions.add_parser("prune", help="remove encryption-keys entries no snapshot needs (one commit)")
     _add_commit_arguments(prune)
     prune.add_argument("--dry-run", action="store_true", help="say what would be removed; no commit")
-    add_reencrypt_parser(actions, _add_table_arguments)
     where = actions.add_parser("where-used", help="which tables and snapshots need a master key (version), "
                                                   "across a catalog")
     where.add_argument("key_id", metavar="KEY_ID", help="the master key id (a table's encryption.key-id)")
@@ -89,37 +87,22 @@ def add_keys_parser(sub) -> None:
     add_kms_arguments(where)
     add_catalog_arguments(where)
     where.add_argument("--json", action="store_true", help="print JSON")
-
-
-def _add_table_arguments(parser) -> None:
-    """A table committed to through its catalog: the KMS, the Spark session, --json."""
-    parser.add_argument("table", metavar="CATALOG.DB.TABLE")
-    add_kms_arguments(parser)
-    parser.add_argument("--warehouse", help="build a local Spark session for this warehouse")
-    parser.add_argument("--metastore-dir", help="embedded metastore directory (default: next to the warehouse)")
-    parser.add_argument("--metastore-uri", help="thrift://host:port of a metastore (rewrap, prune: committed to "
-                                                "directly, no JVM, with or without --warehouse)")
-    parser.add_argument("--json", action="store_true", help="print JSON")
+    return actions
 
 
 def _add_commit_arguments(parser) -> None:
     """``rewrap`` and ``prune``: a table committed to through Spark, or (``--metastore-uri``,
     ``--rest-uri``) through its catalog directly, without a JVM."""
-    _add_table_arguments(parser)
+    add_table_arguments(parser)
     add_direct_catalog_arguments(parser, metastore_uri=False)
 
 
 def run_keys(args: argparse.Namespace) -> int:
-    try:
-        kms = kms_from_arguments(args)
-    except UsageError as exc:
-        return _fail(str(exc))
+    kms = kms_from_arguments(args)
     if args.keys_action == "list":
         return _list(args, kms)
     if args.keys_action == "where-used":
         return _where_used(args, kms)
-    if args.keys_action == "reencrypt":
-        return run_reencrypt(args, kms)
     return _commit(args, kms)
 
 
@@ -127,11 +110,8 @@ def _where_used(args: argparse.Namespace, kms: KeyManagementClient | None) -> in
     """Exit 0 with the answer (used or not); with ``--compromised``, 1 while a table depends on a
     compromised version (or one could not be checked); 2 when the catalog cannot be listed."""
     if args.compromised and kms is None:
-        return _fail("--compromised needs the KMS (--kms) that marks the versions")
-    try:
-        result = find_key_uses(args, args.key_id, args.version, kms, compromised_only=args.compromised)
-    except (TableInputError, ValueError) as exc:
-        return _fail(str(exc))
+        raise UsageError("--compromised needs the KMS (--kms) that marks the versions")
+    result = find_key_uses(args, args.key_id, args.version, kms, compromised_only=args.compromised)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
@@ -141,13 +121,11 @@ def _where_used(args: argparse.Namespace, kms: KeyManagementClient | None) -> in
 
 def _list(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
     from pyiceberg_crypto.keys.inventory import inventory_from_metadata
-    from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
-    try:
-        location = _listed_metadata(args)
-        inventory = call_with_timeout(inventory_from_metadata, location, kms, timeout=args.kms_timeout,
-                                      what="the key inventory's KMS calls")
-    except (TableInputError, KmsTimeoutError, ValueError) as exc:
-        return _fail(str(exc))
+    from pyiceberg_crypto.kms.bounded import call_with_timeout
+
+    location = _listed_metadata(args)
+    inventory = call_with_timeout(inventory_from_metadata, location, kms, timeout=args.kms_timeout,
+                                  what="the key inventory's KMS calls")
     if args.json:
         print(json.dumps(inventory.to_dict(), indent=2))
         return ExitStatus.OK
@@ -189,14 +167,8 @@ def _listed_metadata(args: argparse.Namespace) -> str:
 def _commit(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
     """``rewrap`` or ``prune``: a commit through the table's catalog, directly (no JVM) with
     ``--metastore-uri`` or ``--rest-uri`` (``--warehouse`` or not), else in a Spark session."""
-    from pyiceberg_crypto.keys.prune import PruneError
-    from pyiceberg_crypto.keys.rewrap import RewrapError
-
-    try:
-        catalog_properties = direct_catalog_properties(args)
-        result = _commit_without_jvm(args, catalog_properties, kms) if catalog_properties is not None else _commit_in_spark(args, kms)
-    except (RewrapError, PruneError, TableInputError, ValueError) as exc:
-        return _fail(str(exc))
+    catalog_properties = direct_catalog_properties(args)
+    result = _commit_without_jvm(args, catalog_properties, kms) if catalog_properties is not None else _commit_in_spark(args, kms)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     elif args.keys_action == "prune":
@@ -256,7 +228,3 @@ def _print_prune(result) -> None:
     if result.committed:
         print(f"  committed: {escape_text(result.metadata_location or '')}")
 
-
-def _fail(message: str) -> int:
-    print(f"pyiceberg-crypto keys: {escape_text(message)}", file=sys.stderr)
-    return ExitStatus.USAGE

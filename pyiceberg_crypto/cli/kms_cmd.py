@@ -25,23 +25,20 @@ import argparse
 import logging
 import signal
 import sys
-import threading
+import queue
 
 from pyiceberg_crypto.cli.options import UsageError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, parse_properties, positive_seconds
-from pyiceberg_crypto.properties import KMS_IMPL
 from pyiceberg_crypto.serve.served_kms import SERVED_KMS_TIMEOUT_SECONDS
 
-STATUS_INTERVAL_SECONDS = 2.0
 
-log = logging.getLogger("pyiceberg_crypto.kms.serve")
-
-
-def add_kms_parser(sub) -> None:
+def add_parser(sub) -> None:
     kms = sub.add_parser("kms", help="serve a Python KMS to Spark JVMs (spark-sql, Connect, JDBC, JVM jobs)")
+    kms.set_defaults(run=run_kms)
     commands = kms.add_subparsers(dest="kms_command", metavar="COMMAND")
     serve = commands.add_parser("serve", help="run an authenticated KMS service until SIGTERM")
+    serve.set_defaults(command_name="kms serve")
     add_kms_arguments(serve)
     serve.add_argument("--listen", default="127.0.0.1:9600", metavar="HOST:PORT",
                        help="where to listen (default: %(default)s). Any address but 127.0.0.1 gets TLS "
@@ -83,6 +80,7 @@ def add_kms_parser(sub) -> None:
     _add_aws_face_arguments(serve)
     _add_governance_arguments(serve)
     audit = commands.add_parser("audit-log", help="check the audit trail kms serve --audit-log writes")
+    audit.set_defaults(command_name="kms audit-log verify")
     audit_commands = audit.add_subparsers(dest="audit_log_command", metavar="COMMAND")
     verify = audit_commands.add_parser(
         "verify", help="report the first removed, altered, reordered or truncated line (exit 0 when intact)")
@@ -145,61 +143,6 @@ def _add_aws_face_arguments(serve) -> None:
                       help="unsigned connections from one address, at most (default: %(default)s)")
 
 
-def _start_aws_face(args: argparse.Namespace, served, token_file):
-    """The AWS KMS face of the served KMS, started (None without --aws-kms-api)."""
-    from pathlib import Path
-
-    from pyiceberg_crypto.kms.bounded import KmsCallPool
-    from pyiceberg_crypto.serve.aws.api import AwsKmsApi
-    from pyiceberg_crypto.serve.aws.http import FaceLimits
-    from pyiceberg_crypto.serve.aws.sigv4 import load_credentials
-    from pyiceberg_crypto.serve.aws.tls import FaceTls
-
-    if not args.aws_kms_api:
-        return None
-    if not args.aws_kms_api_credentials:
-        raise UsageError("--aws-kms-api needs --aws-kms-api-credentials FILE")
-    listen = _loopback_by_default(args.aws_kms_api)
-    credentials = load_credentials(args.aws_kms_api_credentials)
-    tls = None
-    if not args.aws_kms_api_plaintext:
-        if bool(args.aws_kms_api_tls_key_file) != bool(args.aws_kms_api_tls_certificate_file):
-            raise UsageError("give both --aws-kms-api-tls-key-file and --aws-kms-api-tls-certificate-file, or neither")
-        if args.aws_kms_api_tls_key_file:
-            tls = FaceTls.from_files(args.aws_kms_api_tls_key_file, args.aws_kms_api_tls_certificate_file)
-        else:
-            host = listen.rpartition(":")[0].strip("[]")
-            names = tuple(args.aws_kms_api_tls_name) + ((host,) if host not in ("0.0.0.0", "::") else ())
-            directory = args.aws_kms_api_tls_dir or Path(token_file).parent / "aws-kms-api-tls"
-            tls = FaceTls.load_or_create(directory, names)
-    # The face's KMS calls keep the served KMS's timeout, on persistent threads (one per call
-    # in flight, at most one per connection): starting a thread per request was its largest cost.
-    pool = KmsCallPool(max_workers=args.aws_kms_api_max_connections, name="aws-kms-api-kms-call")
-    face = AwsKmsApi(served, pool=pool, credentials=credentials, listen=listen, region=args.aws_kms_api_region,
-                     account=args.aws_kms_api_account, tls=tls, allow_plaintext=args.aws_kms_api_plaintext,
-                     accept_raw_blobs=not args.aws_kms_api_refuse_raw_blobs,
-                     limits=FaceLimits(max_connections=args.aws_kms_api_max_connections,
-                                       max_unsigned=args.aws_kms_api_max_unsigned,
-                                       max_unsigned_per_peer=args.aws_kms_api_max_unsigned_per_peer))
-    face.verifier.watch(args.aws_kms_api_credentials)  # a removed section is refused within a second
-    return face.start()
-
-
-def _loopback_by_default(value: str) -> str:
-    """``[HOST:]PORT`` (``--aws-kms-api``, ``--metrics``) as ``HOST:PORT``, HOST 127.0.0.1 when left out."""
-    return value if ":" in value else f"127.0.0.1:{value}"
-
-
-def _reload_face_credentials(face, path: str) -> None:
-    from pyiceberg_crypto.serve.aws.sigv4 import load_credentials
-
-    try:
-        face.verifier.credentials = load_credentials(path)
-        log.info("AWS KMS API: re-read the credentials file %s", path)
-    except Exception as exc:  # keep the previous credentials
-        log.error("AWS KMS API: cannot re-read the credentials file, keeping the previous ones: %s", exc)
-
-
 def _positive_int(value: str) -> int:
     try:
         number = int(value)
@@ -211,23 +154,18 @@ def _positive_int(value: str) -> int:
 
 
 def _verify_audit_log(args: argparse.Namespace) -> int:
-    from pyiceberg_crypto.errors import PyicebergCryptoError
     from pyiceberg_crypto.serve.audit_trail import load_or_create_audit_key, verify_trail
     from pathlib import Path
 
     if getattr(args, "audit_log_command", None) != "verify":
         print("usage: pyiceberg-crypto kms audit-log verify PATH [--key-file KEY]", file=sys.stderr)
         return ExitStatus.USAGE
-    try:
-        key = None
-        if args.key_file:
-            if not Path(args.key_file).exists():
-                raise UsageError(f"--key-file {args.key_file}: no such file")
-            key = load_or_create_audit_key(args.key_file)
-        report = verify_trail(args.path, key)
-    except PyicebergCryptoError as exc:
-        print(f"pyiceberg-crypto kms audit-log verify: {exc}", file=sys.stderr)
-        return ExitStatus.USAGE
+    key = None
+    if args.key_file:
+        if not Path(args.key_file).exists():
+            raise UsageError(f"--key-file {args.key_file}: no such file")
+        key = load_or_create_audit_key(args.key_file)
+    report = verify_trail(args.path, key)
     print(f"{args.path}: {report.summary()}")
     return ExitStatus.OK if report.ok else ExitStatus.INTEGRITY
 
@@ -242,194 +180,40 @@ def run_kms(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from pyiceberg_crypto._net import is_loopback_host, parse_listen
+    """Start the service, print what clients need, wire the signals to its requests, serve until stopped."""
     from pyiceberg_crypto.bridge.py4j_server import ConnectionLimits
-    from pyiceberg_crypto.serve.metrics import MetricsAddressError, MetricsServer
-    from pyiceberg_crypto.serve.py4j import KmsServiceError, Py4jFace
-    from pyiceberg_crypto.serve.audit_trail import AuditWriteError
-    from pyiceberg_crypto.serve.served_kms import ServedKms
-    from pyiceberg_crypto.config import PYTHON_KMS_IMPL, ConfigError, kms_service_properties
-    from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
-    from pyiceberg_crypto.errors import PyicebergCryptoError
-    from pyiceberg_crypto.safe_text import exception_line
+    from pyiceberg_crypto.serve.supervisor import AwsFaceOptions, KmsService, ServiceOptions
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     logging.getLogger("py4j").setLevel(logging.WARNING)  # its INFO lines say nothing a user needs
-    metrics_at = None
-    try:
-        if args.metrics:
-            try:
-                metrics_at = parse_listen(_loopback_by_default(args.metrics))
-            except ValueError:
-                raise UsageError(f"--metrics must be [HOST:]PORT (e.g. 127.0.0.1:9601), got {args.metrics!r}") \
-                    from None
-            if not is_loopback_host(metrics_at[0]) and not args.metrics_allow_remote:
-                raise UsageError(f"--metrics {args.metrics}: {metrics_at[0]} is not a loopback address; the metrics "
-                                 "port has no authentication and no TLS: add --metrics-allow-remote to serve it there")
-        properties = parse_properties(args.kms_property)
-        served = ServedKms(lambda: load_kms(args.kms, properties), kms_timeout=args.kms_timeout, name=args.kms)
-        _govern(args, served)
-        service = Py4jFace(served, listen=args.listen, token_file=args.token_file, tls_key_file=args.tls_key_file,
-                           tls_certificate_file=args.tls_certificate_file,
-                           limits=ConnectionLimits(max_connections=args.max_connections,
-                                                   max_unauthenticated=args.max_unauthenticated,
-                                                   auth_deadline_seconds=args.auth_deadline,
-                                                   idle_timeout_seconds=args.idle_timeout))
-        service.start()  # builds the served KMS first: a failing factory is the except below
-    except (ValueError, KmsServiceError, KmsLoadError, AuditWriteError) as exc:
-        print(f"pyiceberg-crypto kms serve: {exc}", file=sys.stderr)
-        return ExitStatus.USAGE
-    except Exception as exc:  # the KMS factory failed: one line, no traceback (it may hold paths, never keys)
-        print(f"pyiceberg-crypto kms serve: the KMS factory {args.kms!r} failed: {exception_line(exc)}",
-              file=sys.stderr)
-        return ExitStatus.USAGE
-
-    try:
-        face = _start_aws_face(args, served, service.token_file)
-    except (ValueError, PyicebergCryptoError, OSError) as exc:
-        service.close()
-        print(f"pyiceberg-crypto kms serve: --aws-kms-api: {exc}", file=sys.stderr)
-        return ExitStatus.USAGE
-
-    metrics = None
-    if metrics_at is not None:
-        try:
-            faces = [service] if face is None else [service, face]
-            metrics = MetricsServer(faces, *metrics_at, health_key_id=args.health_key,
-                                    health_interval=args.health_interval, allow_remote=args.metrics_allow_remote)
-        except MetricsAddressError as exc:
-            if face is not None:
-                face.close()
-            service.close()
-            print(f"pyiceberg-crypto kms serve: {exc}", file=sys.stderr)
-            return ExitStatus.USAGE
-        except OSError as exc:
-            if face is not None:
-                face.close()
-            service.close()
-            print(f"pyiceberg-crypto kms serve: cannot serve metrics on {args.metrics}: {exc.strerror or exc}",
-                  file=sys.stderr)
-            return ExitStatus.USAGE
-
-    stop, wake = threading.Event(), threading.Event()
-    pending: list[str] = []
-
-    def on_signal(signum, _frame):
-        pending.append(signal.Signals(signum).name)
-        wake.set()
-
-    for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2"):
-        signal.signal(getattr(signal, name), on_signal)
-
-    try:
-        client_properties = kms_service_properties(service.address, service.token_file, service.certificate_sha256)
-    except ConfigError:  # a wildcard listen address: clients name a reachable address of this host
-        client_properties = {}
-    print(f"KMS service {args.kms!r} on {service.address}" + (" (TLS)" if service.certificate_sha256 else ""),
-          flush=True)
-    if service.certificate_sha256:
-        print(f"  certificate sha256: {service.certificate_sha256}", flush=True)
-    print(f"  token file: {service.token_file} (rewritten at each start)", flush=True)
-    print("  catalog properties (spark.sql.catalog.<catalog>.<property>, or config.spark_settings("
-          "kms_service=..., kms_token_file=..., kms_certificate_sha256=...)):", flush=True)
-    for key, value in {KMS_IMPL: PYTHON_KMS_IMPL, **client_properties}.items():
-        print(f"    {key}={value}", flush=True)
-    if metrics is not None:
-        print(f"  metrics: http://{metrics.address}/metrics, health: http://{metrics.address}/healthz"
-              + (f" (canary key id {args.health_key!r})" if args.health_key else " (listener only)"), flush=True)
-    if face is not None:
-        print(f"  AWS KMS API: {face.endpoint} (region {face.region}; AWS_ENDPOINT_URL_KMS={face.endpoint})",
-              flush=True)
-        if face.tls is not None and face.tls.ca_file is not None:
-            print(f"    CA clients trust: {face.tls.ca_file} (Java truststore, PKCS#12: {face.tls.truststore_file})",
-                  flush=True)
-    print("  SIGHUP reloads the KMS, SIGUSR1 logs the call counts, SIGUSR2 revokes the token (a new one in the "
-          "token file), SIGTERM stops.", flush=True)
-
-    def write_status() -> None:
-        if args.status_file:
-            try:
-                service.write_status(args.status_file)
-            except OSError as exc:
-                log.warning("cannot write the status file %s: %s", args.status_file, exc)
-
-    write_status()
-    status = ExitStatus.OK
-    try:
-        while not stop.is_set():
-            wake.wait(STATUS_INTERVAL_SECONDS)
-            wake.clear()
-            service.check_token_file()
-            if served.trail is not None:
-                served.trail.tick()
-            if not service.accepting:  # never expected (the loop survives peers): let a supervisor restart us
-                log.error("the listener's accept thread is dead: stopping, so that a supervisor restarts the service")
-                status = ExitStatus.INTEGRITY
-                stop.set()
-            while pending:
-                name = pending.pop(0)
-                if name in ("SIGTERM", "SIGINT"):
-                    stop.set()
-                elif name == "SIGHUP":
-                    try:
-                        served.reload()
-                    except Exception as exc:  # keep serving with the old KMS
-                        log.error("reload failed, still serving the previous KMS: %s", exception_line(exc))
-                    if face is not None:
-                        _reload_face_credentials(face, args.aws_kms_api_credentials)
-                    if args.policy:
-                        _reload_policy(args.policy, served, service)
-                elif name == "SIGUSR2":  # revoke the token: a fresh one, connections holding the old one closed
-                    try:
-                        service.revoke_token()
-                    except KmsServiceError as exc:
-                        log.error("%s", exc)
-                elif name == "SIGUSR1":
-                    current = service.status()
-                    log.info("calls: %s; clients: %s; refused: %s",
-                             {op: v["calls"] for op, v in current["operations"].items()},
-                             current["clients"], current["refused"])
-            write_status()
-    finally:
-        if metrics is not None:
-            metrics.close()
-        if face is not None:
-            face.close()
-        service.close()
-        if served.trail is not None:
-            served.trail.close()
-        write_status()
-    return status
+    face = None
+    if args.aws_kms_api:
+        face = AwsFaceOptions(
+            listen=args.aws_kms_api, credentials_file=args.aws_kms_api_credentials, region=args.aws_kms_api_region,
+            account=args.aws_kms_api_account, tls_dir=args.aws_kms_api_tls_dir,
+            tls_names=tuple(args.aws_kms_api_tls_name), tls_key_file=args.aws_kms_api_tls_key_file,
+            tls_certificate_file=args.aws_kms_api_tls_certificate_file, plaintext=args.aws_kms_api_plaintext,
+            refuse_raw_blobs=args.aws_kms_api_refuse_raw_blobs, max_connections=args.aws_kms_api_max_connections,
+            max_unsigned=args.aws_kms_api_max_unsigned,
+            max_unsigned_per_peer=args.aws_kms_api_max_unsigned_per_peer)
+    options = ServiceOptions(
+        kms=args.kms, kms_properties=parse_properties(args.kms_property), token_file=args.token_file,
+        listen=args.listen, status_file=args.status_file, kms_timeout=args.kms_timeout,
+        tls_key_file=args.tls_key_file, tls_certificate_file=args.tls_certificate_file,
+        limits=ConnectionLimits(max_connections=args.max_connections, max_unauthenticated=args.max_unauthenticated,
+                                auth_deadline_seconds=args.auth_deadline, idle_timeout_seconds=args.idle_timeout),
+        metrics=args.metrics, metrics_allow_remote=args.metrics_allow_remote, health_key=args.health_key,
+        health_interval=args.health_interval, policy=args.policy, audit_log=args.audit_log,
+        audit_key_file=args.audit_key_file, audit_log_max_bytes=args.audit_log_max_bytes,
+        audit_digest_every=args.audit_digest_every, aws_face=face)
+    service = KmsService(options).start()
+    requests: queue.SimpleQueue[str] = queue.SimpleQueue()
+    for name, request in SIGNAL_REQUESTS.items():
+        signal.signal(getattr(signal, name), lambda _signum, _frame, request=request: requests.put(request))
+    for line in service.describe():
+        print(line, flush=True)
+    return service.serve(requests)
 
 
-def _govern(args: argparse.Namespace, served) -> None:
-    """The policy and the audit trail of ``served`` (ValueError subclasses for what is wrong)."""
-    from pathlib import Path
-
-    from pyiceberg_crypto.serve.audit_trail import AuditTrail, load_or_create_audit_key
-    from pyiceberg_crypto.serve.policy import load_policy
-
-    if args.audit_log:
-        key_file = Path(args.audit_key_file or f"{args.token_file}.audit-key")
-        if key_file.absolute().parent == Path(args.audit_log).absolute().parent:
-            log.warning("the audit key file %s is in the audit log's directory: keep it apart (whoever can rewrite "
-                        "the log should not read the key)", key_file)
-        served.trail = AuditTrail(args.audit_log, load_or_create_audit_key(key_file),
-                                  max_bytes=args.audit_log_max_bytes, digest_every=args.audit_digest_every).open()
-        log.info("audit trail: %s (digests signed with the key in %s)", served.trail.path, key_file)
-    else:
-        log.warning("no audit trail (kms serve --audit-log): KMS operations are counted, not recorded")
-    served.set_policy(load_policy(args.policy) if args.policy else None)
-
-
-def _reload_policy(path: str, served, service) -> None:
-    from pyiceberg_crypto.serve.policy import PolicyError, load_policy
-
-    try:
-        policy = load_policy(path)
-    except PolicyError as exc:
-        log.error("policy reload failed, keeping the policy in force (sha256 %s): %s",
-                  served.policy.sha256[:16] if served.policy else "none", exc)
-        return
-    served.set_policy(policy)
-    service.apply_policy(policy)
+#: The signals ``kms serve`` answers, as requests to its service (:meth:`KmsService.serve`).
+SIGNAL_REQUESTS = {"SIGTERM": "stop", "SIGINT": "stop", "SIGHUP": "reload", "SIGUSR1": "counts", "SIGUSR2": "revoke"}

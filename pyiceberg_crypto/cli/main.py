@@ -9,69 +9,35 @@ Exit status contract (all subcommands):
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import sys
+import traceback
 from collections.abc import Sequence
 
+from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.exit_status import ExitStatus
+from pyiceberg_crypto.formats.errors import IntegrityError
+from pyiceberg_crypto.safe_text import escape_text, exception_line
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``pyiceberg-crypto`` parser: every command of :data:`COMMANDS`, siblings that each
+    register their own sub-parser (``pyiceberg_crypto.cli.<name>_cmd.add_parser``)."""
     parser = argparse.ArgumentParser(
         prog="pyiceberg-crypto",
         description="Encrypted Iceberg tables from PySpark, and an independent verifier.",
     )
+    parser.add_argument("--debug", action="store_true",
+                        help="print the traceback of an internal error (a bug), not only its one line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        module = importlib.import_module(f"pyiceberg_crypto.cli.{name}_cmd")
+        added = module.add_parser(sub)
+        if name == "keys":  # `keys reencrypt` has a module of its own, under `keys`
+            from pyiceberg_crypto.cli import reencrypt_cmd
 
-    inspect = sub.add_parser(
-        "inspect",
-        help="describe an encrypted file (AGS1 or Parquet) and authenticate it when keys are given",
-    )
-    inspect.add_argument("file", metavar="FILE", help="the file: a manifest or manifest list (AGS1) or a Parquet data file")
-    _add_key_options(inspect)
-    inspect.add_argument("--length", type=int, metavar="N", help="trusted plaintext length (AGS1)")
-    inspect.add_argument("--json", action="store_true", help="print a JSON report")
-
-    decrypt = sub.add_parser("decrypt", help="decrypt an encrypted Parquet file to plaintext Parquet")
-    decrypt.add_argument("file", metavar="FILE", help="the encrypted Parquet file (PARE)")
-    decrypt.add_argument("out", metavar="OUT", help="where to write the plaintext Parquet file (PAR1)")
-    _add_key_options(decrypt)
-    decrypt.add_argument("--json", action="store_true", help="print a JSON report")
-
-    from pyiceberg_crypto.cli.verify_cmd import add_verify_parser
-
-    add_verify_parser(sub)
-
-    from pyiceberg_crypto.cli.audit_cmd import add_audit_parser
-
-    add_audit_parser(sub)
-
-    demo = sub.add_parser("demo", help="run the end-to-end demo on local Spark")
-    demo.add_argument("--workdir", default="demo-warehouse", help="where the demo writes (default: %(default)s)")
-    demo.add_argument("--keep", action="store_true", help="keep the previous demo directory contents")
-
-    from pyiceberg_crypto.cli.keystore_cmd import add_keystore_parser
-
-    add_keystore_parser(sub)
-
-    from pyiceberg_crypto.cli.jars_cmd import add_jars_parser
-
-    add_jars_parser(sub)
-
-    from pyiceberg_crypto.cli.keys_cmd import add_keys_parser
-
-    add_keys_parser(sub)
-
-    from pyiceberg_crypto.cli.head_cmd import add_head_parser
-
-    add_head_parser(sub)
-
-    from pyiceberg_crypto.cli.kms_cmd import add_kms_parser
-
-    add_kms_parser(sub)
-
-    from pyiceberg_crypto.cli.encrypt_cmd import add_encrypt_parser
-
-    add_encrypt_parser(sub)
+            reencrypt_cmd.add_parser(added)
     _describe(parser)
     return parser
 
@@ -100,24 +66,13 @@ def _describe(parser: argparse.ArgumentParser) -> None:
             action.help = POSITIONAL_HELP[action.dest]
 
 
-def _add_key_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--key", metavar="HEX", help="AGS1 file key, or Parquet footer key")
-    parser.add_argument(
-        "--column-key",
-        action="append",
-        default=[],
-        metavar="PATH=HEX",
-        help="Parquet column key by dotted column path (repeatable)",
-    )
-    parser.add_argument("--aad-prefix", metavar="HEX", help="AAD prefix (when not stored in the file)")
-    parser.add_argument(
-        "--key-metadata",
-        metavar="BASE64",
-        help="Iceberg StandardKeyMetadata (base64): supplies key, AAD prefix and length",
-    )
+#: The command modules, in the order ``--help`` lists them: each registers its parser with
+#: ``add_parser(sub)`` and sets ``run`` (and, for ``--json``, ``error_document``) as defaults.
+COMMANDS = ("inspect", "decrypt", "verify", "audit", "demo", "keystore", "jars", "keys", "head", "kms", "encrypt")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns its exit status (:class:`~pyiceberg_crypto.exit_status.ExitStatus`)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -126,52 +81,69 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return ExitStatus.USAGE
-    if args.command == "inspect":
-        from pyiceberg_crypto.cli.inspect_cmd import run_inspect
+    return run_command(args)
 
-        return run_inspect(args)
-    if args.command == "decrypt":
-        from pyiceberg_crypto.cli.decrypt_cmd import run_decrypt
 
-        return run_decrypt(args)
-    if args.command == "verify":
-        from pyiceberg_crypto.cli.verify_cmd import run_verify
+def run_command(args: argparse.Namespace, name: str | None = None) -> int:
+    """The command line's one error boundary: runs ``args.run(args)`` and turns what it raises into
+    one line on stderr and an exit status (and, with ``--json``, the command's error document on
+    stdout)::
 
-        return run_verify(args)
-    if args.command == "audit":
-        from pyiceberg_crypto.cli.audit_cmd import run_audit
+        integrity failure (IntegrityError)         1  "pyiceberg-crypto verify: integrity failure: ..."
+        any other package error, a file or OS error 2  "pyiceberg-crypto keys: cannot load ..."
+        anything else: a bug                         2  "pyiceberg-crypto keys: internal error (a bug) ..."
 
-        return run_audit(args)
-    if args.command == "demo":
-        from pyiceberg_crypto.cli.demo_cmd import run_demo
+    The traceback of a bug is printed only with ``--debug``. ``name`` (default: the command's
+    ``command_name``) starts the line; the verification job passes its own."""
+    name = name or getattr(args, "command_name", None) or args.command
+    try:
+        return int(args.run(args))
+    except IntegrityError as exc:
+        return _report(args, name, "integrity", f"integrity failure: {exc}", exc, ExitStatus.INTEGRITY)
+    except PyicebergCryptoError as exc:
+        return _report(args, name, error_kind(exc), str(exc), exc, ExitStatus.USAGE)
+    except OSError as exc:  # a file or socket of the user's that cannot be used: not a bug
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _report(args, name, "unreadable", f"{where}{exc.strerror or exc}", exc, ExitStatus.USAGE)
+    except KeyboardInterrupt:
+        print(f"pyiceberg-crypto {name}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if getattr(args, "debug", False):
+            traceback.print_exc()
+        message = (f"internal error (a bug: please report it; --debug prints the traceback): "
+                   f"{exception_line(exc)}")
+        return _report(args, name, "internal", message, exc, ExitStatus.USAGE)
 
-        return run_demo(args)
-    if args.command == "keystore":
-        from pyiceberg_crypto.cli.keystore_cmd import run_keystore
 
-        return run_keystore(args)
-    if args.command == "keys":
-        from pyiceberg_crypto.cli.keys_cmd import run_keys
+def error_kind(exc: BaseException) -> str:
+    """The ``error.type`` of a ``--json`` error document for a package error: ``unreadable`` for an
+    input that cannot be used, ``ledger``, ``kms``, ``output`` for a file that could not be
+    written, else ``usage``."""
+    from pyiceberg_crypto.errors import TableInputError
+    from pyiceberg_crypto.kms.base import KmsError
+    from pyiceberg_crypto.kms.bounded import KmsTimeoutError
+    from pyiceberg_crypto.verify.ledger import LedgerError
 
-        return run_keys(args)
-    if args.command == "head":
-        from pyiceberg_crypto.cli.head_cmd import run_head
+    if isinstance(exc, LedgerError):
+        return "ledger"
+    if isinstance(exc, TableInputError):
+        return "unreadable"
+    if isinstance(exc, (KmsError, KmsTimeoutError)):
+        return "kms"
+    if isinstance(exc, OSError):
+        return "output"
+    return "usage"
 
-        return run_head(args)
-    if args.command == "kms":
-        from pyiceberg_crypto.cli.kms_cmd import run_kms
 
-        return run_kms(args)
-    if args.command == "encrypt":
-        from pyiceberg_crypto.cli.encrypt_cmd import run_encrypt
-
-        return run_encrypt(args)
-    if args.command == "jars":
-        from pyiceberg_crypto.cli.jars_cmd import run_jars
-
-        return run_jars(args)
-    parser.error(f"unknown command {args.command!r}")
-    return ExitStatus.USAGE
+def _report(args: argparse.Namespace, name: str, kind: str, message: str, exc: BaseException, status: int) -> int:
+    document = getattr(args, "error_document", None)
+    if document is not None and getattr(args, "json", False):
+        body = document(args, kind, message, exc)
+        if body is not None:
+            print(json.dumps(body, indent=2))
+    print(f"pyiceberg-crypto {name}: {escape_text(message)}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

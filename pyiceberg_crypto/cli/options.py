@@ -1,15 +1,13 @@
-"""What ``inspect`` and ``decrypt`` share: parsing of the key options (hex keys, key metadata) and
-the one-line error reports with their exit statuses."""
+"""What ``inspect`` and ``decrypt`` share: the key options and their parsing (hex keys, key
+metadata), and their ``--json`` error document; and :class:`UsageError`, the commands' bad-input error."""
 
 from __future__ import annotations
 
+import argparse
 import base64
 import binascii
-import json
-import sys
 from typing import Any
 
-from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.formats.errors import FormatError, IntegrityError
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
 from pyiceberg_crypto.errors import PyicebergCryptoError
@@ -82,25 +80,37 @@ def error_dict(err: IntegrityError) -> dict[str, Any]:
     return out
 
 
-def usage_failure(message: object, args: Any = None, kind: str = "usage") -> int:
-    """Report a usage error or unusable input on stderr (and as JSON on stdout with ``--json``);
-    returns exit status 2."""
-    if getattr(args, "json", False):
-        print(json.dumps({"file": getattr(args, "file", None), "ok": False,
-                          "error": {"type": kind, "reason": str(message)}}))
-    print(f"pyiceberg-crypto: {message}", file=sys.stderr)
-    return ExitStatus.USAGE
+def add_key_options(parser: argparse.ArgumentParser) -> None:
+    """The key options of ``inspect`` and ``decrypt``."""
+    parser.add_argument("--key", metavar="HEX", help="AGS1 file key, or Parquet footer key")
+    parser.add_argument(
+        "--column-key",
+        action="append",
+        default=[],
+        metavar="PATH=HEX",
+        help="Parquet column key by dotted column path (repeatable)",
+    )
+    parser.add_argument("--aad-prefix", metavar="HEX", help="AAD prefix (when not stored in the file)")
+    parser.add_argument(
+        "--key-metadata",
+        metavar="BASE64",
+        help="Iceberg StandardKeyMetadata (base64): supplies key, AAD prefix and length",
+    )
 
 
-def unreadable_failure(path: str, exc: OSError, args: Any = None) -> int:
-    """Report an input file that cannot be read; returns exit status 2."""
-    return usage_failure(f"cannot read {path}: {exc.strerror or exc}", args, kind="unreadable")
-
-
-def integrity_failure(exc: object, args: Any = None, error: dict[str, Any] | None = None) -> int:
-    """Report an integrity failure (file, block/module, reason) on stderr (and, with ``--json``
-    and an ``error`` dict, as JSON on stdout); returns exit status 1."""
-    if error is not None and getattr(args, "json", False):
-        print(json.dumps({"file": getattr(args, "file", None), "ok": False, "error": error}))
-    print(f"pyiceberg-crypto: integrity failure: {exc}", file=sys.stderr)
-    return ExitStatus.INTEGRITY
+def file_error_document(args: Any, kind: str, message: str, exc: BaseException) -> dict[str, Any]:
+    """The ``--json`` document of ``inspect`` and ``decrypt`` when they fail (the error boundary's
+    ``error_document``): an integrity failure as the file format's report shapes it (AGS1: one
+    ``error``; Parquet and ``decrypt``: ``failures``), anything else as ``{"type", "reason"}``."""
+    out: dict[str, Any] = {"file": getattr(args, "file", None)}
+    file_format = getattr(args, "file_format", None)
+    if kind == "integrity" and isinstance(exc, IntegrityError):
+        if file_format:
+            out["format"] = file_format
+        out["ok"] = False
+        if file_format == "Parquet" or getattr(args, "command", None) == "decrypt":
+            out["failures"] = [error_dict(exc)]
+        else:  # AGS1, or neither format although a key was given (BadMagicError)
+            out["error"] = error_dict(exc)
+        return out
+    return {**out, "ok": False, "error": {"type": kind, "reason": message}}

@@ -32,9 +32,9 @@ import warnings
 from datetime import datetime, timezone
 
 from pyiceberg_crypto._atomic import PUBLIC, write_atomically
+from pyiceberg_crypto.cli.arguments import kms_from_arguments
 from pyiceberg_crypto.cli.options import UsageError, local_session_catalog
 from pyiceberg_crypto import errors
-from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import escape_text
@@ -49,9 +49,13 @@ def __getattr__(name: str):
     return errors.ReportError
 
 
-def add_reencrypt_parser(actions, add_table_arguments) -> None:
+def add_parser(actions) -> None:
+    """Add ``reencrypt`` to ``keys``'s actions (argparse subparsers)."""
+    from pyiceberg_crypto.cli.catalog_arguments import add_table_arguments
+
     parser = actions.add_parser("reencrypt", help="after a key was compromised: a fresh KEK, every file rewritten, "
                                                   "old snapshots expired, and the proof")
+    parser.set_defaults(run=lambda args: run_reencrypt(args, kms_from_arguments(args)))
     add_table_arguments(parser)
     parser.add_argument("--compromised-version", action="append", default=[], metavar="KEY_ID:VERSION",
                         help="a master key version that leaked (repeatable; besides every version the KMS marks "
@@ -96,14 +100,8 @@ def parse_versions(values: list[str]) -> list[tuple[str, str]]:
 
 
 def run_reencrypt(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
-    try:  # the error boundary's stand-in until cli/main has it: a package error is one line, exit 2
-        return _reencrypt(args, kms)
-    except PyicebergCryptoError as exc:
-        print(f"pyiceberg-crypto keys: {escape_text(str(exc))}", file=sys.stderr)
-        return ExitStatus.USAGE
-
-
-def _reencrypt(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
+    """``keys reencrypt``: its exit status; a package error it raises is the error boundary's
+    (:func:`pyiceberg_crypto.cli.main.run_command`: one line, exit 2)."""
     versions = parse_versions(args.compromised_version)  # the options, checked before anything imports pyspark
     older = _orphans_older_than(args.orphans_older_than)
     _check_mode(args, versions)

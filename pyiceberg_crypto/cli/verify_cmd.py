@@ -27,7 +27,6 @@ paths and reasons (``--json`` escapes them as JSON does).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 
@@ -35,6 +34,7 @@ from pyiceberg_crypto.cli.options import UsageError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.arguments import (
     add_kms_arguments,
+    kms_from_arguments,
     add_limit_arguments,
     add_scope_arguments,
     parse_properties,
@@ -43,10 +43,9 @@ from pyiceberg_crypto.cli.arguments import (
 from pyiceberg_crypto.cli.catalog_arguments import add_direct_catalog_arguments, direct_catalog_properties
 from pyiceberg_crypto.verify.pipeline import verify_catalog_table
 from pyiceberg_crypto.verify.render import error_document, write_report
-from pyiceberg_crypto.safe_text import escape_text, exception_line
 
 
-def add_verify_parser(sub) -> None:
+def add_parser(sub) -> None:
     verify = sub.add_parser("verify", help="verify every file of an encrypted table (no JVM)")
     verify.add_argument("metadata", metavar="METADATA_JSON|TABLE",
                         help="the table's current metadata.json (path or URI), or CATALOG.DB.TABLE with "
@@ -62,45 +61,28 @@ def add_verify_parser(sub) -> None:
                         help="the metastore's metadata_hash for this metadata.json, to check it too")
     add_limit_arguments(verify)
     verify.add_argument("--json", action="store_true", help="print the report as JSON")
+    verify.set_defaults(run=run_verify, error_document=_error_document)
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
-    from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
-    from pyiceberg_crypto.verify.ledger import LedgerError
-    from pyiceberg_crypto.errors import TableInputError
     from pyiceberg_crypto.verify.pipeline import verify_metadata
 
-    try:
-        properties = parse_properties(args.kms_property)
-        options = verification_options(args, parse_properties(args.io_property, "--io-property"))
-        catalog_properties = _direct_properties(args)
-        kms = call_with_timeout(load_kms, args.kms, properties, timeout=args.kms_timeout,
-                                what=f"the KMS factory {args.kms!r}")
-    except (KmsLoadError, ValueError) as exc:
-        return _fail(args, "usage", str(exc))
-    except KmsTimeoutError as exc:
-        return _fail(args, "kms", str(exc))
-    except Exception as exc:  # the user's factory failed
-        return _fail(args, "kms", f"the KMS factory {args.kms!r} failed: {exception_line(exc)}")
-    try:
-        with _progress(enabled=not args.json and sys.stderr.isatty()) as progress:
-            if catalog_properties is not None:
-                report = verify_catalog_table(catalog_properties, args.metadata, kms, timeout=args.metastore_timeout,
-                                              progress=progress, **options)
-            else:
-                report = verify_metadata(args.metadata, kms, expected_metadata_hash=args.metadata_hash,
-                                         progress=progress, **options)
-    except TableInputError as exc:
-        return _fail(args, "unreadable", str(exc))
-    except LedgerError as exc:
-        return _fail(args, "ledger", str(exc))
-    except ValueError as exc:  # e.g. an unsupported URI scheme
-        return _fail(args, "usage", str(exc))
-    except Exception as exc:  # a verifier bug: still one line and exit 2, never a traceback
-        return _fail(args, "internal", f"internal error in the verifier: {exception_line(exc)}")
+    options = verification_options(args, parse_properties(args.io_property, "--io-property"))
+    catalog_properties = _direct_properties(args)
+    kms = kms_from_arguments(args, required=True, timeout=args.kms_timeout)
+    with _progress(enabled=not args.json and sys.stderr.isatty()) as progress:
+        if catalog_properties is not None:
+            report = verify_catalog_table(catalog_properties, args.metadata, kms, timeout=args.metastore_timeout,
+                                          progress=progress, **options)
+        else:
+            report = verify_metadata(args.metadata, kms, expected_metadata_hash=args.metadata_hash,
+                                     progress=progress, **options)
     write_report(report, sys.stdout, as_json=args.json)
     return ExitStatus.of(report)
+
+
+def _error_document(args: argparse.Namespace, kind: str, message: str, exc: BaseException) -> dict:
+    return error_document(kind, message)
 
 
 def _direct_properties(args: argparse.Namespace) -> dict[str, str] | None:
@@ -118,14 +100,6 @@ def _direct_properties(args: argparse.Namespace) -> dict[str, str] | None:
     if catalog_properties is not None and args.metadata_hash:
         raise UsageError("--metadata-hash is for a metadata.json: with a table name the metastore's hash is used")
     return catalog_properties
-
-
-def _fail(args: argparse.Namespace, kind: str, message: str) -> int:
-    if args.json:
-        json.dump(error_document(kind, message), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    print(f"pyiceberg-crypto: {escape_text(message)}", file=sys.stderr)
-    return ExitStatus.USAGE
 
 
 class _progress:

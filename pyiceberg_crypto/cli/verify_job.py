@@ -31,12 +31,12 @@ from collections.abc import Sequence
 
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.catalog_arguments import add_direct_catalog_arguments, direct_catalog_properties
-from pyiceberg_crypto.cli.options import local_session_catalog
+from pyiceberg_crypto.cli.options import UsageError, local_session_catalog
 from pyiceberg_crypto.cli.arguments import (
     add_kms_arguments,
     add_limit_arguments,
     add_scope_arguments,
-    parse_properties,
+    kms_from_arguments,
     verification_options,
 )
 
@@ -61,38 +61,33 @@ def build_parser() -> argparse.ArgumentParser:
                                                "JVM), or with --warehouse the local session's metastore")
     local.add_argument("--master", default="local[2]")
     add_direct_catalog_arguments(parser, metastore_uri=False)
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an internal error (a bug)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
-    from pyiceberg_crypto.kms.loader import KmsLoadError, load_kms
-    from pyiceberg_crypto.verify.ledger import LedgerError
-    from pyiceberg_crypto.errors import TableInputError
-    from pyiceberg_crypto.verify.render import error_document
-    from pyiceberg_crypto.safe_text import escape_text, exception_line
+    from pyiceberg_crypto.cli.main import run_command
 
     args = build_parser().parse_args(argv)
+    args.run = _run
+    args.error_document = _error_document
+    return run_command(args, "verify job")
 
-    def fail(kind: str, message: str) -> int:
-        if args.json:
-            print(json.dumps(error_document(kind, message), indent=2))
-        print(f"pyiceberg-crypto verify job: {escape_text(message)}", file=sys.stderr)
-        return ExitStatus.USAGE
 
-    try:
-        options = verification_options(args)
-        catalog_properties = direct_catalog_properties(args, spark_with_warehouse=True)
-        # a db.table with --warehouse: refused before Spark starts
-        catalog = local_session_catalog(args.table, args.warehouse) if catalog_properties is None else None
-        kms = call_with_timeout(load_kms, args.kms, parse_properties(args.kms_property), timeout=args.kms_timeout,
-                                what=f"the KMS factory {args.kms!r}")
-    except (KmsLoadError, ValueError) as exc:
-        return fail("usage", str(exc))
-    except KmsTimeoutError as exc:
-        return fail("kms", str(exc))
+def _error_document(args: argparse.Namespace, kind: str, message: str, exc: BaseException) -> dict:
+    from pyiceberg_crypto.verify.render import error_document
+
+    return error_document(kind, message)
+
+
+def _run(args: argparse.Namespace) -> int:
+    options = verification_options(args)
+    catalog_properties = direct_catalog_properties(args, spark_with_warehouse=True)
+    # a db.table with --warehouse: refused before Spark starts
+    catalog = local_session_catalog(args.table, args.warehouse) if catalog_properties is None else None
+    kms = kms_from_arguments(args, required=True, timeout=args.kms_timeout)
     if catalog_properties is not None:
-        return _without_spark(args, catalog_properties, kms, options, fail)
+        return _without_spark(args, catalog_properties, kms, options)
     from pyiceberg_crypto.verify.spark import verify_table
 
     spark = _session(args, catalog)
@@ -100,38 +95,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.driver_max_files is not None:
             options["driver_max_files"] = args.driver_max_files
         report = verify_table(spark, args.table, kms=kms, parallelism=args.parallelism, **options)
-    except TableInputError as exc:
-        return fail("unreadable", str(exc))
-    except LedgerError as exc:
-        return fail("ledger", str(exc))
-    except Exception as exc:  # a verifier bug or a Spark failure: one line, exit 2
-        return fail("internal", f"the verification failed: {exception_line(exc)}")
     finally:
         if args.warehouse:
             spark.stop()
     return _output(args, report)
 
 
-def _without_spark(args: argparse.Namespace, properties: dict[str, str], kms, options: dict, fail) -> int:
+def _without_spark(args: argparse.Namespace, properties: dict[str, str], kms, options: dict) -> int:
     """The job's JVM-free form: the catalog asked directly, the files checked in this process."""
     from pyiceberg_crypto.verify import verify_catalog_table
-    from pyiceberg_crypto.errors import TableInputError
-    from pyiceberg_crypto.safe_text import exception_line
-    from pyiceberg_crypto.verify.ledger import LedgerError
 
     if args.parallelism is not None or args.driver_max_files is not None:
-        return fail("usage", "--parallelism and --driver-max-files are for Spark tasks: without Spark "
-                             "(--metastore-uri / --rest-uri) the files are checked on this machine's cores")
-    try:
-        report = verify_catalog_table(properties, args.table, kms, timeout=args.metastore_timeout, **options)
-    except TableInputError as exc:
-        return fail("unreadable", str(exc))
-    except LedgerError as exc:
-        return fail("ledger", str(exc))
-    except ValueError as exc:  # a --table that is not CATALOG.DB.TABLE (no catalog name is made up)
-        return fail("usage", str(exc))
-    except Exception as exc:  # a verifier bug: one line, exit 2
-        return fail("internal", f"the verification failed: {exception_line(exc)}")
+        raise UsageError("--parallelism and --driver-max-files are for Spark tasks: without Spark "
+                         "(--metastore-uri / --rest-uri) the files are checked on this machine's cores")
+    report = verify_catalog_table(properties, args.table, kms, timeout=args.metastore_timeout, **options)
     return _output(args, report)
 
 

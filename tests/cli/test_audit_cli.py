@@ -95,7 +95,7 @@ def test_bad_input_exits_2_with_a_clear_error(remote_lake, capsys, tmp_path):
         code, doc, err = audit(capsys, "--metastore-uri", f"thrift://127.0.0.1:{port}", "--kms", KMS, "--json")
     assert code == 2 and doc["error"]["type"] == "metastore"
     assert_valid(doc)
-    assert err.strip() == (f"pyiceberg-crypto: cannot reach the Hive metastore to list its tables: "
+    assert err.strip() == (f"pyiceberg-crypto audit: cannot reach the Hive metastore to list its tables: "
                            f"127.0.0.1:{port} (Connection refused)")
     code, _, err = audit(capsys, "--metastore-uri", uri, "--kms", KMS, "--namespace", "no_such_namespace")
     assert code == 2 and "database 'no_such_namespace' does not exist" in err
