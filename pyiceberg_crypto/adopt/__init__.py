@@ -46,5 +46,5 @@ def __getattr__(name: str):
     """``ReportFileError``, the old name of :class:`~pyiceberg_crypto.errors.ReportError` (one error
     for a report that cannot be used): kept for one release, with a DeprecationWarning."""
     if name == "ReportFileError":
-        return _lake.deprecated_report_file_error(stacklevel=3)
+        return _lake._deprecated_report_file_error(stacklevel=3)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

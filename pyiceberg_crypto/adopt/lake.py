@@ -69,11 +69,11 @@ def __getattr__(name: str):
     """``ReportFileError``, the old name of :class:`~pyiceberg_crypto.errors.ReportError`: kept for
     one release, with a DeprecationWarning."""
     if name == "ReportFileError":
-        return deprecated_report_file_error(stacklevel=3)
+        return _deprecated_report_file_error(stacklevel=3)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def deprecated_report_file_error(*, stacklevel: int) -> type[ReportError]:
+def _deprecated_report_file_error(*, stacklevel: int) -> type[ReportError]:
     """:class:`~pyiceberg_crypto.errors.ReportError`, with the DeprecationWarning of its old name."""
     warnings.warn("pyiceberg_crypto.adopt.ReportFileError is ReportError (pyiceberg_crypto.errors); the old "
                   "name goes in the next release", DeprecationWarning, stacklevel=stacklevel)

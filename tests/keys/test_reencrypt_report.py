@@ -60,3 +60,49 @@ def test_the_old_name_of_the_error_still_imports_with_a_warning():
 
     with pytest.warns(DeprecationWarning, match="ReportError is pyiceberg_crypto.errors.ReportError"):
         assert reencrypt_cmd.ReportError is ReportError
+
+
+def test_reencrypt_each_is_the_engine_under_its_old_name():
+    from pyiceberg_crypto.keys import reencrypt_each
+
+    lines = []
+
+    def one(table: str) -> str:
+        if table.endswith("b"):
+            raise RuntimeError("no")
+        return table
+
+    with pytest.warns(DeprecationWarning, match="reencrypt_each is pyiceberg_crypto.each_table.run_each"):
+        outcome = reencrypt_each(["lake.db.a", "lake.db.b"], one, progress=lines.append)
+    assert outcome.done == {"lake.db.a": "lake.db.a"} and outcome.failed == {"lake.db.b": "RuntimeError: no"}
+    assert lines == ["[1/2] lake.db.a", "[2/2] lake.db.b", "[2/2] lake.db.b: FAILED: RuntimeError: no"]
+
+
+def test_reencrypt_catalog_carries_what_an_unfinished_run_proved_and_reruns_the_rest(tmp_path):
+    from pyiceberg_crypto.keys import DependentTables, reencrypt_catalog
+
+    report = str(tmp_path / "all.json")
+
+    def first(table: str) -> dict:
+        if table == "lake.db.b":
+            raise RuntimeError("a file moved away")
+        return {"table": table, "proof": {"ok": table != "lake.db.c"}}
+
+    lines = []
+    run = reencrypt_catalog(DependentTables(["lake.db.a", "lake.db.b", "lake.db.c"]), "lake", first, report=report,
+                            progress=lines.append)
+    saved = json.loads(open(report).read())
+    assert saved == run.to_dict() and not saved["ok"] and saved["finished"]
+    assert list(saved["done"]) == ["lake.db.a"] and list(saved["not_proven"]) == ["lake.db.c"]
+    assert saved["failed"] == {"lake.db.b": "RuntimeError: a file moved away"}
+    assert "[2/3] lake.db.b: FAILED: RuntimeError: a file moved away" in lines
+
+    # the re-run: a no longer depends (carried), b still does (run again)
+    ran = []
+    run = reencrypt_catalog(DependentTables(["lake.db.b"]), "lake",
+                            lambda table: ran.append(table) or {"table": table, "proof": {"ok": True}},
+                            report=report, progress=lines.append)
+    assert ran == ["lake.db.b"] and run.ok
+    assert run.to_dict()["resumed"] == ["lake.db.a"] and list(run.done) == ["lake.db.a", "lake.db.b"]
+    assert f"resumed from {report}: 1 table(s) proven by an earlier run (lake.db.a)" in lines
+    assert earlier_proofs(report, "lake") == {}  # that run ended with every table proven: nothing to carry
