@@ -15,26 +15,13 @@ The builders return ordinary ``{key: value}`` settings; nothing is hidden in a s
 
 The same settings render as ``--conf k=v`` arguments for ``spark-sql`` / ``spark-submit``
 (:func:`spark_conf_args`) or as ``spark-defaults.conf`` lines (:func:`spark_defaults_lines`).
+By default the metastore is an embedded Derby one in a local directory; ``metastore_uri=
+"thrift://host:9083"`` uses an external one. An ``s3://`` warehouse (or any ``s3_*`` argument)
+selects Iceberg's ``S3FileIO``; credentials are never settings (the AWS SDK reads the environment).
 
-Metastore: by default an embedded Derby metastore in a local directory (no server). Pass
-``metastore_uri="thrift://host:9083"`` to use an external one instead; that is the only change.
-
-Object storage: an ``s3://`` / ``s3a://`` warehouse (or any ``s3_*`` argument) selects Iceberg's
-``S3FileIO`` and adds the ``iceberg-aws-bundle`` jar; ``s3_endpoint`` / ``s3_path_style_access`` /
-``s3_region`` point it at an S3-compatible server. Credentials are never settings: the AWS SDK reads
-them from the environment of the process that starts Spark (``AWS_ACCESS_KEY_ID``,
-``AWS_SECRET_ACCESS_KEY``, or a profile / instance role)::
-
-    config.spark_settings("lake", warehouse="s3://bucket/wh", metastore_uri="thrift://127.0.0.1:9083",
-                          s3_endpoint="http://127.0.0.1:9000", s3_region="us-east-1")
-
-Commit safety: Iceberg's Hive catalog normally takes a metastore lock (HIVE_LOCKS) per commit. An
-embedded Derby metastore created by DataNucleus has no transaction tables, so that lock cannot work
-there. We instead turn the lock off (``iceberg.engine.hive.lock-enabled=false``) which makes Iceberg
-commit with an atomic compare-and-swap of the ``metadata_location`` table parameter inside the
-metastore (HIVE-26882). The Hive 2.3.10 metastore bundled with pyspark 4.1 contains HIVE-26882, so
-concurrent commits stay safe: a loser gets ``CommitFailedException`` and Iceberg retries. For an
-external metastore older than Hive 2.3.10 / 4.0 (no HIVE-26882) pass ``hive_lock=True``.
+Every setting: docs/reference/settings.md; S3 warehouses: docs/how-to/services.md; why commits are
+safe without the metastore's lock (HIVE-26882, ``hive_lock=True`` for older metastores):
+docs/explanation/security.md#commit-safety-with-the-embedded-metastore.
 """
 
 from __future__ import annotations

@@ -1,38 +1,25 @@
 """The JVM artifacts a session needs, chosen from the running pyspark, and where they come from.
 
 - **The bridge jar** (``pyiceberg-crypto-bridge.jar``: the Python-KMS ``KeyManagementClient`` and
-  the encrypting REST catalog; the loopback servers are the test kit's own jar) ships inside this package (``_jars/``), built by Maven when the wheel is
-  built. It matches this package's version and runs on Java 11+. The build also lays it out as a
+  the encrypting REST catalog) ships inside this package (``_jars/``), also laid out as a
   one-artifact Maven repository (``_jars/maven``, :func:`bridge_artifact`).
 - **The Iceberg Spark runtime** (and ``iceberg-aws-bundle`` when S3 or AWS KMS is used) is chosen
-  by the pyspark line: Spark 3.5 -> ``iceberg-spark-runtime-3.5_2.12:1.12.0``, Spark 4.1 ->
-  ``iceberg-spark-runtime-4.1_2.13:1.12.0``.
-
-Every jar of a session travels by **one channel**, so that Spark ships all of them to executors:
-
-- ``packages`` (default): Maven coordinates in ``spark.jars.packages``, the bridge's from the
-  package's own repository (``spark.jars.repositories=file://.../_jars/maven``), the Iceberg
-  runtime's from Maven Central (or your mirror). Never ``spark.jars`` beside them: a PySpark
-  builder that sets both replaces the jar list spark-submit resolved with its own ``spark.jars``,
-  so executors in other JVMs never fetch the packages (``ClassNotFoundException`` on the first
-  write; measured on local-cluster and a standalone cluster: docs/explanation/facts.md#spark-jars-and-packages).
-- ``local`` (offline / air-gapped): jar files in ``spark.jars``: download the pinned jars once
-  into a directory (``pyiceberg-crypto jars download DIR``, checked against SHA-256 sums pinned
-  here) and set ``PYICEBERG_CRYPTO_JARS=DIR`` (or pass ``jars_dir=`` to
-  :func:`pyiceberg_crypto.config.spark_settings`)::
+  by the pyspark line; **Spark's Kafka connector** (``kafka=True``) likewise
+  (:func:`kafka_connector_artifacts`)::
 
       >>> runtime_artifact(spark_line("3.5.9")).coordinate
       'org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0'
 
-One optional set for streaming from Kafka:
+Every jar of a session travels by **one channel**, so that Spark ships all of them to executors:
+``packages`` (default: Maven coordinates in ``spark.jars.packages``, the bridge's from the
+package's own repository) or ``local`` (offline: jar files in ``spark.jars``, downloaded once with
+``pyiceberg-crypto jars download DIR``, checked against SHA-256 sums pinned here, and found through
+``PYICEBERG_CRYPTO_JARS=DIR`` or ``jars_dir=`` of :func:`pyiceberg_crypto.config.spark_settings`).
+Never both: docs/explanation/facts.md#spark-jars-and-packages.
 
-- **Spark's Kafka connector** (``kafka=True`` in :func:`pyiceberg_crypto.config.spark_settings`):
-  ``spark-sql-kafka-0-10`` for the Spark line (:func:`kafka_connector_artifacts`) and, as local
-  jars, what it needs beyond Spark's own jars (``spark-token-provider-kafka-0-10``,
-  ``kafka-clients``, ``commons-pool2``).
-
-The test kit's servers (a Kafka broker, the loopback REST catalog) pin their own jars in
-:mod:`pyiceberg_crypto.testing.jars`, fetched by this module's :func:`download`.
+The test kit's servers pin their own jars in :mod:`pyiceberg_crypto.testing.jars`, fetched by this
+module's :func:`download`. Versions and channels: docs/install.md, docs/how-to/offline-jars.md,
+docs/how-to/stream.md (the Kafka connector's jars).
 """
 
 from __future__ import annotations

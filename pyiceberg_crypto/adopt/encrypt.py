@@ -1,4 +1,4 @@
-"""Encrypt an existing plaintext Iceberg table under its own name (issue 51).
+"""Encrypt an existing plaintext Iceberg table under its own name.
 
 Iceberg 1.12.0 refuses ``encryption.key-id`` on an existing plaintext table, so the table is copied
 into a new encrypted one, which then takes its name::
@@ -6,40 +6,18 @@ into a new encrypted one, which then takes its name::
     result = encrypt_table(spark, "lake.db.orders", "orders-key", prove=my_proof)
     result.swapped, result.plaintext_table, result.kept, result.not_kept, result.compared
 
-The phases (:data:`PHASES`, each idempotent; ``fail_at`` stops before one, for crash tests):
+The phases (:data:`PHASES`, each idempotent: a re-run finds where the last one stopped and goes
+on): ``stage`` creates ``<name>__encrypting`` with the original's schema, spec, sort order and
+properties and the package's encryption settings; ``copy`` appends the rows of a fixed snapshot
+of the original in one commit that records it; ``catch-up`` carries over, in rounds, what the
+original committed since (a ``delete`` or ``overwrite`` redoes the copy, or stops with
+``on_change="refuse"``); ``verify`` compares rows and hashes per partition (:mod:`.rows`) and asks
+the ``prove`` callable for its proof of the copy; ``swap-original`` and ``swap-staging`` rename the
+original to ``<name>__plaintext_<stamp>`` and the copy to ``<name>``; ``purge`` drops the original,
+now (``purge_now``), later (``purge_after``) or never (the default: the command is in the result).
 
-``stage``
-    ``<name>__encrypting`` is created from the original's schema (its field ids and comments),
-    current partition spec, sort order and properties (minus those that conflict, listed in the
-    result), with the package's encryption settings (:func:`pyiceberg_crypto.config.table_properties`).
-    Its properties record the original's table UUID and the name the original will get
-    (``<name>__plaintext_<stamp>``, or ``keep_original``).
-``copy``
-    The rows of a fixed snapshot S0 of the original are appended to the staging table in one commit
-    whose summary records S0 (``pyiceberg-crypto.adopt.source-snapshot``): a crash before it commits
-    copies again, a crash after it never copies twice.
-``catch-up``
-    In rounds (``max_rounds``), what the original committed since the last copied snapshot: when every
-    snapshot in between is an ``append`` (or a ``replace``: compaction, same rows), Iceberg's incremental
-    read between the two snapshots carries the new rows over (one commit, recording the snapshot);
-    a ``delete`` / ``overwrite`` (or a copied snapshot no longer in the history: a rollback) redoes
-    the copy from the new snapshot (one overwrite commit) or, with ``on_change="refuse"``, stops.
-``verify``
-    The original at the copied snapshot against the copy: the row count and an order-independent
-    hash of every row, per partition (:mod:`.rows`), and the ``prove`` callable's proof of the
-    staging table (the verifier's, which this package may not import: the CLI passes it).
-``swap-original``
-    The original is renamed (``<name>__plaintext_<stamp>``): from then on no writer commits to it
-    (a writer still holding it fails on the table UUID). What it committed after the last round
-    is carried over and checked again; any failure renames it back.
-``swap-staging``
-    The staging table is renamed to ``<name>``. Between the two renames no table has the name: a
-    crash there leaves the two tables, and a re-run finishes the swap.
-``purge``
-    ``DROP TABLE <name>__plaintext_<stamp> PURGE``, now (``purge_now``), after ``purge_after`` seconds,
-    or never (default: the command to run is in the result; ``keep_original=NAME``: kept under NAME).
-
-A re-run finds where the last one stopped from the names present and the staging table's properties.
+Each phase in detail: docs/explanation/design.md#adopt; the how-to, with what is kept and what is
+not: docs/how-to/encrypt-existing-table.md.
 """
 
 from __future__ import annotations

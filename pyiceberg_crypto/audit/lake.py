@@ -9,23 +9,14 @@
     report.write_html("lake-audit.html")       # one self-contained page (:mod:`.html`)
     report.write_prometheus("/var/lib/node_exporter/lake.prom")   # per-table gauges (:mod:`.metrics`)
 
-How it runs (:func:`audit_tables`, shared by the Spark form above and the Spark-free
-``pyiceberg-crypto audit``, which lists the tables over the metastore's Thrift API):
+:func:`audit_tables` is shared by the Spark form above and the Spark-free ``pyiceberg-crypto
+audit``: each table's metadata, keys and manifests are read on the driver (with ``state_dir``, its
+ledger makes it incremental), then the files of **all** tables are checked in one batch (one Spark
+job, or this machine's cores). A table that cannot be checked is an entry that is not OK with its
+reason; the other tables are still audited. The audit reads only: it never commits, and writes
+nothing but the ledgers in ``state_dir``.
 
-1. the metastore lists every table of the namespaces; a table that is not Iceberg is listed as
-   such and skipped;
-2. for each Iceberg table, on the driver: its ``metadata_location``, its metadata.json, its keys
-   and the table checks, then its manifest lists and manifests (the plan of
-   :func:`~pyiceberg_crypto.verify.pipeline.prepare_catalog_verification`); with ``state_dir``, the
-   table's ledger makes it incremental;
-3. the data, delete and statistics files of **all** tables are checked in one batch: one Spark job
-   (or, without Spark, this machine's cores);
-4. each table's report is finished (forensics, ledger), and summarised with its KEKs (master key
-   version, age, rotation), what ``keys prune`` would remove and its plaintext statistics files.
-
-A table that cannot be checked (unreadable metadata, a KMS that refuses its key, an unusable
-ledger) is an entry that is not OK with its reason; the other tables are still audited. The audit
-reads only: it never commits, and writes nothing but the ledgers in ``state_dir``.
+The steps of a run: docs/explanation/design.md#audit; the how-to: docs/how-to/audit-lake.md.
 """
 
 from __future__ import annotations

@@ -7,28 +7,14 @@
 ``step(meta, doc)`` gets the table's current metadata (parsed, and its JSON document) and returns
 a :class:`KeyChange`, or None for nothing to commit. The change is committed as Iceberg 1.12.0's
 own clients commit, so a concurrent Spark writer never loses a commit (ours is refused and redone
-on the metadata as it then is, up to ``max_attempts`` times):
+on the metadata as it then is, up to ``max_attempts`` times): on REST an ``updateTable`` with
+``remove-encryption-key`` / ``add-encryption-key`` updates and the table's uuid and refs as
+requirements; on Hive a new metadata.json written as ``TableMetadata.buildFrom(base)`` would, then
+the metastore's HIVE-26882 compare-and-swap of ``metadata_location``. An unsure outcome is
+:class:`~pyiceberg_crypto.errors.CommitOutcomeUnknownError`, never success; what cannot be
+committed this way is refused before anything is written.
 
-- **REST**: ``updateTable`` with ``remove-encryption-key`` / ``add-encryption-key`` updates
-  (Iceberg 1.12.0's ``MetadataUpdate.RemoveEncryptionKey`` / ``AddEncryptionKey``), requiring the
-  table's uuid and every ref at the snapshot the change was planned on (``assert-table-uuid``,
-  ``assert-ref-snapshot-id``; HTTP 409 when another commit came first). The catalog writes the
-  metadata.json. A redirect (3xx, never followed), a 5xx or no answer leaves the outcome unknown
-  (:class:`~pyiceberg_crypto.errors.CommitOutcomeUnknownError`, reported as ``error``): never
-  success.
-- **Hive**: the new metadata.json is written here, next to the current one, as Iceberg's
-  ``TableMetadata.buildFrom(base)`` would: every field as it was but the changed entries,
-  ``last-updated-ms`` now, the current file appended to ``metadata-log`` (at most
-  ``write.metadata.previous-versions-max``, default 100), named ``<version+1>-<uuid>.metadata.json``
-  (five digits). The metastore then swaps ``metadata_location`` (and sets
-  ``previous_metadata_location`` and ``metadata_hash``) with the HIVE-26882 compare-and-swap, as
-  Iceberg's ``HiveTableOperations`` commits with the lock off (the package's catalogs; a metastore
-  of Hive 2.3.10+ or 4.x). A refused swap deletes the file written. Refused before anything is
-  written: a table whose writers use the metastore lock (table property
-  ``engine.hive.lock-enabled=true``: use the Spark path), compressed metadata, a table outside the
-  local file system, a metadata.json whose hash is not the metastore's ``metadata_hash``, and one
-  that this module's JSON writer would not write back byte for byte (the ``metadata_hash`` Iceberg
-  checks on load is of the metadata as Iceberg's Java writer writes it).
+Both paths in detail, and what is refused: docs/explanation/design.md#catalog-commit.
 """
 
 from __future__ import annotations

@@ -14,34 +14,13 @@ level (``"x.y"`` is the single level ``x.y``, never split on its dot); in a URL 
 joined with 0x1F (``%1F``), as the REST spec says.
 
 It speaks the part of the REST catalog spec (open-api/rest-catalog-open-api.yaml of apache/iceberg)
-that reading needs: ``GET /v1/config`` for the path prefix, ``loadTable``, ``listNamespaces`` and
-``listTables`` with their page tokens. It authenticates the way Iceberg's Java client does with the
-same catalog properties: ``token`` (a bearer token) or ``credential`` (``client_id:client_secret``,
-exchanged for a token at ``oauth2-server-uri``, default ``<uri>/v1/oauth/tokens``, and exchanged
-again before the token's ``expires_in`` runs out), plus ``header.*``.
-
-The server is not trusted to be sane, nor to be the only one listening:
-
-- **a commit is never re-sent elsewhere**: a redirect (3xx) is followed for a GET only, within
-  its origin; a POST that gets one fails, and a commit that gets one (or a 5xx, or no answer) is
-  :class:`CommitOutcomeUnknownError` (it may have landed: reload the table to see);
-- **its secrets stay with it**: a redirect to another origin (scheme, host or port) is refused
-  with a clear error, so the ``Authorization`` header and the ``header.*`` values never reach
-  another host (https -> http included); a token or credential over plain ``http://`` is refused
-  unless the host is loopback (127.0.0.0/8, ``::1``, ``localhost``) or the property
-  ``pyiceberg-crypto.allow-plain-http=true`` (``allow_plain_http=True``) says so;
-- **every call has a deadline**, ``timeout`` seconds for the whole call (connect, headers, body),
-  not per read: a server that sends one byte a second fails at the deadline;
-- **every reply is bounded** (:data:`MAX_REPLY_BYTES`, and JSON nested at most as deep as the
-  parser follows), and so is a listing: at most
-  ``max_pages`` pages per listing, ``max_namespaces`` namespaces, ``max_depth`` levels, each
-  with its own error (a page token the server repeats is refused at once);
-- every failure is a one-line :class:`RestCatalogError` naming the catalog and what was asked,
-  never a token.
-
-What it does not defend against: a catalog that answers with wrong but well-formed metadata (the
-verifier's checks of the served metadata do that), and anything on the path when the user allows
-plain http.
+that reading needs, and authenticates as Iceberg's Java client does (``token``, ``credential``,
+``header.*``). The server is not trusted: a commit is never re-sent elsewhere (an unsure one is
+:class:`CommitOutcomeUnknownError`), secrets never leave its origin nor go over plain http to a
+host that is not loopback, every call has one deadline, every reply and listing is bounded, and
+every failure is a one-line :class:`RestCatalogError`. The details, and what it does not defend
+against: docs/explanation/security.md#a-rest-catalog-is-a-peer-not-a-trusted-server and
+docs/explanation/limits.md.
 """
 
 from __future__ import annotations

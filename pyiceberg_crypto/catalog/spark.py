@@ -7,23 +7,18 @@ the catalog::
     entry.parameters.get("metadata_hash")                 # Hive: the hash Iceberg stored with the entry
     entry.served_metadata                                 # REST: the table metadata the catalog serves
     properties = catalog_properties(spark, "lake")        # the spark.sql.catalog.lake.* settings
+    params = spark_table_parameters(spark, properties, "db", "orders")   # Hive: the entry's parameters
 
 Without Spark, :mod:`pyiceberg_crypto.catalog.entry` asks a catalog directly (Thrift or HTTP).
 
-- **Hive**: the verifier asks the metastore directly (a Hive ``HiveMetaStoreClient`` in the driver
-  JVM, built from the same settings as the Iceberg catalog), not Iceberg: Iceberg refuses to load a
-  modified metadata.json, and the point is to report *that* as a finding. The metastore keeps the
-  ``metadata_location`` and its ``metadata_hash`` (Base64 SHA-256 of the metadata.json)::
+A Hive metastore is asked directly (a ``HiveMetaStoreClient`` in the driver JVM), not through
+Iceberg, which refuses to load a modified metadata.json: the point is to report *that* as a
+finding. A REST catalog is asked over its HTTP API from Python
+(:class:`pyiceberg_crypto.catalog.rest.RestCatalog`); it keeps no hash: its anchor is the metadata
+it serves. No module-level pyspark import: the session is an argument (``import
+pyiceberg_crypto.verify`` stays light).
 
-      params = spark_table_parameters(spark, catalog_properties(spark, "lake"), "db", "orders")
-      params["metadata_location"], params.get("metadata_hash")
-
-- **REST** (the bridge's ``EncryptingRestCatalog``, or Iceberg's own ``type=rest``): the catalog is
-  asked over its HTTP API from Python (:class:`pyiceberg_crypto.catalog.rest.RestCatalog`, with
-  the catalog's ``uri``, ``token``/``credential`` and ``header.*`` settings). It keeps no hash: its
-  anchor is the metadata it serves, which every client reads instead of the file.
-
-No module-level pyspark import: the session is an argument (``import pyiceberg_crypto.verify`` stays light).
+What anchors a metadata.json in each catalog: docs/how-to/rest-catalog.md#verify-and-read.
 """
 
 from __future__ import annotations

@@ -2,42 +2,19 @@
 re-wrapping its KEKs, removing the entries no snapshot needs, which tables need a master key.
 
     pyiceberg-crypto keys list METADATA_JSON --kms keystore --kms-property keystore.path=keys.json [--json]
-    pyiceberg-crypto keys list lake.db.orders --metastore-uri thrift://hms:9083 [--kms ...] [--json]
     pyiceberg-crypto keys list lake.db.orders --rest-uri http://catalog:8181 [--kms ...] [--json]
     pyiceberg-crypto keys rewrap lake.db.orders --kms keystore --kms-property keystore.path=keys.json \\
         --warehouse /data/wh [--metastore-uri thrift://...] [--dry-run] [--all] [--json]
-    pyiceberg-crypto keys prune lake.db.orders --kms keystore --kms-property keystore.path=keys.json \\
-        --warehouse /data/wh [--dry-run] [--json]
-    pyiceberg-crypto keys rewrap lake.db.orders --kms ... --metastore-uri thrift://hms:9083    # no JVM
     pyiceberg-crypto keys prune lake.db.orders --kms ... --rest-uri http://catalog:8181        # no JVM
     pyiceberg-crypto keys reencrypt lake.db.orders --compromised-version orders-key:1 --kms keystore ... (:mod:`.reencrypt_cmd`)
     pyiceberg-crypto keys where-used orders-key 1 --kms keystore --kms-property keystore.path=keys.json \\
         --metastore-uri thrift://hms:9083 --catalog lake [--json]
-    pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --metastore-uri thrift://hms:9083 \\
-        --table lake.db.orders [--table lake.db.items ...]
-    pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --rest-uri http://catalog:8181 --catalog lake
     pyiceberg-crypto keys where-used orders-key --compromised --kms keystore ... --metastore-uri thrift://hms:9083 \\
         --catalog lake
-    pyiceberg-crypto keys where-used orders-key 1 --kms keystore ... --table /wh/db/t/metadata/00042-x.metadata.json
 
-``list`` needs no JVM (the KMS is optional: without it, no master key versions; a table name is
-looked up in ``--metastore-uri`` or ``--rest-uri`` directly), nor does
-``where-used`` with ``--metastore-uri`` or ``--rest-uri`` (the catalog is asked directly, as
-``pyiceberg-crypto audit`` does) or with metadata.json files. ``where-used`` names the tables
-``CATALOG.DB.TABLE``: the catalog's name is ``--catalog``, else that of the ``--table
-CATALOG.DB.TABLE`` names, else (a session spark-submit configured) the session's current catalog;
-asking a catalog directly or with ``--warehouse``, one of the first two is needed (no name is made
-up: a usage error before anything is read). ``where-used --compromised`` lists
-only the tables that still depend on a version the KMS marks compromised (``keystore compromised``),
-and exits 1 while any do. ``rewrap`` and ``prune`` commit to the catalog directly with
-``--metastore-uri`` or ``--rest-uri``, as Iceberg's own clients commit
-(:mod:`pyiceberg_crypto.catalog.commit`); otherwise they start Spark: a local session with
-``--warehouse``, else the session spark-submit configured. ``--metastore-uri`` or ``--rest-uri``
-never starts Spark, ``--warehouse`` or not, and ``--metastore-timeout`` bounds every catalog call
-(load, list, commit). Exit status: 0 done (or nothing to do),
-1 ``where-used --compromised`` found tables that still depend on a compromised version (or could
-not check some), 2 usage error, unreadable
-input or a re-wrap / prune that committed nothing.
+``list`` and ``where-used`` need no JVM with ``--metastore-uri`` or ``--rest-uri`` (or metadata.json
+files); ``rewrap`` and ``prune`` commit to such a catalog directly, else start Spark. Which commands
+need a JVM, how ``where-used`` names tables, and the exit statuses: docs/reference/cli.md#keys-notes.
 """
 
 from __future__ import annotations

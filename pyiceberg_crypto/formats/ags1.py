@@ -16,7 +16,6 @@ Usage (the writer for tests and benchmarks is :class:`pyiceberg_crypto.testing.A
 
     with Ags1Reader("m.avro", key, aad_prefix, file_length=stored) as r:   # seekable decrypt
         r.seek(10); r.read(5)
-
     report = verify_ags1(open("m.avro", "rb"), key, aad_prefix, file_length=stored)
 
 Trusted lengths: Iceberg's key metadata records the *encrypted* (stored) length; pass it as

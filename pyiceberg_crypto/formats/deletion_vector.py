@@ -4,14 +4,8 @@ Layout (Iceberg ``format/puffin-spec.md``, section "deletion-vector-v1 blob type
 
     length   4 bytes big-endian = len(magic + vector)
     magic    D1 D3 39 64
-    vector   a portable 64-bit Roaring bitmap (little-endian, see below)
+    vector   a portable 64-bit Roaring bitmap (RoaringFormatSpec, "Extension for 64-bit implementations")
     crc      4 bytes big-endian CRC-32 of magic + vector
-
-The vector (RoaringFormatSpec, "Extension for 64-bit implementations"): an 8-byte count of 32-bit
-bitmaps, then per bitmap a 4-byte key (the high 32 bits of the positions) and a standard 32-bit
-Roaring bitmap (RoaringFormatSpec, "General layout": cookie header, descriptive header, optional
-offset header, containers). Iceberg's Java writer emits an empty bitmap for every key below the
-largest one, so empty 32-bit bitmaps are normal.
 
 Usage::
 
@@ -27,9 +21,7 @@ Usage::
     17 in dv                  # membership without expanding
     mask = dv.keep_mask(num_rows)   # bytearray, 1 = row kept, 0 = deleted
 
-Every structural check runs before anything proportional to the declared sizes is allocated, and
-nothing is expanded while parsing: containers are kept as they are serialized (arrays, 8 KiB
-bitsets, runs), and ``max_positions`` bounds what :meth:`DeletionVector.positions` will produce.
+The vector's layout, and why hostile input costs nothing: docs/explanation/formats.md#deletion-vectors.
 """
 
 from __future__ import annotations

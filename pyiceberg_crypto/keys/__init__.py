@@ -6,8 +6,7 @@ without rewriting data, and remove the entries no snapshot needs::
     inventory = key_inventory(spark, "lake.db.orders")          # through the metastore
     inventory = inventory_from_metadata(metadata_json, kms)      # no JVM
     [(k.key_id, k.master_key_version, k.outdated) for k in inventory.keks]
-    result = rewrap_keks(spark, "lake.db.orders")                # one Iceberg commit
-    result = rewrap_keks(spark, "lake.db.orders", dry_run=True)  # what would change
+    result = rewrap_keks(spark, "lake.db.orders", dry_run=False) # one Iceberg commit (dry run: what would change)
     result = prune_keys(spark, "lake.db.orders")                 # drop entries no snapshot needs
     rewrap_keks_in_catalog({"uri": "thrift://hms:9083"}, "lake.db.orders", kms)   # no JVM (or a REST catalog)
     prune_keys_in_catalog({"type": "rest", "uri": "http://127.0.0.1:8181"}, "db.orders", catalog="lake")  # no JVM

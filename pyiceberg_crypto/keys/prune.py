@@ -9,21 +9,13 @@ every later metadata.json (``keys list`` shows them as unused). ``prune_keys`` r
     result = prune_keys_in_catalog({"uri": "thrift://hms:9083"}, "lake.db.orders")   # no JVM (Hive or REST)
     result.removed_keks, result.removed_entries, result.committed
 
-What is never removed (decided on the metadata as read, again after every refused commit):
+Never removed: the key of any snapshot in the metadata and the KEK that seals it, the KEK Iceberg's
+next commit may use (every KEK of the table's master key younger than 731 days, and the newest),
+and a KEK whose ``KEY_TIMESTAMP`` cannot be read or that names no master key. No KMS call, no data
+file or manifest touched. A concurrent commit makes ours re-read the table and plan again
+(``max_attempts``), so a snapshot committed meanwhile keeps its keys.
 
-- the entry named by ``key-id`` of any snapshot in the metadata (all of them, not only the
-  current one: branches and tags point at snapshots of that list) and the KEK that seals it;
-- the KEK Iceberg uses for the next commit: ``StandardEncryptionManager`` takes the first KEK of
-  the table's master key younger than 730 days; kept are every KEK of the table's master key
-  younger than 731 days (a day of margin for clocks) and the newest one;
-- a KEK whose ``KEY_TIMESTAMP`` cannot be read, or that names no master key.
-
-No KMS call, no data file or manifest touched. A concurrent commit makes the metastore refuse ours;
-the table is re-read and the plan redone (``max_attempts``), so a snapshot committed meanwhile keeps
-its keys. A writer that read the table before the prune and seals its manifest list with a KEK the
-prune removed writes that KEK back: Iceberg 1.12.0's ``SnapshotProducer`` adds the KEK it used and
-the new manifest-list key to the metadata it commits. ``not_removed`` lists planned entries the
-committed metadata still holds (a catalog that writes keys back at commit; none with Iceberg 1.12.0).
+What is kept and why, and what a concurrent writer does: docs/how-to/rotate-keys.md#prune-keys-no-snapshot-needs.
 """
 
 from __future__ import annotations

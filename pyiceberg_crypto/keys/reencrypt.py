@@ -1,67 +1,27 @@
-"""Re-encrypt a table under fresh keys after a master key (version) or KEK was compromised (issue 42).
+"""Re-encrypt a table under fresh keys after a master key (version) or KEK was compromised.
 
-Re-wrapping (:mod:`.rewrap`) keeps the KEK bytes, so whoever holds the leaked master key version
-(or a KEK itself) can still open every manifest list, manifest and data file of every snapshot it
-sealed. ``reencrypt_table`` makes the table's live content new under new keys, then drops the rest::
+Re-wrapping (:mod:`.rewrap`) keeps the KEK bytes, so whoever holds the leaked material can still
+open every file of every snapshot it sealed. ``reencrypt_table`` makes the table's live content new
+under new keys, then drops the rest::
 
     result = reencrypt_table(spark, "lake.db.orders")        # every version the KMS marks compromised
     result = reencrypt_table(spark, "lake.db.orders", compromised_master_keys=[("orders-key", "1")])
     result = reencrypt_table(spark, "lake.db.orders", compromised_keks=["kek-id"], tags="drop", dry_run=True)
     result.fresh_kek, result.expired_snapshots, result.orphans, result.to_dict()
 
-How Iceberg 1.12.0 is made to use a fresh KEK (its public API has no call for it):
-``StandardEncryptionManager.keyEncryptionKeyID()`` takes the first KEK (``encrypted-by-id`` = the
-table's ``encryption.key-id``) younger than 730 days in its key map, a ``SerializableMap`` (a hash
-map: the metadata's list order is lost), and makes a new one only when there is none. So the fresh
-KEK must be the table's only KEK. One metadata commit (``TableMetadata.buildFrom(base)``,
-``removeEncryptionKey`` / ``addEncryptionKey``, the catalog's compare-and-swap as :mod:`.commit`
-does; Hive and REST alike) adds a KEK with NEW random bytes, wrapped by the KMS under the master
-key's current version (``KEY_TIMESTAMP`` = now, property ``REENCRYPTED_AFTER_COMPROMISE``),
-re-seals the manifest-list key of every snapshot with it (unwrapped with the old KEK in Python,
-sealed again: AES-GCM, AAD = the fresh KEK's ``KEY_TIMESTAMP``, as Iceberg seals), and removes every
-other KEK. Every snapshot keeps reading, and every write from then on, starting with the rewrites
-below, seals its manifest list with the fresh KEK. The re-sealed snapshots still reach files whose
-keys the leaked material opens (their manifest lists are unchanged): ``RESEALED_UP_TO_SEQUENCE``
-on the fresh KEK records the sequence number up to which snapshots are old. The table's
-``encryption.key-id`` cannot change (Hive's commit refuses it, docs/explanation/facts.md#kek-choice): the replacement is the
-master key's current version, so rotate first (``pyiceberg-crypto keystore rotate``); a current
-version that is itself compromised stops the run.
+In :data:`PHASES`, each made of whole Iceberg commits and idempotent (a crash leaves a readable
+table; running again finishes the job): a fresh KEK (wrapped by the master key's current version:
+rotate first) becomes the table's only KEK and re-seals every snapshot's manifest-list key; every
+file on ``main`` is rewritten, in rounds; each other branch is re-encrypted on its branch and each
+tag moved to a re-encrypted copy (``tags="rewrite"``) or dropped (``tags="drop"``); every snapshot
+no ref names is expired, the old KEKs removed, and the files the old material opens are deleted
+from storage. Compromised are the versions named (checked by :func:`compromised_version_set`),
+every version the KMS marks compromised, and any KEK ids named; nothing named or marked stops the
+run before it changes anything.
 
-Then, in rounds until the current snapshot holds nothing older (``max_rounds``):
-``rewrite_data_files`` (``rewrite-all``, ``remove-dangling-deletes``) rewrites every data file with
-its deletes applied, ``rewrite_position_delete_files`` (``rewrite-all``) whatever delete files are
-left, ``rewrite_manifests`` the manifests the rewrites carried over unchanged (they write the others
-anew). A file counts as new when the snapshot that added it (read from the current manifest list on
-the driver, no Spark job) is newer than the re-seal and sealed by the fresh KEK;
-a concurrent writer whose snapshot was sealed by an older KEK (its encryption manager was made
-before the KEK commit; Iceberg writes that KEK back) makes another round, which re-seals first.
-Then ``expire_snapshots`` of every snapshot but the current one (they are exactly what the leaked
-material opens, or share files with it; Iceberg deletes the files only they reach), the KEK entries
-no remaining snapshot needs are removed in one commit, and ``remove_orphan_files`` runs with a
-safety window (``orphans_older_than``; a dry run lists what would go).
-
-What is compromised: the versions named (each must be a version the KMS holds of the table's
-master key: :func:`compromised_version_set`) and every version the KMS marks compromised
-(``KeyManagementClient.compromised_versions``), plus any KEK ids named. Nothing named or marked,
-or a current version that is compromised, stops the run before it changes anything.
-
-Refs: nothing on any branch is lost. After ``main``, each other branch whose head holds old
-content is re-encrypted on its branch (one overwrite with the same rows, read as the branch reads
-them). Each tag whose snapshot is old moves to a re-encrypted copy of it (``tags="rewrite"``,
-the default: a branch of the run's own is made from the tag's snapshot, overwritten, the tag
-replaced there with its retention kept, the branch removed), or is dropped (``tags="drop"``; the
-dry run counts the rows each tag holds that no branch head holds). Then every snapshot no ref
-names is expired: time travel to a snapshot id or time before the run ends there.
-
-Storage: once its commits are in, the run deletes the table's old metadata.json files that hold a
-KEK wrapped by a compromised version (listed from storage, else from the metadata log), and the
-files the snapshots it expired reached that the table no longer reaches (plus ``also_remove``:
-what an earlier, unfinished run or the storage proof found), whatever the orphan window; files no
-committed metadata ever reached (a concurrent writer's, in flight) are not touched. Every phase
-(:data:`PHASES`) is idempotent: a crash leaves a readable table (each step is one Iceberg commit)
-and running again finishes the job. Prove the outcome independently with
-:func:`pyiceberg_crypto.verify.compromise.compromise_report` (``storage=True``: every file under
-the table location).
+Prove the outcome independently with :func:`pyiceberg_crypto.verify.compromise.compromise_report`
+(``storage=True``). How it works (why the fresh KEK must be the only one, rounds, refs, the sweep):
+docs/explanation/design.md#reencrypt; the runbook: docs/how-to/key-compromised.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Re-wrap a table's KEKs under the master key's current version, as one Iceberg commit.
 
-After a master key rotation (``pyiceberg-crypto keystore rotate``, a new KMS key behind an alias)
-Iceberg keeps using the KEKs it wrapped with the old version until they are 730 days old, so the
-old version can never be retired. ``rewrap_keks`` unwraps each KEK with the Python KMS and wraps
-the *same KEK bytes* again with the current version; the table's ``encryption-keys`` get the new
-wrapped blobs in one commit through the catalog (Iceberg's ``TableMetadata.buildFrom(base)``,
-``removeEncryptionKey`` + ``addEncryptionKey``, ``TableOperations.commit(base, new)``)::
+After a master key rotation Iceberg keeps using the KEKs it wrapped with the old version until they
+are 730 days old, so the old version can never be retired. ``rewrap_keks`` unwraps each KEK with
+the Python KMS and wraps the *same KEK bytes* again with the current version; the table's
+``encryption-keys`` get the new wrapped blobs in one commit through the catalog::
 
     result = rewrap_keks(spark, "lake.db.orders")               # KEKs wrapped by an old version
     result = rewrap_keks(spark, "lake.db.orders", dry_run=True)  # what would change, no KMS wrap
@@ -16,14 +14,13 @@ wrapped blobs in one commit through the catalog (Iceberg's ``TableMetadata.build
 Without a JVM the commit goes to the Hive metastore or the REST catalog directly, as Iceberg's own
 clients commit (:mod:`pyiceberg_crypto.catalog.commit`: the same result, the same retries).
 
-What stays equal, so every snapshot keeps reading and time travel works: the KEK id and bytes,
-its ``KEY_TIMESTAMP`` (the AAD of the manifest-list key envelopes it seals, and its rotation
-clock) and ``encrypted-by-id`` (the table's ``encryption.key-id``). The table's KEKs are those whose
-``encrypted-by-id`` names the table's key in the KMS's notion (``alias/orders-key``,
-``orders-key`` and the key ARN are one keystore key: :mod:`pyiceberg_crypto.kms.key_ids`). No data file, manifest or
-manifest list is rewritten. All KMS calls happen before anything is built: a KMS failure commits
-nothing. A concurrent commit makes the metastore's compare-and-swap refuse ours; we re-read the
-table and redo the re-wrap (``max_attempts``), so nothing is lost on either side.
+The KEK id and bytes, its ``KEY_TIMESTAMP`` and ``encrypted-by-id`` stay equal, so every snapshot
+keeps reading and time travel works; no data file, manifest or manifest list is rewritten. The
+table's KEKs are matched in the KMS's notion of key ids (:mod:`pyiceberg_crypto.kms.key_ids`). All
+KMS calls happen before anything is built (a KMS failure commits nothing), and a concurrent commit
+makes ours re-read the table and redo the re-wrap (``max_attempts``).
+
+The runbook, and how the commit stays safe: docs/how-to/rotate-keys.md.
 """
 
 from __future__ import annotations

@@ -12,25 +12,13 @@ retired (``pyiceberg-crypto keys where-used``, ``pyiceberg-crypto keystore retir
     result = where_used_in_listing({"uri": "thrift://hms:9083"}, "orders-key", None, kms, catalog="lake",
                                    compromised_only=True)
 
-A table needs a master key version when one of its KEKs (``encryption-keys`` wrapped by the KMS)
-is wrapped by it: without it that KEK can never be unwrapped, and every snapshot whose manifest
-list key the KEK seals becomes unreadable. Only the table's current metadata.json is read (it lists
-every KEK of every live snapshot); a KEK that seals no live snapshot still counts (Iceberg may use
-it for the next commit; ``keys prune`` removes the unused ones). A KEK whose version the KMS cannot
-tell counts as needing every version. Nothing here unwraps a key: versions come from the wrapped
-blobs (:meth:`~pyiceberg_crypto.kms.KeyManagementClient.key_version`).
+A table needs a version when one of its KEKs is wrapped by it (read from the current metadata.json;
+nothing is unwrapped). Key ids are compared as the KMS's own ids
+(:func:`pyiceberg_crypto.kms.key_ids.kms_key_id`), so alias and ARN forms count; a table with a KEK
+whose master key the KMS does not know is *unchecked*, never "another key". With
+``compromised_only``, only the tables that still depend on a version the KMS marks compromised.
 
-Key ids are compared as the KMS's own ids (:func:`pyiceberg_crypto.kms.key_ids.kms_key_id`): for the
-keystore KMS, a table keyed ``alias/orders-key`` or ``arn:aws:kms:REGION:ACCOUNT:key/orders-key``
-(names the AWS face accepts) needs ``orders-key``, and ``where-used alias/orders-key`` finds the
-tables keyed ``orders-key``. A table with a KEK whose master key the KMS does not know is
-*unchecked* (it may be another name of the key asked about), never "another key".
-
-Compromised versions: every use lists which of its versions the KMS marks compromised
-(:meth:`~pyiceberg_crypto.kms.KeyManagementClient.compromised_versions`, set for a keystore by
-``pyiceberg-crypto keystore compromised``); with ``compromised_only`` (``keys where-used KEY_ID
---compromised``) only the tables that still depend on such a version are uses: the tables
-``keys reencrypt`` must still re-encrypt.
+What counts as needing a version, and why: docs/explanation/design.md#where-used.
 """
 
 from __future__ import annotations

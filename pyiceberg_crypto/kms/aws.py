@@ -13,25 +13,12 @@
 - :meth:`AwsKms.generate_key` = ``GenerateDataKey`` (``supports_key_generation()`` is True).
 
 Settings come from properties (the names Iceberg's ``AwsKeyManagementClient`` uses where it has
-one) or from the environment, never from code you have to print:
+one: ``client.region``, ``kms.endpoint``, ...) or from the environment, never from code you have to
+print. Iceberg's Java client calls Encrypt/Decrypt **without** an encryption context, and AWS binds
+the context into the ciphertext: set ``kms.encryption-context=none``
+(``AwsKms(encryption_context=None)``) on tables that Java's client must also read.
 
-==============================  ==========================================================
-``client.region``               region; else ``AWS_REGION`` / ``AWS_DEFAULT_REGION`` / profile
-``kms.endpoint``                endpoint URL; else ``AWS_ENDPOINT_URL_KMS`` / ``AWS_ENDPOINT_URL``
-``kms.access-key-id``,          static credentials; else boto3's chain (environment,
-``kms.secret-access-key``,      ``AWS_PROFILE``, config files, instance/container role)
-``kms.session-token``
-``client.profile``              named profile from the AWS config files
-``kms.encryption-context``      JSON object, or ``none`` (interop with Iceberg's Java client)
-``kms.data-key-spec``           ``AES_256`` (default) or ``AES_128``, for ``generate_key``
-``kms.encryption-algorithm-spec``  ``SYMMETRIC_DEFAULT`` (default)
-==============================  ==========================================================
-
-Interoperability: Iceberg's ``org.apache.iceberg.aws.AwsKeyManagementClient`` (1.12.0) calls
-Encrypt/Decrypt **without** an encryption context. KMS binds the context into the ciphertext, so
-keys wrapped with a context cannot be unwrapped by the Java client and vice versa. Set
-``kms.encryption-context=none`` (``AwsKms(encryption_context=None)``) on tables that Java's client
-must also read; both then read each other's tables.
+Every setting, IAM, interoperability and errors: docs/kms/aws.md.
 """
 
 from __future__ import annotations

@@ -12,21 +12,15 @@ Layout (all lengths big-endian)::
     u16 len + key id (UTF-8)         the Python KMS's key id (never an ARN or alias: those are mapped first)
     u32 len + inner                  the Python KMS's own wrap_key(plaintext || binding, key id)
 
-``binding`` = SHA-256 of the magic, the key id and the encryption context (canonical JSON). It is
-sealed *inside* the Python KMS's wrapping, so after the unwrap the face checks that the blob's
-header, the key id asked for and the encryption context are the ones it was made with: a blob
-from one key id never decrypts under another (even when the header is edited to name another key
-the KMS also knows), and a blob made with one context never decrypts with another. Nothing about
-the plaintext is visible outside the KMS's wrapping (no hash or MAC of it is stored).
+``binding`` = SHA-256 of the magic, the key id and the encryption context (canonical JSON), sealed
+*inside* the Python KMS's wrapping: a blob from one key id never decrypts under another, nor with
+another context, and nothing about the plaintext is visible outside the wrapping. Blobs without the
+magic are **raw** Python-KMS wrapped keys (a table written through the Py4J bridge), unwrapped with
+the key id Decrypt sends and no context; a raw blob must unwrap to a table key (at most 32 bytes),
+so a face blob's inner part sent without its header (33 bytes or more) is refused.
 
-Blobs without the magic are **raw** Python-KMS wrapped keys, e.g. the KEKs of a table written
-through the Py4J bridge (``register_kms`` / ``kms serve``). Iceberg's ``AwsKeyManagementClient``
-sends the table's key id with every Decrypt, so :func:`open_blob` unwraps a raw blob with that key
-id (no encryption context allowed: the bridge never had one). That is how Trino reads tables the
-bridge wrote. A raw blob must unwrap to a table key (at most 32 bytes: Iceberg's keys are 16, 24
-or 32): the inner part of a face blob, sent without its header, unwraps to its payload (plaintext
-and binding, 33 bytes or more) and is refused, so the key id and context binding holds on every
-path. (``kms serve --aws-kms-api-refuse-raw-blobs`` turns the raw path off altogether.)
+Why, and how Trino reads bridge tables through the raw path: docs/how-to/trino.md ("Raw blobs keep
+the encryption context binding" in section 1, "The blob" in section 3).
 """
 
 from __future__ import annotations

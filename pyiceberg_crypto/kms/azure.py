@@ -6,32 +6,18 @@
 
 - the table's ``encryption.key-id`` is the key's identifier without a version: vault URL +
   ``/keys/<name>`` (Key Vault ``RSA`` / ``RSA-HSM`` keys, or Managed HSM ``oct-HSM`` keys);
-- wrap = ``GET {vault}/keys/{name}`` (the current version, its key type, enabled), then
-  ``POST {vault}/keys/{name}/{version}/wrapkey`` with ``RSA-OAEP-256`` (RSA keys) or ``A256KW``
-  (oct-HSM keys), always in the service (logged there; a disabled version refuses), sent through
-  ``KeyClient``'s pipeline (challenge auth, TLS, api-version);
-- unwrap = ``POST {vault}/keys/{name}/{version}/unwrapkey`` with the **exact version** that wrapped
-  (only the unwrapKey permission needed);
+- wrap = ``POST {vault}/keys/{name}/{version}/wrapkey`` with the current version, ``RSA-OAEP-256``
+  (RSA keys) or ``A256KW`` (oct-HSM keys), always in the service;
+- unwrap = ``POST {vault}/keys/{name}/{version}/unwrapkey`` with the **exact version** that wrapped;
 - the wrapped bytes are an envelope (:mod:`pyiceberg_crypto.kms._version_label`, magic ``PAZ1``) holding
   ``"<algorithm> <kid>"`` from the wrap result and the wrapped key: :meth:`AzureKeyVaultKms.key_version`
   is the kid's version (no service call), :meth:`AzureKeyVaultKms.current_key_version` the key's
   current version.
 
-Settings come from properties or the environment; secrets only from the environment or files:
-
-============================  ==============================================================
-``azure.auth``                ``default`` (DefaultAzureCredential: environment, workload
-                              identity, managed identity, Azure CLI), ``client-secret``,
-                              ``managed-identity``, ``static-token`` (loopback vault URLs only:
-                              tests)
-``azure.tenant-id``           for ``client-secret``; else ``AZURE_TENANT_ID``
-``azure.client-id``           for ``client-secret`` / a user-assigned managed identity; else
-                              ``AZURE_CLIENT_ID``
-``azure.client-secret-file``  file holding the client secret; else ``AZURE_CLIENT_SECRET``
-``azure.token-file``          bearer token for ``static-token``
-``azure.ca-cert``             CA bundle for TLS (a TLS-inspecting proxy, a test server)
-``azure.timeout``             seconds per HTTP request (default 10), one attempt per call
-============================  ==============================================================
+Settings are ``azure.*`` properties (``azure.auth``: ``default``, ``client-secret``,
+``managed-identity``, ``static-token``) or the environment (``AZURE_TENANT_ID``, ...); secrets only
+from the environment or files. Every setting, the calls in detail, permissions, rotation and
+errors: docs/kms/azure.md.
 """
 
 from __future__ import annotations

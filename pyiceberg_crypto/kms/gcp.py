@@ -8,29 +8,17 @@
 - wrap = ``cryptoKeys.encrypt``, unwrap = ``cryptoKeys.decrypt``, both with
   ``additional_authenticated_data`` naming the key use (:data:`DEFAULT_AAD`), so a ciphertext made
   for another purpose with the same key does not decrypt here;
-- end-to-end CRC32C as Google documents (https://cloud.google.com/kms/docs/data-integrity-guidelines):
-  ``plaintext_crc32c`` / ``additional_authenticated_data_crc32c`` sent and ``verified_*`` checked on
-  encrypt, ``ciphertext_crc32c`` checked on the reply and sent with decrypt, ``plaintext_crc32c``
-  checked on the decrypt reply;
+- end-to-end CRC32C as Google documents (https://cloud.google.com/kms/docs/data-integrity-guidelines),
+  on every request and reply;
 - the wrapped bytes are an envelope (:mod:`pyiceberg_crypto.kms._version_label`, magic ``PGC1``) holding
   the CryptoKeyVersion named in the EncryptResponse ``name`` and Cloud KMS's ciphertext:
-  :meth:`GcpKms.key_version` is that version's id (``"3"``, no server call); decrypt names the
-  CryptoKey and Cloud KMS picks the version from its ciphertext; :meth:`GcpKms.current_key_version`
-  is the id of the CryptoKey's primary version (``cryptoKeys.get``).
+  :meth:`GcpKms.key_version` is that version's id (``"3"``, no server call);
+  :meth:`GcpKms.current_key_version` is the id of the CryptoKey's primary version.
 
-Settings come from properties or the environment (REST transport; ``repr`` shows the endpoint only):
-
-===============================  ==========================================================
-``gcp.endpoint``                 API endpoint (default ``https://cloudkms.googleapis.com``; a
-                                 regional or private endpoint, or ``http://127.0.0.1:PORT`` for tests)
-``gcp.credentials-file``         credentials JSON (service account key, workload identity
-                                 federation config); else application default credentials
-                                 (``GOOGLE_APPLICATION_CREDENTIALS``, gcloud, metadata server)
-``gcp.auth``                     ``default`` or ``anonymous`` (only with a loopback ``gcp.endpoint``)
-``gcp.timeout``                  seconds per request (default 10), one attempt per call
-``gcp.additional-authenticated-data``  the AAD (default ``pyiceberg-crypto:iceberg-table-key-wrap``;
-                                 ``none`` for none)
-===============================  ==========================================================
+Settings are ``gcp.*`` properties (``gcp.endpoint``, ``gcp.credentials-file``, ``gcp.auth``,
+``gcp.timeout``, ``gcp.additional-authenticated-data``), else application default credentials;
+REST transport, ``repr`` shows the endpoint only. Every setting, the CRC32C checks, permissions,
+rotation and errors: docs/kms/gcp.md.
 """
 
 from __future__ import annotations

@@ -11,22 +11,15 @@ alias ARNs) to the Python KMS's own key id ``NAME``.
 The AWS KMS face (``kms serve --aws-kms-api``) accepts all four spellings as a table's
 ``encryption.key-id``, so one Python KMS key may appear under several names in a lake. Every
 command that matches a table's key id with a key (``keys where-used``, ``keystore retire``,
-``where-used --compromised``, ``keys rewrap``, ``keys prune``, the key inventory, the audit)
-compares canonical ids, so a table keyed ``alias/orders-key`` is found by ``orders-key``.
+``keys rewrap``, ``keys prune``, the key inventory, the audit) compares canonical ids, so a table
+keyed ``alias/orders-key`` is found by ``orders-key``. The mapping is the Python KMS's, asked
+through :meth:`KeyManagementClient.canonical_key_id <pyiceberg_crypto.kms.KeyManagementClient.canonical_key_id>`:
+the shipped KMSs the face may serve map with :func:`canonical_key_id`;
+:class:`~pyiceberg_crypto.kms.AwsKms` and a user's own KMS keep the id as is (for real AWS KMS an
+alias and a key ARN are different names). An ARN's region and account are not checked here, so a
+check errs towards "needed", never towards "unused".
 
-**Whose notion.** The mapping is the Python KMS's, asked through
-:meth:`KeyManagementClient.canonical_key_id <pyiceberg_crypto.kms.KeyManagementClient.canonical_key_id>`:
-
-- the shipped KMSs whose ids are plain names or resource paths and that the face may serve (keystore,
-  in-memory, Vault/OpenBao, KMIP, GCP, Azure, and :class:`~pyiceberg_crypto.kms.aws_face_blob.FaceBlobKms`)
-  map with :func:`canonical_key_id`;
-- :class:`~pyiceberg_crypto.kms.AwsKms` (real AWS KMS) and a user's own KMS keep the default, the id as
-  is: there an alias and a key ARN are real, different AWS names (an alias can move to another key;
-  AWS itself resolves them, and ``key_version`` reports the key ARN that wrapped each KEK).
-
-An ARN's region and account are not checked here (the face checks them against its own): for
-matching, any region and account name the same key, so a check errs towards "needed", never
-towards "unused". Ids that are neither form come back as they are.
+Which KMSs map, and why: docs/how-to/trino.md#3-which-tables-read (its "Key ids").
 """
 
 from __future__ import annotations

@@ -1,49 +1,27 @@
 """A KMS whose master keys live in a keystore file the user controls, with key rotation.
 
-Create a keystore and a master key with the CLI (no key bytes are ever printed)::
+Create a keystore and a master key with the CLI (no key bytes are ever printed), then use it::
 
     pyiceberg-crypto keystore create /etc/lake/keys.json
     pyiceberg-crypto keystore add /etc/lake/keys.json orders-key
     pyiceberg-crypto keystore rotate /etc/lake/keys.json orders-key   # later: new version
-
-and use it from Python::
-
     from pyiceberg_crypto.kms import KeystoreKms
     kms = KeystoreKms("/etc/lake/keys.json")
     register_kms(spark, kms)       # tables use TBLPROPERTIES ('encryption.key-id'='orders-key')
 
-**Keystore file** (JSON, mode 0600, refused when group or others have any access)::
+The file is JSON, mode 0600 (refused when group or others have any access), written atomically
+under a lock. :meth:`KeystoreKms.wrap_key` uses a key id's newest version and records it in the
+blob, so :meth:`~KeystoreKms.unwrap_key` keeps working after a rotation; a changed file is re-read.
+The file format, compromised versions, writes and rotation in Iceberg: docs/kms/keystore.md.
 
-    {"format": "pyiceberg-crypto-keystore", "format-version": 1,
-     "keys": {"orders-key": [{"version": 1, "created": "2026-11-22T15:00:00Z",
-                              "key": "<base64 of 16, 24 or 32 bytes>"}, ...]}}
-
-A version may carry ``"compromised": "<ISO 8601 UTC>"``: marked leaked (``pyiceberg-crypto keystore
-compromised PATH KEY_ID VERSION``, :meth:`Keystore.mark_compromised`). It still unwraps (decryption
-goes on until the tables are re-encrypted); :meth:`KeystoreKms.compromised_versions` reports it.
-
-**Rotation**: each key id holds several versions. :meth:`KeystoreKms.wrap_key` always uses the
-newest version; the version used is recorded in the wrapped blob, so :meth:`~KeystoreKms.unwrap_key`
-keeps working for keys wrapped before a rotation. Never delete an old version while a table still
-has keys wrapped with it. The KMS notices when the file changes on disk (another process rotated)
-and reloads it before the next call.
-
-**Wrapped-key format** (version 1, 36 bytes + key length)::
+**Wrapped-key format** (version 1, 36 bytes + key length; AES-GCM additional data
+``b"PKW1" || version (4 bytes) || UTF-8 key id``)::
 
     offset  size  field
     0       4     magic and format version: b"PKW1"
     4       4     master key version, unsigned big-endian
     8       12    AES-GCM nonce (random)
     20      n+16  AES-GCM ciphertext of the key, then the 16-byte tag
-
-The AES-GCM additional authenticated data is ``b"PKW1" || version (4 bytes) || UTF-8 key id``, so a
-blob authenticates only under the key id and version it was made for: changing the version field,
-or presenting the blob under another key id, fails authentication.
-
-**Writes** (create/add/rotate) take an exclusive lock on ``<file>.lock``, re-read the file, write a
-temporary file with mode 0600 in the same directory, fsync it and rename it over the keystore
-(``pyiceberg_crypto._atomic``), so readers see either the old or the new keystore and concurrent
-rotations never lose a version.
 """
 
 from __future__ import annotations

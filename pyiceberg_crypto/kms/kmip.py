@@ -5,25 +5,14 @@
                             "kmip.client-key": "/etc/lake/kmip/client.key", "kmip.ca-cert": "/etc/lake/kmip/ca.crt"})
     register_kms(spark, kms)   # tables: TBLPROPERTIES ('encryption.key-id'='lake-orders')
 
-**Keys.** The table's ``encryption.key-id`` names a symmetric (AES) key held by the KMIP server:
-by its Name attribute (``lake-orders``: the newest *Active* key with that Name wraps, so rotation
-is "create a new key with the same Name") or by Unique Identifier (``uid:<UID>``: always that
-key, no rotation).
+The table's ``encryption.key-id`` names an AES key on the server by its Name attribute (the newest
+Active key with that Name wraps: rotation is a new key with the same Name) or as ``uid:<UID>``. A
+wrap is one KMIP Encrypt, an unwrap one Decrypt, with AES-GCM inside the server (KMIP 1.4 §4.29,
+§4.30, §3.6), over mutual TLS. Settings are ``kmip.*`` properties, else ``PYICEBERG_CRYPTO_KMIP_*``
+variables; :meth:`KmipKms.initialize` applies catalog properties later. Key ids, settings,
+certificates, the wrap in detail, rotation and errors: docs/kms/kmip.md.
 
-**Wrapping: AES-GCM inside the server.** ``wrap_key`` is one KMIP Encrypt, ``unwrap_key`` one
-Decrypt, with Cryptographic Parameters {Cryptographic Algorithm AES, Block Cipher Mode GCM, Tag
-Length 16} and the KEK as Data (KMIP 1.4 §4.29 Encrypt / §4.30 Decrypt, §3.6 Cryptographic
-Parameters). The authenticated modes' fields (Authenticated Encryption Additional Data and Tag)
-exist from KMIP 1.4 on, so requests are KMIP 1.4 (``kmip.version=2.0`` for 2.0). PyKMIP's server
-supports GCM (its crypto engine ``kmip/services/server/crypto/engine.py`` maps
-``BlockCipherMode.GCM`` to ``cryptography``'s GCM, takes the additional data and returns/checks
-the tag), as HSM-backed KMIP servers do, so no unauthenticated construction is needed. The IV is
-12 random bytes made by this client (NIST SP 800-38D §8.2.2) and sent as IV/Counter/Nonce, or,
-with ``kmip.iv=server`` (HSMs in FIPS mode that must generate GCM IVs themselves), whatever the
-server returns. The additional data binds the blob's header and the table's key id, so a blob
-whose header (key UID) was changed, or that was made for another key id, fails the Decrypt.
-
-**Wrapped-key format** (version 1)::
+Wrapped-key format (version 1); the GCM additional data is ``bytes[0 : 6+n] || UTF-8 key id``::
 
     offset  size  field
     0       4     b"PKM1" (magic and format version)
@@ -33,35 +22,6 @@ whose header (key UID) was changed, or that was made for another key id, fails t
     7+n     m     IV/Counter/Nonce
     7+n+m   16    GCM tag
     23+n+m  ...   ciphertext (as long as the wrapped key)
-
-additional data = ``bytes[0 : 6+n] || UTF-8 key id``. ``key_version`` reads the UID from the
-header (no server call); ``current_key_version`` is the UID ``wrap_key`` would use now (Locate by
-Name and State Active; several: the newest Initial Date); ``unwrap_key_version`` decrypts with the
-UID in the header, so blobs wrapped before a rotation keep unwrapping while their key is Active.
-
-**Connection.** Mutual TLS (TLS 1.2 or newer) to ``kmip.host:kmip.port``: the client certificate and
-key authenticate this client (the KMIP server maps the certificate to an identity and its
-permissions), the CA file verifies the server's certificate and the server's name
-(``kmip.server-name``, default the host). One short connection per operation (no state shared
-between threads); one operation (connect, TLS handshake, requests and replies) takes at most
-``kmip.timeout`` seconds.
-
-Settings come from ``kmip.*`` properties, else ``PYICEBERG_CRYPTO_KMIP_*`` environment variables;
-:meth:`KmipKms.initialize` applies ``kmip.*`` properties later (catalog properties
-``pyiceberg-crypto.kms.kmip.*`` arrive there with the prefix removed).
-
-=========================  ================================================================
-``kmip.host``              server host; else ``PYICEBERG_CRYPTO_KMIP_HOST``
-``kmip.port``              server port (default 5696, IANA's KMIP port); else ``..._KMIP_PORT``
-``kmip.client-cert``       client certificate (PEM); else ``..._KMIP_CLIENT_CERT``
-``kmip.client-key``        its private key (PEM, unencrypted, readable only by this user); else
-                           ``..._KMIP_CLIENT_KEY``
-``kmip.ca-cert``           CA bundle for the server's certificate; else ``..._KMIP_CA_CERT``
-``kmip.server-name``       name checked in the server certificate (default ``kmip.host``)
-``kmip.timeout``           seconds for one operation (default 10; below the bridge timeout)
-``kmip.version``           KMIP protocol version of requests, ``1.4`` (default) or ``2.0``
-``kmip.iv``                ``client`` (default, 12 random bytes) or ``server``
-=========================  ================================================================
 """
 
 from __future__ import annotations

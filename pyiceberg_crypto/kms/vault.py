@@ -9,34 +9,14 @@
   ``associated_data`` naming the key use (:data:`DEFAULT_ASSOCIATED_DATA`), so a Transit
   ciphertext made for another purpose with the same key does not decrypt here;
 - the wrapped bytes are Transit's ciphertext string ``vault:v<N>:<base64>``; the key version is
-  ``v<N>`` (``keys list`` / ``keys rewrap``); :meth:`VaultTransitKms.current_key_version` reads
-  ``latest_version`` (``GET /v1/<mount>/keys/<key>``); the re-wrap is decrypt + encrypt (Transit's
-  ``rewrap`` endpoint has no ``associated_data``; it is used when ``vault.associated-data=none``);
-- Transit's ``encrypt`` creates a key that does not exist (when the policy grants ``create``): a
-  mistyped ``encryption.key-id`` would silently get a fresh key. So the first wrap with a key id
-  reads ``keys/<key>`` and refuses a missing key (a policy without ``read`` there skips the check:
-  grant ``update`` only, not ``create``, on ``encrypt/*``);
-- a token refused mid-run (expired, revoked) is replaced once and the call retried: the token file
-  read again (Vault Agent / a sidecar renews it there), or a new AppRole / Kubernetes login.
+  ``v<N>``; :meth:`VaultTransitKms.current_key_version` reads ``latest_version``;
+- a missing key is refused on the first wrap, never created by Transit's ``encrypt``;
+- a token refused mid-run (expired, revoked) is replaced once and the call retried.
 
-Settings come from properties or the environment; secrets only from the environment or files:
-
-=========================  ==============================================================
-``vault.address``          server URL; else ``VAULT_ADDR`` (``BAO_ADDR``)
-``vault.auth``             ``token`` (default), ``approle`` or ``kubernetes``
-``vault.token-file``       file holding the token; else ``VAULT_TOKEN`` (``BAO_TOKEN``)
-``vault.role-id``          AppRole role id (else ``VAULT_ROLE_ID``)
-``vault.secret-id-file``   AppRole secret id file; else ``VAULT_SECRET_ID``
-``vault.kubernetes-role``  Kubernetes auth role
-``vault.jwt-file``         service account JWT (default the pod's token file)
-``vault.auth-mount``       auth method mount (default ``approle`` / ``kubernetes``)
-``vault.mount``            Transit mount (default ``transit``)
-``vault.namespace``        Vault Enterprise / OpenBao namespace; else ``VAULT_NAMESPACE``
-``vault.ca-cert``          CA bundle for TLS; else ``VAULT_CACERT``
-``vault.timeout``          seconds per HTTP request (default 10)
-``vault.associated-data``  the AEAD associated data (default ``pyiceberg-crypto:iceberg-table-key-wrap``;
-                           ``none`` for none)
-=========================  ==============================================================
+Settings come from ``vault.*`` properties or the environment (``VAULT_ADDR``, ``VAULT_TOKEN``, ...);
+secrets only from the environment or files. Authentication: a token (``vault.token-file``),
+AppRole or Kubernetes (``vault.auth``). Every setting, the minimal policy, rotation, errors and how
+it is tested: docs/kms/vault.md.
 """
 
 from __future__ import annotations

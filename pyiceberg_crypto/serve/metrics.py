@@ -5,39 +5,18 @@
     # GET /healthz  -> 200 "ok ..." or 503 "unhealthy: <reason>", a canary wrap/unwrap through the KMS
     server.close()
 
-Metrics (no secrets, no per-client-address labels: a fleet of executors would make the series
-unbounded; the ``principal`` label takes only the principals the policy names, else ``unknown``):
-
-=================================================  ==========================================================
-``pyiceberg_crypto_kms_calls_total{face,principal,operation}`` KMS operations of every face (``py4j``,
-                                                   ``aws``) per principal (``aws:SECTION``, ``py4j:NAME``,
-                                                   ``unknown``): ``wrap``, ``unwrap``, ``generate``, ``describe``
-``pyiceberg_crypto_kms_refused_operations_total{face,operation,reason}`` refused by the policy, for an
-                                                   unknown key, or because the audit trail could not record
-``pyiceberg_crypto_kms_audit_write_failures_total`` audit lines that could not be written (fail closed)
-``pyiceberg_crypto_kms_py4j_calls_total{operation}`` Py4J calls finished (``initialize`` too)
-``pyiceberg_crypto_kms_failures_total{operation}`` calls that failed
-``pyiceberg_crypto_kms_call_duration_seconds``     histogram per operation (time in the Python KMS)
-``pyiceberg_crypto_kms_calls_in_flight{operation}`` calls running now (a hung KMS shows here)
-``pyiceberg_crypto_kms_connected_clients``         open connections (authenticated and not yet)
-``pyiceberg_crypto_kms_unauthenticated_connections`` connections still authenticating
-``pyiceberg_crypto_kms_max_connections``           the configured cap
-``pyiceberg_crypto_kms_refused_connections_total{reason}`` refusals, by reason (wrong token, caps, ...)
-``pyiceberg_crypto_kms_refused_tokens_total``      refusals for a wrong or old token
-``pyiceberg_crypto_kms_idle_closed_total``         authenticated connections closed for idling
-``pyiceberg_crypto_kms_reloads_total``             KMS rebuilds (SIGHUP)
-``pyiceberg_crypto_kms_health_checks_total{result}`` canary wrap/unwrap runs (``ok`` / ``failed``)
-``pyiceberg_crypto_kms_up``                        1 while the listener accepts connections
-=================================================  ==========================================================
-
-The health check runs at most once per ``health_interval`` seconds (probes in between get the
-last answer, so a probe storm never becomes a KMS storm); its answer names the key id and the
-reason of a failure in the words clients get (no key bytes, no KMS endpoint detail).
+The metrics (``pyiceberg_crypto_kms_*``: calls per face, principal and operation, refusals,
+failures, latency, calls in flight, connections, reloads, health checks) carry no secrets and no
+per-client-address labels: a fleet of executors would make the series unbounded; the
+``principal`` label takes only the principals the policy names, else ``unknown``. The health check
+runs at most once per ``health_interval`` seconds (probes in between get the last answer).
 
 The port is bounded like the KMS listener: at most :data:`MAX_CONNECTIONS` connections (more are
 closed at once), a request must arrive whole within :data:`REQUEST_DEADLINE_SECONDS`, and a peer
 that breaks off (a reset before the answer) costs one rate-limited log line, never a traceback. It
 listens on loopback unless ``allow_remote`` (``kms serve --metrics-allow-remote``) says otherwise.
+
+Every metric and its labels, and the health answers: docs/how-to/kms-service.md#metrics-and-health.
 """
 
 from __future__ import annotations

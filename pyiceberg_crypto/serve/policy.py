@@ -1,41 +1,27 @@
 """Who may use which key, for every face of ``kms serve``: the policy file, parsed and matched.
 
-The policy is a JSON file (``kms serve --policy PATH``; JSON because the standard library of every
-Python the package supports reads it)::
+The policy is a JSON file (``kms serve --policy PATH``) that grants each principal operations on
+keys; with a policy, anything it does not grant is denied; without one, every principal may use
+every key::
 
-    {
-      "version": 1,
-      "principals": {
-        "aws:trino": {
-          "grants": [{"keys": ["analytics-*"], "operations": ["Decrypt"]}]
-        },
-        "py4j:spark-writers": {
-          "token_file": "tokens/spark-writers.token",
-          "grants": [{"keys": ["orders-key"], "operations": ["wrap", "unwrap"]}]
-        }
-      }
-    }
-
-Principals:
-
-- ``aws:SECTION``: the section ``[SECTION]`` of the AWS face's credentials file (the access key that
-  signed the request);
-- ``py4j:NAME``: a named token of the Py4J face. The service writes a fresh token to ``token_file``
-  (relative paths are relative to the policy file; mode 0600) at start and whenever the policy is
-  reloaded with a principal that has no token yet; the JVMs of that client read it as their
-  ``pyiceberg-crypto.kms-service.token-file``. Removing the principal and reloading (SIGHUP)
-  revokes its token alone. ``py4j:default`` is the token of ``--token-file``.
-
-Grants: ``keys`` are exact key ids or simple patterns (``*`` any run of characters, ``?`` one);
-``alias/NAME`` and the ARN forms name the same key as ``NAME`` (:func:`~pyiceberg_crypto.kms.key_ids.canonical_key_id`),
-in the policy and in requests. ``operations``: ``wrap`` (AWS ``Encrypt``), ``unwrap`` (``Decrypt``),
-``generate`` (``GenerateDataKey``), ``describe`` (``DescribeKey``), or ``*`` for all four. With a
-policy, anything it does not grant is denied; without one, every principal may use every key.
-The file must belong to the service's user and be writable by nobody else (not a symlink).
+    {"version": 1,
+     "principals": {
+        "aws:trino": {"grants": [{"keys": ["analytics-*"], "operations": ["Decrypt"]}]},
+        "py4j:spark-writers": {"token_file": "tokens/spark-writers.token",
+                               "grants": [{"keys": ["orders-key"], "operations": ["wrap", "unwrap"]}]}}}
 
     policy = load_policy("/etc/lake/kms-policy.json")
     policy.allows("aws:trino", "unwrap", "analytics-2026")     # True
     policy.allows("aws:trino", "wrap", "analytics-2026")       # False
+
+Principals are ``aws:SECTION`` (a section of the AWS face's credentials file) and ``py4j:NAME`` (a
+named token of the Py4J face, written to ``token_file``; ``py4j:default`` is ``--token-file``).
+Keys are exact ids or ``*`` / ``?`` patterns, alias and ARN forms meaning the same key
+(:func:`~pyiceberg_crypto.kms.key_ids.canonical_key_id`); operations are ``wrap``, ``unwrap``,
+``generate``, ``describe`` or ``*``. The file must belong to the service's user and be writable by
+nobody else (not a symlink).
+
+Principals, grants, token files and reloading (SIGHUP): docs/how-to/govern-keys.md.
 """
 
 from __future__ import annotations

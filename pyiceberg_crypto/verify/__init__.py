@@ -9,24 +9,19 @@ writer (pure Python + ``cryptography``)::
     report = verify_table(spark, "lake.db.orders", state="/var/lib/verify/orders.json")   # incremental
     report.ok, report.not_ok(), report.to_dict()
 
-Every table of a catalog at once is the lake audit, :mod:`pyiceberg_crypto.audit`, built on this package.
+Built on the table model (:mod:`pyiceberg_crypto.table`), under the lake audit (:mod:`pyiceberg_crypto.audit`)
+and the spark-submit job (:mod:`pyiceberg_crypto.cli.verify_job`). Modules, in the order :mod:`.pipeline` runs them:
 
-It builds on the table model (:mod:`pyiceberg_crypto.table`: metadata, keys, catalog, manifests).
-Modules, top-down as a verification runs (:mod:`.pipeline` calls them in this order):
-
-- :mod:`.pipeline`     ``verify_metadata``: the whole walk of one metadata.json
-- :mod:`.ledger`       the verifier's memory: what an earlier OK run proved, and the ``history`` check
+- :mod:`.pipeline` ``verify_metadata``, the whole walk of one metadata.json; :mod:`.ledger` the
+  verifier's memory (what an earlier OK run proved, the ``history`` check)
 - :mod:`.table_checks` format version, key id, KEKs, snapshots, metadata hash, KEK rotation
-- :mod:`.plan`         scope (current / snapshot / all / since) -> manifest lists -> manifests -> one task per file
-- :mod:`.runners`      where file checks run: threads here, Spark tasks in :mod:`.spark`
-- :mod:`.checks`       one file against its key metadata (the unit every runner runs)
-- :mod:`._forensics`   failing files that authenticate as other files: swaps and replays
-- :mod:`.report`       findings and the report document; :mod:`.render` text, JSON, error documents
-- :mod:`.spark`        ``verify_table``: the metastore entry, then Spark tasks
-- :mod:`.each_commit`  ``VerifyEachCommit``: a streaming listener verifying each new snapshot (ledger)
-- :mod:`.magic_scan`   the key-less magic scan (what the demo prints before verifying)
-
-The spark-submit job is :mod:`pyiceberg_crypto.cli.verify_job`.
+- :mod:`.plan` scope (current / snapshot / all / since) -> manifest lists -> manifests -> one task per file
+- :mod:`.runners` where file checks run (threads, or Spark tasks in :mod:`.spark`); :mod:`.checks`
+  one file against its key metadata (the unit every runner runs)
+- :mod:`._forensics` failing files that authenticate as other files: swaps and replays
+- :mod:`.report` findings and the report document; :mod:`.render` text, JSON, error documents
+- :mod:`.spark` ``verify_table``; :mod:`.each_commit` ``VerifyEachCommit``, a streaming listener
+  verifying each new snapshot; :mod:`.magic_scan` the key-less magic scan (the demo's)
 """
 
 from pyiceberg_crypto.errors import TableInputError

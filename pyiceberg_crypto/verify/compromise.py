@@ -1,5 +1,5 @@
 """Proof after a compromise: for every file reachable from every snapshot of a table, the key chain
-that opens it, and whether any chain leads to the compromised material (issue 42)::
+that opens it, and whether any chain leads to the compromised material::
 
     from pyiceberg_crypto.verify.compromise import compromise_report
 
@@ -10,24 +10,15 @@ that opens it, and whether any chain leads to the compromised material (issue 42
     after.ok, after.to_dict(), print(after.render_text())
 
 A chain is ``master key (version) -> KEK -> manifest-list key -> manifest list -> manifest -> file``
-as the metadata.json records it: the snapshot's ``key-id`` names the sealed manifest-list key, its
-``encrypted-by-id`` names the KEK, the KMS says which master key version wrapped the KEK
-(:meth:`~pyiceberg_crypto.kms.KeyManagementClient.key_version`). A file depends on the compromised
-material when one of the snapshots that reach it is sealed by a compromised KEK or a KEK wrapped by
-a compromised master key version: whoever holds that material opens its manifest list, so every
-manifest key and file key below it. ``ok`` holds when no file depends on it, every file was walked
-(manifest lists and manifests authenticated by the verifier's plan) and every path in
-``previously_dependent`` is gone from storage. This module shares no code with the re-encryption
-(:mod:`pyiceberg_crypto.keys.reencrypt`): it reads what was written, and never prints key bytes.
+as the metadata.json records it. A file depends on the compromised material when a snapshot that
+reaches it is sealed by a compromised KEK, or by a KEK wrapped by a compromised master key version,
+or was re-sealed by a re-encryption (``RESEALED_UP_TO_SEQUENCE``: its manifest-list key was sealed
+by an old KEK before). ``ok`` holds when no file depends on it, every file was walked and every
+path in ``previously_dependent`` is gone from storage. This module shares no code with the
+re-encryption (:mod:`pyiceberg_crypto.keys.reencrypt`): it reads what was written, and never
+prints key bytes.
 
-Re-sealed snapshots: the re-encryption's first commit re-seals the manifest-list key of every
-snapshot with the fresh KEK and drops the old KEKs, so a snapshot written before the run then shows
-a clean chain, but its manifest-list key (the same bytes) was sealed by an old KEK in every copy of
-the metadata taken before, so the leaked material still opens it. The fresh KEK records the last
-sequence number it re-sealed (``RESEALED_UP_TO_SEQUENCE``): every snapshot at or below it counts as
-compromised here (``KeyChain.resealed``). So a report on a table where a run stopped half-way (the
-``before`` of a re-run) lists those snapshots' files as dependent, and the re-run's proof checks
-that they are gone.
+How chains are followed, and why re-sealed snapshots count: docs/explanation/design.md#compromise-proof.
 """
 
 from __future__ import annotations

@@ -10,26 +10,17 @@ snapshot against the table's ledger as the stream commits it::
     listener.close()                            # the last commit checked; the worker stops
     listener.reports, listener.failures         # oldest first
 
-What happens:
+The constructor verifies the table once, synchronously, against the ledger at ``state`` (the same
+ledger as ``pyiceberg-crypto verify --state``). Each stream event then asks a worker thread to
+check what is new since the ledger's last OK run (the listener-bus thread only enqueues, so a slow
+check never stalls the stream); every snapshot is verified once, and a restart with the same
+ledger continues where the last run stopped. A check that is not OK goes to :attr:`failures` and
+leaves the ledger where it was; ``on_failure`` acts: ``"stop"`` (default) logs the report at ERROR
+and stops the queries that write the table (``toTable`` sinks that name it, and ``foreachBatch``
+queries, or ``queries=[...]``), ``"log"`` only logs it, a callable receives the report.
+:attr:`verified_at` says when each snapshot was verified.
 
-- The constructor verifies the table once, synchronously, against the ledger at ``state`` (the
-  same ledger as ``pyiceberg-crypto verify --state``): in full when the ledger is new, else only
-  what the table gained since. A wrong table name, a ledger of another table or a Spark Connect
-  session fail here, before any stream runs.
-- Each stream event (a micro-batch's progress, an idle query, a query that stops) asks a worker
-  thread to check again; the listener-bus thread only enqueues, so a slow check never stalls the
-  stream. Requests that pile up while a check runs become one check. Each check walks what is new
-  since the ledger's last OK run (commits by other writers included): every snapshot is verified
-  once, and a restart with the same ledger continues where the last run stopped.
-- A check that found new snapshots adds its report to :attr:`reports`; one that is OK records when
-  each of its snapshots was verified in :attr:`verified_at` (snapshot id -> ``time.time()``; the lag
-  of a commit is that minus the snapshot's ``committed_at``); one that is not OK goes to
-  :attr:`failures`, and then ``on_failure`` acts: ``"stop"`` (default) logs the report at ERROR and
-  stops the queries that write the table, ``"log"`` only logs it, a callable receives the report.
-  A failed check leaves the ledger where it was, so the next check reports the same snapshots.
-
-Which queries write the table: those whose sink names it (``toTable``), and ``foreachBatch``
-queries (their sink does not say what they write); pass ``queries=[query, ...]`` to name them.
+What it does in detail: docs/how-to/verify-each-commit.md.
 """
 
 from __future__ import annotations

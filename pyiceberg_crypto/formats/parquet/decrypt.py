@@ -1,34 +1,20 @@
 """Decrypt an encrypted Parquet file into an ordinary plaintext ``PAR1`` file.
 
-Every module is authenticated on the way (GCM), then written in plaintext with all offsets
-rewritten: column chunk ``file_offset``, dictionary/data page offsets, chunk sizes, column and
-offset index offsets/lengths, page locations inside each OffsetIndex, bloom filter
-offsets/lengths, row group offsets/sizes, and page CRCs (parquet-java computes them over the
-encrypted bytes). Crypto metadata (``crypto_metadata``, ``encrypted_column_metadata``,
-``encryption_algorithm``, ``footer_signing_key_metadata``) is dropped; the footer is re-encoded
-with our Thrift encoder, keeping every field we do not touch.
-
-Output layout: ``PAR1 | row groups (pages) | column indexes | offset indexes | bloom filters |
-FileMetaData | length | PAR1``.
-
-Usage::
+Every module is authenticated on the way (GCM), then written in plaintext with every offset, size
+and page CRC rewritten and the crypto metadata dropped; the footer is re-encoded, keeping every
+field not touched (Parquet Modular Encryption, ``parquet-format``'s ``Encryption.md``)::
 
     with open(src, "rb") as f, open(dst, "wb") as out:
         result = decrypt_parquet(f, out, ParquetKeys(footer_key=dek, aad_prefix=prefix), name=src)
 
 All keys must be available; a missing key raises :class:`KeyRequiredError` before anything
-unauthenticated is written (the output is only valid once the function returns).
+unauthenticated is written (the output is only valid once the function returns). ``leaf_columns``
+copies only some column chunks and ``row_groups`` only some row groups (each a list, or a function
+of the authenticated footer); the others keep their metadata but no pages, and their modules are
+neither read nor decrypted.
 
-Projection: ``leaf_columns`` (leaf column ordinals, or a function of the authenticated footer's
-schema returning them) copies only those column chunks; the others keep their ColumnMetaData but
-no pages (offset 4, size 0, no indexes), so a reader asked for the selected columns only never
-touches them, and their modules are neither read nor decrypted.
-
-Row groups: ``row_groups`` (row group indexes, or a function of the authenticated footer as a
-page-less plaintext Parquet file, which PyArrow opens to read each chunk's statistics) copies the
-pages of those row groups only; the others keep their metadata (row counts, statistics) with no
-pages, so row positions in the file stay what they were and a reader reads the selected row groups
-(``pyarrow.parquet.ParquetFile.read_row_groups``). Skipped row groups are never read nor decrypted.
+What is rewritten, the output layout, and how projection keeps row positions:
+docs/explanation/formats.md#parquet-decrypt.
 """
 
 from __future__ import annotations

@@ -10,36 +10,18 @@ KMIP or your own ``wrap_key``/``unwrap_key``.
     face.close()
 
 The command line is ``pyiceberg-crypto kms serve ... --aws-kms-api [HOST:]PORT`` (beside the Py4J face).
-
-Operations (what the clients were read to call, see docs/how-to/trino.md):
-
-- ``Encrypt`` (``KeyId``, ``Plaintext``, ``EncryptionAlgorithm``, ``EncryptionContext``): Iceberg's
-  ``wrapKey``. Returns a self-describing blob (:mod:`pyiceberg_crypto.kms.aws_face_blob`).
-- ``Decrypt`` (``CiphertextBlob``, ``KeyId`` optional, ...): Iceberg's ``unwrapKey`` (it sends the
-  table's key id). A raw Python-KMS blob (a table written through the Py4J bridge) unwraps with the
-  ``KeyId`` sent.
-- ``GenerateDataKey`` (``KeySpec`` or ``NumberOfBytes``): Iceberg's ``generateKey`` (core never calls
-  it in 1.11/1.12) and boto3.
-- ``DescribeKey``: pyiceberg-crypto's own ``AwsKms`` resolves aliases with it; the answer comes from
-  a probe wrap with the key (``NotFoundException`` when the Python KMS does not know it).
-
-Key ids: the Python KMS's key id as is; ``alias/NAME``, ``arn:aws:kms:REGION:ACCOUNT:alias/NAME``
-and ``arn:aws:kms:REGION:ACCOUNT:key/NAME`` all mean the Python KMS's key ``NAME`` (an ARN must
-name this face's region and account). Responses name keys by their ARN
-``arn:aws:kms:REGION:ACCOUNT:key/NAME``.
+It serves ``Encrypt`` (Iceberg's ``wrapKey``; a self-describing blob), ``Decrypt`` (``unwrapKey``;
+face blobs and raw Python-KMS blobs), ``GenerateDataKey`` and ``DescribeKey``. Key ids are the
+Python KMS's, also as ``alias/NAME`` or a key or alias ARN of this face's region and account.
 
 Rooms: the HTTP listener and its bounds (:mod:`.http`), SigV4 (:mod:`.sigv4`), key ids
 (:mod:`.key_ids`), TLS and its CA (:mod:`.tls`), the blob format
-(:mod:`pyiceberg_crypto.kms.aws_face_blob`); this module is the API itself.
+(:mod:`pyiceberg_crypto.kms.aws_face_blob`); this module is the API itself. Nothing logged, counted
+or answered carries key bytes, secrets or signatures.
 
-Bounds (like the Py4J face; :mod:`.http` has them all): a cap on open connections, and a smaller
-one, per peer too, on connections not yet signed (the oldest silent one makes room), 5 s for
-their TLS handshake and first byte, a request whole within ``request_deadline_seconds`` of its
-first byte, idle keep-alive connections closed, bounded headers and bodies, no chunked bodies.
-Repeated signatures are served, as AWS serves them (no replay cache: see :mod:`.sigv4`). Raw blobs
-must unwrap to a table key, so a face blob's context binding holds on that path too
-(:mod:`pyiceberg_crypto.kms.aws_face_blob`). Nothing logged, counted or answered carries key bytes,
-secrets or signatures.
+The bounds, why repeated signatures are served and how raw blobs keep the context binding:
+docs/how-to/trino.md#1-serve-the-kms-with-the-aws-face; what each operation takes and the key ids:
+docs/how-to/trino.md#3-which-tables-read.
 """
 
 from __future__ import annotations

@@ -11,23 +11,16 @@ answer or its :class:`ApiError` as AWS does (``{"__type": code, "message": ...}`
 
     Echo("127.0.0.1", 0, tls=None, limits=FaceLimits(), name="echo").start()
 
-HTTP/1.1 framing (request line, headers, ``Content-Length``, keep-alive, ``Expect: 100-continue``)
-is h11's, a well-kept parser, not hand-written: ``Content-Length`` is ASCII digits only, a
-duplicate or malformed header is a 400.
+HTTP/1.1 framing is h11's, a well-kept parser, not hand-written. Bounds (:class:`FaceLimits`): at
+most ``max_connections`` open connections; of them, at most ``max_unsigned`` that have not yet sent
+a validly signed request ("unsigned"), ``max_unsigned_per_peer`` per peer address. A newcomer
+beyond a cap evicts the oldest *silent* unsigned connection, and is refused only when none is
+silent. Deadlines: ``auth_deadline_seconds`` for the TLS handshake and first byte,
+``request_deadline_seconds`` for the whole request, ``idle_timeout_seconds`` for idle signed
+connections; headers of at most 16 KiB, bodies of at most ``max_body_bytes``, no chunked bodies. So
+silent connections, however many, cannot keep signed clients out.
 
-Bounds: at most ``max_connections`` open connections; of them, at most ``max_unsigned`` that have
-not yet sent a request with a valid signature ("unsigned"), at most ``max_unsigned_per_peer`` of
-those per peer address. A newcomer beyond a cap evicts the oldest *silent* unsigned connection (one
-that has not sent a byte of its request): of its own peer at the per-peer cap, else of the peer
-holding the most such connections; it is refused only when none is silent. An unsigned connection
-must finish its TLS handshake and send the first byte of its request within
-``auth_deadline_seconds`` (5 s, as the Py4J face); a request (headers and body) must arrive whole within
-``request_deadline_seconds`` of its first byte; an idle signed keep-alive connection is closed after
-``idle_timeout_seconds``. Headers of at most 16 KiB, bodies of at most ``max_body_bytes``, no
-chunked bodies. A watchdog closes connections past their deadline, so dribbling bytes does not keep
-one open. So silent connections, however many and however often re-opened, cannot keep signed
-clients out. An error in a connection thread ends that connection with one rate-limited log line
-(its type and where; never the bytes received).
+Every bound and its default, and the framing rules: docs/how-to/trino.md#1-serve-the-kms-with-the-aws-face.
 """
 
 from __future__ import annotations

@@ -11,24 +11,15 @@ principal the logs name; the secret never appears anywhere)::
     aws_access_key_id = AKIALAKETRINO0000001
     aws_secret_access_key = ...
 
-Refused (each with the AWS error code clients already understand and a fixed ``reason`` label for
-metrics): no or malformed ``Authorization``, ``SignedHeaders`` that leave out ``host``,
-``x-amz-date``, ``x-amz-target`` or ``content-type`` (the operation and its framing are signed, so a
-signed GenerateDataKey cannot become a DescribeKey on the way), an unknown access key, a signature
-that does not match, a credential scope for another date, region or service, and an ``X-Amz-Date``
-more than ``max_skew`` (5 minutes) off the server's clock.
+The canonical request follows the SigV4 specification (AWS "Create a signed AWS API request").
+Refused: a missing or malformed ``Authorization``, ``SignedHeaders`` that leave out ``host``,
+``x-amz-date``, ``x-amz-target`` or ``content-type``, an unknown access key, a wrong signature, a
+credential scope for another date, region or service, and an ``X-Amz-Date`` more than ``max_skew``
+(5 minutes) off. Repeats are served, as AWS KMS serves them (botocore signs no nonce): no replay
+cache; TLS keeps requests from being captured. :meth:`SigV4Verifier.watch` follows the credentials
+file: a section removed or a secret changed is in force within about a second.
 
-Repeats are served, as AWS KMS serves them: botocore signs no nonce, so a boto3 loop, two boto3
-processes with one credential and botocore's own retries send the same signature twice within a
-second. The face speaks TLS (plain HTTP only on loopback, when asked), so no one on the network
-can capture a request to replay it; what bounds a captured one is the skew window, as with AWS.
-
-:meth:`SigV4Verifier.watch` follows the credentials file: a section removed (a revoked client) or
-a secret changed is in force within about a second, without a restart or SIGHUP.
-
-The canonical request follows the SigV4 specification (AWS "Create a signed AWS API request"), with
-only the headers the client listed in ``SignedHeaders``; ``tests/serve/test_aws_face_sigv4.py``
-checks it against botocore's own signer.
+Why each check, and why repeats are served: docs/how-to/trino.md#1-serve-the-kms-with-the-aws-face.
 """
 
 from __future__ import annotations
