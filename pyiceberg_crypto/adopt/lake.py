@@ -11,18 +11,12 @@ several at a time in one Spark session, with progress, a report, and a resume fr
     encrypt_tables(spark, "lake", "lake-key", resume="encrypt-lake.json")   # after a crash or a failure
     encrypt_tables(spark, "lake", "lake-key", dry_run=True).planned         # what it would do, nothing changed
 
-The tables are listed by the package's one table listing
-(:func:`pyiceberg_crypto.catalog.entry.list_tables`, as the audit lists them) and classified by the
-audit's rule (:attr:`pyiceberg_crypto.table.metadata.TableMetadata.encrypted`: format-version 3 or
-later and an ``encryption.key-id``). Not encrypted again: the plaintext originals an earlier run kept
-(the encrypted table's ``pyiceberg-crypto.adopt.plaintext-name``) and staging tables
-(``<name>__encrypting``); a staging table whose original is gone (a crash between the two renames)
-puts that name on the list, and :func:`~.encrypt.encrypt_table` finishes the swap.
-
-Each table runs :func:`~.encrypt.encrypt_table`; one table's failure never stops the others, and is
-named with its reason. The report (JSON, written atomically when the run starts and after each table,
-so a crash loses at most the tables running) lists every table with its status; resuming from it
-skips the tables it records as done, and says so.
+The tables are listed as the audit lists them (:func:`pyiceberg_crypto.catalog.entry.list_tables`)
+and are its ``UNENCRYPTED`` ones; not the plaintext originals an earlier run kept, nor staging
+tables (``<name>__encrypting``; one whose original is gone puts that name on the list, and
+:func:`~.encrypt.encrypt_table` finishes the swap). Each table runs
+:func:`~.encrypt.encrypt_table` on :func:`pyiceberg_crypto.each_table.run_each`: one table's
+failure never stops the others; the report (:class:`LakeOutcome`) is saved after each table.
 """
 
 from __future__ import annotations

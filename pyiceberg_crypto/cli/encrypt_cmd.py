@@ -5,26 +5,19 @@ name (issue 51; :func:`pyiceberg_crypto.adopt.encrypt_table`)::
         [--kms keystore --kms-property keystore.path=keys.json] [--refs drop|keep-original] \\
         [--on-change redo|refuse] [--keep-original NAME | --purge-now | --purge-after SECONDS] [--json]
 
-The rows are copied from a fixed snapshot, appends committed meanwhile carried over, then the copy is
-compared with the original (row counts and an order-independent hash of every row, per partition)
-and proven by the verifier (:func:`pyiceberg_crypto.verify.verify_table`) before the names are swapped.
-Afterwards the original is kept as ``<name>__plaintext_<stamp>`` (the output prints the command that
-purges it), purged (``--purge-now``, ``--purge-after``), or kept under ``--keep-original NAME``.
-Running the command again after a failure or a crash finishes the job; after the swap it purges
-the original when asked. Exit status: 0 done, 1 the copy differs from the original or the proof
-failed (nothing swapped), 2 usage error or a step that stopped (the table keeps its name and rows).
+The copy is compared with the original and proven by the verifier before the names are swapped;
+the original is then kept as ``<name>__plaintext_<stamp>``, purged (``--purge-now``,
+``--purge-after``) or kept under ``--keep-original NAME``; running again finishes the job. Exit
+status: 0 done, 1 the copy differs or the proof failed (nothing swapped), 2 an error (the table
+keeps its name and rows).
 
-The whole lake (:func:`pyiceberg_crypto.adopt.encrypt_tables`): the positional argument is then a
-catalog's name, and every plaintext table of it (what the audit reports ``UNENCRYPTED``) is encrypted::
+``--all-tables``: the positional argument is a catalog, and every plaintext table of it is
+encrypted (:func:`pyiceberg_crypto.adopt.encrypt_tables`), one line per table as it ends, a failing
+table named while the others go on, the report resumed from by ``--resume`` or the same
+``--report``::
 
-    pyiceberg-crypto encrypt lake --all-tables --key-id lake-key [--namespace shop ...] [--parallel 2] \
+    pyiceberg-crypto encrypt lake --all-tables --key-id lake-key [--namespace shop ...] [--parallel 2] \\
         [--report encrypt-lake.json | --resume encrypt-lake.json] [--dry-run] [--purge-now] [--json]
-
-One line per table as it finishes (stderr; JSON lines on stdout with ``--json``), a failing table named
-with its reason while the others go on (exit 2 at the end, 1 when a copy differed or a proof failed),
-the report written after each table. Run again with ``--resume`` (or the same ``--report``, which is
-re-read): the tables it records as done are skipped, saying so. ``--dry-run`` lists what would be
-done and changes nothing. An unknown catalog or namespace fails before anything changes.
 """
 
 from __future__ import annotations

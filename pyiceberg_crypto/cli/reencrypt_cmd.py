@@ -6,7 +6,7 @@ fresh KEK, drop what the old material opens, and print the proof (issue 42)::
         --kms keystore --kms-property keystore.path=keys.json --warehouse /data/wh \\
         [--compromised-kek KEK_ID ...] [--tags rewrite|drop] [--dry-run] [--orphans-older-than 2026-11-24T00:00:00] \\
         [--report proof.json] [--json]
-    pyiceberg-crypto keys reencrypt lake --all-tables --compromised-version orders-key:1 \
+    pyiceberg-crypto keys reencrypt lake --all-tables --compromised-version orders-key:1 \\
         --metastore-uri thrift://hms:9083 [--namespace shop ...] --kms keystore ...     # every table that depends on it
 
 The compromised set is every version the KMS marks compromised plus those named, each checked to

@@ -16,13 +16,11 @@ without rewriting data, and remove the entries no snapshot needs::
     found = dependent_tables({"uri": "thrift://hms:9083"}, "lake", [("orders-key", "1")], kms)   # which to re-encrypt
     reencrypt_catalog(found, "lake", reencrypt_one, report="all.json", parallel=2)   # each, resumably
 
-Modules: :mod:`.inventory` (KEKs, their age, master key versions, the snapshots they seal, unused
-entries: :mod:`pyiceberg_crypto.table.key_inventory` by metadata.json or table name),
-:mod:`.rewrap` and :mod:`.prune` (commits through the catalog: with Spark, :mod:`.commit`; without,
-:mod:`pyiceberg_crypto.catalog.commit`), :mod:`.where_used`
-(which tables need a master key version: the check before ``keystore retire``), :mod:`.reencrypt`
-(fresh KEK, every file rewritten, old snapshots expired: after a key was compromised), :mod:`.reencrypt_all`
-(every table of a catalog that depends on the compromised versions, with a report a re-run resumes from).
+Modules: :mod:`.inventory` (KEKs, their age, master key versions, the snapshots they seal:
+:mod:`pyiceberg_crypto.table.key_inventory`), :mod:`.rewrap` and :mod:`.prune` (commits: with Spark,
+:mod:`.commit`; without, :mod:`pyiceberg_crypto.catalog.commit`), :mod:`.where_used` (which tables need
+a master key version), :mod:`.reencrypt` (fresh KEK, every file rewritten: after a key was
+compromised), :mod:`.reencrypt_all` (every dependent table of a catalog, resumably).
 """
 
 from pyiceberg_crypto.keys.inventory import KekInfo, KeyInventory, inventory_from_metadata, key_inventory
