@@ -146,10 +146,11 @@ def run(ctx: Context) -> Section:
 
 def _small_tables(ctx: Context) -> dict[str, list[float]]:
     """Seconds of ``reencrypt_table`` per small table, one after another; then a second set of as
-    many tables with ``reencrypt_each(parallel=2)``, per table. Every table is checked."""
+    many tables with ``run_each(parallel=2)`` (what ``keys reencrypt --all-tables --parallel 2`` runs;
+    ``reencrypt_each`` before), per table. Every table is checked."""
     from pyiceberg_crypto import config
     from pyiceberg_crypto.keys.reencrypt import reencrypt_table
-    from pyiceberg_crypto.keys.reencrypt_all import reencrypt_each
+    from pyiceberg_crypto.each_table import run_each
 
     spark = ctx.spark
     count = SMALL_TABLES[ctx.quick]
@@ -180,10 +181,10 @@ def _small_tables(ctx: Context) -> dict[str, list[float]]:
         each.append(time.perf_counter() - started)
     two_at_a_time = make("pair")
     started = time.perf_counter()
-    outcome = reencrypt_each(two_at_a_time, reencrypt, parallel=2)
+    outcome = run_each(two_at_a_time, reencrypt, parallel=2)
     wall = time.perf_counter() - started
     if not outcome.ok:
-        raise RuntimeError(f"reencrypt_each: {outcome.failed}")
+        raise RuntimeError(f"run_each: {outcome.failed}")
     for table in one_by_one + two_at_a_time:
         spark.sql(f"DROP TABLE {table} PURGE")
     return {"each": each, "parallel": [wall / len(two_at_a_time)]}

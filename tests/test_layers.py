@@ -5,9 +5,10 @@
               _prometheus, _deprecated               the one Prometheus text renderer; _deprecated:
                                                      the old names of renamed classes)
     base      formats, io, kms, jars,                bytes, storage (FileIO only), keys, JVM artifacts,
-              catalog.kinds, engines, spark          which catalogs encrypt (the catalog package's base),
-                                                     what each engine reads (pure facts), Py4J's Java
-                                                     objects seen from Python (spark.java)
+              catalog.kinds, engines, spark,         which catalogs encrypt (the catalog package's base),
+              each_table                             what each engine reads (pure facts), Py4J's Java
+                                                     objects seen from Python (spark.java); each_table:
+                                                     running every table with a report (adopt, keys)
     platform  config, bridge                         Spark settings, the in-process Py4J bridge
     table     table, catalog                         the table model; catalogs (Hive, REST, through
                                                      Spark, the JVM-free commits), which build on it
@@ -37,7 +38,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pyiceberg_crypto"
 RANKS = {
     "__init__": 0, "errors": 0, "properties": 0, "safe_text": 0, "exit_status": 0, "_log": 0, "_atomic": 0, "_net": 0,
     "_prometheus": 0, "_deprecated": 0,
-    "formats": 1, "io": 1, "kms": 1, "jars": 1, "catalog.kinds": 1, "engines": 1, "spark": 1,
+    "formats": 1, "io": 1, "kms": 1, "jars": 1, "catalog.kinds": 1, "engines": 1, "spark": 1, "each_table": 1,
     "config": 2, "bridge": 2,
     "table": 3, "catalog": 3,
     "verify": 4, "read": 4, "keys": 4, "adopt": 4,
@@ -56,6 +57,7 @@ SAME_RANK_ALLOWED = {
     ("catalog.kinds", "properties"): False,
     ("config", "properties"): False,
     ("engines", "errors"): False,
+    ("each_table", "io"): False,  # an earlier run's report, read as a regular file
     ("engines", "properties"): False,
     ("spark", "errors"): False,
     ("catalog", "table"): False,  # the JVM-free commits write TableMetadata

@@ -11,46 +11,28 @@ several at a time in one Spark session, with progress, a report, and a resume fr
     encrypt_tables(spark, "lake", "lake-key", resume="encrypt-lake.json")   # after a crash or a failure
     encrypt_tables(spark, "lake", "lake-key", dry_run=True).planned         # what it would do, nothing changed
 
-The tables are listed by the package's one table listing
-(:func:`pyiceberg_crypto.catalog.entry.list_tables`, as the audit lists them) and classified by the
-audit's rule (:attr:`pyiceberg_crypto.table.metadata.TableMetadata.encrypted`: format-version 3 or
-later and an ``encryption.key-id``). Not encrypted again: the plaintext originals an earlier run kept
-(the encrypted table's ``pyiceberg-crypto.adopt.plaintext-name``) and staging tables
-(``<name>__encrypting``); a staging table whose original is gone (a crash between the two renames)
-puts that name on the list, and :func:`~.encrypt.encrypt_table` finishes the swap.
-
-Each table runs :func:`~.encrypt.encrypt_table`; one table's failure never stops the others, and is
-named with its reason. The report (JSON, written atomically when the run starts and after each table,
-so a crash loses at most the tables running) lists every table with its status; resuming from it
-skips the tables it records as done, and says so.
+The tables are listed as the audit lists them (:func:`pyiceberg_crypto.catalog.entry.list_tables`)
+and are its ``UNENCRYPTED`` ones; not the plaintext originals an earlier run kept, nor staging
+tables (``<name>__encrypting``; one whose original is gone puts that name on the list, and
+:func:`~.encrypt.encrypt_table` finishes the swap). Each table runs
+:func:`~.encrypt.encrypt_table` on :func:`pyiceberg_crypto.each_table.run_each`: one table's
+failure never stops the others; the report (:class:`LakeOutcome`) is saved after each table.
 """
 
 from __future__ import annotations
 
-import json
-import threading
-import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, ClassVar
 
-from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto import config
-from pyiceberg_crypto._atomic import PUBLIC, write_atomically
+from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto.adopt.encrypt import PLAINTEXT_NAME, SOURCE_UUID, STAGING_SUFFIX, Prove, encrypt_table
 from pyiceberg_crypto.catalog.entry import ListedTable, list_tables
 from pyiceberg_crypto.catalog.spark import activate_session, catalog_properties
-from pyiceberg_crypto.errors import (
-    CatalogError,
-    FileAccessError,
-    IntegrityError,
-    InvalidArgumentError,
-    OperationError,
-    ReportError,
-    TableInputError,
-)
+from pyiceberg_crypto.each_table import DONE, FAILED, Earlier, RunReport, TableEvent, run_each
+from pyiceberg_crypto.errors import CatalogError, IntegrityError, InvalidArgumentError, OperationError, ReportError, TableInputError
 from pyiceberg_crypto.io import DEFAULT_MAX_METADATA_BYTES, file_io_for
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.table.metadata import TableMetadata, read_metadata
@@ -61,9 +43,11 @@ __all__ = ["DONE", "FAILED", "PLANNED", "SKIPPED", "LakeListing", "LakeOutcome",
 #: Old names, kept for one release (CHANGELOG.md).
 __getattr__ = renamed_classes(__name__, {"ReportFileError": ReportError})
 
-#: A table's status in the outcome and the report.
-DONE, FAILED, SKIPPED, PLANNED = "done", "failed", "skipped", "planned"
+#: A table's status in the outcome and the report (DONE and FAILED: :mod:`pyiceberg_crypto.each_table`'s).
+SKIPPED, PLANNED = "skipped", "planned"
 REPORT_VERSION = 1
+#: The ``kind`` of the report.
+REPORT_KIND = "pyiceberg-crypto encrypt --all-tables"
 
 #: ``progress(event)``: one dict per table as it finishes: ``{"table", "status", "n", "of", "seconds",
 #: "detail"}`` (status done / failed / skipped), plus ``{"event": "listed", ...}`` first.
@@ -84,26 +68,20 @@ class LakeListing:
 
 
 @dataclass
-class LakeOutcome:
-    """What :func:`encrypt_each` / :func:`encrypt_tables` did. ``ok``: no table failed."""
+class LakeOutcome(RunReport[dict[str, Any]]):
+    """What :func:`encrypt_each` / :func:`encrypt_tables` did, and its report (``path``, saved by
+    :func:`~pyiceberg_crypto.each_table.run_each`). ``ok``: no table failed and the report was written."""
 
-    catalog: str | None = None
+    KIND: ClassVar[str | None] = REPORT_KIND
+
     key_id: str | None = None
     dry_run: bool = False
-    done: dict[str, dict[str, Any]] = field(default_factory=dict)  # table -> AdoptResult.to_dict()
-    failed: dict[str, str] = field(default_factory=dict)  # table -> why it stopped
     unverified: list[str] = field(default_factory=list)  # failed: the copy differs or the proof failed (no swap)
     skipped: dict[str, str] = field(default_factory=dict)  # table -> why it was not run
     planned: dict[str, str] = field(default_factory=dict)  # dry run: table -> what would happen
-    seconds: dict[str, float] = field(default_factory=dict)
     namespaces: list[str] | None = None
     started_at: str = ""
     finished_at: str = ""
-    report_error: str | None = None  # the report could not be written after a table (the run went on)
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed and self.report_error is None
 
     def to_dict(self) -> dict[str, Any]:
         tables: dict[str, dict[str, Any]] = {}
@@ -116,13 +94,36 @@ class LakeOutcome:
         for table, why in self.failed.items():
             tables[table] = {"status": FAILED, "detail": why, "seconds": self.seconds.get(table),
                              "verification_failed": table in self.unverified}
-        return {"version": REPORT_VERSION, "kind": "pyiceberg-crypto encrypt --all-tables", "ok": self.ok,
+        return {"version": REPORT_VERSION, "kind": REPORT_KIND, "ok": self.ok,
                 "catalog": self.catalog, "namespaces": self.namespaces, "key_id": self.key_id, "dry_run": self.dry_run,
                 "started_at": self.started_at, "finished_at": self.finished_at or None,
                 "finished": bool(self.finished_at),
                 "counts": {DONE: len(self.done), FAILED: len(self.failed), SKIPPED: len(self.skipped),
                            PLANNED: len(self.planned)},
                 "tables": dict(sorted(tables.items()))}
+
+    def usable(self, path: str, document: Any) -> bool:
+        if not isinstance(document, dict) or not isinstance(document.get("tables"), dict):
+            raise ReportError(f"{path} is not the report of {REPORT_KIND}")
+        return super().usable(path, document)
+
+    def earlier_of(self, path: str, document: dict[str, Any]) -> Earlier:
+        done = {t: e for t, e in document["tables"].items() if isinstance(e, dict) and e.get("status") == DONE}
+        return Earlier(path, document, {t: e.get("result") or {} for t, e in done.items()},
+                       {t: str(e.get("detail")) for t, e in document["tables"].items()
+                        if isinstance(e, dict) and e.get("status") == FAILED},
+                       {t: e.get("seconds") or 0.0 for t, e in done.items()})
+
+    def describe(self, error: BaseException) -> str:
+        return str(error).splitlines()[0] if isinstance(error, (OperationError, IntegrityError)) else exception_line(error)
+
+    def record(self, table: str, *, result: Any = None, error: BaseException | None = None,
+               seconds: float = 0.0) -> str:
+        with self.lock:
+            if isinstance(error, IntegrityError):
+                self.unverified.append(table)
+            return super().record(table, result=result.to_dict() if error is None else None, error=error,
+                                  seconds=seconds)
 
 
 def unencrypted_tables(spark, catalog: str, *, namespaces: Sequence[str] | None = None) -> LakeListing:
@@ -200,16 +201,28 @@ def encrypt_tables(spark, catalog: str, key_id: str, *, namespaces: Sequence[str
     ``key_id``: :func:`encrypt_each` over the listing. ``options`` go to
     :func:`~.encrypt.encrypt_table` (``format_version``, ``data_key_length``, ``refs``, ``on_change``,
     ``purge_now``, ``purge_after``, ``max_rounds``; not ``keep_original``, one name for one table).
+    ``resume``: the report of an earlier run (it must exist); without it, an existing ``report`` is
+    resumed from. The ``listed`` progress event names it (``resumed_from``).
 
     Raises:
         TableInputError: unknown catalog or namespace, a report that cannot be resumed from
-            (:class:`ReportError`); InvalidArgumentError: bad options. Nothing has changed then.
+            (:class:`~pyiceberg_crypto.errors.ReportError`); InvalidArgumentError: bad options.
+            Nothing has changed then.
     """
-    earlier = read_report(resume, catalog) if resume else None
+    if resume:
+        earlier = read_report(resume, catalog)
+    else:  # the report of an earlier run, at report: resumed from
+        found = LakeOutcome(path=report, catalog=catalog).resume() if report else None
+        earlier, resume = (found.document, report) if found is not None else (None, None)
     _check_options(key_id, parallel, options)
     listing = unencrypted_tables(spark, catalog, namespaces=namespaces)
+    say = progress or (lambda _event: None)
+
+    def told(event: dict[str, Any]) -> None:
+        say({**event, "resumed_from": resume} if event.get("event") == "listed" else event)
+
     return encrypt_each(spark, listing.tables, key_id, parallel=parallel, report=report, earlier=earlier,
-                        dry_run=dry_run, progress=progress, prove=prove, skipped=listing.skipped,
+                        dry_run=dry_run, progress=told, prove=prove, skipped=listing.skipped,
                         unfinished=listing.unfinished, catalog=catalog,
                         namespaces=listing.namespaces, **options)
 
@@ -231,32 +244,25 @@ def encrypt_each(spark, tables: Sequence[str], key_id: str, *, parallel: int = 1
                  unfinished: dict[str, str] | None = None, catalog: str | None = None,
                  namespaces: list[str] | None = None, **options: Any) -> LakeOutcome:
     """:func:`~.encrypt.encrypt_table` for each of ``tables`` (``catalog.ns.name``), ``parallel`` at a
-    time (threads sharing the one Spark session); a table that fails is named with its one-line
-    reason, the others go on. ``earlier`` (:func:`read_report`): the tables it records as done are
-    skipped, saying so, and stay done in the new report. ``report``: the JSON document of
-    :meth:`LakeOutcome.to_dict`, written atomically when the run starts and after each table.
-    ``dry_run``: nothing runs and nothing is written; ``outcome.planned`` says what would happen.
-    ``progress(event)``: one event per table as it finishes (see :data:`LakeProgress`)."""
+    time (threads sharing the one Spark session; :func:`~pyiceberg_crypto.each_table.run_each`); a
+    table that fails is named with its one-line reason, the others go on. ``earlier``
+    (:func:`read_report`): the tables it records as done are skipped, saying so, and stay done in
+    the new report. ``report``: the JSON document of :meth:`LakeOutcome.to_dict`, written atomically
+    when the run starts and after each table. ``dry_run``: nothing runs and nothing is written;
+    ``outcome.planned`` says what would happen. ``progress(event)``: one event per table as it
+    finishes (see :data:`LakeProgress`)."""
     _check_options(key_id, parallel, options)
-    outcome = LakeOutcome(catalog=catalog, key_id=key_id, dry_run=dry_run, namespaces=namespaces, started_at=_now())
+    outcome = LakeOutcome(path=None if dry_run else report, catalog=catalog, key_id=key_id, dry_run=dry_run,
+                          namespaces=namespaces, started_at=_now())
     say = progress or (lambda _event: None)
-    lock = threading.Lock()
     outcome.skipped.update(skipped or {})
-    earlier_done = {t: e for t, e in ((earlier or {}).get("tables") or {}).items()
-                    if isinstance(e, dict) and e.get("status") == DONE}
-    todo = []
-    for table in tables:
-        if table in earlier_done:
-            outcome.done[table] = earlier_done[table].get("result") or {}
-            outcome.seconds[table] = earlier_done[table].get("seconds") or 0.0
-        else:
-            todo.append(table)
-    for table, entry in earlier_done.items():  # done earlier, no longer plaintext: stays done in the report
-        outcome.done.setdefault(table, entry.get("result") or {})
+    done_earlier = outcome.carry(outcome.earlier_of(report or "", earlier)) if earlier else []
+    for table in done_earlier:  # done earlier (and no longer plaintext): stays done in the report
         outcome.skipped.pop(table, None)
+    todo = [table for table in tables if table not in outcome.done]
     total = len(todo)
-    say({"event": "listed", "tables": total, "done_earlier": len(earlier_done), "skipped": len(outcome.skipped)})
-    for table in sorted(earlier_done):
+    say({"event": "listed", "tables": total, "done_earlier": len(done_earlier), "skipped": len(outcome.skipped)})
+    for table in done_earlier:
         say({"table": table, "status": SKIPPED, "n": None, "of": total, "seconds": 0.0,
              "detail": "done by an earlier run (its report)"})
     options = {"format_version": 3, **options}
@@ -270,88 +276,41 @@ def encrypt_each(spark, tables: Sequence[str], key_id: str, *, parallel: int = 1
             say({"table": table, "status": PLANNED, "n": number, "of": total, "seconds": 0.0, "detail": what})
         outcome.finished_at = _now()
         return outcome
-    _write_report(report, outcome, lock)
-    finished = [0]
+    outcome.save()  # ReportError when it cannot be written: nothing has run
 
-    def one(table: str) -> None:
-        began = time.perf_counter()
-        try:
-            activate_session(spark)
-            result = encrypt_table(spark, table, key_id, prove=prove, **options)
-        except Exception as exc:  # noqa: BLE001 - one table's failure is its entry, the others go on
-            why = str(exc).splitlines()[0] if isinstance(exc, (OperationError, IntegrityError)) else exception_line(exc)
-            with lock:
-                outcome.failed[table] = why
-                if isinstance(exc, IntegrityError):
-                    outcome.unverified.append(table)
-                outcome.seconds[table] = round(time.perf_counter() - began, 3)
-                finished[0] += 1
-                event = {"table": table, "status": FAILED, "n": finished[0], "of": total,
-                         "seconds": outcome.seconds[table], "detail": why}
-                _write_report(report, outcome, None, during=True)
-                say(event)
-            return
-        with lock:
-            outcome.done[table] = result.to_dict()
-            outcome.seconds[table] = round(time.perf_counter() - began, 3)
-            finished[0] += 1
-            compared = result.compared or {}
-            detail = ("encrypted by an earlier run" if result.swapped and not compared else
-                      f"encrypted: {compared.get('rows')} row(s) in {compared.get('partitions')} partition(s) compared")
-            detail += ("; original purged" if result.purged else
-                       f"; original kept as {result.plaintext_table}" if result.plaintext_table else "")
-            event = {"table": table, "status": DONE, "n": finished[0], "of": total,
-                     "seconds": outcome.seconds[table], "detail": detail}
-            _write_report(report, outcome, None, during=True)
-            say(event)
+    def work(table: str):
+        activate_session(spark)
+        return encrypt_table(spark, table, key_id, prove=prove, **options)
 
-    if parallel == 1:
-        for table in todo:
-            one(table)
-    else:
-        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="encrypt") as pool:
-            for future in [pool.submit(one, table) for table in todo]:
-                future.result()
+    def ended(event: TableEvent) -> None:
+        if event.status == DONE:
+            say({"table": event.table, "status": DONE, "n": event.finished, "of": event.of,
+                 "seconds": outcome.seconds[event.table], "detail": _done_detail(event.result)})
+        elif event.status == FAILED:
+            say({"table": event.table, "status": FAILED, "n": event.finished, "of": event.of,
+                 "seconds": outcome.seconds[event.table], "detail": event.detail})
+
+    run_each(todo, work, parallel=parallel, report=outcome, progress=ended)
     outcome.done = dict(sorted(outcome.done.items()))
-    outcome.failed = {t: outcome.failed[t] for t in todo if t in outcome.failed}
     outcome.finished_at = _now()
-    _write_report(report, outcome, lock, during=True)
+    outcome.save(during=True)
     return outcome
 
 
+def _done_detail(result) -> str:
+    compared = result.compared or {}
+    detail = ("encrypted by an earlier run" if result.swapped and not compared else
+              f"encrypted: {compared.get('rows')} row(s) in {compared.get('partitions')} partition(s) compared")
+    return detail + ("; original purged" if result.purged else
+                     f"; original kept as {result.plaintext_table}" if result.plaintext_table else "")
+
+
 def read_report(path: str, catalog: str | None = None) -> dict[str, Any]:
-    """The report of an earlier ``encrypt --all-tables`` run, to resume from (:class:`ReportError`
-    when it cannot be read, is not such a report, or is another catalog's)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            document = json.load(handle)
-    except FileNotFoundError:
-        raise ReportError(f"no report {path} to resume from") from None
-    except (OSError, ValueError) as exc:
-        raise ReportError(f"cannot read the report {path}: {exc}") from None
-    if not isinstance(document, dict) or not isinstance(document.get("tables"), dict) or \
-            document.get("kind") != "pyiceberg-crypto encrypt --all-tables":
-        raise ReportError(f"{path} is not the report of pyiceberg-crypto encrypt --all-tables")
-    if catalog is not None and document.get("catalog") != catalog:
-        raise ReportError(f"{path} is the report of catalog {document.get('catalog')!r}, not {catalog!r}")
-    return document
-
-
-def _write_report(path: str | None, outcome: LakeOutcome, lock: threading.Lock | None, *, during: bool = False) -> None:
-    """The report, atomically; ReportError when it cannot be written, or, ``during`` the run
-    (after a table), recorded in ``outcome.report_error`` and the run goes on."""
-    if path is None:
-        return
-    if lock is not None:
-        with lock:
-            return _write_report(path, outcome, None, during=during)
-    try:
-        write_atomically(path, (json.dumps(outcome.to_dict(), indent=2) + "\n").encode("utf-8"), mode=PUBLIC)
-    except FileAccessError as exc:
-        message = f"cannot write the report {path}: {exc.strerror or exc}"
-        if not during:
-            raise ReportError(message) from None
-        outcome.report_error = message
+    """The report of an earlier ``encrypt --all-tables`` run, to resume from
+    (:class:`~pyiceberg_crypto.errors.ReportError` when there is none, it cannot be read, is too
+    large, is not such a report, or is another catalog's)."""
+    earlier = LakeOutcome(path=path, catalog=catalog).resume(required=True)
+    return earlier.document if earlier is not None else {}
 
 
 def _now() -> str:

@@ -5,26 +5,19 @@ name (issue 51; :func:`pyiceberg_crypto.adopt.encrypt_table`)::
         [--kms keystore --kms-property keystore.path=keys.json] [--refs drop|keep-original] \\
         [--on-change redo|refuse] [--keep-original NAME | --purge-now | --purge-after SECONDS] [--json]
 
-The rows are copied from a fixed snapshot, appends committed meanwhile carried over, then the copy is
-compared with the original (row counts and an order-independent hash of every row, per partition)
-and proven by the verifier (:func:`pyiceberg_crypto.verify.verify_table`) before the names are swapped.
-Afterwards the original is kept as ``<name>__plaintext_<stamp>`` (the output prints the command that
-purges it), purged (``--purge-now``, ``--purge-after``), or kept under ``--keep-original NAME``.
-Running the command again after a failure or a crash finishes the job; after the swap it purges
-the original when asked. Exit status: 0 done, 1 the copy differs from the original or the proof
-failed (nothing swapped), 2 usage error or a step that stopped (the table keeps its name and rows).
+The copy is compared with the original and proven by the verifier before the names are swapped;
+the original is then kept as ``<name>__plaintext_<stamp>``, purged (``--purge-now``,
+``--purge-after``) or kept under ``--keep-original NAME``; running again finishes the job. Exit
+status: 0 done, 1 the copy differs or the proof failed (nothing swapped), 2 an error (the table
+keeps its name and rows).
 
-The whole lake (:func:`pyiceberg_crypto.adopt.encrypt_tables`): the positional argument is then a
-catalog's name, and every plaintext table of it (what the audit reports ``UNENCRYPTED``) is encrypted::
+``--all-tables``: the positional argument is a catalog, and every plaintext table of it is
+encrypted (:func:`pyiceberg_crypto.adopt.encrypt_tables`), one line per table as it ends, a failing
+table named while the others go on, the report resumed from by ``--resume`` or the same
+``--report``::
 
-    pyiceberg-crypto encrypt lake --all-tables --key-id lake-key [--namespace shop ...] [--parallel 2] \
+    pyiceberg-crypto encrypt lake --all-tables --key-id lake-key [--namespace shop ...] [--parallel 2] \\
         [--report encrypt-lake.json | --resume encrypt-lake.json] [--dry-run] [--purge-now] [--json]
-
-One line per table as it finishes (stderr; JSON lines on stdout with ``--json``), a failing table named
-with its reason while the others go on (exit 2 at the end, 1 when a copy differed or a proof failed),
-the report written after each table. Run again with ``--resume`` (or the same ``--report``, which is
-re-read): the tables it records as done are skipped, saying so. ``--dry-run`` lists what would be
-done and changes nothing. An unknown catalog or namespace fails before anything changes.
 """
 
 from __future__ import annotations
@@ -32,9 +25,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import nullcontext
 
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, kms_from_arguments
-from pyiceberg_crypto.errors import InvalidArgumentError
+from pyiceberg_crypto.errors import IntegrityError, InvalidArgumentError
 from pyiceberg_crypto.cli.options import local_session_catalog
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.safe_text import escape_text
@@ -89,28 +83,27 @@ def add_parser(sub) -> None:
 
 
 def run_encrypt(args: argparse.Namespace) -> int:
-    from pyiceberg_crypto.adopt import AdoptError, AdoptVerificationError, encrypt_table
-    from pyiceberg_crypto.errors import PyicebergCryptoError
-
+    """``encrypt``: its exit status. A package error it raises is the error boundary's
+    (:func:`pyiceberg_crypto.cli.main.run_command`: one line, exit 2); a copy that differs from its
+    original or a proof that failed is the command's verdict, exit 1 (nothing was swapped)."""
     try:
-        kms = kms_from_arguments(args)
-    except InvalidArgumentError as exc:
-        return _fail(str(exc))
-    from contextlib import nullcontext
+        return _encrypt(args)
+    except IntegrityError as exc:  # the verdict (exit 1), not an error of the command
+        print(f"pyiceberg-crypto encrypt: {escape_text(str(exc))}", file=sys.stderr)
+        return ExitStatus.INTEGRITY
 
+
+def _encrypt(args: argparse.Namespace) -> int:
+    from pyiceberg_crypto.adopt import encrypt_table
     from pyiceberg_crypto.config import table_properties
 
+    kms = kms_from_arguments(args)
     if "." in (args.keep_original or "") or (args.purge_after is not None and args.purge_after < 0):
-        return _fail("--keep-original wants a table name without dots, --purge-after a number of seconds >= 0")
-    try:
-        _check_lake_options(args)
-        catalog = args.table if args.all_tables else local_session_catalog(args.table, args.warehouse)
-    except InvalidArgumentError as exc:
-        return _fail(str(exc))
-    try:  # the new table's settings, checked before Spark starts
-        table_properties(args.key_id, data_key_length=args.data_key_length, format_version=args.format_version)
-    except PyicebergCryptoError as exc:
-        return _fail(str(exc))
+        raise InvalidArgumentError("--keep-original wants a table name without dots, --purge-after a number of seconds >= 0")
+    _check_lake_options(args)
+    catalog = args.table if args.all_tables else local_session_catalog(args.table, args.warehouse)
+    # the new table's settings, checked before Spark starts
+    table_properties(args.key_id, data_key_length=args.data_key_length, format_version=args.format_version)
 
     from pyiceberg_crypto.bridge import register_kms
     from pyiceberg_crypto.config import session_for_catalog
@@ -125,27 +118,15 @@ def run_encrypt(args: argparse.Namespace) -> int:
         return report.ok, (f"verify_table {table}: {'OK' if report.ok else 'NOT OK'}, {len(report.files)} file(s)"
                            + (f", {len(bad)} not OK (first: {bad[0].path})" if bad else ""))
 
-    if args.all_tables:
-        try:
-            with register_kms(spark, kms) if kms is not None else nullcontext():
-                return run_all_tables(spark, args, prove)
-        except PyicebergCryptoError as exc:
-            return _fail(str(exc))
-        finally:
-            if args.warehouse:
-                spark.stop()
     try:
         with register_kms(spark, kms) if kms is not None else nullcontext():
+            if args.all_tables:
+                return run_all_tables(spark, args, prove)
             result = encrypt_table(spark, args.table, args.key_id, format_version=args.format_version,
                                    data_key_length=args.data_key_length, refs=args.refs, on_change=args.on_change,
                                    keep_original=args.keep_original, purge_now=args.purge_now,
                                    purge_after=args.purge_after, prove=prove,
                                    progress=lambda message: print(f"  {escape_text(message)}", file=sys.stderr))
-    except AdoptVerificationError as exc:
-        print(f"pyiceberg-crypto encrypt: {escape_text(str(exc))}", file=sys.stderr)
-        return ExitStatus.INTEGRITY
-    except (AdoptError, PyicebergCryptoError) as exc:
-        return _fail(str(exc))
     finally:
         if args.warehouse:
             spark.stop()
@@ -175,21 +156,17 @@ def _check_lake_options(args: argparse.Namespace) -> None:
 
 
 def run_all_tables(spark, args: argparse.Namespace, prove) -> int:
-    """``--all-tables``: list, encrypt each, one line per table, the summary; the exit status."""
-    import os
-
-    from pyiceberg_crypto.adopt import encrypt_tables, read_report
+    """``--all-tables``: list, encrypt each, one line per table, the summary; the exit status. The
+    report: :func:`pyiceberg_crypto.adopt.encrypt_tables` resumes from it (``--resume``, or an
+    existing ``--report``), failing before anything changes when it cannot."""
+    from pyiceberg_crypto.adopt import encrypt_tables
 
     path = args.resume or args.report
-    resume = None
-    if args.resume or (args.report and os.path.exists(args.report)):
-        earlier = read_report(path, args.table)  # fails before anything changes
-        done = sum(1 for e in earlier["tables"].values() if isinstance(e, dict) and e.get("status") == "done")
-        print(f"resuming from the report {escape_text(path)}: {done} table(s) done by an earlier run are skipped",
-              file=sys.stderr)
-        resume = path
 
     def progress(event: dict) -> None:
+        if event.get("resumed_from"):
+            print(f"resuming from the report {escape_text(path)}: {event['done_earlier']} table(s) done by an "
+                  "earlier run are skipped", file=sys.stderr)
         if args.json:
             print(json.dumps(event), flush=True)
         elif event.get("event") == "listed":
@@ -201,7 +178,7 @@ def run_all_tables(spark, args: argparse.Namespace, prove) -> int:
                   + (f" ({event['seconds']:.1f} s)" if event.get("seconds") else ""), file=sys.stderr, flush=True)
 
     outcome = encrypt_tables(spark, args.table, args.key_id, namespaces=args.namespace or None,
-                             parallel=args.parallel, report=None if args.dry_run else path, resume=resume,
+                             parallel=args.parallel, report=path, resume=args.resume,
                              dry_run=args.dry_run, progress=progress, prove=prove,
                              format_version=args.format_version, data_key_length=args.data_key_length,
                              refs=args.refs, on_change=args.on_change, purge_now=args.purge_now,
@@ -264,8 +241,3 @@ def print_result(result) -> None:
         print(f"  the plaintext original is kept as {esc(result.plaintext_table or '')}; purge it with:")
         print(f"    {esc(result.purge_command)}")
         print(f"    (or: pyiceberg-crypto encrypt {esc(result.table)} --key-id {esc(result.key_id or '')} --purge-now)")
-
-
-def _fail(message: str) -> int:
-    print(f"pyiceberg-crypto encrypt: {escape_text(message)}", file=sys.stderr)
-    return ExitStatus.USAGE

@@ -6,28 +6,21 @@ fresh KEK, drop what the old material opens, and print the proof (issue 42)::
         --kms keystore --kms-property keystore.path=keys.json --warehouse /data/wh \\
         [--compromised-kek KEK_ID ...] [--tags rewrite|drop] [--dry-run] [--orphans-older-than 2026-11-24T00:00:00] \\
         [--report proof.json] [--json]
-    pyiceberg-crypto keys reencrypt lake --all-tables --compromised-version orders-key:1 \
+    pyiceberg-crypto keys reencrypt lake --all-tables --compromised-version orders-key:1 \\
         --metastore-uri thrift://hms:9083 [--namespace shop ...] --kms keystore ...     # every table that depends on it
 
-The compromised set is every version the KMS marks compromised (``keystore compromised``) plus
-those named, each checked to be a version the KMS holds of the table's master key; nothing
-changes otherwise. It records which files depend on the compromised material, runs
-:func:`pyiceberg_crypto.keys.reencrypt_table` (every branch kept and re-encrypted on its branch;
-tags moved to re-encrypted copies, or dropped with ``--tags drop``), then proves the outcome with
-the verifier (:func:`pyiceberg_crypto.verify.compromise.compromise_report`, ``storage=True``):
-every file reachable from every remaining snapshot, its key chain, none leading to the
-compromised material, every file that did gone from storage, and every file under the table
-location walked (no old metadata.json with a compromised KEK, nothing the material opens, nothing
-in the clear, nothing unaccounted for). Exit status: 0 proven, 1 the proof is not OK (the report says which files),
-2 usage error or a step that stopped (the message says which; the table stays readable and running
-again finishes the job).
+The compromised set is every version the KMS marks compromised plus those named, each checked to
+be a version the KMS holds of the table's master key. It records which files depend on the
+material, runs :func:`pyiceberg_crypto.keys.reencrypt_table`, then proves the outcome with
+:func:`pyiceberg_crypto.verify.compromise.compromise_report` (``storage=True``). Exit status: 0
+proven, 1 the proof is not OK, 2 usage error or a step that stopped (the table stays readable;
+running again finishes the job).
 
-``--all-tables`` (the positional argument is then the catalog's name) finds every table of the
-catalog that still depends on the ``--compromised-version`` material with the JVM-free where-used
-listing (``--metastore-uri`` over Thrift, or ``--rest-uri`` over HTTP; without either, the Spark
-catalog lists them) and re-encrypts them one after another, with progress and a summary: a table
-that fails (or cannot be checked) is named with its reason, the others still run; the exit status
-is the worst of all tables.
+``--all-tables`` (the positional argument is then the catalog's name) re-encrypts every table
+that still depends on the ``--compromised-version`` material
+(:func:`pyiceberg_crypto.keys.reencrypt_all.reencrypt_catalog`: its report, the resume from it); a
+table that fails or cannot be checked is named with its reason, the others still run; the exit
+status is the worst of all tables.
 """
 
 from __future__ import annotations
@@ -35,29 +28,30 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 from datetime import datetime, timezone
 
+from pyiceberg_crypto._atomic import PUBLIC, write_atomically
 from pyiceberg_crypto.cli.arguments import kms_from_arguments
-from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.cli.options import local_session_catalog
-from pyiceberg_crypto.errors import TableInputError
+from pyiceberg_crypto import errors
+from pyiceberg_crypto._deprecated import renamed_classes
+from pyiceberg_crypto.errors import InvalidArgumentError, OperationError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.kms.base import KeyManagementClient
-from pyiceberg_crypto.safe_text import escape_text, exception_line
+from pyiceberg_crypto.safe_text import escape_text
+
+
+#: Old names, kept for one release (CHANGELOG.md).
+__getattr__ = renamed_classes(__name__, {"ReportError": errors.ReportError})
 
 
 def add_parser(actions) -> None:
     """Add ``reencrypt`` to ``keys``'s actions (argparse subparsers)."""
     from pyiceberg_crypto.cli.catalog_arguments import add_table_arguments
 
-    add_reencrypt_parser(actions, add_table_arguments)
-    actions.choices["reencrypt"].set_defaults(run=lambda args: run_reencrypt(args, kms_from_arguments(args)))
-
-
-def add_reencrypt_parser(actions, add_table_arguments) -> None:
     parser = actions.add_parser("reencrypt", help="after a key was compromised: a fresh KEK, every file rewritten, "
                                                   "old snapshots expired, and the proof")
+    parser.set_defaults(run=lambda args: run_reencrypt(args, kms_from_arguments(args)))
     add_table_arguments(parser)
     parser.add_argument("--compromised-version", action="append", default=[], metavar="KEY_ID:VERSION",
                         help="a master key version that leaked (repeatable; besides every version the KMS marks "
@@ -102,24 +96,20 @@ def parse_versions(values: list[str]) -> list[tuple[str, str]]:
 
 
 def run_reencrypt(args: argparse.Namespace, kms: KeyManagementClient | None) -> int:
-    try:  # the options, checked before anything imports pyspark
-        versions = parse_versions(args.compromised_version)
-        older = datetime.fromisoformat(args.orphans_older_than) if args.orphans_older_than else None
-        _check_mode(args, versions)
-        catalog = args.table if args.all_tables else local_session_catalog(args.table, args.warehouse)
-    except ValueError as exc:
-        return _fail(str(exc))
+    """``keys reencrypt``: its exit status; a package error it raises is the error boundary's
+    (:func:`pyiceberg_crypto.cli.main.run_command`: one line, exit 2)."""
+    versions = parse_versions(args.compromised_version)  # the options, checked before anything imports pyspark
+    older = _orphans_older_than(args.orphans_older_than)
+    _check_mode(args, versions)
+    catalog = args.table if args.all_tables else local_session_catalog(args.table, args.warehouse)
+    if kms is None:
+        raise InvalidArgumentError("keys reencrypt needs the table's KMS (--kms)")
+    if args.drop_refs and args.tags == "rewrite":
+        raise InvalidArgumentError("--drop-refs (deprecated) means --tags drop: not with --tags rewrite")
+    args.tags = "drop" if args.drop_refs else (args.tags or "rewrite")
     from pyiceberg_crypto.bridge import register_kms
     from pyiceberg_crypto.config import session_for_catalog
-    from pyiceberg_crypto.keys.reencrypt import ReencryptError
 
-    if older is not None and older.tzinfo is None:
-        older = older.replace(tzinfo=timezone.utc)
-    if kms is None:
-        return _fail("keys reencrypt needs the table's KMS (--kms)")
-    if args.drop_refs and args.tags == "rewrite":
-        return _fail("--drop-refs (deprecated) means --tags drop: not with --tags rewrite")
-    args.tags = "drop" if args.drop_refs else (args.tags or "rewrite")
     material = {"compromised_master_keys": versions, "compromised_keks": args.compromised_kek}
     spark = session_for_catalog(catalog, warehouse=args.warehouse, metastore_dir=args.metastore_dir,
                                 metastore_uri=args.metastore_uri, app_name="pyiceberg-crypto-keys")
@@ -128,22 +118,31 @@ def run_reencrypt(args: argparse.Namespace, kms: KeyManagementClient | None) -> 
             if args.all_tables:
                 return _all_tables(spark, args, kms, material, older)
             document = _one_table(spark, args.table, args, kms, material, older)
-    except (ReencryptError, TableInputError, ReportError, ValueError) as exc:
-        return _fail(str(exc))
     finally:
         if args.warehouse:
             spark.stop()
     if args.report:
-        _write_report(args.report, _public(document))
+        _save(args.report, _public(document))
     if args.json:
         print(json.dumps(_public(document), indent=2))
     else:
         _print(document["result"], document["before_report"], document["proof_report"])
-    return _status(document)
+    proof = document["proof_report"]
+    return ExitStatus.OK if proof is None or proof.ok else ExitStatus.INTEGRITY
+
+
+def _orphans_older_than(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        older = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidArgumentError(f"--orphans-older-than wants an ISO time (2026-11-24T00:00:00), got {value!r}") from None
+    return older if older.tzinfo is not None else older.replace(tzinfo=timezone.utc)
 
 
 def _check_mode(args: argparse.Namespace, versions: list[tuple[str, str]]) -> None:
-    """ValueError for options that do not go together."""
+    """InvalidArgumentError for options that do not go together."""
     if args.all_tables:
         if args.table.count("."):
             raise InvalidArgumentError(f"with --all-tables, give the catalog's name (e.g. lake), not {args.table!r}")
@@ -162,29 +161,29 @@ def _one_table(spark, table: str, args: argparse.Namespace, kms: KeyManagementCl
                older: datetime | None) -> dict:
     """Check the compromised set, record what depends on it, re-encrypt, prove: the document of one table.
 
-    The compromised set is the versions named and every version the KMS marks compromised, checked
-    before anything changes (:func:`~pyiceberg_crypto.keys.reencrypt.table_compromised_versions`).
-    The 'before' report walks storage too: files the compromised material opens that the table no
-    longer reaches (left by an earlier expiry) are handed to the run to remove. With ``--report``
-    (one table), what depends on the material is written there before the first commit, and a
-    re-run after a crash adds the files an earlier run recorded (``carried_dependent``): the
-    re-run removes them and its proof checks they are gone."""
+    The compromised set is checked before anything changes
+    (:func:`~pyiceberg_crypto.keys.reencrypt.table_compromised_versions`). The 'before' report walks
+    storage too: files the material opens that the table no longer reaches are handed to the run to
+    remove. With ``--report`` (one table), what depends on the material is written there before the
+    first commit; a re-run after a crash adds what the earlier run recorded
+    (:func:`~pyiceberg_crypto.keys.reencrypt_all.carried_dependent`), removes it and proves it gone."""
     from pyiceberg_crypto.catalog.spark import activate_session
     from pyiceberg_crypto.keys.commit import load_operations
-    from pyiceberg_crypto.keys.reencrypt import ReencryptError, reencrypt_table, table_compromised_versions
+    from pyiceberg_crypto.keys.reencrypt import reencrypt_table, table_compromised_versions
+    from pyiceberg_crypto.keys.reencrypt_all import carried_dependent
     from pyiceberg_crypto.verify.compromise import EXPOSED_FILE, compromise_report
 
     activate_session(spark)  # --all-tables --parallel N: this runs in a worker thread
-    full_name, ops = load_operations(spark, table, ReencryptError)
+    full_name, ops = load_operations(spark, table, OperationError)
     key_id, versions = table_compromised_versions(spark, full_name, kms, material["compromised_master_keys"])
     checked = {"compromised_master_keys": sorted((key_id, v) for v in versions),
                "compromised_keks": material["compromised_keks"]}
     before = compromise_report(ops.refresh().metadataFileLocation(), kms, **checked, storage=True)
     keep = args.report if args.report and not args.all_tables and not args.dry_run else None
-    carried = _carried_dependent(keep, full_name) if keep else []
+    carried = carried_dependent(keep, full_name) if keep else []
     if keep:
-        _write_report(keep, {"table": full_name, "reencrypt": None, "before": before.to_dict(), "proof": None,
-                             "carried_dependent": carried, "finished": False})
+        _save(keep, {"table": full_name, "reencrypt": None, "before": before.to_dict(), "proof": None,
+                     "carried_dependent": carried, "finished": False})
     leftovers = [f.path for f in before.storage.findings if f.finding == EXPOSED_FILE]
     result = reencrypt_table(spark, full_name, **material, kms=kms, tags=args.tags, dry_run=args.dry_run,
                              orphans_older_than=older, also_remove=[*carried, *leftovers],
@@ -196,106 +195,28 @@ def _one_table(spark, table: str, args: argparse.Namespace, kms: KeyManagementCl
     return {"result": result, "before_report": before, "proof_report": proof, "carried": carried}
 
 
-def _read_earlier_report(path: str) -> object:
-    """The JSON document an earlier run left at ``--report`` ``path`` (None when there is none);
-    ReportError when it cannot be read, before anything is changed."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise ReportError(f"--report {path}: cannot read the earlier run's report ({exc}); move it away to start "
-                          "afresh") from None
-
-
-def _carried_dependent(path: str, table: str) -> list[str]:
-    """The dependent files an earlier, unfinished run of this table recorded in ``path`` (none when
-    the file is absent, another table's, or finished)."""
-    earlier = _read_earlier_report(path)
-    if not isinstance(earlier, dict) or earlier.get("table") != table or earlier.get("finished", True):
-        return []
-    before = earlier.get("before") or {}
-    exposed = [f.get("path") for f in ((before.get("storage") or {}).get("findings") or [])
-               if isinstance(f, dict) and f.get("finding") == "EXPOSED_FILE"]
-    return sorted({*map(str, before.get("dependent") or []), *map(str, earlier.get("carried_dependent") or []),
-                   *map(str, filter(None, exposed))})
-
-
 def _all_tables(spark, args: argparse.Namespace, kms: KeyManagementClient, material: dict,
                 older: datetime | None) -> int:
-    """Every dependent table of the catalog, one after another; the summary names each failure."""
-    from pyiceberg_crypto.keys.reencrypt_all import DependentTables, dependent_tables, reencrypt_each
-    from pyiceberg_crypto.keys.where_used import where_used_in_catalog
+    """Every dependent table of the catalog (:func:`~pyiceberg_crypto.keys.reencrypt_all.reencrypt_catalog`:
+    the report, the resume from it); the summary names each failure."""
+    from pyiceberg_crypto.keys.reencrypt_all import dependent_tables, reencrypt_catalog
 
     catalog = args.table
-    versions = material["compromised_master_keys"]
-    listing = _listing_properties(args)
-    if listing is not None:
-        found = dependent_tables(listing, catalog, versions, kms, namespaces=args.namespace or None)
-    else:  # the session's catalog lists them
-        found = DependentTables()
-        tables: set[str] = set()
-        for key_id, version in versions:
-            uses = where_used_in_catalog(spark, catalog, key_id, version, kms)
-            tables.update(u.table for u in uses.uses)
-            found.unchecked.update(uses.unchecked)
-            found.checked = max(found.checked, len(uses.checked))
-        found.tables = sorted(tables)
+    found = dependent_tables(_listing_properties(args), catalog, material["compromised_master_keys"], kms,
+                             namespaces=args.namespace or None, spark=spark)
     print(f"{escape_text(catalog)}: {len(found.tables)} of {found.checked} table(s) checked depend on the compromised "
           f"material; {len(found.unchecked)} could not be checked", file=sys.stderr)
-
-    earlier = _earlier_run(args.report, catalog) if args.report and not args.dry_run else {}
-    resumed = {t: d for t, d in earlier.items() if t not in found.tables}
-    if resumed:
-        print(f"resumed from {escape_text(args.report)}: {len(resumed)} table(s) proven by an earlier run "
-              f"({', '.join(escape_text(t) for t in resumed)})", file=sys.stderr)
-    summary = {"catalog": catalog, "tables": found.tables, "unchecked": found.unchecked, "resumed": sorted(resumed),
-               "done": dict(resumed), "not_proven": {}, "failed": {}, "ok": False, "finished": False}
-    lock = threading.Lock()
-
-    def one(table: str) -> dict:
-        """One table; the report is rewritten as each table ends, so a crash leaves what was proven."""
-        try:
-            document = _one_table(spark, table, args, kms, material, older)
-        except Exception as exc:
-            with lock:
-                summary["failed"][table] = exception_line(exc)
-                _save_progress(args, summary)
-            raise
-        with lock:
-            summary["done" if _status(document) == ExitStatus.OK else "not_proven"][table] = _public(document)
-            _save_progress(args, summary)
-        return document
-
-    reencrypt_each(found.tables, one, progress=lambda message: print(message, file=sys.stderr),
-                   parallel=args.parallel)
-    summary["ok"] = not (summary["unchecked"] or summary["not_proven"] or summary["failed"])
-    summary["finished"] = True
-    if args.report and not args.dry_run:
-        _write_report(args.report, summary)
+    run = reencrypt_catalog(found, catalog, lambda table: _public(_one_table(spark, table, args, kms, material, older)),
+                            report=None if args.dry_run else args.report, parallel=args.parallel,
+                            progress=lambda line: print(line, file=sys.stderr))
+    summary = run.to_dict()
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         _print_summary(summary)
-    if summary["failed"] or summary["unchecked"]:
+    if run.failed or run.unchecked:
         return ExitStatus.USAGE
-    return ExitStatus.INTEGRITY if summary["not_proven"] else ExitStatus.OK
-
-
-def _save_progress(args: argparse.Namespace, summary: dict) -> None:
-    if args.report and not args.dry_run:
-        _write_report(args.report, summary)
-
-
-def _earlier_run(path: str, catalog: str) -> dict[str, dict]:
-    """The tables an earlier ``--all-tables`` run of ``catalog`` proved, from its report at
-    ``path``, when that run did not end with every table proven (stopped, or some failed); else none."""
-    earlier = _read_earlier_report(path)
-    if not isinstance(earlier, dict) or earlier.get("catalog") != catalog or earlier.get("ok"):
-        return {}
-    done = earlier.get("done")
-    return {str(t): d for t, d in done.items() if isinstance(d, dict)} if isinstance(done, dict) else {}
+    return ExitStatus.INTEGRITY if run.not_proven else ExitStatus.OK
 
 
 def _listing_properties(args: argparse.Namespace) -> dict[str, str] | None:
@@ -337,16 +258,9 @@ def _public(document: dict) -> dict:
             "carried_dependent": document.get("carried", []), "finished": True}
 
 
-def _status(document: dict) -> int:
-    proof = document["proof_report"]
-    return ExitStatus.OK if proof is None or proof.ok else ExitStatus.INTEGRITY
-
-
-def _write_report(path: str, body: dict) -> None:
-    """``body`` (a JSON document) to ``path``, atomically."""
-    from pyiceberg_crypto._atomic import PUBLIC, write_atomically
-
-    write_atomically(path, json.dumps(body, indent=2) + "\n", mode=PUBLIC)
+def _save(path: str, document: dict) -> None:
+    """The one table's ``--report`` (a JSON document), atomically."""
+    write_atomically(path, json.dumps(document, indent=2) + "\n", mode=PUBLIC)
 
 
 def _print(result, before, proof) -> None:
@@ -378,12 +292,3 @@ def _print(result, before, proof) -> None:
           f"own); removed {len(result.removed_key_entries)} key entr(ies), {len(result.removed_metadata_files)} old "
           f"metadata.json, {len(result.removed_files)} unreachable file(s) and {len(result.orphans)} orphan file(s)")
     print(proof.render_text())
-
-
-class ReportError(TableInputError):
-    """The ``--report`` file of an earlier run cannot be read."""
-
-
-def _fail(message: str) -> int:
-    print(f"pyiceberg-crypto keys: {escape_text(message)}", file=sys.stderr)
-    return ExitStatus.USAGE

@@ -13,15 +13,14 @@ without rewriting data, and remove the entries no snapshot needs::
     where_used_in_catalog(spark, "lake", "orders-key", "1", kms).needed   # before retiring a version
     where_used_in_listing({"uri": "thrift://hms:9083"}, "orders-key", "1", kms, catalog="lake").needed  # no JVM
     reencrypt_table(spark, "lake.db.orders", compromised_master_keys=[("orders-key", "1")])  # after a leak
-    dependent_tables({"uri": "thrift://hms:9083"}, "lake", [("orders-key", "1")], kms).tables   # which to re-encrypt
+    found = dependent_tables({"uri": "thrift://hms:9083"}, "lake", [("orders-key", "1")], kms)   # which to re-encrypt
+    reencrypt_catalog(found, "lake", reencrypt_one, report="all.json", parallel=2)   # each, resumably
 
-Modules: :mod:`.inventory` (KEKs, their age, master key versions, the snapshots they seal, unused
-entries: :mod:`pyiceberg_crypto.table.key_inventory` by metadata.json or table name),
-:mod:`.rewrap` and :mod:`.prune` (commits through the catalog: with Spark, :mod:`.commit`; without,
-:mod:`pyiceberg_crypto.catalog.commit`), :mod:`.where_used`
-(which tables need a master key version: the check before ``keystore retire``), :mod:`.reencrypt`
-(fresh KEK, every file rewritten, old snapshots expired: after a key was compromised), :mod:`.reencrypt_all`
-(every table of a catalog that depends on the compromised versions, one after another).
+Modules: :mod:`.inventory` (KEKs, their age, master key versions, the snapshots they seal:
+:mod:`pyiceberg_crypto.table.key_inventory`), :mod:`.rewrap` and :mod:`.prune` (commits: with Spark,
+:mod:`.commit`; without, :mod:`pyiceberg_crypto.catalog.commit`), :mod:`.where_used` (which tables need
+a master key version), :mod:`.reencrypt` (fresh KEK, every file rewritten: after a key was
+compromised), :mod:`.reencrypt_all` (every dependent table of a catalog, resumably).
 """
 
 from pyiceberg_crypto._deprecated import renamed_classes
@@ -29,12 +28,22 @@ from pyiceberg_crypto.errors import OperationError
 from pyiceberg_crypto.keys.inventory import KekInfo, KeyInventory, inventory_from_metadata, key_inventory
 from pyiceberg_crypto.keys.prune import PruneResult, prune_keys, prune_keys_in_catalog
 from pyiceberg_crypto.keys.reencrypt import ReencryptResult, reencrypt_table
-from pyiceberg_crypto.keys.reencrypt_all import DependentTables, EachOutcome, dependent_tables, reencrypt_each
+from pyiceberg_crypto.keys.reencrypt_all import (
+    CatalogReencryption,
+    DependentTables,
+    EachOutcome,
+    carried_dependent,
+    dependent_tables,
+    earlier_proofs,
+    reencrypt_catalog,
+    reencrypt_each,
+)
 from pyiceberg_crypto.keys.rewrap import RewrapResult, rewrap_keks, rewrap_keks_in_catalog
 from pyiceberg_crypto.keys.where_used import KeyUse, WhereUsed, where_used_in_catalog, where_used_in_listing, where_used_in_metadata
 
-__all__ = ["DependentTables", "EachOutcome", "KekInfo", "KeyInventory", "KeyUse", "PruneResult", "ReencryptResult", "RewrapResult", "WhereUsed", "dependent_tables",
-           "inventory_from_metadata", "key_inventory", "prune_keys", "prune_keys_in_catalog", "reencrypt_each",
+__all__ = ["CatalogReencryption", "DependentTables", "EachOutcome", "KekInfo", "KeyInventory", "KeyUse", "PruneResult",
+           "ReencryptResult", "RewrapResult", "WhereUsed", "carried_dependent", "dependent_tables", "earlier_proofs",
+           "inventory_from_metadata", "key_inventory", "prune_keys", "prune_keys_in_catalog", "reencrypt_catalog", "reencrypt_each",
            "reencrypt_table", "rewrap_keks", "rewrap_keks_in_catalog", "where_used_in_catalog", "where_used_in_listing",
            "where_used_in_metadata"]
 

@@ -139,7 +139,7 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
     named_versions = [(str(k), str(v)) for k, v in compromised_master_keys]
     also_remove = {str(path) for path in also_remove}
     compromised_ids = {str(k) for k in compromised_keks}
-    activate_session(spark)  # reencrypt_each(parallel=N) runs this in worker threads
+    activate_session(spark)  # run_each(parallel=N) runs this in worker threads
     full_name, ops, kms = load_operations_and_kms(spark, table, kms, OperationError)
     jvm = spark.sparkContext._jvm
     result = ReencryptResult(full_name, dry_run)

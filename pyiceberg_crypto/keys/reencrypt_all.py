@@ -1,33 +1,48 @@
 """Catalog-wide re-encryption after a compromise: find every table of a catalog that still depends
-on the compromised master key versions, and re-encrypt them, one after another or several at a time (issue 42)::
+on the compromised master key versions, and re-encrypt them, one after another or several at a
+time, with a report a re-run resumes from (issue 42)::
 
     found = dependent_tables({"type": "hive", "uri": "thrift://hms:9083"}, "lake", [("orders-key", "1")], kms)
     found.tables, found.unchecked                   # ["lake.shop.orders", ...], {table: why}
-    outcome = reencrypt_each(found.tables, lambda table: reencrypt_table(spark, table, ...), progress=print, parallel=2)
-    outcome.ok, outcome.done, outcome.failed       # {table: result}, {table: why it stopped}
+    run = reencrypt_catalog(found, "lake", reencrypt_and_prove, report="all.json", parallel=2)
+    run.ok, run.done, run.not_proven, run.failed    # {table: its document}, ..., {table: why it stopped}
+    carried_dependent("orders.json", "lake.shop.orders")   # what an unfinished one-table run recorded
 
 The tables are found by the JVM-free where-used listing (:func:`~.where_used.where_used_in_listing`:
-the Hive metastore over Thrift or the REST catalog over HTTP; only metadata.json files are read).
-A table that cannot be checked is not provably free of the material: it is reported (``unchecked``)
-and makes the outcome not OK, as a table whose re-encryption failed does. One table's failure never
-stops or hides the others: each is tried, and the outcome names every failure with its reason.
+the Hive metastore over Thrift or the REST catalog over HTTP; only metadata.json files are read),
+or through the Spark session's catalog. A table that cannot be checked is not provably free of the
+material: it is reported (``unchecked``) and makes the outcome not OK, as a table whose
+re-encryption failed does. One table's failure never stops or hides the others
+(:func:`~pyiceberg_crypto.each_table.run_each`). The report (:class:`CatalogReencryption`) is
+rewritten as each table ends; a re-run given the same file carries the tables the unfinished run
+proved into its own (``resumed``).
 """
 
 from __future__ import annotations
 
-import threading
+import warnings
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from pyiceberg_crypto.each_table import (
+    FAILED,
+    STARTED,
+    Earlier,
+    RunReport,
+    TableEvent,
+    check_work,
+    read_document,
+    run_each,
+)
 from pyiceberg_crypto.errors import InvalidArgumentError
-from pyiceberg_crypto.keys.where_used import where_used_in_listing
+from pyiceberg_crypto.keys.where_used import where_used_in_catalog, where_used_in_listing
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
-from pyiceberg_crypto.safe_text import exception_line
+from pyiceberg_crypto.safe_text import escape_text
 
-__all__ = ["DependentTables", "EachOutcome", "dependent_tables", "reencrypt_each"]
+__all__ = ["CatalogReencryption", "DependentTables", "EachOutcome", "carried_dependent", "dependent_tables",
+           "earlier_proofs", "reencrypt_catalog", "reencrypt_each"]
 
 T = TypeVar("T")
 
@@ -39,6 +54,127 @@ class DependentTables:
     tables: list[str] = field(default_factory=list)
     unchecked: dict[str, str] = field(default_factory=dict)
     checked: int = 0
+
+
+def dependent_tables(properties: dict[str, str] | None, catalog: str, compromised_master_keys: Iterable[tuple[str, str]],
+                     kms: KeyManagementClient, *, namespaces: list[str] | None = None,
+                     timeout: float = CATALOG_TIMEOUT_SECONDS, spark=None) -> DependentTables:
+    """Every table of the catalog with these settings (``{"type": "hive", "uri": "thrift://..."}``
+    or ``{"type": "rest", "uri": "http://..."}``; None: the catalog of the Spark session ``spark``)
+    that has a KEK wrapped by one of the ``(master key id, version)`` pairs, named
+    ``catalog.db.table``. Raises TableInputError when the catalog cannot be listed;
+    InvalidArgumentError when no version is named, or neither settings nor a session are given."""
+    compromised_master_keys = list(compromised_master_keys)
+    if not compromised_master_keys:
+        raise InvalidArgumentError("name the compromised master key versions: [(key id, version), ...]")
+    if properties is None and spark is None:
+        raise InvalidArgumentError("give the catalog's settings, or the Spark session whose catalog lists the tables")
+    found = DependentTables()
+    tables: set[str] = set()
+    checked: set[str] = set()
+    for key_id, version in compromised_master_keys:
+        if properties is None:
+            uses = where_used_in_catalog(spark, catalog, key_id, version, kms)
+        else:
+            uses = where_used_in_listing(properties, key_id, version, kms, catalog=catalog, timeout=timeout,
+                                         namespaces=namespaces)
+        tables.update(use.table for use in uses.uses)
+        checked.update(uses.checked)
+        found.unchecked.update(uses.unchecked)
+    found.tables, found.checked = sorted(tables), len(checked)
+    return found
+
+
+@dataclass
+class CatalogReencryption(RunReport[dict[str, Any]]):
+    """The run of :func:`reencrypt_catalog` and its report (``keys reencrypt --all-tables
+    --report``): per table, its document (``{"table", "reencrypt", "before", "proof", ...}``) when
+    proven (``done``) or when its proof is not OK (``not_proven``), or why it stopped (``failed``);
+    the tables the listing could not check (``unchecked``), and those ``resumed`` from an earlier
+    run's report. ``ok`` once ``finished`` with nothing failed, unproven or unchecked."""
+
+    tables: list[str] = field(default_factory=list)
+    unchecked: dict[str, str] = field(default_factory=dict)
+    not_proven: dict[str, dict[str, Any]] = field(default_factory=dict)
+    finished: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.finished and not (self.unchecked or self.not_proven or self.failed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"catalog": self.catalog, "tables": list(self.tables), "unchecked": dict(self.unchecked),
+                "resumed": sorted(self.carried), "done": dict(self.done), "not_proven": dict(self.not_proven),
+                "failed": dict(self.failed), "ok": self.ok, "finished": self.finished}
+
+    def usable(self, path: str, document: Any) -> bool:
+        """An earlier report is resumed from when it is this catalog's and did not end with every
+        table proven; any other readable file is started afresh (overwritten)."""
+        return isinstance(document, dict) and document.get("catalog") == self.catalog and not document.get("ok")
+
+    def earlier_of(self, path: str, document: dict[str, Any]) -> Earlier:
+        done = document.get("done")
+        failed = document.get("failed")
+        return Earlier(path, document,
+                       {str(t): d for t, d in done.items() if isinstance(d, dict)} if isinstance(done, dict) else {},
+                       {str(t): str(w) for t, w in failed.items()} if isinstance(failed, dict) else {})
+
+    def record(self, table: str, *, result: dict[str, Any] | None = None, error: BaseException | None = None,
+               seconds: float = 0.0) -> str:
+        proof = (result or {}).get("proof")
+        if error is None and isinstance(proof, dict) and not proof.get("ok"):
+            with self.lock:
+                self.not_proven[table] = result  # type: ignore[assignment]
+                return ""
+        return super().record(table, result=result, error=error, seconds=seconds)
+
+
+def earlier_proofs(path: str, catalog: str) -> dict[str, dict[str, Any]]:
+    """The tables an earlier ``--all-tables`` run of ``catalog`` proved, from its report at
+    ``path``, when that run did not end with every table proven (stopped, or some failed); else
+    none. ReportError when the file cannot be read (too large, not JSON)."""
+    earlier = CatalogReencryption(path=path, catalog=catalog).resume()
+    return earlier.done if earlier is not None else {}
+
+
+def carried_dependent(path: str, table: str) -> list[str]:
+    """The dependent files an earlier, unfinished one-table run of ``table`` recorded in its report
+    at ``path``: what depended before it, what it carried, the exposed files on storage (none when
+    the file is absent, another table's, or finished). ReportError when it cannot be read."""
+    earlier = read_document(path)
+    if not isinstance(earlier, dict) or earlier.get("table") != table or earlier.get("finished", True):
+        return []
+    before = earlier.get("before") or {}
+    exposed = [f.get("path") for f in ((before.get("storage") or {}).get("findings") or [])
+               if isinstance(f, dict) and f.get("finding") == "EXPOSED_FILE"]
+    return sorted({*map(str, before.get("dependent") or []), *map(str, earlier.get("carried_dependent") or []),
+                   *map(str, filter(None, exposed))})
+
+
+def reencrypt_catalog(found: DependentTables, catalog: str, reencrypt_one: Callable[[str], dict[str, Any]], *,
+                      report: str | None = None, parallel: int = 1,
+                      progress: Callable[[str], None] | None = None) -> CatalogReencryption:
+    """``reencrypt_one(table)`` (the table's JSON document, its ``"proof"`` with ``"ok"``) for each
+    of ``found.tables``, ``parallel`` at a time. With ``report``: the tables an unfinished earlier
+    run of ``catalog`` proved there (:func:`earlier_proofs`) that no longer depend are carried over
+    (``resumed``); the report is written when the run starts, after each table and at the end.
+    ``progress``: one line per table as it starts, and per failure.
+
+    Raises (nothing has run): ReportError when the earlier report cannot be read or the report
+    cannot be written; InvalidArgumentError for a bad ``parallel`` or ``reencrypt_one``."""
+    check_work(reencrypt_one, parallel)
+    say = progress or (lambda _line: None)
+    run = CatalogReencryption(path=report, catalog=catalog, tables=list(found.tables), unchecked=dict(found.unchecked))
+    earlier = run.resume()
+    resumed = run.carry(earlier, rerun=found.tables) if earlier is not None else []
+    if resumed:
+        say(f"resumed from {escape_text(report or '')}: {len(resumed)} table(s) proven by an earlier run "
+            f"({', '.join(escape_text(t) for t in resumed)})")
+    run.save()
+    run_each(found.tables, reencrypt_one, parallel=parallel, report=run, progress=_lines(say))
+    run.finished = True
+    run.save()
+    return run
 
 
 @dataclass
@@ -56,65 +192,23 @@ class EachOutcome(Generic[T]):
         return {"ok": self.ok, "done": {t: result(r) for t, r in self.done.items()}, "failed": dict(self.failed)}
 
 
-def dependent_tables(properties: dict[str, str], catalog: str, compromised_master_keys: Iterable[tuple[str, str]],
-                     kms: KeyManagementClient, *, namespaces: list[str] | None = None,
-                     timeout: float = CATALOG_TIMEOUT_SECONDS) -> DependentTables:
-    """Every table of the catalog with these settings (``{"type": "hive", "uri": "thrift://..."}``
-    or ``{"type": "rest", "uri": "http://..."}``) that has a KEK wrapped by one of the
-    ``(master key id, version)`` pairs, named ``catalog.db.table``. Raises TableInputError when the
-    catalog cannot be listed; InvalidArgumentError when no version is named."""
-    compromised_master_keys = list(compromised_master_keys)
-    if not compromised_master_keys:
-        raise InvalidArgumentError("name the compromised master key versions: [(key id, version), ...]")
-    found = DependentTables()
-    tables: set[str] = set()
-    checked: set[str] = set()
-    for key_id, version in compromised_master_keys:
-        uses = where_used_in_listing(properties, key_id, version, kms, catalog=catalog, timeout=timeout,
-                                     namespaces=namespaces)
-        tables.update(use.table for use in uses.uses)
-        checked.update(uses.checked)
-        found.unchecked.update(uses.unchecked)
-    found.tables, found.checked = sorted(tables), len(checked)
-    return found
-
-
 def reencrypt_each(tables: list[str], reencrypt_one: Callable[[str], T], *,
                    progress: Callable[[str], None] | None = None, parallel: int = 1) -> EachOutcome[T]:
-    """Run ``reencrypt_one(table)`` for each table, ``parallel`` at a time (threads sharing one Spark
-    session: Spark runs their jobs side by side); an exception stops that table only (its one-line
-    reason is kept, never key material), the others go on. The outcome lists the tables in the
-    given order. InvalidArgumentError when ``reencrypt_one`` is not callable or ``parallel`` < 1."""
-    if not callable(reencrypt_one):
-        raise InvalidArgumentError(f"reencrypt_one must be a function of the table name, got {type(reencrypt_one).__name__}")
-    if not isinstance(parallel, int) or parallel < 1:
-        raise InvalidArgumentError(f"parallel must be a whole number of tables at a time (>= 1), got {parallel!r}")
-    say = progress or (lambda _message: None)
-    lock = threading.Lock()
-    done: dict[str, T] = {}
-    failed: dict[str, str] = {}
+    """Deprecated: :func:`~pyiceberg_crypto.each_table.run_each` (this is it, with one line per
+    table as it starts and per failure to ``progress``). Goes in the next release."""
+    warnings.warn("pyiceberg_crypto.keys.reencrypt_each is pyiceberg_crypto.each_table.run_each; it goes in the next "
+                  "release", DeprecationWarning, stacklevel=2)
+    run = run_each(tables, reencrypt_one, parallel=parallel, progress=_lines(progress or (lambda _line: None)))
+    return EachOutcome(dict(run.done), dict(run.failed))
 
-    def one(number: int, table: str) -> None:
-        with lock:
-            say(f"[{number}/{len(tables)}] {table}")
-        try:
-            result = reencrypt_one(table)
-        except Exception as exc:  # noqa: BLE001 - one table's failure is its entry, the others go on
-            with lock:
-                failed[table] = exception_line(exc)
-                say(f"[{number}/{len(tables)}] {table}: FAILED: {failed[table]}")
-            return
-        with lock:
-            done[table] = result
 
-    if parallel == 1:
-        for number, table in enumerate(tables, 1):
-            one(number, table)
-    else:
-        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="reencrypt") as pool:
-            for future in [pool.submit(one, number, table) for number, table in enumerate(tables, 1)]:
-                future.result()
-    outcome: EachOutcome[T] = EachOutcome()
-    outcome.done = {t: done[t] for t in tables if t in done}
-    outcome.failed = {t: failed[t] for t in tables if t in failed}
-    return outcome
+def _lines(say: Callable[[str], None]) -> Callable[[TableEvent], None]:
+    """A table's start (``[2/5] lake.db.t``) and failure (``[2/5] lake.db.t: FAILED: why``) as lines."""
+
+    def tell(event: TableEvent) -> None:
+        if event.status == STARTED:
+            say(f"[{event.index}/{event.of}] {escape_text(event.table)}")
+        elif event.status == FAILED:
+            say(f"[{event.index}/{event.of}] {escape_text(event.table)}: FAILED: {event.detail}")
+
+    return tell

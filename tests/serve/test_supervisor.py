@@ -12,7 +12,7 @@ import pytest
 
 from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError
 from pyiceberg_crypto.kms.keystore import Keystore
-from pyiceberg_crypto.serve.served_kms import KmsServiceError
+from pyiceberg_crypto.errors import SetupError
 from pyiceberg_crypto.serve.supervisor import KmsService, ServiceOptions
 from tests.testkit import eventually
 from pyiceberg_crypto.testing.ports import reserve_port
@@ -77,7 +77,7 @@ def test_a_factory_that_fails_is_one_error_and_nothing_is_left_listening(options
         KmsService(missing).start()
     assert not _listening(options.listen)
     broken = ServiceOptions(**{**options.__dict__, "kms": "tests.serve.test_supervisor:broken_factory"})
-    with pytest.raises(KmsServiceError, match="the KMS factory 'tests.serve.test_supervisor:broken_factory' failed: "
+    with pytest.raises(SetupError, match="the KMS factory 'tests.serve.test_supervisor:broken_factory' failed: "
                                               "RuntimeError: cannot reach hsm-7"):
         KmsService(broken).start()
     assert not _listening(options.listen)
