@@ -164,6 +164,43 @@ class _GovernedKms(KeyManagementClient):
         self.served.client().initialize(properties)
 
 
+class _GovernedAdapter(KmsCallbackAdapter):
+    """The Py4J adapter of the served KMS: a call refused before :meth:`ServedKms.perform` (arguments
+    of the wrong types, properties a client may not pass to ``initialize``) is recorded too, so
+    that every request of an authenticated principal leaves a line in the audit trail."""
+
+    def __init__(self, served: ServedKms):
+        super().__init__(_GovernedKms(served), initialize_policy="operator")
+        self.served = served
+
+    def _refused(self, operation: str, key_id: object, reason: str) -> None:
+        principal, peer = _principal()
+        self.served.record_refused("py4j", principal, peer, operation, key_id, reason)
+
+    def wrapKey(self, key, wrapping_key_id):  # noqa: N802 - Java name
+        if not isinstance(key, (bytes, bytearray)) or not isinstance(wrapping_key_id, str):
+            self._refused("wrap", wrapping_key_id, "bad arguments")
+        return super().wrapKey(key, wrapping_key_id)
+
+    def unwrapKey(self, wrapped, wrapping_key_id):  # noqa: N802
+        if not isinstance(wrapped, (bytes, bytearray)) or not isinstance(wrapping_key_id, str):
+            self._refused("unwrap", wrapping_key_id, "bad arguments")
+        return super().unwrapKey(wrapped, wrapping_key_id)
+
+    def generateKey(self, wrapping_key_id):  # noqa: N802
+        if not isinstance(wrapping_key_id, str):
+            self._refused("generate", wrapping_key_id, "bad arguments")
+        return super().generateKey(wrapping_key_id)
+
+    def initialize(self, encoded_properties, *, privileged: bool = False) -> None:
+        from urllib.parse import parse_qsl
+
+        if encoded_properties is not None and (not isinstance(encoded_properties, str)
+                                               or parse_qsl(encoded_properties, keep_blank_values=True)):
+            self._refused("initialize", None, "operator-configured KMS")  # the adapter refuses it below
+        return super().initialize(encoded_properties, privileged=privileged)
+
+
 def tls_files(token_file: str | os.PathLike) -> tuple[Path, Path]:
     """Where the service keeps its TLS key and certificate by default: beside the token file."""
     token = Path(token_file)
@@ -214,7 +251,7 @@ class Py4jFace:
         """Start the served KMS if need be, write a fresh token, then listen. Raises :class:`KmsServiceError`."""
         self.served.start()
         # Configured by its operator only: no client may pass properties to initialize().
-        self._adapter = KmsCallbackAdapter(_GovernedKms(self.served), initialize_policy="operator")
+        self._adapter = _GovernedAdapter(self.served)
         if self.host != LOOPBACK:
             try:
                 self._tls = TlsIdentity.load_or_create(self.tls_key_file, self.tls_certificate_file)

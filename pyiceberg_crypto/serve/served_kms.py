@@ -329,6 +329,28 @@ class ServedKms:
         self._audit(face, principal, peer, operation, key, key_version, table, context, "ok", None, request_id)
         return result
 
+    def record_refused(self, face: str, principal: str, peer: str, operation: str, key_id: object,
+                       reason: str, *, context: dict[str, str] | None = None) -> None:
+        """Count and record a request of an authenticated ``principal`` that its face refused before
+        :meth:`perform` (a malformed request, a KeyId too long or naming another region or account):
+        every request of an authenticated principal leaves a line, whatever stage refuses it. The
+        key id as sent is bounded (a client chooses it); the caller refuses the request either way
+        (a line that cannot be written is counted and logged)."""
+        key = None
+        if isinstance(key_id, str):
+            key = key_id if len(key_id) <= 256 else f"{key_id[:256]}... ({len(key_id)} characters)"
+        elif key_id is not None:
+            key = f"({type(key_id).__name__})"
+        self._refuse(face, operation, reason)
+        with self._counts_lock:
+            self._calls[(face, self.principal_label(principal), operation)] += 1
+        try:
+            self._audit(face, principal, peer, operation, key, None, None,
+                        context if context and len(context) <= 64 else None, "refused", reason,
+                        f"{self._request_prefix}-{next(self._request_ids):x}")
+        except AuditUnavailableError:
+            pass  # counted and logged by _audit; the request is refused anyway
+
     def principal_label(self, principal: str, policy: Policy | None = None) -> str:
         """The ``principal`` label of a call by ``principal`` on ``pyiceberg_crypto_kms_calls_total``:
         with a policy, a principal it names, else :data:`UNKNOWN_PRINCIPAL`; without one, the
