@@ -1094,9 +1094,15 @@ def verify_trail(path: str | os.PathLike, key: bytes | None = None,
                 return failed(f"{witness} line {number}: not a digest of the trail", lines, digests)
             if n not in by_n:
                 if n > n2:
-                    return failed(f"the trail is cut: the witness {witness} holds digest {n} (seq {copy.get('seq')}, "
-                                  f"{copy.get('time')}), but the trail ends at seq {expected_seq - 1}, {since} "
-                                  f"line(s) after digest {n2}", lines, digests)
+                    try:
+                        final = json.loads(witness_lines[-1])
+                    except ValueError:
+                        final = copy
+                    missing = f"digest {n}" if final.get("n") == n else f"digests {n}..{final.get('n')}"
+                    return failed(f"the trail is cut: the witness {witness} holds digest {final.get('n')} (seq "
+                                  f"{final.get('seq')}, {final.get('time')}), but the trail ends at seq "
+                                  f"{expected_seq - 1}, {since} line(s) after digest {n2} ({missing} missing)",
+                                  lines, digests)
                 return failed(f"digest {n} of the witness {witness} is not in the trail", lines, digests)
             if by_n[n] != line:
                 return failed(f"digest {n} differs between the trail and the witness {witness} (line {number})",

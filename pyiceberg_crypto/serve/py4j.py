@@ -129,6 +129,10 @@ def _principal() -> tuple[str, str]:
     return f"py4j:{role}", peer
 
 
+#: Per connection thread: whether the call running reached ServedKms.perform (which records it).
+_REACHED = threading.local()
+
+
 class _GovernedKms(KeyManagementClient):
     """The served KMS as one Py4J caller may use it: every call checked against its grants,
     counted and audited by :meth:`ServedKms.perform` (the caller is the connection's token)."""
@@ -137,6 +141,7 @@ class _GovernedKms(KeyManagementClient):
         self.served = served
 
     def wrap_key(self, key: bytes, wrapping_key_id: str) -> bytes:
+        _REACHED.recorded = True
         principal, peer = _principal()
         served = self.served
         return served.perform("py4j", principal, peer, "wrap", wrapping_key_id,
@@ -144,6 +149,7 @@ class _GovernedKms(KeyManagementClient):
                               version=lambda wrapped: served.key_version(wrapped, wrapping_key_id))
 
     def unwrap_key(self, wrapped_key: bytes, wrapping_key_id: str) -> bytes:
+        _REACHED.recorded = True
         principal, peer = _principal()
         served = self.served
         return served.perform("py4j", principal, peer, "unwrap", wrapping_key_id,
@@ -154,6 +160,7 @@ class _GovernedKms(KeyManagementClient):
         return self.served.client().supports_key_generation()
 
     def generate_key(self, wrapping_key_id: str) -> KeyGenerationResult:
+        _REACHED.recorded = True
         principal, peer = _principal()
         served = self.served
         return served.perform("py4j", principal, peer, "generate", wrapping_key_id,
@@ -162,43 +169,6 @@ class _GovernedKms(KeyManagementClient):
 
     def initialize(self, properties: dict[str, str]) -> None:
         self.served.client().initialize(properties)
-
-
-class _GovernedAdapter(KmsCallbackAdapter):
-    """The Py4J adapter of the served KMS: a call refused before :meth:`ServedKms.perform` (arguments
-    of the wrong types, properties a client may not pass to ``initialize``) is recorded too, so
-    that every request of an authenticated principal leaves a line in the audit trail."""
-
-    def __init__(self, served: ServedKms):
-        super().__init__(_GovernedKms(served), initialize_policy="operator")
-        self.served = served
-
-    def _refused(self, operation: str, key_id: object, reason: str) -> None:
-        principal, peer = _principal()
-        self.served.record_refused("py4j", principal, peer, operation, key_id, reason)
-
-    def wrapKey(self, key, wrapping_key_id):  # noqa: N802 - Java name
-        if not isinstance(key, (bytes, bytearray)) or not isinstance(wrapping_key_id, str):
-            self._refused("wrap", wrapping_key_id, "bad arguments")
-        return super().wrapKey(key, wrapping_key_id)
-
-    def unwrapKey(self, wrapped, wrapping_key_id):  # noqa: N802
-        if not isinstance(wrapped, (bytes, bytearray)) or not isinstance(wrapping_key_id, str):
-            self._refused("unwrap", wrapping_key_id, "bad arguments")
-        return super().unwrapKey(wrapped, wrapping_key_id)
-
-    def generateKey(self, wrapping_key_id):  # noqa: N802
-        if not isinstance(wrapping_key_id, str):
-            self._refused("generate", wrapping_key_id, "bad arguments")
-        return super().generateKey(wrapping_key_id)
-
-    def initialize(self, encoded_properties, *, privileged: bool = False) -> None:
-        from urllib.parse import parse_qsl
-
-        if encoded_properties is not None and (not isinstance(encoded_properties, str)
-                                               or parse_qsl(encoded_properties, keep_blank_values=True)):
-            self._refused("initialize", None, "operator-configured KMS")  # the adapter refuses it below
-        return super().initialize(encoded_properties, privileged=privileged)
 
 
 def tls_files(token_file: str | os.PathLike) -> tuple[Path, Path]:
@@ -251,7 +221,7 @@ class Py4jFace:
         """Start the served KMS if need be, write a fresh token, then listen. Raises :class:`KmsServiceError`."""
         self.served.start()
         # Configured by its operator only: no client may pass properties to initialize().
-        self._adapter = _GovernedAdapter(self.served)
+        self._adapter = KmsCallbackAdapter(_GovernedKms(self.served), initialize_policy="operator")
         if self.host != LOOPBACK:
             try:
                 self._tls = TlsIdentity.load_or_create(self.tls_key_file, self.tls_certificate_file)
@@ -462,6 +432,14 @@ class Py4jFace:
 
     def _count_call(self, peer: str, method: str, failed: bool) -> None:
         operation = _OPERATIONS.get(method, "other")
+        reached = getattr(_REACHED, "recorded", False)
+        _REACHED.recorded = False
+        if failed and not reached and self.served.trail is not None:
+            # refused before the served KMS saw it (a parameter type or count, a method the bridge does
+            # not serve, properties a client may not pass to initialize): recorded all the same
+            principal, _ = _principal()
+            self.served.record_refused("py4j", principal, peer, operation, None,
+                                       "refused by the bridge")
         with self._lock:
             self._clients.add(peer, operation)
             if failed:
