@@ -317,12 +317,19 @@ def _start_fails(tmp_path: Path, *, audit_dir: Path, key_file: Path) -> subproce
     if not keystore.exists():
         make_keystore(keystore, "k1")
     (tmp_path / "run").mkdir(mode=0o700, exist_ok=True)
-    return subprocess.run(
-        [sys.executable, "-m", "pyiceberg_crypto.cli.main", "kms", "serve", "--kms", "keystore",
-         f"--kms-property=keystore.path={keystore}", "--listen", "127.0.0.1:0",
-         "--token-file", str(tmp_path / "run" / "kms.token"), "--audit-log", str(audit_dir / "trail.jsonl"),
-         "--audit-key-file", str(key_file)],
-        capture_output=True, text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    args = [sys.executable, "-m", "pyiceberg_crypto.cli.main", "kms", "serve", "--kms", "keystore",
+            f"--kms-property=keystore.path={keystore}", "--listen", "127.0.0.1:0",
+            "--token-file", str(tmp_path / "run" / "kms.token"), "--audit-log", str(audit_dir / "trail.jsonl"),
+            "--audit-key-file", str(key_file)]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        out, err = process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:  # it started: the unsafe file was accepted
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=30)
+        return subprocess.CompletedProcess(args, None, out, "the service started and served: " + err)
+    return subprocess.CompletedProcess(args, process.returncode, out, err)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="planting another user's file needs root (chown)")
