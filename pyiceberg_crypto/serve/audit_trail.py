@@ -1116,6 +1116,10 @@ def verify_trail(path: str | os.PathLike, key: bytes | None = None,
         report.older_format = True
         return report
     report.running = _running(path)
+    if isinstance(run.get("every"), int) and since > run["every"]:
+        return failed(f"the trail ends {since} line(s) after digest {n2} ({digest_where}), more than the "
+                      f"{run['every']} its run's start line allows between digests (digest_every): digests after "
+                      "it were removed", lines, digests)
     if not stop and not report.running:
         return failed(f"the trail does not end with a stop digest: it ends {since} line(s) after digest {n2} "
                       f"({digest_where}); the service was killed, or lines after that digest were cut (with a "

@@ -125,7 +125,10 @@ def test_audit_trail_refused_record_and_every_digest_after_it_deleted_fails_veri
     trail.write_bytes(_rechain(kept))
     result = _verify(trail, _key_file(tmp_path))
     assert result.returncode == 1, result.stdout
-    assert "does not end with a stop digest" in result.stdout and "after digest" in result.stdout
+    last = [r for r in records[:refused] if r.get("kind") == "digest"][-1]["n"]
+    assert f"the trail ends {len(kept) - 1 - max(i for i, r in enumerate(kept) if r.get('kind') == 'digest')} " \
+           f"line(s) after digest {last}" in result.stdout, result.stdout
+    assert "digests after it were removed" in result.stdout
 
 
 def test_audit_trail_one_digest_deleted_fails_verify_naming_it(tmp_path):
@@ -158,6 +161,17 @@ def test_audit_trail_middle_rotated_file_deleted_fails_verify(tmp_path):
     result = _verify(trail, _key_file(tmp_path))
     assert result.returncode == 1 and re.search(r"line\(s\) removed before it \(seq \d+\.\.\d+ missing\)",
                                                 result.stdout), result.stdout
+    # ... and re-chained from the gap on, every digest after it dropped (what a format 1 trail accepted)
+    files = sorted(trail.parent.glob(trail.name + ".*"), key=lambda p: int(p.suffix[1:])) + [trail]
+    first = [json.loads(line) for line in _lines(files[0])]
+    later = [r for p in files[1:] for r in map(json.loads, _lines(p)) if r.get("kind") != "digest"]
+    for p in files:
+        p.unlink()
+    trail.write_bytes(_rechain(first + later))
+    result = _verify(trail, _key_file(tmp_path))
+    assert result.returncode == 1, result.stdout
+    last = [r for r in first if r.get("kind") == "digest"][-1]["n"]
+    assert f"line(s) after digest {last}" in result.stdout and "digests after it were removed" in result.stdout
 
 
 def test_audit_trail_tail_cut_after_the_last_digest_is_found_with_the_witness(tmp_path):
