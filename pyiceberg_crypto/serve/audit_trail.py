@@ -1123,7 +1123,8 @@ def verify_trail(path: str | os.PathLike, key: bytes | None = None,
     if not stop and not report.running:
         return failed(f"the trail does not end with a stop digest: it ends {since} line(s) after digest {n2} "
                       f"({digest_where}); the service was killed, or lines after that digest were cut (with a "
-                      "witness, verify --witness tells which)", lines, digests)
+                      "witness, verify --witness tells which; a copy of a live trail ends so too: verify the live "
+                      "file, which its service holds, or a copy taken after the stop)", lines, digests)
     report.verified = checked
     return report
 
