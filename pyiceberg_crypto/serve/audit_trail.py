@@ -519,6 +519,11 @@ class AuditTrail:
         """Write the stop digest and close (idempotent; a failure is left unraised: the trail then
         does not end with a stop digest, and verify says so)."""
         with self._lock:
+            if self._fd is None and self._reopen_from is not None and not self._closed:
+                try:
+                    self._reopen_locked()  # a last try, so that the run still ends with its stop digest
+                except AuditWriteError:
+                    pass
             self._closed = True
             if self._fd is None:
                 self._close_witness()
@@ -1003,7 +1008,7 @@ def verify_trail(path: str | os.PathLike, key: bytes | None = None,
         kind = record.get("kind")
         if index == 0 and kind != "start":
             return failed(f"{where}: the trail's first line is not a start line (altered, or the trail rebuilt)")
-        if awaiting is not None and kind != "digest":
+        if awaiting is not None and kind not in ("digest", "start"):
             return failed(f"{where}: the start line before it ({awaiting}) is not followed by its signed digest "
                           "(removed, or the trail rebuilt without the key)", lines, digests)
         if kind == "start":
@@ -1022,7 +1027,13 @@ def verify_trail(path: str | os.PathLike, key: bytes | None = None,
                                       f"{since} line(s) after digest {n2}; it says previous_stop={said[0]}, "
                                       f"unsigned_lines={said[1]}, after_digest={said[2]}): lines were removed or "
                                       "added before it", lines, digests)
-            if run is not None and not stop and run["format"] != 1:
+            if awaiting is not None:  # the run before could not write its start digest: it never served
+                if fmt == 1:
+                    return failed(f"{where}: the start line before it ({awaiting}) is not followed by its signed "
+                                  "digest (removed, or the trail rebuilt without the key)", lines, digests)
+                notes.append(f"the start at {awaiting} was not followed by its digest (that service could not "
+                             "start); the next start recorded it")
+            elif run is not None and not stop and run["format"] != 1:
                 notes.append(f"the run that started at {run['where']} (pid {run['pid']}) ended without a stop digest "
                              f"(killed?): its {since} line(s) after {digest_where} were signed only by the next "
                              "start's digest")
