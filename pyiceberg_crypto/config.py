@@ -40,7 +40,9 @@ external metastore older than Hive 2.3.10 / 4.0 (no HIVE-26882) pass ``hive_lock
 from __future__ import annotations
 
 import logging
+import os
 import shlex
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -723,11 +725,15 @@ def local_spark_builder(app_name: str = "pyiceberg-crypto", master: str = "local
     """A ``SparkSession.Builder`` for a single-machine session that listens on loopback only.
 
     The driver's RPC and block manager bind to 127.0.0.1 (Spark would otherwise pick the host's
-    network address), the web UI is off and the console progress bar is quiet::
+    network address), the web UI is off and the console progress bar is quiet. Spark's Python
+    workers run this interpreter (``PYSPARK_PYTHON``, unless already set): the package's own
+    modules are then importable in tasks, outside an activated virtual environment too::
 
         spark = configure_spark_with_encryption(local_spark_builder(), spark_settings(...)).getOrCreate()
     """
     from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     return (
         SparkSession.builder.master(master)

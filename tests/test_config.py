@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from pyspark.sql import SparkSession
 
@@ -341,3 +343,17 @@ def test_a_local_session_needs_its_catalogs_name(catalog, tmp_path):
     with pytest.raises(ConfigError, match="a local session with a warehouse needs the name of its catalog"):
         config.session_for_catalog(catalog, warehouse=tmp_path / "wh")
     assert not (tmp_path / "wh").exists()
+
+
+def test_adopt_a_local_session_runs_its_python_workers_on_this_interpreter(monkeypatch):
+    """issue 61: the CLI's own --warehouse session (encrypt, keys, the verification job) set no
+    executor Python, so tasks outside an activated virtual environment ran the system python3
+    (ModuleNotFoundError: fastavro). PySpark's SparkContext reads PYSPARK_PYTHON when it starts."""
+    import sys
+
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    config.local_spark_builder("t")
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/python/bin/python3")  # the user's choice stands
+    config.local_spark_builder("t")
+    assert os.environ["PYSPARK_PYTHON"] == "/opt/python/bin/python3"

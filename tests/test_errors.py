@@ -148,7 +148,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.catalog.spark.catalog_properties": (
             NotASparkSessionError, lambda: spark.catalog_properties(NOT_SPARK, "lake")),
         "pyiceberg_crypto.catalog.spark.catalog_table": (NotASparkSessionError, lambda: spark.catalog_table(NOT_SPARK, "lake.db.t")),
-        "pyiceberg_crypto.catalog.spark.activate_session": (NotASparkSessionError, lambda: spark.activate_session(NOT_SPARK)),
+        "pyiceberg_crypto.spark.session.activate_session": (NotASparkSessionError, lambda: spark.activate_session(NOT_SPARK)),
         "pyiceberg_crypto.catalog.entry.list_tables": (MetastoreError, lambda: entry.list_tables({"type": "hive"})),
         "pyiceberg_crypto.catalog.spark.registered_kms": (TableInputError, lambda: spark.registered_kms({}, "lake")),
         "pyiceberg_crypto.catalog.rest.rest_catalog": (MetastoreError, lambda: rest_catalog_module.rest_catalog({"uri": "gs://x"})),
@@ -230,7 +230,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
             PyicebergCryptoError, lambda: pyiceberg_io.read_bounded(pyiceberg_io.LocalFileIO(), "/dev/zero", 5)),
         "pyiceberg_crypto.demo.external.settings_from_environment": (
             PyicebergCryptoError, lambda: demo_external.settings_from_environment({})),
-        "pyiceberg_crypto.catalog.spark.require_classic_session": (
+        "pyiceberg_crypto.spark.session.require_classic_session": (
             NotASparkSessionError, lambda: spark.require_classic_session(NOT_SPARK, "a test")),
         "pyiceberg_crypto.kms.key_ids.aws_key_name": (
             kms_key_ids.KeyIdError, lambda: kms_key_ids.aws_key_name("arn:aws:s3:::bucket")),

@@ -125,6 +125,7 @@ class AdoptResult:
     refs: list[str] = field(default_factory=list)  # "branch NAME" / "tag NAME" of the original
     steps_done: list[str] = field(default_factory=list)
     location: str | None = None
+    swept: list[str] = field(default_factory=list)  # plaintext files writers left, removed after the purge
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -191,20 +192,32 @@ def encrypt_table(spark, table: str, key_id: str, *, format_version: int = 3, da
     if original is not None and original.properties().get(KEY_ID):
         raise AdoptError(f"{run.full(name)} is already encrypted (encryption.key-id "
                          f"{original.properties().get(KEY_ID)!r}); nothing to do")
-    if staging is None:
-        run.phase("stage")
-        staging = _stage(run, original, new_properties, keep_original, result)
-    else:
+    from pyiceberg_crypto.bridge.key_check import check_key_id  # imports py4j: only once Spark runs
+
+    check_key_id(spark, key_id, catalog=catalog)  # an unknown key fails here, before any table is made
+    if staging is not None:
         if not staging.properties().get(KEY_ID):
             raise AdoptError(f"{run.full(run.staging)} exists and is not encrypted: it is not this package's staging "
                              "table; rename or drop it")
         if original is not None and staging.properties().get(SOURCE_UUID) != _uuid(original):
             raise AdoptError(f"{run.full(run.staging)} was copied from another table than {run.full(name)} (UUID "
                              f"{staging.properties().get(SOURCE_UUID)} vs {_uuid(original)}): drop it and run again")
-        if staging.properties().get(KEY_ID) != new_properties[KEY_ID]:
+    if staging is not None and original is not None and staging.properties().get(KEY_ID) != new_properties[KEY_ID]:
+        # An earlier run's copy under another master key (a typo, or a key changed since): the
+        # original still holds the name and every row, so the copy is dropped and made again.
+        run.say(f"drop {run.full(run.staging)} of an earlier run: it is encrypted with master key "
+                f"{staging.properties().get(KEY_ID)!r}, not {new_properties[KEY_ID]!r}; copying again")
+        run.drop(run.staging)
+        result.steps_done.append("dropped the staging table of an earlier run (another master key)")
+        staging = None
+    if staging is None:
+        run.phase("stage")
+        staging = _stage(run, original, new_properties, keep_original, result)
+    else:
+        if staging.properties().get(KEY_ID) != new_properties[KEY_ID]:  # the original is gone: keep the copy
             raise AdoptError(f"{run.full(run.staging)} of an earlier run is encrypted with master key "
-                             f"{staging.properties().get(KEY_ID)!r}, not {new_properties[KEY_ID]!r}: run again with "
-                             "that key, or drop it to start over")
+                             f"{staging.properties().get(KEY_ID)!r}, not {new_properties[KEY_ID]!r}, and the "
+                             "original was already renamed: run again with that key to finish")
         result.steps_done.append("stage (earlier run)")
     plaintext_name = staging.properties().get(PLAINTEXT_NAME)
     result.plaintext_table = run.full(plaintext_name)
@@ -303,6 +316,13 @@ class _Run:
         except Exception:  # noqa: S110 - a table that is gone has nothing to refresh
             pass
 
+    def drop(self, name: str) -> None:
+        """``DROP TABLE ... PURGE``: only for this package's own staging table."""
+        try:
+            self.spark.sql(f"DROP TABLE {self.full(name)} PURGE")
+        except Exception as exc:
+            raise AdoptError(f"cannot drop {self.full(name)}: {java_line(exc)}; run again") from None
+
     def select_at(self, name: str, snapshot_id: int):
         self.refresh(name)
         return self.spark.sql(f"SELECT * FROM {self.full(name)} VERSION AS OF {int(snapshot_id)}")
@@ -390,11 +410,11 @@ def _describe(run: _Run, original, staging, result: AdoptResult, new_properties:
     snapshots = java_list(original.snapshots(), run.jvm)
     if snapshots:
         not_kept.append(f"time travel: {len(snapshots)} plaintext snapshot(s) (VERSION / TIMESTAMP AS OF) stay with the "
-                        f"original ({result.plaintext_table}) until it is purged")
+                        f"original ({result.plaintext_table}) {UNTIL_PURGED}")
     refs = java_map(original.refs())
     result.refs = sorted(f"{'branch' if ref.isBranch() else 'tag'} {n}" for n, ref in refs.items() if n != "main")
     if result.refs:
-        not_kept.append(f"refs {', '.join(result.refs)}: not carried over; readable on the original until it is purged")
+        not_kept.append(f"refs {', '.join(result.refs)}: not carried over; readable on the original {UNTIL_PURGED}")
     not_kept.append(METADATA_COLUMNS_NOTE)
     result.kept, result.not_kept = kept, not_kept
 
@@ -563,15 +583,80 @@ def _purge(run: _Run, new, result: AdoptResult, purge_now: bool, purge_after: fl
     if purge_after:
         run.say(f"purge {run.full(plaintext_name)} in {purge_after:g} s")
         time.sleep(purge_after)
+    original_location = str(run.load(plaintext_name).location())
     try:
         run.spark.sql(f"DROP TABLE {run.full(plaintext_name)} PURGE")
     except Exception as exc:
         raise AdoptError(f"DROP TABLE {run.full(plaintext_name)} PURGE failed: {java_line(exc)}; run it again") from None
+    result.swept = _sweep(run, new, original_location)
     new.updateProperties().set(PURGED, "true").commit()
     run.refresh(run.name)
     result.purged, result.purge_command = True, None
+    result.not_kept = [item.replace(UNTIL_PURGED, "until it was purged (this run purged it)") for item in result.not_kept]
     result.steps_done.append("purge")
     return result
+
+
+#: What stays on the original until it is purged (the result's ``not_kept`` lines say so).
+UNTIL_PURGED = "until it is purged"
+#: The first bytes of a plaintext data or manifest file (Parquet, Avro, ORC).
+PLAINTEXT_MAGICS = (b"PAR1", b"Obj\x01", b"ORC")
+#: Files listed under the original's location at most (a bound on the sweep).
+MAX_SWEPT_FILES = 1_000_000
+
+
+def _sweep(run: _Run, new, original_location: str) -> list[str]:
+    """After ``DROP TABLE ... PURGE`` of the original: the plaintext files its metadata no longer
+    named (a failed or late writer's, a killed job's) are removed from under its location (never
+    from under the new table's), then the location is listed again and must hold no plaintext file.
+    Returns the removed paths. A FileIO that cannot list prefixes is an AdoptError naming it."""
+    io, keep = new.io(), str(new.location()).rstrip("/") + "/"
+    prefix = original_location.rstrip("/") + "/"
+    if keep.startswith(prefix) and keep != prefix:
+        run.say(f"the new table's files are under the original's location {original_location}: kept")
+
+    def plaintext_files() -> list[str]:
+        try:
+            listing = io.listPrefix(prefix).iterator()
+        except Exception as exc:
+            raise AdoptError(f"cannot list {original_location} to remove what writers left there ({java_line(exc)}); "
+                             "check it by hand for plaintext files") from None
+        found = []
+        for _ in range(MAX_SWEPT_FILES):
+            if not listing.hasNext():
+                break
+            path = str(listing.next().location())
+            if not path.startswith(keep) and _magic(io, path) in PLAINTEXT_MAGICS:
+                found.append(path)
+        return found
+
+    removed = plaintext_files()
+    for path in removed:
+        run.say(f"remove {path}: a plaintext file no table references")
+        io.deleteFile(path)
+    left = plaintext_files()
+    if left:
+        raise AdoptError(f"{len(left)} plaintext file(s) are still under {original_location} after the purge "
+                         f"(e.g. {left[0]}): a writer is still writing there; stop it and run again")
+    return removed
+
+
+def _magic(io, path: str) -> bytes:
+    """The first four bytes of ``path`` (fewer for a shorter file; none when it cannot be read)."""
+    try:
+        stream = io.newInputFile(path).newStream()
+    except Exception:
+        return b""
+    try:
+        out = bytearray()
+        for _ in range(4):
+            byte = stream.read()
+            if byte < 0:
+                break
+            out.append(byte)
+        return bytes(out)
+    finally:
+        stream.close()
 
 
 def _layout(table) -> str:

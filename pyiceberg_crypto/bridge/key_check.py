@@ -18,7 +18,7 @@ import os
 import warnings
 
 from pyiceberg_crypto.errors import ConfigError
-from pyiceberg_crypto.properties import KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY
+from pyiceberg_crypto.properties import KMS_IMPL, KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY, PYTHON_KMS_IMPL
 from pyiceberg_crypto.errors import NotASparkSessionError, PyicebergCryptoError
 from pyiceberg_crypto.kms.bounded import DEFAULT_KMS_TIMEOUT_SECONDS, KmsTimeoutError, call_with_timeout
 from pyiceberg_crypto.kms.registrations import registered
@@ -61,6 +61,11 @@ def check_key_id(spark, key_id: str, *, catalog: str | None = None,
         warnings.warn(f"master key {key_id!r} not checked: catalog {catalog!r} uses the KMS service {service} "
                       "(pyiceberg-crypto kms serve); check it there (pyiceberg-crypto keystore list on its keystore)",
                       KeyCheckSkippedWarning, stacklevel=2)
+        return
+    implementation = spark.conf.get(f"{prefix}.{KMS_IMPL}", None)
+    if implementation and implementation != PYTHON_KMS_IMPL:
+        warnings.warn(f"master key {key_id!r} not checked: catalog {catalog!r} uses the JVM KMS {implementation}, "
+                      "not a Python KMS; its first commit is the check", KeyCheckSkippedWarning, stacklevel=2)
         return
     name = spark.conf.get(f"{prefix}.{KMS_NAME_PROPERTY}", "default")
     registration = registered(name)

@@ -34,45 +34,16 @@ from dataclasses import dataclass, field
 from pyiceberg_crypto.catalog.hive import MetastoreError
 from pyiceberg_crypto.catalog.kinds import HIVE, REST, catalog_kind
 from pyiceberg_crypto.catalog.rest import RestCatalogError, rest_catalog
-from pyiceberg_crypto.errors import CONNECT_NEXT_STEP, NotASparkSessionError, TableInputError
+from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.io import FileIO, file_io_for
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.registrations import registered
 from pyiceberg_crypto.properties import KMS_NAME_PROPERTY, KMS_SERVICE_PROPERTY
 from pyiceberg_crypto.spark.java import java_line
-from pyiceberg_crypto.spark.session import runtime_settings
+from pyiceberg_crypto.spark.session import activate_session, require_classic_session, runtime_settings
 
 __all__ = ["CatalogTable", "activate_session", "catalog_properties", "catalog_table", "close_clients", "configured_catalogs",
            "registered_kms", "require_classic_session", "spark_table_parameters", "split_table_name"]
-
-
-def require_classic_session(spark, what: str) -> None:
-    """NotASparkSessionError unless ``spark`` is a classic SparkSession with a live driver JVM
-    (``what`` names the caller in the message)."""
-    try:
-        alive = spark.sparkContext._jsc is not None
-    except Exception:  # another object, or Spark Connect (its sparkContext raises)
-        alive = None
-    if not alive:
-        reason = "it is stopped" if alive is False else f"got {type(spark).__module__}.{type(spark).__name__}"
-        connect = alive is None and ".connect." in type(spark).__module__
-        raise NotASparkSessionError(f"{what} needs a classic SparkSession with a driver JVM ({reason}; Spark "
-                                    "Connect sessions have none)" + (CONNECT_NEXT_STEP if connect else ""))
-
-
-def activate_session(spark) -> None:
-    """Make ``spark`` the active session of the calling thread's JVM thread (PySpark pins each
-    Python thread to a JVM thread of its own). A worker thread has no active session, and Spark
-    resolves a catalog it has not loaded yet from the active session's settings: without this, a
-    catalog first used in a worker thread is not found (``CATALOG_NOT_FOUND``). Call it first in
-    every thread that runs Spark SQL for the package::
-
-        with ThreadPoolExecutor(2) as pool:
-            pool.map(lambda table: (activate_session(spark), reencrypt_table(spark, table)), tables)
-
-    Raises NotASparkSessionError: not a classic SparkSession."""
-    require_classic_session(spark, "activate_session")
-    spark.sparkContext._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
 
 
 def catalog_properties(spark, catalog: str) -> dict[str, str]:

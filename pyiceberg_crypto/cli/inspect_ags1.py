@@ -23,7 +23,6 @@ from pyiceberg_crypto.formats.ags1 import (
     read_layout,
     verify_ags1,
 )
-from pyiceberg_crypto.formats.errors import FormatError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,10 +51,7 @@ def keys_from_args(args: argparse.Namespace) -> Ags1Keys:
         if aad and key is None:
             raise UsageError("--aad-prefix needs --key")
     if key is not None:
-        try:
-            check_key(key)
-        except FormatError as exc:
-            raise UsageError(str(exc)) from None
+        check_key(key)  # a FormatError naming the length: exit 2
     return Ags1Keys(key, aad, args.length, file_length)
 
 

@@ -79,7 +79,7 @@ from typing import Any
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from pyiceberg_crypto.spark.java import java_line, java_list, java_map
-from pyiceberg_crypto.catalog.spark import activate_session
+from pyiceberg_crypto.spark.session import activate_session
 from pyiceberg_crypto.errors import PyicebergCryptoError
 from pyiceberg_crypto.formats.ags1 import NONCE_LENGTH, check_key
 from pyiceberg_crypto.formats.manifest_list_key import decrypt_manifest_list_key_metadata

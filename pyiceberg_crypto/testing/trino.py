@@ -124,8 +124,10 @@ class TrinoHarness:
         self.log_file = self.workdir / "trino.log"
         environment = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         environment.update(env or {})
-        command = [str(java25()), *JVM_OPTIONS, *jvm_options, "-cp", f"{trino_jars_dir()}/*", str(HARNESS),
-                   str(self.properties_file)]
+        scratch = self.workdir / "tmp"  # Trino's own temporary directories (TrinoTest*): not left in /tmp
+        scratch.mkdir(exist_ok=True)
+        command = [str(java25()), *JVM_OPTIONS, f"-Djava.io.tmpdir={scratch}", *jvm_options, "-cp",
+                   f"{trino_jars_dir()}/*", str(HARNESS), str(self.properties_file)]
         self._log = self.log_file.open("wb")
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
                                         env=environment, cwd=self.workdir, text=True, bufsize=1)

@@ -82,6 +82,11 @@ EXPOSED_METADATA = "EXPOSED_METADATA"  # a metadata.json holding a KEK the compr
 EXPOSED_FILE = "EXPOSED_FILE"  # a file a compromised chain of some metadata.json on storage opens
 PLAINTEXT = "PLAINTEXT"  # a Parquet (PAR1) or Avro (Obj 01) file in the clear
 UNACCOUNTED = "UNACCOUNTED"  # no metadata.json on storage reaches it (an in-flight or failed write)
+#: Why a file is UNACCOUNTED, and what to do about it.
+UNACCOUNTED_REASON = ("no metadata.json on storage reaches it (a write in flight, a failed or killed write's "
+                      "leftover, or below a manifest that could not be opened): not checked. Once no writer of "
+                      "the table is running, `keys reencrypt ... --orphans-older-than NOW` (an ISO time) removes "
+                      "leftovers; a file of a write in flight is committed or removed by its writer")
 UNREADABLE_METADATA = "UNREADABLE_METADATA"  # a metadata.json that cannot be read: what it reaches is unknown
 PLAINTEXT_MAGICS = {b"PAR1": "Parquet", b"Obj\x01": "Avro"}
 NOT_TABLE_FILES = ("version-hint.text",)  # the Hadoop catalog's pointer: no data, no key
@@ -137,11 +142,13 @@ class CompromiseReport:
 
     @property
     def ok(self) -> bool:
+        """The whole proof holds: nothing depends on the compromised material, every file was walked,
+        none that depended on it is left, and the storage was walked (False without the walk)."""
         return (not self.dependent and not self.unwalked and not self.still_present
-                and (self.storage is None or self.storage.ok))
+                and self.storage is not None and self.storage.ok)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "metadata_location": self.metadata_location,
+        return {"ok": self.ok, "storage_walked": self.storage is not None, "metadata_location": self.metadata_location,
                 "compromised_master_keys": self.compromised_master_keys, "compromised_keks": self.compromised_keks,
                 "snapshots": [asdict(c) for c in self.chains.values()],
                 "files": [{**asdict(f), "chains": [self.chains[s].text() for s in f.snapshot_ids if s in self.chains]}
@@ -168,8 +175,8 @@ class CompromiseReport:
                      f"{len(self.still_present)}")
         lines += [f"    {escape_text(p)}" for p in self.still_present]
         if self.storage is None:
-            lines.append("  storage: not walked (files under the table location that no snapshot reaches were not "
-                         "checked)")
+            lines.append("  storage: NOT WALKED (files under the table location that no snapshot reaches were not "
+                         "checked: this is not the full proof)")
         else:
             walk = self.storage
             lines.append(f"  storage: {walk.listed} file(s) under {escape_text(walk.location)}, {walk.metadata_files} "
@@ -180,11 +187,12 @@ class CompromiseReport:
 
 def compromise_report(metadata_location: str, kms: KeyManagementClient, *,
                       compromised_master_keys: Iterable[tuple[str, str]] = (), compromised_keks: Iterable[str] = (),
-                      previously_dependent: Iterable[str] = (), storage: bool = False) -> CompromiseReport:
+                      previously_dependent: Iterable[str] = (), storage: bool = True) -> CompromiseReport:
     """The key chains of every file reachable from every snapshot of the metadata.json at
-    ``metadata_location`` (see the module docstring). ``storage``: also walk every file under the
-    table location (:func:`storage_walk`). Raises TableInputError for unusable metadata (or, with
-    ``storage``, a location its FileIO cannot list)."""
+    ``metadata_location`` (see the module docstring), and (``storage``, the default) every file
+    under the table location (:func:`storage_walk`). With ``storage=False`` the report says the
+    storage was not walked and is never ``ok``: files no snapshot reaches were not checked. Raises
+    TableInputError for unusable metadata (or, with ``storage``, a location its FileIO cannot list)."""
     versions = {(kms_key_id(kms, str(k)), str(v)) for k, v in compromised_master_keys}
     kek_ids = {str(k) for k in compromised_keks}
     report, prepared = _chains_report(metadata_location, kms, versions, kek_ids)
@@ -272,9 +280,7 @@ def storage_walk(report: CompromiseReport, meta, kms: KeyManagementClient, file_
         if not path.endswith(".metadata.json") and magic in PLAINTEXT_MAGICS:
             walk.findings.append(StorageFinding(path, PLAINTEXT, f"a {PLAINTEXT_MAGICS[magic]} file in the clear"))
         elif _file_key(path) not in accounted:
-            walk.findings.append(StorageFinding(path, UNACCOUNTED, "no metadata.json on storage reaches it (a write "
-                                                                   "in flight, a failed write's leftover, or below a "
-                                                                   "manifest that could not be opened): not checked"))
+            walk.findings.append(StorageFinding(path, UNACCOUNTED, UNACCOUNTED_REASON))
     seen = set()
     walk.findings = [f for f in walk.findings if (f.path, f.finding) not in seen and not seen.add((f.path, f.finding))]
     return walk

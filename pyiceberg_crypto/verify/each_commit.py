@@ -47,7 +47,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.safe_text import exception_line
-from pyiceberg_crypto.catalog.spark import require_classic_session
+from pyiceberg_crypto.spark.session import require_classic_session
 from pyiceberg_crypto.table.limits import Limits
 from pyiceberg_crypto.verify.ledger import LedgerError
 from pyiceberg_crypto.verify.render import format_text

@@ -272,3 +272,57 @@ def test_adopt_stream_runs_through_the_swap_exactly_once(spark, lake, tmp_path):
     assert sorted(r.id for r in spark.table(table).collect()) == sorted(sent)
     assert java_table(spark, table).properties().get("encryption.key-id") == MASTER
     assert plaintext_files(java_table(spark, table).location()) == []
+
+
+@pytest.mark.slow
+def test_adopt_an_unknown_key_id_fails_before_any_table_is_made(spark, lake):
+    """issue 61: a typo in the key id failed only after DB.T__encrypting was created, and the re-run
+    with the right key was then refused. The key is now checked with the KMS (a wrap) first."""
+    from pyiceberg_crypto.errors import ConfigError
+
+    name = "typo"
+    table = f"{lake['schema']}.{name}"
+    small_table(spark, table)
+    with pytest.raises(ConfigError, match="cannot wrap with master key 'no-such-key'"):
+        encrypt_table(spark, table, "no-such-key")
+    tables = {r.tableName for r in spark.sql(f"SHOW TABLES IN {lake['schema']}").collect()}
+    assert f"{name}__encrypting" not in tables and name in tables
+
+
+@pytest.mark.slow
+def test_adopt_a_staging_table_of_an_earlier_run_under_another_key_is_dropped_and_made_again(spark, lake):
+    """issue 61: the staging table an earlier run left under another (existing) master key is
+    recognised, dropped with a message, and the copy made again under the key asked for."""
+    other = "adopt-other-key"
+    assert main(["keystore", "add", str(lake["keystore"]), other]) == 0
+    table = f"{lake['schema']}.rekeyed"
+    small_table(spark, table)
+    expected = rows(spark, table)
+    with pytest.raises(AdoptError, match="before the copy phase"):
+        encrypt_table(spark, table, other, fail_at="copy")
+    said: list[str] = []
+    result = encrypt_table(spark, table, MASTER, purge_now=True, progress=said.append)
+    assert "dropped the staging table of an earlier run (another master key)" in result.steps_done
+    assert any(f"it is encrypted with master key '{other}', not '{MASTER}'" in line for line in said)
+    assert result.swapped and rows(spark, table) == expected
+    assert java_table(spark, table).properties().get("encryption.key-id") == MASTER
+
+
+@pytest.mark.slow
+def test_adopt_purge_leaves_no_plaintext_file_under_the_original_location(spark, lake):
+    """issue 61: DROP TABLE ... PURGE removes the files the original's metadata names; a plaintext
+    file a failed (or late) writer left under its location stayed. The purge now removes those too,
+    lists the location again, and the result no longer says the snapshots stay "until it is purged"."""
+    import shutil
+
+    table = f"{lake['schema']}.leftover"
+    small_table(spark, table)
+    location = str(java_table(spark, table).location())
+    [one, *_] = plaintext_files(location)
+    orphan = one.with_name("00000-0-a-failed-writer-00001.parquet")
+    shutil.copyfile(one, orphan)  # a writer's file that no commit ever named
+    result = encrypt_table(spark, table, MASTER, purge_now=True)
+    assert result.purged and any(path.endswith(orphan.name) for path in result.swept)
+    assert not orphan.exists() and plaintext_files(location) == []
+    assert not any("until it is purged" in item for item in result.not_kept)
+    assert rows(spark, table) == [(1, "a"), (2, "b"), (3, "a")]

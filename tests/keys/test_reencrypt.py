@@ -106,6 +106,12 @@ def test_reencrypt_after_a_crash_the_report_still_counts_resealed_snapshots_as_d
     reachable = {f.path for f in report.files}
     still_reached = set(story["dependent"]) & reachable
     assert still_reached and still_reached <= set(report.dependent_paths())
+    # issue 61: the Python proof walks the storage by default; without the walk it says so and is never OK
+    assert report.storage is not None and report.to_dict()["storage_walked"] is True
+    partial = compromise_report(location, KeystoreKms(story["keystore"]), compromised_master_keys=[(MASTER, "1")],
+                                storage=False)
+    assert not partial.ok and partial.to_dict()["storage_walked"] is False
+    assert "storage: NOT WALKED" in partial.render_text() and "not the full proof" in partial.render_text()
 
 
 def test_reencrypt_second_run_finishes_and_old_material_opens_nothing(spark, story):
