@@ -329,7 +329,8 @@ class AuditTrail:
         self._prev = GENESIS
         # The digest chain: the last digest's number, its hmac, and the seq of the last digest line.
         self._digest_n, self._prev_digest, self._digest_seq = 0, GENESIS, 0
-        self._written_head = (0, GENESIS, 0, GENESIS, 0)  # the same, as of the last line in the file
+        # The same and the lines since that digest, as of the last line in the file.
+        self._written_head = (0, GENESIS, 0, GENESIS, 0, 0)
         self._since_digest = 0
         self._last_digest = time.monotonic()
         self._next_rotation = 1
@@ -370,8 +371,9 @@ class AuditTrail:
                 raise
             self._seq, self._prev = tail.seq, tail.prev
             self._digest_n, self._prev_digest, self._digest_seq = tail.digests, tail.prev_digest, tail.digest_seq
-            self._written_head = (self._seq, self._prev, self._digest_n, self._prev_digest, self._digest_seq)
             self._since_digest = tail.unsigned
+            self._written_head = (self._seq, self._prev, self._digest_n, self._prev_digest, self._digest_seq,
+                                  self._since_digest)
             start: dict[str, Any] = {"kind": "start", "format": FORMAT, "pid": os.getpid(),
                                      "digest_every": self.digest_every, "digest_seconds": self.digest_seconds,
                                      "digest_at": list(DIGEST_AT)}
@@ -709,7 +711,7 @@ class AuditTrail:
         the last line written. Signed digests written go to the witness."""
         batch, slots = self._pending, self._pending_slots
         self._pending, self._pending_slots, self._pending_bytes = [], [], 0
-        head = (self._seq, self._prev, self._digest_n, self._prev_digest, self._digest_seq)
+        head = (self._seq, self._prev, self._digest_n, self._prev_digest, self._digest_seq, self._since_digest)
         data = b"".join(batch) if len(batch) > 1 else batch[0]
         fd, size = self._fd, self._size
         self._writing = True
@@ -741,7 +743,8 @@ class AuditTrail:
             error = f"cannot write to the audit trail {self.path}: {why}"
             slots += self._pending_slots  # chained to the failed lines: they cannot be written either
             self._pending, self._pending_slots, self._pending_bytes = [], [], 0
-            self._seq, self._prev, self._digest_n, self._prev_digest, self._digest_seq = self._written_head
+            (self._seq, self._prev, self._digest_n, self._prev_digest, self._digest_seq,
+             self._since_digest) = self._written_head
             self.failures += len(slots)
             for slot in slots:
                 slot[0] = error

@@ -530,3 +530,27 @@ def test_audit_trail_key_for_verify_is_read_not_created(tmp_path):
     with pytest.raises(Exception, match="cannot read the audit key file"):
         load_or_create_audit_key(tmp_path / "absent.key", create=False)
     assert not (tmp_path / "absent.key").exists()
+
+
+def test_audit_trail_a_failed_batch_with_a_digest_keeps_the_cadence(tmp_path):
+    """A batch holding a digest fails (EBADF, as a revoked permission): the lines since the digest
+    before it are counted again, so the next digest comes within ``digest_every`` lines of it."""
+    path = tmp_path / "trail.jsonl"
+    trail = AuditTrail(path, AUDIT_KEY, digest_every=3).open()
+    trail.write({"op": 1})
+    trail.write({"op": 2})
+    writable = os.dup(trail._fd)
+    read_only = os.open(path, os.O_RDONLY)
+    os.dup2(read_only, trail._fd)
+    try:
+        with pytest.raises(AuditWriteError):
+            trail.write({"op": 3})  # its line and the digest after it: refused together
+    finally:
+        os.dup2(writable, trail._fd)
+        os.close(writable)
+        os.close(read_only)
+    for op in range(4, 9):
+        trail.write({"op": op})
+    trail.close()
+    report = verify_trail(path, AUDIT_KEY)
+    assert report.verified, report.summary()
