@@ -15,6 +15,7 @@ unbounded; the ``principal`` label takes only the principals the policy names, e
 ``pyiceberg_crypto_kms_refused_operations_total{face,operation,reason}`` refused by the policy, for an
                                                    unknown key, or because the audit trail could not record
 ``pyiceberg_crypto_kms_audit_write_failures_total`` audit lines that could not be written (fail closed)
+``pyiceberg_crypto_kms_audit_witness_failures_total`` signed digests the audit witness could not take (retried)
 ``pyiceberg_crypto_kms_py4j_calls_total{operation}`` Py4J calls finished (``initialize`` too)
 ``pyiceberg_crypto_kms_failures_total{operation}`` calls that failed
 ``pyiceberg_crypto_kms_call_duration_seconds``     histogram per operation (time in the Python KMS)

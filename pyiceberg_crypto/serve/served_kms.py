@@ -419,6 +419,9 @@ class ServedKms:
                     dict(sorted(refused.items())), ("face", "operation", "reason")),
             counter("pyiceberg_crypto_kms_audit_write_failures_total", "Audit lines that could not be written "
                     "(each refused its operation).", {(): failures}),
+            counter("pyiceberg_crypto_kms_audit_witness_failures_total", "Writes of signed digests to the audit "
+                    "witness that failed (retried with the next digest).",
+                    {(): trail.witness_failures if trail is not None else 0}),
             gauge("pyiceberg_crypto_kms_policy_in_force", "1 while a policy decides who may use which key.",
                   {(): self.policy is not None}),
             gauge("pyiceberg_crypto_kms_audit_trail_enabled", "1 while operations are recorded in an audit trail.",

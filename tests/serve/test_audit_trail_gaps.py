@@ -554,3 +554,29 @@ def test_audit_trail_a_failed_batch_with_a_digest_keeps_the_cadence(tmp_path):
     trail.close()
     report = verify_trail(path, AUDIT_KEY)
     assert report.verified, report.summary()
+
+
+def test_audit_trail_witness_that_fails_gets_the_digests_later(tmp_path):
+    """A witness that cannot be written (EBADF, as an unmounted share) is counted and logged; the
+    digests it missed are delivered with the next one, and verify --witness then proves them."""
+    (tmp_path / "audit").mkdir(mode=0o700)
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    path, witness = tmp_path / "audit" / "trail.jsonl", tmp_path / "elsewhere" / "witness"
+    trail = AuditTrail(path, AUDIT_KEY, digest_every=2, witness=witness).open()
+    writable = os.dup(trail._witness_fd)
+    read_only = os.open(witness, os.O_RDONLY)
+    os.dup2(read_only, trail._witness_fd)
+    try:
+        for op in range(4):
+            trail.write({"op": op})  # the trail takes them: the witness is not on the operations' path
+        assert trail.witness_failures >= 2  # each write that found digests waiting tried again
+        assert len(witness.read_bytes().split(b"\n")[:-1]) == 1  # the start digest only
+    finally:
+        os.dup2(writable, trail._witness_fd)
+        os.close(writable)
+        os.close(read_only)
+    trail.write({"op": 4})
+    trail.close()
+    assert len(witness.read_bytes().split(b"\n")[:-1]) == 4  # start, the 2 missed (delivered late), stop
+    report = verify_trail(path, AUDIT_KEY, witness=witness)
+    assert report.verified and report.witnessed == 4, report.summary()
