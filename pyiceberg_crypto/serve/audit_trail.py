@@ -491,11 +491,15 @@ class AuditTrail:
             raise AuditWriteError(f"cannot open the audit trail {self.path}: {_symlink_or(exc)}") from None
         try:
             info = _check_file(fd, self.path, "audit trail", AuditWriteError)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise AuditWriteError(f"the audit trail {self.path} is being written by another running service "
-                                      "(it holds the file's lock): one trail per service") from None
+            for attempt in range(50):  # a verify holds a shared lock for an instant: not a service
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if attempt == 49:
+                        raise AuditWriteError(f"the audit trail {self.path} is being written by another running "
+                                              "service (it holds the file's lock): one trail per service") from None
+                    time.sleep(0.02)
             if info.st_mode & 0o077:
                 os.fchmod(fd, 0o600)
         except OSError as exc:

@@ -580,3 +580,14 @@ def test_audit_trail_witness_that_fails_gets_the_digests_later(tmp_path):
     assert len(witness.read_bytes().split(b"\n")[:-1]) == 4  # start, the 2 missed (delivered late), stop
     report = verify_trail(path, AUDIT_KEY, witness=witness)
     assert report.verified and report.witnessed == 4, report.summary()
+
+
+def test_audit_trail_a_second_service_on_the_same_trail_is_refused(tmp_path):
+    path = tmp_path / "trail.jsonl"
+    first = AuditTrail(path, AUDIT_KEY).open()
+    before = path.read_bytes()
+    with pytest.raises(AuditWriteError, match="being written by another running service"):
+        AuditTrail(path, AUDIT_KEY).open()
+    assert path.read_bytes() == before  # nothing appended by the refused one
+    first.close()
+    assert verify_trail(path, AUDIT_KEY).verified
