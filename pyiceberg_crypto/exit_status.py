@@ -15,6 +15,7 @@ class ExitStatus(IntEnum):
     OK = 0  # every file and check OK (other commands: every block/module authenticated)
     INTEGRITY = 1  # a finding is not OK: the report / message names the file, block/module and reason
     USAGE = 2  # usage error, unreadable input or an unusable ledger: no verdict
+    UNVERIFIED = 3  # nothing wrong found, but not everything was checked (kms audit-log verify without a key)
 
     @classmethod
     def of(cls, report) -> ExitStatus:

@@ -196,6 +196,9 @@ MEANINGS = {
                  "the block or module, and the reason",
     "USAGE": "usage error, unreadable input (metadata.json, ledger, keystore), or keys missing so that "
              "something could not be authenticated; missing keys never count as success",
+    "UNVERIFIED": "nothing wrong was found, but what would make it a verification was not checked "
+                  "(`kms audit-log verify` without `--key-file`: the signatures; a trail in the older format 1: "
+                  "missing digests and a cut tail); never printed as \"verified\"",
 }
 
 # --- Markdown files of the repository, included ---------------------------------------------

@@ -83,11 +83,16 @@ def add_parser(sub) -> None:
     audit.set_defaults(command_name="kms audit-log verify")
     audit_commands = audit.add_subparsers(dest="audit_log_command", metavar="COMMAND")
     verify = audit_commands.add_parser(
-        "verify", help="report the first removed, altered, reordered or truncated line (exit 0 when intact)")
+        "verify", help="report the first removed, altered, reordered or truncated line, missing digest or file, "
+                       "or cut tail (exit 0 only when verified with the key, 3 without it)")
     verify.add_argument("path", metavar="PATH", help="the trail (kms serve --audit-log); PATH.1, PATH.2... are read "
                                                      "first")
     verify.add_argument("--key-file", metavar="PATH",
-                        help="the digest-signing key (kms serve --audit-key-file): checks every signed digest too")
+                        help="the digest-signing key (kms serve --audit-key-file): checks every signed digest; "
+                             "without it the trail is never reported as verified (exit 3)")
+    verify.add_argument("--witness", metavar="PATH",
+                        help="the witness kms serve --audit-witness wrote: proves the trail reaches its last digest "
+                             "(a tail cut after it is found)")
 
 
 def _add_governance_arguments(serve) -> None:
@@ -106,7 +111,13 @@ def _add_governance_arguments(serve) -> None:
     group.add_argument("--audit-log-max-bytes", type=_positive_int, default=64 << 20, metavar="N",
                        help="rotate the trail to PATH.1, PATH.2... at this size (default: %(default)s)")
     group.add_argument("--audit-digest-every", type=_positive_int, default=1000, metavar="N",
-                       help="a signed digest line every N lines (and every 60 s with lines; default: %(default)s)")
+                       help="a signed digest line every N lines (default: %(default)s), and at start, at each "
+                            "rotation and at stop")
+    group.add_argument("--audit-digest-seconds", type=positive_seconds, default=60.0, metavar="SECONDS",
+                       help="a signed digest line at most this long after a line (default: %(default)s)")
+    group.add_argument("--audit-witness", metavar="PATH",
+                       help="also append each signed digest to this file (ideally on another disk or host, mode "
+                            "0600): kms audit-log verify --witness then finds a trail cut after a digest")
 
 
 def _add_aws_face_arguments(serve) -> None:
@@ -158,16 +169,20 @@ def _verify_audit_log(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     if getattr(args, "audit_log_command", None) != "verify":
-        print("usage: pyiceberg-crypto kms audit-log verify PATH [--key-file KEY]", file=sys.stderr)
+        print("usage: pyiceberg-crypto kms audit-log verify PATH [--key-file KEY] [--witness PATH]", file=sys.stderr)
         return ExitStatus.USAGE
     key = None
     if args.key_file:
         if not Path(args.key_file).exists():
             raise InvalidArgumentError(f"--key-file {args.key_file}: no such file")
-        key = load_or_create_audit_key(args.key_file)
-    report = verify_trail(args.path, key)
+        key = load_or_create_audit_key(args.key_file, create=False)
+    if args.witness and not Path(args.witness).is_file():
+        raise InvalidArgumentError(f"--witness {args.witness}: no such file")
+    report = verify_trail(args.path, key, witness=args.witness)
     print(f"{args.path}: {report.summary()}")
-    return ExitStatus.OK if report.ok else ExitStatus.INTEGRITY
+    if not report.ok:
+        return ExitStatus.INTEGRITY
+    return ExitStatus.OK if report.verified else ExitStatus.UNVERIFIED
 
 
 def run_kms(args: argparse.Namespace) -> int:
@@ -205,7 +220,8 @@ def _serve(args: argparse.Namespace) -> int:
         metrics=args.metrics, metrics_allow_remote=args.metrics_allow_remote, health_key=args.health_key,
         health_interval=args.health_interval, policy=args.policy, audit_log=args.audit_log,
         audit_key_file=args.audit_key_file, audit_log_max_bytes=args.audit_log_max_bytes,
-        audit_digest_every=args.audit_digest_every, aws_face=face)
+        audit_digest_every=args.audit_digest_every, audit_digest_seconds=args.audit_digest_seconds,
+        audit_witness=args.audit_witness, aws_face=face)
     service = KmsService(options).start()
     requests: queue.SimpleQueue[str] = queue.SimpleQueue()
     for name, request in SIGNAL_REQUESTS.items():

@@ -1,49 +1,38 @@
 """The audit trail of ``kms serve``: one JSON line per KMS operation of every face, chained and
-signed, so that a removed, altered, reordered or truncated line is found offline.
+signed, so that a removed, altered, reordered or truncated line, a removed digest or file, and a
+cut tail are found offline.
 
-    trail = AuditTrail("/var/log/lake/kms-audit.jsonl", key=load_or_create_audit_key("/etc/lake/audit.key"))
+    trail = AuditTrail("/var/log/lake/kms-audit.jsonl", key=load_or_create_audit_key("/etc/lake/audit.key"),
+                       witness="/mnt/other-disk/kms-audit.witness").open()
     trail.write({"face": "aws", "principal": "aws:trino", "operation": "unwrap", ...})   # FileAccessError: refuse
-    trail.close()
-    report = verify_trail("/var/log/lake/kms-audit.jsonl", key=...)   # report.ok, report.problem
+    trail.close()                                                                          # the stop digest
+    report = verify_trail("/var/log/lake/kms-audit.jsonl", key=..., witness=...)   # report.verified, report.problem
 
-Each line is a JSON object with ``seq`` (1, 2, ... over the whole trail) and ``prev``, the SHA-256
-(hex) of the previous line's bytes (without its newline); the first line of a trail has 64 zeros.
-The chain runs across rotations: when the file reaches ``max_bytes`` it is renamed ``PATH.1``
-(then ``PATH.2``, ... the oldest has the smallest number; none is ever deleted by the service)
-and the next line, in a fresh ``PATH``, chains to the last line of the rotated file.
-
-Every ``digest_every`` lines, at start, before a rotation, at close and at most
-``digest_seconds`` after the last digest, a ``"kind": "digest"`` line carries
-``hmac`` = HMAC-SHA256(key, ``"<seq>:<prev>"``) under a key kept apart from the log (its own file,
-0600): rewriting the trail and its hashes from some line on needs that key to sign the next digest.
-
-Files are created 0600 and only appended to. A line that cannot be written whole (disk full,
-permissions, a read-only directory at rotation) raises :class:`FileAccessError`: the service
-refuses the operation (fail closed); bytes of a partial line are cut off before the next write.
-Nothing written holds key bytes, blobs or secrets: callers pass names and ids only.
-
-Group commit: a line is chained (``seq``, ``prev``) under the trail's lock, which is held only to
-build it; the first caller that finds no write in progress writes every queued line in one
-``write(2)``, the lock released meanwhile, and the others wait until the batch holding their line
-is written. :meth:`AuditTrail.write` returns only once its line is in the file, as with one
-``write(2)`` per line (the page cache; ``fsync`` at rotation and close, not per line or batch).
-A batch that cannot be written fails every line in it and every line queued behind it (they
-chain to it): each of those callers gets :class:`FileAccessError`, and the chain resumes after
-the last line written.
+Each line carries ``seq`` and ``prev`` (the SHA-256 of the line before it), across rotations
+(``PATH.1``, ``PATH.2``, ... never deleted by the service). Format 2: digests form their own
+signed chain (each names the previous one and the lines and file it covers), a start line records
+the cadence and what a restart found at the tail, a stop digest ends each run, and an optional
+witness receives each digest. Lines are written in group commits. The formats, the writing, what
+:func:`verify_trail` proves and what it cannot (lines after the last witnessed digest):
+docs/how-to/govern-keys.md#how-the-trail-is-written. A line that cannot be written whole raises
+:class:`FileAccessError` and the service refuses the operation (fail closed).
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import hmac
 import json
+import logging
 import os
 import re
 import secrets
+import stat
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,37 +45,89 @@ __all__ = ["GENESIS", "AuditTrail", "TrailReport", "load_or_create_audit_key",
 #: Old names, kept for one release (CHANGELOG.md).
 __getattr__ = renamed_classes(__name__, {"AuditKeyError": InvalidArgumentError, "AuditWriteError": FileAccessError})
 
-#: The ``prev`` of a trail's first line.
+#: The ``prev`` of a trail's first line (and the ``prev_digest`` of its first format 2 digest).
 GENESIS = "0" * 64
+#: The trail format this version writes (``"format"`` of its start lines).
+FORMAT = 2
 DEFAULT_MAX_BYTES = 64 << 20
 DEFAULT_DIGEST_EVERY = 1000
 DEFAULT_DIGEST_SECONDS = 60.0
+#: When a digest is written besides every N lines and M seconds (the start line says so).
+DIGEST_AT = ("start", "rotation", "stop")
 _ROTATED = re.compile(r"\.(\d+)$")
 
+log = logging.getLogger("pyiceberg_crypto.kms.serve")
 
-def load_or_create_audit_key(path: str | os.PathLike) -> bytes:
-    """The digest-signing key in ``path`` (32 random bytes, hex), made 0600 when absent;
-    :class:`InvalidArgumentError` if it is readable by others or malformed."""
+
+def _check_directory(directory: Path, what: str, error: type[Exception]) -> None:
+    """The operator-file check of ``directory`` (:func:`~pyiceberg_crypto.bridge.files.check_operator_directory`:
+    owned by this user or root, not writable by others), a directory writable by others accepted
+    only with the sticky bit (others cannot rename or remove this user's files in it). A missing
+    directory is left to the open that follows (its error names it)."""
+    from pyiceberg_crypto.bridge.files import check_operator_directory
+
+    try:
+        info = os.stat(directory)
+    except OSError:
+        return
+    try:
+        if info.st_mode & stat.S_ISVTX and info.st_uid in (os.geteuid(), 0):
+            return
+        check_operator_directory(directory, what)
+    except FileAccessError as exc:
+        raise error(f"{exc}") from None
+
+
+def _check_file(fd: int, path: Path, what: str, error: type[Exception]) -> os.stat_result:
+    """The operator-file check of an open file: a regular file of this user, not writable by others."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise error(f"the {what} {path} is not a regular file")
+    if info.st_uid != os.geteuid():
+        raise error(f"the {what} {path} belongs to uid {info.st_uid}, not to this user (uid {os.geteuid()}): "
+                    "refused, another user may have planted or rewritten it")
+    if info.st_mode & 0o022:
+        raise error(f"the {what} {path} is writable by other users (mode {stat.S_IMODE(info.st_mode):o}): "
+                    "refused, chmod 600 it once you have checked it")
+    return info
+
+
+def load_or_create_audit_key(path: str | os.PathLike, *, create: bool = True) -> bytes:
+    """The digest-signing key in ``path`` (32 random bytes, hex), made 0600 when absent (``create``);
+    :class:`InvalidArgumentError` if it is unsafe (a symlink, another user's, readable by others, in a
+    directory others can write) or malformed. ``create=False`` (``audit-log verify --key-file``):
+    read only, the owner not checked (an auditor may verify as another user)."""
+    from pyiceberg_crypto.bridge.files import read_operator_file
+
     path = Path(path)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise InvalidArgumentError(f"cannot create the audit key file {path}: {exc.strerror or exc}") from None
+    if create:
+        if not path.parent.is_dir():
+            raise InvalidArgumentError(f"cannot create the audit key file {path}: its directory {path.parent} does not exist")
+        _check_directory(path.parent.absolute(), "audit key", InvalidArgumentError)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise InvalidArgumentError(f"cannot create the audit key file {path}: {exc.strerror or exc}") from None
+        else:
+            with os.fdopen(fd, "w") as out:
+                out.write(secrets.token_hex(32) + "\n")
+        try:
+            data = read_operator_file(path, "audit key file", private=True, limit=4096)
+        except FileAccessError as exc:
+            raise InvalidArgumentError(str(exc)) from None
     else:
-        with os.fdopen(fd, "w") as out:
-            out.write(secrets.token_hex(32) + "\n")
+        try:
+            info = os.stat(path, follow_symlinks=False)
+            data = path.read_bytes()[:4097]
+        except OSError as exc:
+            raise InvalidArgumentError(f"cannot read the audit key file {path}: {exc.strerror or exc}") from None
+        if info.st_mode & 0o077:
+            raise InvalidArgumentError(f"the audit key file {path} is readable or writable by others: chmod 600 it")
     try:
-        info = os.stat(path, follow_symlinks=False)
-        text = path.read_text().strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InvalidArgumentError(f"cannot read the audit key file {path}: {exc}") from None
-    if info.st_mode & 0o077:
-        raise InvalidArgumentError(f"the audit key file {path} is readable or writable by others: chmod 600 it")
-    try:
-        key = bytes.fromhex(text)
-    except ValueError:
+        key = bytes.fromhex(data.decode().strip())
+    except (ValueError, UnicodeDecodeError):
         key = b""
     if len(key) < 16:
         raise InvalidArgumentError(f"the audit key file {path} does not hold a hex key of 16 bytes or more")
@@ -110,7 +151,28 @@ def rotated_files(path: str | os.PathLike) -> list[Path]:
 
 
 def _digest_mac(key: bytes, seq: int, prev: str) -> str:
+    """Format 1's signature: of ``"<seq>:<prev>"``."""
     return hmac.new(key, f"{seq}:{prev}".encode(), hashlib.sha256).hexdigest()
+
+
+def _digest_mac2(key: bytes, seq: int, stamp: str, prev: str, n: int, reason: str, first: int, last: int,
+                 file: int, prev_digest: str) -> str:
+    """Format 2's signature: of every field of the digest line but ``hmac`` (see module doc)."""
+    message = json.dumps(["digest", FORMAT, seq, stamp, prev, n, reason, first, last, file, prev_digest],
+                         separators=(",", ":"))
+    return hmac.new(key, message.encode(), hashlib.sha256).hexdigest()
+
+
+def _record_mac(key: bytes, record: dict) -> str | None:
+    """The signature a digest record should carry (None: its fields are not those of a digest)."""
+    try:
+        if "n" not in record:
+            return _digest_mac(key, record["seq"], record["prev"])
+        first, last = record["lines"]
+        return _digest_mac2(key, record["seq"], record["time"], record["prev"], record["n"], record["reason"],
+                            first, last, record["file"], record["prev_digest"])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
@@ -147,6 +209,21 @@ def _now() -> str:
     return f"{_second[1]}.{int((now - second) * 1_000_000):06d}Z"
 
 
+@dataclass
+class _Tail:
+    """What :meth:`AuditTrail.open` found at the end of an existing trail."""
+
+    seq: int = 0
+    prev: str = GENESIS
+    digests: int = 0  # the number (n) of the last format 2 digest, 0 if none
+    prev_digest: str = GENESIS  # its hmac
+    digest_seq: int = 0  # the seq of the last digest (any format), 0 if none
+    unsigned: int = 0  # lines after it
+    stopped: bool = False  # the last line is a stop digest
+    mismatch: str | None = None  # why the tail does not match its last digest
+    found: bool = False  # the trail had lines
+
+
 class AuditTrail:
     """The append-only, chained, signed JSON-lines trail at ``path`` (see module doc).
 
@@ -154,18 +231,24 @@ class AuditTrail:
         path: the live file (rotated ones beside it). key: the digest-signing key.
         max_bytes: rotate once the live file is this large. digest_every / digest_seconds: how often
             a signed digest line is written (lines / seconds, whichever first).
+        witness: a file (ideally on another disk or host) that receives a copy of each signed digest.
     """
 
     def __init__(self, path: str | os.PathLike, key: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES,
-                 digest_every: int = DEFAULT_DIGEST_EVERY, digest_seconds: float = DEFAULT_DIGEST_SECONDS):
+                 digest_every: int = DEFAULT_DIGEST_EVERY, digest_seconds: float = DEFAULT_DIGEST_SECONDS,
+                 witness: str | os.PathLike | None = None):
         if not isinstance(key, bytes) or len(key) < 16:
             raise InvalidArgumentError("the audit key must be 16 bytes or more")
         if not (isinstance(max_bytes, int) and max_bytes >= 1024 and isinstance(digest_every, int)
                 and digest_every >= 1 and digest_seconds > 0):
             raise InvalidArgumentError("max_bytes must be >= 1024, digest_every >= 1, digest_seconds > 0")
         self.path = Path(path).absolute()
+        self.witness = Path(witness).absolute() if witness is not None else None
+        if self.witness is not None and self.witness.parent == self.path.parent:
+            log.warning("the audit witness %s is in the audit trail's directory: keep it on another disk or host "
+                        "(whoever can cut the trail should not reach the witness)", self.witness)
         self._key = key
-        self.max_bytes, self.digest_every, self.digest_seconds = max_bytes, digest_every, digest_seconds
+        self.max_bytes, self.digest_every, self.digest_seconds = max_bytes, digest_every, float(digest_seconds)
         self._lock = threading.Lock()
         self._written = threading.Condition(self._lock)  # a batch was written (or failed)
         self._writing = False  # a batch is being written (by the caller that took it)
@@ -177,12 +260,22 @@ class AuditTrail:
         self._size = 0
         self._seq = 0
         self._prev = GENESIS
-        self._written_head = (0, GENESIS)  # (seq, sha256) of the last line in the file
+        # The digest chain: the last digest's number, its hmac, and the seq of the last digest line.
+        self._digest_n, self._prev_digest, self._digest_seq = 0, GENESIS, 0
+        # The same and the lines since that digest, as of the last line in the file.
+        self._written_head = (0, GENESIS, 0, GENESIS, 0, 0)
         self._since_digest = 0
         self._last_digest = time.monotonic()
         self._next_rotation = 1
+        self._closed = False
+        self._reopen_from: str | None = None  # a rotation renamed the live file; the next one is not open yet
+        self._refused_closed = 0  # lines refused while the trail could not be reopened
+        self._witness_fd: int | None = None
+        self._witness_backlog: list[bytes] = []  # signed digests the witness has not received yet
         #: Lines that could not be written (the operations refused), over the service's life.
         self.failures = 0
+        #: Signed digests that could not be written to the witness (retried with the next one).
+        self.witness_failures = 0
         #: Lines written, and the write(2) calls that wrote them (group commit: fewer under load).
         self.lines = 0
         self.batches = 0
@@ -190,38 +283,162 @@ class AuditTrail:
     # --- life cycle ---------------------------------------------------------------------------
 
     def open(self) -> AuditTrail:
-        """Open (create 0600) the live file and continue its chain; :class:`FileAccessError` if it
-        cannot be written or ends in a partial line (verify it, and move it away)."""
+        """Check the existing tail (see module doc), open (create 0600) the live file, write the start
+        line and its digest. :class:`FileAccessError` if it cannot be written, is unsafe (another
+        user's, writable by others, a symlink), is written by another running service, or ends in a
+        partial line or a line that is not a record (verify it, and move it away)."""
         with self._lock:
+            _check_directory(self.path.parent, "audit trail", FileAccessError)
             rotated = rotated_files(self.path)
+            for file in rotated:
+                _check_path(file, "audit trail file", FileAccessError)
             self._next_rotation = int(_ROTATED.search(rotated[-1].name).group(1)) + 1 if rotated else 1
-            last = _last_line(self.path) or (_last_line(rotated[-1]) if rotated else None)
-            if last is not None:
-                try:
-                    self._seq = int(json.loads(last)["seq"])
-                except (ValueError, KeyError, TypeError):
-                    raise FileAccessError(f"the audit trail {self.path} ends in a line that is not one of its "
-                                          "records (truncated?): run pyiceberg-crypto kms audit-log verify on it, "
-                                          "then move it away") from None
-                self._prev = hashlib.sha256(last).hexdigest()
-            self._written_head = (self._seq, self._prev)
             self._open_file()
-            self._write_locked({"kind": "start", "pid": os.getpid()})
-            self._digest_locked()
+            try:
+                tail = self._read_tail(rotated)
+                if self.witness is not None:
+                    self._open_witness()
+                    self._check_witness(tail)
+            except BaseException:
+                self._close_fd()
+                raise
+            self._seq, self._prev = tail.seq, tail.prev
+            self._digest_n, self._prev_digest, self._digest_seq = tail.digests, tail.prev_digest, tail.digest_seq
+            self._since_digest = tail.unsigned
+            self._written_head = (self._seq, self._prev, self._digest_n, self._prev_digest, self._digest_seq,
+                                  self._since_digest)
+            start: dict[str, Any] = {"kind": "start", "format": FORMAT, "pid": os.getpid(),
+                                     "digest_every": self.digest_every, "digest_seconds": self.digest_seconds,
+                                     "digest_at": list(DIGEST_AT)}
+            if tail.found:
+                start.update(after_digest=tail.digests, previous_stop=tail.stopped, unsigned_lines=tail.unsigned)
+                if tail.mismatch:
+                    start["tail_mismatch"] = f"resumed after a tail that does not match digest {tail.digests}: " \
+                                             f"{tail.mismatch}"
+                    log.error("the audit trail %s: %s (recorded in the trail; verify will report it)", self.path,
+                              start["tail_mismatch"])
+                elif not tail.stopped:
+                    log.warning("the audit trail %s did not end with a stop digest (the service was killed?): "
+                                "%d line(s) after digest %d resumed as they are (recorded in the start line)",
+                                self.path, tail.unsigned, tail.digests)
+            try:
+                self._write_locked(start)
+                self._digest_locked("start")
+            except BaseException:
+                self._close_fd()
+                raise
         return self
 
-    def _open_file(self) -> None:
+    def _read_tail(self, rotated: list[Path]) -> _Tail:
+        """The chain's head, the last digest and what follows it (see module doc: restart)."""
+        tail = _Tail()
+        files = [*rotated[-2:], self.path] if self.path.exists() else rotated[-2:]
+        entries: list[tuple[Path, bytes]] = []
+        for file in reversed(files):
+            try:
+                data = file.read_bytes()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise FileAccessError(f"cannot read the audit trail {file}: {_why(exc)}") from None
+            lines = [(file, line) for line in data.split(b"\n")[:-1]]
+            entries[:0] = lines
+            if any(b'"kind":"digest"' in line for _, line in lines):
+                break
+        if not entries:
+            return tail
+        tail.found = True
+        records = []
+        for _, line in entries:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            records.append(record if isinstance(record, dict) else None)
+        last = records[-1]
+        if last is None or not isinstance(last.get("seq"), int):
+            raise FileAccessError(f"the audit trail {entries[-1][0]} ends in a line that is not one of its records "
+                                  "(truncated?): run pyiceberg-crypto kms audit-log verify on it, then move it away")
+        tail.seq, tail.prev = last["seq"], hashlib.sha256(entries[-1][1]).hexdigest()
+        at = next((i for i in range(len(records) - 1, -1, -1)
+                   if records[i] is not None and records[i].get("kind") == "digest"), None)
+        if at is None:
+            tail.unsigned = len(records)
+            tail.mismatch = f"no digest in its last {len(entries)} line(s) ({', '.join(sorted({f.name for f, _ in entries}))})"
+            return tail
+        digest = records[at]
+        tail.digest_seq = digest.get("seq") if isinstance(digest.get("seq"), int) else 0
+        if isinstance(digest.get("n"), int):
+            tail.digests, tail.prev_digest = digest["n"], str(digest.get("hmac", ""))
+        tail.unsigned = len(records) - at - 1
+        tail.stopped = at == len(records) - 1 and digest.get("reason") == "stop"
+        expected = _record_mac(self._key, digest)
+        if expected is None or not hmac.compare_digest(str(digest.get("hmac", "")), expected):
+            tail.mismatch = f"its signature does not check (line seq {tail.digest_seq}: rewritten, or another key)"
+            return tail
+        prev, seq = hashlib.sha256(entries[at][1]).hexdigest(), tail.digest_seq
+        for (file, line), record in zip(entries[at + 1:], records[at + 1:]):
+            seq += 1
+            if record is None or record.get("seq") != seq or record.get("prev") != prev:
+                tail.mismatch = f"the lines after it do not chain to it (at seq {seq} in {file.name})"
+                return tail
+            prev = hashlib.sha256(line).hexdigest()
+        return tail
+
+    def _open_witness(self) -> None:
+        _check_directory(self.witness.parent, "audit witness", FileAccessError)
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-                         | getattr(os, "O_CLOEXEC", 0), 0o600)
+            fd = os.open(self.witness, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
-            raise FileAccessError(f"cannot open the audit trail {self.path}: {_why(exc)}") from None
+            raise FileAccessError(f"cannot open the audit witness {self.witness}: {_symlink_or(exc)}") from None
         try:
-            info = os.fstat(fd)
+            _check_file(fd, self.witness, "audit witness", FileAccessError)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._witness_fd = fd
+
+    def _check_witness(self, tail: _Tail) -> None:
+        """The witness's last digest against the trail's: a later one means the trail was cut."""
+        last = _last_line(self.witness)
+        if last is None or tail.mismatch:
+            return
+        try:
+            record = json.loads(last)
+            n, seq = int(record["n"]), int(record["seq"])
+        except (ValueError, KeyError, TypeError):
+            tail.mismatch = f"the witness {self.witness} ends in a line that is not a digest"
+            return
+        if n > tail.digests or seq > tail.seq:
+            tail.found = True
+            tail.mismatch = (f"the witness {self.witness} holds digest {n} (seq {seq}), which the trail does not reach "
+                             f"(it ends at seq {tail.seq}, digest {tail.digests}): the trail was cut")
+        elif n == tail.digests and hmac.compare_digest(str(record.get("hmac")), tail.prev_digest) is False:
+            tail.mismatch = f"the witness {self.witness} holds another digest {n} than the trail"
+
+    def _open_file(self) -> None:
+        _check_directory(self.path.parent, "audit trail", FileAccessError)
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise FileAccessError(f"cannot open the audit trail {self.path}: {_symlink_or(exc)}") from None
+        try:
+            info = _check_file(fd, self.path, "audit trail", FileAccessError)
+            for attempt in range(50):  # a verify holds a shared lock for an instant: not a service
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if attempt == 49:
+                        raise FileAccessError(f"the audit trail {self.path} is being written by another running "
+                                              "service (it holds the file's lock): one trail per service") from None
+                    time.sleep(0.02)
             if info.st_mode & 0o077:
                 os.fchmod(fd, 0o600)
         except OSError as exc:
             os.close(fd)
+            if isinstance(exc, FileAccessError):
+                raise
             raise FileAccessError(f"cannot make the audit trail {self.path} private (0600): {_why(exc)}") from None
         if info.st_size:
             with open(self.path, "rb") as existing:
@@ -232,18 +449,40 @@ class AuditTrail:
                                           "kms audit-log verify on it, then move it away")
         self._fd, self._size = fd, info.st_size
 
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # the lock goes with it
+            self._fd = None
+
     def close(self) -> None:
-        """Write a last signed digest and close (idempotent; a failure is left unraised)."""
+        """Write the stop digest and close (idempotent; a failure is left unraised: the trail then
+        does not end with a stop digest, and verify says so)."""
         with self._lock:
+            if self._fd is None and self._reopen_from is not None and not self._closed:
+                try:
+                    self._reopen_locked()  # a last try, so that the run still ends with its stop digest
+                except FileAccessError:
+                    pass
+            self._closed = True
             if self._fd is None:
+                self._close_witness()
                 return
             try:
                 self._drain_locked()
-                self._digest_locked(sync=True)
+                self._digest_locked("stop", sync=True)
             except FileAccessError:
                 pass
-            os.close(self._fd)
-            self._fd = None
+            self._close_fd()
+            self._close_witness()
+
+    def _close_witness(self) -> None:
+        if self._witness_fd is not None:
+            try:
+                os.fsync(self._witness_fd)
+            except OSError:
+                pass
+            os.close(self._witness_fd)
+            self._witness_fd = None
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -260,9 +499,8 @@ class AuditTrail:
         body = _body(record)  # outside the lock: the lock holds only what orders the chain
         with self._lock:
             slot = self._append_locked(record, body)
-            self._since_digest += 1
             if self._since_digest >= self.digest_every:
-                self._append_digest_locked()
+                self._append_locked(None, sign="lines")
             self._commit_locked(slot)
             return slot[1]
 
@@ -289,9 +527,8 @@ class AuditTrail:
         body = "".join(parts)
         with self._lock:
             slot = self._append_locked(None, body)
-            self._since_digest += 1
             if self._since_digest >= self.digest_every:
-                self._append_digest_locked()
+                self._append_locked(None, sign="lines")
             self._commit_locked(slot)
             return slot[1]
 
@@ -306,28 +543,28 @@ class AuditTrail:
         return quoted
 
     def tick(self) -> None:
-        """A signed digest if lines were written since the last one and ``digest_seconds`` passed
-        (the service calls it every few seconds)."""
+        """Reopen the trail if a rotation left it closed; a signed digest if lines were written since
+        the last one and ``digest_seconds`` passed (the service calls it every few seconds)."""
         with self._lock:
+            if self._fd is None and self._reopen_from is not None and not self._closed:
+                try:
+                    self._reopen_locked()
+                except FileAccessError:
+                    return
             if self._fd is not None and self._since_digest and \
                     time.monotonic() - self._last_digest >= self.digest_seconds:
                 try:
-                    self._commit_locked(self._append_digest_locked())
+                    self._commit_locked(self._append_locked(None, sign="seconds"))
                 except FileAccessError:
                     pass  # counted; the next operation's line tells again
 
-    def _append_digest_locked(self) -> list:
-        slot = self._append_locked({"kind": "digest", "hmac": _digest_mac(self._key, self._seq + 1, self._prev)})
-        self._since_digest = 0
-        self._last_digest = time.monotonic()
-        return slot
-
-    def _digest_locked(self, sync: bool = False) -> None:
+    def _digest_locked(self, reason: str, sync: bool = False) -> None:
         """A signed digest line, written now; ``sync``: then fsync the file (at rotation and close
         only: an fsync under the lock stalls every caller for milliseconds)."""
-        self._write_locked({"kind": "digest", "hmac": _digest_mac(self._key, self._seq + 1, self._prev)})
-        self._since_digest = 0
-        self._last_digest = time.monotonic()
+        slot = self._append_locked(None, sign=reason)
+        self._drain_locked()
+        if slot[0] is not True:
+            raise FileAccessError(slot[0])
         if sync and self._fd is not None:
             try:
                 os.fsync(self._fd)
@@ -343,24 +580,40 @@ class AuditTrail:
             raise FileAccessError(slot[0])
         return slot[1]
 
-    def _append_locked(self, record: dict[str, Any] | None, body: str | None = None) -> list:
-        """Chain ``record`` as the next line and queue it for the next batch; its slot
-        ``[outcome, sha256]`` (outcome None until the batch is written: True, or why it was not)."""
+    def _append_locked(self, record: dict[str, Any] | None, body: str | None = None, sign: str | None = None) -> list:
+        """Chain ``record`` (``sign``: a digest for that reason) as the next line and queue it for the
+        next batch; its slot ``[outcome, sha256, digest line or None]`` (outcome None until the batch
+        is written: True, or why it was not)."""
         if self._fd is None:
-            self.failures += 1
-            raise FileAccessError(f"the audit trail {self.path} is not open")
+            if self._reopen_from is not None and not self._closed:
+                self._reopen_locked()
+            else:
+                self.failures += 1
+                raise FileAccessError(f"the audit trail {self.path} is not open")
         seq = self._seq + 1
-        if body is None:
+        stamp = _now()
+        if sign is not None:
+            n, first, file = self._digest_n + 1, self._digest_seq + 1, self._next_rotation
+            mac = _digest_mac2(self._key, seq, stamp, self._prev, n, sign, first, seq - 1, file, self._prev_digest)
+            body = _body({"kind": "digest", "n": n, "reason": sign, "lines": [first, seq - 1], "file": file,
+                          "prev_digest": self._prev_digest, "hmac": mac})
+        elif body is None:
             body = _body(record)
-        line = _line(seq, _now(), body, self._prev)
+        line = _line(seq, stamp, body, self._prev)
         data = line + b"\n"
-        if self._size + self._pending_bytes + len(data) > self.max_bytes and (self._size or self._pending) \
-                and (record is None or record.get("kind") != "digest"):
+        if sign is None and self._size + self._pending_bytes + len(data) > self.max_bytes \
+                and (self._size or self._pending):
             self._drain_locked()
             self._rotate_locked()
             return self._append_locked(record, body)
         self._seq, self._prev = seq, hashlib.sha256(line).hexdigest()
-        slot = [None, self._prev]
+        if sign is not None:
+            self._digest_n, self._prev_digest, self._digest_seq = n, mac, seq
+            self._since_digest = 0
+            self._last_digest = time.monotonic()
+        else:
+            self._since_digest += 1
+        slot = [None, self._prev, data if sign is not None else None]
         self._pending.append(data)
         self._pending_slots.append(slot)
         self._pending_bytes += len(data)
@@ -392,10 +645,10 @@ class AuditTrail:
         """Write the pending lines in one write(2) (``release``: the lock released meanwhile, so
         that the next callers chain and queue theirs). On failure the batch's bytes are cut off,
         its lines and those queued behind it (chained to them) fail, and the chain resumes after
-        the last line written."""
+        the last line written. Signed digests written go to the witness."""
         batch, slots = self._pending, self._pending_slots
         self._pending, self._pending_slots, self._pending_bytes = [], [], 0
-        head = (self._seq, self._prev)
+        head = (self._seq, self._prev, self._digest_n, self._prev_digest, self._digest_seq, self._since_digest)
         data = b"".join(batch) if len(batch) > 1 else batch[0]
         fd, size = self._fd, self._size
         self._writing = True
@@ -418,16 +671,37 @@ class AuditTrail:
             self.batches += 1
             for slot in slots:
                 slot[0] = True
+                if slot[2] is not None:
+                    self._witness_backlog.append(slot[2])
+            if self._witness_backlog and self._witness_fd is not None:
+                self._deliver_witness_locked()
         else:
             self._cut_back()
             error = f"cannot write to the audit trail {self.path}: {why}"
             slots += self._pending_slots  # chained to the failed lines: they cannot be written either
             self._pending, self._pending_slots, self._pending_bytes = [], [], 0
-            self._seq, self._prev = self._written_head
+            (self._seq, self._prev, self._digest_n, self._prev_digest, self._digest_seq,
+             self._since_digest) = self._written_head
             self.failures += len(slots)
             for slot in slots:
                 slot[0] = error
         self._written.notify_all()
+
+    def _deliver_witness_locked(self) -> None:
+        """The signed digests not yet in the witness, appended to it (a failure is logged, counted
+        and retried with the next digest; verify --witness proves the trail up to what it holds)."""
+        data = b"".join(self._witness_backlog)
+        try:
+            written = os.write(self._witness_fd, data)
+            if written != len(data):
+                raise OSError(errno.ENOSPC, "short write (disk full?)")
+        except OSError as exc:
+            self.witness_failures += 1
+            if self.witness_failures == 1 or self.witness_failures % 100 == 0:
+                log.error("cannot write to the audit witness %s: %s (%d failure(s); retried with the next digest)",
+                          self.witness, _why(exc), self.witness_failures)
+            return
+        self._witness_backlog.clear()
 
     def _cut_back(self) -> None:
         """Remove the bytes of a partial batch (the chain resumes after the last whole line)."""
@@ -438,8 +712,11 @@ class AuditTrail:
             pass
 
     def _rotate_locked(self) -> None:
-        """The live file becomes ``PATH.N`` (after a signed digest); a fresh one continues the chain."""
-        self._digest_locked(sync=True)
+        """The live file becomes ``PATH.N`` (after a signed digest); a fresh one continues the chain.
+        A rename that fails leaves the live file open (the next operation retries); a fresh file
+        that cannot be made leaves the trail closed until :meth:`_reopen_locked` succeeds, at a
+        later operation or tick (operations are refused meanwhile)."""
+        self._digest_locked("rotation", sync=True)
         target = self.path.with_name(f"{self.path.name}.{self._next_rotation}")
         if os.path.lexists(target):
             self.failures += 1
@@ -449,15 +726,43 @@ class AuditTrail:
         except OSError as exc:
             self.failures += 1
             raise FileAccessError(f"cannot rotate the audit trail {self.path}: {_why(exc)}") from None
-        os.close(self._fd)
-        self._fd = None
+        self._close_fd()
         self._next_rotation += 1
+        self._reopen_from = target.name
+        self._reopen_locked()
+
+    def _reopen_locked(self) -> None:
+        """Make the live file after a rotation (:class:`FileAccessError` while it cannot be made)."""
         try:
             self._open_file()
-        except FileAccessError:
+        except FileAccessError as exc:
             self.failures += 1
-            raise
-        self._write_locked({"kind": "rotated", "from": target.name})
+            self._refused_closed += 1
+            raise FileAccessError(f"{exc} (after rotating it to {self._reopen_from}; retried at each operation, "
+                                  "which is refused until then)") from None
+        source, refused = self._reopen_from, self._refused_closed
+        self._reopen_from, self._refused_closed = None, 0
+        self._write_locked({"kind": "rotated", "from": source, "refused_while_closed": refused or None})
+        if refused:
+            log.warning("the audit trail %s reopened after %d refused operation(s)", self.path, refused)
+            self._digest_locked("reopen")
+
+
+def _check_path(path: Path, what: str, error: type[Exception]) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise error(f"cannot read the {what} {path}: {_symlink_or(exc)}") from None
+    try:
+        _check_file(fd, path, what, error)
+    finally:
+        os.close(fd)
+
+
+def _symlink_or(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "it is a symlink: refused (point the option at the file itself)"
+    return _why(exc)
 
 
 def _why(exc: OSError) -> str:
@@ -490,9 +795,33 @@ def _last_line(path: Path) -> bytes | None:
     return body.rsplit(b"\n", 1)[-1]
 
 
+def _running(path: Path) -> bool:
+    """Whether a service holds the trail's lock (it is writing the live file now)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
+
+
 @dataclass
 class TrailReport:
-    """What :func:`verify_trail` found: ``ok``, the first ``problem`` (file, line, what), counts."""
+    """What :func:`verify_trail` found.
+
+    ``ok``: no problem found (else ``problem`` names the first: file, line, what). ``verified``: ok,
+    the signatures were checked, the trail is in format 2 at its end, and it ends with a stop digest
+    or its service is still running (``running``). ``older_format``: the trail's last run is in
+    format 1 (missing digests and a cut tail cannot be found). ``witnessed``: the number of the
+    witness's last digest, which the trail reaches. ``notes``: what was found and is not a problem
+    (a run killed before its stop digest, acknowledged by the next start)."""
 
     ok: bool
     problem: str
@@ -500,18 +829,53 @@ class TrailReport:
     lines: int
     digests: int
     signatures_checked: bool
+    verified: bool = False
+    running: bool = False
+    older_format: bool = False
+    witnessed: int | None = None
+    unsigned_tail: int = 0
+    last_digest: int = 0
+    notes: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
+        """What ``kms audit-log verify`` prints: without a key, the first line says the signatures
+        were not checked; "verified" only for a verified trail."""
+        out = []
+        if not self.signatures_checked:
+            out.append("signatures NOT checked (no --key-file): NOT verified; anyone can rebuild a trail that "
+                       "passes the checks below without the key")
         if not self.ok:
-            return f"NOT INTACT: {self.problem}"
-        signed = "signatures checked" if self.signatures_checked else "signatures NOT checked (no --key-file)"
-        return f"intact: {self.lines} lines in {self.files} file(s), {self.digests} signed digests ({signed})"
+            out.append(f"NOT INTACT: {self.problem}")
+            return "\n".join(out)
+        counts = f"{self.lines} lines in {self.files} file(s), {self.digests} digests"
+        witness = f"; it reaches the witness's last digest ({self.witnessed})" if self.witnessed is not None else ""
+        if self.older_format:
+            out.append(f"older format (format 1, written before digests were numbered): {counts}; the chain"
+                       f"{' and the signatures' if self.signatures_checked else ''} check, but a removed digest or "
+                       "a cut tail cannot be found in this format: NOT verified (a service of this version "
+                       "continues it in format 2)")
+        elif self.verified and self.running:
+            out.append(f"verified up to digest {self.last_digest}: {counts} (signatures checked, no digest missing"
+                       f"{witness}); the service is still running (it holds the trail's lock): the "
+                       f"{self.unsigned_tail} line(s) after that digest are not signed yet")
+        elif self.verified:
+            out.append(f"verified: {counts} (signatures checked, no digest missing, ends with the stop digest "
+                       f"{self.last_digest}{witness})")
+        else:
+            state = "the service is still running" if self.running else "it ends with a stop digest"
+            out.append(f"consistent: {counts}, no digest number missing, {state}{witness}")
+        out.extend(f"note: {note}" for note in self.notes)
+        return "\n".join(out)
 
 
-def verify_trail(path: str | os.PathLike, key: bytes | None = None) -> TrailReport:
-    """Check the trail at ``path`` (its rotated files first): the chain, the sequence numbers, and
-    with ``key`` every digest's signature. The report names the first removed, altered, reordered or
-    truncated line. :class:`InvalidArgumentError` when ``path`` has no trail at all."""
+def verify_trail(path: str | os.PathLike, key: bytes | None = None,
+                 witness: str | os.PathLike | None = None) -> TrailReport:
+    """Check the trail at ``path`` (its rotated files first): the chain, the sequence numbers, the
+    digest chain (numbers, the previous digest each names, the lines and file each covers, the
+    cadence its start line records), a stop digest at its end, and with ``key`` every signature;
+    with ``witness`` that the trail reaches the witness's last digest. The report names the first
+    problem (see module doc). :class:`InvalidArgumentError` when ``path`` has no trail at all, or
+    ``witness`` is not a file."""
     path = Path(path)
     files = rotated_files(path)
     numbers = [int(_ROTATED.search(f.name).group(1)) for f in files]
@@ -519,71 +883,208 @@ def verify_trail(path: str | os.PathLike, key: bytes | None = None) -> TrailRepo
         files.append(path)
     if not files:
         raise InvalidArgumentError(f"no audit trail at {path} (nor rotated files {path.name}.N beside it)")
-    lines = digests = 0
+    witness_lines = None
+    if witness is not None:
+        try:
+            witness_lines = Path(witness).read_bytes().split(b"\n")[:-1]
+        except OSError as exc:
+            raise InvalidArgumentError(f"cannot read the audit witness {witness}: {_why(exc)}") from None
+    checked = key is not None
+
+    def failed(problem: str, lines: int = 0, digests: int = 0) -> TrailReport:
+        return TrailReport(False, problem, len(files), lines, digests, checked)
+
     if numbers and numbers != list(range(1, len(numbers) + 1)):
         missing = sorted(set(range(1, max(numbers) + 1)) - set(numbers))
-        return TrailReport(False, f"rotated file {path.name}.{missing[0]} is missing (removed)", len(files), 0, 0,
-                           key is not None)
-    entries: list[tuple[Path, int, bytes]] = []
-    for file in files:
+        return failed(f"rotated file {path.name}.{missing[0]} is missing (removed)")
+    entries: list[tuple[Path, int, bytes, int]] = []  # file, line number, bytes, file number
+    for file_no, file in enumerate(files, start=1):
         try:
             data = file.read_bytes()
         except OSError as exc:
-            return TrailReport(False, f"{file}: unreadable ({_why(exc)})", len(files), 0, 0, key is not None)
+            return failed(f"{file}: unreadable ({_why(exc)})")
         partial = bool(data) and not data.endswith(b"\n")
+        if partial and file == path and _running(path):  # a batch being written now: not yet a line
+            data, partial = data[:data.rfind(b"\n") + 1], False
         if partial and file != files[-1]:
-            return TrailReport(False, f"{file} line {len(data.splitlines())}: truncated (a partial last line)",
-                               len(files), 0, 0, key is not None)
+            return failed(f"{file} line {len(data.splitlines())}: truncated (a partial last line)")
         if partial:
             data = data[:data.rfind(b"\n") + 1]
         for number, line in enumerate(data.split(b"\n")[:-1], start=1):
-            entries.append((file, number, line))
+            entries.append((file, number, line, file_no))
         if partial:
-            entries.append((file, -1, b""))
-    prev, expected_seq = None, None
+            entries.append((file, -1, b"", file_no))
     records: list[dict | None] = []
-    for _, _, line in entries:
+    for _, _, line, _ in entries:
         try:
             parsed = json.loads(line) if line else None
         except ValueError:
             parsed = None
         records.append(parsed if isinstance(parsed, dict) else None)
-    for index, (file, number, line) in enumerate(entries):
+    lines = digests = 0
+    prev, expected_seq = None, None
+    n2, mac2 = 0, GENESIS  # the last format 2 digest: its number and hmac
+    digest_seq, digest_where, since = 0, "the trail's start", 0  # the last digest (any format), lines after it
+    run: dict | None = None  # the current run: its start's format, cadence, where
+    prev_every = None  # the previous run's digest_every (format 2)
+    stop = False  # the last line so far is a stop digest
+    awaiting = None  # a start line whose digest has not come yet
+    notes: list[str] = []
+    by_n: dict[int, bytes] = {}
+    for index, (file, number, line, file_no) in enumerate(entries):
         where = f"{file} line {number}"
         if number == -1:
-            return TrailReport(False, f"{file}: truncated (a partial last line)", len(files), lines, digests,
-                               key is not None)
+            return failed(f"{file}: truncated (a partial last line)", lines, digests)
         record = records[index]
         if record is None or not isinstance(record.get("seq"), int) or not isinstance(record.get("prev"), str):
-            return TrailReport(False, f"{where}: altered (not a record of the trail)", len(files), lines, digests,
-                               key is not None)
+            return failed(f"{where}: altered (not a record of the trail)", lines, digests)
         seq = record["seq"]
         if prev is None:
             if seq != 1 or record["prev"] != GENESIS:
-                return TrailReport(False, f"{where}: the trail starts at seq {seq}, not at seq 1 with prev 0...0 "
-                                          "(earlier lines or files removed, or this line altered)",
-                                   len(files), lines, digests, key is not None)
-        else:
-            if seq != expected_seq or record["prev"] != prev:
-                problem = _explain(entries, records, index, expected_seq, prev)
-                return TrailReport(False, problem, len(files), lines, digests, key is not None)
-        if record.get("kind") == "digest":
+                return failed(f"{where}: the trail starts at seq {seq}, not at seq 1 with prev 0...0 "
+                              "(earlier lines or files removed, or this line altered)", lines, digests)
+        elif seq != expected_seq or record["prev"] != prev:
+            return failed(_explain(entries, records, index, expected_seq, prev), lines, digests)
+        kind = record.get("kind")
+        if index == 0 and kind != "start":
+            return failed(f"{where}: the trail's first line is not a start line (altered, or the trail rebuilt)")
+        if awaiting is not None and kind not in ("digest", "start"):
+            return failed(f"{where}: the start line before it ({awaiting}) is not followed by its signed digest "
+                          "(removed, or the trail rebuilt without the key)", lines, digests)
+        if kind == "start":
+            fmt = record.get("format", 1)
+            if record.get("tail_mismatch"):
+                return failed(f"{where}: the service {record['tail_mismatch']}", lines, digests)
+            if fmt != 1:
+                if fmt != FORMAT or not isinstance(record.get("digest_every"), int) or record["digest_every"] < 1:
+                    return failed(f"{where}: a start line of an unknown format or without its cadence (altered)",
+                                  lines, digests)
+                if run is not None:
+                    said = (record.get("previous_stop"), record.get("unsigned_lines"), record.get("after_digest"))
+                    if said != (stop, since, n2):
+                        return failed(f"{where}: this start line does not record what precedes it (the previous run "
+                                      f"ended {'with its stop digest' if stop else 'without a stop digest'}, "
+                                      f"{since} line(s) after digest {n2}; it says previous_stop={said[0]}, "
+                                      f"unsigned_lines={said[1]}, after_digest={said[2]}): lines were removed or "
+                                      "added before it", lines, digests)
+            if awaiting is not None:  # the run before could not write its start digest: it never served
+                if fmt == 1:
+                    return failed(f"{where}: the start line before it ({awaiting}) is not followed by its signed "
+                                  "digest (removed, or the trail rebuilt without the key)", lines, digests)
+                notes.append(f"the start at {awaiting} was not followed by its digest (that service could not "
+                             "start); the next start recorded it")
+            elif run is not None and not stop and run["format"] != 1:
+                notes.append(f"the run that started at {run['where']} (pid {run['pid']}) ended without a stop digest "
+                             f"(killed?): its {since} line(s) after {digest_where} were signed only by the next "
+                             "start's digest")
+            prev_every = run["every"] if run is not None and run["format"] != 1 else None
+            run = {"format": fmt, "every": record.get("digest_every"), "where": where, "pid": record.get("pid")}
+            awaiting = where
+        if kind == "digest":
             digests += 1
-            if key is not None and not hmac.compare_digest(str(record.get("hmac", "")),
-                                                           _digest_mac(key, seq, record["prev"])):
-                return TrailReport(False, f"{where}: the signed digest does not match (the trail before it was "
-                                          "rewritten, or another key)", len(files), lines, digests, True)
+            numbered = "n" in record
+            if run is not None and numbered != (run["format"] != 1):
+                return failed(f"{where}: a digest of another format than its run's start line (altered or forged)",
+                              lines, digests)
+            if numbered:
+                n = record.get("n")
+                if not isinstance(n, int):
+                    return failed(f"{where}: altered (a digest without a number)", lines, digests)
+                if n > n2 + 1:
+                    gap = f"digest {n2 + 1}" if n == n2 + 2 else f"digests {n2 + 1}..{n - 1}"
+                    return failed(f"{where}: {gap} missing (removed) between {digest_where} (digest {n2}) and this "
+                                  f"digest {n}", lines, digests)
+                if n != n2 + 1:
+                    return failed(f"{where}: digest {n} where digest {n2 + 1} was due (reordered or replayed)",
+                                  lines, digests)
+                if record.get("prev_digest") != mac2:
+                    return failed(f"{where}: digest {n} names another previous digest than digest {n2} at "
+                                  f"{digest_where} (a digest was replaced)", lines, digests)
+                if record.get("lines") != [digest_seq + 1, seq - 1]:
+                    return failed(f"{where}: digest {n} says it covers lines {record.get('lines')}, but the lines "
+                                  f"since the previous digest are {digest_seq + 1}..{seq - 1} (a digest was "
+                                  "removed)", lines, digests)
+                if record.get("file") != file_no:
+                    return failed(f"{where}: digest {n} was written in file number {record.get('file')}, this is "
+                                  f"file number {file_no} (rotated files removed or renamed)", lines, digests)
+                bound = run["every"] if run is not None else None
+                if awaiting is not None:
+                    bound = None if prev_every is None else prev_every + 1
+                if bound is not None and since > bound:
+                    return failed(f"{where}: digest {n} covers {since} lines, more than the {bound} its run's start "
+                                  f"line allows (digest_every): a digest was removed before it", lines, digests)
+                n2, mac2 = n, str(record.get("hmac"))
+                by_n[n] = line
+            if key is not None:
+                expected = _record_mac(key, record)
+                if expected is None or not hmac.compare_digest(str(record.get("hmac", "")), expected):
+                    return failed(f"{where}: the signed digest does not match (the trail before it was rewritten, "
+                                  "or another key)", lines, digests)
+            digest_seq, digest_where, since = seq, where, 0
+            stop = record.get("reason") == "stop"
+            awaiting = None
+        else:
+            since += 1
+            stop = False
         prev = hashlib.sha256(line).hexdigest()
         expected_seq = seq + 1
         lines += 1
-    return TrailReport(True, "", len(files), lines, digests, key is not None)
+    if not lines:
+        return failed("the trail has no line (emptied?)")
+    if awaiting is not None and not _running(path):
+        return failed(f"the start line at {awaiting} is not followed by its signed digest", lines, digests)
+    if digests == 0:
+        return failed("the trail has no signed digest: a service writes one right after each start line "
+                      "(rebuilt without the key?)", lines, digests)
+    report = TrailReport(True, "", len(files), lines, digests, checked, notes=notes, unsigned_tail=since,
+                         last_digest=n2)
+    if witness_lines is not None:
+        for number, line in enumerate(witness_lines, start=1):
+            try:
+                copy = json.loads(line)
+                n = int(copy["n"])
+            except (ValueError, KeyError, TypeError):
+                return failed(f"{witness} line {number}: not a digest of the trail", lines, digests)
+            if n not in by_n:
+                if n > n2:
+                    try:
+                        final = json.loads(witness_lines[-1])
+                    except ValueError:
+                        final = copy
+                    missing = f"digest {n}" if final.get("n") == n else f"digests {n}..{final.get('n')}"
+                    return failed(f"the trail is cut: the witness {witness} holds digest {final.get('n')} (seq "
+                                  f"{final.get('seq')}, {final.get('time')}), but the trail ends at seq "
+                                  f"{expected_seq - 1}, {since} line(s) after digest {n2} ({missing} missing)",
+                                  lines, digests)
+                return failed(f"digest {n} of the witness {witness} is not in the trail", lines, digests)
+            if by_n[n] != line:
+                return failed(f"digest {n} differs between the trail and the witness {witness} (line {number})",
+                              lines, digests)
+        report.witnessed = int(json.loads(witness_lines[-1])["n"]) if witness_lines else None
+        if not witness_lines:
+            notes.append(f"the witness {witness} holds no digest yet")
+    if run is None or run["format"] == 1:
+        report.older_format = True
+        return report
+    report.running = _running(path)
+    if isinstance(run.get("every"), int) and since > run["every"]:
+        return failed(f"the trail ends {since} line(s) after digest {n2} ({digest_where}), more than the "
+                      f"{run['every']} its run's start line allows between digests (digest_every): digests after "
+                      "it were removed", lines, digests)
+    if not stop and not report.running:
+        return failed(f"the trail does not end with a stop digest: it ends {since} line(s) after digest {n2} "
+                      f"({digest_where}); the service was killed, or lines after that digest were cut (with a "
+                      "witness, verify --witness tells which; a copy of a live trail ends so too: verify the live "
+                      "file, which its service holds, or a copy taken after the stop)", lines, digests)
+    report.verified = checked
+    return report
 
 
 def _explain(entries, records, index: int, expected_seq: int, prev: str) -> str:
-    file, number, _ = entries[index]
+    file, number, _, _ = entries[index]
     seq = records[index]["seq"]
     where = f"{file} line {number}"
-    before_file, before_number, _ = entries[index - 1]
+    before_file, before_number, _, _ = entries[index - 1]
     if seq == expected_seq:  # in sequence, but the previous line's bytes changed (or this prev)
         return f"{before_file} line {before_number}: altered (line {number} of {file.name} chains to other bytes)"
     if seq > expected_seq:

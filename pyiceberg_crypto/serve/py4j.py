@@ -134,6 +134,10 @@ def _principal() -> tuple[str, str]:
     return f"py4j:{role}", peer
 
 
+#: Per connection thread: whether the call running reached ServedKms.perform (which records it).
+_REACHED = threading.local()
+
+
 class _GovernedKms(KeyManagementClient):
     """The served KMS as one Py4J caller may use it: every call checked against its grants,
     counted and audited by :meth:`ServedKms.perform` (the caller is the connection's token)."""
@@ -142,6 +146,7 @@ class _GovernedKms(KeyManagementClient):
         self.served = served
 
     def wrap_key(self, key: bytes, wrapping_key_id: str) -> bytes:
+        _REACHED.recorded = True
         principal, peer = _principal()
         served = self.served
         return served.perform("py4j", principal, peer, "wrap", wrapping_key_id,
@@ -149,6 +154,7 @@ class _GovernedKms(KeyManagementClient):
                               version=lambda wrapped: served.key_version(wrapped, wrapping_key_id))
 
     def unwrap_key(self, wrapped_key: bytes, wrapping_key_id: str) -> bytes:
+        _REACHED.recorded = True
         principal, peer = _principal()
         served = self.served
         return served.perform("py4j", principal, peer, "unwrap", wrapping_key_id,
@@ -159,6 +165,7 @@ class _GovernedKms(KeyManagementClient):
         return self.served.client().supports_key_generation()
 
     def generate_key(self, wrapping_key_id: str) -> KeyGenerationResult:
+        _REACHED.recorded = True
         principal, peer = _principal()
         served = self.served
         return served.perform("py4j", principal, peer, "generate", wrapping_key_id,
@@ -430,6 +437,14 @@ class Py4jFace:
 
     def _count_call(self, peer: str, method: str, failed: bool) -> None:
         operation = _OPERATIONS.get(method, "other")
+        reached = getattr(_REACHED, "recorded", False)
+        _REACHED.recorded = False
+        if failed and not reached and self.served.trail is not None:
+            # refused before the served KMS saw it (a parameter type or count, a method the bridge does
+            # not serve, properties a client may not pass to initialize): recorded all the same
+            principal, _ = _principal()
+            self.served.record_refused("py4j", principal, peer, operation, None,
+                                       "refused by the bridge")
         with self._lock:
             self._clients.add(peer, operation)
             if failed:

@@ -318,6 +318,28 @@ class ServedKms:
         self._audit(face, principal, peer, operation, key, key_version, table, context, "ok", None, request_id)
         return result
 
+    def record_refused(self, face: str, principal: str, peer: str, operation: str, key_id: object,
+                       reason: str, *, context: dict[str, str] | None = None) -> None:
+        """Count and record a request of an authenticated ``principal`` that its face refused before
+        :meth:`perform` (a malformed request, a KeyId too long or naming another region or account):
+        every request of an authenticated principal leaves a line, whatever stage refuses it. The
+        key id as sent is bounded (a client chooses it); the caller refuses the request either way
+        (a line that cannot be written is counted and logged)."""
+        key = None
+        if isinstance(key_id, str):
+            key = key_id if len(key_id) <= 256 else f"{key_id[:256]}... ({len(key_id)} characters)"
+        elif key_id is not None:
+            key = f"({type(key_id).__name__})"
+        self._refuse(face, operation, reason)
+        with self._counts_lock:
+            self._calls[(face, self.principal_label(principal), operation)] += 1
+        try:
+            self._audit(face, principal, peer, operation, key, None, None,
+                        context if context and len(context) <= 64 else None, "refused", reason,
+                        f"{self._request_prefix}-{next(self._request_ids):x}")
+        except KmsError:  # the audit trail could not record it (code KMS_INTERNAL)
+            pass  # counted and logged by _audit; the request is refused anyway
+
     def principal_label(self, principal: str, policy: Policy | None = None) -> str:
         """The ``principal`` label of a call by ``principal`` on ``pyiceberg_crypto_kms_calls_total``:
         with a policy, a principal it names, else :data:`UNKNOWN_PRINCIPAL`; without one, the
@@ -389,6 +411,9 @@ class ServedKms:
                     dict(sorted(refused.items())), ("face", "operation", "reason")),
             counter("pyiceberg_crypto_kms_audit_write_failures_total", "Audit lines that could not be written "
                     "(each refused its operation).", {(): failures}),
+            counter("pyiceberg_crypto_kms_audit_witness_failures_total", "Writes of signed digests to the audit "
+                    "witness that failed (retried with the next digest).",
+                    {(): trail.witness_failures if trail is not None else 0}),
             gauge("pyiceberg_crypto_kms_policy_in_force", "1 while a policy decides who may use which key.",
                   {(): self.policy is not None}),
             gauge("pyiceberg_crypto_kms_audit_trail_enabled", "1 while operations are recorded in an audit trail.",

@@ -77,6 +77,8 @@ class ServiceOptions:
     audit_key_file: str | None = None
     audit_log_max_bytes: int = 64 << 20
     audit_digest_every: int = 1000
+    audit_digest_seconds: float = 60.0
+    audit_witness: str | None = None
     aws_face: AwsFaceOptions | None = None
 
 
@@ -174,8 +176,12 @@ class KmsService:
                             "rewrite the log should not read the key)", key_file)
             self.served.trail = AuditTrail(options.audit_log, load_or_create_audit_key(key_file),
                                            max_bytes=options.audit_log_max_bytes,
-                                           digest_every=options.audit_digest_every).open()
-            log.info("audit trail: %s (digests signed with the key in %s)", self.served.trail.path, key_file)
+                                           digest_every=options.audit_digest_every,
+                                           digest_seconds=options.audit_digest_seconds,
+                                           witness=options.audit_witness).open()
+            log.info("audit trail: %s (digests signed with the key in %s%s)", self.served.trail.path, key_file,
+                     f", each one also appended to the witness {options.audit_witness}" if options.audit_witness
+                     else "")
         else:
             log.warning("no audit trail (kms serve --audit-log): KMS operations are counted, not recorded")
         self.served.set_policy(load_policy(options.policy) if options.policy else None)

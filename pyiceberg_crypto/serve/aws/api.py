@@ -119,6 +119,19 @@ class AwsKmsApi(JsonHttpListener):
         except ApiError as exc:  # a request the verifier does not believe (its reason: a refusal label)
             self._refused(peer, exc.reason)
             raise
+        try:
+            return self._handle_signed(principal, peer, headers, body, operation)
+        except ApiError as exc:
+            if not getattr(exc, "recorded", False):  # refused before the served KMS saw it: recorded here
+                self.served.record_refused("aws", f"aws:{principal.name}", peer,
+                                           GRANT_OPERATIONS.get(operation, "other"), getattr(exc, "key_id", None),
+                                           exc.code)
+            raise
+
+    def _handle_signed(self, principal: Principal, peer: str, headers: Mapping[str, str], body: bytes,
+                       operation: str) -> dict[str, Any]:
+        """A request of an authenticated principal (every ApiError raised before the served KMS
+        recorded it is recorded by :meth:`handle`)."""
         if not headers.get("content-type", "").startswith(CONTENT_TYPE):
             raise ApiError("SerializationException", f"Content-Type must be {CONTENT_TYPE}")
         if operation not in OPERATIONS:
@@ -131,9 +144,21 @@ class AwsKmsApi(JsonHttpListener):
         if not isinstance(request, dict):
             raise ApiError("SerializationException", "the body is not a JSON object")
         kms = self.served.client(self.pool)
-        key_id = self._grant_key(operation, request)
+        try:
+            key_id = self._grant_key(operation, request)
+        except ApiError as exc:
+            exc.key_id = request.get("KeyId")
+            raise
         context = request.get("EncryptionContext") if isinstance(request.get("EncryptionContext"), dict) else None
         table = context.get("table") if context and isinstance(context.get("table"), str) else None
+        try:
+            return self._perform(kms, principal, peer, operation, request, key_id, context, table)
+        except ApiError as exc:
+            exc.recorded = True  # its line is written (perform records every outcome)
+            raise
+
+    def _perform(self, kms, principal: Principal, peer: str, operation: str, request: Mapping[str, Any],
+                 key_id: str | None, context: dict | None, table: str | None) -> dict[str, Any]:
         try:
             return self.served.perform(
                 "aws", f"aws:{principal.name}", peer, GRANT_OPERATIONS[operation], key_id,
