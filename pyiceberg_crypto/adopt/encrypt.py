@@ -94,6 +94,7 @@ class AdoptResult:
     refs: list[str] = field(default_factory=list)  # "branch NAME" / "tag NAME" of the original
     steps_done: list[str] = field(default_factory=list)
     location: str | None = None
+    already_encrypted: bool = False  # under key_id already (at its creation, or by an earlier run)
     swept: list[str] = field(default_factory=list)  # plaintext files writers left, removed after the purge
 
     def to_dict(self) -> dict[str, Any]:
@@ -150,6 +151,8 @@ def encrypt_table(spark, table: str, key_id: str, *, format_version: int = 3, da
     result = AdoptResult(run.full(name), run.full(name + STAGING_SUFFIX), key_id=key_id, format_version=format_version)
     original, staging = run.load(name), run.load(run.staging)
 
+    if original is not None and original.properties().get(KEY_ID):
+        _already_encrypted(run, original, key_id, result)
     if original is not None and original.properties().get(SOURCE_UUID):  # swapped by an earlier run
         result.plaintext_table = run.full(original.properties().get(PLAINTEXT_NAME))
         result.swapped, result.location = True, original.location()
@@ -157,9 +160,8 @@ def encrypt_table(spark, table: str, key_id: str, *, format_version: int = 3, da
         return _purge(run, original, result, purge_now, purge_after)
     if original is None and staging is None:
         raise OperationError(f"no table {run.full(name)} (and no {run.full(run.staging)} of an earlier run)")
-    if original is not None and original.properties().get(KEY_ID):
-        raise OperationError(f"{run.full(name)} is already encrypted (encryption.key-id "
-                         f"{original.properties().get(KEY_ID)!r}); nothing to do")
+    if original is not None and original.properties().get(KEY_ID):  # encrypted at its creation
+        return result
     from pyiceberg_crypto.bridge.key_check import check_key_id  # imports py4j: only once Spark runs
 
     check_key_id(spark, key_id, catalog=catalog)  # an unknown key fails here, before any table is made
@@ -533,6 +535,19 @@ def _final(run: _Run, original, staging, result: AdoptResult, undo: Callable[[],
     result.swapped = True
     result.steps_done.append("swap-staging")
     result.location = run.load(run.name).location()
+
+
+def _already_encrypted(run: _Run, table, key_id: str, result: AdoptResult) -> None:
+    """One rule for a table that is already encrypted, at its creation or by an earlier run: under
+    ``key_id``, nothing to do (``result.already_encrypted``; an earlier run's purge may be left);
+    under another master key, OperationError (moving a table to another key is not adoption)."""
+    existing = table.properties().get(KEY_ID)
+    if existing != key_id:
+        raise OperationError(f"{run.full(run.name)} is already encrypted, under master key {existing!r}, not {key_id!r}: "
+                             "nothing was changed (a table keeps its master key: rotate it with `pyiceberg-crypto "
+                             "keystore rotate` and `keys rewrap`, or re-encrypt with `keys reencrypt`)")
+    result.already_encrypted, result.location = True, str(table.location())
+    result.steps_done.append("already encrypted")
 
 
 def _after_swap(run: _Run, result: AdoptResult, purge_now: bool, purge_after: float | None) -> AdoptResult:

@@ -220,6 +220,9 @@ def _print_lake(outcome, path: str | None) -> None:
 def print_result(result) -> None:
     esc = escape_text
     compared = result.compared
+    if result.already_encrypted and not result.swapped:  # encrypted at its creation
+        print(f"{esc(result.table)}: already encrypted (master key {esc(result.key_id or '')}): nothing to do")
+        return
     if result.swapped and not compared:
         print(f"{esc(result.table)}: encrypted by an earlier run")
     else:

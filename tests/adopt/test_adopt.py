@@ -327,3 +327,22 @@ def test_adopt_purge_leaves_no_plaintext_file_under_the_original_location(spark,
     assert not orphan.exists() and plaintext_files(location) == []
     assert not any("until it is purged" in item for item in result.not_kept)
     assert rows(spark, table) == [(1, "a"), (2, "b"), (3, "a")]
+
+
+@pytest.mark.slow
+def test_adopt_one_rule_for_a_table_already_encrypted(spark, lake, capsys):
+    """issue 61: a table this command encrypted earlier exited 0 on a re-run, one encrypted at its
+    creation exited 2. One rule now: under the key asked for, nothing to do (exit 0); under another
+    master key, refused (exit 2), nothing changed."""
+    table = f"{lake['schema']}.born_encrypted"
+    spark.sql(f"CREATE TABLE {table} (id bigint) USING iceberg "
+              f"TBLPROPERTIES ('format-version'='3', 'encryption.key-id'='{MASTER}')")
+    spark.sql(f"INSERT INTO {table} VALUES (1), (2)")
+    result = encrypt_table(spark, table, MASTER)
+    assert result.already_encrypted and not result.swapped and result.steps_done == ["already encrypted"]
+    with pytest.raises(OperationError, match=f"already encrypted, under master key '{MASTER}', not 'other-key'"):
+        encrypt_table(spark, table, "other-key")
+    capsys.readouterr()
+    assert main(["encrypt", table, "--key-id", MASTER]) == 0
+    assert "already encrypted (master key adopt-key): nothing to do" in capsys.readouterr().out
+    assert rows(spark, table) == [(1,), (2,)]
