@@ -193,11 +193,18 @@ test: setup system-packages
 # (make jars) the tests that read them (-m jars) skip, saying so; without the pinned ones (make
 # runtime-jars) PYICEBERG_CRYPTO_JARS is left unset: the builders then name Maven coordinates, and
 # the two tests of the downloaded jars skip, saying so.
+#
+# Bytecode goes to PYCACHE (gitignored), also where PYTHONDONTWRITEBYTECODE is set (as in many
+# containers): the venv is installed --no-compile, so without it each of the lane's ~150 Python
+# processes (pytest, kms serve, the console script) compiled every module it imported from source,
+# and pytest rewrote and compiled the ~240 test modules at every run: 12 s of collection, ~35 CPU-s
+# in all. The first run fills it; nothing is written beside the sources or into the venv.
 NO_JAVA_BIN := .cache/no-java-bin
+PYCACHE := $(CURDIR)/.cache/pycache
 test-fast: venv
 	@path=$$($(PY) -m tests.path_without_java $(NO_JAVA_BIN)) && \
 	if [ -f $(RUNTIME_JARS)/.complete ]; then jars=; else jars="-u PYICEBERG_CRYPTO_JARS"; fi && \
-	env -u JAVA_HOME $$jars PATH="$$path" $(PY) -m pytest -m 'not (jvm or system_packages)' -p no:cacheprovider \
+	env -u JAVA_HOME -u PYTHONDONTWRITEBYTECODE $$jars PATH="$$path" PYTHONPYCACHEPREFIX="$(PYCACHE)" $(PY) -m pytest -m 'not (jvm or system_packages)' -p no:cacheprovider \
 		--basetemp=$(TEST_TMP)-fast $(PYTEST_ARGS)
 
 # The fuzzing harness's long run (tests/fuzz, README "Security design"): random, FUZZ_EXAMPLES
