@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import math
 import os
 import threading
 import time
@@ -84,9 +85,12 @@ def test_wrapped_key_is_bound_to_key_id_and_header(server, kms):
 
 def test_rotation_rewrap_and_retiring_the_old_key(server, kms):
     first = server.create_key("rotating")
+    created_by = time.time()  # the server (same clock) stamped it at or before this
     key = os.urandom(32)
     old = kms.wrap_key(key, "rotating")
-    time.sleep(1.1)  # the behaviour: Initial Date has one-second resolution, the new key is strictly newer
+    # The behaviour: Initial Date has one-second resolution; from the next whole second on, the new
+    # key is strictly newer (a wait of 0-1 s, not a fixed 1.1 s).
+    time.sleep(max(0.0, math.floor(created_by) + 1 - time.time()))
     second = server.create_key("rotating")  # rotation: a new key with the same Name, the old one still Active
     assert second != first and kms.current_key_version("rotating") == second
     assert kms.key_version(old, "rotating") == first
