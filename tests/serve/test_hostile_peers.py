@@ -365,8 +365,8 @@ def test_refusals_per_peer_are_bounded_and_reason_labels_are_a_fixed_set(tmp_pat
                     sock.recv(10)
                 except OSError:
                     pass
-        status = service.wait_for_status(lambda s: sum(s["refused_reasons"].values()) >= peers + 3, 60,
-                                    "the refusals to be counted")
+        status = service.wait_for_fresh_status(lambda s: sum(s["refused_reasons"].values()) >= peers + 3, 60,
+                                               "the refusals to be counted")
         assert len(status["refused"]) <= MAX_TRACKED_PEERS
         assert status["peers_forgotten"]["refused"] >= 100
         assert status["refused_reasons"] == {"no token": peers, "more than 512 bytes before authenticating": 3}
