@@ -163,8 +163,8 @@ def test_an_authenticated_client_cannot_hold_a_slot_forever(tmp_path, keystore):
         assert busy.stream.readline().startswith(b"!busy too many connections (cap 4)")
         busy.close()
         # A client that keeps calling is not idle, however long it stays. (The sleeps are the client's
-        # pace: 3 s in all, longer than the idle timeout; a gap reaches 1.5 s only if a call stalls 1 s.)
-        for _ in range(6):
+        # pace: 2 s in all, longer than the idle timeout; a gap reaches 1.5 s only if a call stalls 1 s.)
+        for _ in range(4):
             time.sleep(0.5)
             assert RawClient.bytes_of(holders[0].call("wrapKey", KEY, "k1"))
         # The others, silent since their handshake, were closed: they read the end of the stream.
