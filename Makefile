@@ -1,7 +1,7 @@
 # pyiceberg-crypto: everything a fresh machine needs is installed by these targets.
 #   make demo   set up, then run the end-to-end demo (encrypted Iceberg table, Python KMS)
 #   make test   set up, then run the whole test-suite on Spark 4.1 and the spine on Spark 3.5
-#   make test-fast  the unit lane: every test that needs no JVM and no system package, with no java on PATH (~3 min)
+#   make test-fast  the unit lane: every test that needs no JVM and no system package, with no java on PATH (< 3 min)
 #   make bench  set up, then run the benchmarks and write bench/RESULTS.md (bench-quick: tiny sizes)
 #   make dist   build the sdist and the wheel in build's isolated environment (only `build` installed,
 #               in .cache/build-venv; the wheel carries the Maven-built bridge jar), and beside them
@@ -186,18 +186,25 @@ test: setup system-packages
 	echo "======== the JVM archive ($(JVM_ARCHIVE_LOG)) ========"; cat $(JVM_ARCHIVE_LOG); \
 	exit $$status
 
-# The unit lane (~3 min): every test that starts no JVM (-m 'not jvm', tests/conftest.py), run with
-# no java on PATH and no JAVA_HOME, so a test that needs one fails loudly instead of passing here
-# by luck. Needs the venv only: no jars, no Maven, no Java. The vectors Java made are committed
+# The unit lane (under 3 min on 2 cores: docs/how-to/develop.md, "The unit lane's time"): every
+# test that starts no JVM (-m 'not jvm', tests/conftest.py), run with no java on PATH and no
+# JAVA_HOME, so a test that needs one fails loudly instead of passing here by luck. Needs the venv only: no jars, no Maven, no Java. The vectors Java made are committed
 # (tests/formats/fixtures/java); `make test` checks them against Java again. Without the built jars
 # (make jars) the tests that read them (-m jars) skip, saying so; without the pinned ones (make
 # runtime-jars) PYICEBERG_CRYPTO_JARS is left unset: the builders then name Maven coordinates, and
 # the two tests of the downloaded jars skip, saying so.
+#
+# Bytecode goes to PYCACHE (gitignored), also where PYTHONDONTWRITEBYTECODE is set (as in many
+# containers): the venv is installed --no-compile, so without it each of the ~130 Python processes
+# the lane starts (kms serve, the console script, attackers) compiled every module it imported, and
+# pytest rewrote and compiled the ~240 test modules, at every run: 11 s of collecting, ~60 CPU-s.
+# The first run fills it (~20 CPU-s); nothing is written beside the sources or into the venv.
 NO_JAVA_BIN := .cache/no-java-bin
+PYCACHE := $(CURDIR)/.cache/pycache
 test-fast: venv
 	@path=$$($(PY) -m tests.path_without_java $(NO_JAVA_BIN)) && \
 	if [ -f $(RUNTIME_JARS)/.complete ]; then jars=; else jars="-u PYICEBERG_CRYPTO_JARS"; fi && \
-	env -u JAVA_HOME $$jars PATH="$$path" $(PY) -m pytest -m 'not (jvm or system_packages)' -p no:cacheprovider \
+	env -u JAVA_HOME -u PYTHONDONTWRITEBYTECODE $$jars PATH="$$path" PYTHONPYCACHEPREFIX="$(PYCACHE)" $(PY) -m pytest -m 'not (jvm or system_packages)' -p no:cacheprovider \
 		--basetemp=$(TEST_TMP)-fast $(PYTEST_ARGS)
 
 # The fuzzing harness's long run (tests/fuzz, README "Security design"): random, FUZZ_EXAMPLES

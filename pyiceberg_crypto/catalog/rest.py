@@ -34,7 +34,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,7 +90,9 @@ class RestCatalog:
                  oauth2_server_uri: str | None = None, headers: Mapping[str, str] | None = None,
                  timeout: float = CATALOG_TIMEOUT_SECONDS, ssl_context: ssl.SSLContext | None = None,
                  allow_plain_http: bool = False, max_pages: int = MAX_PAGES,
-                 max_namespaces: int = MAX_NAMESPACES, max_depth: int = MAX_DEPTH):
+                 max_namespaces: int = MAX_NAMESPACES, max_depth: int = MAX_DEPTH,
+                 clock: Callable[[], float] = time.monotonic):
+        # clock: the monotonic seconds a token's expires_in is counted on (tests drive it).
         if not uri.startswith(("http://", "https://")):
             raise CatalogError(f"a REST catalog URI starts with http:// or https://, got {uri!r}")
         if timeout <= 0:
@@ -100,7 +102,8 @@ class RestCatalog:
         self.timeout = timeout
         self.max_pages, self.max_namespaces, self.max_depth = max_pages, max_namespaces, max_depth
         self._token = token
-        self._token_refresh_at: float | None = None  # monotonic time: exchange the credential again
+        self._token_refresh_at: float | None = None  # on clock: exchange the credential again
+        self._clock = clock
         self._credential = credential
         self._scope = scope
         self._oauth2_server_uri = oauth2_server_uri or f"{self.uri}/v1/oauth/tokens"
@@ -268,7 +271,7 @@ class RestCatalog:
 
     def _bearer_token(self) -> str | None:
         with self._lock:
-            expired = self._token_refresh_at is not None and time.monotonic() >= self._token_refresh_at
+            expired = self._token_refresh_at is not None and self._clock() >= self._token_refresh_at
             if self._credential and (self._token is None or expired):
                 self._token, self._token_refresh_at = self._exchange_credential()
             return self._token
@@ -279,7 +282,7 @@ class RestCatalog:
         form = {"grant_type": "client_credentials", "client_secret": secret, "scope": self._scope}
         if client_id:
             form["client_id"] = client_id
-        asked = time.monotonic()
+        asked = self._clock()
         request = urllib.request.Request(self._oauth2_server_uri, data=urllib.parse.urlencode(form).encode(),
                                          headers={"Content-Type": "application/x-www-form-urlencoded"},
                                          method="POST")

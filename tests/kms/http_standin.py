@@ -53,7 +53,7 @@ class HttpStandIn:
             self.server.socket = tls_context.wrap_socket(self.server.socket, server_side=True)
         scheme = "https" if tls_context is not None else "http"
         self.base_url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
 
     def close(self) -> None:
         self.server.shutdown()

@@ -45,7 +45,7 @@ class RestProxy:
         self.stripped = 0
         self.vended = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
 
     @property
     def uri(self) -> str:

@@ -203,7 +203,7 @@ def test_rest_catalog_a_file_other_than_the_served_metadata_is_tampered(spark, r
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Serving)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     try:
         with pytest.raises(ReadIntegrityError, match="differs from the table metadata the REST catalog serves"):
             read_table(f"{rest_table['namespace']}.orders", KeystoreKms(rest_table["keystore"]),
@@ -267,7 +267,7 @@ def test_rest_catalog_client_exchanges_its_credential_and_sends_the_token_never_
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Catalog)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     try:
         client = RestCatalog.from_properties({"uri": f"http://127.0.0.1:{server.server_port}",
                                               "credential": "reader:s3cret", "warehouse": "lake",

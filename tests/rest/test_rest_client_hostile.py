@@ -81,7 +81,7 @@ def serving(route, *, tls: ssl.SSLContext | None = None):
     server.daemon_threads = True
     if tls is not None:
         server.socket = tls.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield f"{'https' if tls else 'http'}://127.0.0.1:{server.server_port}", recorder
@@ -324,8 +324,6 @@ def test_a_credential_token_is_exchanged_again_before_it_expires_and_after_a_401
             token = f"tok-{len(issued)}"
             issued.append(token)
             accepted.add(token)
-            # 3 s: the first call's requests fit in the 2.4 s before the exchange is due, however
-            # loaded the machine (with 1 s, a 0.8 s stall made the first call exchange twice).
             return ok({"access_token": token, "token_type": "bearer", "expires_in": 3})
         auth = handler.headers.get("Authorization", "")
         if auth.removeprefix("Bearer ") not in accepted:
@@ -334,11 +332,15 @@ def test_a_credential_token_is_exchanged_again_before_it_expires_and_after_a_401
             return ok(CONFIG)
         return ok({"namespaces": []})
 
+    now = [1000.0]  # the client's clock: time passes when the test says so, however loaded the machine
     with serving(route) as (uri, seen):
-        client = RestCatalog(uri, credential="reader:s3cret", timeout=10)
+        client = RestCatalog(uri, credential="reader:s3cret", timeout=10, clock=lambda: now[0])
         assert client.list_namespaces() == []
         assert issued == ["tok-0"]
-        time.sleep(2.5)  # 80 % of expires_in has passed: the next call exchanges the credential first
+        now[0] += 2.3  # short of 80 % of expires_in: the token is still used
+        assert client.list_namespaces() == []
+        assert issued == ["tok-0"]
+        now[0] += 0.2  # 80 % of expires_in has passed: the next call exchanges the credential first
         assert client.list_namespaces() == []
         assert issued == ["tok-0", "tok-1"]
         assert seen.requests[-1][2] == "Bearer tok-1"

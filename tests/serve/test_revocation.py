@@ -102,9 +102,13 @@ def test_revocation_a_removed_credentials_section_is_refused_within_seconds(tmp_
 
         # A file that does not load (mid-edit, wrong mode) keeps the credentials in force.
         (face.credentials).write_text("[trino]\naws_access_key_id = \n")
-        time.sleep(1.5)
+
+        def kept_after_a_look() -> bool:  # the face looks at the file on a request, every 0.5 s at most
+            assert trino.decrypt(CiphertextBlob=blob)["Plaintext"] == b"s" * 32  # every call: still in force
+            return "does not load, keeping the previous credentials" in face.service.log()
+
+        eventually(kept_after_a_look, 10, interval=0.2, retry_on=(), message="the face reading the broken file")
         assert trino.decrypt(CiphertextBlob=blob)["Plaintext"] == b"s" * 32
-        assert "does not load, keeping the previous credentials" in face.service.log()
         _write_private(face.credentials, TWO_CLIENTS)  # given back: in force again, still no restart
         eventually(lambda: spark.decrypt(CiphertextBlob=blob)["Plaintext"] == b"s" * 32, 10, interval=0.1,
                    message="the client given back")

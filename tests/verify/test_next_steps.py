@@ -44,7 +44,7 @@ class _NotFound(BaseHTTPRequestHandler):
 @pytest.fixture
 def empty_rest_catalog():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _NotFound)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()

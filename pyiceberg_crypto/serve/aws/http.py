@@ -189,6 +189,7 @@ class JsonHttpListener:
             return
         self._closed.set()
         if self._listener is not None:
+            _shutdown(self._listener)  # wakes the accept loop at once (a close alone waits for its 0.5 s timeout)
             self._listener.close()
         with self._lock:
             connections = list(self._connections)
