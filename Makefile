@@ -155,13 +155,14 @@ jvm-archive: $(JVM_ARCHIVE)
 $(JVM_ARCHIVE): tests/jvm_archive.py $(VENV)/.installed $(BRIDGE_JAR) $(RUNTIME_JARS)/.complete
 	$(PY) -m tests.jvm_archive $@
 
+# Bytecode of every lane goes to PYCACHE, as the unit lane's does (see test-fast below).
 test: setup system-packages
 	@mkdir -p .cache
 	@$(MAKE) --no-print-directory jvm-archive > $(JVM_ARCHIVE_LOG) 2>&1 &
 	@rm -rf $(TEST_DIST) && { $(MAKE) --no-print-directory dist DIST_DIR=$(TEST_DIST) > $(TEST_DIST_LOG) 2>&1; \
 		status=$$?; mkdir -p $(TEST_DIST) && echo $$status > $(TEST_DIST_STATUS); } &
 	export PYICEBERG_CRYPTO_TEST_DIST=$(CURDIR)/$(TEST_DIST) PYICEBERG_CRYPTO_TEST_DIST_STATUS=$(CURDIR)/$(TEST_DIST_STATUS) \
-		PYICEBERG_CRYPTO_TEST_JVM_ARCHIVE=1; \
+		PYICEBERG_CRYPTO_TEST_JVM_ARCHIVE=1 PYTHONPYCACHEPREFIX="$(PYCACHE)"; unset PYTHONDONTWRITEBYTECODE; \
 	{ $(MAKE) --no-print-directory setup-spark3.5 trino-jars > $(SPARK35_LOG) 2>&1 && \
 	  $(PY35) -m pytest -m spine -p no:cacheprovider --basetemp=$(TEST_TMP)-3.5 --junitxml=.cache/junit-spark3.5.xml $(PYTEST_ARGS) \
 		>> $(SPARK35_LOG) 2>&1; spine=$$?; \
