@@ -59,6 +59,16 @@ _ROTATED = re.compile(r"\.(\d+)$")
 log = logging.getLogger("pyiceberg_crypto.kms.serve")
 
 
+def _open_for_append(path: Path, what: str) -> int:
+    """``path`` opened to append to (made 0600 when new, never through a symlink), once its directory
+    passed the operator-file check; FileAccessError naming ``what`` otherwise. The caller checks the file."""
+    _check_directory(path.parent, what, FileAccessError)
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise FileAccessError(f"cannot open the {what} {path}: {_symlink_or(exc)}") from None
+
+
 def _check_directory(directory: Path, what: str, error: type[Exception]) -> None:
     """The operator-file check of ``directory`` (:func:`~pyiceberg_crypto.bridge.files.check_operator_directory`:
     owned by this user or root, not writable by others), a directory writable by others accepted
@@ -386,11 +396,7 @@ class AuditTrail:
         return tail
 
     def _open_witness(self) -> None:
-        _check_directory(self.witness.parent, "audit witness", FileAccessError)
-        try:
-            fd = os.open(self.witness, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            raise FileAccessError(f"cannot open the audit witness {self.witness}: {_symlink_or(exc)}") from None
+        fd = _open_for_append(self.witness, "audit witness")
         try:
             _check_file(fd, self.witness, "audit witness", FileAccessError)
         except BaseException:
@@ -417,11 +423,7 @@ class AuditTrail:
             tail.mismatch = f"the witness {self.witness} holds another digest {n} than the trail"
 
     def _open_file(self) -> None:
-        _check_directory(self.path.parent, "audit trail", FileAccessError)
-        try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            raise FileAccessError(f"cannot open the audit trail {self.path}: {_symlink_or(exc)}") from None
+        fd = _open_for_append(self.path, "audit trail")
         try:
             info = _check_file(fd, self.path, "audit trail", FileAccessError)
             for attempt in range(50):  # a verify holds a shared lock for an instant: not a service
