@@ -314,6 +314,7 @@ NO_BAD_INPUT = {
     "pyiceberg_crypto.config.configure_spark_with_encryption": "duck-typed on a builder's .config(); the settings are "
                                                                "checked where they were made",
     "pyiceberg_crypto.config.local_spark_builder": "returns a builder; Spark itself judges the master when it starts",
+    "pyiceberg_crypto.formats.magics.plaintext_format": "any bytes have an answer: a format name, or None",
     "pyiceberg_crypto.bridge.redaction.redact_in_py4j_logs": "any text is a token to keep out of Py4J's logs",
     "pyiceberg_crypto.kms.aws_face_blob.is_face_blob": "a predicate: False for bytes that are not a face blob",
     "pyiceberg_crypto.verify.report.report_schema": "takes no arguments",

@@ -31,6 +31,7 @@ from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto import config
 from pyiceberg_crypto.adopt.rows import partition_key_expressions, rows_fingerprint
 from pyiceberg_crypto.catalog.spark import split_table_name
+from pyiceberg_crypto.formats.magics import plaintext_format
 from pyiceberg_crypto.errors import IntegrityError, InvalidArgumentError, OperationError
 from pyiceberg_crypto.properties import KEY_ID
 from pyiceberg_crypto.spark.java import java_line, java_list, java_map
@@ -582,8 +583,6 @@ def _purge(run: _Run, new, result: AdoptResult, purge_now: bool, purge_after: fl
 
 #: What stays on the original until it is purged (the result's ``not_kept`` lines say so).
 UNTIL_PURGED = "until it is purged"
-#: The first bytes of a plaintext data or manifest file (Parquet, Avro, ORC).
-PLAINTEXT_MAGICS = (b"PAR1", b"Obj\x01", b"ORC")
 #: Files listed under the original's location at most (a bound on the sweep).
 MAX_SWEPT_FILES = 1_000_000
 
@@ -609,7 +608,7 @@ def _sweep(run: _Run, new, original_location: str) -> list[str]:
             if not listing.hasNext():
                 break
             path = str(listing.next().location())
-            if not path.startswith(keep) and _magic(io, path) in PLAINTEXT_MAGICS:
+            if not path.startswith(keep) and plaintext_format(_magic(io, path)) is not None:
                 found.append(path)
         return found
 

@@ -23,7 +23,8 @@ from typing import BinaryIO
 from pyiceberg_crypto.errors import ExtraDataError, FileAccessError, FormatError, IntegrityError, TruncatedError
 from pyiceberg_crypto.formats import ags1
 from pyiceberg_crypto.formats.key_metadata import StandardKeyMetadata
-from pyiceberg_crypto.formats.parquet.reader import MAGIC_ENCRYPTED, MAGIC_PLAIN, ParquetKeys
+from pyiceberg_crypto.formats.magics import AVRO_MAGIC, PUFFIN_MAGIC, plaintext_format
+from pyiceberg_crypto.formats.parquet.reader import MAGIC_ENCRYPTED, ParquetKeys
 from pyiceberg_crypto.formats.parquet.verify import verify_parquet
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.safe_text import quote_bytes
@@ -42,11 +43,6 @@ __all__ = ["FileTask"]
 
 AGS1_MAGIC = ags1.MAGIC
 PARQUET_ENCRYPTED_MAGIC = MAGIC_ENCRYPTED
-AVRO_MAGIC = b"Obj\x01"
-PUFFIN_MAGIC = b"PFA1"
-PARQUET_MAGIC = MAGIC_PLAIN
-#: Magics of the plaintext formats an Iceberg table holds: such a file in an encrypted table is a leak.
-PLAINTEXT_MAGICS = {AVRO_MAGIC: "Avro", PUFFIN_MAGIC: "Puffin", PARQUET_MAGIC: "Parquet", b"ORC": "ORC"}
 #: The detail (and ``reason`` code) of an encrypted-looking file the table records no key for
 #: (the plan and forensics reword it for manifest lists and statistics files).
 NO_KEY_METADATA = "the table records no key metadata for this file"
@@ -179,13 +175,6 @@ def _check_open_file(task: FileTask, handle: BinaryIO, size: int,
     if task.file_format in ("AVRO", "PUFFIN"):
         return _check_ags1(task, handle, key, magic, trusted, keep_plaintext)
     return finding_for(task, UNVERIFIABLE, f"{task.file_format} files are not encrypted by Iceberg"), None
-
-
-def plaintext_format(magic: bytes) -> str | None:
-    for prefix, name in PLAINTEXT_MAGICS.items():
-        if magic.startswith(prefix):
-            return name
-    return None
 
 
 def _check_ags1(task: FileTask, handle: BinaryIO, key: StandardKeyMetadata, magic: bytes, trusted: int | None,

@@ -37,7 +37,6 @@ from tests.serve.test_governance import (
     _trail,
     _verify,
 )
-from tests.serve.raw_client import RawClient
 from tests.testkit import eventually
 
 pytestmark = pytest.mark.balance
@@ -176,10 +175,7 @@ def test_audit_trail_middle_rotated_file_deleted_fails_verify(tmp_path):
 
 
 def test_audit_trail_tail_cut_after_the_last_digest_is_found_with_the_witness(tmp_path):
-    witness_dir = tmp_path / "elsewhere"
-    witness_dir.mkdir(mode=0o700)
-    witness = witness_dir / "kms-audit.witness"
-    face = _governed(tmp_path, extra=["--audit-digest-every", "4", "--audit-witness", str(witness)])
+    face, witness = _witnessed(tmp_path)
     try:
         _ops(face, 8)
         _restart(face)  # two runs: the cut below ends at the first run's stop digest, a trail that looks whole
@@ -188,14 +184,14 @@ def test_audit_trail_tail_cut_after_the_last_digest_is_found_with_the_witness(tm
         face.stop()
     trail = _trail(tmp_path)
     assert _verify(trail, _key_file(tmp_path)).returncode == 0
-    whole = _verify_with_witness(trail, tmp_path, witness)
+    whole = _verify(trail, _key_file(tmp_path), witness)
     assert whole.returncode == 0 and "reaches the witness's last digest" in whole.stdout, whole.stdout
     lines = _lines(trail)
     records = [json.loads(line) for line in lines]
     first_stop = next(i for i, r in enumerate(records) if r.get("reason") == "stop")
     trail.write_bytes(b"\n".join(lines[:first_stop + 1]) + b"\n")
     assert _verify(trail, _key_file(tmp_path)).returncode == 0  # without the witness: undetectable (documented)
-    result = _verify_with_witness(trail, tmp_path, witness)
+    result = _verify(trail, _key_file(tmp_path), witness)
     last = json.loads(witness.read_bytes().split(b"\n")[-2])
     assert result.returncode == 1, result.stdout
     assert f"the trail is cut: the witness {witness} holds digest {last['n']}" in result.stdout, result.stdout
@@ -206,24 +202,19 @@ def test_audit_trail_tail_cut_after_the_last_digest_is_found_with_the_witness(tm
     assert result.returncode == 1 and "does not end with a stop digest" in result.stdout, result.stdout
 
 
-def _verify_with_witness(trail: Path, tmp_path: Path, witness: Path) -> subprocess.CompletedProcess:
-    import sys
-
-    from tests.serve.service_process import ROOT
-
-    args = [sys.executable, "-m", "pyiceberg_crypto.cli.main", "kms", "audit-log", "verify", str(trail),
-            "--key-file", str(_key_file(tmp_path)), "--witness", str(witness)]
-    return subprocess.run(args, capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+def _witnessed(tmp_path: Path):
+    """A governed service (a digest every 4 lines) whose witness is in a directory of its own: (face, witness)."""
+    witness_dir = tmp_path / "elsewhere"
+    witness_dir.mkdir(mode=0o700)
+    witness = witness_dir / "kms-audit.witness"
+    return _governed(tmp_path, extra=["--audit-digest-every", "4", "--audit-witness", str(witness)]), witness
 
 
 # --- restarts: the tail is checked before anything is appended ------------------------------------
 
 
 def test_audit_trail_restart_on_a_cut_tail_records_it_in_a_signed_line(tmp_path):
-    witness_dir = tmp_path / "elsewhere"
-    witness_dir.mkdir(mode=0o700)
-    witness = witness_dir / "kms-audit.witness"
-    face = _governed(tmp_path, extra=["--audit-digest-every", "4", "--audit-witness", str(witness)])
+    face, witness = _witnessed(tmp_path)
     try:
         _ops(face, 10)
         face.stop()

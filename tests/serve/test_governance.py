@@ -104,13 +104,15 @@ def _records(tmp_path: Path) -> list[dict]:
     return [json.loads(line) for line in _trail(tmp_path).read_text().splitlines()]
 
 
-def _verify(path: Path, key_file: Path | None = None) -> subprocess.CompletedProcess:
+def _verify(path: Path, key_file: Path | None = None, witness: Path | None = None) -> subprocess.CompletedProcess:
     """``pyiceberg-crypto kms audit-log verify`` run by the CLI's ``main`` in this process (its exit
     status and output): the verification is under test here, not the process boundary (the console
     script's own process: tests/cli/test_inspect_ags1.py); a process each cost ~0.4 s."""
     args = ["kms", "audit-log", "verify", str(path)]
     if key_file is not None:
         args += ["--key-file", str(key_file)]
+    if witness is not None:
+        args += ["--witness", str(witness)]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = main(args)
