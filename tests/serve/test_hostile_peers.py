@@ -260,16 +260,11 @@ def test_the_metrics_port_caps_connections_and_reaps_idle_ones(tmp_path, keystor
     try:
         pid = service.process.pid
         before = _threads(pid)
-        # In bursts of 50, each followed by a scrape (answered once the listener has accepted every
-        # connection queued before it): no burst overflows the listen backlog (64), so no connect
-        # waits for the kernel's 1 s SYN retry (200 in a row lost ~3 s to them).
-        for i in range(200):
+        for _ in range(200):
             try:
                 idle.append(socket.create_connection(("127.0.0.1", port), timeout=5))
             except OSError:
                 break
-            if i % 50 == 49:
-                assert _get(f"http://127.0.0.1:{port}/metrics")[0] == 200
         time.sleep(1.0)  # time for threads to appear: on a loaded machine the check is weaker, never flaky
         assert _threads(pid) - before <= 40, (before, _threads(pid))
         # 10 s idle, up to 40 s on a loaded machine: short of kept for good (recv below would time out).
