@@ -12,11 +12,7 @@ import ipaddress
 
 from pyiceberg_crypto.errors import InvalidArgumentError
 
-__all__ = ["LISTEN_BACKLOG", "is_loopback_host", "listen_address", "parse_listen"]
-
-#: The accept queue of every listener of the package (the bridge's callback server, both faces of
-#: ``kms serve``): a burst of connections waits there instead of being refused by the kernel.
-LISTEN_BACKLOG = 1024
+__all__ = ["is_loopback_host", "listen_address", "parse_listen"]
 
 
 def is_loopback_host(host: str) -> bool:

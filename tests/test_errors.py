@@ -51,7 +51,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     from pyiceberg_crypto.demo import external as demo_external
     from pyiceberg_crypto.catalog import commit as catalog_commit
     from pyiceberg_crypto.catalog import entry, kinds, spark
-    from pyiceberg_crypto.bridge import tls
+    from pyiceberg_crypto.listener import tls
     from pyiceberg_crypto.kms import aws_face_blob as fb
     from pyiceberg_crypto.read import schema as read_schema
     from pyiceberg_crypto.serve.aws import sigv4
@@ -67,7 +67,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     from pyiceberg_crypto.table import metadata
     from pyiceberg_crypto.verify import pipeline
 
-    from pyiceberg_crypto.bridge import files
+    from pyiceberg_crypto.listener import files
     from pyiceberg_crypto.keys.reencrypt import compromised_version_set, table_compromised_versions
     from pyiceberg_crypto.kms import InMemoryKms
 
@@ -94,11 +94,11 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
             run_batch=lake.local_batch_runner())),
         "pyiceberg_crypto.audit.lake.local_batch_runner": (InvalidArgumentError, lambda: lake.local_batch_runner(threads=-1)),
         "pyiceberg_crypto.bridge.registration.register_kms": (ArgumentTypeError, lambda: bridge.register_kms(NOT_SPARK, object())),
-        "pyiceberg_crypto.bridge.files.check_operator_directory": (
+        "pyiceberg_crypto.listener.files.check_operator_directory": (
             FileAccessError, lambda: files.check_operator_directory(world_writable, "token")),
-        "pyiceberg_crypto.bridge.files.read_operator_file": (
+        "pyiceberg_crypto.listener.files.read_operator_file": (
             FileAccessError, lambda: files.read_operator_file(tmp_path / "missing-token", "token")),
-        "pyiceberg_crypto.bridge.files.write_private_file": (
+        "pyiceberg_crypto.listener.files.write_private_file": (
             PyicebergCryptoError, lambda: files.write_private_file(tmp_path / "missing" / "token", b"t")),
         "pyiceberg_crypto.formats.deletion_vector.parse_deletion_vector": (
             PyicebergCryptoError, lambda: deletion_vector.parse_deletion_vector(b"junk")),
@@ -166,7 +166,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.catalog.rest.rest_catalog": (CatalogError, lambda: rest_catalog_module.rest_catalog({"uri": "gs://x"})),
         "pyiceberg_crypto.catalog.spark.spark_table_parameters": (
             ArgumentTypeError, lambda: spark.spark_table_parameters(NOT_SPARK, {}, "db", "t")),
-        "pyiceberg_crypto.bridge.tls.server_context": (PyicebergCryptoError, lambda: tls.server_context(b"x", b"y")),
+        "pyiceberg_crypto.listener.tls.server_context": (PyicebergCryptoError, lambda: tls.server_context(b"x", b"y")),
         "pyiceberg_crypto.formats.manifest_list_key.decrypt_manifest_list_key_metadata": (
             PyicebergCryptoError, lambda: manifest_list_key.decrypt_manifest_list_key_metadata(b"short", b"x" * 40, "0")),
         "pyiceberg_crypto.formats.parquet.aad.module_aad": (

@@ -6,9 +6,11 @@
                                                      the old names of renamed classes)
     base      formats, io, kms, jars,                bytes, storage (FileIO only), keys, JVM artifacts,
               catalog.kinds, engines, spark,         which catalogs encrypt (the catalog package's base),
-              each_table                             what each engine reads (pure facts), Py4J's Java
+              each_table, listener                   what each engine reads (pure facts), Py4J's Java
                                                      objects seen from Python (spark.java); each_table:
-                                                     running every table with a report (adopt, keys)
+                                                     running every table with a report (adopt, keys);
+                                                     listener: the server plumbing bridge and serve
+                                                     share (operator files, TLS, loopback, backlog)
     platform  config, bridge                         Spark settings, the in-process Py4J bridge
     table     table, catalog                         the table model; catalogs (Hive, REST, through
                                                      Spark, the JVM-free commits), which build on it
@@ -39,6 +41,7 @@ RANKS = {
     "__init__": 0, "errors": 0, "properties": 0, "safe_text": 0, "exit_status": 0, "_log": 0, "_atomic": 0, "_net": 0,
     "_prometheus": 0, "_deprecated": 0,
     "formats": 1, "io": 1, "kms": 1, "jars": 1, "catalog.kinds": 1, "engines": 1, "spark": 1, "each_table": 1,
+    "listener": 1,
     "config": 2, "bridge": 2,
     "table": 3, "catalog": 3,
     "verify": 4, "read": 4, "keys": 4, "adopt": 4,

@@ -1,7 +1,7 @@
 """The in-process bridge between Iceberg's JVMs (driver and executors) and a Python KMS: registration
-(``register_kms``), the authenticated Py4J callback server (loopback by default; its handshake, TLS,
-files and limits) and the adapter the JVM calls. ``kms serve`` (:mod:`pyiceberg_crypto.serve`) serves
-through the same callback server."""
+(``register_kms``), the authenticated Py4J callback server (loopback by default; its handshake and
+limits; TLS and the operator's files are :mod:`pyiceberg_crypto.listener`'s) and the adapter the JVM
+calls. ``kms serve`` (:mod:`pyiceberg_crypto.serve`) serves through the same callback server."""
 
 from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto.errors import InvalidArgumentError, SetupError

@@ -17,10 +17,10 @@ connections *without* an auth token, so any local process could call a registere
 - shuts down promptly (short accept timeout, daemon threads).
 
 The listener is built in rooms, one job each: :mod:`.py4j_server` (the Py4J server and connection
-subclasses: caps, deadlines, bounded calls), :mod:`.handshake` (token authentication), :mod:`.tls`
-(the certificate JVMs pin) and :mod:`.files` (token and key files only their owner can write).
-This module is the public class, :class:`KmsCallbackServer`, and keeps the names the others
-imported from here.
+subclasses: caps, deadlines, bounded calls), :mod:`.handshake` (token authentication), and, shared
+with ``kms serve``, :mod:`pyiceberg_crypto.listener` (the certificate JVMs pin, the operator's
+files, loopback and the accept queue). This module is the public class, :class:`KmsCallbackServer`,
+and keeps the names the others imported from here (``LOOPBACK``).
 """
 
 from __future__ import annotations
@@ -31,12 +31,10 @@ from collections.abc import Callable
 from py4j.java_gateway import CallbackServerParameters, GatewayClient, PythonProxyPool
 
 from pyiceberg_crypto.bridge.handshake import CLIENT_ROLE, DRIVER_ROLE
-from pyiceberg_crypto._net import LISTEN_BACKLOG
 from pyiceberg_crypto.bridge.py4j_server import ConnectionLimits, KmsPy4jServer
 from pyiceberg_crypto.bridge.redaction import redact_in_py4j_logs
-from pyiceberg_crypto.bridge.tls import TlsIdentity
-
-LOOPBACK = "127.0.0.1"
+from pyiceberg_crypto.listener.sockets import LISTEN_BACKLOG, LOOPBACK
+from pyiceberg_crypto.listener.tls import TlsIdentity
 
 
 class KmsCallbackServer:

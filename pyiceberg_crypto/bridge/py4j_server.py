@@ -33,9 +33,9 @@ from py4j import protocol as proto
 from py4j.java_gateway import CallbackConnection, CallbackServer
 from py4j.protocol import get_command_part
 
-from pyiceberg_crypto._net import LISTEN_BACKLOG
 from pyiceberg_crypto.bridge.handshake import DRIVER_ROLE, HandshakeRefusedError, authenticate
-from pyiceberg_crypto.bridge.tls import TLS_HANDSHAKE_TIMEOUT_SECONDS
+from pyiceberg_crypto.listener.sockets import LISTEN_BACKLOG
+from pyiceberg_crypto.listener.tls import TLS_HANDSHAKE_TIMEOUT_SECONDS
 from pyiceberg_crypto.errors import InvalidArgumentError
 
 #: Accept queue length (py4j's default of 5 made every 7th of 1,000 connect/close cycles wait 1 s).

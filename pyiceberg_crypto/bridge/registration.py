@@ -32,7 +32,8 @@ from py4j.java_gateway import JavaClass
 
 from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter, KmsCallStats
-from pyiceberg_crypto.bridge.callback_server import KmsCallbackServer, LOOPBACK
+from pyiceberg_crypto.bridge.callback_server import KmsCallbackServer
+from pyiceberg_crypto.listener.sockets import LOOPBACK
 from pyiceberg_crypto.bridge.redaction import redact_in_py4j_logs
 from pyiceberg_crypto.errors import (
     CONNECT_NEXT_STEP,

@@ -38,6 +38,7 @@ from typing import Any
 
 from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto.errors import FileAccessError, InvalidArgumentError
+from pyiceberg_crypto.listener.files import check_operator_directory, read_operator_file
 
 __all__ = ["GENESIS", "AuditTrail", "TrailReport", "load_or_create_audit_key",
            "rotated_files", "verify_trail"]
@@ -70,12 +71,10 @@ def _open_for_append(path: Path, what: str) -> int:
 
 
 def _check_directory(directory: Path, what: str, error: type[Exception]) -> None:
-    """The operator-file check of ``directory`` (:func:`~pyiceberg_crypto.bridge.files.check_operator_directory`:
+    """The operator-file check of ``directory`` (:func:`~pyiceberg_crypto.listener.files.check_operator_directory`:
     owned by this user or root, not writable by others), a directory writable by others accepted
     only with the sticky bit (others cannot rename or remove this user's files in it). A missing
     directory is left to the open that follows (its error names it)."""
-    from pyiceberg_crypto.bridge.files import check_operator_directory
-
     try:
         info = os.stat(directory)
     except OSError:
@@ -107,8 +106,6 @@ def load_or_create_audit_key(path: str | os.PathLike, *, create: bool = True) ->
     :class:`InvalidArgumentError` if it is unsafe (a symlink, another user's, readable by others, in a
     directory others can write) or malformed. ``create=False`` (``audit-log verify --key-file``):
     read only, the owner not checked (an auditor may verify as another user)."""
-    from pyiceberg_crypto.bridge.files import read_operator_file
-
     path = Path(path)
     if create:
         if not path.parent.is_dir():

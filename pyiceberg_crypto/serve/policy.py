@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pyiceberg_crypto._deprecated import renamed_classes
-from pyiceberg_crypto.bridge.files import read_operator_file
+from pyiceberg_crypto.listener.files import read_operator_file
 from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError
 from pyiceberg_crypto.kms.key_ids import canonical_key_id
 

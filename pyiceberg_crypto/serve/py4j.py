@@ -13,7 +13,8 @@ server, Spark Connect, JVM jobs).
 The command line is ``pyiceberg-crypto kms serve`` (:mod:`pyiceberg_crypto.cli.kms_cmd`). The JVM
 side is the bridge's ``PythonKmsClient`` configured by catalog properties that
 :func:`pyiceberg_crypto.config.kms_service_properties` renders. The listener itself (token
-handshake, TLS, connection caps) is the bridge's :class:`~pyiceberg_crypto.bridge.callback_server.KmsCallbackServer`.
+handshake, connection caps) is the bridge's :class:`~pyiceberg_crypto.bridge.callback_server.KmsCallbackServer`;
+its TLS and token files are :mod:`pyiceberg_crypto.listener`'s, as the AWS face's are.
 
 Security model: the token authenticates callers (a JVM that reads the token file, or an executor
 that got the token inside its task from a driver that read it); the face listens on loopback
@@ -40,13 +41,13 @@ from pyiceberg_crypto._net import listen_address, parse_listen
 from pyiceberg_crypto._prometheus import counter, gauge, histogram, render
 from pyiceberg_crypto._prometheus import LATENCY_BUCKETS
 from pyiceberg_crypto.bridge.adapter import KmsCallbackAdapter, OperationStats
-from pyiceberg_crypto.bridge.callback_server import KmsCallbackServer, LOOPBACK
-from pyiceberg_crypto.bridge.py4j_server import ConnectionLimits
-from pyiceberg_crypto.bridge.files import check_operator_directory, write_private_file
+from pyiceberg_crypto.bridge.callback_server import KmsCallbackServer
 from pyiceberg_crypto.bridge.handshake import MAX_AUTH_BYTES
-from pyiceberg_crypto.bridge.py4j_server import CALLER, EVICTED, MAX_LINE_BYTES, MAX_PARAMS
+from pyiceberg_crypto.bridge.py4j_server import CALLER, EVICTED, MAX_LINE_BYTES, MAX_PARAMS, ConnectionLimits
 from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient
-from pyiceberg_crypto.bridge.tls import TlsIdentity
+from pyiceberg_crypto.listener.files import check_operator_directory, write_private_file
+from pyiceberg_crypto.listener.sockets import LOOPBACK
+from pyiceberg_crypto.listener.tls import TlsIdentity
 from pyiceberg_crypto.serve.served_kms import RateLimitedLog, ServedKms
 
 if TYPE_CHECKING:

@@ -24,6 +24,7 @@ from pathlib import Path
 from pyiceberg_crypto.bridge.py4j_server import ConnectionLimits
 from pyiceberg_crypto.errors import InvalidArgumentError, PyicebergCryptoError, SetupError
 from pyiceberg_crypto.exit_status import ExitStatus
+from pyiceberg_crypto.listener.sockets import LOOPBACK
 from pyiceberg_crypto.properties import KMS_IMPL
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.serve.served_kms import SERVED_KMS_TIMEOUT_SECONDS
@@ -62,7 +63,7 @@ class ServiceOptions:
     kms: str
     token_file: str
     kms_properties: Mapping[str, str] = field(default_factory=dict)
-    listen: str = "127.0.0.1:9600"
+    listen: str = f"{LOOPBACK}:9600"
     status_file: str | None = None
     kms_timeout: float = SERVED_KMS_TIMEOUT_SECONDS
     tls_key_file: str | None = None
@@ -84,7 +85,7 @@ class ServiceOptions:
 
 def loopback_by_default(value: str) -> str:
     """``[HOST:]PORT`` (``--aws-kms-api``, ``--metrics``) as ``HOST:PORT``, HOST 127.0.0.1 when left out."""
-    return value if ":" in value else f"127.0.0.1:{value}"
+    return value if ":" in value else f"{LOOPBACK}:{value}"
 
 
 class KmsService:

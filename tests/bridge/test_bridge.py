@@ -11,7 +11,7 @@ import pytest
 
 from pyiceberg_crypto.errors import SetupError
 from pyiceberg_crypto.bridge import register_kms, registered
-from pyiceberg_crypto.bridge.callback_server import LOOPBACK
+from pyiceberg_crypto.listener.sockets import LOOPBACK
 from pyiceberg_crypto.bridge.py4j_server import read_params
 from pyiceberg_crypto.kms import InMemoryKms
 

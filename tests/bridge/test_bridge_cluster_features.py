@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from pyiceberg_crypto.bridge import register_kms
-from pyiceberg_crypto.bridge.tls import TlsIdentity
+from pyiceberg_crypto.listener.tls import TlsIdentity
 from pyiceberg_crypto.bridge.registration import _advertised_host
 from pyiceberg_crypto.kms import InMemoryKms, KmsError
 

@@ -38,8 +38,8 @@ from typing import Any
 from pyiceberg_crypto._net import is_loopback_host, parse_listen
 from pyiceberg_crypto._prometheus import counter, gauge, histogram, render
 from pyiceberg_crypto._prometheus import LATENCY_BUCKETS
-from pyiceberg_crypto.bridge.callback_server import LOOPBACK
 from pyiceberg_crypto.errors import InvalidArgumentError, SetupError
+from pyiceberg_crypto.listener.sockets import LOOPBACK
 from pyiceberg_crypto.kms import aws_face_blob
 from pyiceberg_crypto.kms.base import KMS_INTERNAL, KeyManagementClient, KmsError, UnknownKeyError
 from pyiceberg_crypto.kms.bounded import KmsCallPool, KmsTimeoutError

@@ -42,10 +42,11 @@ from typing import TYPE_CHECKING, Any
 
 import h11
 
-from pyiceberg_crypto._net import LISTEN_BACKLOG, listen_address
+from pyiceberg_crypto._net import listen_address
 from pyiceberg_crypto._prometheus import LATENCY_BUCKETS
 from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto.errors import ApiError, InvalidArgumentError, SetupError
+from pyiceberg_crypto.listener.sockets import LISTEN_BACKLOG
 from pyiceberg_crypto.serve.served_kms import RateLimitedLog
 
 if TYPE_CHECKING:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyiceberg_crypto._deprecated import renamed_classes
-from pyiceberg_crypto.bridge.files import read_operator_file
+from pyiceberg_crypto.listener.files import read_operator_file
 from pyiceberg_crypto.errors import ApiError, InvalidArgumentError, PyicebergCryptoError
 from pyiceberg_crypto.serve.served_kms import RateLimitedLog
 

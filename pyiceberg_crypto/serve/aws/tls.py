@@ -15,8 +15,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyiceberg_crypto.bridge.files import check_operator_directory, read_operator_file, write_private_file
-from pyiceberg_crypto.bridge.tls import server_context
+from pyiceberg_crypto.listener.files import check_operator_directory, read_operator_file, write_private_file
+from pyiceberg_crypto.listener.tls import server_context
 
 __all__ = ["FaceTls"]
 
