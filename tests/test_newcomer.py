@@ -142,7 +142,7 @@ def test_the_main_wheel_installs_without_the_test_kit_and_the_kit_installs_besid
     assert run(probe, cwd=tmp_path, env=env).stdout.strip().endswith("site-packages/pyiceberg_crypto/testing/__init__.py")
     run([str(venv / "bin" / "python"), "-m", "pip", "uninstall", "-q", "-y", "pyiceberg-crypto-testing"], cwd=tmp_path, env=env)
     assert run(probe, cwd=tmp_path, env=env).stdout.strip() == "None"
-    assert list((venv / "lib").glob("python*/site-packages/pyiceberg_crypto/config.py"))  # the package stays
+    assert list((venv / "lib").glob("python*/site-packages/pyiceberg_crypto/config/__init__.py"))  # the package stays
 
 
 def test_make_dist_installs_only_build_never_the_development_environment(tmp_path):

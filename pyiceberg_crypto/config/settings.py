@@ -1,39 +1,25 @@
-"""Spark and table settings for encrypted Iceberg tables, as plain dicts you can print and diff.
+"""The pure settings builders: Spark, catalog, metastore, jar and table settings as plain dicts.
 
-The builders return ordinary ``{key: value}`` settings; nothing is hidden in a session object::
+Nothing here starts Spark or imports pyspark: each builder checks its arguments and returns a new
+``{key: value}`` dict you can print, diff, or hand to :mod:`.session` and :mod:`.render`::
 
-    from pyspark.sql import SparkSession
     from pyiceberg_crypto import config
 
-    settings = config.spark_settings(catalog="lake", warehouse="/data/warehouse")
-    builder = config.configure_spark_with_encryption(SparkSession.builder.master("local[2]"), settings)
-    spark = builder.getOrCreate()
+    settings = config.spark_settings("lake", warehouse="/data/warehouse")       # jars, catalog, metastore
+    extra = config.catalog_settings("other", warehouse="/data/wh2", kms_name="vault")  # one more catalog
+    props = config.table_properties("orders-master-key", readers=["spark", "trino"])
 
-    props = config.table_properties(key_id="orders-master-key")
-    spark.sql("CREATE TABLE lake.db.orders (id bigint, v string) USING iceberg "
-              + config.tblproperties_sql(props))
-
-The same settings render as ``--conf k=v`` arguments for ``spark-sql`` / ``spark-submit``
-(:func:`spark_conf_args`) or as ``spark-defaults.conf`` lines (:func:`spark_defaults_lines`).
-By default the metastore is an embedded Derby one in a local directory; ``metastore_uri=
-"thrift://host:9083"`` uses an external one. An ``s3://`` warehouse (or any ``s3_*`` argument)
-selects Iceberg's ``S3FileIO``; credentials are never settings (the AWS SDK reads the environment).
-
-Every setting: docs/reference/settings.md; S3 warehouses: docs/how-to/services.md; why commits are
-safe without the metastore's lock (HIVE-26882, ``hive_lock=True`` for older metastores):
-docs/explanation/security.md#commit-safety-with-the-embedded-metastore.
+``table_properties(spark=...)`` also asks the session's KMS about the key, through :mod:`.checks`.
+Import the names from :mod:`pyiceberg_crypto.config` (this module is where they are defined).
+Every setting: docs/reference/settings.md.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import shlex
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto import jars as _jars
 from pyiceberg_crypto.catalog.kinds import (
     ENCRYPTING_REST_CATALOG_IMPL,
@@ -43,7 +29,7 @@ from pyiceberg_crypto.catalog.kinds import (
     plaintext_reason,
     session_catalogs,
 )
-from pyiceberg_crypto.engines import ENGINES, mode_conflicts, parse_readers, row_level_properties
+from pyiceberg_crypto.engines import mode_conflicts, parse_readers, row_level_properties
 from pyiceberg_crypto.errors import InvalidArgumentError, SetupError
 from pyiceberg_crypto.properties import (
     AES_KEY_LENGTHS,
@@ -58,14 +44,9 @@ from pyiceberg_crypto.properties import (
     READERS_PROPERTY,
 )
 
-__all__ = ["ICEBERG_VERSION", "JAR_MODES", "KMS_NAME_PROPERTY", "KMS_SERVICE_PROPERTY", "PYTHON_KMS_IMPL", "catalog_settings", "configure_spark_with_encryption", "declare_readers",
-           "embedded_metastore_settings",
-           "jar_settings", "kms_service_properties", "local_spark_builder", "refuse_plaintext_catalogs",
-           "s3_catalog_properties", "session_for_catalog", "spark_conf_args", "spark_conf_lines",
-           "spark_defaults_lines", "spark_settings", "table_properties", "tblproperties_sql"]
-
-#: Old names, kept for one release (CHANGELOG.md).
-__getattr__ = renamed_classes(__name__, {"ConfigError": InvalidArgumentError})
+__all__ = ["ICEBERG_VERSION", "JAR_MODES", "catalog_settings", "embedded_metastore_settings", "jar_settings",
+           "kms_service_properties", "refuse_plaintext_catalogs", "s3_catalog_properties", "spark_settings",
+           "table_properties"]
 
 ICEBERG_VERSION = _jars.ICEBERG_VERSION
 JAR_MODES = ("auto", "packages", "local")
@@ -77,10 +58,11 @@ SECRET_PROPERTIES = ("s3.access-key-id", "s3.secret-access-key", "s3.session-tok
 #: The property names and key sizes are defined once, in :mod:`pyiceberg_crypto.properties`
 #: (``config.PYTHON_KMS_IMPL``, ``config.KMS_NAME_PROPERTY`` and ``config.KMS_SERVICE_PROPERTY`` are those).
 
-log = logging.getLogger(__name__)
+#: The package's logger, ``pyiceberg_crypto.config`` (its name from before the split into modules).
+log = logging.getLogger(__package__)
 
 #: The log4j 2 configuration ``spark_settings(quiet_logs=True)`` gives the driver (shipped in the package).
-QUIET_LOG4J = Path(__file__).resolve().parent / "_log" / "log4j2-quiet.properties"
+QUIET_LOG4J = Path(__file__).resolve().parent.parent / "_log" / "log4j2-quiet.properties"
 LOG4J_OPTION = "-Dlog4j2.configurationFile"
 DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
@@ -401,228 +383,6 @@ def embedded_metastore_settings(metastore_dir: str | Path) -> dict[str, str]:
     }
 
 
-def table_properties(
-    key_id: str,
-    *,
-    data_key_length: int | None = None,
-    format_version: int = 3,
-    extra: Mapping[str, str] | None = None,
-    spark=None,
-    catalog: str | None = None,
-    readers: str | Sequence[str] | None = None,
-) -> dict[str, str]:
-    """Table properties that turn on encryption for ``CREATE TABLE ... TBLPROPERTIES``.
-
-    >>> table_properties("k1", data_key_length=32)
-    {'encryption.key-id': 'k1', 'format-version': '3', 'encryption.data-key-length': '32'}
-
-    ``readers``: the engines that must read the table (names of :data:`pyiceberg_crypto.engines.ENGINES`:
-    ``spark``, ``trino``, ``jvm-free``). The profile sets what they need to keep reading it after
-    every DELETE, UPDATE and MERGE, and records them in ``pyiceberg-crypto.readers`` (which
-    ``verify`` and the audit check against the table's files)::
-
-        >>> table_properties("k1", readers=("trino",))  # doctest: +NORMALIZE_WHITESPACE
-        {'encryption.key-id': 'k1', 'format-version': '3', 'write.delete.mode': 'copy-on-write',
-         'write.update.mode': 'copy-on-write', 'write.merge.mode': 'copy-on-write',
-         'pyiceberg-crypto.readers': 'trino'}
-
-    Trino 483 reads only Parquet when encrypted; on format 3 a merge-on-read change writes a
-    deletion vector (Puffin), so the profile chooses copy-on-write. An ``extra`` that sets a mode
-    back to merge-on-read for such a reader is refused.
-
-    With ``spark``, the KMS registered for Spark catalog ``catalog`` (default: the session's current
-    catalog) must know master key ``key_id`` first (:func:`pyiceberg_crypto.bridge.check_key_id`): Iceberg accepts an unknown
-    key id at CREATE and fails only at the first INSERT.
-
-    Raises:
-        InvalidArgumentError: missing key id, DEK length not 16/24/32, or a format version below 3;
-            an InvalidArgumentError when the catalog's KMS does not know the key.
-    """
-    _require_nonempty("key_id", key_id)
-    if spark is not None:
-        from pyiceberg_crypto.bridge.key_check import check_key_id
-
-        check_key_id(spark, key_id, catalog=catalog)
-    if format_version < 3:
-        raise InvalidArgumentError(f"encryption needs format-version >= 3, got {format_version}")
-    props = {KEY_ID: key_id, FORMAT_VERSION: str(format_version)}
-    if data_key_length is not None:
-        if data_key_length not in AES_KEY_LENGTHS:
-            raise InvalidArgumentError(
-                f"data_key_length must be one of {AES_KEY_LENGTHS} bytes, got {data_key_length!r}"
-            )
-        props[DATA_KEY_LENGTH] = str(data_key_length)
-    names = parse_readers(readers) if readers is not None else ()
-    profile = row_level_properties(names)
-    for key, value in (extra or {}).items():
-        if key in props:
-            raise InvalidArgumentError(f"extra property {key!r} conflicts with an encryption property")
-        if key == READERS_PROPERTY and names:
-            raise InvalidArgumentError(f"extra property {key!r} conflicts with readers={readers!r}: give one of them")
-        props[key] = str(value)
-    conflicts = mode_conflicts({**profile, **props}, names)
-    if conflicts:
-        raise InvalidArgumentError("; ".join(conflicts))
-    props.update({k: v for k, v in profile.items() if k not in props})
-    if names:
-        props[READERS_PROPERTY] = ",".join(names)
-    return props
-
-
-def declare_readers(spark, table: str, readers: str | Sequence[str], *, set_modes: bool = False) -> dict[str, str]:
-    """Declare the engines that must read an existing table (``pyiceberg-crypto.readers``), after
-    checking they can keep reading it; returns the properties set.
-
-    ``set_modes``: also set the row-level modes the readers need (copy-on-write for Trino) in the
-    same ``ALTER TABLE``. Without it, a table whose modes would write what a reader cannot read is
-    refused, with the ``ALTER TABLE`` that fixes it::
-
-        declare_readers(spark, "lake.db.orders", ["spark", "trino"], set_modes=True)
-
-    A table whose current snapshot already holds deletion vectors is refused either way: fold them
-    in first (``docs/how-to/trino.md``, "Convert a table with deletion vectors").
-
-    Raises:
-        InvalidArgumentError: an unknown reader, modes that conflict (without ``set_modes``), deletion
-            vectors in the current snapshot, or a table that is not encrypted format 3.
-    """
-    names = parse_readers(readers)
-    if table.count(".") < 1 or "`" in table:
-        raise InvalidArgumentError(f"name the table as catalog.db.table, got {table!r}")
-    try:
-        current = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
-    except Exception as exc:  # AnalysisException: no such table
-        raise InvalidArgumentError(f"cannot read the properties of {table}: {str(exc).splitlines()[0]}") from None
-    if not current.get(KEY_ID):
-        raise InvalidArgumentError(f"{table} has no {KEY_ID}: declare readers of encrypted tables only")
-    wanted = {READERS_PROPERTY: ",".join(names)}
-    conflicts = mode_conflicts(current, names)
-    if conflicts and not set_modes:
-        modes = ", ".join(f"'{k}'='{v}'" for k, v in row_level_properties(names).items())
-        raise InvalidArgumentError("; ".join(conflicts) + f" (ALTER TABLE {table} SET TBLPROPERTIES ({modes}), or "
-                                   "declare_readers(..., set_modes=True))")
-    if set_modes:
-        wanted.update(row_level_properties(names))
-    if any(ENGINES[name].copy_on_write for name in names):
-        dvs = spark.sql(f"SELECT count(*) FROM {table}.delete_files WHERE upper(file_format) = 'PUFFIN'").first()[0]
-        if dvs:
-            raise InvalidArgumentError(f"{table}'s current snapshot holds {dvs} deletion vector(s), which "
-                                       f"{', '.join(n for n in names if ENGINES[n].copy_on_write)} cannot read: set copy-on-write "
-                                       "modes and fold them in first (rewrite_data_files with delete-file-threshold=1; "
-                                       "docs/how-to/trino.md)")
-    spark.sql(f"ALTER TABLE {table} SET " + tblproperties_sql(wanted))
-    return wanted
-
-
-def tblproperties_sql(props: Mapping[str, str]) -> str:
-    """Render properties as a ``TBLPROPERTIES (...)`` SQL fragment with quoted literals.
-
-    >>> tblproperties_sql({"encryption.key-id": "k1", "format-version": "3"})
-    "TBLPROPERTIES ('encryption.key-id'='k1', 'format-version'='3')"
-    """
-    body = ", ".join(f"{_sql_string(k)}={_sql_string(v)}" for k, v in props.items())
-    return f"TBLPROPERTIES ({body})"
-
-
-def spark_conf_args(settings: Mapping[str, str]) -> list[str]:
-    """``["--conf", "k=v", ...]`` arguments for ``spark-sql`` / ``spark-submit``."""
-    _check_renderable(settings)
-    args: list[str] = []
-    for key, value in settings.items():
-        args += ["--conf", f"{key}={value}"]
-    return args
-
-
-def spark_conf_lines(settings: Mapping[str, str]) -> str:
-    """Shell-quoted ``--conf k=v`` lines, one per setting, to paste after ``spark-sql``."""
-    _check_renderable(settings)
-    return " \\\n".join(f"  --conf {shlex.quote(f'{k}={v}')}" for k, v in settings.items())
-
-
-def spark_defaults_lines(settings: Mapping[str, str]) -> str:
-    """The settings as ``spark-defaults.conf`` lines."""
-    _check_renderable(settings)
-    return "\n".join(f"{k} {v}" for k, v in settings.items())
-
-
-#: Settings that hold comma-separated lists: merged with a value already on the builder.
-LIST_SETTINGS = ("spark.jars", "spark.jars.packages", "spark.jars.repositories")
-
-
-def configure_spark_with_encryption(builder, settings: Mapping[str, str]):
-    """Apply ``settings`` to a ``SparkSession.Builder`` and return the builder (composable).
-
-    ``spark.jars``, ``spark.jars.packages``, ``spark.jars.repositories`` and
-    ``spark.driver.extraJavaOptions`` already set on the builder (e.g. by delta-spark's helper) are
-    merged, not overwritten. A builder that ends up with both ``spark.jars`` and
-    ``spark.jars.packages`` gets a warning: PySpark then ships only ``spark.jars`` to executors
-    (see :mod:`pyiceberg_crypto.jars`), so the packages would be missing on a cluster.
-
-    Raises:
-        InvalidArgumentError: a catalog of the builder has a KMS but is one Iceberg 1.12.0 writes in
-            plaintext (e.g. ``type=rest`` instead of the bridge's REST catalog): see
-            :func:`refuse_plaintext_catalogs`. Nothing is applied to the builder's session then.
-    """
-    existing = getattr(builder, "_options", {})
-    refuse_plaintext_catalogs({**existing, **settings})  # before the builder changes
-    for key, value in settings.items():
-        if key in LIST_SETTINGS and existing.get(key):
-            value = ",".join(dict.fromkeys(existing[key].split(",") + value.split(",")))
-        elif key == DRIVER_JAVA_OPTIONS and existing.get(key):
-            if LOG4J_OPTION + "=" in existing[key]:  # the builder's own log4j configuration wins
-                value = " ".join(o for o in shlex.split(value) if not o.startswith(LOG4J_OPTION + "="))
-            value = f"{existing[key]} {value}".strip()
-        builder = builder.config(key, value)
-    _starting(builder, settings)
-    options = getattr(builder, "_options", {})
-    if options.get("spark.jars") and options.get("spark.jars.packages"):
-        log.warning(
-            "this SparkSession.Builder sets both spark.jars and spark.jars.packages: PySpark ships only "
-            "spark.jars to executors, so the packages (%s) will be missing on a cluster "
-            "(ClassNotFoundException in tasks). Use one channel: jar files only (jars='local', "
-            "PYICEBERG_CRYPTO_JARS) or Maven coordinates only (jars='packages', your jars as packages).",
-            options["spark.jars.packages"])
-    return builder
-
-
-def _starting(builder, settings: Mapping[str, str]) -> None:
-    """One line on stderr when this builder is about to start a JVM (no SparkContext yet): the
-    first start resolves the jars and takes a while, and Spark itself shows nothing meanwhile.
-    ``PYICEBERG_CRYPTO_QUIET=1`` turns it off."""
-    import os
-    import sys
-
-    if os.environ.get("PYICEBERG_CRYPTO_QUIET") == "1":
-        return
-    try:
-        from pyspark import SparkContext
-    except ImportError:
-        return
-    if SparkContext._active_spark_context is not None:
-        return
-    packages = (getattr(builder, "_options", {}) or {}).get("spark.jars.packages") or settings.get("spark.jars.packages")
-    if packages and not _resolved_before(packages):
-        what = (" (first start: Spark downloads the Iceberg runtime, about 45 MB, from Maven Central or "
-                "spark.jars.repositories into its Ivy cache; later starts skip that)")
-    else:
-        what = ""
-    print(f"pyiceberg-crypto: starting Spark{what}...", file=sys.stderr, flush=True)
-
-
-def _resolved_before(packages: str) -> bool:
-    """Whether Ivy's cache already holds every ``group:artifact:version`` of ``packages``."""
-    home = Path.home()
-    caches = [home / ".ivy2.5.2" / "jars", home / ".ivy2" / "jars"]
-    for coordinate in packages.split(","):
-        parts = coordinate.strip().split(":")
-        if len(parts) != 3:
-            continue
-        name = f"{parts[0]}_{parts[1]}-{parts[2]}.jar"
-        if not any((cache / name).exists() for cache in caches):
-            return False
-    return True
-
-
 def jar_settings(
     jars: str = "auto",
     *,
@@ -666,6 +426,74 @@ def jar_settings(
     return {"spark.jars": ",".join([str(_jars.bridge_jar()), *local])}
 
 
+def table_properties(
+    key_id: str,
+    *,
+    data_key_length: int | None = None,
+    format_version: int = 3,
+    extra: Mapping[str, str] | None = None,
+    spark=None,
+    catalog: str | None = None,
+    readers: str | Sequence[str] | None = None,
+) -> dict[str, str]:
+    """Table properties that turn on encryption for ``CREATE TABLE ... TBLPROPERTIES``.
+
+    >>> table_properties("k1", data_key_length=32)
+    {'encryption.key-id': 'k1', 'format-version': '3', 'encryption.data-key-length': '32'}
+
+    ``readers``: the engines that must read the table (names of :data:`pyiceberg_crypto.engines.ENGINES`:
+    ``spark``, ``trino``, ``jvm-free``). The profile sets what they need to keep reading it after
+    every DELETE, UPDATE and MERGE, and records them in ``pyiceberg-crypto.readers`` (which
+    ``verify`` and the audit check against the table's files)::
+
+        >>> table_properties("k1", readers=("trino",))  # doctest: +NORMALIZE_WHITESPACE
+        {'encryption.key-id': 'k1', 'format-version': '3', 'write.delete.mode': 'copy-on-write',
+         'write.update.mode': 'copy-on-write', 'write.merge.mode': 'copy-on-write',
+         'pyiceberg-crypto.readers': 'trino'}
+
+    Trino 483 reads only Parquet when encrypted; on format 3 a merge-on-read change writes a
+    deletion vector (Puffin), so the profile chooses copy-on-write. An ``extra`` that sets a mode
+    back to merge-on-read for such a reader is refused.
+
+    With ``spark``, the KMS registered for Spark catalog ``catalog`` (default: the session's current
+    catalog) must know master key ``key_id`` first (:func:`pyiceberg_crypto.bridge.check_key_id`): Iceberg accepts an unknown
+    key id at CREATE and fails only at the first INSERT.
+
+    Raises:
+        InvalidArgumentError: missing key id, DEK length not 16/24/32, or a format version below 3;
+            an InvalidArgumentError when the catalog's KMS does not know the key.
+    """
+    _require_nonempty("key_id", key_id)
+    if spark is not None:
+        from pyiceberg_crypto.config.checks import require_known_key  # only with a session: py4j
+
+        require_known_key(spark, key_id, catalog=catalog)
+    if format_version < 3:
+        raise InvalidArgumentError(f"encryption needs format-version >= 3, got {format_version}")
+    props = {KEY_ID: key_id, FORMAT_VERSION: str(format_version)}
+    if data_key_length is not None:
+        if data_key_length not in AES_KEY_LENGTHS:
+            raise InvalidArgumentError(
+                f"data_key_length must be one of {AES_KEY_LENGTHS} bytes, got {data_key_length!r}"
+            )
+        props[DATA_KEY_LENGTH] = str(data_key_length)
+    names = parse_readers(readers) if readers is not None else ()
+    profile = row_level_properties(names)
+    for key, value in (extra or {}).items():
+        if key in props:
+            raise InvalidArgumentError(f"extra property {key!r} conflicts with an encryption property")
+        if key == READERS_PROPERTY and names:
+            raise InvalidArgumentError(f"extra property {key!r} conflicts with readers={readers!r}: give one of them")
+        props[key] = str(value)
+    conflicts = mode_conflicts({**profile, **props}, names)
+    if conflicts:
+        raise InvalidArgumentError("; ".join(conflicts))
+    props.update({k: v for k, v in profile.items() if k not in props})
+    if names:
+        props[READERS_PROPERTY] = ",".join(names)
+    return props
+
+
 def _uses_s3(warehouse: str | Path, *s3_arguments) -> bool:
     scheme = str(warehouse).split("://", 1)[0] if "://" in str(warehouse) else ""
     return scheme in S3_SCHEMES or any(argument is not None for argument in s3_arguments)
@@ -686,16 +514,6 @@ def _as_uri(location: str | Path) -> str:
     return Path(text).absolute().as_uri()
 
 
-def _check_renderable(settings: Mapping[str, str]) -> None:
-    """InvalidArgumentError for a setting no Spark command line or ``spark-defaults.conf`` can carry: an
-    empty key, a key with whitespace or ``=``, a value with a line break."""
-    for key, value in settings.items():
-        if not isinstance(key, str) or not key or any(c.isspace() or c == "=" for c in key):
-            raise InvalidArgumentError(f"setting names are non-empty, without spaces or '=', got {key!r}")
-        if "\n" in str(value) or "\r" in str(value):
-            raise InvalidArgumentError(f"the value of {key} has a line break: no Spark command line or defaults file carries it")
-
-
 def _require_nonempty(name: str, value: str) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InvalidArgumentError(f"{name} is required (a non-empty string), got {value!r}")
@@ -705,59 +523,3 @@ def _require_identifier(name: str, value: str) -> None:
     _require_nonempty(name, value)
     if not value.replace("_", "").isalnum():
         raise InvalidArgumentError(f"{name} must be letters, digits and '_', got {value!r}")
-
-
-def _sql_string(text: str) -> str:
-    return "'" + str(text).replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def local_spark_builder(app_name: str = "pyiceberg-crypto", master: str = "local[2]"):
-    """A ``SparkSession.Builder`` for a single-machine session that listens on loopback only.
-
-    The driver's RPC and block manager bind to 127.0.0.1 (Spark would otherwise pick the host's
-    network address), the web UI is off and the console progress bar is quiet. Spark's Python
-    workers run this interpreter (``PYSPARK_PYTHON``, unless already set): the package's own
-    modules are then importable in tasks, outside an activated virtual environment too::
-
-        spark = configure_spark_with_encryption(local_spark_builder(), spark_settings(...)).getOrCreate()
-    """
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-
-    return (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-    )
-
-
-def session_for_catalog(catalog: str | None, *, warehouse: str | Path | None = None,
-                        metastore_dir: str | Path | None = None, metastore_uri: str | None = None,
-                        master: str = "local[2]", app_name: str = "pyiceberg-crypto"):
-    """The SparkSession the package's own applications use (the verification job, ``keys rewrap``).
-
-    Without ``warehouse``: the session spark-submit configured (``--conf`` / spark-defaults.conf),
-    whose catalogs are its own (``catalog`` is not used and may be None).
-    With it: a local session whose catalog ``catalog`` uses this package's settings::
-
-        spark = session_for_catalog("lake", warehouse="/data/wh")                      # embedded metastore
-        spark = session_for_catalog("lake", warehouse="/data/wh", metastore_uri="thrift://127.0.0.1:9083")
-        spark = session_for_catalog(None)                                              # under spark-submit
-
-    InvalidArgumentError for a ``warehouse`` without a catalog name.
-    """
-    if warehouse is not None and not catalog:
-        raise InvalidArgumentError("a local session with a warehouse needs the name of its catalog")
-    from pyspark.sql import SparkSession
-
-    if warehouse is None:
-        return SparkSession.builder.appName(app_name).getOrCreate()
-    settings = spark_settings(catalog, warehouse=str(warehouse), metastore_dir=metastore_dir, metastore_uri=metastore_uri)
-    spark = configure_spark_with_encryption(local_spark_builder(app_name, master=master), settings).getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark

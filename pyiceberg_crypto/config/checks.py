@@ -1,0 +1,77 @@
+"""Checks against a running session and its KMS: the master key a new table names, and the
+engines declared as readers of an existing table::
+
+    from pyiceberg_crypto import config
+
+    props = config.table_properties("orders-master-key", spark=spark, catalog="lake")  # the KMS must know it
+    config.declare_readers(spark, "lake.db.orders", ["spark", "trino"], set_modes=True)
+
+:func:`require_known_key` is the check ``table_properties(spark=...)`` runs; it asks the bridge
+(:mod:`pyiceberg_crypto.bridge.key_check`), imported only then: importing
+:mod:`pyiceberg_crypto.config` loads neither Py4J nor pyspark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyiceberg_crypto.config.render import tblproperties_sql
+from pyiceberg_crypto.engines import ENGINES, mode_conflicts, parse_readers, row_level_properties
+from pyiceberg_crypto.errors import InvalidArgumentError
+from pyiceberg_crypto.properties import KEY_ID, READERS_PROPERTY
+
+__all__ = ["declare_readers"]
+
+
+def require_known_key(spark, key_id: str, *, catalog: str | None = None) -> None:
+    """InvalidArgumentError unless the KMS of Spark catalog ``catalog`` (default: the session's
+    current catalog) knows master key ``key_id``: :func:`pyiceberg_crypto.bridge.check_key_id`,
+    which Iceberg itself does not ask before the table's first INSERT."""
+    from pyiceberg_crypto.bridge.key_check import check_key_id  # py4j: only when a session is given
+
+    check_key_id(spark, key_id, catalog=catalog)
+
+
+def declare_readers(spark, table: str, readers: str | Sequence[str], *, set_modes: bool = False) -> dict[str, str]:
+    """Declare the engines that must read an existing table (``pyiceberg-crypto.readers``), after
+    checking they can keep reading it; returns the properties set.
+
+    ``set_modes``: also set the row-level modes the readers need (copy-on-write for Trino) in the
+    same ``ALTER TABLE``. Without it, a table whose modes would write what a reader cannot read is
+    refused, with the ``ALTER TABLE`` that fixes it::
+
+        declare_readers(spark, "lake.db.orders", ["spark", "trino"], set_modes=True)
+
+    A table whose current snapshot already holds deletion vectors is refused either way: fold them
+    in first (``docs/how-to/trino.md``, "Convert a table with deletion vectors").
+
+    Raises:
+        InvalidArgumentError: an unknown reader, modes that conflict (without ``set_modes``), deletion
+            vectors in the current snapshot, or a table that is not encrypted format 3.
+    """
+    names = parse_readers(readers)
+    if table.count(".") < 1 or "`" in table:
+        raise InvalidArgumentError(f"name the table as catalog.db.table, got {table!r}")
+    try:
+        current = {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+    except Exception as exc:  # AnalysisException: no such table
+        raise InvalidArgumentError(f"cannot read the properties of {table}: {str(exc).splitlines()[0]}") from None
+    if not current.get(KEY_ID):
+        raise InvalidArgumentError(f"{table} has no {KEY_ID}: declare readers of encrypted tables only")
+    wanted = {READERS_PROPERTY: ",".join(names)}
+    conflicts = mode_conflicts(current, names)
+    if conflicts and not set_modes:
+        modes = ", ".join(f"'{k}'='{v}'" for k, v in row_level_properties(names).items())
+        raise InvalidArgumentError("; ".join(conflicts) + f" (ALTER TABLE {table} SET TBLPROPERTIES ({modes}), or "
+                                   "declare_readers(..., set_modes=True))")
+    if set_modes:
+        wanted.update(row_level_properties(names))
+    if any(ENGINES[name].copy_on_write for name in names):
+        dvs = spark.sql(f"SELECT count(*) FROM {table}.delete_files WHERE upper(file_format) = 'PUFFIN'").first()[0]
+        if dvs:
+            raise InvalidArgumentError(f"{table}'s current snapshot holds {dvs} deletion vector(s), which "
+                                       f"{', '.join(n for n in names if ENGINES[n].copy_on_write)} cannot read: set copy-on-write "
+                                       "modes and fold them in first (rewrite_data_files with delete-file-threshold=1; "
+                                       "docs/how-to/trino.md)")
+    spark.sql(f"ALTER TABLE {table} SET " + tblproperties_sql(wanted))
+    return wanted
