@@ -15,7 +15,7 @@ from __future__ import annotations
 
 __all__ = ["AES_KEY_LENGTHS", "CATALOG_TIMEOUT_SECONDS", "DATA_KEY_LENGTH", "DEFAULT_KMS_NAME", "FORMAT_VERSION", "KEY_ID", "KMS_IMPL",
            "KMS_NAME_PROPERTY", "KMS_SERVICE_PROPERTY", "KMS_TYPE", "PYTHON_KMS_IMPL", "FRESH_KEK_PROPERTY",
-           "RESEALED_UP_TO_PROPERTY", "READERS_PROPERTY"]
+           "RESEALED_UP_TO_PROPERTY", "REENCRYPT_JOURNAL_PROPERTY", "READERS_PROPERTY"]
 
 # Table properties (Iceberg's TableProperties).
 #: The table's master key id in the KMS: setting it makes a table encrypted.
@@ -59,3 +59,8 @@ FRESH_KEK_PROPERTY = "REENCRYPTED_AFTER_COMPROMISE"
 #: keys. A snapshot at or below it was written before the re-encryption: the compromised material
 #: opened it (the run is unfinished while one is live).
 RESEALED_UP_TO_PROPERTY = "RESEALED_UP_TO_SEQUENCE"
+#: On that KEK, while a re-encryption of the table is unfinished: when (ms since the epoch) the
+#: first run that has not finished committed it, before it wrote any file (the journal). A later
+#: run removes what storage holds from then until its own start that no commit reached (a killed
+#: run's leftovers, whatever their age), and removes the entry once its sweep is done.
+REENCRYPT_JOURNAL_PROPERTY = "REENCRYPT_UNFINISHED_SINCE_MS"

@@ -279,8 +279,9 @@ def _print(result, before, proof) -> None:
             count = result.tag_rows_nowhere_else.get(tag)
             print(f"  would drop {esc(ref)}: {'?' if count is None else count} of its row(s) are on no branch")
         print(f"  would expire {len(result.expired_snapshots)} snapshot(s) (and the run's own intermediate ones); "
-              f"orphan files that would go: {len(result.orphans)}")
-        for path in result.orphans:
+              f"orphan files that would go: {len(result.orphans)}; files unfinished earlier runs left that would go: "
+              f"{len(result.leftovers)}")
+        for path in [*result.orphans, *result.leftovers]:
             print(f"    {esc(path)}")
         return
     print(f"  fresh KEK {esc(result.fresh_kek or '')} (master key version {result.fresh_kek_master_version}); "
@@ -290,5 +291,6 @@ def _print(result, before, proof) -> None:
           f"{', '.join(map(esc, result.refs_dropped)) or 'none'}")
     print(f"  expired {len(result.expired_snapshots)} snapshot(s) (+{len(result.expired_own_snapshots)} of the run's "
           f"own); removed {len(result.removed_key_entries)} key entr(ies), {len(result.removed_metadata_files)} old "
-          f"metadata.json, {len(result.removed_files)} unreachable file(s) and {len(result.orphans)} orphan file(s)")
+          f"metadata.json, {len(result.removed_files)} unreachable file(s), {len(result.leftovers)} file(s) unfinished "
+          f"earlier runs left and {len(result.orphans)} orphan file(s)")
     print(proof.render_text())

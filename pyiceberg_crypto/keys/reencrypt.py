@@ -48,7 +48,8 @@ from pyiceberg_crypto.keys.commit import commit_with_retries, load_operations_an
 from pyiceberg_crypto.io import local_path
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.key_ids import canonical_key_id, kms_key_id
-from pyiceberg_crypto.properties import DATA_KEY_LENGTH, FRESH_KEK_PROPERTY, KEY_ID, RESEALED_UP_TO_PROPERTY
+from pyiceberg_crypto.properties import (DATA_KEY_LENGTH, FRESH_KEK_PROPERTY, KEY_ID, REENCRYPT_JOURNAL_PROPERTY,
+                                         RESEALED_UP_TO_PROPERTY)
 from pyiceberg_crypto.safe_text import exception_line
 
 __all__ = ["PHASES", "TAGS_DROP", "TAGS_REWRITE", "ReencryptResult", "compromised_version_set",
@@ -58,6 +59,9 @@ __all__ = ["PHASES", "TAGS_DROP", "TAGS_REWRITE", "ReencryptResult", "compromise
 __getattr__ = renamed_classes(__name__, {"ReencryptError": OperationError})
 
 DEFAULT_ORPHAN_WINDOW_SECONDS = 3 * 86_400  # Iceberg's own default for remove_orphan_files
+#: How far storage's clock (a file's creation time) may run behind the driver's, which stamped the
+#: journal: a leftover of a killed run is looked for from the journal's time minus this.
+JOURNAL_CLOCK_MARGIN_MS = 10_000
 #: ``tags=``: move each tag to a re-encrypted copy of its snapshot, or drop the tags.
 TAGS_REWRITE, TAGS_DROP = "rewrite", "drop"
 #: The run's phases, in order (each idempotent; ``fail_at`` stops before one, for crash tests).
@@ -88,6 +92,9 @@ class ReencryptResult:
     removed_metadata_files: list[str] = field(default_factory=list)  # old metadata.json with a compromised KEK
     removed_files: list[str] = field(default_factory=list)  # what the old snapshots reached, now unreachable
     orphans: list[str] = field(default_factory=list)  # removed (or, dry run, would be)
+    # files an unfinished earlier run wrote that no commit reached, whatever their age (the journal:
+    # REENCRYPT_JOURNAL_PROPERTY); removed (or, dry run, would be)
+    leftovers: list[str] = field(default_factory=list)
     steps_done: list[str] = field(default_factory=list)
     metadata_location: str | None = None
 
@@ -130,6 +137,7 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
             named compromised, a current master key version that is compromised.
     """
     say = progress or (lambda _message: None)
+    run_started_ms = int(time.time() * 1000)  # a leftover of an earlier run was written before this
     if drop_refs:
         tags = TAGS_DROP
     if tags not in (TAGS_REWRITE, TAGS_DROP):
@@ -172,7 +180,8 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
     result.compromised_keks = sorted(compromised)
     refs = _refs(base)
     if dry_run:
-        return _plan(spark, ops, full_name, base, refs, tags, result, orphans_older_than, remove_orphans)
+        return _plan(spark, ops, full_name, base, refs, tags, result, orphans_older_than, remove_orphans,
+                     run_started_ms)
 
     def fresh(kek_id, wrapped, props) -> bool:
         return (props.get(FRESH_KEK_PROPERTY) is not None and kek_id not in compromised_ids and
@@ -273,9 +282,16 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
                                                          compromised_versions)
     reachable = _reachable_files(spark, ops, full_name)
     result.removed_files = _delete_files(ops, sorted((known | also_remove) - reachable))
+    since = _journal_since(jvm, ops.refresh(), table_key_id, fresh)
+    if since is not None:
+        say("remove what unfinished earlier runs left")
+        result.leftovers = _leftovers(spark, ops, reachable, since, run_started_ms, dry_run=False)
     if remove_orphans:
         say("remove orphan files")
-        result.orphans = _remove_orphans(spark, ops, full_name, orphans_older_than, reachable, dry_run=False)
+        result.orphans = _remove_orphans(spark, ops, full_name, orphans_older_than, reachable | set(result.leftovers),
+                                         dry_run=False)
+    _commit(spark, ops, full_name, lambda b: _close_journal_step(jvm, b, table_key_id, fresh),
+            what="closing of the run's journal", max_attempts=max_attempts)
     result.steps_done.append("sweep")
     result.metadata_location = ops.refresh().metadataFileLocation()
     spark.sql(f"REFRESH TABLE {full_name}")
@@ -309,11 +325,15 @@ def _fresh_kek_step(jvm, base, table_key_id: str, kms: KeyManagementClient, fres
     keks = _keks(jvm, base, table_key_id)
     fresh_ids = [k for k, value in keks.items() if fresh(k, *value)]
     old = [k for k in keks if k not in fresh_ids]
+    builder = jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
+    journal = str(int(time.time() * 1000))  # committed before the run writes a file
     if fresh_ids and not old:
         result.fresh_kek = fresh_ids[0]
         result.fresh_kek_master_version = _ask(kms.key_version, keks[fresh_ids[0]][0], kms_key_id(kms, table_key_id), what="key_version")
-        return None
-    builder = jvm.org.apache.iceberg.TableMetadata.buildFrom(base)
+        wrapped, props = keks[fresh_ids[0]]
+        if REENCRYPT_JOURNAL_PROPERTY in props:
+            return None  # an unfinished run's journal: kept, with its time
+        return _readd_kek(jvm, builder, fresh_ids[0], wrapped, table_key_id, {**props, REENCRYPT_JOURNAL_PROPERTY: journal})
     now_sequence = str(base.lastSequenceNumber())
     if fresh_ids:  # a round after a stale writer: reuse the fresh KEK, move its cut-off
         kek_id = fresh_ids[0]
@@ -328,13 +348,8 @@ def _fresh_kek_step(jvm, base, table_key_id: str, kms: KeyManagementClient, fres
         kek_id = base64.b64encode(os.urandom(16)).decode()
         props = {"KEY_TIMESTAMP": str(int(time.time() * 1000)),
                  FRESH_KEK_PROPERTY: datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-    props = {**props, RESEALED_UP_TO_PROPERTY: now_sequence}
-    java_props = jvm.java.util.HashMap()
-    for name, value in props.items():
-        java_props.put(name, value)
-    builder.removeEncryptionKey(kek_id)
-    builder.addEncryptionKey(jvm.org.apache.iceberg.encryption.BaseEncryptedKey(
-        kek_id, jvm.java.nio.ByteBuffer.wrap(bytearray(wrapped)), table_key_id, java_props))
+    props = {REENCRYPT_JOURNAL_PROPERTY: journal, **props, RESEALED_UP_TO_PROPERTY: now_sequence}
+    _readd_kek(jvm, builder, kek_id, wrapped, table_key_id, props)
     entries = {key.keyId(): key for key in java_list(base.encryptionKeys())}
     named = {snapshot.keyId() for snapshot in java_list(base.snapshots()) if snapshot.keyId() is not None}
     old_bytes: dict[str, bytes] = {}
@@ -363,6 +378,59 @@ def _fresh_kek_step(jvm, base, table_key_id: str, kms: KeyManagementClient, fres
     result.fresh_kek = kek_id
     result.fresh_kek_master_version = _ask(kms.key_version, wrapped, kms_key_id(kms, table_key_id), what="key_version")
     return builder.build()
+
+
+def _readd_kek(jvm, builder, kek_id: str, wrapped: bytes, table_key_id: str, props: dict[str, str]):
+    """``builder`` with KEK ``kek_id`` (re)added with ``props``: the builder."""
+    java_props = jvm.java.util.HashMap()
+    for name, value in props.items():
+        java_props.put(name, value)
+    builder.removeEncryptionKey(kek_id)
+    builder.addEncryptionKey(jvm.org.apache.iceberg.encryption.BaseEncryptedKey(
+        kek_id, jvm.java.nio.ByteBuffer.wrap(bytearray(wrapped)), table_key_id, java_props))
+    return builder
+
+
+def _journal_since(jvm, base, table_key_id: str, fresh) -> int | None:
+    """The time (ms) in the fresh KEK's journal: when the first unfinished run began to write."""
+    for kek_id, (wrapped, props) in _keks(jvm, base, table_key_id).items():
+        if fresh(kek_id, wrapped, props) and REENCRYPT_JOURNAL_PROPERTY in props:
+            try:
+                return int(props[REENCRYPT_JOURNAL_PROPERTY])
+            except ValueError:
+                raise OperationError(f"the re-encryption journal of KEK {kek_id!r} is not a time in ms: "
+                                     f"{props[REENCRYPT_JOURNAL_PROPERTY][:40]!r}; nothing removed") from None
+    return None
+
+
+def _close_journal_step(jvm, base, table_key_id: str, fresh):
+    """The fresh KEK without its journal (the run's sweep is done); None when it has none."""
+    for kek_id, (wrapped, props) in _keks(jvm, base, table_key_id).items():
+        if fresh(kek_id, wrapped, props) and REENCRYPT_JOURNAL_PROPERTY in props:
+            rest = {k: v for k, v in props.items() if k != REENCRYPT_JOURNAL_PROPERTY}
+            return _readd_kek(jvm, jvm.org.apache.iceberg.TableMetadata.buildFrom(base), kek_id, wrapped,
+                              table_key_id, rest).build()
+    return None
+
+
+def _leftovers(spark, ops, reachable: set[str], since_ms: int, until_ms: int, *, dry_run: bool) -> list[str]:
+    """The files under the table location written from the journal's time (``since_ms``, less
+    :data:`JOURNAL_CLOCK_MARGIN_MS`) until this run began (``until_ms``, the same millisecond
+    included: a file's time is in whole milliseconds) that the table does not
+    reach: what unfinished earlier runs wrote and never committed, whatever their age. Metadata.json
+    files are not among them (the orphan rule judges those). Deleted unless ``dry_run``; a FileIO
+    that cannot list finds none (the orphan window still applies)."""
+    io = ops.io()
+    location = str(ops.refresh().location()).rstrip("/") + "/"
+    try:
+        listed = _list_prefix(spark.sparkContext._jvm, io, location)
+    except Exception:
+        return []
+    keep = {local_path(p) for p in reachable}
+    found = sorted(path for path, created in listed
+                   if since_ms - JOURNAL_CLOCK_MARGIN_MS <= created <= until_ms and local_path(path) not in keep
+                   and not path.endswith((".metadata.json", "/version-hint.text")))
+    return found if dry_run else _delete_files(ops, found)
 
 
 def seal_manifest_list_key(kek: bytes, key_metadata: bytes, kek_timestamp: str) -> bytes:
@@ -643,7 +711,7 @@ def _manage(spark, full_name: str, commit, what: str) -> None:
 
 
 def _plan(spark, ops, full_name: str, base, refs: dict[str, tuple[str, int]], tags: str, result: ReencryptResult,
-          orphans_older_than: datetime | None, remove_orphans: bool) -> ReencryptResult:
+          orphans_older_than: datetime | None, remove_orphans: bool, run_started_ms: int) -> ReencryptResult:
     """The dry run: what the run would do, counted as the run counts it (every snapshot the table
     has that no ref head keeps once the old heads are replaced)."""
     jvm = spark.sparkContext._jvm
@@ -669,7 +737,11 @@ def _plan(spark, ops, full_name: str, base, refs: dict[str, tuple[str, int]], ta
         else:
             result.tags_rewritten.append(name)
     result.expired_snapshots = [s for s in _snapshot_ids(base) if s not in keep]
-    result.orphans = (_remove_orphans(spark, ops, full_name, orphans_older_than, _reachable_files(spark, ops, full_name),
+    reachable = _reachable_files(spark, ops, full_name)
+    since = _journal_since(jvm, base, base.properties().get(KEY_ID), fresh)
+    if since is not None:
+        result.leftovers = _leftovers(spark, ops, reachable, since, run_started_ms, dry_run=True)
+    result.orphans = (_remove_orphans(spark, ops, full_name, orphans_older_than, reachable | set(result.leftovers),
                                       dry_run=True) if remove_orphans else [])
     result.metadata_location = base.metadataFileLocation()
     return result

@@ -76,8 +76,9 @@ UNACCOUNTED = "UNACCOUNTED"  # no metadata.json on storage reaches it (an in-fli
 #: Why a file is UNACCOUNTED, and what to do about it.
 UNACCOUNTED_REASON = ("no metadata.json on storage reaches it (a write in flight, a failed or killed write's "
                       "leftover, or below a manifest that could not be opened): not checked. Once no writer of "
-                      "the table is running, `keys reencrypt ... --orphans-older-than NOW` (an ISO time) removes "
-                      "leftovers; a file of a write in flight is committed or removed by its writer")
+                      "the table is running, the same `keys reencrypt` run again removes what a killed run of it "
+                      "left, and `keys reencrypt ... --orphans-older-than NOW` (an ISO time) any other leftover; "
+                      "a file of a write in flight is committed or removed by its writer")
 UNREADABLE_METADATA = "UNREADABLE_METADATA"  # a metadata.json that cannot be read: what it reaches is unknown
 PLAINTEXT_MAGICS = {b"PAR1": "Parquet", b"Obj\x01": "Avro"}
 NOT_TABLE_FILES = ("version-hint.text",)  # the Hadoop catalog's pointer: no data, no key

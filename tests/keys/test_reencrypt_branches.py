@@ -10,7 +10,8 @@ a copy of the keystore. The story:
 2. the dry run names every branch and tag and what it will do to each; ``tags="drop"`` counts the
    tag's rows found nowhere else;
 3. the run is stopped before each of its phases in turn, and every stop leaves every branch's and
-   tag's rows readable; the last run (the CLI, so the storage leftovers are found too) finishes;
+   tag's rows readable; a dry run then counts what the stopped runs left since their journal; the
+   last run (the CLI, so the storage leftovers are found too) finishes and closes the journal;
 4. afterwards every branch and tag has its rows, and no file on storage (every metadata.json,
    manifest list, manifest, data and delete file) opens with the stolen keystore; the
    verifier's storage-wide proof passes (and fails when a leftover is put back).
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -28,8 +30,9 @@ import pytest
 
 from pyiceberg_crypto.errors import OperationError
 from pyiceberg_crypto.cli.main import main
-from pyiceberg_crypto.keys.reencrypt import PHASES, reencrypt_table
+from pyiceberg_crypto.keys.reencrypt import JOURNAL_CLOCK_MARGIN_MS, PHASES, reencrypt_table
 from pyiceberg_crypto.kms import KeystoreKms
+from pyiceberg_crypto.properties import REENCRYPT_JOURNAL_PROPERTY
 from pyiceberg_crypto.verify.compromise import EXPOSED_FILE, EXPOSED_METADATA, compromise_report
 from tests.keys.tables import keystore_table, kms_args, metadata_location
 
@@ -129,6 +132,36 @@ def test_a_run_stopped_before_each_phase_loses_no_row(spark, story, phase):
     assert refs_rows(spark, table) == story["rows"]
 
 
+def journal_times(spark, table: str) -> list[int]:
+    """The re-encryption journal's times in the table's current metadata.json (a KEK's property)."""
+    document = json.loads(Path(metadata_location(spark, table).removeprefix("file:")).read_text())
+    return [int(entry["properties"][REENCRYPT_JOURNAL_PROPERTY]) for entry in document.get("encryption-keys", [])
+            if REENCRYPT_JOURNAL_PROPERTY in (entry.get("properties") or {})]
+
+
+def test_a_dry_run_counts_what_the_stopped_runs_left_since_their_journal(spark, story):
+    """The stopped runs left the journal open (a time committed before any file was written). A file
+    written after it that no commit reached is an unfinished run's leftover, whatever its age; one
+    written before it is not (the orphan window judges it, 3 days by default)."""
+    table, data = story["table"], story["table_dir"] / "data"
+    [since] = journal_times(spark, table)
+    leftover = data / "00000-0-killed-run-00001.parquet"
+    leftover.write_bytes(b"PARE" + bytes(64) + b"PARE")
+    older = data / "00000-0-before-the-journal-00001.parquet"
+    older.write_bytes(b"PARE" + bytes(64) + b"PARE")
+    seconds = (since - 3_600_000) / 1000
+    os.utime(older, (seconds, seconds))
+    dry = reencrypt_table(spark, table, dry_run=True)
+    found = [Path(p.removeprefix("file:")) for p in dry.leftovers]
+    assert leftover in found, (since, dry.leftovers)  # (and the files of the stopped runs' expired snapshots)
+    assert older not in found, (since, dry.leftovers)
+    assert all(p.stat().st_mtime * 1000 >= since - JOURNAL_CLOCK_MARGIN_MS for p in found)
+    assert not [p for p in dry.orphans if p.endswith(older.name)]  # younger than the orphan window
+    older.unlink()  # (the finishing run's proof would name it UNACCOUNTED)
+    assert leftover.exists()  # a dry run removes nothing
+    story["planted"] = leftover
+
+
 def test_the_finishing_run_keeps_every_branch_and_tag_and_leaves_nothing_the_stolen_keys_open(spark, story, capsys):
     table, keystore, table_dir = story["table"], story["keystore"], story["table_dir"]
     report = story["work"] / "proof.json"
@@ -140,6 +173,8 @@ def test_the_finishing_run_keeps_every_branch_and_tag_and_leaves_nothing_the_sto
     assert doc["before"]["storage"]["findings"]  # the earlier expiry's leftovers, found before the run
     assert doc["reencrypt"]["compromised_versions"] == ["1"]
     assert doc["proof"]["still_present"] == []
+    assert str(story["planted"]) in [p.removeprefix("file:") for p in doc["reencrypt"]["leftovers"]]
+    assert not story["planted"].exists() and journal_times(spark, table) == []  # the journal is closed
     for path in [*story["dependent"], *story["leftovers"]]:  # what the stolen keys opened before: gone
         assert not Path(path.removeprefix("file:")).exists(), path
     # Independently of the proof: nothing on storage opens with the stolen keystore.
