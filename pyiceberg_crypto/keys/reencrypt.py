@@ -333,7 +333,8 @@ def _fresh_kek_step(jvm, base, table_key_id: str, kms: KeyManagementClient, fres
         wrapped, props = keks[fresh_ids[0]]
         if REENCRYPT_JOURNAL_PROPERTY in props:
             return None  # an unfinished run's journal: kept, with its time
-        return _readd_kek(jvm, builder, fresh_ids[0], wrapped, table_key_id, {**props, REENCRYPT_JOURNAL_PROPERTY: journal})
+        return _readd_kek(jvm, builder, fresh_ids[0], wrapped, table_key_id,
+                          {**props, REENCRYPT_JOURNAL_PROPERTY: journal}).build()
     now_sequence = str(base.lastSequenceNumber())
     if fresh_ids:  # a round after a stale writer: reuse the fresh KEK, move its cut-off
         kek_id = fresh_ids[0]
