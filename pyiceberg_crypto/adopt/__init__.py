@@ -19,7 +19,7 @@ order-independent per-partition fingerprint of a table's rows).
 
 from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto.errors import IntegrityError, OperationError, ReportError
-from pyiceberg_crypto.adopt.encrypt import PHASES, REFS_DROP, REFS_KEEP_ORIGINAL, AdoptResult, encrypt_table
+from pyiceberg_crypto.adopt.encrypt import PHASES, REFS_DROP, REFS_KEEP_ORIGINAL, AdoptResult, encrypt_table, reload_table
 from pyiceberg_crypto.adopt.lake import (
     LakeListing,
     LakeOutcome,
@@ -30,7 +30,7 @@ from pyiceberg_crypto.adopt.lake import (
 )
 
 __all__ = ["PHASES", "REFS_DROP", "REFS_KEEP_ORIGINAL", "AdoptResult", "LakeListing", "LakeOutcome", "encrypt_each",
-           "encrypt_table", "encrypt_tables", "read_report", "unencrypted_tables"]
+           "encrypt_table", "encrypt_tables", "read_report", "reload_table", "unencrypted_tables"]
 
 #: Old names, kept for one release (CHANGELOG.md).
 __getattr__ = renamed_classes(__name__, {"AdoptError": OperationError, "AdoptChangedError": OperationError,

@@ -12,8 +12,10 @@ properties and the package's encryption settings; ``copy`` appends the rows of a
 of the original in one commit that records it; ``catch-up`` carries over, in rounds, what the
 original committed since (a ``delete`` or ``overwrite`` redoes the copy, or stops with
 ``on_change="refuse"``); ``verify`` compares rows and hashes per partition (:mod:`.rows`) and asks
-the ``prove`` callable for its proof of the copy; ``swap-original`` and ``swap-staging`` rename the
-original to ``<name>__plaintext_<stamp>`` and the copy to ``<name>``; ``purge`` drops the original,
+the ``prove`` callable for its proof of the copy, again after each catch-up until the original stands
+still at the verified snapshot; ``swap-original`` and ``swap-staging`` rename the original to
+``<name>__plaintext_<stamp>`` and the copy to ``<name>``, with nothing but one load between them
+(``result.swap_gap_seconds``: how long the name was missing); ``purge`` drops the original,
 now (``purge_now``), later (``purge_after``) or never (the default: the command is in the result).
 
 Each phase in detail: docs/explanation/design.md#adopt; the how-to, with what is kept and what is
@@ -36,7 +38,7 @@ from pyiceberg_crypto.errors import IntegrityError, InvalidArgumentError, Operat
 from pyiceberg_crypto.properties import KEY_ID
 from pyiceberg_crypto.spark.java import java_line, java_list, java_map
 
-__all__ = ["PHASES", "REFS_DROP", "REFS_KEEP_ORIGINAL", "AdoptResult", "encrypt_table"]
+__all__ = ["PHASES", "REFS_DROP", "REFS_KEEP_ORIGINAL", "AdoptResult", "encrypt_table", "reload_table"]
 
 #: Old names, kept for one release (CHANGELOG.md).
 __getattr__ = renamed_classes(__name__, {"AdoptError": OperationError, "AdoptChangedError": OperationError,
@@ -95,6 +97,8 @@ class AdoptResult:
     refs: list[str] = field(default_factory=list)  # "branch NAME" / "tag NAME" of the original
     steps_done: list[str] = field(default_factory=list)
     location: str | None = None
+    swap_attempts: int = 0  # swaps started (one more for each time a writer committed just before one)
+    swap_gap_seconds: float | None = None  # the name was missing this long: start of rename #1 to end of rename #2
     already_encrypted: bool = False  # under key_id already (at its creation, or by an earlier run)
     swept: list[str] = field(default_factory=list)  # plaintext files writers left, removed after the purge
 
@@ -122,13 +126,15 @@ def encrypt_table(spark, table: str, key_id: str, *, format_version: int = 3, da
         prove: ``prove(staging table) -> (ok, summary)``, the verifier's proof (this package's layers
             keep ``verify`` out of ``adopt``: pass ``verify_table`` wrapped, as the CLI does); the swap
             needs it OK. Without it only the rows are compared (``result.proof`` says so).
-        max_rounds: catch-up rounds before the swap (what lands after them is carried over once the
-            original is renamed).
+        max_rounds: catch-up rounds before the verification, then (with the name live) catch-up and
+            verify rounds before the swap, and swaps started (a writer's commit just before the
+            first rename renames the original back at once); beyond them OperationError, nothing swapped.
         fail_at: for crash tests: raise :class:`OperationError` just before this phase (:data:`PHASES`).
 
     Raises:
-        OperationError: a step failed, the input is refused, or the original changed during the copy
-            with ``on_change="refuse"`` (the table keeps its name and rows: run again to finish).
+        OperationError: a step failed, the input is refused, the original changed during the copy
+            with ``on_change="refuse"``, or writers kept committing faster than the swap
+            (``max_rounds``); the table keeps its name and rows: run again to finish.
         IntegrityError: the copy does not hold the original's rows, or the proof of the new table
             failed: nothing was swapped.
     """
@@ -235,11 +241,7 @@ def encrypt_table(spark, table: str, key_id: str, *, format_version: int = 3, da
     _verify(run, name, original, staging, _copied(staging), result)
     result.steps_done.append("verify")
 
-    run.phase("swap-original")
-    run.rename(name, plaintext_name)
-    result.steps_done.append("swap-original")
-    original = run.load(plaintext_name)
-    _final(run, original, staging, result, undo=lambda: run.rename(plaintext_name, name))
+    _swap(run, original, staging, result)
     return _after_swap(run, result, purge_now, purge_after)
 
 
@@ -273,13 +275,25 @@ class _Run:
         except Exception as exc:
             raise OperationError(f"cannot load {self.full(name)}: {java_line(exc)}") from None
 
-    def rename(self, source: str, target: str) -> None:
+    def rename(self, source: str, target: str, *, refresh: bool = True) -> None:
+        """One catalog rename (``refresh``: then ``REFRESH TABLE`` of the target; the swap refreshes
+        after its second rename, so nothing but the catalog calls runs between the two)."""
         self.say(f"rename {self.full(source)} to {self.full(target)}")
         try:
             self.icebergs.renameTable(self.ident(source), self.ident(target))
         except Exception as exc:
             raise OperationError(f"cannot rename {self.full(source)} to {self.full(target)}: {java_line(exc)}") from None
-        self.refresh(target)
+        if refresh:
+            self.refresh(target)
+
+    def current_after_rename(self, name: str) -> int | None:
+        """The current snapshot id of ``name``, in one load from the catalog (between the two renames)."""
+        try:
+            table = self.icebergs.loadTable(self.ident(name))
+            table.refresh()  # a table the session's catalog cache held under this name would be stale
+            return _current_id(table)
+        except Exception as exc:
+            raise OperationError(f"cannot load {self.full(name)}: {java_line(exc)}") from None
 
     def refresh(self, name: str) -> None:
         try:
@@ -512,30 +526,114 @@ def _verify(run: _Run, name: str, original, staging, copied: int | None, result:
             raise IntegrityError(f"the proof of {run.full(run.staging)} failed ({summary}); nothing was swapped")
 
 
-def _final(run: _Run, original, staging, result: AdoptResult, undo: Callable[[], None] | None = None) -> None:
-    """The original is renamed (no writer commits to it any more): carry over its last commits,
-    check again, rename the staging table to the name. ``undo`` renames the original back on failure."""
-    plaintext_name = staging.properties().get(PLAINTEXT_NAME)
-    try:
+#: The refusal when writers commit to the original between every check and the first rename.
+TOO_FAST = ("writers commit to {table} faster than the swap ({attempts} attempt(s), {rounds} catch-up round(s) before "
+            "it): pause them (or run again when they are quieter); nothing was swapped, the table is as it was")
+
+
+def _swap(run: _Run, original, staging, result: AdoptResult) -> None:
+    """The swap, with the name live until it starts: catch up and verify (rows and proof) until the
+    original's current snapshot is the verified one; then rename #1 (the original to its plaintext
+    name), one load of it, and rename #2 (the copy to the name) at once. Nothing else runs between
+    the two renames: a writer sees the name missing for two catalog calls and a load. When a writer
+    committed just before rename #1 (the load shows a newer snapshot), the original is renamed back
+    at once and the round goes again, at most ``max_rounds`` times; then OperationError (TOO_FAST)."""
+    name, plaintext_name = run.name, staging.properties().get(PLAINTEXT_NAME)
+    for attempt in range(1, run.max_rounds + 1):
+        _caught_up(run, original, staging, result, attempt)
+        verified = _copied(staging)
+        run.phase("swap-original")
+        result.swap_attempts = attempt
+        started = time.monotonic()
+        run.rename(name, plaintext_name, refresh=False)
+        if run.current_after_rename(plaintext_name) == verified:
+            run.phase("swap-staging")  # fail_at here is a crash between the renames: a re-run finishes it
+            try:
+                run.rename(run.staging, name, refresh=False)
+            except OperationError:
+                run.rename(plaintext_name, name)  # the name back to the original: nothing swapped
+                raise
+            result.swap_gap_seconds = round(time.monotonic() - started, 4)
+            run.say(f"swapped: {run.full(name)} was missing for {result.swap_gap_seconds:.3f} s (two renames and a load)")
+            run.refresh(name)
+            run.refresh(plaintext_name)
+            result.swapped = True
+            result.steps_done.extend(["swap-original", "swap-staging"])
+            result.location = run.load(name).location()
+            return
+        run.rename(plaintext_name, name, refresh=False)  # a writer committed in between: the name back at once
+        gap = time.monotonic() - started
+        run.say(f"{run.full(name)} changed just before the swap: renamed back after {gap:.3f} s; catching up again")
+        run.refresh(name)
+        original = run.load(name)
+    raise OperationError(TOO_FAST.format(table=run.full(name), attempts=run.max_rounds, rounds=result.rounds))
+
+
+def _caught_up(run: _Run, original, staging, result: AdoptResult, attempt: int) -> None:
+    """Catch up and verify (with the name live) until the original's current snapshot is the one the
+    copy holds and the rows and proof were checked at; at most ``max_rounds`` rounds."""
+    for round_ in range(run.max_rounds + 1):
+        original.refresh()
         staging.refresh()
-        _check_layout(run, original, staging, plaintext_name)
+        _check_layout(run, original, staging, run.name)
         copied = _copied(staging)
-        if _current_id(original) != copied or "verify" not in result.steps_done:
-            if _current_id(original) != copied:
-                result.rounds += 1
-                _catch_up(run, plaintext_name, original, copied, result)
-                staging.refresh()
-            _verify(run, plaintext_name, original, staging, _copied(staging), result)
-        result.compared["original"] = run.full(run.name)
-    except BaseException:
-        if undo is not None:
-            undo()
-        raise
+        if _current_id(original) == copied and result.copied_snapshot == copied:
+            return
+        if round_ == run.max_rounds:
+            break
+        if _current_id(original) != copied:
+            result.rounds += 1
+            run.say(f"catch up before the swap (round {result.rounds}): {run.full(run.name)} committed since "
+                    f"snapshot {copied}")
+            _catch_up(run, run.name, original, copied, result)
+            staging.refresh()
+        _verify(run, run.name, original, staging, _copied(staging), result)
+    raise OperationError(TOO_FAST.format(table=run.full(run.name), attempts=attempt, rounds=result.rounds))
+
+
+def _final(run: _Run, original, staging, result: AdoptResult) -> None:
+    """Finish the swap an earlier run left between its two renames (no table has the name, no
+    writer commits to the renamed original): carry over its last commits, check again, rename the
+    staging table to the name."""
+    plaintext_name = staging.properties().get(PLAINTEXT_NAME)
+    staging.refresh()
+    _check_layout(run, original, staging, plaintext_name)
+    copied = _copied(staging)
+    if _current_id(original) != copied:
+        result.rounds += 1
+        _catch_up(run, plaintext_name, original, copied, result)
+        staging.refresh()
+    _verify(run, plaintext_name, original, staging, _copied(staging), result)
+    result.compared["original"] = run.full(run.name)
     run.phase("swap-staging")
     run.rename(run.staging, run.name)
     result.swapped = True
     result.steps_done.append("swap-staging")
     result.location = run.load(run.name).location()
+
+
+def reload_table(spark, table: str) -> None:
+    """Drop this session's cached copy of ``table`` (``catalog.db.name``) from Iceberg's catalog
+    cache, so its next statement loads the table from the catalog.
+
+    What a writer session runs when it hit a swap (:func:`encrypt_table`, another application): a
+    cached table that was refreshed twice while the name was missing keeps a null current metadata,
+    and every statement on it fails (``INTERNAL_ERROR``, "TableOperations.current() is null"), even
+    ``REFRESH TABLE`` and ``spark.catalog.refreshTable``, which load it first; this does not load it.
+    Without it, the cache forgets the table 30 s (``cache.expiration-interval-ms``) after its last use.
+    """
+    catalog, namespace, name = split_table_name(spark, table)
+    jvm = spark.sparkContext._jvm
+    gateway = spark.sparkContext._gateway
+    parts = namespace.split(".")
+    levels = gateway.new_array(jvm.java.lang.String, len(parts))
+    for index, part in enumerate(parts):
+        levels[index] = part
+    try:
+        spark_catalog = spark._jsparkSession.sessionState().catalogManager().catalog(catalog)
+        spark_catalog.invalidateTable(jvm.org.apache.spark.sql.connector.catalog.Identifier.of(levels, name))
+    except Exception as exc:
+        raise OperationError(f"cannot reload {table}: {java_line(exc)}") from None
 
 
 def _already_encrypted(run: _Run, table, key_id: str, result: AdoptResult) -> None:

@@ -234,6 +234,9 @@ def print_result(result) -> None:
               f"counts and {esc(str(compared.get('hash')))} per partition: equal")
         if result.proof:
             print(f"  proof: {esc(result.proof)}")
+        if result.swap_gap_seconds is not None:
+            print(f"  swap gap: {esc(result.table)} was missing for {result.swap_gap_seconds:.3f} s (two renames and a load"
+                  f"{'' if result.swap_attempts < 2 else f'; {result.swap_attempts} swaps started, writers committed'})")
     for item in result.kept:
         print(f"  kept:     {esc(item)}")
     for item in result.not_kept:

@@ -265,7 +265,7 @@ def test_adopt_stream_runs_through_the_swap_exactly_once(spark, lake, tmp_path):
         if message.startswith("copy "):
             stream(100, 3)  # lands after S0: carried over in a round
         elif message == "verify":
-            stream(200, 2)  # lands after the rounds: carried over once the original is renamed
+            stream(200, 2)  # lands after the rounds: caught up and verified again before the swap
 
     result = encrypt_table(spark, table, MASTER, progress=during, purge_now=True)
     assert len(result.carried_snapshots) == 2
@@ -346,3 +346,143 @@ def test_adopt_one_rule_for_a_table_already_encrypted(spark, lake, capsys):
     assert main(["encrypt", table, "--key-id", MASTER]) == 0
     assert "already encrypted (master key adopt-key): nothing to do" in capsys.readouterr().out
     assert rows(spark, table) == [(1,), (2,)]
+
+
+def writer_catalog(spark, lake, name="adopt_writer"):
+    """A second catalog on the same metastore and warehouse: its own Iceberg catalog cache, as in
+    another application that writes into the table (the swap's renames do not reach its cache)."""
+    from tests.conftest import add_catalog
+
+    add_catalog(spark, name, warehouse=lake["work"] / "wh", kms_name=lake["kms_name"])
+    return name
+
+
+def writer_table(lake, catalog, table):
+    return f"{catalog}.{lake['schema'].split('.', 1)[1]}.{table}"
+
+
+@pytest.mark.slow
+def test_adopt_swap_with_an_active_writer_is_two_renames_and_loses_no_row(spark, lake):
+    """issue 61: with a writer active, the name was missing for ~5 s (catch-up, fingerprints and the
+    proof ran between the renames). Now the rounds run with the name live and the swap is two renames
+    and a load: a writer (another catalog cache, committing every ~2 s, reloading after a failure)
+    keeps going through it, and every row it committed is in the encrypted table."""
+    import threading
+    import time
+
+    from pyiceberg_crypto.adopt import reload_table
+    from tests.testkit import load_factor
+
+    name = "busy"
+    table = f"{lake['schema']}.{name}"
+    small_table(spark, table)
+    writes = writer_table(lake, writer_catalog(spark, lake), name)
+    committed, failures, stop = [], [], threading.Event()
+
+    def writer():
+        value = 1000
+        while not stop.is_set():
+            try:
+                spark.sql(f"INSERT INTO {writes} VALUES ({value}, 'w')")
+                committed.append(value)
+                value += 1
+                stop.wait(2.0)
+            except Exception as exc:  # the swap's window (or a commit that lost a race): reload, try again
+                failures.append(str(exc).splitlines()[0][:160])
+                reload_table(spark, writes)
+                stop.wait(0.2)
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        while len(committed) < 2:
+            time.sleep(0.2)
+
+        def wait_for_a_commit(message):  # the writer commits during the copy, and after the first check
+            if message.startswith("copy ") or message == "verify":
+                seen = len(committed)
+                deadline = time.monotonic() + 30 * load_factor()
+                while len(committed) == seen and time.monotonic() < deadline:
+                    time.sleep(0.05)
+
+        started = time.monotonic()
+        result = encrypt_table(spark, table, MASTER, prove=proof(spark), max_rounds=10, progress=wait_for_a_commit)
+        took = time.monotonic() - started
+        while len(committed) < len(result.carried_snapshots) + 4:  # the writer goes on after the swap
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    print(f"swap gap {result.swap_gap_seconds:.3f} s, {result.swap_attempts} attempt(s), {result.rounds} round(s), "
+          f"run {took:.1f} s; writer: {len(committed)} committed, {len(failures)} failed {failures[:3]}")
+    assert result.swapped and result.swap_gap_seconds < 2.0 * load_factor()
+    assert len(result.carried_snapshots) >= 2 and result.rounds >= 2  # caught up (and verified) before the swap
+    spark.sql(f"REFRESH TABLE {table}")
+    ids = [r.id for r in spark.table(table).collect()]
+    assert sorted(i for i in ids if i >= 1000) == sorted(committed)  # every committed row, once
+    new = java_table(spark, table)
+    assert new.properties().get("encryption.key-id") == MASTER and plaintext_files(new.location()) == []
+
+
+@pytest.mark.slow
+def test_adopt_writer_that_hit_the_swap_recovers_with_reload_table(spark, lake):
+    """issue 61: a writer session that hit the missing name twice (its cached table refreshed twice
+    while the name was missing: current metadata null) failed every statement afterwards, REFRESH
+    TABLE included. ``reload_table`` recovers it; its next INSERT lands, encrypted, in the new table."""
+    from pyiceberg_crypto.adopt import reload_table
+
+    name = "stuck"
+    table = f"{lake['schema']}.{name}"
+    small_table(spark, table)
+    writes = writer_table(lake, writer_catalog(spark, lake), name)
+    spark.sql(f"INSERT INTO {writes} VALUES (10, 'w')")  # the writer's catalog caches the table
+    window = []
+
+    def hit_the_window(message):
+        if message == "swap-staging":  # between the two renames
+            for value in (11, 12):
+                with pytest.raises(Exception) as failed:
+                    spark.sql(f"INSERT INTO {writes} VALUES ({value}, 'w')")
+                window.append(str(failed.value))
+
+    result = encrypt_table(spark, table, MASTER, progress=hit_the_window)
+    assert result.swapped and "NoSuchTableException" in window[0]
+    for statement in (f"INSERT INTO {writes} VALUES (13, 'w')", f"REFRESH TABLE {writes}"):
+        with pytest.raises(Exception, match=r"TableOperations.current\(\)\" is null"):
+            spark.sql(statement)  # stuck: every statement, REFRESH TABLE too
+    reload_table(spark, writes)
+    spark.sql(f"INSERT INTO {writes} VALUES (14, 'w')")
+    spark.sql(f"REFRESH TABLE {table}")
+    assert rows(spark, table) == [(1, "a"), (2, "b"), (3, "a"), (10, "w"), (14, "w")]
+    new = java_table(spark, table)
+    assert new.properties().get("encryption.key-id") == MASTER and plaintext_files(new.location()) == []
+
+
+@pytest.mark.slow
+def test_adopt_a_commit_just_before_the_swap_renames_back_and_goes_again_then_refuses(spark, lake):
+    """issue 61: a writer's commit between the last check and the first rename is seen by the one
+    load between the renames: the original is renamed back at once, caught up, verified, swapped.
+    A writer that commits before every swap gets the run refused after ``max_rounds``, nothing swapped."""
+    table = f"{lake['schema']}.racing"
+    small_table(spark, table)
+    inserted = []
+
+    def commit_before_the_rename(times):
+        def hook(message):
+            if message == "swap-original" and len(inserted) < times:
+                inserted.append(len(inserted))
+                spark.sql(f"INSERT INTO {table} VALUES ({100 + len(inserted)}, 'r')")
+        return hook
+
+    with pytest.raises(OperationError, match="faster than the swap .*: pause them .*nothing was swapped"):
+        encrypt_table(spark, table, MASTER, max_rounds=2, progress=commit_before_the_rename(99))
+    assert java_table(spark, table).properties().get("encryption.key-id") is None  # the table is as it was
+    assert len(rows(spark, table)) == 3 + len(inserted)
+    inserted.clear()
+    said: list[str] = []
+    hook = commit_before_the_rename(1)
+    result = encrypt_table(spark, table, MASTER, progress=lambda m: (said.append(m), hook(m)))
+    assert result.swapped and result.swap_attempts == 2 and result.swap_gap_seconds is not None
+    assert any("changed just before the swap: renamed back" in line for line in said)
+    assert rows(spark, table) == sorted([(1, "a"), (2, "b"), (3, "a"), (101, "r"), (102, "r"), (101, "r")])
+    assert java_table(spark, table).properties().get("encryption.key-id") == MASTER
