@@ -29,7 +29,13 @@ from pyiceberg_crypto.catalog.kinds import (
     plaintext_reason,
     session_catalogs,
 )
-from pyiceberg_crypto.engines import mode_conflicts, parse_readers, row_level_properties
+from pyiceberg_crypto.engines import (
+    DEFAULT_DATA_KEY_LENGTH,
+    ENGINES,
+    mode_conflicts,
+    parse_readers,
+    row_level_properties,
+)
 from pyiceberg_crypto.errors import InvalidArgumentError, SetupError
 from pyiceberg_crypto.properties import (
     AES_KEY_LENGTHS,
@@ -490,7 +496,8 @@ def table_properties(
     {'encryption.key-id': 'k1', 'format-version': '3', 'encryption.data-key-length': '32'}
 
     ``readers``: the engines that must read the table (names of :data:`pyiceberg_crypto.engines.ENGINES`:
-    ``spark``, ``trino``, ``jvm-free``). The profile sets what they need to keep reading it after
+    ``spark``, ``trino``, ``jvm-free``, ``comet``; ``comet`` with a 24-byte data key is refused: it
+    would fall back to Spark's scan). The profile sets what they need to keep reading it after
     every DELETE, UPDATE and MERGE, and records them in ``pyiceberg-crypto.readers`` (which
     ``verify`` and the audit check against the table's files)::
 
@@ -534,6 +541,13 @@ def table_properties(
             raise InvalidArgumentError(f"extra property {key!r} conflicts with readers={readers!r}: give one of them")
         props[key] = str(value)
     conflicts = mode_conflicts({**profile, **props}, names)
+    length = data_key_length or DEFAULT_DATA_KEY_LENGTH
+    for name in names:  # an accelerator (comet) that would fall back on this data key
+        native = sorted(ENGINES[name].native_key_lengths)
+        if native and length not in native:
+            conflicts.append(f"readers names {name}, which reads natively only {' or '.join(map(str, native))}-byte "
+                             f"data keys: a {length * 8}-bit data key falls back to Spark's scan; use "
+                             f"data_key_length={' or '.join(map(str, native))}")
     if conflicts:
         raise InvalidArgumentError("; ".join(conflicts))
     props.update({k: v for k, v in profile.items() if k not in props})

@@ -24,6 +24,7 @@ import pytest
 
 from pyiceberg_crypto import config
 from pyiceberg_crypto.verify import verify_table
+from pyiceberg_crypto.verify.render import format_text
 
 pytestmark = [pytest.mark.slow, pytest.mark.jvm, pytest.mark.apps]
 
@@ -126,6 +127,11 @@ def test_comet_falls_back_on_24_byte_keys_and_says_why(comet):
     assert NATIVE_SCAN not in plan, plan
     assert "192-bit" in plan, plan  # Comet's reason, in EXPLAIN EXTENDED
     assert rows == baseline == [(i, str(i * 10), i % 2) for i in range(6)]
+    report = verify_table(spark, table)  # "readable by" says the same, and why
+    comet_answer = next(a for a in report.readable_by if a["engine"] == "comet")
+    assert (comet_answer["readable"], comet_answer["native"]) == (True, False)
+    assert "192-bit data key is not yet supported" in comet_answer["reasons"][0]
+    assert "(comet): falls back to Spark's scan" in format_text(report)
 
 
 def test_comet_writer_falls_back_on_encrypted_tables_and_writes_no_plaintext(comet):
@@ -144,4 +150,5 @@ def test_comet_writer_falls_back_on_encrypted_tables_and_writes_no_plaintext(com
             assert handle.read(4) == b"PARE", path  # encrypted Parquet: Iceberg's writer wrote it
     report = verify_table(spark, table)
     assert report.ok, report.to_dict()
+    assert "(comet): natively" in format_text(report)  # a 16-byte key, Parquet files: Comet reads it natively
     assert spark.sql(f"SELECT count(*) FROM {table}").first()[0] == 10
