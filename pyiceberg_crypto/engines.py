@@ -13,14 +13,8 @@ The reader-set profile (:func:`pyiceberg_crypto.config.table_properties` with ``
     #  {'engine': 'trino', 'readable': False,
     #   'reasons': ['3 encrypted deletion vectors (Puffin): Trino 483 reads only Parquet when encrypted']}, ...]
 
-Apache DataFusion Comet (``comet``) is an accelerator: it runs inside Spark, reads natively what it
-can and falls back to Spark's scan for the rest, so it reads what Spark reads, and its answer also
-says whether it reads natively (``native``) and, when not, why (a 24-byte data key: "a 192-bit
-data key is not yet supported")::
-
-    [a.to_dict() for a in engines.readable_by(census, encrypted_table=True, data_key_length=24, format_version=3)][-1]
-    # {'engine': 'comet', ..., 'readable': True, 'native': False,
-    #  'reasons': ["falls back to Spark's scan: encryption.data-key-length=24 (AES-192): ..."]}
+Comet (``comet``) is an accelerator inside Spark: it reads what Spark reads, and its answer's
+``native`` says whether natively, the reasons why not (a 24-byte data key falls back).
 
 A census counts the live files of one snapshot by ``(kind, file format, encrypted)``: the kinds of
 :mod:`pyiceberg_crypto.table.file_kinds` (``data``, ``position-delete``, ``equality-delete``,
