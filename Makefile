@@ -65,7 +65,7 @@ $(BRIDGE_JAR) $(TESTKIT_JAR) $(TESTING_JAR) &: $(JAVA_SOURCES)
 runtime-jars: $(RUNTIME_JARS)/.complete
 
 $(RUNTIME_JARS)/.complete: pyiceberg_crypto/jars.py pyiceberg_crypto/testing/jars.py | venv
-	$(VENV)/bin/pyiceberg-crypto jars download $(RUNTIME_JARS) --spark 3.5 --spark 4.1 --aws --kafka
+	$(VENV)/bin/pyiceberg-crypto jars download $(RUNTIME_JARS) --spark 3.5 --spark 4.1 --aws --kafka --comet
 	$(PY) -m pyiceberg_crypto.testing jars $(RUNTIME_JARS) --kafka-broker --rest-catalog
 	touch $@
 

@@ -13,6 +13,9 @@ The reader-set profile (:func:`pyiceberg_crypto.config.table_properties` with ``
     #  {'engine': 'trino', 'readable': False,
     #   'reasons': ['3 encrypted deletion vectors (Puffin): Trino 483 reads only Parquet when encrypted']}, ...]
 
+Comet (``comet``) is an accelerator inside Spark: it reads what Spark reads, and its answer's
+``native`` says whether natively, the reasons why not (a 24-byte data key falls back).
+
 A census counts the live files of one snapshot by ``(kind, file format, encrypted)``: the kinds of
 :mod:`pyiceberg_crypto.table.file_kinds` (``data``, ``position-delete``, ``equality-delete``,
 ``deletion-vector``), the manifest's ``file_format`` upper-cased, and whether the manifest gives the
@@ -27,13 +30,16 @@ from dataclasses import dataclass, field
 from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.properties import READERS_PROPERTY
 
-__all__ = ["COPY_ON_WRITE", "ENGINES", "Engine", "MERGE_ON_READ", "READERS_PROPERTY", "ROW_LEVEL_MODES",
+__all__ = ["COMET", "COPY_ON_WRITE", "ENGINES", "Engine", "MERGE_ON_READ", "READERS_PROPERTY", "ROW_LEVEL_MODES",
            "Readability", "SPARK", "TRINO", "JVM_FREE", "declared_readers", "engine_table_markdown",
            "mode_conflicts", "parse_readers", "readable_by", "readers_check", "row_level_properties"]
 
 SPARK = "spark"
 TRINO = "trino"
 JVM_FREE = "jvm-free"
+COMET = "comet"
+#: Iceberg's default data key length (bytes) when a table does not set ``encryption.data-key-length``.
+DEFAULT_DATA_KEY_LENGTH = 16
 
 #: Iceberg's table properties choosing how DELETE, UPDATE and MERGE change rows.
 ROW_LEVEL_MODES = ("write.delete.mode", "write.update.mode", "write.merge.mode")
@@ -59,6 +65,11 @@ class Engine:
     ``copy_on_write``: on format 3 the engine needs ``copy-on-write`` row-level modes (merge-on-read
     writes encrypted deletion vectors it cannot read). ``limit``: the rule in words, for reasons.
     ``evidence``: how the facts are known (measured, or read from the engine's code).
+
+    An accelerator (``falls_back_to``: the engine whose scan it falls back to) reads what that engine
+    reads, and natively only a table of ``native_formats`` (format versions) whose data key length
+    is in ``native_key_lengths`` (bytes) and whose live files are all in ``native``; ``fallback``:
+    the rule in words.
     """
 
     name: str
@@ -72,6 +83,11 @@ class Engine:
     copy_on_write: bool = False
     catalogs: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    falls_back_to: str | None = None
+    native: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    native_key_lengths: frozenset[int] = frozenset()
+    native_formats: frozenset[int] = frozenset()
+    fallback: str = ""
 
     def reads(self, kind: str, file_format: str, encrypted: bool) -> bool:
         """Whether the engine reads a file of this kind and format (``PARQUET``, ``PUFFIN`` ...)."""
@@ -89,9 +105,14 @@ class Readability:
     title: str
     readable: bool | None  # None: not known (an incremental run did not walk the whole snapshot)
     reasons: tuple[str, ...] = ()
+    native: bool | None = None  # an accelerator's: reads natively (False: falls back; None: not known)
+    accelerator: bool = False
 
     def to_dict(self) -> dict:
-        return {"engine": self.engine, "title": self.title, "readable": self.readable, "reasons": list(self.reasons)}
+        answer = {"engine": self.engine, "title": self.title, "readable": self.readable}
+        if self.accelerator:
+            answer["native"] = self.native
+        return {**answer, "reasons": list(self.reasons)}
 
 
 _PARQUET = frozenset({"PARQUET"})
@@ -127,6 +148,24 @@ ENGINES: dict[str, Engine] = {
         evidence="the reader's code (pyiceberg_crypto/read) and its tests",
         encrypted_tables_only=True,
         catalogs="Hive metastore, REST"),
+    COMET: Engine(
+        name=COMET, title="Spark 4.1 with Apache DataFusion Comet 1.2.0",
+        how="as Spark: `spark_settings(accelerator=\"comet\")`; the driver's Iceberg unwraps the keys",
+        encrypted={_DATA: _ENCRYPTED_FORMATS, _POSITION: _ENCRYPTED_FORMATS, _EQUALITY: _ENCRYPTED_FORMATS,
+                   _DV: frozenset({"PUFFIN"})},
+        limit="Comet falls back to Spark's scan, which reads what Iceberg 1.12.0 encrypts",
+        evidence=("measured (tests/integration/test_comet.py): `CometIcebergNativeScan` on copy-on-write and "
+                  "merge-on-read tables (deletion vectors) with 16- and 32-byte data keys, rows equal to Spark's "
+                  "scan; a 24-byte key falls back. Not measured: Avro data files and Parquet delete files, "
+                  "counted as falling back"),
+        catalogs="as Spark",
+        notes=("an accelerator: Comet's Iceberg writer falls back to Iceberg's on encrypted tables",),
+        falls_back_to=SPARK,
+        native={_DATA: _PARQUET, _DV: frozenset({"PUFFIN"})},
+        native_key_lengths=frozenset({16, 32}),
+        native_formats=frozenset({3}),
+        fallback="Comet 1.2.0 reads natively encrypted format 3 tables with 16- or 32-byte data keys, "
+                 "Parquet data files and deletion vectors"),
 }
 
 
@@ -185,14 +224,22 @@ def _count(n: int, kind: str, encrypted: bool) -> str:
 
 
 def readable_by(census: Mapping[tuple[str, str, bool], int], *, encrypted_table: bool,
-                complete: bool = True) -> list[Readability]:
+                complete: bool = True, data_key_length: int | None = None,
+                format_version: int | None = None) -> list[Readability]:
     """Each known engine's answer for a snapshot whose live files are ``census``.
 
     ``complete``: the census holds every live file of the snapshot. When not (an incremental
     verification walked only what is newer), an engine with no blocker in it is ``readable=None``.
+    ``data_key_length`` (the table's ``encryption.data-key-length``; None: Iceberg's default, 16)
+    and ``format_version`` (None: not known) decide whether an accelerator reads natively.
     """
     out = []
     for engine in ENGINES.values():
+        if engine.falls_back_to is not None:
+            out.append(_accelerated(engine, next(a for a in out if a.engine == engine.falls_back_to), census,
+                                    encrypted_table=encrypted_table, complete=complete,
+                                    data_key_length=data_key_length, format_version=format_version))
+            continue
         reasons = []
         if engine.encrypted_tables_only and not encrypted_table:
             reasons.append(f"the table is not encrypted: {engine.title} reads encrypted tables only")
@@ -206,6 +253,32 @@ def readable_by(census: Mapping[tuple[str, str, bool], int], *, encrypted_table:
     return out
 
 
+def _accelerated(engine: Engine, base: Readability, census: Mapping[tuple[str, str, bool], int], *,
+                 encrypted_table: bool, complete: bool, data_key_length: int | None,
+                 format_version: int | None) -> Readability:
+    """An accelerator's answer: readable as the engine it falls back to (``base``), native or not, and why."""
+    why = []
+    if encrypted_table:
+        length = data_key_length or DEFAULT_DATA_KEY_LENGTH
+        if length not in engine.native_key_lengths:
+            why.append(f"encryption.data-key-length={length} (AES-{length * 8}): a {length * 8}-bit data key is "
+                       "not yet supported natively")
+        if format_version is not None and format_version not in engine.native_formats:
+            why.append(f"format-version {format_version}: measured natively on format "
+                       f"{', '.join(map(str, sorted(engine.native_formats)))} only")
+    for (kind, file_format, encrypted), n in sorted(census.items()):
+        if n and file_format.upper() not in engine.native.get(kind, frozenset()):
+            why.append(f"{_count(n, kind, encrypted)} ({file_format.title()}): not read natively")
+    if base.readable is False:
+        return Readability(engine.name, engine.title, False, base.reasons, native=False, accelerator=True)
+    native = False if why else (True if complete and format_version is not None else None)
+    reasons = [f"falls back to Spark's scan: {reason}" for reason in why]
+    if native is None:
+        reasons.append("native: not known (" + ("this run walked only the newer files" if not complete
+                                                else "the format version is not known") + ")")
+    return Readability(engine.name, engine.title, base.readable, tuple(reasons), native=native, accelerator=True)
+
+
 def readers_check(properties: Mapping[str, str], answers: Iterable[Readability]) -> tuple[str, str] | None:
     """``(problem, detail)`` when the table's :data:`READERS_PROPERTY` names an engine that cannot read
     the snapshot (or the modes that keep it readable are not set), else None (nothing declared, or fine)."""
@@ -215,6 +288,9 @@ def readers_check(properties: Mapping[str, str], answers: Iterable[Readability])
     by_name = {a.engine: a for a in answers}
     problems = [f"{READERS_PROPERTY} names {name}, which cannot read the current snapshot: "
                 + "; ".join(by_name[name].reasons) for name in declared if by_name[name].readable is False]
+    problems += [f"{READERS_PROPERTY} names {name}, which does not read the current snapshot natively: "
+                 + "; ".join(by_name[name].reasons) for name in declared
+                 if by_name[name].readable is not False and by_name[name].native is False]
     problems += mode_conflicts(properties, declared)
     if not problems:
         return None
@@ -236,6 +312,8 @@ def engine_table_markdown() -> str:
         modes = "copy-on-write (merge-on-read writes DVs it cannot read)" if engine.copy_on_write else "any"
         if engine.encrypted_tables_only:
             modes += "; encrypted tables only"
+        if engine.falls_back_to is not None:
+            modes += f"; natively: {engine.fallback.split('natively ', 1)[-1]}, else {engine.falls_back_to}'s scan"
         rows.append(f"| {engine.title} (`{engine.name}`) | {engine.how} | "
                     + " | ".join(cell(engine, k) for k in kinds)
                     + f" | {modes} | {engine.catalogs} | {engine.evidence} |")

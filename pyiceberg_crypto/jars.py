@@ -34,13 +34,13 @@ from pathlib import Path
 
 from pyiceberg_crypto._deprecated import renamed_classes
 from pyiceberg_crypto._atomic import PUBLIC, atomic_writer
-from pyiceberg_crypto.errors import FileAccessError, SetupError
+from pyiceberg_crypto.errors import FileAccessError, InvalidArgumentError, SetupError
 
-__all__ = ["BRIDGE_ARTIFACT", "BRIDGE_GROUP", "BRIDGE_JAR_NAME", "ICEBERG_VERSION", "JARS_DIR_ENV", "MAVEN_CENTRAL",
-           "MIN_JAVA", "PINNED_SHA256", "PYSPARK_REQUIREMENT", "MavenArtifact", "SparkLine",
+__all__ = ["BRIDGE_ARTIFACT", "BRIDGE_GROUP", "BRIDGE_JAR_NAME", "COMET_SPARK_LINES", "COMET_VERSION",
+           "ICEBERG_VERSION", "JARS_DIR_ENV", "MAVEN_CENTRAL", "MIN_JAVA", "PINNED_SHA256", "PYSPARK_REQUIREMENT", "MavenArtifact", "SparkLine",
            "artifacts", "aws_bundle_artifact", "bridge_artifact", "bridge_jar", "bridge_repository",
-           "check_java_version", "download", "installed_pyspark_version", "kafka_connector_artifacts", "local_jar",
-           "local_jars_dir", "runtime_artifact", "spark_line"]
+           "check_java_version", "comet_artifact", "download", "installed_pyspark_version",
+           "kafka_connector_artifacts", "local_jar", "local_jars_dir", "runtime_artifact", "spark_line"]
 
 #: Old names, kept for one release (CHANGELOG.md).
 __getattr__ = renamed_classes(__name__, {"JarNotFoundError": SetupError, "UnsupportedSparkError": SetupError,
@@ -111,7 +111,14 @@ PINNED_SHA256 = {
     "spark-token-provider-kafka-0-10_2.12-3.5.7.jar": "9701914db5c6d09628b58d2d2c1ccd2c9ea28f32f83dd6cb21f98b8237531ff4",
     "kafka-clients-3.4.1.jar": "9d0a9058c8ede79db6e54ae378ed16fe8d1bead2894635a4aa6aa0b7981668c6",
     "commons-pool2-2.11.1.jar": "ea0505ee7515e58b1ac0e686e4d1a5d9f7d808e251a61bc371aa0595b9963f83",
+    # Apache DataFusion Comet, the native reader (comet_artifact; its .sha1 agrees)
+    "comet-spark-spark4.1_2.13-1.2.0.jar": "5055c43dca9e8cce83c33b1ff25646d1436c94698ca48beb3475bf60843b8d37",
 }
+
+#: Apache DataFusion Comet (``spark_settings(accelerator="comet")``): the version, and the Spark
+#: lines its jar is served for here and measured with Iceberg 1.12.0 (4.1 only: no 3.5 jar is served).
+COMET_VERSION = "1.2.0"
+COMET_SPARK_LINES = ("4.1",)
 
 #: ``spark-sql-kafka-0-10`` per Spark line: (connector, its token provider, its kafka-clients, its
 #: commons-pool2). Spark 4.1: 4.1.3, the first 4.1 connector without SPARK-55271 (4.1.0-4.1.2 fail
@@ -165,12 +172,33 @@ def aws_bundle_artifact() -> MavenArtifact:
     return MavenArtifact("org.apache.iceberg", "iceberg-aws-bundle", ICEBERG_VERSION)
 
 
-def artifacts(line: SparkLine, *, aws: bool = False, kafka: bool = False, local: bool = False) -> list[MavenArtifact]:
+def artifacts(line: SparkLine, *, aws: bool = False, kafka: bool = False, local: bool = False,
+              comet: bool = False) -> list[MavenArtifact]:
     """The artifacts a session on ``line`` needs: the Iceberg runtime, the AWS bundle when ``aws``,
     Spark's Kafka connector when ``kafka`` (with the jars it needs beyond Spark's when ``local``:
-    local jar files do not bring their dependencies, Maven coordinates do)."""
+    local jar files do not bring their dependencies, Maven coordinates do), Comet when ``comet``
+    (:func:`comet_artifact`: InvalidArgumentError on a line without it)."""
     found = [runtime_artifact(line)] + ([aws_bundle_artifact()] if aws else [])
-    return found + (kafka_connector_artifacts(line, with_dependencies=local) if kafka else [])
+    found += kafka_connector_artifacts(line, with_dependencies=local) if kafka else []
+    return found + ([comet_artifact(line)] if comet else [])
+
+
+def comet_artifact(line: SparkLine) -> MavenArtifact:
+    """Apache DataFusion Comet's Spark jar for ``line`` (one jar: its native library inside).
+
+    >>> comet_artifact(spark_line("4.1.4")).coordinate
+    'org.apache.datafusion:comet-spark-spark4.1_2.13:1.2.0'
+
+    Raises:
+        InvalidArgumentError: a Spark line Comet is not served for here (3.5): the message names
+            the line and what is supported.
+    """
+    if line.spark not in COMET_SPARK_LINES:
+        raise InvalidArgumentError(
+            f"Comet is not supported on Spark {line.spark}: Comet {COMET_VERSION} is served and measured with "
+            f"Iceberg {ICEBERG_VERSION} here for Spark {' and '.join(COMET_SPARK_LINES)} only "
+            f"(comet-spark-spark4.1_2.13). Use pyspark 4.1, or no accelerator on Spark {line.spark}")
+    return MavenArtifact("org.apache.datafusion", f"comet-spark-spark{line.spark}_{line.scala}", COMET_VERSION)
 
 
 def kafka_connector_artifacts(line: SparkLine, *, with_dependencies: bool = False) -> list[MavenArtifact]:
@@ -268,7 +296,7 @@ def local_jar(directory: Path, artifact: MavenArtifact) -> Path:
     if not path.is_file():
         raise SetupError(
             f"{path} is missing: download the pinned jars with `pyiceberg-crypto jars download {directory}` "
-            f"(add --spark, --aws and --kafka as needed), or copy {artifact.coordinate} there"
+            f"(add --spark, --aws, --kafka and --comet as needed), or copy {artifact.coordinate} there"
         )
     return path
 

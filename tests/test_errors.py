@@ -231,6 +231,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.config.settings.jar_settings": (InvalidArgumentError, lambda: config.jar_settings("nonsense")),
         "pyiceberg_crypto.config.session.session_for_catalog": (InvalidArgumentError, lambda: config.session_for_catalog("", warehouse="/w")),
         "pyiceberg_crypto.jars.spark_line": (SetupError, lambda: jars.spark_line("9.9")),
+        "pyiceberg_crypto.jars.comet_artifact": (InvalidArgumentError, lambda: jars.comet_artifact(jars.spark_line("3.5.7"))),
         "pyiceberg_crypto.jars.check_java_version": (SetupError, lambda: jars.check_java_version("x")),
         "pyiceberg_crypto.jars.local_jar": (
             SetupError, lambda: jars.local_jar(tmp_path / "no-jars", jars.aws_bundle_artifact())),
@@ -303,6 +304,7 @@ NO_BAD_INPUT = {
     "pyiceberg_crypto.verify.magic_scan.scan_table_files": "a location without files has no findings",
     "pyiceberg_crypto.jars.installed_pyspark_version": "takes no arguments",
     "pyiceberg_crypto.jars.aws_bundle_artifact": "takes no arguments",
+    "pyiceberg_crypto.config.settings.comet_settings": "takes no arguments",
     "pyiceberg_crypto.jars.bridge_artifact": "takes no arguments",
     "pyiceberg_crypto.jars.bridge_repository": "takes no arguments",
     "pyiceberg_crypto.jars.bridge_jar": "takes no arguments (SetupError when the package has no jar)",

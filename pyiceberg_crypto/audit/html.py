@@ -312,17 +312,26 @@ def readable_by_text(answers: list[dict[str, Any]] | None) -> str:
 
     >>> readable_by_text([{"engine": "spark", "readable": True}, {"engine": "trino", "readable": False}])
     'spark (not trino)'
+    >>> readable_by_text([{"engine": "spark", "readable": True},
+    ...                   {"engine": "comet", "readable": True, "native": False}])
+    'spark; comet falls back to Spark'
+
+    An accelerator (an answer with ``native``: comet) follows, as natively or falling back.
     """
     if not answers:
         return ""
-    yes = [a["engine"] for a in answers if a.get("readable") is True]
-    no = [a["engine"] for a in answers if a.get("readable") is False]
-    unknown = [a["engine"] for a in answers if a.get("readable") is None]
+    engines = [a for a in answers if "native" not in a]
+    yes = [a["engine"] for a in engines if a.get("readable") is True]
+    no = [a["engine"] for a in engines if a.get("readable") is False]
+    unknown = [a["engine"] for a in engines if a.get("readable") is None]
     text = ", ".join(yes) or "none"
     if no:
         text += f" (not {', '.join(no)})"
     if unknown:
         text += f" (unknown: {', '.join(unknown)})"
+    for a in answers:
+        if "native" in a and a.get("readable") is not False:
+            text += f"; {a['engine']} " + {True: "native", False: "falls back to Spark", None: "native unknown"}[a["native"]]
     return text
 
 

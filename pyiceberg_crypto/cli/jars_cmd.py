@@ -1,7 +1,7 @@
 """``pyiceberg-crypto jars``: which JVM artifacts a session uses, and fetching them for offline use.
 
-    pyiceberg-crypto jars show [--spark VERSION] [--aws] [--kafka] [--json]
-    pyiceberg-crypto jars download DIR [--spark 3.5|4.1 ...] [--aws] [--kafka] [--repository URL]
+    pyiceberg-crypto jars show [--spark VERSION] [--aws] [--kafka] [--comet] [--json]
+    pyiceberg-crypto jars download DIR [--spark 3.5|4.1 ...] [--aws] [--kafka] [--comet] [--repository URL]
 
 ``show`` says what :func:`pyiceberg_crypto.config.spark_settings` puts on the classpath for the
 installed pyspark (or ``--spark``): the Maven coordinates of the Iceberg runtime and of the bridge
@@ -9,7 +9,9 @@ jar (from the repository inside this package), or the local files when ``$PYICEB
 is set. ``download`` fills a
 directory for offline / air-gapped clusters (each jar checked against its pinned SHA-256); then
 ``export PYICEBERG_CRYPTO_JARS=DIR``. ``--kafka`` adds Spark's Kafka connector
-(``spark_settings(kafka=True)``). The test kit's servers fetch their own jars
+(``spark_settings(kafka=True)``), ``--comet`` Apache DataFusion Comet's jar
+(``spark_settings(accelerator="comet")``; Spark 4.1 only: a 3.5 line gets none, and asking for
+Comet with only 3.5 is refused). The test kit's servers fetch their own jars
 (``python -m pyiceberg_crypto.testing jars DIR``). Exit status: 0 done, 2 unsupported Spark,
 missing jar, download or checksum failure.
 """
@@ -33,6 +35,7 @@ def add_parser(sub) -> None:
     show.add_argument("--spark", metavar="VERSION", help="pyspark version (default: the installed one)")
     show.add_argument("--aws", action="store_true", help="include the AWS bundle (S3 / AWS KMS)")
     show.add_argument("--kafka", action="store_true", help="include Spark's Kafka connector (spark-sql-kafka-0-10)")
+    show.add_argument("--comet", action="store_true", help="include Apache DataFusion Comet (Spark 4.1 only)")
     show.add_argument("--json", action="store_true", help="print JSON")
     download = actions.add_parser("download", help="download the pinned jars into DIR (offline clusters)")
     download.add_argument("directory", metavar="DIR")
@@ -41,6 +44,9 @@ def add_parser(sub) -> None:
     download.add_argument("--aws", action="store_true", help="also the AWS bundle (S3 / AWS KMS)")
     download.add_argument("--kafka", action="store_true",
                           help="also Spark's Kafka connector and the jars it needs (spark_settings(kafka=True))")
+    download.add_argument("--comet", action="store_true",
+                          help="also Apache DataFusion Comet, the native reader (spark_settings(accelerator='comet'); "
+                               "Spark 4.1 only)")
     download.add_argument("--repository", default=jars.MAVEN_CENTRAL,
                           help="Maven repository URL, e.g. a company mirror (default: %(default)s)")
 
@@ -55,7 +61,7 @@ def _show(args: argparse.Namespace) -> int:
     version = args.spark or jars.installed_pyspark_version()
     line = jars.spark_line(version)
     directory = jars.local_jars_dir()
-    artifacts = jars.artifacts(line, aws=args.aws, kafka=args.kafka, local=directory is not None)
+    artifacts = jars.artifacts(line, aws=args.aws, kafka=args.kafka, local=directory is not None, comet=args.comet)
     try:
         bridge = str(jars.bridge_jar())
         bridge_packages = [jars.bridge_artifact().coordinate]
@@ -96,8 +102,16 @@ def _show(args: argparse.Namespace) -> int:
 
 def _download(args: argparse.Namespace) -> int:
     lines = [jars.spark_line(value) for value in (args.spark or [jars.installed_pyspark_version()])]
+    comet_lines = [line for line in lines if line.spark in jars.COMET_SPARK_LINES]
+    if args.comet and not comet_lines:
+        jars.comet_artifact(lines[0])  # refused: the message names the line and what is supported
+    for line in lines:
+        if args.comet and line not in comet_lines:
+            print(f"no Comet for Spark {line.spark}: Comet {jars.COMET_VERSION} is served for Spark "
+                  f"{' and '.join(jars.COMET_SPARK_LINES)} only")
     wanted = dict.fromkeys(artifact for line in lines
-                           for artifact in jars.artifacts(line, aws=args.aws, kafka=args.kafka, local=True))
+                           for artifact in jars.artifacts(line, aws=args.aws, kafka=args.kafka, local=True,
+                                                          comet=args.comet and line in comet_lines))
     paths = jars.download(args.directory, wanted, repository=args.repository, log=print)
     print(f"{len(paths)} jar(s) in {args.directory}, SHA-256 checked; use them with: "
           f"export {jars.JARS_DIR_ENV}={args.directory}")

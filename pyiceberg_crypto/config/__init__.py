@@ -30,6 +30,8 @@ from pyiceberg_crypto._deprecated import renamed_classes
 
 # In the order the API page shows them (docs/reference/api/config.md): by job, as the modules are.
 from pyiceberg_crypto.config.settings import (
+    ACCELERATORS,
+    COMET,
     DRIVER_JAVA_OPTIONS,
     ICEBERG_VERSION,
     JAR_MODES,
@@ -48,11 +50,13 @@ from pyiceberg_crypto.config.settings import (
     s3_catalog_properties,
     embedded_metastore_settings,
     jar_settings,
+    comet_settings,
     table_properties,
 )
 from pyiceberg_crypto.config.checks import declare_readers
 from pyiceberg_crypto.config.render import tblproperties_sql, spark_conf_args, spark_conf_lines, spark_defaults_lines
 from pyiceberg_crypto.config.session import (
+    CLASS_PATH_SETTINGS,
     LIST_SETTINGS,
     configure_spark_with_encryption,
     local_spark_builder,
@@ -83,8 +87,8 @@ from pyiceberg_crypto.properties import (
     READERS_PROPERTY,
 )
 
-__all__ = ["ICEBERG_VERSION", "JAR_MODES", "KMS_NAME_PROPERTY", "KMS_SERVICE_PROPERTY", "PYTHON_KMS_IMPL",
-           "catalog_settings", "configure_spark_with_encryption", "declare_readers", "embedded_metastore_settings",
+__all__ = ["ACCELERATORS", "ICEBERG_VERSION", "JAR_MODES", "KMS_NAME_PROPERTY", "KMS_SERVICE_PROPERTY", "PYTHON_KMS_IMPL",
+           "catalog_settings", "comet_settings", "configure_spark_with_encryption", "declare_readers", "embedded_metastore_settings",
            "jar_settings", "kms_service_properties", "local_spark_builder", "refuse_plaintext_catalogs",
            "s3_catalog_properties", "session_for_catalog", "spark_conf_args", "spark_conf_lines",
            "spark_defaults_lines", "spark_settings", "table_properties", "tblproperties_sql"]

@@ -31,14 +31,16 @@ __all__ = ["configure_spark_with_encryption", "local_spark_builder", "session_fo
 log = logging.getLogger(__package__)
 
 #: Settings that hold comma-separated lists: merged with a value already on the builder.
-LIST_SETTINGS = ("spark.jars", "spark.jars.packages", "spark.jars.repositories")
+LIST_SETTINGS = ("spark.jars", "spark.jars.packages", "spark.jars.repositories", "spark.plugins")
+#: Class path settings (Comet's jar, :func:`~pyiceberg_crypto.config.comet_settings`): merged too.
+CLASS_PATH_SETTINGS = ("spark.driver.extraClassPath", "spark.executor.extraClassPath")
 
 
 def configure_spark_with_encryption(builder, settings: Mapping[str, str]):
     """Apply ``settings`` to a ``SparkSession.Builder`` and return the builder (composable).
 
-    ``spark.jars``, ``spark.jars.packages``, ``spark.jars.repositories`` and
-    ``spark.driver.extraJavaOptions`` already set on the builder (e.g. by delta-spark's helper) are
+    ``spark.jars``, ``spark.jars.packages``, ``spark.jars.repositories``, ``spark.plugins``, the
+    driver's and executors' ``extraClassPath`` and ``spark.driver.extraJavaOptions`` already set on the builder (e.g. by delta-spark's helper) are
     merged, not overwritten. A builder that ends up with both ``spark.jars`` and
     ``spark.jars.packages`` gets a warning: PySpark then ships only ``spark.jars`` to executors
     (see :mod:`pyiceberg_crypto.jars`), so the packages would be missing on a cluster.
@@ -53,6 +55,8 @@ def configure_spark_with_encryption(builder, settings: Mapping[str, str]):
     for key, value in settings.items():
         if key in LIST_SETTINGS and existing.get(key):
             value = ",".join(dict.fromkeys(existing[key].split(",") + value.split(",")))
+        elif key in CLASS_PATH_SETTINGS and existing.get(key):
+            value = os.pathsep.join(dict.fromkeys(existing[key].split(os.pathsep) + value.split(os.pathsep)))
         elif key == DRIVER_JAVA_OPTIONS and existing.get(key):
             if LOG4J_OPTION + "=" in existing[key]:  # the builder's own log4j configuration wins
                 value = " ".join(o for o in shlex.split(value) if not o.startswith(LOG4J_OPTION + "="))

@@ -29,7 +29,13 @@ from pyiceberg_crypto.catalog.kinds import (
     plaintext_reason,
     session_catalogs,
 )
-from pyiceberg_crypto.engines import mode_conflicts, parse_readers, row_level_properties
+from pyiceberg_crypto.engines import (
+    DEFAULT_DATA_KEY_LENGTH,
+    ENGINES,
+    mode_conflicts,
+    parse_readers,
+    row_level_properties,
+)
 from pyiceberg_crypto.errors import InvalidArgumentError, SetupError
 from pyiceberg_crypto.properties import (
     AES_KEY_LENGTHS,
@@ -44,12 +50,15 @@ from pyiceberg_crypto.properties import (
     READERS_PROPERTY,
 )
 
-__all__ = ["ICEBERG_VERSION", "JAR_MODES", "catalog_settings", "embedded_metastore_settings", "jar_settings",
+__all__ = ["ACCELERATORS", "ICEBERG_VERSION", "JAR_MODES", "catalog_settings", "comet_settings", "embedded_metastore_settings", "jar_settings",
            "kms_service_properties", "refuse_plaintext_catalogs", "s3_catalog_properties", "spark_settings",
            "table_properties"]
 
 ICEBERG_VERSION = _jars.ICEBERG_VERSION
 JAR_MODES = ("auto", "packages", "local")
+#: ``spark_settings(accelerator=...)``: Apache DataFusion Comet, the native reader (Spark 4.1 only).
+COMET = "comet"
+ACCELERATORS = (COMET,)
 S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
 S3_SCHEMES = ("s3", "s3a", "s3n")
 #: Catalog properties that would put credentials into printable settings: refused.
@@ -99,6 +108,7 @@ def spark_settings(
     kms_token_file: str | Path | None = None,
     kms_certificate_sha256: str | None = None,
     quiet_logs: bool = True,
+    accelerator: str | None = None,
 ) -> dict[str, str]:
     """Spark settings for an Iceberg catalog whose tables are encrypted through a KMS.
 
@@ -143,6 +153,10 @@ def spark_settings(
             ``spark.driver.extraJavaOptions``. ``False``: Spark's own logging (its defaults, or your
             ``log4j2.properties``). A builder whose ``spark.driver.extraJavaOptions`` already names a
             ``-Dlog4j2.configurationFile`` keeps it (:func:`configure_spark_with_encryption`).
+        accelerator: ``"comet"``: Apache DataFusion Comet reads the tables natively
+            (:func:`comet_settings`: its plugin, shuffle manager, off-heap memory and native Iceberg
+            scan; its jar through the same channel as the Iceberg runtime, and with local jars on the
+            driver's and the executors' class path too). Spark 4.1 only. None (default): Spark's scan.
 
     Returns:
         A new dict of Spark configuration keys to string values.
@@ -151,13 +165,21 @@ def spark_settings(
         InvalidArgumentError: on an unknown catalog type, a bad metastore URI, or an empty name.
         SetupError: the pyspark is not 3.5.x or 4.1.x (the message names the lines).
         SetupError: a local jar is missing (the message says how to download it).
+        InvalidArgumentError: an unknown ``accelerator``, or ``"comet"`` on Spark 3.5 (the message
+            names the line and what is supported).
     """
     if jars not in JAR_MODES:
         raise InvalidArgumentError(f"jars must be one of {', '.join(map(repr, JAR_MODES))}, got {jars!r}")
+    if accelerator is not None and accelerator not in ACCELERATORS:
+        raise InvalidArgumentError(f"accelerator must be None or one of {', '.join(map(repr, ACCELERATORS))}, "
+                                   f"got {accelerator!r}")
 
     s3 = _uses_s3(warehouse, s3_endpoint, s3_region, s3_path_style_access)
     settings: dict[str, str] = {}
-    settings.update(jar_settings(jars, jars_dir=jars_dir, aws=s3, kafka=kafka, spark_version=spark_version))
+    settings.update(jar_settings(jars, jars_dir=jars_dir, aws=s3, kafka=kafka, spark_version=spark_version,
+                                 comet=accelerator == COMET))
+    if accelerator == COMET:
+        settings.update(comet_settings())
     settings["spark.sql.extensions"] = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
     settings.update(
         catalog_settings(
@@ -390,9 +412,10 @@ def jar_settings(
     aws: bool = False,
     kafka: bool = False,
     spark_version: str | None = None,
+    comet: bool = False,
 ) -> dict[str, str]:
     """Only the jar settings: the bridge jar, plus the Iceberg runtime for the pyspark line (and
-    the AWS bundle with ``aws``, Spark's Kafka connector with ``kafka``).
+    the AWS bundle with ``aws``, Spark's Kafka connector with ``kafka``, Comet's jar with ``comet``).
 
     ``"packages"``: every jar as a Maven coordinate (the bridge's from the repository inside this
     package); ``"local"``: every jar as a file in ``spark.jars``. Never both channels at once: a
@@ -411,7 +434,7 @@ def jar_settings(
     directory = Path(jars_dir) if jars_dir is not None else _jars.local_jars_dir()
     if jars == "auto":
         jars = "local" if directory is not None else "packages"
-    artifacts = _jars.artifacts(line, aws=aws, kafka=kafka, local=jars == "local")
+    artifacts = _jars.artifacts(line, aws=aws, kafka=kafka, local=jars == "local", comet=comet)
     if jars == "packages":  # one channel for every jar, the bridge's included (pyiceberg_crypto.jars)
         return {
             "spark.jars.packages": ",".join(a.coordinate for a in [*artifacts, _jars.bridge_artifact()]),
@@ -423,7 +446,38 @@ def jar_settings(
             "(fill it with `pyiceberg-crypto jars download DIR`)"
         )
     local = [str(_jars.local_jar(directory, artifact)) for artifact in artifacts]
-    return {"spark.jars": ",".join([str(_jars.bridge_jar()), *local])}
+    settings = {"spark.jars": ",".join([str(_jars.bridge_jar()), *local])}
+    if comet:  # Comet's plugin and shuffle manager load before spark.jars do: the JVMs' class path too
+        jar = str(_jars.local_jar(directory, _jars.comet_artifact(line)))
+        settings.update({"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar})
+    return settings
+
+
+def comet_settings() -> dict[str, str]:
+    """The settings that turn on Apache DataFusion Comet's native Iceberg reader (no jars: those
+    come from :func:`jar_settings` with ``comet=True``; :func:`spark_settings` with
+    ``accelerator="comet"`` adds both).
+
+    >>> comet_settings()["spark.plugins"]
+    'org.apache.spark.CometPlugin'
+
+    Comet needs off-heap memory (1g here; raise ``spark.memory.offHeap.size`` for real work). A
+    scan Comet cannot run natively (a 24-byte data key) falls back to Spark's, and the reason is in
+    ``EXPLAIN EXTENDED`` and in a driver log warning. Comet's Iceberg writer stays off (Comet's
+    default); on an encrypted table it falls back to Iceberg's writer anyway.
+    """
+    return {
+        "spark.plugins": "org.apache.spark.CometPlugin",
+        "spark.shuffle.manager": "org.apache.spark.sql.comet.execution.shuffle.CometShuffleManager",
+        "spark.comet.enabled": "true",
+        "spark.comet.exec.enabled": "true",
+        "spark.comet.exec.shuffle.enabled": "true",
+        "spark.comet.scan.icebergNative.enabled": "true",
+        "spark.memory.offHeap.enabled": "true",
+        "spark.memory.offHeap.size": "1g",
+        "spark.comet.explain.fallback.enabled": "true",
+        "spark.sql.extendedExplainProviders": "org.apache.comet.ExtendedExplainInfo",
+    }
 
 
 def table_properties(
@@ -442,7 +496,8 @@ def table_properties(
     {'encryption.key-id': 'k1', 'format-version': '3', 'encryption.data-key-length': '32'}
 
     ``readers``: the engines that must read the table (names of :data:`pyiceberg_crypto.engines.ENGINES`:
-    ``spark``, ``trino``, ``jvm-free``). The profile sets what they need to keep reading it after
+    ``spark``, ``trino``, ``jvm-free``, ``comet``; ``comet`` with a 24-byte data key is refused: it
+    would fall back to Spark's scan). The profile sets what they need to keep reading it after
     every DELETE, UPDATE and MERGE, and records them in ``pyiceberg-crypto.readers`` (which
     ``verify`` and the audit check against the table's files)::
 
@@ -486,6 +541,13 @@ def table_properties(
             raise InvalidArgumentError(f"extra property {key!r} conflicts with readers={readers!r}: give one of them")
         props[key] = str(value)
     conflicts = mode_conflicts({**profile, **props}, names)
+    length = data_key_length or DEFAULT_DATA_KEY_LENGTH
+    for name in names:  # an accelerator (comet) that would fall back on this data key
+        native = sorted(ENGINES[name].native_key_lengths)
+        if native and length not in native:
+            conflicts.append(f"readers names {name}, which reads natively only {' or '.join(map(str, native))}-byte "
+                             f"data keys: a {length * 8}-bit data key falls back to Spark's scan; use "
+                             f"data_key_length={' or '.join(map(str, native))}")
     if conflicts:
         raise InvalidArgumentError("; ".join(conflicts))
     props.update({k: v for k, v in profile.items() if k not in props})

@@ -19,6 +19,7 @@ Usage::
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from pyiceberg_crypto.engines import readable_by, readers_check
@@ -26,7 +27,7 @@ from pyiceberg_crypto.errors import TableInputError
 from pyiceberg_crypto.io import FileIO
 from pyiceberg_crypto.io.confinement import Confinement
 from pyiceberg_crypto.kms.base import KeyManagementClient
-from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS
+from pyiceberg_crypto.properties import CATALOG_TIMEOUT_SECONDS, DATA_KEY_LENGTH
 from pyiceberg_crypto.catalog.entry import ListedTable, catalog_entry, split_catalog_name
 from pyiceberg_crypto.catalog.spark import CatalogTable
 from pyiceberg_crypto.table.keys import TableKeys
@@ -317,11 +318,18 @@ def _readers(report: TableReport, meta: TableMetadata, plan: Plan) -> None:
             key = (task.kind, task.file_format, task.key_metadata is not None)
             # A Puffin file holds one deletion vector per entry naming it: count those.
             census[key] = census.get(key, 0) + (task.entries if task.kind == DELETION_VECTOR else 1)
-    answers = readable_by(census, encrypted_table=bool(meta.key_id), complete=plan.scope.mode != "since")
+    answers = readable_by(census, encrypted_table=bool(meta.key_id), complete=plan.scope.mode != "since",
+                          data_key_length=_data_key_length(meta.properties), format_version=meta.format_version)
     report.readable_by = [a.to_dict() for a in answers]
     problem = readers_check(meta.properties, answers)
     if problem is not None:
         report.checks.append(TableCheck("readers", WARN, problem[1]))
+
+
+def _data_key_length(properties: Mapping[str, str]) -> int | None:
+    """The table's ``encryption.data-key-length`` in bytes (None: unset, Iceberg's 16, or not a number)."""
+    value = (properties or {}).get(DATA_KEY_LENGTH)
+    return int(value) if value is not None and str(value).strip().isdigit() else None
 
 
 def _history(meta: TableMetadata, digest: str, ledger: Ledger, accept_history: bool) -> TableCheck:

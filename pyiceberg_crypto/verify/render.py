@@ -63,7 +63,9 @@ def format_text(report: TableReport) -> str:
         lines += ["", "readable by (current snapshot)"]
         for answer in report.readable_by:
             verdict = {True: "yes", False: "no", None: "unknown"}[answer["readable"]]
-            lines.append(f"  {verdict:<8} {esc(answer['title'])} ({esc(answer['engine'])})")
+            how = {True: ": natively", False: ": falls back to Spark's scan", None: ""}[answer["native"]] \
+                if "native" in answer and answer["readable"] is not False else ""
+            lines.append(f"  {verdict:<8} {esc(answer['title'])} ({esc(answer['engine'])}){how}")
             lines += [f"  {'':<8}   {esc(reason)}" for reason in answer["reasons"]]
     bad = report.not_ok()
     if bad:

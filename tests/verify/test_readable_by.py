@@ -58,7 +58,9 @@ def verify(spark, master_keys, table):
 def test_the_profile_stays_readable_by_every_engine(spark, master_keys, lake):
     report = verify(spark, master_keys, lake[1]["profile"])
     assert report.ok
-    assert {a["engine"]: a["readable"] for a in report.readable_by} == {"spark": True, "trino": True, "jvm-free": True}
+    assert {a["engine"]: a["readable"] for a in report.readable_by} == {"spark": True, "trino": True, "jvm-free": True,
+                                                                        "comet": True}
+    assert next(a for a in report.readable_by if a["engine"] == "comet")["native"] is True
     assert not [c for c in report.checks if c.name == "readers"]
     assert spark.sql(f"SELECT count(*) FROM {lake[1]['profile']}.delete_files").first()[0] == 0
 
@@ -69,6 +71,7 @@ def test_a_deletion_vector_makes_the_table_unreadable_by_trino_and_says_why(spar
     answers = {a["engine"]: a for a in report.readable_by}
     assert answers["trino"]["readable"] is False and answers["trino"]["reasons"] == [DV_REASON]
     assert answers["spark"]["readable"] is True and answers["jvm-free"]["readable"] is True
+    assert (answers["comet"]["readable"], answers["comet"]["native"]) == (True, True)  # Comet reads DVs natively
     assert not [c for c in report.checks if c.name == "readers"]  # nothing declared: an answer, not a warning
     jsonschema.validate(report.to_dict(), report_schema())
     text = format_text(report)
