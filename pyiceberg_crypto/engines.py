@@ -32,7 +32,7 @@ from pyiceberg_crypto.properties import READERS_PROPERTY
 
 __all__ = ["COMET", "COPY_ON_WRITE", "ENGINES", "Engine", "MERGE_ON_READ", "READERS_PROPERTY", "ROW_LEVEL_MODES",
            "Readability", "SPARK", "TRINO", "JVM_FREE", "declared_readers", "engine_table_markdown",
-           "mode_conflicts", "parse_readers", "readable_by", "readers_check", "row_level_properties"]
+           "mode_conflicts", "parse_readers", "readable_by", "readers_check", "readers_fix", "row_level_properties"]
 
 SPARK = "spark"
 TRINO = "trino"
@@ -294,7 +294,31 @@ def readers_check(properties: Mapping[str, str], answers: Iterable[Readability])
     problems += mode_conflicts(properties, declared)
     if not problems:
         return None
-    return "declared-reader-blocked", "; ".join(problems)
+    return "declared-reader-blocked", "; ".join(problems) + "; " + readers_fix(properties, declared, by_name)
+
+
+def readers_fix(properties: Mapping[str, str], declared: Iterable[str], answers: Mapping[str, Readability]) -> str:
+    """The whole fix for a table whose declared readers cannot keep reading it: the row-level modes
+    they need, then, when the current snapshot holds deletion vectors a declared reader cannot read,
+    the rewrite that folds them in; and the one call that does both."""
+    declared = list(declared)
+    needs_modes = [name for name in declared if ENGINES[name].copy_on_write]
+    blocked_by_deletes = [name for name in needs_modes if answers.get(name) is not None
+                          and answers[name].readable is False
+                          and any("deletion vector" in reason or "delete file" in reason
+                                  for reason in answers[name].reasons)]
+    steps = []
+    if needs_modes and (mode_conflicts(properties, declared) or blocked_by_deletes):
+        modes = ", ".join(f"'{k}'='{v}'" for k, v in row_level_properties(declared).items())
+        steps.append(f"ALTER TABLE <table> SET TBLPROPERTIES ({modes})")
+    if blocked_by_deletes:
+        steps.append("CALL <catalog>.system.rewrite_data_files(table => '<db.table>', "
+                     "options => map('delete-file-threshold', '1')) to fold the deletion vectors in")
+    if not steps:
+        return f"fix: declare only the readers that can read it ({READERS_PROPERTY})"
+    call = (f"config.declare_readers(spark, TABLE, {declared!r}, set_modes=True"
+            + (", convert=True" if blocked_by_deletes else "") + ") does it in one step")
+    return "fix: " + ", then ".join(steps) + f" ({call}; docs/how-to/trino.md)"
 
 
 def engine_table_markdown() -> str:

@@ -59,6 +59,12 @@ def test_a_declared_reader_that_cannot_read_is_a_check():
     assert name == "declared-reader-blocked"
     assert detail.startswith("pyiceberg-crypto.readers names trino, which cannot read the current snapshot: "
                              "1 encrypted deletion vector (Puffin)")
+    assert detail.endswith("fix: ALTER TABLE <table> SET TBLPROPERTIES ('write.delete.mode'='copy-on-write', "
+                           "'write.update.mode'='copy-on-write', 'write.merge.mode'='copy-on-write'), then CALL "
+                           "<catalog>.system.rewrite_data_files(table => '<db.table>', options => "
+                           "map('delete-file-threshold', '1')) to fold the deletion vectors in "
+                           "(config.declare_readers(spark, TABLE, ['spark', 'trino'], set_modes=True, convert=True) "
+                           "does it in one step; docs/how-to/trino.md)"), detail
     assert "write.delete.mode=merge-on-read" in engines.readers_check(
         {READERS_PROPERTY: "trino", "write.delete.mode": "merge-on-read"},
         engines.readable_by({}, encrypted_table=True))[1]

@@ -49,6 +49,7 @@ from pyiceberg_crypto.kms.bounded import KmsTimeoutError, call_with_timeout
 from pyiceberg_crypto.safe_text import exception_line
 from pyiceberg_crypto.adopt.encrypt import PLAINTEXT_SUFFIX
 from pyiceberg_crypto.catalog.entry import list_tables, ListedTable
+from pyiceberg_crypto.engines import declared_readers
 from pyiceberg_crypto.catalog.spark import catalog_properties, registered_kms
 from pyiceberg_crypto.table.key_inventory import KEK_ROTATION_DAYS, build_inventory, prunable_keys
 from pyiceberg_crypto.table.limits import Limits
@@ -145,6 +146,7 @@ class TableAudit:
     plaintext_statistics: list[str] = field(default_factory=list)
     last_verified: dict[str, Any] | None = None  # {"snapshot_id", "verified_at", "ledger"}
     readable_by: list[dict[str, Any]] | None = None  # the verification's answer (:mod:`pyiceberg_crypto.engines`)
+    declared_readers: list[str] | None = None  # the table's pyiceberg-crypto.readers (None: not read)
     seconds: float = 0.0  # driver time for this table (plan, forensics, keys)
     report: TableReport | None = field(default=None, repr=False, compare=False)  # the full verification
 
@@ -192,6 +194,19 @@ class TableAudit:
                     "needs its time travel)")
         return f"pyiceberg-crypto encrypt {name} --key-id KEY"
 
+    def readers_hint(self, catalog: str | None = None) -> str | None:
+        """For an encrypted table that declares no readers (``pyiceberg-crypto.readers``): the call
+        that declares the engines that read it now, so that verify and the audit warn before a change
+        stops one of them; None otherwise."""
+        if not self.encrypted or self.declared_readers is None or self.declared_readers or not self.readable_by:
+            return None
+        readers = [a["engine"] for a in self.readable_by if a.get("readable") is True]
+        if not readers:
+            return None
+        name = f"{catalog if catalog and re.fullmatch(r'[A-Za-z0-9_-]+', catalog) else 'CATALOG'}.{self.table}"
+        return (f"no readers declared: config.declare_readers(spark, {name!r}, {readers!r}) (the engines that read it "
+                "now; verify and the audit then warn when a change would stop one of them)")
+
     def to_dict(self, catalog: str | None = None) -> dict[str, Any]:
         return {
             "table": self.table, "iceberg": self.iceberg, "state": self.state, "encrypted": self.encrypted,
@@ -208,6 +223,7 @@ class TableAudit:
             "prunable_keks": list(self.prunable_keks), "prunable_entries": list(self.prunable_entries),
             "plaintext_statistics": list(self.plaintext_statistics), "last_verified": self.last_verified,
             "readable_by": self.readable_by, "declared_reader_blocked": self.declared_reader_blocked,
+            "declared_readers": self.declared_readers, "readers_hint": self.readers_hint(catalog),
             "seconds": round(self.seconds, 4),
         }
 
@@ -279,6 +295,7 @@ class CatalogReport:
             "compromised_tables": sum(1 for t in iceberg if t.compromised),
             "plaintext_statistics": sum(len(t.plaintext_statistics) for t in iceberg),
             "declared_reader_blocked": sum(1 for t in iceberg if t.declared_reader_blocked),
+            "no_declared_readers": sum(1 for t in iceberg if t.encrypted and t.declared_readers == []),
             "unreadable_by": {name: n for name, n in _unreadable_by(iceberg).items() if n},
             "key_ids": sorted({t.key_id for t in iceberg if t.key_id}),
             "unlisted": sum(1 for t in self.tables if t.counts and not t.iceberg),
@@ -507,6 +524,7 @@ def _summarise(entry: TableAudit, report: TableReport, plan: PreparedVerificatio
     entry.files, entry.by_status = summary["files"], dict(summary["by_status"])
     entry.checks = [c.to_dict() for c in report.checks if c.status != OK]
     entry.readable_by = report.readable_by
+    entry.declared_readers = list(declared_readers(meta.properties or {}))
     bad = report.not_ok()
     entry.findings = [f.to_dict() for f in bad[:MAX_LISTED_FINDINGS]]
     key_errors = [c for c in report.checks if c.status == KEY_ERROR] + [f for f in bad if f.status == KEY_ERROR]

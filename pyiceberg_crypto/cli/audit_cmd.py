@@ -168,6 +168,11 @@ def format_audit(report) -> str:
             step = entry.next_step(report.catalog)
             if step:
                 lines.append(f"  {'':<12} next: {esc(step)}")
+    hints = [(entry, entry.readers_hint(report.catalog)) for entry in report.tables]
+    hints = [(entry, hint) for entry, hint in hints if hint]
+    if hints:
+        lines += ["", f"readers   {len(hints)} encrypted table(s) declare no readers (pyiceberg-crypto.readers)"]
+        lines += [f"  {esc(entry.table)}: {esc(hint)}" for entry, hint in hints]
     unlisted = summary.get("unlisted", 0)
     verdict = ("OK: every Iceberg table is encrypted and verified" if report.ok
                else f"FAILED: {len(bad) - unlisted} of {summary['iceberg_tables']} Iceberg table(s) not encrypted and OK"

@@ -32,24 +32,31 @@ def require_known_key(spark, key_id: str, *, catalog: str | None = None) -> None
     check_key_id(spark, key_id, catalog=catalog)
 
 
-def declare_readers(spark, table: str, readers: str | Sequence[str], *, set_modes: bool = False) -> dict[str, str]:
+def declare_readers(spark, table: str, readers: str | Sequence[str], *, set_modes: bool = False,
+                    convert: bool = False) -> dict[str, str]:
     """Declare the engines that must read an existing table (``pyiceberg-crypto.readers``), after
     checking they can keep reading it; returns the properties set.
 
     ``set_modes``: also set the row-level modes the readers need (copy-on-write for Trino) in the
-    same ``ALTER TABLE``. Without it, a table whose modes would write what a reader cannot read is
-    refused, with the ``ALTER TABLE`` that fixes it::
+    same ``ALTER TABLE``. ``convert`` (with ``set_modes``): also fold the deletion vectors of the
+    current snapshot in (``rewrite_data_files`` with ``delete-file-threshold=1``, after the modes
+    are set), so a table that holds some is made readable in one call::
 
-        declare_readers(spark, "lake.db.orders", ["spark", "trino"], set_modes=True)
+        declare_readers(spark, "lake.db.orders", ["spark", "trino"], set_modes=True, convert=True)
 
-    A table whose current snapshot already holds deletion vectors is refused either way: fold them
-    in first (``docs/how-to/trino.md``, "Convert a table with deletion vectors").
+    Without them, a table the readers cannot keep reading is refused, naming every obstacle at once
+    (modes that write what a reader cannot read; deletion vectors in the current snapshot) and the
+    whole fix.
 
     Raises:
-        InvalidArgumentError: an unknown reader, modes that conflict (without ``set_modes``), deletion
-            vectors in the current snapshot, or a table that is not encrypted format 3.
+        InvalidArgumentError: an unknown reader, ``convert`` without ``set_modes``, obstacles left
+            (modes without ``set_modes``, deletion vectors without ``convert``), or a table that
+            is not encrypted format 3.
     """
     names = parse_readers(readers)
+    if convert and not set_modes:
+        raise InvalidArgumentError("convert=True needs set_modes=True: folding deletion vectors in is undone by the "
+                                   "next merge-on-read DELETE")
     if table.count(".") < 1 or "`" in table:
         raise InvalidArgumentError(f"name the table as catalog.db.table, got {table!r}")
     try:
@@ -59,19 +66,39 @@ def declare_readers(spark, table: str, readers: str | Sequence[str], *, set_mode
     if not current.get(KEY_ID):
         raise InvalidArgumentError(f"{table} has no {KEY_ID}: declare readers of encrypted tables only")
     wanted = {READERS_PROPERTY: ",".join(names)}
-    conflicts = mode_conflicts(current, names)
-    if conflicts and not set_modes:
-        modes = ", ".join(f"'{k}'='{v}'" for k, v in row_level_properties(names).items())
-        raise InvalidArgumentError("; ".join(conflicts) + f" (ALTER TABLE {table} SET TBLPROPERTIES ({modes}), or "
-                                   "declare_readers(..., set_modes=True))")
+    blocked = [n for n in names if ENGINES[n].copy_on_write]
+    obstacles, fixes = [], []
+    if not set_modes:
+        conflicts = mode_conflicts(current, names)
+        if conflicts:
+            obstacles += conflicts
+            modes = ", ".join(f"'{k}'='{v}'" for k, v in row_level_properties(names).items())
+            fixes.append(f"ALTER TABLE {table} SET TBLPROPERTIES ({modes})")
+    dvs = 0
+    if blocked:
+        dvs = spark.sql(f"SELECT count(*) FROM {table}.delete_files WHERE upper(file_format) = 'PUFFIN'").first()[0]
+        if dvs and not convert:
+            obstacles.append(f"the current snapshot holds {dvs} deletion vector(s), which {', '.join(blocked)} cannot "
+                             "read")
+            fixes.append(f"{_rewrite_call(table)} (rewrite_data_files with delete-file-threshold=1) to fold them in")
+    if obstacles:
+        flags = "set_modes=True" + (", convert=True" if dvs else "")
+        raise InvalidArgumentError(f"{table}: " + "; ".join(obstacles) + "; fix: " + ", then ".join(fixes)
+                                   + f" (or declare_readers(..., {flags}); docs/how-to/trino.md)")
     if set_modes:
         wanted.update(row_level_properties(names))
-    if any(ENGINES[name].copy_on_write for name in names):
-        dvs = spark.sql(f"SELECT count(*) FROM {table}.delete_files WHERE upper(file_format) = 'PUFFIN'").first()[0]
-        if dvs:
-            raise InvalidArgumentError(f"{table}'s current snapshot holds {dvs} deletion vector(s), which "
-                                       f"{', '.join(n for n in names if ENGINES[n].copy_on_write)} cannot read: set copy-on-write "
-                                       "modes and fold them in first (rewrite_data_files with delete-file-threshold=1; "
-                                       "docs/how-to/trino.md)")
     spark.sql(f"ALTER TABLE {table} SET " + tblproperties_sql(wanted))
+    if dvs and convert:
+        spark.sql(_rewrite_call(table))
+        left = spark.sql(f"SELECT count(*) FROM {table}.delete_files WHERE upper(file_format) = 'PUFFIN'").first()[0]
+        if left:
+            raise InvalidArgumentError(f"{table}: the readers are declared and the modes set, but {left} deletion "
+                                       f"vector(s) are still in the current snapshot after {_rewrite_call(table)}")
     return wanted
+
+
+def _rewrite_call(table: str) -> str:
+    """The ``rewrite_data_files`` call that folds every deletion vector of ``table`` into its data files."""
+    catalog, rest = table.split(".", 1)
+    return (f"CALL {catalog}.system.rewrite_data_files(table => '{rest}', "
+            "options => map('delete-file-threshold', '1'))")

@@ -85,6 +85,9 @@ def test_a_table_declared_for_trino_that_holds_a_dv_is_a_warning(spark, master_k
     assert check.status == WARN and report.ok
     assert check.detail.startswith(f"{READERS_PROPERTY} names trino, which cannot read the current snapshot: {DV_REASON}")
     assert "write.delete.mode=merge-on-read" in check.detail  # and its modes will write more
+    # the whole fix, in order: the modes, then the rewrite that folds the deletion vectors in
+    fix = check.detail.split("; fix: ", 1)[1]
+    assert fix.index("'write.delete.mode'='copy-on-write'") < fix.index("rewrite_data_files") < fix.index("convert=True")
 
 
 def test_another_snapshot_gives_no_answer_about_the_current_one(spark, master_keys, lake):
@@ -120,7 +123,7 @@ def test_the_audit_reports_readers_in_json_html_and_prometheus(spark, master_key
 
 def test_declaring_trino_is_refused_where_it_cannot_keep_reading(spark, lake):
     names = lake[1]
-    with pytest.raises(InvalidArgumentError, match=r"write.delete.mode=merge-on-read .* \(ALTER TABLE .* SET TBLPROPERTIES "
+    with pytest.raises(InvalidArgumentError, match=r"write.delete.mode=merge-on-read .*; fix: ALTER TABLE .* SET TBLPROPERTIES "
                                           r"\('write.delete.mode'='copy-on-write'"):
         config.declare_readers(spark, names["mor_clean"], ["trino"])
     with pytest.raises(InvalidArgumentError, match="holds 1 deletion vector.*rewrite_data_files with delete-file-threshold=1"):
@@ -129,6 +132,14 @@ def test_declaring_trino_is_refused_where_it_cannot_keep_reading(spark, lake):
         config.declare_readers(spark, names["mor_clean"], ["presto"])
     with pytest.raises(InvalidArgumentError, match="cannot read the properties of"):
         config.declare_readers(spark, f"{CATALOG}.{lake[0]}.no_such_table", ["trino"])
+    # every obstacle at once: the modes and the deletion vector, and the whole fix
+    with pytest.raises(InvalidArgumentError) as refused:
+        config.declare_readers(spark, names["mor"], ["trino"])
+    message = str(refused.value)
+    assert "write.delete.mode=merge-on-read" in message and "holds 1 deletion vector(s)" in message, message
+    assert message.index("fix: ALTER TABLE") < message.index("rewrite_data_files") < message.index("convert=True")
+    with pytest.raises(InvalidArgumentError, match="convert=True needs set_modes=True"):
+        config.declare_readers(spark, names["mor"], ["trino"], convert=True)
     properties = lambda t: {r[0]: r[1] for r in spark.sql(f"SHOW TBLPROPERTIES {t}").collect()}  # noqa: E731
     assert READERS_PROPERTY not in properties(names["mor_clean"]) and READERS_PROPERTY not in properties(names["mor"])
     # With set_modes the same table is redirected: copy-on-write, and its next DELETE writes no DV.
@@ -137,3 +148,17 @@ def test_declaring_trino_is_refused_where_it_cannot_keep_reading(spark, lake):
     assert properties(names["mor_clean"])["write.delete.mode"] == "copy-on-write"
     spark.sql(f"DELETE FROM {names['mor_clean']} WHERE id = 1")
     assert spark.sql(f"SELECT count(*) FROM {names['mor_clean']}.delete_files").first()[0] == 0
+
+
+def test_declaring_trino_with_convert_folds_the_deletion_vectors_in_at_once(spark, master_keys, lake):
+    """One call makes a merge-on-read table with a deletion vector readable by Trino: the modes,
+    the rewrite, the declaration; verify then has no warning and says Trino reads it."""
+    table = lake[1]["mor"]
+    rows = sorted(r[0] for r in spark.sql(f"SELECT id FROM {table}").collect())
+    declared = config.declare_readers(spark, table, ["spark", "trino"], set_modes=True, convert=True)
+    assert declared[READERS_PROPERTY] == "spark,trino" and declared["write.delete.mode"] == "copy-on-write"
+    assert spark.sql(f"SELECT count(*) FROM {table}.delete_files").first()[0] == 0
+    assert sorted(r[0] for r in spark.sql(f"SELECT id FROM {table}").collect()) == rows
+    report = verify(spark, master_keys, table)
+    assert report.ok and not [c for c in report.checks if c.name == "readers"]
+    assert {a["engine"]: a["readable"] for a in report.readable_by}["trino"] is True
