@@ -46,7 +46,8 @@ def add_parser(sub) -> None:
                        help="where to listen (default: %(default)s). Any address but 127.0.0.1 gets TLS "
                             "with a certificate clients pin; port 0 picks a free port")
     serve.add_argument("--token-file", required=True, metavar="PATH",
-                       help="where to write the fresh token at each start (mode 0600); JVMs read it")
+                       help="where to write the fresh token at each start (mode 0600; with --replica: where to "
+                            "read the operator's token); JVMs read it")
     serve.add_argument("--replica", action="store_true",
                        help="one of several replicas serving the same clients: READ the token from --token-file "
                             "(and the policy's named tokens from their files), which the operator wrote (0600) "
