@@ -53,7 +53,7 @@ from pyiceberg_crypto.serve.served_kms import RateLimitedLog, ServedKms
 if TYPE_CHECKING:
     from pyiceberg_crypto.serve.policy import Policy
 
-__all__ = ["MAX_TRACKED_PEERS", "OBJECT_ID", "PeerCounts", "Py4jFace", "read_token_file", "refusal_reasons",
+__all__ = ["MAX_TRACKED_PEERS", "OBJECT_ID", "PeerCounts", "Py4jFace", "refusal_reasons",
            "tls_files"]
 
 #: Old names, kept for one release (CHANGELOG.md).
