@@ -310,3 +310,31 @@ def test_replica_list_in_the_java_client_and_the_settings(jvm, tmp_path):
     assert settings["spark.sql.catalog.lake.pyiceberg-crypto.kms-service"] == "127.0.0.1:1,127.0.0.1:2"
     with pytest.raises(Exception, match="twice"):  # noqa: PT011
         config.kms_service_properties("127.0.0.1:1,127.0.0.1:1", token)
+
+
+def test_replica_token_rotation_sigusr2_rereads_the_shared_file(jvm, tmp_path):
+    """The operator writes a new token to the shared file and sends SIGUSR2 to each replica: each
+    re-reads it (never writes one), refuses the old one, and a JVM listing both replicas keeps
+    working (it re-reads the file, and fails over past a replica still on the old token)."""
+    files = _shared_files(tmp_path)
+    replicas = _replicas(tmp_path, files, 2)
+    try:
+        client = java_client(jvm, kms_service=[replica.address for replica in replicas],
+                             kms_token_file=str(files["token"]))
+        wrapped = wrap(jvm, client, KEY_ID)
+        new_token = secrets.token_hex(32)
+        files["token"].write_text(new_token + "\n")  # the operator's rotation (mode stays 0600)
+        replicas[0].signal(signal.SIGUSR2)  # one replica rotated, the other not yet
+        eventually(lambda: "re-read its token" in replicas[0].log(), 10, interval=0.05,
+                   message="the first replica re-reading the token file")
+        assert unwrap(jvm, client, wrapped, KEY_ID) == KEY  # whichever replica it asks
+        replicas[1].signal(signal.SIGUSR2)
+        eventually(lambda: "re-read its token" in replicas[1].log(), 10, interval=0.05,
+                   message="the second replica re-reading the token file")
+        for replica in replicas:
+            alone = java_client(jvm, kms_service=replica.address, kms_token_file=str(files["token"]))
+            assert unwrap(jvm, alone, wrapped, KEY_ID) == KEY
+        assert files["token"].read_text().strip() == new_token  # read, never rewritten
+        assert new_token not in replicas[0].log() + replicas[1].log()
+    finally:
+        _stop(replicas)

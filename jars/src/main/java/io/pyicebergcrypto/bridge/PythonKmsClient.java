@@ -230,6 +230,8 @@ public class PythonKmsClient implements KeyManagementClient {
         endpoint = KmsServiceConnections.endpoint(label(), service, index, token);
       } catch (PythonKmsException e) {
         failures.put(index, e.getMessage());
+        LOG.warning(String.format("pyiceberg-crypto: KMS service replica %s: %s: failing over to %s",
+            service.replicaKey(index), e.getMessage(), service.replicaKey((index + 1) % replicas)));
         continue;
       }
       String reason;
@@ -250,8 +252,9 @@ public class PythonKmsClient implements KeyManagementClient {
           }
           reason = python;
         } else if (tokenRefused(e)) {
+          endpoint.dropIdleConnections();
           rereadToken = true;
-          reason = "it refused this JVM's token (" + service.tokenFile + " is re-read for the next attempt)";
+          reason = pythonMessage(e, endpoint) + "; " + service.tokenFile + " is re-read for the next attempt";
         } else if (e instanceof py4j.Py4JException) {
           endpoint.dropIdleConnections();
           reason = pythonMessage(e, endpoint);
@@ -283,7 +286,7 @@ public class PythonKmsClient implements KeyManagementClient {
     for (Throwable t = error; t != null; t = t.getCause()) {
       String message = String.valueOf(t.getMessage());
       if (message.contains("Authentication with callback server unsuccessful")
-          || message.contains("Could not authenticate connection")) {
+          || message.contains("refused this JVM's token") || message.contains("did not prove it knows")) {
         return true;
       }
     }
