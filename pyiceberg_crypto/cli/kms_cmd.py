@@ -10,6 +10,8 @@ keystore) without dropping clients; SIGUSR1 logs the call counts and rewrites th
 which is also rewritten every few seconds while calls arrive; SIGUSR2 revokes the token (a fresh
 one in the token file, connections holding the old one closed; JVMs re-read the file). ``--metrics`` serves Prometheus text
 at ``/metrics`` and a health check at ``/healthz`` (a canary wrap/unwrap with ``--health-key``).
+``--replica`` makes it one of several replicas: it reads the operator's token file instead of
+writing one (docs/how-to/kms-service.md#replicas).
 ``--aws-kms-api [HOST:]PORT`` also serves the same KMS as the AWS KMS JSON API (HTTPS, SigV4 with
 the keys of ``--aws-kms-api-credentials``), for Trino and Iceberg's ``AwsKeyManagementClient``
 (:mod:`pyiceberg_crypto.serve.aws.api`); it follows its credentials file (a removed section is
@@ -44,7 +46,15 @@ def add_parser(sub) -> None:
                        help="where to listen (default: %(default)s). Any address but 127.0.0.1 gets TLS "
                             "with a certificate clients pin; port 0 picks a free port")
     serve.add_argument("--token-file", required=True, metavar="PATH",
-                       help="where to write the fresh token at each start (mode 0600); JVMs read it")
+                       help="where to write the fresh token at each start (mode 0600; with --replica: where to "
+                            "read the operator's token); JVMs read it")
+    serve.add_argument("--replica", action="store_true",
+                       help="one of several replicas serving the same clients: READ the token from --token-file "
+                            "(and the policy's named tokens from their files), which the operator wrote (0600) "
+                            "and gave every replica, instead of writing a fresh one; the files stay at stop, "
+                            "SIGUSR2 re-reads them. Give every replica the same --tls-key-file and "
+                            "--tls-certificate-file (one pin); clients list the replicas in "
+                            "pyiceberg-crypto.kms-service=HOST:PORT,HOST:PORT")
     serve.add_argument("--status-file", metavar="PATH",
                        help="JSON status (address, pin, calls per operation and client), kept up to date")
     serve.add_argument("--kms-timeout", "--call-timeout", dest="kms_timeout", type=positive_seconds,
@@ -221,7 +231,7 @@ def _serve(args: argparse.Namespace) -> int:
         health_interval=args.health_interval, policy=args.policy, audit_log=args.audit_log,
         audit_key_file=args.audit_key_file, audit_log_max_bytes=args.audit_log_max_bytes,
         audit_digest_every=args.audit_digest_every, audit_digest_seconds=args.audit_digest_seconds,
-        audit_witness=args.audit_witness, aws_face=face)
+        audit_witness=args.audit_witness, aws_face=face, replica=args.replica)
     service = KmsService(options).start()
     requests: queue.SimpleQueue[str] = queue.SimpleQueue()
     for name, request in SIGNAL_REQUESTS.items():

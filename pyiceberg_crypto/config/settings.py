@@ -104,7 +104,7 @@ def spark_settings(
     s3_region: str | None = None,
     s3_path_style_access: bool | None = None,
     extra_catalog_properties: Mapping[str, str] | None = None,
-    kms_service: str | None = None,
+    kms_service: str | Sequence[str] | None = None,
     kms_token_file: str | Path | None = None,
     kms_certificate_sha256: str | None = None,
     quiet_logs: bool = True,
@@ -143,7 +143,8 @@ def spark_settings(
         extra_catalog_properties: more ``spark.sql.catalog.<catalog>.*`` properties.
         kms_service: ``HOST:PORT`` of a ``pyiceberg-crypto kms serve`` service: every JVM calls it
             directly, with no Python driver (``spark-sql``, Spark Connect, the Thrift server, JVM
-            jobs). Instead of ``kms_name``; see :func:`kms_service_properties`.
+            jobs). Instead of ``kms_name``; see :func:`kms_service_properties`. A list (or
+            ``"HOST:PORT,HOST:PORT"``) names replicas (``kms serve --replica``) the JVMs fail over between.
         kms_token_file: the service's ``--token-file`` (required with ``kms_service``); the JVMs
             read the token from it, it never becomes a setting.
         kms_certificate_sha256: the pin the service prints (required unless it listens on loopback).
@@ -232,7 +233,7 @@ def catalog_settings(
     s3_region: str | None = None,
     s3_path_style_access: bool | None = None,
     extra_catalog_properties: Mapping[str, str] | None = None,
-    kms_service: str | None = None,
+    kms_service: str | Sequence[str] | None = None,
     kms_token_file: str | Path | None = None,
     kms_certificate_sha256: str | None = None,
 ) -> dict[str, str]:
@@ -319,7 +320,8 @@ def refuse_plaintext_catalogs(settings: Mapping[str, str]) -> None:
 
 
 def kms_service_properties(
-    address: str, token_file: str | Path, certificate_sha256: str | None = None, kms_timeout: float | None = None
+    address: str | Sequence[str], token_file: str | Path, certificate_sha256: str | None = None,
+    kms_timeout: float | None = None
 ) -> dict[str, str]:
     """Catalog properties with which the bridge's ``PythonKmsClient`` calls a ``kms serve`` service.
 
@@ -331,15 +333,34 @@ def kms_service_properties(
     that cannot get it inside their tasks, from the driver. A service on any address but loopback
     speaks TLS: ``certificate_sha256`` (printed by ``kms serve``) pins its certificate.
     ``kms_timeout``: seconds a JVM waits to connect and for one call (default: the bridge's 60 s),
-    rendered as the property ``pyiceberg-crypto.kms-service.timeout-ms``.
+    rendered as the property ``pyiceberg-crypto.kms-service.timeout-ms``; with replicas, the
+    whole call's bound, failovers included.
+
+    ``address`` may list replicas (``kms serve --replica`` with the same token and TLS files): a
+    list of ``HOST:PORT``, or one string of them separated by commas, rendered as
+    ``HOST:PORT,HOST:PORT``. Each JVM starts at one of them and fails over to the next.
+
+    >>> kms_service_properties(["127.0.0.1:9600", "127.0.0.1:9700"], "/run/lake/kms.token")[
+    ...     "pyiceberg-crypto.kms-service"]
+    '127.0.0.1:9600,127.0.0.1:9700'
     """
-    host, sep, port = address.strip().rpartition(":")
-    bare_host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not bare_host or not port.isdigit() or not 0 < int(port) < 65536:
+    entries = [part.strip() for part in address.split(",")] if isinstance(address, str) else [
+        str(part).strip() for part in address]
+    if not entries or entries == [""]:
         raise InvalidArgumentError(f"kms_service must be HOST:PORT (e.g. 127.0.0.1:9600), got {address!r}")
-    loopback = bare_host in ("127.0.0.1", "localhost")  # where kms serve listens without TLS
+    all_loopback = True
+    for entry in entries:
+        host, sep, port = entry.rpartition(":")
+        bare_host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        if not sep or not bare_host or not port.isdigit() or not 0 < int(port) < 65536:
+            where = f"{address!r}" if len(entries) == 1 else f"{entry!r} in {address!r}"
+            raise InvalidArgumentError(f"kms_service must be HOST:PORT (e.g. 127.0.0.1:9600), got {where}")
+        all_loopback = all_loopback and bare_host in ("127.0.0.1", "localhost")  # no TLS there
+    if len(set(entries)) != len(entries):
+        raise InvalidArgumentError(f"kms_service lists a replica twice: {address!r}")
+    joined = ",".join(entries)
     properties = {
-        KMS_SERVICE_PROPERTY: address.strip(),
+        KMS_SERVICE_PROPERTY: joined,
         f"{KMS_SERVICE_PROPERTY}.token-file": str(Path(token_file).absolute()),
     }
     if certificate_sha256 is not None:
@@ -348,8 +369,8 @@ def kms_service_properties(
             raise InvalidArgumentError("kms_certificate_sha256 must be the 64 hex digits kms serve prints, "
                                        f"got {len(certificate_sha256)} characters")
         properties[f"{KMS_SERVICE_PROPERTY}.certificate-sha256"] = pin
-    elif not loopback:
-        raise InvalidArgumentError(f"the KMS service {address} is not on loopback, so it speaks TLS: pass "
+    elif not all_loopback:
+        raise InvalidArgumentError(f"the KMS service {joined} is not on loopback, so it speaks TLS: pass "
                                    "kms_certificate_sha256 (kms serve prints it, and writes it to its status file)")
     if kms_timeout is not None:
         from pyiceberg_crypto.kms.bounded import kms_timeout_millis  # here: config stays light to import

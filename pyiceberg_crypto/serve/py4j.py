@@ -45,7 +45,7 @@ from pyiceberg_crypto.bridge.callback_server import KmsCallbackServer
 from pyiceberg_crypto.bridge.handshake import MAX_AUTH_BYTES
 from pyiceberg_crypto.bridge.py4j_server import CALLER, EVICTED, MAX_LINE_BYTES, MAX_PARAMS, ConnectionLimits
 from pyiceberg_crypto.kms.base import KeyGenerationResult, KeyManagementClient
-from pyiceberg_crypto.listener.files import check_operator_directory, write_private_file
+from pyiceberg_crypto.listener.files import check_operator_directory, read_operator_file, write_private_file
 from pyiceberg_crypto.listener.sockets import LOOPBACK
 from pyiceberg_crypto.listener.tls import TlsIdentity
 from pyiceberg_crypto.serve.served_kms import RateLimitedLog, ServedKms
@@ -191,14 +191,21 @@ class Py4jFace:
         token_file: where the fresh token is written at each start (0600); JVMs read it.
         listen: ``HOST:PORT``; any host but loopback gets TLS. limits: the listener's caps and deadlines.
         tls_key_file, tls_certificate_file: the TLS identity (default: beside the token file).
+        replica: one of several replicas serving the same clients (``kms serve --replica``): the
+            token is READ from ``token_file`` (and a named token from the file the policy names),
+            which the operator wrote and gave every replica, instead of written fresh; the files are
+            left in place at stop; :meth:`revoke_token` re-reads them; the TLS key and certificate
+            must exist (the same files on every replica: one pin), never made here.
     """
 
     def __init__(self, served: ServedKms, *, token_file: str | os.PathLike,
                  listen: str = f"{LOOPBACK}:9600", tls_key_file: str | os.PathLike | None = None,
-                 tls_certificate_file: str | os.PathLike | None = None, limits: ConnectionLimits | None = None):
+                 tls_certificate_file: str | os.PathLike | None = None, limits: ConnectionLimits | None = None,
+                 replica: bool = False):
         self.served = served
         self.host, self.requested_port = parse_listen(listen)
         self.token_file = Path(token_file).absolute()
+        self.replica = replica
         self.name = served.name
         default_key, default_certificate = tls_files(self.token_file)
         self.tls_key_file = Path(tls_key_file or default_key)
@@ -229,19 +236,30 @@ class Py4jFace:
         # Configured by its operator only: no client may pass properties to initialize().
         self._adapter = KmsCallbackAdapter(_GovernedKms(self.served), initialize_policy="operator")
         if self.host != LOOPBACK:
+            if self.replica:
+                missing = [str(path) for path in (self.tls_key_file, self.tls_certificate_file)
+                           if not os.path.lexists(path)]
+                if missing:
+                    raise SetupError(f"--replica: no TLS {' and '.join(missing)}: a replica never makes its own "
+                                     "(each would have another pin); give every replica the same "
+                                     "--tls-key-file and --tls-certificate-file")
             try:
                 self._tls = TlsIdentity.load_or_create(self.tls_key_file, self.tls_certificate_file)
             except (OSError, ValueError) as exc:
                 raise SetupError(f"cannot load the TLS key/certificate {self.tls_key_file}, "
                                  f"{self.tls_certificate_file}: {exc}") from None
-        token = self._token = secrets.token_hex(32)
-        try:
-            check_operator_directory(self.token_file.parent, "token")
-            write_private_file(self.token_file, (token + "\n").encode())
-            written = os.stat(self.token_file, follow_symlinks=False)
-            self._token_stat = (written.st_dev, written.st_ino)
-        except OSError as exc:
-            raise SetupError(f"cannot write the token file {self.token_file}: {exc}") from None
+        if self.replica:
+            token = self._token = read_token_file(self.token_file)
+            self._token_stat = _file_identity(self.token_file)
+        else:
+            token = self._token = secrets.token_hex(32)
+            try:
+                check_operator_directory(self.token_file.parent, "token")
+                write_private_file(self.token_file, (token + "\n").encode())
+                written = os.stat(self.token_file, follow_symlinks=False)
+                self._token_stat = (written.st_dev, written.st_ino)
+            except OSError as exc:
+                raise SetupError(f"cannot write the token file {self.token_file}: {exc}") from None
         try:
             self._server = KmsCallbackServer(
                 self._adapter, address=self.host, port=self.requested_port, auth_token=token, tls=self._tls,
@@ -253,8 +271,9 @@ class Py4jFace:
         self._started_at = time.time()
         if self.served.policy is not None:
             self.apply_policy(self.served.policy)
-        log.info("KMS service %r listening on %s:%d%s; token in %s", self.name, self.host, self.port,
-                 f" (TLS, certificate sha256 {self._tls.sha256})" if self._tls else "", self.token_file)
+        log.info("KMS service %r listening on %s:%d%s; token %s %s", self.name, self.host, self.port,
+                 f" (TLS, certificate sha256 {self._tls.sha256})" if self._tls else "",
+                 "read from (replica)" if self.replica else "in", self.token_file)
         return self
 
     def apply_policy(self, policy: Policy | None) -> None:
@@ -267,11 +286,21 @@ class Py4jFace:
             token, path = named[name]
             if wanted.get(name) != path:
                 del named[name]
-                _remove_if_holds(path, token)
+                if not self.replica:  # a replica's files are the operator's: refused here, kept there
+                    _remove_if_holds(path, token)
                 log.info("KMS service %r: the token of py4j:%s is revoked (not in the policy any more)",
                          self.name, name)
         for name, path in wanted.items():
             if name in named:
+                continue
+            if self.replica:
+                try:
+                    token = read_token_file(path, name)
+                except SetupError as exc:
+                    log.error("KMS service %r: %s; py4j:%s cannot connect", self.name, exc, name)
+                    continue
+                named[name] = (token, path)
+                log.info("KMS service %r: token of py4j:%s read from %s (replica)", self.name, name, path)
                 continue
             token = f"{name}:{secrets.token_hex(32)}"
             try:
@@ -291,9 +320,10 @@ class Py4jFace:
         """Stop listening, drop connections, remove the token files (idempotent)."""
         if self._server is not None and not self._server.closed:
             self._server.close()
-            self._remove_token_file()
-            for token, path in self._named.values():
-                _remove_if_holds(path, token)
+            if not self.replica:  # a replica's token files are the operator's, shared with the others
+                self._remove_token_file()
+                for token, path in self._named.values():
+                    _remove_if_holds(path, token)
             log.info("KMS service %r stopped", self.name)
 
     def __enter__(self) -> Py4jFace:
@@ -343,6 +373,7 @@ class Py4jFace:
         return {
             "name": self.name, "pid": os.getpid(), "listen": self.address, "tls": self._tls is not None,
             "certificate_sha256": self.certificate_sha256, "token_file": str(self.token_file),
+            "replica": self.replica,
             "started_at": self._started_at, "running": open_ and accepting, "accepting": accepting,
             "connections": self._server.connection_counts() if self._server else {},
             "limits": {"max_connections": self.limits.max_connections,
@@ -398,6 +429,11 @@ class Py4jFace:
             same = False
         if same or self._server is None or self._server.closed:
             return True
+        if self.replica:  # the operator's file: never rewritten here; SIGUSR2 makes it the token
+            self._log.warning("token-file", "the token file %s changed or is gone since this replica read it: "
+                              "it keeps serving the token it read until SIGUSR2 (which re-reads the file)",
+                              self.token_file)
+            return False
         self._log.warning("token-file", "the token file %s was replaced or removed by someone else since the "
                           "service wrote it: writing this service's token again", self.token_file)
         try:
@@ -416,6 +452,8 @@ class Py4jFace:
         :class:`SetupError` when the token file cannot be written (the old token then stays)."""
         if self._server is None or self._server.closed:
             raise SetupError("the service is not running")
+        if self.replica:
+            return self._reread_tokens()
         token = secrets.token_hex(32)
         try:
             check_operator_directory(self.token_file.parent, "token")
@@ -428,6 +466,28 @@ class Py4jFace:
         closed = self._server.replace_token(token)
         log.warning("KMS service %r revoked its token: a new one is in %s, %d connection(s) holding the old "
                     "one closed", self.name, self.token_file, closed)
+        return closed
+
+    def _reread_tokens(self) -> int:
+        """A replica's revoke: the token the operator wrote to the token file (the same on every
+        replica) replaces the one in force, and the named tokens are read again from their files.
+        Returns how many connections holding the old token were closed."""
+        token = read_token_file(self.token_file)
+        if token == self._token:
+            log.warning("KMS service %r (replica): the token file %s holds the token already in force: write a new "
+                        "one there first, then SIGUSR2 every replica", self.name, self.token_file)
+        self._token, self._token_stat = token, _file_identity(self.token_file)
+        closed = self._server.replace_token(token)
+        named = {}
+        for name, (old, path) in self._named.items():
+            try:
+                named[name] = (read_token_file(path, name), path)
+            except SetupError as exc:
+                log.error("KMS service %r: %s; py4j:%s cannot connect", self.name, exc, name)
+        self._named = named
+        self._server.set_named_tokens({name: token for name, (token, _) in named.items()})
+        log.warning("KMS service %r (replica) re-read its token from %s, %d connection(s) holding the old one "
+                    "closed", self.name, self.token_file, closed)
         return closed
 
     def write_status(self, path: str | os.PathLike) -> None:
@@ -505,6 +565,36 @@ class Py4jFace:
                     {(result,): health.get(result, 0) for result in ("ok", "failed")}, ("result",)),
             gauge(f"{PREFIX}_up", "1 while the listener accepts connections.", {(): bool(status.get("accepting"))}),
         ])
+
+
+def read_token_file(path: str | os.PathLike, name: str | None = None) -> str:
+    """The token an operator wrote to ``path`` for replicas (``kms serve --replica``): the file must
+    pass the operator-file checks (this user's, mode 0600, no symlink, in a directory others cannot
+    write) and hold one token: at least 32 characters, ``NAME:...`` for the named token of
+    ``py4j:NAME``. Raises :class:`SetupError` naming the file (never the token)."""
+    path = Path(path)
+    what = "token file" if name is None else f"token file of py4j:{name}"
+    try:
+        check_operator_directory(path.parent, "token")
+        token = read_operator_file(path, what, private=True, limit=4096).decode("ascii").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SetupError(f"--replica: cannot use the {what} {path}: {exc}") from None
+    secret = token.split(":", 1)[1] if name is not None and token.startswith(f"{name}:") else token
+    if name is not None and not token.startswith(f"{name}:"):
+        raise SetupError(f"--replica: the {what} {path} must hold '{name}:' then the secret (the JVM "
+                         "client proves the principal's name with it)")
+    if len(secret) < 32 or any(c.isspace() for c in token) or (name is None and ":" in token):
+        raise SetupError(f"--replica: the {what} {path} must hold one token of at least 32 characters, no "
+                         "spaces" + ("" if name else " and no ':'") + " (e.g. openssl rand -hex 32)")
+    return token
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
 
 
 def _remove_if_holds(path: Path, token: str) -> None:

@@ -81,6 +81,7 @@ class ServiceOptions:
     audit_digest_seconds: float = 60.0
     audit_witness: str | None = None
     aws_face: AwsFaceOptions | None = None
+    replica: bool = False
 
 
 def loopback_by_default(value: str) -> str:
@@ -153,7 +154,7 @@ class KmsService:
         self._govern()
         face = Py4jFace(self.served, listen=options.listen, token_file=options.token_file,
                         tls_key_file=options.tls_key_file, tls_certificate_file=options.tls_certificate_file,
-                        limits=options.limits)
+                        limits=options.limits, replica=options.replica)
         try:
             face.start()  # builds the served KMS first: a failing factory is the last except
         except PyicebergCryptoError:
@@ -259,7 +260,8 @@ class KmsService:
         lines = [f"KMS service {self.options.kms!r} on {py4j.address}" + (" (TLS)" if py4j.certificate_sha256 else "")]
         if py4j.certificate_sha256:
             lines.append(f"  certificate sha256: {py4j.certificate_sha256}")
-        lines += [f"  token file: {py4j.token_file} (rewritten at each start)",
+        lines += [f"  token file: {py4j.token_file} " + ("(read: a replica, the operator's file)" if py4j.replica
+                                                           else "(rewritten at each start)"),
                   "  catalog properties (spark.sql.catalog.<catalog>.<property>, or config.spark_settings("
                   "kms_service=..., kms_token_file=..., kms_certificate_sha256=...)):"]
         lines += [f"    {key}={value}" for key, value in {KMS_IMPL: PYTHON_KMS_IMPL, **client_properties}.items()]

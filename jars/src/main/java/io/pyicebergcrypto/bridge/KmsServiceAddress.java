@@ -9,12 +9,18 @@ import java.util.Map;
  * from catalog properties alone (no Python process in this application):
  *
  * <pre>
- *   pyiceberg-crypto.kms-service                     = HOST:PORT
+ *   pyiceberg-crypto.kms-service                     = HOST:PORT, or HOST:PORT,HOST:PORT,... (replicas)
  *   pyiceberg-crypto.kms-service.token-file          = /run/lake/kms.token   (read by each JVM)
  *   pyiceberg-crypto.kms-service.certificate-sha256  = hex SHA-256 of the service's certificate
- *                                                      (required unless HOST is loopback)
- *   pyiceberg-crypto.kms-service.timeout-ms          = 60000 (connect and per call)
+ *                                                      (required unless HOST is loopback; the same
+ *                                                      for every replica: kms serve --replica)
+ *   pyiceberg-crypto.kms-service.timeout-ms          = 60000 (connect and per call; with replicas,
+ *                                                      a call's whole bound, failovers included)
  * </pre>
+ *
+ * <p>A list names replicas of one service ({@code kms serve --replica}: the same token file and TLS
+ * identity), which {@link PythonKmsClient} fails over between; {@link #host} and {@link #port} are
+ * the first one's.
  *
  * <p>Holds no secret: the token is read from the file when the client needs it ({@link
  * KmsServiceConnections}), never kept in a property, so it cannot reach a Spark conf, the UI or a
@@ -32,13 +38,19 @@ final class KmsServiceAddress implements Serializable {
 
   final String host;
   final int port;
+  /** Every replica, in the order the property lists them (one entry: a single service). */
+  final String[] hosts;
+  final int[] ports;
   final String tokenFile;
   final byte[] certificateSha256;
   final int timeoutMillis;
 
-  private KmsServiceAddress(String host, int port, String tokenFile, byte[] certificateSha256, int timeoutMillis) {
-    this.host = host;
-    this.port = port;
+  private KmsServiceAddress(
+      String[] hosts, int[] ports, String tokenFile, byte[] certificateSha256, int timeoutMillis) {
+    this.hosts = hosts;
+    this.ports = ports;
+    this.host = hosts[0];
+    this.port = ports[0];
     this.tokenFile = tokenFile;
     this.certificateSha256 = certificateSha256;
     this.timeoutMillis = timeoutMillis;
@@ -51,22 +63,37 @@ final class KmsServiceAddress implements Serializable {
       return null;
     }
     service = service.strip();
-    int colon = service.lastIndexOf(':');
-    if (colon <= 0 || colon == service.length() - 1) {
-      throw invalid(PROPERTY + " must be HOST:PORT, got '" + service + "'");
-    }
-    String host = service.substring(0, colon);
-    if (host.startsWith("[") && host.endsWith("]")) {
-      host = host.substring(1, host.length() - 1);
-    }
-    int port;
-    try {
-      port = Integer.parseInt(service.substring(colon + 1));
-    } catch (NumberFormatException e) {
-      throw invalid(PROPERTY + " must be HOST:PORT, got '" + service + "'");
-    }
-    if (port < 1 || port > 65535) {
-      throw invalid(PROPERTY + " has an invalid port: " + port);
+    String[] entries = service.split(",", -1);
+    String[] hosts = new String[entries.length];
+    int[] ports = new int[entries.length];
+    java.util.Set<String> seen = new java.util.HashSet<>();
+    for (int i = 0; i < entries.length; i++) {
+      String entry = entries[i].strip();
+      String what = entries.length == 1 ? "'" + service + "'" : "'" + entry + "' in '" + service + "'";
+      int colon = entry.lastIndexOf(':');
+      if (colon <= 0 || colon == entry.length() - 1) {
+        throw invalid(PROPERTY + " must be HOST:PORT" + (entries.length == 1 ? "" : " (or a comma-separated list)")
+            + ", got " + what);
+      }
+      String host = entry.substring(0, colon);
+      if (host.startsWith("[") && host.endsWith("]")) {
+        host = host.substring(1, host.length() - 1);
+      }
+      int port;
+      try {
+        port = Integer.parseInt(entry.substring(colon + 1));
+      } catch (NumberFormatException e) {
+        throw invalid(PROPERTY + " must be HOST:PORT" + (entries.length == 1 ? "" : " (or a comma-separated list)")
+            + ", got " + what);
+      }
+      if (port < 1 || port > 65535) {
+        throw invalid(PROPERTY + " has an invalid port: " + port);
+      }
+      hosts[i] = host.strip();
+      ports[i] = port;
+      if (!seen.add(hosts[i] + ":" + port)) {
+        throw invalid(PROPERTY + " lists the replica " + hosts[i] + ":" + port + " twice, in '" + service + "'");
+      }
     }
     String tokenFile = properties.get(TOKEN_FILE_PROPERTY);
     if (tokenFile == null || tokenFile.isBlank()) {
@@ -81,10 +108,14 @@ final class KmsServiceAddress implements Serializable {
         throw invalid(CERTIFICATE_SHA256_PROPERTY + " must be 64 hex digits (the SHA-256 that"
             + " pyiceberg-crypto kms serve prints), got " + pin.strip().length() + " characters");
       }
-    } else if (!isLoopback(host)) {
-      throw invalid("the KMS service " + host + ":" + port + " is not on loopback, so it speaks TLS and"
-          + " clients must pin its certificate: set " + CERTIFICATE_SHA256_PROPERTY + " (printed by"
-          + " pyiceberg-crypto kms serve, and in its status file)");
+    } else {
+      for (int i = 0; i < hosts.length; i++) {
+        if (!isLoopback(hosts[i])) {
+          throw invalid("the KMS service " + hosts[i] + ":" + ports[i] + " is not on loopback, so it speaks TLS"
+              + " and clients must pin its certificate: set " + CERTIFICATE_SHA256_PROPERTY + " (printed by"
+              + " pyiceberg-crypto kms serve, and in its status file)");
+        }
+      }
     }
     int timeout = DEFAULT_TIMEOUT_MILLIS;
     String timeoutValue = properties.get(TIMEOUT_PROPERTY);
@@ -98,7 +129,7 @@ final class KmsServiceAddress implements Serializable {
         throw invalid(TIMEOUT_PROPERTY + " must be a positive number of milliseconds, got '" + timeoutValue + "'");
       }
     }
-    return new KmsServiceAddress(host.strip(), port, tokenFile.strip(), sha256, timeout);
+    return new KmsServiceAddress(hosts, ports, tokenFile.strip(), sha256, timeout);
   }
 
   /** Hex digits to bytes; null when not an even number of hex digits (Java 11 has no HexFormat). */
@@ -123,25 +154,44 @@ final class KmsServiceAddress implements Serializable {
     return host.equals("127.0.0.1") || host.equalsIgnoreCase("localhost");
   }
 
-  /** HOST:PORT, as errors name the service. */
+  /** How many replicas the property lists (1: a single service). */
+  int replicas() {
+    return hosts.length;
+  }
+
+  /** HOST:PORT (replicas: HOST:PORT,HOST:PORT,...), as errors name the service. */
   String key() {
-    return host + ":" + port;
+    StringBuilder key = new StringBuilder();
+    for (int i = 0; i < hosts.length; i++) {
+      key.append(i == 0 ? "" : ",").append(replicaKey(i));
+    }
+    return key.toString();
+  }
+
+  /** HOST:PORT of replica {@code index}. */
+  String replicaKey(int index) {
+    return hosts[index] + ":" + ports[index];
   }
 
   /** What distinguishes two connections to the service (clients may differ in pin and timeout). */
   String connectionKey() {
+    return connectionKey(0);
+  }
+
+  /** What distinguishes two connections to replica {@code index}. */
+  String connectionKey(int index) {
     StringBuilder pin = new StringBuilder();
     if (certificateSha256 != null) {
       for (byte b : certificateSha256) {
         pin.append(String.format("%02x", b));
       }
     }
-    return key() + "|" + pin + "|" + timeoutMillis;
+    return replicaKey(index) + "|" + pin + "|" + timeoutMillis;
   }
 
   @Override
   public String toString() {
-    return host + ":" + port + (certificateSha256 == null ? "" : ", TLS");
+    return key() + (certificateSha256 == null ? "" : ", TLS");
   }
 
   private static IllegalArgumentException invalid(String message) {

@@ -24,6 +24,9 @@ final class KmsServiceConnections {
 
   private static final Map<String, Connection> CONNECTIONS = new ConcurrentHashMap<>();
   private static final Map<String, TokenFile> TOKENS = new ConcurrentHashMap<>();
+  private static final Map<String, java.util.concurrent.atomic.AtomicInteger> PREFERRED = new ConcurrentHashMap<>();
+  /** With replicas: how long a connection (TCP, TLS, the token handshake) may take before the next replica. */
+  static final int REPLICA_CONNECT_MILLIS = 5_000;
 
   private KmsServiceConnections() {}
 
@@ -77,14 +80,42 @@ final class KmsServiceConnections {
 
   /** The connection for {@code service} authenticated with {@code token} (replaced when the token changed). */
   static PythonKmsEndpoint endpoint(String label, KmsServiceAddress service, String token) {
-    Connection current = CONNECTIONS.get(service.connectionKey());
+    return endpoint(label, service, 0, token);
+  }
+
+  /**
+   * The replica this JVM tries first for {@code service}: picked at random once per JVM (so that
+   * executors spread over the replicas), then the last one that answered after a failover.
+   */
+  static int preferred(KmsServiceAddress service) {
+    if (service.replicas() == 1) {
+      return 0;
+    }
+    return PREFERRED
+        .computeIfAbsent(service.key(), key -> new java.util.concurrent.atomic.AtomicInteger(
+            java.util.concurrent.ThreadLocalRandom.current().nextInt(service.replicas())))
+        .get() % service.replicas();
+  }
+
+  /** Replica {@code index} answered after {@code from} failed: start there from now on. */
+  static void prefer(KmsServiceAddress service, int from, int index) {
+    java.util.concurrent.atomic.AtomicInteger current = PREFERRED.get(service.key());
+    if (current != null) {
+      current.compareAndSet(from, index);
+    }
+  }
+
+  /** The connection to replica {@code index} of {@code service}, authenticated with {@code token}. */
+  static PythonKmsEndpoint endpoint(String label, KmsServiceAddress service, int index, String token) {
+    String connectionKey = service.connectionKey(index);
+    Connection current = CONNECTIONS.get(connectionKey);
     if (current != null && current.token.equals(token)) {
       return current.endpoint;
     }
     Connection[] replaced = new Connection[1];
     Connection made =
         CONNECTIONS.compute(
-            service.connectionKey(),
+            connectionKey,
             (key, existing) -> {
               if (existing != null && existing.token.equals(token)) {
                 return existing;
@@ -92,11 +123,15 @@ final class KmsServiceConnections {
               replaced[0] = existing;
               ShippedEndpoint address =
                   new ShippedEndpoint(
-                      ShippedEndpoint.SERVICE, 0, service.host, service.port, token,
+                      ShippedEndpoint.SERVICE, 0, service.hosts[index], service.ports[index], token,
                       KmsServiceAddress.OBJECT_ID, service.timeoutMillis, null, service.certificateSha256,
                       roleOf(token), null);
+              // Replicas: a replica that does not accept within REPLICA_CONNECT_MILLIS is passed
+              // over for the next (the call itself still has the whole timeout to answer).
+              int connectMillis = service.replicas() == 1
+                  ? service.timeoutMillis : Math.min(service.timeoutMillis, REPLICA_CONNECT_MILLIS);
               try {
-                return new Connection(token, new PythonKmsEndpoint(label, address, false));
+                return new Connection(token, new PythonKmsEndpoint(label, address, false, connectMillis));
               } catch (java.net.UnknownHostException | java.security.GeneralSecurityException e) {
                 throw new PythonKmsException(
                     "cannot set up the client of the KMS service " + service + ": " + e.getMessage());

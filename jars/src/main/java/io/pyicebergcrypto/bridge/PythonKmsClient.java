@@ -137,6 +137,9 @@ public class PythonKmsClient implements KeyManagementClient {
   }
 
   private <T> T call(String operation, String keyId, Function<PythonKms, T> body) {
+    if (service != null && service.replicas() > 1) {
+      return callReplicas(operation, keyId, body);
+    }
     PythonKmsEndpoint endpoint;
     try {
       endpoint = endpoint(false);
@@ -166,6 +169,134 @@ public class PythonKmsClient implements KeyManagementClient {
           + " new token? JVMs re-read the token file when it changes and when a call is refused; an"
           + " executor without the file gets the new token with the next job's tasks");
     }
+  }
+
+  /** The first pause before trying a replica again after all failed once; doubled each round, with jitter. */
+  static final long FAILOVER_BACKOFF_MILLIS = 50;
+  /** The longest pause between two attempts. */
+  static final long FAILOVER_BACKOFF_MAX_MILLIS = 1_000;
+  /** Rounds over the replicas at most (within the timeout): a rolling restart may take one down after another. */
+  static final int FAILOVER_ROUNDS = 3;
+
+  private static final java.util.logging.Logger LOG = java.util.logging.Logger.getLogger(PythonKmsClient.class.getName());
+
+  /**
+   * A call to a service with replicas: at the replica this JVM prefers, then at the next ones in
+   * turn, until one answers, at most {@link #FAILOVER_ROUNDS} rounds and within the service's
+   * timeout (the whole call's bound). A replica that cannot be reached, does not answer in time,
+   * fails the TLS or token handshake, refuses this JVM's token, or says it cannot serve (its KMS
+   * call timed out, its audit trail is unavailable) is passed over for the next, with one log line.
+   * Any other answer of the Python side (a refusal by the policy, an unknown key, a KMS error) is
+   * the answer: replicas share one configuration, so another would say the same. Key operations
+   * may be repeated safely (a wrap whose answer was lost is made again; nothing is stored).
+   */
+  private <T> T callReplicas(String operation, String keyId, Function<PythonKms, T> body) {
+    int replicas = service.replicas();
+    long deadline = System.nanoTime() + service.timeoutMillis * 1_000_000L;
+    int first = KmsServiceConnections.preferred(service);
+    Map<Integer, String> failures = new TreeMap<>();
+    boolean rereadToken = false;
+    int attempts = replicas * FAILOVER_ROUNDS;
+    for (int attempt = 0; attempt < attempts; attempt++) {
+      int index = (first + attempt) % replicas;
+      if (attempt > 0 && index == first) {  // a new round: every replica failed once, pause
+        long round = attempt / replicas;
+        long pause = Math.min(FAILOVER_BACKOFF_MAX_MILLIS, FAILOVER_BACKOFF_MILLIS << (2 * (round - 1)));
+        pause += java.util.concurrent.ThreadLocalRandom.current().nextLong(pause / 2 + 1);
+        long left = (deadline - System.nanoTime()) / 1_000_000L;
+        if (left <= pause) {
+          break;
+        }
+        try {
+          Thread.sleep(pause);
+        } catch (InterruptedException e) {
+          Thread.currentThread().interrupt();
+          break;
+        }
+      }
+      if (attempt > 0 && deadline - System.nanoTime() <= 0) {
+        break;
+      }
+      String token;
+      try {
+        token = KmsServiceConnections.token(service, serviceToken, rereadToken);
+      } catch (PythonKmsException e) {
+        throw failure(operation, keyId, e.getMessage());
+      }
+      this.serviceToken = token;
+      rereadToken = false;
+      PythonKmsEndpoint endpoint;
+      try {
+        endpoint = KmsServiceConnections.endpoint(label(), service, index, token);
+      } catch (PythonKmsException e) {
+        failures.put(index, e.getMessage());
+        LOG.warning(String.format("pyiceberg-crypto: KMS service replica %s: %s: failing over to %s",
+            service.replicaKey(index), e.getMessage(), service.replicaKey((index + 1) % replicas)));
+        continue;
+      }
+      String reason;
+      try {
+        T answer = body.apply(endpoint.proxy());
+        if (index != first) {
+          KmsServiceConnections.prefer(service, first, index);
+        }
+        return answer;
+      } catch (PythonKmsException e) {
+        throw e;
+      } catch (RuntimeException e) {
+        String message = String.valueOf(e.getMessage());
+        if (message.contains("Return Message:")) {
+          String python = pythonMessage(e, endpoint);
+          if (!replicaUnavailable(python)) {
+            throw replicaFailure(operation, keyId, index, python);  // the service's answer
+          }
+          reason = python;
+        } else if (tokenRefused(e)) {
+          endpoint.dropIdleConnections();
+          rereadToken = true;
+          reason = pythonMessage(e, endpoint) + "; " + service.tokenFile + " is re-read for the next attempt";
+        } else if (e instanceof py4j.Py4JException) {
+          endpoint.dropIdleConnections();
+          reason = pythonMessage(e, endpoint);
+        } else {
+          throw failure(operation, keyId, pythonMessage(e, endpoint));
+        }
+      }
+      failures.put(index, reason);
+      int next = (index + 1) % replicas;
+      LOG.warning(String.format(
+          "pyiceberg-crypto: KMS service replica %s failed to %s (%s): failing over to %s",
+          service.replicaKey(index), operation, reason, service.replicaKey(next)));
+    }
+    StringJoiner each = new StringJoiner("; ");
+    for (int i = 0; i < replicas; i++) {
+      each.add(service.replicaKey(i) + ": " + failures.getOrDefault(i, "not tried within the timeout"));
+    }
+    throw failure(operation, keyId, "no replica of the KMS service answered (" + replicas + " replicas, "
+        + service.timeoutMillis + " ms timeout): " + each);
+  }
+
+  /** A Python-side answer that says this replica cannot serve now (not what the service decided). */
+  private static boolean replicaUnavailable(String pythonMessage) {
+    return pythonMessage.startsWith("KmsTimeoutError")
+        || pythonMessage.contains("cannot record this operation in its audit trail");
+  }
+
+  private static boolean tokenRefused(Throwable error) {
+    for (Throwable t = error; t != null; t = t.getCause()) {
+      String message = String.valueOf(t.getMessage());
+      if (message.contains("Authentication with callback server unsuccessful")
+          || message.contains("refused this JVM's token") || message.contains("did not prove it knows")) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private PythonKmsException replicaFailure(String operation, String keyId, int index, String reason) {
+    return new PythonKmsException(String.format(
+        "KMS service %s (pyiceberg-crypto kms serve, replica %s) failed to %s with key id '%s': %s",
+        service.key(), service.replicaKey(index), operation, keyId, reason));
   }
 
   private <T> T attempt(

@@ -63,6 +63,12 @@ final class PythonKmsEndpoint {
 
   PythonKmsEndpoint(String name, ShippedEndpoint address, boolean registeredHere)
       throws UnknownHostException, GeneralSecurityException {
+    this(name, address, registeredHere, address.timeoutMillis);
+  }
+
+  /** As above; {@code connectMillis} bounds making a connection (TCP, TLS, handshake), the timeout each call. */
+  PythonKmsEndpoint(String name, ShippedEndpoint address, boolean registeredHere, int connectMillis)
+      throws UnknownHostException, GeneralSecurityException {
     this.name = name;
     this.address = address;
     this.registeredHere = registeredHere;
@@ -75,7 +81,7 @@ final class PythonKmsEndpoint {
             CallbackClient.DEFAULT_MIN_CONNECTION_TIME,
             TimeUnit.SECONDS,
             new BoundedSocketFactory(
-                address.timeoutMillis, pinnedTls(address.certificate, address.certificateSha256),
+                connectMillis, pinnedTls(address.certificate, address.certificateSha256),
                 address.authToken, address.role()),
             false,
             address.timeoutMillis);
