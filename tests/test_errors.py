@@ -80,6 +80,8 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     return {
         "pyiceberg_crypto.adopt.encrypt.encrypt_table": (
             ArgumentTypeError, lambda: adopt.encrypt_table(NOT_SPARK, "lake.db.t", "k1")),
+        "pyiceberg_crypto.adopt.encrypt.reload_table": (
+            ArgumentTypeError, lambda: adopt.reload_table(NOT_SPARK, "lake.db.t")),
         "pyiceberg_crypto.adopt.lake.unencrypted_tables": (
             ArgumentTypeError, lambda: adopt.unencrypted_tables(NOT_SPARK, "lake")),
         "pyiceberg_crypto.adopt.lake.encrypt_tables": (
@@ -356,6 +358,7 @@ NO_BAD_INPUT = {
     "pyiceberg_crypto.engines.mode_conflicts": "pure: takes names parse_readers checked and any properties",
     "pyiceberg_crypto.engines.readable_by": "pure: takes the census the verifier's plan counted",
     "pyiceberg_crypto.engines.readers_check": "pure: takes properties and the answers readable_by made",
+    "pyiceberg_crypto.engines.readers_fix": "pure: takes properties, the declared readers and readable_by's answers",
     "pyiceberg_crypto.engines.row_level_properties": "pure: takes names parse_readers checked",
     "pyiceberg_crypto.verify.table_checks.table_checks": "takes the objects a verification prepared (metadata, keys, digest)",
 }
