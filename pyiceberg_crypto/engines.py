@@ -107,11 +107,16 @@ class Readability:
     reasons: tuple[str, ...] = ()
     native: bool | None = None  # an accelerator's: reads natively (False: falls back; None: not known)
     accelerator: bool = False
+    # where what it cannot read is: the partitions (``grp=1``) that hold it; None: not known, or a
+    # file of an unpartitioned table among it (then every query is blocked)
+    blocked_partitions: tuple[str, ...] | None = None
 
     def to_dict(self) -> dict:
         answer = {"engine": self.engine, "title": self.title, "readable": self.readable}
         if self.accelerator:
             answer["native"] = self.native
+        if self.blocked_partitions is not None:
+            answer["blocked_partitions"] = list(self.blocked_partitions)
         return {**answer, "reasons": list(self.reasons)}
 
 
@@ -225,8 +230,13 @@ def _count(n: int, kind: str, encrypted: bool) -> str:
 
 def readable_by(census: Mapping[tuple[str, str, bool], int], *, encrypted_table: bool,
                 complete: bool = True, data_key_length: int | None = None,
-                format_version: int | None = None) -> list[Readability]:
+                format_version: int | None = None,
+                partitions: Mapping[tuple[str, str, bool], Iterable[str | None]] | None = None) -> list[Readability]:
     """Each known engine's answer for a snapshot whose live files are ``census``.
+
+    ``partitions``: for each census key, the partition (``grp=1``; None: unpartitioned) of each
+    file; an engine that cannot read some files then names the partitions that hold them
+    (``blocked_partitions``): a query whose filter prunes those partitions does not open them.
 
     ``complete``: the census holds every live file of the snapshot. When not (an incremental
     verification walked only what is newer), an engine with no blocker in it is ``readable=None``.
@@ -241,15 +251,26 @@ def readable_by(census: Mapping[tuple[str, str, bool], int], *, encrypted_table:
                                     data_key_length=data_key_length, format_version=format_version))
             continue
         reasons = []
-        if engine.encrypted_tables_only and not encrypted_table:
+        whole_table = engine.encrypted_tables_only and not encrypted_table
+        if whole_table:
             reasons.append(f"the table is not encrypted: {engine.title} reads encrypted tables only")
-        for (kind, file_format, encrypted), n in sorted(census.items()):
+        blocked: set[str | None] = set()
+        for key, n in sorted(census.items()):
+            kind, file_format, encrypted = key
             if n and not engine.reads(kind, file_format, encrypted):
-                reasons.append(f"{_count(n, kind, encrypted)} ({file_format.title()}): {engine.limit}")
+                where = set((partitions or {}).get(key) or [None])
+                blocked |= where
+                named = sorted(p for p in where if p is not None)
+                reasons.append(f"{_count(n, kind, encrypted)} ({file_format.title()}): {engine.limit}"
+                               + (f" (in partition(s) {', '.join(named)}; a query whose filter skips them does not "
+                                  "open them)" if named and None not in where else ""))
         readable = False if reasons else (True if complete else None)
         if readable is None:
             reasons.append("not known: this run walked only the files added since the last verified snapshot")
-        out.append(Readability(engine.name, engine.title, readable, tuple(reasons)))
+        partitioned = (readable is False and not whole_table and partitions is not None and blocked
+                       and None not in blocked)
+        out.append(Readability(engine.name, engine.title, readable, tuple(reasons),
+                               blocked_partitions=tuple(sorted(blocked)) if partitioned else None))
     return out
 
 

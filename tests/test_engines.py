@@ -77,3 +77,16 @@ def test_the_docs_table_is_generated_from_the_facts():
     assert table.count("\n") == 1 + len(engines.ENGINES)
     trino_row = next(line for line in table.splitlines() if "(`trino`)" in line)
     assert "| Parquet | Parquet | Parquet | no |" in trino_row and "copy-on-write" in trino_row
+
+
+def test_an_engine_blocked_in_some_partitions_names_them():
+    key = ("deletion-vector", "PUFFIN", True)
+    answers = {a.engine: a for a in engines.readable_by({key: 2, ("data", "PARQUET", True): 4}, encrypted_table=True,
+                                                        partitions={key: ["grp=1", "grp=3"]})}
+    assert answers["trino"].blocked_partitions == ("grp=1", "grp=3")
+    assert answers["trino"].to_dict()["blocked_partitions"] == ["grp=1", "grp=3"]
+    assert answers["spark"].blocked_partitions is None and "blocked_partitions" not in answers["spark"].to_dict()
+    # one file of an unpartitioned table among what it cannot read: every query is blocked, none named
+    mixed = {a.engine: a for a in engines.readable_by({key: 2}, encrypted_table=True, partitions={key: ["grp=1", None]})}
+    assert mixed["trino"].readable is False and mixed["trino"].blocked_partitions is None
+    assert "in partition(s)" not in mixed["trino"].reasons[0]

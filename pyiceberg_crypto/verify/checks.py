@@ -63,6 +63,9 @@ class FileTask:
     snapshot_ids: set[int] = field(default_factory=set)
     entries: int = 1
     conflict: str | None = None  # set when two entries disagree about this file
+    # the partitions of a data or delete file's entries (``grp=1/day=2``; None: unpartitioned); a
+    # Puffin file can hold the deletion vectors of data files in several
+    partitions: set[str | None] = field(default_factory=set)
 
     def __repr__(self) -> str:  # never shows key material
         return (f"FileTask(path={self.path!r}, kind={self.kind!r}, format={self.file_format!r}, "

@@ -313,13 +313,16 @@ def _readers(report: TableReport, meta: TableMetadata, plan: Plan) -> None:
     if current is not None and current.snapshot_id not in walked:
         return  # another snapshot was asked for: no answer about the current one
     census: dict[tuple[str, str, bool], int] = {}
+    partitions: dict[tuple[str, str, bool], list[str | None]] = {}
     for task in plan.tasks.values():
         if task.kind in _CONTENT_KINDS and (current is None or current.snapshot_id in task.snapshot_ids):
             key = (task.kind, task.file_format, task.key_metadata is not None)
             # A Puffin file holds one deletion vector per entry naming it: count those.
             census[key] = census.get(key, 0) + (task.entries if task.kind == DELETION_VECTOR else 1)
+            partitions.setdefault(key, []).extend(task.partitions or {None})
     answers = readable_by(census, encrypted_table=bool(meta.key_id), complete=plan.scope.mode != "since",
-                          data_key_length=_data_key_length(meta.properties), format_version=meta.format_version)
+                          data_key_length=_data_key_length(meta.properties), format_version=meta.format_version,
+                          partitions=partitions)
     report.readable_by = [a.to_dict() for a in answers]
     problem = readers_check(meta.properties, answers)
     if problem is not None:

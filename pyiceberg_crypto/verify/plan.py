@@ -267,6 +267,7 @@ def _add_entry(plan: Plan, entry: dict, snapshot_id: int) -> str | None:
     if existing is not None:
         existing.entries += 1
         existing.snapshot_ids.add(snapshot_id)
+        existing.partitions.add(partition_text(data_file.get("partition")))
         record_count = data_file.get("record_count") if data_file.get("content", 0) == 0 else None
         if existing.conflict is None:
             if existing.key_metadata != key_metadata:
@@ -286,11 +287,20 @@ def _add_entry(plan: Plan, entry: dict, snapshot_id: int) -> str | None:
         expected_size=data_file.get("file_size_in_bytes"),
         record_count=data_file.get("record_count") if data_file.get("content", 0) == 0 else None,
         snapshot_ids={snapshot_id},
+        partitions={partition_text(data_file.get("partition"))},
     )
     if _refused(plan, task):
         return None
     plan.tasks[path] = task
     return path
+
+
+def partition_text(partition) -> str | None:
+    """A manifest entry's partition tuple as Iceberg's paths show it (``grp=1/day=2``; a null value
+    is ``null``); None for an unpartitioned table (an empty tuple) or an entry without one."""
+    if not isinstance(partition, dict) or not partition:
+        return None
+    return "/".join(f"{name}={'null' if value is None else value}" for name, value in partition.items())
 
 
 def read_avro(task: FileTask, file_io: FileIO) -> tuple[FileFinding, list[dict] | None]:

@@ -162,3 +162,22 @@ def test_declaring_trino_with_convert_folds_the_deletion_vectors_in_at_once(spar
     report = verify(spark, master_keys, table)
     assert report.ok and not [c for c in report.checks if c.name == "readers"]
     assert {a["engine"]: a["readable"] for a in report.readable_by}["trino"] is True
+
+
+def test_a_deletion_vector_in_one_partition_blocks_trino_there_only(spark, master_keys, lake):
+    """A partitioned merge-on-read table whose only DELETE touched partition grp=1: Trino's "no"
+    names that partition (``blocked_partitions``), since a query whose filter skips it does not open
+    the deletion vector; an unpartitioned table's answer names none (every query is blocked)."""
+    table = f"{CATALOG}.{lake[0]}.by_grp"
+    spark.sql(f"CREATE TABLE {table} (id bigint, grp int) USING iceberg PARTITIONED BY (grp) "
+              + config.tblproperties_sql(config.table_properties("k1", extra=MOR)))
+    spark.sql(f"INSERT INTO {table} SELECT id, CAST(id % 2 AS int) FROM range(0, 10)")
+    spark.sql(f"DELETE FROM {table} WHERE id = 3")  # grp = 1 only
+    report = verify(spark, master_keys, table)
+    answers = {a["engine"]: a for a in report.readable_by}
+    assert answers["trino"]["readable"] is False and answers["trino"]["blocked_partitions"] == ["grp=1"]
+    assert "(in partition(s) grp=1; a query whose filter skips them does not open them)" in answers["trino"]["reasons"][0]
+    assert "blocked_partitions" not in answers["spark"]  # it reads everything
+    jsonschema.validate(report.to_dict(), report_schema())
+    unpartitioned = {a["engine"]: a for a in verify(spark, master_keys, lake[1]["declared"]).readable_by}
+    assert unpartitioned["trino"]["readable"] is False and "blocked_partitions" not in unpartitioned["trino"]
