@@ -28,10 +28,12 @@ import logging
 import signal
 import sys
 import queue
+import socket
 
 from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.exit_status import ExitStatus
 from pyiceberg_crypto.cli.arguments import add_kms_arguments, parse_properties, positive_seconds
+from pyiceberg_crypto.safe_text import escape_text as esc
 from pyiceberg_crypto.serve.served_kms import SERVED_KMS_TIMEOUT_SECONDS
 
 
@@ -55,6 +57,9 @@ def add_parser(sub) -> None:
                             "SIGUSR2 re-reads them. Give every replica the same --tls-key-file and "
                             "--tls-certificate-file (one pin); clients list the replicas in "
                             "pyiceberg-crypto.kms-service=HOST:PORT,HOST:PORT")
+    serve.add_argument("--replica-id", metavar="ID",
+                       help="this replica's id on every operation line of its audit trail (default with --replica: "
+                            "the host name); kms audit-log verify TRAIL... then gives one account across replicas")
     serve.add_argument("--status-file", metavar="PATH",
                        help="JSON status (address, pin, calls per operation and client), kept up to date")
     serve.add_argument("--kms-timeout", "--call-timeout", dest="kms_timeout", type=positive_seconds,
@@ -95,8 +100,10 @@ def add_parser(sub) -> None:
     verify = audit_commands.add_parser(
         "verify", help="report the first removed, altered, reordered or truncated line, missing digest or file, "
                        "or cut tail (exit 0 only when verified with the key, 3 without it)")
-    verify.add_argument("path", metavar="PATH", help="the trail (kms serve --audit-log); PATH.1, PATH.2... are read "
-                                                     "first")
+    verify.add_argument("path", metavar="PATH", nargs="+",
+                        help="the trail (kms serve --audit-log); PATH.1, PATH.2... are read first. Several trails "
+                             "(one per replica): each is verified, then one account of them all is printed (per "
+                             "principal, key, operation and result, the count of each replica)")
     verify.add_argument("--key-file", metavar="PATH",
                         help="the digest-signing key (kms serve --audit-key-file): checks every signed digest; "
                              "without it the trail is never reported as verified (exit 3)")
@@ -179,7 +186,8 @@ def _verify_audit_log(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     if getattr(args, "audit_log_command", None) != "verify":
-        print("usage: pyiceberg-crypto kms audit-log verify PATH [--key-file KEY] [--witness PATH]", file=sys.stderr)
+        print("usage: pyiceberg-crypto kms audit-log verify PATH [PATH ...] [--key-file KEY] [--witness PATH]",
+              file=sys.stderr)
         return ExitStatus.USAGE
     key = None
     if args.key_file:
@@ -188,11 +196,33 @@ def _verify_audit_log(args: argparse.Namespace) -> int:
         key = load_or_create_audit_key(args.key_file, create=False)
     if args.witness and not Path(args.witness).is_file():
         raise InvalidArgumentError(f"--witness {args.witness}: no such file")
-    report = verify_trail(args.path, key, witness=args.witness)
-    print(f"{args.path}: {report.summary()}")
-    if not report.ok:
-        return ExitStatus.INTEGRITY
-    return ExitStatus.OK if report.verified else ExitStatus.UNVERIFIED
+    if args.witness and len(args.path) > 1:
+        raise InvalidArgumentError("--witness checks one trail: give one PATH with it")
+    statuses = []
+    for path in args.path:
+        report = verify_trail(path, key, witness=args.witness)
+        print(f"{path}: {report.summary()}")
+        statuses.append(ExitStatus.INTEGRITY if not report.ok else
+                        ExitStatus.OK if report.verified else ExitStatus.UNVERIFIED)
+    if len(args.path) > 1:
+        _print_account(args.path, all_verified=all(status == ExitStatus.OK for status in statuses))
+    for status in (ExitStatus.INTEGRITY, ExitStatus.UNVERIFIED):
+        if status in statuses:
+            return status
+    return ExitStatus.OK
+
+
+def _print_account(paths: list[str], *, all_verified: bool) -> None:
+    """One account of several trails: per principal, key, operation and result, each replica's count."""
+    from pyiceberg_crypto.serve.audit_trail import trail_account
+
+    account = trail_account(paths)
+    replicas = sorted({replica for counts in account.values() for replica in counts})
+    print(f"account of {len(paths)} trail(s), replicas {', '.join(esc(r) for r in replicas) or 'none'}"
+          + ("" if all_verified else " (NOT every trail is verified: the counts are what the lines say)") + ":")
+    for (principal, key_id, operation, result), counts in sorted(account.items()):
+        each = ", ".join(f"{esc(replica)} {n}" for replica, n in sorted(counts.items()))
+        print(f"  {esc(principal)}  {esc(key_id)}  {esc(operation)}  {esc(result)}: {sum(counts.values())} ({each})")
 
 
 def run_kms(args: argparse.Namespace) -> int:
@@ -231,7 +261,8 @@ def _serve(args: argparse.Namespace) -> int:
         health_interval=args.health_interval, policy=args.policy, audit_log=args.audit_log,
         audit_key_file=args.audit_key_file, audit_log_max_bytes=args.audit_log_max_bytes,
         audit_digest_every=args.audit_digest_every, audit_digest_seconds=args.audit_digest_seconds,
-        audit_witness=args.audit_witness, aws_face=face, replica=args.replica)
+        audit_witness=args.audit_witness, aws_face=face, replica=args.replica,
+        replica_id=args.replica_id or (socket.gethostname() if args.replica else None))
     service = KmsService(options).start()
     requests: queue.SimpleQueue[str] = queue.SimpleQueue()
     for name, request in SIGNAL_REQUESTS.items():

@@ -32,6 +32,8 @@ import secrets
 import stat
 import threading
 import time
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,7 +43,7 @@ from pyiceberg_crypto.errors import FileAccessError, InvalidArgumentError
 from pyiceberg_crypto.listener.files import check_operator_directory, read_operator_file
 
 __all__ = ["GENESIS", "AuditTrail", "TrailReport", "load_or_create_audit_key",
-           "rotated_files", "verify_trail"]
+           "rotated_files", "trail_account", "verify_trail"]
 
 #: Old names, kept for one release (CHANGELOG.md).
 __getattr__ = renamed_classes(__name__, {"AuditKeyError": InvalidArgumentError, "AuditWriteError": FileAccessError})
@@ -243,7 +245,7 @@ class AuditTrail:
 
     def __init__(self, path: str | os.PathLike, key: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES,
                  digest_every: int = DEFAULT_DIGEST_EVERY, digest_seconds: float = DEFAULT_DIGEST_SECONDS,
-                 witness: str | os.PathLike | None = None):
+                 witness: str | os.PathLike | None = None, replica: str | None = None):
         if not isinstance(key, bytes) or len(key) < 16:
             raise InvalidArgumentError("the audit key must be 16 bytes or more")
         if not (isinstance(max_bytes, int) and max_bytes >= 1024 and isinstance(digest_every, int)
@@ -255,6 +257,9 @@ class AuditTrail:
             log.warning("the audit witness %s is in the audit trail's directory: keep it on another disk or host "
                         "(whoever can cut the trail should not reach the witness)", self.witness)
         self._key = key
+        # one of several replicas: its id on every record it writes (``"replica"``), so that their
+        # trails together are one account (:func:`trail_account`)
+        self.replica = replica
         self.max_bytes, self.digest_every, self.digest_seconds = max_bytes, digest_every, float(digest_seconds)
         self._lock = threading.Lock()
         self._written = threading.Condition(self._lock)  # a batch was written (or failed)
@@ -495,6 +500,8 @@ class AuditTrail:
         lock released meanwhile; the others wait until the batch holding their line is written
         (or failed). Same promise as one write(2) per line: nothing returns before its line is in
         the file (the kernel's page cache; fsync at rotation and close)."""
+        if self.replica is not None and "replica" not in record:
+            record = {**record, "replica": self.replica}
         body = _body(record)  # outside the lock: the lock holds only what orders the chain
         with self._lock:
             slot = self._append_locked(record, body)
@@ -511,6 +518,8 @@ class AuditTrail:
         quoted = self._quoted
         parts = [',"face":', quoted(face), ',"principal":', quoted(principal), ',"peer":', quoted(peer),
                  ',"operation":', quoted(operation)]
+        if self.replica is not None:
+            parts += (',"replica":', quoted(self.replica))
         if key_id is not None:
             parts += (',"key_id":', quoted(key_id))
         if key_version is not None:
@@ -1093,3 +1102,33 @@ def _explain(entries, records, index: int, expected_seq: int, prev: str) -> str:
         count = seq - expected_seq
         return f"{where}: {count} line(s) removed before it (seq {expected_seq}..{seq - 1} missing)"
     return f"{where}: reordered (seq {seq} after seq {expected_seq - 1})"
+
+
+#: The key of one line of :func:`trail_account`: (principal, key id, operation, result).
+AccountKey = tuple[str, str, str, str]
+
+
+def trail_account(paths: Iterable[str | os.PathLike]) -> dict[AccountKey, Counter]:
+    """One account over the trails of several replicas (or one service): per principal, key id,
+    operation and result, how many operations each replica recorded (its ``"replica"`` id; a line
+    without one counts under its trail's path). Reads the operation records only: verify each
+    trail first (:func:`verify_trail`), this proves nothing about them::
+
+        for (principal, key_id, operation, result), by_replica in trail_account(paths).items(): ...
+    """
+    account: dict[AccountKey, Counter] = {}
+    for path in paths:
+        path = Path(path)
+        files = rotated_files(path) + ([path] if path.exists() else [])
+        for file in files:
+            for line in file.read_bytes().split(b"\n"):
+                try:
+                    record = json.loads(line) if line else None
+                except ValueError:
+                    continue
+                if not isinstance(record, dict) or "operation" not in record or "principal" not in record:
+                    continue
+                key = (str(record["principal"]), str(record.get("key_id") or "-"), str(record["operation"]),
+                       str(record.get("result") or "-"))
+                account.setdefault(key, Counter())[str(record.get("replica") or path)] += 1
+    return account

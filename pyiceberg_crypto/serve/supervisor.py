@@ -82,6 +82,7 @@ class ServiceOptions:
     audit_witness: str | None = None
     aws_face: AwsFaceOptions | None = None
     replica: bool = False
+    replica_id: str | None = None  # on every operation line of the trail (default with --replica: the host name)
 
 
 def loopback_by_default(value: str) -> str:
@@ -180,7 +181,7 @@ class KmsService:
                                            max_bytes=options.audit_log_max_bytes,
                                            digest_every=options.audit_digest_every,
                                            digest_seconds=options.audit_digest_seconds,
-                                           witness=options.audit_witness).open()
+                                           witness=options.audit_witness, replica=options.replica_id).open()
             log.info("audit trail: %s (digests signed with the key in %s%s)", self.served.trail.path, key_file,
                      f", each one also appended to the witness {options.audit_witness}" if options.audit_witness
                      else "")

@@ -338,3 +338,59 @@ def test_replica_token_rotation_sigusr2_rereads_the_shared_file(jvm, tmp_path):
         assert new_token not in replicas[0].log() + replicas[1].log()
     finally:
         _stop(replicas)
+
+
+def test_replica_trails_verify_each_and_make_one_account(jvm, tmp_path):
+    """Each replica keeps its own signed trail with its id on every operation line
+    (``--replica-id``); ``kms audit-log verify`` given every trail verifies each chain and prints one
+    account: per principal, key, operation and result, the count of each replica."""
+    from pyiceberg_crypto.serve.audit_trail import load_or_create_audit_key
+
+    files = _shared_files(tmp_path)
+    audit = tmp_path / "audit"
+    audit.mkdir(mode=0o700)
+    key_file = tmp_path / "audit-key" / "kms-audit.key"
+    key_file.parent.mkdir(mode=0o700)
+    load_or_create_audit_key(key_file)  # one audit key for the replicas: one verify command for all
+    replicas = []
+    try:
+        for index in range(2):
+            replicas += _replicas(tmp_path / f"r{index}", files, 1, extra=[
+                "--replica-id", f"replica-{index}", "--audit-log", str(audit / f"replica-{index}.jsonl"),
+                "--audit-key-file", str(key_file)])
+        clients = [java_client(jvm, kms_service=replica.address, kms_token_file=str(files["token"]))
+                   for replica in replicas]
+        wrapped = [wrap(jvm, clients[0], KEY_ID), wrap(jvm, clients[0], KEY_ID)]
+        assert unwrap(jvm, clients[1], wrapped[0], KEY_ID) == KEY
+    finally:
+        _stop(replicas)  # a clean stop: each trail ends with its stop digest
+    trails = [audit / "replica-0.jsonl", audit / "replica-1.jsonl"]
+    lines = [json.loads(line) for line in trails[1].read_text().splitlines()]
+    assert [r["replica"] for r in lines if r.get("operation")] == ["replica-1"]
+    done = _verify_all(trails, key_file)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count(": verified: ") == 2, done.stdout
+    assert "account of 2 trail(s), replicas replica-0, replica-1:" in done.stdout
+    assert f"  py4j:default  {KEY_ID}  wrap  ok: 2 (replica-0 2)" in done.stdout, done.stdout
+    assert f"  py4j:default  {KEY_ID}  unwrap  ok: 1 (replica-1 1)" in done.stdout, done.stdout
+    # A trail that does not verify makes the whole command fail, and the account says so.
+    text = trails[1].read_text().replace('"operation":"unwrap"', '"operation":"wrap"')
+    trails[1].write_text(text)
+    done = _verify_all(trails, key_file)
+    assert done.returncode == 1 and "NOT INTACT" in done.stdout
+    assert "(NOT every trail is verified: the counts are what the lines say)" in done.stdout
+
+
+def _verify_all(trails: list[Path], key_file: Path):
+    """``kms audit-log verify TRAIL TRAIL --key-file KEY`` by the CLI's main in this process."""
+    import contextlib
+    import io
+    import subprocess
+
+    from pyiceberg_crypto.cli.main import main
+
+    args = ["kms", "audit-log", "verify", *map(str, trails), "--key-file", str(key_file)]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(args)
+    return subprocess.CompletedProcess(args, status, out.getvalue(), err.getvalue())
