@@ -80,7 +80,7 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
     return {
         "pyiceberg_crypto.adopt.encrypt.encrypt_table": (
             ArgumentTypeError, lambda: adopt.encrypt_table(NOT_SPARK, "lake.db.t", "k1")),
-        "pyiceberg_crypto.adopt.encrypt.reload_table": (
+"pyiceberg_crypto.adopt.encrypt.reload_table": (
             ArgumentTypeError, lambda: adopt.reload_table(NOT_SPARK, "lake.db.t")),
         "pyiceberg_crypto.adopt.lake.unencrypted_tables": (
             ArgumentTypeError, lambda: adopt.unencrypted_tables(NOT_SPARK, "lake")),
@@ -271,6 +271,8 @@ def _bad_calls(tmp_path) -> dict[str, tuple[type[BaseException], object]]:
         "pyiceberg_crypto.verify.spark.verify_table": (ArgumentTypeError, lambda: verify.verify_table(NOT_SPARK, "lake.db.t")),
         "pyiceberg_crypto.serve.audit_trail.load_or_create_audit_key": (
             InvalidArgumentError, lambda: audit_trail.load_or_create_audit_key(tmp_path / "no-dir" / "audit.key")),
+        "pyiceberg_crypto.serve.audit_trail.trail_account": (
+            InvalidArgumentError, lambda: audit_trail.trail_account(["/nonexistent/kms-audit.jsonl"])),
         "pyiceberg_crypto.serve.audit_trail.verify_trail": (
             InvalidArgumentError, lambda: audit_trail.verify_trail(tmp_path / "no-trail.jsonl")),
         "pyiceberg_crypto.serve.policy.load_policy": (InvalidArgumentError, lambda: policy.load_policy(tmp_path / "none.json")),

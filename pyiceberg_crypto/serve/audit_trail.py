@@ -1112,7 +1112,8 @@ def trail_account(paths: Iterable[str | os.PathLike]) -> dict[AccountKey, Counte
     """One account over the trails of several replicas (or one service): per principal, key id,
     operation and result, how many operations each replica recorded (its ``"replica"`` id; a line
     without one counts under its trail's path). Reads the operation records only: verify each
-    trail first (:func:`verify_trail`), this proves nothing about them::
+    trail first (:func:`verify_trail`), this proves nothing about them. InvalidArgumentError for a
+    path with no trail, or a file that cannot be read::
 
         for (principal, key_id, operation, result), by_replica in trail_account(paths).items(): ...
     """
@@ -1120,8 +1121,14 @@ def trail_account(paths: Iterable[str | os.PathLike]) -> dict[AccountKey, Counte
     for path in paths:
         path = Path(path)
         files = rotated_files(path) + ([path] if path.exists() else [])
+        if not files:
+            raise InvalidArgumentError(f"no audit trail at {path} (nor rotated files {path.name}.N beside it)")
         for file in files:
-            for line in file.read_bytes().split(b"\n"):
+            try:
+                data = file.read_bytes()
+            except OSError as exc:
+                raise InvalidArgumentError(f"cannot read the audit trail {file}: {_why(exc)}") from None
+            for line in data.split(b"\n"):
                 try:
                     record = json.loads(line) if line else None
                 except ValueError:
