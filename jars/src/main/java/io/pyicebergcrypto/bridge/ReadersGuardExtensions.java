@@ -1,0 +1,302 @@
+package io.pyicebergcrypto.bridge;
+
+import java.lang.reflect.Constructor;
+import java.lang.reflect.Method;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import scala.Function1;
+import scala.runtime.BoxedUnit;
+
+/**
+ * A Spark SQL extension (``spark.sql.extensions``) that keeps tables declared for Trino readable by
+ * Trino: on a table whose {@code pyiceberg-crypto.readers} names {@code trino}, it refuses
+ *
+ * <ul>
+ *   <li>{@code ALTER TABLE ... SET TBLPROPERTIES} that sets {@code write.delete.mode},
+ *       {@code write.update.mode} or {@code write.merge.mode} to {@code merge-on-read}, and
+ *   <li>a row-level DELETE, UPDATE or MERGE that Spark planned as a delta write ({@code WriteDelta}:
+ *       the table's mode for that operation is merge-on-read, so it would write deletion vectors,
+ *       which Trino cannot read when they are encrypted).
+ * </ul>
+ *
+ * <p>It is one check rule ({@code SparkSessionExtensions.injectCheckRule}): it runs at the end of
+ * analysis, after Spark rewrote DELETE/UPDATE/MERGE into {@code ReplaceData} (copy-on-write) or
+ * {@code WriteDelta} (merge-on-read), and throws an {@code AnalysisException} before anything runs.
+ * The table's properties come from the resolved connector table ({@code Table.properties()}).
+ *
+ * <p>Spark's classes are reached by reflection and the class compiles against {@code scala-library}
+ * only ({@code Function1.apply}, {@code BoxedUnit}), so the one jar serves Spark 3.5 (Scala 2.12)
+ * and Spark 4.1 (Scala 2.13): the plan nodes and methods used have the same names on both lines.
+ */
+public final class ReadersGuardExtensions implements Function1<Object, BoxedUnit> {
+  public static final String READERS_PROPERTY = "pyiceberg-crypto.readers";
+  public static final String GUARDED_READER = "trino";
+  public static final String MERGE_ON_READ = "merge-on-read";
+  public static final String[] ROW_LEVEL_MODES = {
+    "write.delete.mode", "write.update.mode", "write.merge.mode"
+  };
+  public static final String WAY_OUT =
+      "change the declared readers (" + READERS_PROPERTY + ") or stay copy-on-write";
+
+  /** Called by Spark with the session's {@code SparkSessionExtensions}. */
+  @Override
+  public BoxedUnit apply(Object extensions) {
+    try {
+      Method inject = extensions.getClass().getMethod("injectCheckRule", Function1.class);
+      inject.invoke(extensions, new CheckRuleBuilder());
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException("pyiceberg-crypto readers guard: cannot inject its check rule", e);
+    }
+    return BoxedUnit.UNIT;
+  }
+
+  /** {@code SparkSession => (LogicalPlan => Unit)}. */
+  static final class CheckRuleBuilder implements Function1<Object, Function1<Object, BoxedUnit>> {
+    @Override
+    public Function1<Object, BoxedUnit> apply(Object session) {
+      return new CheckRule();
+    }
+  }
+
+  /** {@code LogicalPlan => Unit}: throws when the plan would break a Trino-declared table. */
+  static final class CheckRule implements Function1<Object, BoxedUnit> {
+    @Override
+    public BoxedUnit apply(Object plan) {
+      check(plan);
+      return BoxedUnit.UNIT;
+    }
+  }
+
+  static void check(Object plan) {
+    if (plan == null) {
+      return;
+    }
+    String node = plan.getClass().getSimpleName();
+    if ("SetTableProperties".equals(node)) {
+      checkSetProperties(plan);
+    } else if ("WriteDelta".equals(node)) {
+      checkDeltaWrite(plan);
+    }
+    for (Object child : children(plan)) {
+      check(child);
+    }
+  }
+
+  private static void checkSetProperties(Object plan) {
+    Object resolved = call(plan, "table");
+    Map<String, String> current = tableProperties(resolved);
+    if (current == null) {
+      return;
+    }
+    Object changes = call(plan, "properties");
+    String readers = scalaMapGet(changes, READERS_PROPERTY);
+    if (readers == null) {
+      readers = current.get(READERS_PROPERTY);
+    }
+    if (!namesGuardedReader(readers)) {
+      return;
+    }
+    for (String mode : ROW_LEVEL_MODES) {
+      String value = scalaMapGet(changes, mode);
+      if (value != null && MERGE_ON_READ.equalsIgnoreCase(value.trim())) {
+        throw refusal(
+            "refused: ALTER TABLE "
+                + tableName(resolved)
+                + " SET TBLPROPERTIES ('"
+                + mode
+                + "'='"
+                + MERGE_ON_READ
+                + "') on a table whose "
+                + READERS_PROPERTY
+                + " declares "
+                + GUARDED_READER
+                + " (which cannot read encrypted deletion vectors): "
+                + WAY_OUT);
+      }
+    }
+  }
+
+  private static void checkDeltaWrite(Object plan) {
+    Object relation = call(plan, "originalTable");
+    if (relation == null) {
+      relation = call(plan, "table");
+    }
+    Map<String, String> properties = tableProperties(relation);
+    if (properties == null || !namesGuardedReader(properties.get(READERS_PROPERTY))) {
+      return;
+    }
+    String command = "row-level";
+    Object operation = call(plan, "operation");
+    Object kind = operation == null ? null : call(operation, "command");
+    if (kind != null) {
+      command = kind.toString().toUpperCase(Locale.ROOT);
+    }
+    String mode = modeFor(command);
+    throw refusal(
+        "refused: "
+            + command
+            + " on "
+            + tableName(relation)
+            + " would write deletion vectors ("
+            + (mode == null ? "merge-on-read" : mode + "=" + MERGE_ON_READ)
+            + ") on a table whose "
+            + READERS_PROPERTY
+            + " declares "
+            + GUARDED_READER
+            + " (which cannot read encrypted deletion vectors): "
+            + WAY_OUT);
+  }
+
+  private static String modeFor(String command) {
+    switch (command) {
+      case "DELETE":
+        return "write.delete.mode";
+      case "UPDATE":
+        return "write.update.mode";
+      case "MERGE":
+        return "write.merge.mode";
+      default:
+        return null;
+    }
+  }
+
+  /** Whether a {@code pyiceberg-crypto.readers} value names {@code trino}. */
+  static boolean namesGuardedReader(String readers) {
+    if (readers == null) {
+      return false;
+    }
+    for (String name : readers.split(",")) {
+      if (GUARDED_READER.equals(name.trim().toLowerCase(Locale.ROOT))) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /**
+   * The connector table's properties behind a resolved plan node ({@code ResolvedTable},
+   * {@code DataSourceV2Relation}); null when it is not a resolved v2 table.
+   */
+  @SuppressWarnings("unchecked")
+  private static Map<String, String> tableProperties(Object relation) {
+    Object table = relation == null ? null : call(relation, "table");
+    Object properties = table == null ? null : call(table, "properties");
+    return properties instanceof Map ? (Map<String, String>) properties : null;
+  }
+
+  private static String tableName(Object relation) {
+    Object table = relation == null ? null : call(relation, "table");
+    Object name = table == null ? null : call(table, "name");
+    return name == null ? String.valueOf(relation) : name.toString();
+  }
+
+  private static List<Object> children(Object plan) {
+    List<Object> out = new ArrayList<>();
+    Object seq = call(plan, "children");
+    Object iterator = seq == null ? null : call(seq, "iterator");
+    if (iterator == null) {
+      return out;
+    }
+    while (Boolean.TRUE.equals(call(iterator, "hasNext"))) {
+      out.add(call(iterator, "next"));
+    }
+    return out;
+  }
+
+  /** {@code map.get(key)} on a Scala map, unwrapped from its {@code Option}; null when absent. */
+  private static String scalaMapGet(Object map, String key) {
+    if (map == null) {
+      return null;
+    }
+    try {
+      Object option = findMethod(map.getClass(), "get", 1).invoke(map, key);
+      if (option == null || !Boolean.TRUE.equals(call(option, "isDefined"))) {
+        return null;
+      }
+      Object value = call(option, "get");
+      return value == null ? null : value.toString();
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      return null;
+    }
+  }
+
+  /** A no-argument public method's result, or null when there is none or it throws. */
+  private static Object call(Object target, String name) {
+    try {
+      Method method = findMethod(target.getClass(), name, 0);
+      return method == null ? null : method.invoke(target);
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      return null;
+    }
+  }
+
+  private static Method findMethod(Class<?> type, String name, int arity) {
+    for (Method method : type.getMethods()) {
+      if (method.getName().equals(name) && method.getParameterCount() == arity) {
+        method.setAccessible(true);
+        return method;
+      }
+    }
+    return null;
+  }
+
+  /**
+   * Spark's {@code AnalysisException} with {@code message} (PySpark raises it as
+   * {@code pyspark.errors.AnalysisException}; spark-sql prints "Error in query: ..."). Its
+   * constructors differ between Spark 3.5 and 4.1, so the shortest one taking the message, then
+   * the line {@code Option}, then only {@code Option}s, a map and an array is called with those empty.
+   */
+  static RuntimeException refusal(String message) {
+    try {
+      Class<?> type = Class.forName("org.apache.spark.sql.AnalysisException");
+      Constructor<?> best = null;
+      for (Constructor<?> constructor : type.getConstructors()) {
+        Class<?>[] params = constructor.getParameterTypes();
+        if (params.length < 2 || params[0] != String.class || params[1] != scala.Option.class
+            || !emptyFillable(params)) {
+          continue;
+        }
+        if (best == null || params.length < best.getParameterCount()) {
+          best = constructor;
+        }
+      }
+      if (best != null) {
+        Class<?>[] params = best.getParameterTypes();
+        Object[] args = new Object[params.length];
+        args[0] = message;
+        for (int i = 1; i < params.length; i++) {
+          args[i] = empty(params[i]);
+        }
+        return (RuntimeException) best.newInstance(args);
+      }
+    } catch (ReflectiveOperationException | RuntimeException | LinkageError e) {
+      // fall through to a plain exception with the same message
+    }
+    return new IllegalArgumentException(message);
+  }
+
+  private static boolean emptyFillable(Class<?>[] params) {
+    for (int i = 1; i < params.length; i++) {
+      Class<?> p = params[i];
+      if (!(p == scala.Option.class || p.isArray() || p.getName().equals("scala.collection.immutable.Map"))) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  private static Object empty(Class<?> type) throws ReflectiveOperationException {
+    if (type == scala.Option.class) {
+      return scala.Option.empty();
+    }
+    if (type.isArray()) {
+      return java.lang.reflect.Array.newInstance(type.getComponentType(), 0);
+    }
+    // scala.collection.immutable.Map$.MODULE$.empty(): the same call on Scala 2.12 and 2.13
+    Class<?> module = Class.forName("scala.collection.immutable.Map$");
+    Object instance = module.getField("MODULE$").get(null);
+    return module.getMethod("empty").invoke(instance);
+  }
+}
