@@ -1,6 +1,5 @@
 package io.pyicebergcrypto.bridge;
 
-import java.lang.reflect.Constructor;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
 import java.util.List;
@@ -23,7 +22,10 @@ import scala.runtime.BoxedUnit;
  *
  * <p>It is one check rule ({@code SparkSessionExtensions.injectCheckRule}): it runs at the end of
  * analysis, after Spark rewrote DELETE/UPDATE/MERGE into {@code ReplaceData} (copy-on-write) or
- * {@code WriteDelta} (merge-on-read), and throws an {@code AnalysisException} before anything runs.
+ * {@code WriteDelta} (merge-on-read), and throws a {@link ReadersGuardException} before anything
+ * runs. That is an {@code IllegalArgumentException}, not an {@code AnalysisException}: Spark appends
+ * the whole plan to every {@code AnalysisException} raised during analysis, and the refusal is one
+ * line (PySpark raises it as {@code pyspark.errors.IllegalArgumentException}).
  * The table's properties come from the resolved connector table ({@code Table.properties()}).
  *
  * <p>Spark's classes are reached by reflection and the class compiles against {@code scala-library}
@@ -101,7 +103,7 @@ public final class ReadersGuardExtensions implements Function1<Object, BoxedUnit
     for (String mode : ROW_LEVEL_MODES) {
       String value = scalaMapGet(changes, mode);
       if (value != null && MERGE_ON_READ.equalsIgnoreCase(value.trim())) {
-        throw refusal(
+        throw new ReadersGuardException(
             "refused: ALTER TABLE "
                 + tableName(resolved)
                 + " SET TBLPROPERTIES ('"
@@ -134,7 +136,7 @@ public final class ReadersGuardExtensions implements Function1<Object, BoxedUnit
       command = kind.toString().toUpperCase(Locale.ROOT);
     }
     String mode = modeFor(command);
-    throw refusal(
+    throw new ReadersGuardException(
         "refused: "
             + command
             + " on "
@@ -240,63 +242,5 @@ public final class ReadersGuardExtensions implements Function1<Object, BoxedUnit
       }
     }
     return null;
-  }
-
-  /**
-   * Spark's {@code AnalysisException} with {@code message} (PySpark raises it as
-   * {@code pyspark.errors.AnalysisException}; spark-sql prints "Error in query: ..."). Its
-   * constructors differ between Spark 3.5 and 4.1, so the shortest one taking the message, then
-   * the line {@code Option}, then only {@code Option}s, a map and an array is called with those empty.
-   */
-  static RuntimeException refusal(String message) {
-    try {
-      Class<?> type = Class.forName("org.apache.spark.sql.AnalysisException");
-      Constructor<?> best = null;
-      for (Constructor<?> constructor : type.getConstructors()) {
-        Class<?>[] params = constructor.getParameterTypes();
-        if (params.length < 2 || params[0] != String.class || params[1] != scala.Option.class
-            || !emptyFillable(params)) {
-          continue;
-        }
-        if (best == null || params.length < best.getParameterCount()) {
-          best = constructor;
-        }
-      }
-      if (best != null) {
-        Class<?>[] params = best.getParameterTypes();
-        Object[] args = new Object[params.length];
-        args[0] = message;
-        for (int i = 1; i < params.length; i++) {
-          args[i] = empty(params[i]);
-        }
-        return (RuntimeException) best.newInstance(args);
-      }
-    } catch (ReflectiveOperationException | RuntimeException | LinkageError e) {
-      // fall through to a plain exception with the same message
-    }
-    return new IllegalArgumentException(message);
-  }
-
-  private static boolean emptyFillable(Class<?>[] params) {
-    for (int i = 1; i < params.length; i++) {
-      Class<?> p = params[i];
-      if (!(p == scala.Option.class || p.isArray() || p.getName().equals("scala.collection.immutable.Map"))) {
-        return false;
-      }
-    }
-    return true;
-  }
-
-  private static Object empty(Class<?> type) throws ReflectiveOperationException {
-    if (type == scala.Option.class) {
-      return scala.Option.empty();
-    }
-    if (type.isArray()) {
-      return java.lang.reflect.Array.newInstance(type.getComponentType(), 0);
-    }
-    // scala.collection.immutable.Map$.MODULE$.empty(): the same call on Scala 2.12 and 2.13
-    Class<?> module = Class.forName("scala.collection.immutable.Map$");
-    Object instance = module.getField("MODULE$").get(null);
-    return module.getMethod("empty").invoke(instance);
   }
 }
