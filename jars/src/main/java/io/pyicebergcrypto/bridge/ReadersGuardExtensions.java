@@ -15,7 +15,8 @@ import scala.runtime.BoxedUnit;
  * <ul>
  *   <li>{@code ALTER TABLE ... SET TBLPROPERTIES} that sets {@code write.delete.mode},
  *       {@code write.update.mode} or {@code write.merge.mode} to {@code merge-on-read}, and
- *   <li>a row-level DELETE, UPDATE or MERGE that Spark planned as a delta write ({@code WriteDelta}:
+ *   <li>a row-level DELETE, UPDATE or MERGE that Spark planned as a delta write ({@code WriteDelta},
+ *       or Iceberg's {@code WriteIcebergDelta} on Spark 3.5:
  *       the table's mode for that operation is merge-on-read, so it would write deletion vectors,
  *       which Trino cannot read when they are encrypted).
  * </ul>
@@ -78,7 +79,8 @@ public final class ReadersGuardExtensions implements Function1<Object, BoxedUnit
     String node = plan.getClass().getSimpleName();
     if ("SetTableProperties".equals(node)) {
       checkSetProperties(plan);
-    } else if ("WriteDelta".equals(node)) {
+    } else if ("WriteDelta".equals(node) || "WriteIcebergDelta".equals(node)) {
+      // Spark's delta write; Iceberg's own on Spark 3.5 (its UPDATE and MERGE rewrites)
       checkDeltaWrite(plan);
     }
     for (Object child : children(plan)) {
@@ -131,6 +133,10 @@ public final class ReadersGuardExtensions implements Function1<Object, BoxedUnit
     }
     String command = "row-level";
     Object operation = call(plan, "operation");
+    if (operation == null) {
+      Object rowLevelTable = call(call(plan, "table"), "table"); // RowLevelOperationTable
+      operation = rowLevelTable == null ? null : call(rowLevelTable, "operation");
+    }
     Object kind = operation == null ? null : call(operation, "command");
     if (kind != null) {
       command = kind.toString().toUpperCase(Locale.ROOT);
@@ -226,6 +232,9 @@ public final class ReadersGuardExtensions implements Function1<Object, BoxedUnit
 
   /** A no-argument public method's result, or null when there is none or it throws. */
   private static Object call(Object target, String name) {
+    if (target == null) {
+      return null;
+    }
     try {
       Method method = findMethod(target.getClass(), name, 0);
       return method == null ? null : method.invoke(target);
