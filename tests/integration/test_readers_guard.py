@@ -148,3 +148,22 @@ def test_guard_off_when_the_builder_is_told(tmp_path):
     assert off["spark.sql.extensions"] == config.ICEBERG_EXTENSIONS
     assert {k: v for k, v in on.items() if k != "spark.sql.extensions"} == \
         {k: v for k, v in off.items() if k != "spark.sql.extensions"}
+
+
+class _Builder:
+    """A stand-in for ``SparkSession.Builder`` (whose ``_options`` is shared by every builder)."""
+
+    def __init__(self, options):
+        self._options = dict(options)
+
+    def config(self, key, value):
+        self._options[key] = value
+        return self
+
+
+def test_guard_joins_a_builders_own_extensions(tmp_path):
+    delta = "io.delta.sql.DeltaSparkSessionExtension"
+    settings = config.spark_settings("lake", warehouse=tmp_path / "wh")
+    options = config.configure_spark_with_encryption(_Builder({"spark.sql.extensions": delta}), settings)._options
+    assert options["spark.sql.extensions"].split(",") == [delta, config.ICEBERG_EXTENSIONS,
+                                                          config.READERS_GUARD_EXTENSIONS]
