@@ -5,6 +5,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.ConcurrentHashMap;
 import scala.Function1;
 import scala.runtime.BoxedUnit;
 
@@ -243,13 +245,25 @@ public final class ReadersGuardExtensions implements Function1<Object, BoxedUnit
     }
   }
 
+  /** Looked-up methods by class, name and arity (the rule runs on every analyzed plan). */
+  private static final ConcurrentHashMap<String, Optional<Method>> METHODS = new ConcurrentHashMap<>();
+
   private static Method findMethod(Class<?> type, String name, int arity) {
+    String key = type.getName() + "#" + name + "/" + arity + "@" + System.identityHashCode(type.getClassLoader());
+    return METHODS.computeIfAbsent(key, k -> lookUp(type, name, arity)).orElse(null);
+  }
+
+  private static Optional<Method> lookUp(Class<?> type, String name, int arity) {
     for (Method method : type.getMethods()) {
       if (method.getName().equals(name) && method.getParameterCount() == arity) {
-        method.setAccessible(true);
-        return method;
+        try {
+          method.setAccessible(true);
+        } catch (RuntimeException e) {
+          // public method of a public class: invoke works without it
+        }
+        return Optional.of(method);
       }
     }
-    return null;
+    return Optional.empty();
   }
 }
