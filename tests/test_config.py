@@ -26,7 +26,8 @@ def test_spark_settings_embedded_metastore_exact(tmp_path, monkeypatch):
         "spark.jars.packages": f"org.apache.iceberg:iceberg-spark-runtime-{line.spark}_{line.scala}:1.12.0,"
                                + bridge.coordinate,
         "spark.jars.repositories": (jars.bridge_jar().parent / "maven").as_uri(),
-        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions,"
+                                "io.pyicebergcrypto.bridge.ReadersGuardExtensions",
         "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
         "spark.sql.catalog.lake.type": "hive",
         "spark.sql.catalog.lake.warehouse": (tmp_path / "wh").absolute().as_uri(),
@@ -151,7 +152,8 @@ def test_rest_catalog_spark_settings_have_no_metastore(tmp_path, monkeypatch):
     assert settings["spark.sql.catalog.lake.uri"] == "https://rest.example:8181"
     assert "spark.sql.catalog.lake.type" not in settings  # Iceberg refuses type together with catalog-impl
     assert not [key for key in settings if "metastore" in key or "hive" in key or "derby" in key.lower()]
-    assert settings["spark.sql.extensions"] == "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+    assert settings["spark.sql.extensions"] == ("org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions,"
+                                                "io.pyicebergcrypto.bridge.ReadersGuardExtensions")
 
 
 def test_conf_renderings(tmp_path):

@@ -31,7 +31,7 @@ __all__ = ["configure_spark_with_encryption", "local_spark_builder", "session_fo
 log = logging.getLogger(__package__)
 
 #: Settings that hold comma-separated lists: merged with a value already on the builder.
-LIST_SETTINGS = ("spark.jars", "spark.jars.packages", "spark.jars.repositories", "spark.plugins")
+LIST_SETTINGS = ("spark.jars", "spark.jars.packages", "spark.jars.repositories", "spark.plugins", "spark.sql.extensions")
 #: Class path settings (Comet's jar, :func:`~pyiceberg_crypto.config.comet_settings`): merged too.
 CLASS_PATH_SETTINGS = ("spark.driver.extraClassPath", "spark.executor.extraClassPath")
 
@@ -39,8 +39,8 @@ CLASS_PATH_SETTINGS = ("spark.driver.extraClassPath", "spark.executor.extraClass
 def configure_spark_with_encryption(builder, settings: Mapping[str, str]):
     """Apply ``settings`` to a ``SparkSession.Builder`` and return the builder (composable).
 
-    ``spark.jars``, ``spark.jars.packages``, ``spark.jars.repositories``, ``spark.plugins``, the
-    driver's and executors' ``extraClassPath`` and ``spark.driver.extraJavaOptions`` already set on the builder (e.g. by delta-spark's helper) are
+    ``spark.jars``, ``spark.jars.packages``, ``spark.jars.repositories``, ``spark.plugins``,
+    ``spark.sql.extensions`` (e.g. Delta's beside Iceberg's and the readers guard), the driver's and executors' ``extraClassPath`` and ``spark.driver.extraJavaOptions`` already set on the builder (e.g. by delta-spark's helper) are
     merged, not overwritten. A builder that ends up with both ``spark.jars`` and
     ``spark.jars.packages`` gets a warning: PySpark then ships only ``spark.jars`` to executors
     (see :mod:`pyiceberg_crypto.jars`), so the packages would be missing on a cluster.

@@ -59,6 +59,12 @@ JAR_MODES = ("auto", "packages", "local")
 #: ``spark_settings(accelerator=...)``: Apache DataFusion Comet, the native reader (Spark 4.1 only).
 COMET = "comet"
 ACCELERATORS = (COMET,)
+#: Iceberg's SQL extensions (CALL procedures, row-level commands on Spark 3.5), always in ``spark.sql.extensions``.
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+#: The bridge jar's readers guard (``spark_settings(readers_guard=True)``): on a table whose
+#: ``pyiceberg-crypto.readers`` names trino it refuses ``ALTER TABLE`` to a merge-on-read mode and a
+#: DELETE/UPDATE/MERGE that would write deletion vectors (docs/how-to/trino.md).
+READERS_GUARD_EXTENSIONS = "io.pyicebergcrypto.bridge.ReadersGuardExtensions"
 S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
 S3_SCHEMES = ("s3", "s3a", "s3n")
 #: Catalog properties that would put credentials into printable settings: refused.
@@ -109,6 +115,7 @@ def spark_settings(
     kms_certificate_sha256: str | None = None,
     quiet_logs: bool = True,
     accelerator: str | None = None,
+    readers_guard: bool = True,
 ) -> dict[str, str]:
     """Spark settings for an Iceberg catalog whose tables are encrypted through a KMS.
 
@@ -158,6 +165,11 @@ def spark_settings(
             (:func:`comet_settings`: its plugin, shuffle manager, off-heap memory and native Iceberg
             scan; its jar through the same channel as the Iceberg runtime, and with local jars on the
             driver's and the executors' class path too). Spark 4.1 only. None (default): Spark's scan.
+        readers_guard: add the bridge jar's :data:`READERS_GUARD_EXTENSIONS` to ``spark.sql.extensions``
+            (after Iceberg's): on a table whose ``pyiceberg-crypto.readers`` names ``trino``, Spark refuses
+            ``ALTER TABLE ... SET TBLPROPERTIES`` to a merge-on-read ``write.*.mode`` and a DELETE, UPDATE
+            or MERGE that would write deletion vectors, with one line naming the table, the reader and
+            the way out. ``False``: Iceberg's extensions only (verify and the audit still warn).
 
     Returns:
         A new dict of Spark configuration keys to string values.
@@ -181,7 +193,8 @@ def spark_settings(
                                  comet=accelerator == COMET))
     if accelerator == COMET:
         settings.update(comet_settings())
-    settings["spark.sql.extensions"] = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+    settings["spark.sql.extensions"] = (f"{ICEBERG_EXTENSIONS},{READERS_GUARD_EXTENSIONS}" if readers_guard
+                                        else ICEBERG_EXTENSIONS)
     settings.update(
         catalog_settings(
             catalog,
