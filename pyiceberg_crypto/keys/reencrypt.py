@@ -418,19 +418,23 @@ def _leftovers(spark, ops, reachable: set[str], since_ms: int, until_ms: int, *,
     """The files under the table location written from the journal's time (``since_ms``, less
     :data:`JOURNAL_CLOCK_MARGIN_MS`) until this run began (``until_ms``, the same millisecond
     included: a file's time is in whole milliseconds) that the table does not
-    reach: what unfinished earlier runs wrote and never committed, whatever their age. Metadata.json
-    files are not among them (the orphan rule judges those). Deleted unless ``dry_run``; a FileIO
-    that cannot list finds none (the orphan window still applies)."""
+    reach: what unfinished earlier runs wrote and never committed, whatever their age. A
+    metadata.json among them only when it holds no JSON (a commit killed while writing it; one that
+    parses may be a version the metadata log names, and holds no compromised KEK) and is not the
+    current one. Deleted unless ``dry_run``; a FileIO that cannot list finds none (the orphan window
+    still applies)."""
     io = ops.io()
-    location = str(ops.refresh().location()).rstrip("/") + "/"
+    base = ops.refresh()
+    location = str(base.location()).rstrip("/") + "/"
     try:
         listed = _list_prefix(spark.sparkContext._jvm, io, location)
     except Exception:
         return []
-    keep = {local_path(p) for p in reachable}
+    keep = {local_path(p) for p in reachable} | {local_path(str(base.metadataFileLocation()))}
     found = sorted(path for path, created in listed
                    if since_ms - JOURNAL_CLOCK_MARGIN_MS <= created <= until_ms and local_path(path) not in keep
-                   and not path.endswith((".metadata.json", "/version-hint.text")))
+                   and not path.endswith("/version-hint.text")
+                   and (not path.endswith(".metadata.json") or _cut_short(io, path)))
     return found if dry_run else _delete_files(ops, found)
 
 

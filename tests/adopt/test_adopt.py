@@ -366,7 +366,9 @@ def test_adopt_swap_with_an_active_writer_is_two_renames_and_loses_no_row(spark,
     """issue 61: with a writer active, the name was missing for ~5 s (catch-up, fingerprints and the
     proof ran between the renames). Now the rounds run with the name live and the swap is two renames
     and a load: a writer (another catalog cache, committing every ~2 s, reloading after a failure)
-    keeps going through it, and every row it committed is in the encrypted table."""
+    commits during the copy and during the first verification, then holds off until the run is done
+    (a writer that commits faster than one verification round is refused: the next test), then goes
+    on into the encrypted table; every row it committed is there, once."""
     import threading
     import time
 
@@ -377,11 +379,14 @@ def test_adopt_swap_with_an_active_writer_is_two_renames_and_loses_no_row(spark,
     table = f"{lake['schema']}.{name}"
     small_table(spark, table)
     writes = writer_table(lake, writer_catalog(spark, lake), name)
-    committed, failures, stop = [], [], threading.Event()
+    committed, failures, stop, quiet = [], [], threading.Event(), threading.Event()
 
     def writer():
         value = 1000
         while not stop.is_set():
+            if quiet.is_set():
+                stop.wait(0.1)
+                continue
             try:
                 spark.sql(f"INSERT INTO {writes} VALUES ({value}, 'w')")
                 committed.append(value)
@@ -404,10 +409,13 @@ def test_adopt_swap_with_an_active_writer_is_two_renames_and_loses_no_row(spark,
                 deadline = time.monotonic() + 30 * load_factor()
                 while len(committed) == seen and time.monotonic() < deadline:
                     time.sleep(0.05)
+                if message == "verify":  # the rounds then converge, whatever one round takes here
+                    quiet.set()
 
         started = time.monotonic()
         result = encrypt_table(spark, table, MASTER, prove=proof(spark), max_rounds=10, progress=wait_for_a_commit)
         took = time.monotonic() - started
+        quiet.clear()
         while len(committed) < len(result.carried_snapshots) + 4:  # the writer goes on after the swap
             time.sleep(0.2)
     finally:
