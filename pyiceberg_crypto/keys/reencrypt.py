@@ -283,9 +283,8 @@ def reencrypt_table(spark, table: str, *, compromised_master_keys: Iterable[tupl
     reachable = _reachable_files(spark, ops, full_name)
     result.removed_files = _delete_files(ops, sorted((known | also_remove) - reachable))
     since = _journal_since(jvm, ops.refresh(), table_key_id, fresh)
-    if since is not None:
-        say("remove what unfinished earlier runs left")
-        result.leftovers = _leftovers(spark, ops, reachable, since, run_started_ms, dry_run=False)
+    say("remove what unfinished earlier runs left")
+    result.leftovers = _leftovers(spark, ops, reachable, since, run_started_ms, dry_run=False)
     if remove_orphans:
         say("remove orphan files")
         result.orphans = _remove_orphans(spark, ops, full_name, orphans_older_than, reachable | set(result.leftovers),
@@ -414,15 +413,17 @@ def _close_journal_step(jvm, base, table_key_id: str, fresh):
     return None
 
 
-def _leftovers(spark, ops, reachable: set[str], since_ms: int, until_ms: int, *, dry_run: bool) -> list[str]:
+def _leftovers(spark, ops, reachable: set[str], since_ms: int | None, until_ms: int, *, dry_run: bool) -> list[str]:
     """The files under the table location written from the journal's time (``since_ms``, less
     :data:`JOURNAL_CLOCK_MARGIN_MS`) until this run began (``until_ms``, the same millisecond
     included: a file's time is in whole milliseconds) that the table does not
-    reach: what unfinished earlier runs wrote and never committed, whatever their age. A
-    metadata.json among them only when it holds no JSON (a commit killed while writing it; one that
-    parses may be a version the metadata log names, and holds no compromised KEK) and is not the
-    current one. Deleted unless ``dry_run``; a FileIO that cannot list finds none (the orphan window
-    still applies)."""
+    reach: what unfinished earlier runs wrote and never committed, whatever their age (``since_ms``
+    None: no journal, none of these). And a metadata.json that holds no JSON, is not the current one
+    and was written before this run began, whatever the journal says: a commit killed while writing
+    it (a run killed while committing its journal among them), since writing one takes a moment,
+    not the minutes this run has taken; one that parses may be a version the metadata log names.
+    Deleted unless ``dry_run``; a FileIO that cannot list finds none (the orphan window still
+    applies)."""
     io = ops.io()
     base = ops.refresh()
     location = str(base.location()).rstrip("/") + "/"
@@ -431,10 +432,14 @@ def _leftovers(spark, ops, reachable: set[str], since_ms: int, until_ms: int, *,
     except Exception:
         return []
     keep = {local_path(p) for p in reachable} | {local_path(str(base.metadataFileLocation()))}
-    found = sorted(path for path, created in listed
-                   if since_ms - JOURNAL_CLOCK_MARGIN_MS <= created <= until_ms and local_path(path) not in keep
-                   and not path.endswith("/version-hint.text")
-                   and (not path.endswith(".metadata.json") or _cut_short(io, path)))
+    def left(path: str, created: int) -> bool:
+        if created > until_ms or local_path(path) in keep or path.endswith("/version-hint.text"):
+            return False
+        if path.endswith(".metadata.json"):
+            return _cut_short(io, path)
+        return since_ms is not None and created >= since_ms - JOURNAL_CLOCK_MARGIN_MS
+
+    found = sorted(path for path, created in listed if left(path, created))
     return found if dry_run else _delete_files(ops, found)
 
 
@@ -744,8 +749,7 @@ def _plan(spark, ops, full_name: str, base, refs: dict[str, tuple[str, int]], ta
     result.expired_snapshots = [s for s in _snapshot_ids(base) if s not in keep]
     reachable = _reachable_files(spark, ops, full_name)
     since = _journal_since(jvm, base, base.properties().get(KEY_ID), fresh)
-    if since is not None:
-        result.leftovers = _leftovers(spark, ops, reachable, since, run_started_ms, dry_run=True)
+    result.leftovers = _leftovers(spark, ops, reachable, since, run_started_ms, dry_run=True)
     result.orphans = (_remove_orphans(spark, ops, full_name, orphans_older_than, reachable | set(result.leftovers),
                                       dry_run=True) if remove_orphans else [])
     result.metadata_location = base.metadataFileLocation()

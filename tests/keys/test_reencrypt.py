@@ -157,8 +157,9 @@ def test_reencrypt_second_run_finishes_and_old_material_opens_nothing(spark, sto
 def test_a_metadata_json_a_killed_writer_cut_short_is_an_orphan_the_run_removes(spark, story):
     """A writer killed while writing a metadata.json (the re-encryption itself, SIGKILLed mid-rewrite:
     tests/keys/test_reencrypt_killed.py) leaves a file no commit ever pointed to, which the storage
-    proof cannot read. With the orphan window at now (writers paused), the next run removes it; a
-    file it cannot read is never judged, and the current metadata.json is never touched."""
+    proof cannot read. The next run removes it, whatever the orphan window: written before the run
+    began, it is no commit in flight (writing one takes a moment); a file it cannot read is never
+    judged, and the current metadata.json is never touched."""
     from datetime import datetime, timezone
 
     table, kms = story["table"], KeystoreKms(story["keystore"])
@@ -175,9 +176,11 @@ def test_a_metadata_json_a_killed_writer_cut_short_is_an_orphan_the_run_removes(
         (cut.name, "UNREADABLE_METADATA"), (empty.name, "UNREADABLE_METADATA")}
     assert not before.ok
 
-    result = reencrypt_table(spark, table, compromised_master_keys=[(MASTER, "1")],
-                             orphans_older_than=datetime.now(timezone.utc))
-    assert {Path(p.removeprefix("file:")).name for p in result.orphans} >= {cut.name, empty.name}
+    dry = reencrypt_table(spark, table, compromised_master_keys=[(MASTER, "1")], dry_run=True)
+    assert {Path(p.removeprefix("file:")).name for p in dry.leftovers} >= {cut.name, empty.name}
+    assert cut.exists() and empty.exists()  # a dry run removes nothing
+    result = reencrypt_table(spark, table, compromised_master_keys=[(MASTER, "1")])  # the default window: 3 days
+    assert {Path(p.removeprefix("file:")).name for p in result.leftovers} >= {cut.name, empty.name}
     assert not cut.exists() and not empty.exists() and current.exists()
     assert rows(spark, table) == [i for i in ROWS if i not in DELETED]
     proof = compromise_report(metadata_location(spark, table), kms, compromised_master_keys=[(MASTER, "1")],
