@@ -185,7 +185,12 @@ def test_trino_fails_on_a_table_made_as_the_stream_how_to_makes_it(lake, trino_f
     assert answers["trino"]["readable"] is False and answers["spark"]["readable"] is True
     assert answers["jvm-free"]["readable"] is True
     assert answers["trino"]["reasons"] == ["2 encrypted deletion vectors (Puffin): Trino 483 reads only Parquet "
-                                           "when encrypted"]
+                                           "when encrypted (in partition(s) region=ap, region=eu; a query whose "
+                                           "filter skips them does not open them)"]
+    assert answers["trino"]["blocked_partitions"] == ["region=ap", "region=eu"]
+    # What "blocked in partitions" means, in Trino itself: a query that skips them reads
+    assert trino_face.rows("SELECT id FROM db.orders_stream WHERE region = 'us' ORDER BY id") == [
+        [r[0]] for r in spark["orders_stream"]["rows"] if r[1] == "us"]
 
 
 def test_the_reader_set_profile_reads_in_trino_after_delete_update_merge(lake, trino_face):
