@@ -13,10 +13,17 @@ Temurin 25 JDK beside Java 17); :func:`missing` says what is not there.
 Trino reaches a KMS only through the AWS SDK's own settings (one endpoint and one credential per
 JVM): ``AWS_ENDPOINT_URL_KMS``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``,
 and the CA it trusts through ``-Djavax.net.ssl.trustStore``.
+
+Each start costs CPU the tests' two cores share, so the JVM compiles with C1 only and maps Trino's
+classes from a class-data sharing archive (JEP 350) that the first start writes at its exit
+(:func:`archive_path`; measured on an idle 2-core machine, start and one query: 26 CPU-s with the
+defaults, 8.7 with both). A JVM checks the archive against its own build and class path and
+ignores one that does not match; a start whose JVM did not exit cleanly leaves none.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import queue
@@ -34,11 +41,16 @@ HARNESS = Path(__file__).with_name("trino_harness") / "TrinoHarness.java"
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 TRINO_VERSION = "483"
 JAVA_FEATURE = 25
-#: JVM options Trino 483 ran with in one JVM on these machines (Java 25).
-JVM_OPTIONS = ("-XX:+UseSerialGC", "-Xmx2g", "--add-modules=jdk.incubator.vector",
+#: JVM options Trino 483 ran with in one JVM on these machines (Java 25): C1 only (a test's queries
+#: are small; C2 took half of a start's CPU).
+JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx2g", "--add-modules=jdk.incubator.vector",
                "--sun-misc-unsafe-memory-access=allow", "--enable-native-access=ALL-UNNAMED",
                "--add-opens=java.base/java.nio=ALL-UNNAMED", "-Dairlift.quiet=true", "-Dfile.encoding=UTF-8")
 STARTUP_TIMEOUT_SECONDS = 300.0
+#: Where the class-data sharing archive is kept (default: ``.jvm`` in :func:`trino_jars_dir`).
+ARCHIVE_DIR_ENV = "PYICEBERG_CRYPTO_TRINO_ARCHIVE_DIR"
+#: Keeps the JVM quiet about its archive (used, missing, written): the harness reads its stdout.
+QUIET_ARCHIVE_OPTIONS = "-Xlog:cds=off,cds+dynamic=off"
 
 
 class TrinoHarnessError(TestKitError, RuntimeError):
@@ -48,6 +60,39 @@ class TrinoHarnessError(TestKitError, RuntimeError):
 def trino_jars_dir() -> Path:
     """Where ``make trino-jars`` put Trino's jars (``$PYICEBERG_CRYPTO_TRINO_JARS`` overrides)."""
     return Path(os.environ.get("PYICEBERG_CRYPTO_TRINO_JARS") or PROJECT_ROOT / ".cache" / "trino")
+
+
+def archive_path() -> Path:
+    """The class-data sharing archive for this Java and these jars: its name carries a digest of
+    the ``java``'s path and release and of every jar's name, size and time, so a changed JDK or a
+    re-resolved jar gets a new archive rather than a rejected one."""
+    digest = hashlib.sha256(str(java25()).encode())
+    java_home = Path(str(java25())).resolve().parents[1]
+    try:
+        digest.update((java_home / "release").read_bytes())
+    except OSError:
+        pass
+    jars = trino_jars_dir()
+    for jar in sorted(jars.glob("*.jar")):
+        stat = jar.stat()
+        digest.update(f"{jar.name}:{stat.st_size}:{stat.st_mtime_ns}\n".encode())
+    directory = Path(os.environ.get(ARCHIVE_DIR_ENV) or jars / ".jvm")
+    return directory / f"trino-{TRINO_VERSION}-{digest.hexdigest()[:16]}.jsa"
+
+
+def _archive_options() -> tuple[tuple[str, ...], Path, Path | None]:
+    """The JVM options that map the archive, or that write it at exit (to a file of this start's
+    own, renamed into place by :meth:`TrinoHarness.close`), the archive's path and that file; no
+    options where the directory cannot be made."""
+    archive = archive_path()
+    if archive.exists():
+        return (f"-XX:SharedArchiveFile={archive}", QUIET_ARCHIVE_OPTIONS), archive, None
+    try:
+        archive.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return (), archive, None
+    written = archive.with_name(f"{archive.name}.{os.getpid()}.{threading.get_ident()}.partial")
+    return (f"-XX:ArchiveClassesAtExit={written}", QUIET_ARCHIVE_OPTIONS), archive, written
 
 
 def _java_feature(java_home: Path) -> int:
@@ -127,7 +172,8 @@ class TrinoHarness:
         environment.update(env or {})
         scratch = self.workdir / "tmp"  # Trino's own temporary directories (TrinoTest*): not left in /tmp
         scratch.mkdir(exist_ok=True)
-        command = [str(java25()), *JVM_OPTIONS, f"-Djava.io.tmpdir={scratch}", *jvm_options, "-cp",
+        archive_options, self.archive, self._archive_written = _archive_options()
+        command = [str(java25()), *JVM_OPTIONS, *archive_options, f"-Djava.io.tmpdir={scratch}", *jvm_options, "-cp",
                    f"{trino_jars_dir()}/*", str(HARNESS), str(self.properties_file)]
         self._log = self.log_file.open("wb")
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
@@ -183,11 +229,24 @@ class TrinoHarness:
             try:
                 assert self.process.stdin is not None
                 self.process.stdin.close()
-                self.process.wait(timeout=30)
+                self.process.wait(timeout=30 if self._archive_written is None else 120)  # writing it: ~10 s
             except (OSError, subprocess.TimeoutExpired):
                 self.process.kill()
                 self.process.wait(timeout=30)
         self._log.close()
+        self._keep_archive()
+
+    def _keep_archive(self) -> None:
+        """Put the archive this JVM wrote at its exit in place, if it exited cleanly (one a killed
+        JVM left half written is removed, never used)."""
+        written, self._archive_written = self._archive_written, None
+        if written is None:
+            return
+        try:
+            if self.process.returncode == 0 and written.exists() and not self.archive.exists():
+                os.replace(written, self.archive)
+        finally:
+            written.unlink(missing_ok=True)
 
     def __enter__(self) -> TrinoHarness:
         return self

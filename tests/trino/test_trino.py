@@ -270,10 +270,16 @@ def test_trino_with_another_region_than_the_face_shows_the_faces_message(lake):
     """The client's AWS_REGION must equal ``--aws-kms-api-region``: the SDK signs for its region, the
     face refuses the credential scope, and Trino shows the message text (not the exception name)."""
     face = lake["face"]
+    class_log = lake["base"] / "trino-region-classes.log"
     with trino.TrinoHarness(trino.hive_catalog_properties(lake["metastore"].uri), workdir=lake["base"] / "trino-region",
                             env=trino.aws_environment(face.endpoint, ACCESS_KEY_ID, SECRET, "us-east-1"),
-                            jvm_options=trino.truststore_options(face.truststore)) as harness:
+                            jvm_options=(*trino.truststore_options(face.truststore),
+                                         f"-Xlog:class+load=info:file={class_log}")) as harness:
         answer = harness.query("SELECT id FROM db.orders")
+    # The starts before this one (the moto and OpenBao tests' own) left the class-data sharing
+    # archive: this JVM mapped Trino's classes from it (testing.trino.archive_path).
+    assert harness.archive.exists()
+    assert "source: shared objects file (top)" in class_log.read_text(errors="replace")
     error = answer.get("error", "")
     assert "credential scope names region 'us-east-1', this endpoint is 'eu-west-1'" in error, answer
     assert "InvalidSignatureException" not in error  # the AWS error type is not shown, only its message
