@@ -334,7 +334,7 @@ def refuse_plaintext_catalogs(settings: Mapping[str, str]) -> None:
 
 def kms_service_properties(
     address: str | Sequence[str], token_file: str | Path, certificate_sha256: str | None = None,
-    kms_timeout: float | None = None
+    kms_timeout: float | None = None, kms_attempt_timeout: float | None = None
 ) -> dict[str, str]:
     """Catalog properties with which the bridge's ``PythonKmsClient`` calls a ``kms serve`` service.
 
@@ -352,6 +352,9 @@ def kms_service_properties(
     ``address`` may list replicas (``kms serve --replica`` with the same token and TLS files): a
     list of ``HOST:PORT``, or one string of them separated by commas, rendered as
     ``HOST:PORT,HOST:PORT``. Each JVM starts at one of them and fails over to the next.
+    ``kms_attempt_timeout``: with replicas, seconds one replica has to answer one call before the
+    next is tried (default: the bridge's 10 s; at most ``kms_timeout``), rendered as
+    ``pyiceberg-crypto.kms-service.attempt-timeout-ms``: a replica that hangs costs a call this long.
 
     >>> kms_service_properties(["127.0.0.1:9600", "127.0.0.1:9700"], "/run/lake/kms.token")[
     ...     "pyiceberg-crypto.kms-service"]
@@ -391,6 +394,12 @@ def kms_service_properties(
         if kms_timeout <= 0:
             raise InvalidArgumentError(f"kms_timeout must be positive (seconds), got {kms_timeout}")
         properties[f"{KMS_SERVICE_PROPERTY}.timeout-ms"] = str(kms_timeout_millis(kms_timeout))
+    if kms_attempt_timeout is not None:
+        from pyiceberg_crypto.kms.bounded import kms_timeout_millis
+
+        if kms_attempt_timeout <= 0:
+            raise InvalidArgumentError(f"kms_attempt_timeout must be positive (seconds), got {kms_attempt_timeout}")
+        properties[f"{KMS_SERVICE_PROPERTY}.attempt-timeout-ms"] = str(kms_timeout_millis(kms_attempt_timeout))
     return properties
 
 

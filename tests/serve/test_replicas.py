@@ -226,6 +226,35 @@ def test_failover_all_replicas_down_names_each_and_keeps_the_snapshot(spark, tmp
         _stop(replicas)
 
 
+def test_a_hung_replica_holds_a_call_for_one_attempt_timeout_then_the_next_answers(jvm, tmp_path):
+    """A replica that stops answering (SIGSTOP: its sockets stay open, nothing reads them) holds a
+    call for the attempt timeout (``pyiceberg-crypto.kms-service.attempt-timeout-ms``), not for the
+    call's whole timeout; the next replica answers, and the log names the hung one."""
+    files = _shared_files(tmp_path)
+    replicas = _replicas(tmp_path, files, 2)
+    logger, handler, log_text = _failover_log(jvm)
+    try:
+        client = java_client(jvm, kms_service=[replica.address for replica in replicas],
+                             kms_token_file=str(files["token"]), kms_timeout=60, kms_attempt_timeout=1.5)
+        wrapped = wrap(jvm, client, KEY_ID)  # connects to the replica this JVM prefers
+        calls = [_calls(replica) for replica in replicas]
+        hung = replicas[calls.index(1)]
+        hung.process.send_signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            assert unwrap(jvm, client, wrapped, KEY_ID) == KEY
+            took = time.monotonic() - started
+        finally:
+            hung.process.send_signal(signal.SIGCONT)
+        assert 1.4 <= took < 30, took  # the attempt timeout (1.5 s), far from the call's 60 s
+        assert f"KMS service replica {hung.address} failed to unwrap" in log_text(), log_text()
+    finally:
+        logger.removeHandler(handler)
+        _stop(replicas)
+    with pytest.raises(ValueError, match="kms_attempt_timeout must be positive"):
+        config.kms_service_properties("127.0.0.1:1,127.0.0.1:2", files["token"], kms_attempt_timeout=0)
+
+
 def test_replica_picks_up_a_rotated_shared_keystore(jvm, tmp_path):
     """Two replicas on one keystore file: a rotate there is what both wrap with, within seconds and
     without a restart or a signal; what either wrapped before still unwraps at both."""

@@ -28,7 +28,8 @@ KEY = b"d" * 16
 def java_client(jvm, **settings):
     """A PythonKmsClient initialized with the catalog properties config renders for a service."""
     properties = config.kms_service_properties(settings["kms_service"], settings["kms_token_file"],
-                                               settings.get("kms_certificate_sha256"), settings.get("kms_timeout"))
+                                               settings.get("kms_certificate_sha256"), settings.get("kms_timeout"),
+                                               settings.get("kms_attempt_timeout"))
     java_map = jvm.java.util.HashMap()
     for key, value in properties.items():
         java_map.put(key, value)

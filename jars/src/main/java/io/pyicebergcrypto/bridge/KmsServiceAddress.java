@@ -16,6 +16,9 @@ import java.util.Map;
  *                                                      for every replica: kms serve --replica)
  *   pyiceberg-crypto.kms-service.timeout-ms          = 60000 (connect and per call; with replicas,
  *                                                      a call's whole bound, failovers included)
+ *   pyiceberg-crypto.kms-service.attempt-timeout-ms  = 10000 (with replicas: how long one replica
+ *                                                      has to answer one call before the next is
+ *                                                      tried; at most timeout-ms)
  * </pre>
  *
  * <p>A list names replicas of one service ({@code kms serve --replica}: the same token file and TLS
@@ -33,6 +36,9 @@ final class KmsServiceAddress implements Serializable {
   static final String CERTIFICATE_SHA256_PROPERTY = PROPERTY + ".certificate-sha256";
   static final String TIMEOUT_PROPERTY = PROPERTY + ".timeout-ms";
   static final int DEFAULT_TIMEOUT_MILLIS = 60_000;
+  static final String ATTEMPT_TIMEOUT_PROPERTY = PROPERTY + ".attempt-timeout-ms";
+  /** With replicas, one replica's time to answer one call: a hung replica costs this, not the timeout. */
+  static final int DEFAULT_ATTEMPT_TIMEOUT_MILLIS = 10_000;
   /** The id the service registers its KMS object under (Py4J object id). */
   static final String OBJECT_ID = "pyiceberg-crypto-kms";
 
@@ -44,9 +50,12 @@ final class KmsServiceAddress implements Serializable {
   final String tokenFile;
   final byte[] certificateSha256;
   final int timeoutMillis;
+  /** With replicas: one attempt's bound (at most {@link #timeoutMillis}). */
+  final int attemptTimeoutMillis;
 
   private KmsServiceAddress(
-      String[] hosts, int[] ports, String tokenFile, byte[] certificateSha256, int timeoutMillis) {
+      String[] hosts, int[] ports, String tokenFile, byte[] certificateSha256, int timeoutMillis,
+      int attemptTimeoutMillis) {
     this.hosts = hosts;
     this.ports = ports;
     this.host = hosts[0];
@@ -54,6 +63,7 @@ final class KmsServiceAddress implements Serializable {
     this.tokenFile = tokenFile;
     this.certificateSha256 = certificateSha256;
     this.timeoutMillis = timeoutMillis;
+    this.attemptTimeoutMillis = Math.min(attemptTimeoutMillis, timeoutMillis);
   }
 
   /** The service named by {@code properties}, or null when they name none (a registered KMS). */
@@ -117,19 +127,32 @@ final class KmsServiceAddress implements Serializable {
         }
       }
     }
-    int timeout = DEFAULT_TIMEOUT_MILLIS;
-    String timeoutValue = properties.get(TIMEOUT_PROPERTY);
-    if (timeoutValue != null && !timeoutValue.isBlank()) {
-      try {
-        timeout = Integer.parseInt(timeoutValue.strip());
-      } catch (NumberFormatException e) {
-        timeout = -1;
-      }
-      if (timeout <= 0) {
-        throw invalid(TIMEOUT_PROPERTY + " must be a positive number of milliseconds, got '" + timeoutValue + "'");
-      }
+    int timeout = millis(properties, TIMEOUT_PROPERTY, DEFAULT_TIMEOUT_MILLIS);
+    int attempt = millis(properties, ATTEMPT_TIMEOUT_PROPERTY, DEFAULT_ATTEMPT_TIMEOUT_MILLIS);
+    return new KmsServiceAddress(hosts, ports, tokenFile.strip(), sha256, timeout, attempt);
+  }
+
+  /** A positive number of milliseconds from {@code properties}, or {@code otherwise} when unset. */
+  private static int millis(Map<String, String> properties, String property, int otherwise) {
+    String value = properties.get(property);
+    if (value == null || value.isBlank()) {
+      return otherwise;
     }
-    return new KmsServiceAddress(hosts, ports, tokenFile.strip(), sha256, timeout);
+    int millis;
+    try {
+      millis = Integer.parseInt(value.strip());
+    } catch (NumberFormatException e) {
+      millis = -1;
+    }
+    if (millis <= 0) {
+      throw invalid(property + " must be a positive number of milliseconds, got '" + value + "'");
+    }
+    return millis;
+  }
+
+  /** How long one call may wait for its answer at one replica: the timeout, or with replicas the attempt's. */
+  int callMillis() {
+    return replicas() == 1 ? timeoutMillis : attemptTimeoutMillis;
   }
 
   /** Hex digits to bytes; null when not an even number of hex digits (Java 11 has no HexFormat). */
@@ -186,7 +209,7 @@ final class KmsServiceAddress implements Serializable {
         pin.append(String.format("%02x", b));
       }
     }
-    return replicaKey(index) + "|" + pin + "|" + timeoutMillis;
+    return replicaKey(index) + "|" + pin + "|" + timeoutMillis + "|" + callMillis();
   }
 
   @Override

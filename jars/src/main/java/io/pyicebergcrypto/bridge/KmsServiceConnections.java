@@ -124,10 +124,10 @@ final class KmsServiceConnections {
               ShippedEndpoint address =
                   new ShippedEndpoint(
                       ShippedEndpoint.SERVICE, 0, service.hosts[index], service.ports[index], token,
-                      KmsServiceAddress.OBJECT_ID, service.timeoutMillis, null, service.certificateSha256,
+                      KmsServiceAddress.OBJECT_ID, service.callMillis(), null, service.certificateSha256,
                       roleOf(token), null);
-              // Replicas: a replica that does not accept within REPLICA_CONNECT_MILLIS is passed
-              // over for the next (the call itself still has the whole timeout to answer).
+              // Replicas: a replica that does not accept within REPLICA_CONNECT_MILLIS, or does not
+              // answer a call within the attempt timeout, is passed over for the next.
               int connectMillis = service.replicas() == 1
                   ? service.timeoutMillis : Math.min(service.timeoutMillis, REPLICA_CONNECT_MILLIS);
               try {

@@ -183,7 +183,9 @@ public class PythonKmsClient implements KeyManagementClient {
   /**
    * A call to a service with replicas: at the replica this JVM prefers, then at the next ones in
    * turn, until one answers, at most {@link #FAILOVER_ROUNDS} rounds and within the service's
-   * timeout (the whole call's bound). A replica that cannot be reached, does not answer in time,
+   * timeout (the whole call's bound; an attempt begun before it ends may take its attempt timeout).
+   * A replica that cannot be reached, does not answer within the attempt timeout (a hung replica
+   * costs that, not the whole timeout),
    * fails the TLS or token handshake, refuses this JVM's token, or says it cannot serve (its KMS
    * call timed out, its audit trail is unavailable) is passed over for the next, with one log line.
    * Any other answer of the Python side (a refusal by the policy, an unknown key, a KMS error) is
