@@ -32,7 +32,7 @@ import socket
 
 from pyiceberg_crypto.errors import InvalidArgumentError
 from pyiceberg_crypto.exit_status import ExitStatus
-from pyiceberg_crypto.cli.arguments import add_kms_arguments, parse_properties, positive_seconds
+from pyiceberg_crypto.cli.arguments import add_kms_arguments, parse_properties, positive_int, positive_seconds
 from pyiceberg_crypto.safe_text import escape_text as esc
 from pyiceberg_crypto.serve.served_kms import SERVED_KMS_TIMEOUT_SECONDS
 
@@ -69,9 +69,9 @@ def add_parser(sub) -> None:
     serve.add_argument("--tls-key-file", metavar="PATH",
                        help="TLS private key (default: beside the token file; created once, kept across restarts)")
     serve.add_argument("--tls-certificate-file", metavar="PATH", help="TLS certificate (default: beside the token file)")
-    serve.add_argument("--max-connections", type=_positive_int, default=256, metavar="N",
+    serve.add_argument("--max-connections", type=positive_int, default=256, metavar="N",
                        help="open connections at most; more are refused (default: %(default)s)")
-    serve.add_argument("--max-unauthenticated", type=_positive_int, default=64, metavar="N",
+    serve.add_argument("--max-unauthenticated", type=positive_int, default=64, metavar="N",
                        help="connections still authenticating at most; beyond, the oldest silent one is closed to "
                             "make room (default: %(default)s)")
     serve.add_argument("--metrics", metavar="[HOST:]PORT",
@@ -125,9 +125,9 @@ def _add_governance_arguments(serve) -> None:
     group.add_argument("--audit-key-file", metavar="PATH",
                        help="the key that signs the trail's digests, kept apart from the log (made 0600 when absent; "
                             "default: beside the token file, <token-file>.audit-key)")
-    group.add_argument("--audit-log-max-bytes", type=_positive_int, default=64 << 20, metavar="N",
+    group.add_argument("--audit-log-max-bytes", type=positive_int, default=64 << 20, metavar="N",
                        help="rotate the trail to PATH.1, PATH.2... at this size (default: %(default)s)")
-    group.add_argument("--audit-digest-every", type=_positive_int, default=1000, metavar="N",
+    group.add_argument("--audit-digest-every", type=positive_int, default=1000, metavar="N",
                        help="a signed digest line every N lines (default: %(default)s), and at start, at each "
                             "rotation and at stop")
     group.add_argument("--audit-digest-seconds", type=positive_seconds, default=60.0, metavar="SECONDS",
@@ -162,23 +162,13 @@ def _add_aws_face_arguments(serve) -> None:
     face.add_argument("--aws-kms-api-refuse-raw-blobs", action="store_true",
                       help="Decrypt only the face's own blobs, not raw Python-KMS wrapped keys (tables written "
                            "through the Py4J bridge then no longer read through this face)")
-    face.add_argument("--aws-kms-api-max-connections", type=_positive_int, default=256, metavar="N",
+    face.add_argument("--aws-kms-api-max-connections", type=positive_int, default=256, metavar="N",
                       help="open connections at most (default: %(default)s)")
-    face.add_argument("--aws-kms-api-max-unsigned", type=_positive_int, default=128, metavar="N",
+    face.add_argument("--aws-kms-api-max-unsigned", type=positive_int, default=128, metavar="N",
                       help="connections that have not yet sent a validly signed request, at most; a newcomer "
                            "evicts the oldest silent one (default: %(default)s)")
-    face.add_argument("--aws-kms-api-max-unsigned-per-peer", type=_positive_int, default=32, metavar="N",
+    face.add_argument("--aws-kms-api-max-unsigned-per-peer", type=positive_int, default=32, metavar="N",
                       help="unsigned connections from one address, at most (default: %(default)s)")
-
-
-def _positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}")
-    return number
 
 
 def _verify_audit_log(args: argparse.Namespace) -> int:

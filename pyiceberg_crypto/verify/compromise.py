@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pyiceberg_crypto.errors import PyicebergCryptoError, TableInputError
+from pyiceberg_crypto.formats.magics import plaintext_format
 from pyiceberg_crypto.io import local_path
 from pyiceberg_crypto.kms.base import KeyManagementClient
 from pyiceberg_crypto.kms.key_ids import kms_key_id
@@ -80,7 +81,6 @@ UNACCOUNTED_REASON = ("no metadata.json on storage reaches it (a write in flight
                       "left, and `keys reencrypt ... --orphans-older-than NOW` (an ISO time) any other leftover; "
                       "a file of a write in flight is committed or removed by its writer")
 UNREADABLE_METADATA = "UNREADABLE_METADATA"  # a metadata.json that cannot be read: what it reaches is unknown
-PLAINTEXT_MAGICS = {b"PAR1": "Parquet", b"Obj\x01": "Avro"}
 NOT_TABLE_FILES = ("version-hint.text",)  # the Hadoop catalog's pointer: no data, no key
 
 
@@ -268,9 +268,9 @@ def storage_walk(report: CompromiseReport, meta, kms: KeyManagementClient, file_
         name = path.rsplit("/", 1)[-1]
         if name in NOT_TABLE_FILES or _is_checksum_of_listed(path, on_storage):
             continue
-        magic = _first_bytes(file_io, path)
-        if not path.endswith(".metadata.json") and magic in PLAINTEXT_MAGICS:
-            walk.findings.append(StorageFinding(path, PLAINTEXT, f"a {PLAINTEXT_MAGICS[magic]} file in the clear"))
+        clear = None if path.endswith(".metadata.json") else plaintext_format(_first_bytes(file_io, path))
+        if clear:
+            walk.findings.append(StorageFinding(path, PLAINTEXT, f"a {clear} file in the clear"))
         elif _file_key(path) not in accounted:
             walk.findings.append(StorageFinding(path, UNACCOUNTED, UNACCOUNTED_REASON))
     seen = set()
