@@ -32,6 +32,7 @@ import pytest
 from pyiceberg_crypto import config
 from pyiceberg_crypto.kms.keystore import KeystoreKms
 from tests.serve.test_connect_and_thrift import spark_bin, spark_env
+from tests.testkit import SHORT_JVM_OPTIONS
 
 pytestmark = [pytest.mark.slow, pytest.mark.apps]
 
@@ -93,7 +94,10 @@ def make_pipeline(root: Path, kms_service) -> tuple[Path, Path]:
 def run_pipeline(pipeline: Path, conf_dir: Path) -> subprocess.CompletedProcess:
     env = dict(spark_env(), SPARK_CONF_DIR=str(conf_dir),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    env.pop("SPARK_SUBMIT_OPTS", None)  # a pipeline run is a long-lived driver: the JIT's full tiers pay off
+    # C1 and the serial collector (the short drivers' options): this test took 157 CPU-s with the JIT's
+    # full tiers, 101 with these (its processes and theirs, a loaded 2-core machine). No class-data
+    # archive: the class path of these JVMs begins with SPARK_CONF_DIR, which the archive's does not.
+    env["SPARK_SUBMIT_OPTS"] = SHORT_JVM_OPTIONS
     try:
         return subprocess.run([spark_bin("spark-pipelines"), "run", "--spec", "spark-pipeline.yml"], cwd=pipeline, env=env,
                               capture_output=True, text=True, timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)

@@ -8,7 +8,7 @@ The scenario runs once (real processes, in order) and the tests check its parts:
 2. The service is stopped: a ``spark-sql`` INSERT fails naming the service; restarted (new token).
 3. A PySpark driver with ``register_kms`` (no service): reads t1 (nothing of step 2 committed),
    appends to it and writes t2.
-4. At once: the JVM job (``spark-submit --class``, ``local-cluster`` executors, metastore M) reads
+4. At once: the JVM job (``spark-submit --class``, a ``local-cluster`` executor, metastore M) reads
    t1 and t2, writes t3, deletes its token file copy, expires snapshots; and ``spark-sql`` writes
    t4 in another metastore.
 5. Every table passes the verifier and reads with the JVM-free reader.
@@ -29,12 +29,14 @@ import pytest
 from pyiceberg_crypto import config
 from pyiceberg_crypto.kms.keystore import KeystoreKms
 from tests.serve.service_process import ROOT, ServiceProcess, make_keystore
-from tests.testkit import SHORT_DRIVER_ENV, SPARK_JVM_OPTIONS, SMALL_APP_SETTINGS
+from tests.testkit import SHORT_DRIVER_ENV, SHORT_JVM_OPTIONS, SPARK_JVM_OPTIONS, SMALL_APP_SETTINGS
 
 pytestmark = [pytest.mark.slow, pytest.mark.apps]
 
 JOB_SOURCE = Path(__file__).with_name("jvm_job") / "ServiceJob.java"
 TBLPROPERTIES = config.tblproperties_sql(config.table_properties(key_id="k1"))
+#: javac's and jar's own JVM: C1 and the serial collector (SHORT_JVM_OPTIONS), as for the short drivers.
+JDK_TOOL_JVM_OPTIONS = [f"-J{option}" for option in SHORT_JVM_OPTIONS.split()]
 
 
 def spark_bin(name: str) -> str:
@@ -89,7 +91,8 @@ PYSPARK_DRIVER = textwrap.dedent(
 
     root, keystore, props = sys.argv[1], sys.argv[2], sys.argv[3]
     settings = config.spark_settings("lake", warehouse=root + "/wh", metastore_dir=root + "/ms")
-    builder = SparkSession.builder.master("local[2]").config("spark.sql.shuffle.partitions", "2")
+    builder = (SparkSession.builder.master("local[2]").config("spark.sql.shuffle.partitions", "2")
+               .config("spark.ui.enabled", "false"))
     spark = config.configure_spark_with_encryption(builder, settings).getOrCreate()
     registration = register_kms(spark, KeystoreKms(keystore))
     print("READ", spark.sql("SELECT count(*), sum(id) FROM lake.db.t1").first()[:])
@@ -136,17 +139,20 @@ def scenario(tmp_path_factory):
         (root / "pyspark.log").write_text(f"exit {steps['pyspark'].returncode}\n{steps['pyspark'].stdout}\n"
                                           f"{steps['pyspark'].stderr}")
 
-        # 4. At once: the JVM job (local-cluster executors, a token file copy it deletes) and spark-sql elsewhere.
+        # 4. At once: the JVM job (a local-cluster executor: a JVM of its own, a token file copy it deletes)
+        # and spark-sql elsewhere.
         classes = root / "job-classes"
-        compiled = subprocess.run(["javac", "-cp", str(Path(spark_bin("spark-submit")).parents[1] / "jars" / "*"),
-                                   "-d", str(classes), str(JOB_SOURCE)], capture_output=True, text=True, timeout=300)
+        spark_jars = Path(spark_bin("spark-submit")).parents[1] / "jars" / "*"
+        compiled = subprocess.run(["javac", *JDK_TOOL_JVM_OPTIONS, "-cp", str(spark_jars), "-d", str(classes),
+                                   str(JOB_SOURCE)], capture_output=True, text=True, timeout=300)
         assert compiled.returncode == 0, compiled.stderr
         job_jar = root / "service-job.jar"
-        subprocess.run(["jar", "cf", str(job_jar), "-C", str(classes), "."], check=True, timeout=120)
+        subprocess.run(["jar", *JDK_TOOL_JVM_OPTIONS, "cf", str(job_jar), "-C", str(classes), "."], check=True,
+                       timeout=120)
         token_copy = root / "job.token"
         shutil.copy(service.token_file, token_copy)
         job_settings = settings_for(app, service, token_file=token_copy)
-        job = subprocess.Popen([spark_bin("spark-submit"), "--master", "local-cluster[2,1,1024]",
+        job = subprocess.Popen([spark_bin("spark-submit"), "--master", "local-cluster[1,1,1024]",
                                 "--class", "ServiceJob", *config.spark_conf_args(job_settings),
                                 "--conf", f"spark.executor.extraJavaOptions={SPARK_JVM_OPTIONS}", str(job_jar),
                                 "lake", TBLPROPERTIES, str(token_copy)],
