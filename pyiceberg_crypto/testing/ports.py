@@ -26,6 +26,7 @@ import os
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -128,3 +129,35 @@ def closed_port(host: str = LOOPBACK) -> Iterator[int]:
     with socket.socket(_family(host), socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         yield sock.getsockname()[1]
+
+
+#: Spark Connect's default port: ``spark-pipelines run`` starts its local server there, and its
+#: client looks for it there, whatever the configuration says (pyspark 4.1 asks the server for its
+#: real port only under ``SPARK_TESTING``, which changes Spark's behaviour).
+SPARK_CONNECT_PORT = 15002
+
+
+@contextlib.contextmanager
+def fixed_port(port: int, timeout: float = 1800.0) -> Iterator[int]:
+    """Hold ``port``, one a program always binds (:data:`SPARK_CONNECT_PORT`), against every other
+    process of this user that asks for it here: one holder at a time (an ``flock`` that ends with
+    the block or the process), waiting up to ``timeout`` seconds for the holder before it. Two
+    ``spark-pipelines run`` of two test lanes would otherwise take turns failing to bind it::
+
+        with fixed_port(SPARK_CONNECT_PORT):
+            subprocess.run(["spark-pipelines", "run", ...])
+    """
+    descriptor = os.open(_lock_directory() / f"fixed-{port}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    raise OSError(f"port {port} stayed held by another test process for {timeout:g} s") from None
+                time.sleep(0.5)
+        yield port
+    finally:
+        os.close(descriptor)  # releases the lock

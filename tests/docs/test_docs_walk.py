@@ -51,7 +51,7 @@ from typing import Callable
 import pytest
 
 from pyiceberg_crypto import jars
-from pyiceberg_crypto.testing.ports import closed_port, reserve_port
+from pyiceberg_crypto.testing.ports import SPARK_CONNECT_PORT, closed_port, fixed_port, reserve_port
 from pyiceberg_crypto.testing.pytest_plugin import rest_catalog_server  # noqa: F401  (the rest-catalog page's server)
 from tests.docs.blocks import DOCS, Block, blocks_of
 from tests.jvm_archive import make_archive
@@ -79,6 +79,9 @@ CHAINS = {
     "govern": ["how-to/govern-keys.md"],
     "adopt": ["how-to/encrypt-existing-table.md"],
 }
+#: The page that runs ``spark-pipelines`` (its chain holds Spark Connect's fixed port while it walks).
+PIPELINES_PAGE = "how-to/declarative-pipelines.md"
+
 #: Chains that start where another chain's first page (Getting started) left its directory: Getting
 #: started runs once, in the chain named here, and each of these chains continues from a copy of the
 #: directory it left, taken before the next page runs. Iceberg and the embedded metastore record
@@ -480,9 +483,13 @@ def chain_walks(walk_venv, request):
                 copy_for(directory, root / follower)
             release(chain)
 
+        # A page that runs spark-pipelines: its Connect server binds 15002 whatever the settings,
+        # so one such run at a time on this machine (tests/serve/test_declarative_pipelines.py too).
+        holds = fixed_port(SPARK_CONNECT_PORT) if PIPELINES_PAGE in pages else contextlib.nullcontext()
         try:
-            durations = walk(pages, directory, env, walk_venv["wheel"], seen_at=root / parent if parent else None,
-                             after_first=after_first)
+            with holds:
+                durations = walk(pages, directory, env, walk_venv["wheel"], seen_at=root / parent if parent else None,
+                                 after_first=after_first)
             return directory, durations, sorted(p.name for p in directory.glob("*.pid") if _running(p))
         finally:
             _stop_leftovers(directory)

@@ -31,6 +31,7 @@ import pytest
 
 from pyiceberg_crypto import config
 from pyiceberg_crypto.kms.keystore import KeystoreKms
+from pyiceberg_crypto.testing.ports import SPARK_CONNECT_PORT, fixed_port
 from tests.serve.test_connect_and_thrift import spark_bin, spark_env
 from tests.testkit import SHORT_JVM_OPTIONS
 
@@ -99,8 +100,11 @@ def run_pipeline(pipeline: Path, conf_dir: Path) -> subprocess.CompletedProcess:
     # archive: the class path of these JVMs begins with SPARK_CONF_DIR, which the archive's does not.
     env["SPARK_SUBMIT_OPTS"] = SHORT_JVM_OPTIONS
     try:
-        return subprocess.run([spark_bin("spark-pipelines"), "run", "--spec", "spark-pipeline.yml"], cwd=pipeline, env=env,
-                              capture_output=True, text=True, timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)
+        # Its Connect server binds 15002, whatever the settings: one run at a time on this machine
+        # (the docs walk's pipelines page holds it too).
+        with fixed_port(SPARK_CONNECT_PORT):
+            return subprocess.run([spark_bin("spark-pipelines"), "run", "--spec", "spark-pipeline.yml"], cwd=pipeline,
+                                  env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as e:
         raise AssertionError(f"spark-pipelines run timed out after {RUN_TIMEOUT}s:\n{e.stdout}\n{e.stderr}") from None
 

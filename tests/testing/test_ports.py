@@ -60,3 +60,38 @@ def test_a_closed_port_refuses_connections_while_held():
             socket.create_connection(("127.0.0.1", port), timeout=5)
         with socket.socket() as other, pytest.raises(OSError):
             other.bind(("127.0.0.1", port))  # no other socket can take it meanwhile
+
+
+HOLD_FIXED = """
+import sys, time
+from pyiceberg_crypto.testing.ports import fixed_port
+with fixed_port(int(sys.argv[1]), timeout=float(sys.argv[2])):
+    print("held", time.monotonic(), flush=True)
+    sys.stdin.read()   # holds it until the test closes standard input
+"""
+
+
+def test_a_fixed_port_has_one_holder_at_a_time(tmp_path):
+    """Two processes asking for the same fixed port (Spark Connect's, which spark-pipelines always
+    binds): the second waits until the first lets go, and one that cannot wait long enough says so."""
+    port = 65000  # any number: only the lock is taken, nothing binds it here
+    first = subprocess.Popen([sys.executable, "-c", HOLD_FIXED, str(port), "5"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    processes = [first]
+    try:
+        assert first.stdout.readline().startswith("held")
+        impatient = subprocess.run([sys.executable, "-c", HOLD_FIXED, str(port), "1"], input="",
+                                   capture_output=True, text=True, timeout=60)
+        assert impatient.returncode != 0 and f"port {port} stayed held by another test process" in impatient.stderr
+        second = subprocess.Popen([sys.executable, "-c", HOLD_FIXED, str(port), "60"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        processes.append(second)
+        first.stdin.close()  # the first lets go: the second gets it
+        assert first.wait(30) == 0
+        assert second.stdout.readline().startswith("held")
+        second.stdin.close()
+        assert second.wait(30) == 0
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
