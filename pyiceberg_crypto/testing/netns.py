@@ -37,6 +37,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyiceberg_crypto.testing._class_archive import publish_class_archive
 from pyiceberg_crypto.testing._process import ServiceError
 from pyiceberg_crypto.testing._wait import eventually
 
@@ -118,8 +119,9 @@ class Namespaces:
             _ip("link", "set", "lo", "up", netns=node.netns)
 
     def close(self) -> None:
-        """End every process (by PID, then whatever is left in the namespaces) and delete them."""
-        for process in self._processes:
+        """End every process (by PID, the last started first: YARN's NodeManagers before the
+        ResourceManager they unregister from, then whatever is left in the namespaces) and delete them."""
+        for process in reversed(self._processes):
             _terminate(process)
         for netns in self._namespaces:
             _kill_namespace_processes(netns)
@@ -168,6 +170,7 @@ class Namespaces:
         if process is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(10)
+            publish_class_archive(process.args, process.returncode)  # removes what a killed JVM left
         return pids
 
     # --- faults and observation --------------------------------------------------------------
@@ -360,16 +363,18 @@ def _kill_namespace_processes(netns: str) -> None:
 
 
 def _terminate(process: subprocess.Popen) -> None:
-    if process.poll() is not None:
-        return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, sig)
-        try:
-            process.wait(5)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    """SIGTERM ``process``'s group, SIGKILL after 5 s; then a JVM's class-data sharing archive, written
+    as it exited, put in place (:func:`~pyiceberg_crypto.testing._class_archive.publish_class_archive`)."""
+    if process.poll() is None:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, sig)
+            try:
+                process.wait(5)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    publish_class_archive(process.args, process.returncode)
 
 
 def read_pcap_payloads(path: Path) -> list[tuple[str, int, str, int, bytes]]:
