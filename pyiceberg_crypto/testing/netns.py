@@ -217,6 +217,11 @@ class Namespaces:
         return json.dumps({n.name: {"netns": n.netns, "address": n.address} for n in self.nodes})
 
 
+#: The standalone master's and workers' JVM options: C1 only and the serial collector, as the test kit's
+#: other servers (:func:`~pyiceberg_crypto.testing._jvm.java_command`): daemons of small requests.
+DAEMON_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 class NetnsCluster(Namespaces):
     """A Spark standalone cluster: a master, two workers and a driver, each in its own namespace."""
 
@@ -226,13 +231,19 @@ class NetnsCluster(Namespaces):
         self.driver = Node("driver", f"{prefix}-driver", f"{SUBNET}.5")
         super().__init__(workdir, prefix, [self.master, *self.workers, self.driver])
         self.auth_secret = secrets.token_hex(32)
+        self.daemon_java_options = DAEMON_JAVA_OPTIONS
 
     # --- lifecycle ---------------------------------------------------------------------------
 
     @classmethod
-    def start(cls, workdir: Path, *, startup_timeout: float = 90) -> NetnsCluster:
+    def start(cls, workdir: Path, *, startup_timeout: float = 90,
+              daemon_java_options: str = "") -> NetnsCluster:
+        """Make the namespaces, start the master and the workers and wait until both workers are
+        ALIVE. ``daemon_java_options``: more JVM options of the master and workers (after
+        :data:`DAEMON_JAVA_OPTIONS`; the tests add their class-data sharing archive)."""
         check_namespaces_possible()
         cluster = cls(Path(workdir), cls.new_prefix())
+        cluster.daemon_java_options = f"{DAEMON_JAVA_OPTIONS} {daemon_java_options}".strip()
         try:
             cluster._make_network()
             cluster._start_daemon(cluster.master)
@@ -271,7 +282,7 @@ class NetnsCluster(Namespaces):
         return env
 
     def _daemon_options(self) -> str:
-        return (f"-Dspark.authenticate=true -Dspark.authenticate.secret={self.auth_secret} "
+        return (f"{self.daemon_java_options} -Dspark.authenticate=true -Dspark.authenticate.secret={self.auth_secret} "
                 "-Dspark.network.crypto.enabled=true")
 
     def _start_daemon(self, node: Node) -> None:
