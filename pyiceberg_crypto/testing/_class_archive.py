@@ -111,7 +111,7 @@ def class_archive_options(main_class: str, classpath: Sequence[str], jvm_options
 
 
 def publish_class_archive(args: Sequence[str] | str, returncode: int | None) -> Path | None:
-    """After a JVM started with :func:`~pyiceberg_crypto.testing._jvm.java_command` ended (``args``: its command, ``returncode``: its
+    """After a JVM started with :func:`java_command` ended (``args``: its command, ``returncode``: its
     exit status): put the archive it wrote in place, if it exited itself (a status >= 0: SIGTERM
     included, the JVM's shutdown writes it), unless another is there already; after a signal it
     did not handle (SIGKILL: a half-written file, or none) remove what it left. Returns the archive

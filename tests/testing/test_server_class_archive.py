@@ -13,8 +13,6 @@ from pyiceberg_crypto.testing._class_archive import JVM_CACHE_ENV, class_archive
 from pyiceberg_crypto.testing._jvm import java_command, java_executable
 from pyiceberg_crypto.testing.rest import SERVER_CLASS
 
-pytestmark = [pytest.mark.jvm]  # a JDK's java: the commands name it, and one test starts a server
-
 
 def archive_option(args: list[str], name: str) -> str | None:
     return next((a.split("=", 1)[1] for a in args if a.startswith(f"-XX:{name}=")), None)
