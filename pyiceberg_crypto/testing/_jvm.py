@@ -8,8 +8,6 @@ The Hive metastore, the REST catalog and the Kafka broker (:mod:`.metastore`, :m
 :mod:`.kafka`) are small servers that start often in tests: the serial collector, and for
 servers of small requests the C1 compiler only (``c1_only``), halve their start time on a busy
 2-core machine.
-
-Each server maps its classes from a class-data sharing archive of its own (:mod:`._class_archive`).
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from pyiceberg_crypto.testing._class_archive import class_archive_options
 from pyiceberg_crypto.testing._process import ServiceError
 
 
@@ -44,26 +41,21 @@ def pyspark_jars_dir() -> Path:
 
 def java_command(main_class: str, *args: str, classpath: Iterable[str | os.PathLike], heap: str,
                  c1_only: bool = True, system_properties: Mapping[str, object] | None = None,
-                 options: Iterable[str] = (), class_archive: bool = True) -> list[str]:
+                 options: Iterable[str] = ()) -> list[str]:
     """The command line of one JVM: ``java -Xmx<heap> [-XX:TieredStopAtLevel=1] -XX:+UseSerialGC
-    [options ...] [archive options] [-Dkey=value ...] -cp <classpath> <main_class> <args>``.
+    [options ...] [-Dkey=value ...] -cp <classpath> <main_class> <args>``.
 
     ``c1_only``: compile with C1 only (servers of small requests start faster). ``options``: other JVM options (``--add-opens=...``). ``system_properties``: ``-D``
-    options, in their order. ``class_archive``: the server's class-data sharing archive
-    (:mod:`._class_archive`); whoever stops the JVM calls
-    :func:`~pyiceberg_crypto.testing._class_archive.publish_class_archive` with its command."""
-    java = java_executable()
-    entries = [str(entry) for entry in classpath]
-    jvm_options = [f"-Xmx{heap}", *(["-XX:TieredStopAtLevel=1"] if c1_only else []), "-XX:+UseSerialGC", *options]
-    archive = class_archive_options(main_class, entries, [o for o in jvm_options if not o.startswith("-Xlog")],
-                                    java) if class_archive else []
+    options, in their order."""
     return [
-        java,
-        *jvm_options,
-        *archive,
+        java_executable(),
+        f"-Xmx{heap}",
+        *(["-XX:TieredStopAtLevel=1"] if c1_only else []),
+        "-XX:+UseSerialGC",
+        *options,
         *(f"-D{key}={value}" for key, value in (system_properties or {}).items()),
         "-cp",
-        os.pathsep.join(entries),
+        os.pathsep.join(map(str, classpath)),
         main_class,
         *args,
     ]

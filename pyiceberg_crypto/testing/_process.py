@@ -19,7 +19,6 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pyiceberg_crypto.testing._class_archive import publish_class_archive
 from pyiceberg_crypto.testing.errors import TestKitError
 from pyiceberg_crypto.testing.ports import reserve_port
 
@@ -171,7 +170,6 @@ class ServiceProcess:
             self._process.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-        self._after_exit()
 
     def kill(self) -> None:
         """End the process at once (SIGKILL), as a crash would: for fault-injection tests."""
@@ -183,12 +181,6 @@ class ServiceProcess:
         except ProcessLookupError:
             pass
         self._process.wait()
-        self._after_exit()
-
-    def _after_exit(self) -> None:
-        """A JVM's class-data sharing archive, written as it exited, put in place (or, after a
-        SIGKILL, what it left removed): :func:`~pyiceberg_crypto.testing._class_archive.publish_class_archive`."""
-        publish_class_archive(self._process.args, self._process.returncode)
 
     def __enter__(self) -> "ServiceProcess":
         if not self.running:

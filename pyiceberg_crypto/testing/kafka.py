@@ -36,7 +36,6 @@ from pathlib import Path
 from pyiceberg_crypto.testing import jars as testing_jars
 from pyiceberg_crypto.testing._process import LOOPBACK, ServiceError, ServiceProcess, port_open
 from pyiceberg_crypto.testing.ports import reserve_port
-from pyiceberg_crypto.testing._class_archive import publish_class_archive
 from pyiceberg_crypto.testing._jvm import java_command
 
 _STARTED = re.compile(rb"Kafka Server started")
@@ -191,7 +190,6 @@ class KafkaBroker(ServiceProcess):
             log.flush()
             done = subprocess.run(command, cwd=self.directory, stdin=subprocess.DEVNULL, stdout=log,
                                   stderr=subprocess.STDOUT, timeout=self.startup_timeout)
-        publish_class_archive(command, done.returncode)  # the class-data sharing archive it wrote as it ended
         if done.returncode != 0:
             raise ServiceError(f"formatting the Kafka storage in {self.data_dir} failed "
                                f"(status {done.returncode}); {self._log_tail()}")

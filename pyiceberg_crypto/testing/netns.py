@@ -37,7 +37,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyiceberg_crypto.testing._class_archive import publish_class_archive
 from pyiceberg_crypto.testing._process import ServiceError
 from pyiceberg_crypto.testing._wait import eventually
 
@@ -119,9 +118,8 @@ class Namespaces:
             _ip("link", "set", "lo", "up", netns=node.netns)
 
     def close(self) -> None:
-        """End every process (by PID, the last started first: YARN's NodeManagers before the
-        ResourceManager they unregister from, then whatever is left in the namespaces) and delete them."""
-        for process in reversed(self._processes):
+        """End every process (by PID, then whatever is left in the namespaces) and delete them."""
+        for process in self._processes:
             _terminate(process)
         for netns in self._namespaces:
             _kill_namespace_processes(netns)
@@ -170,7 +168,6 @@ class Namespaces:
         if process is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(10)
-            publish_class_archive(process.args, process.returncode)  # removes what a killed JVM left
         return pids
 
     # --- faults and observation --------------------------------------------------------------
@@ -217,11 +214,6 @@ class Namespaces:
         return json.dumps({n.name: {"netns": n.netns, "address": n.address} for n in self.nodes})
 
 
-#: The standalone master's and workers' JVM options: C1 only and the serial collector, as the test kit's
-#: other servers (:func:`~pyiceberg_crypto.testing._jvm.java_command`): daemons of small requests.
-DAEMON_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-
-
 class NetnsCluster(Namespaces):
     """A Spark standalone cluster: a master, two workers and a driver, each in its own namespace."""
 
@@ -231,19 +223,13 @@ class NetnsCluster(Namespaces):
         self.driver = Node("driver", f"{prefix}-driver", f"{SUBNET}.5")
         super().__init__(workdir, prefix, [self.master, *self.workers, self.driver])
         self.auth_secret = secrets.token_hex(32)
-        self.daemon_java_options = DAEMON_JAVA_OPTIONS
 
     # --- lifecycle ---------------------------------------------------------------------------
 
     @classmethod
-    def start(cls, workdir: Path, *, startup_timeout: float = 90,
-              daemon_java_options: str = "") -> NetnsCluster:
-        """Make the namespaces, start the master and the workers and wait until both workers are
-        ALIVE. ``daemon_java_options``: more JVM options of the master and workers (after
-        :data:`DAEMON_JAVA_OPTIONS`; the tests add their class-data sharing archive)."""
+    def start(cls, workdir: Path, *, startup_timeout: float = 90) -> NetnsCluster:
         check_namespaces_possible()
         cluster = cls(Path(workdir), cls.new_prefix())
-        cluster.daemon_java_options = f"{DAEMON_JAVA_OPTIONS} {daemon_java_options}".strip()
         try:
             cluster._make_network()
             cluster._start_daemon(cluster.master)
@@ -282,7 +268,7 @@ class NetnsCluster(Namespaces):
         return env
 
     def _daemon_options(self) -> str:
-        return (f"{self.daemon_java_options} -Dspark.authenticate=true -Dspark.authenticate.secret={self.auth_secret} "
+        return (f"-Dspark.authenticate=true -Dspark.authenticate.secret={self.auth_secret} "
                 "-Dspark.network.crypto.enabled=true")
 
     def _start_daemon(self, node: Node) -> None:
@@ -374,18 +360,16 @@ def _kill_namespace_processes(netns: str) -> None:
 
 
 def _terminate(process: subprocess.Popen) -> None:
-    """SIGTERM ``process``'s group, SIGKILL after 5 s; then a JVM's class-data sharing archive, written
-    as it exited, put in place (:func:`~pyiceberg_crypto.testing._class_archive.publish_class_archive`)."""
-    if process.poll() is None:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, sig)
-            try:
-                process.wait(5)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-    publish_class_archive(process.args, process.returncode)
+    if process.poll() is not None:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        try:
+            process.wait(5)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def read_pcap_payloads(path: Path) -> list[tuple[str, int, str, int, bytes]]:

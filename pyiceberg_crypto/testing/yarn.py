@@ -183,10 +183,7 @@ class YarnCluster(Namespaces):
         is_rm = node is self.resource_manager
         command = java_command(
             RESOURCE_MANAGER if is_rm else NODE_MANAGER,
-            # The configuration directory after the jars (none of which has a *-site.xml, log4j.properties or
-            # capacity-scheduler.xml): Java 17 writes no class-data sharing archive for a class path with
-            # a directory before a jar, and a trailing one (another per cluster) does not stop its use.
-            classpath=[self.jars / "*", self.conf_dir(node)], heap="384m" if is_rm else "256m",
+            classpath=[self.conf_dir(node), self.jars / "*"], heap="384m" if is_rm else "256m",
             options=[f"--add-opens={module}=ALL-UNNAMED" for module in _OPENS],
             system_properties={"hadoop.log.dir": self.workdir / node.name, "yarn.log.dir": self.workdir / node.name})
         self._start_logged(node, command, self._daemon_env(), self.daemon_log(node))

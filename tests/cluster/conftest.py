@@ -11,15 +11,12 @@ import pytest
 from pyiceberg_crypto.kms.keystore import Keystore
 from pyiceberg_crypto.testing.netns import ClusterUnavailableError, NetnsCluster
 from tests.cluster.apps import pack_environment
-from tests.testkit import SPARK_JVM_OPTIONS
 
 
 @pytest.fixture(scope="session")
 def netns_cluster(tmp_path_factory):
     try:
-        # The master and workers map the classes of Spark from the drivers' archive (their class path is
-        # the drivers').
-        cluster = NetnsCluster.start(tmp_path_factory.mktemp("netns-cluster"), daemon_java_options=SPARK_JVM_OPTIONS)
+        cluster = NetnsCluster.start(tmp_path_factory.mktemp("netns-cluster"))
     except ClusterUnavailableError as exc:
         pytest.skip(f"no network-namespace cluster here: {exc}")
     try:
