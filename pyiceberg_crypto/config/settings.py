@@ -388,18 +388,14 @@ def kms_service_properties(
     elif not all_loopback:
         raise InvalidArgumentError(f"the KMS service {joined} is not on loopback, so it speaks TLS: pass "
                                    "kms_certificate_sha256 (kms serve prints it, and writes it to its status file)")
-    if kms_timeout is not None:
-        from pyiceberg_crypto.kms.bounded import kms_timeout_millis  # here: config stays light to import
+    for name, seconds, suffix in (("kms_timeout", kms_timeout, "timeout-ms"),
+                                  ("kms_attempt_timeout", kms_attempt_timeout, "attempt-timeout-ms")):
+        if seconds is not None:
+            from pyiceberg_crypto.kms.bounded import kms_timeout_millis  # here: config stays light to import
 
-        if kms_timeout <= 0:
-            raise InvalidArgumentError(f"kms_timeout must be positive (seconds), got {kms_timeout}")
-        properties[f"{KMS_SERVICE_PROPERTY}.timeout-ms"] = str(kms_timeout_millis(kms_timeout))
-    if kms_attempt_timeout is not None:
-        from pyiceberg_crypto.kms.bounded import kms_timeout_millis
-
-        if kms_attempt_timeout <= 0:
-            raise InvalidArgumentError(f"kms_attempt_timeout must be positive (seconds), got {kms_attempt_timeout}")
-        properties[f"{KMS_SERVICE_PROPERTY}.attempt-timeout-ms"] = str(kms_timeout_millis(kms_attempt_timeout))
+            if seconds <= 0:
+                raise InvalidArgumentError(f"{name} must be positive (seconds), got {seconds}")
+            properties[f"{KMS_SERVICE_PROPERTY}.{suffix}"] = str(kms_timeout_millis(seconds))
     return properties
 
 

@@ -45,8 +45,8 @@ def java_command(main_class: str, *args: str, classpath: Iterable[str | os.PathL
     """The command line of one JVM: ``java -Xmx<heap> [-XX:TieredStopAtLevel=1] -XX:+UseSerialGC
     [options ...] [-Dkey=value ...] -cp <classpath> <main_class> <args>``.
 
-    ``c1_only``: compile with C1 only (servers of small requests start faster). ``options``: other JVM options (``--add-opens=...``). ``system_properties``: ``-D``
-    options, in their order."""
+    ``c1_only``: compile with C1 only (servers of small requests start faster). ``options``: other
+    JVM options (``--add-opens=...``). ``system_properties``: ``-D`` options, in their order."""
     return [
         java_executable(),
         f"-Xmx{heap}",

@@ -66,8 +66,9 @@ def archive_path() -> Path:
     """The class-data sharing archive for this Java and these jars: its name carries a digest of
     the ``java``'s path and release and of every jar's name, size and time, so a changed JDK or a
     re-resolved jar gets a new archive rather than a rejected one."""
-    digest = hashlib.sha256(str(java25()).encode())
-    java_home = Path(str(java25())).resolve().parents[1]
+    java = java25()
+    digest = hashlib.sha256(str(java).encode())
+    java_home = Path(str(java)).resolve().parents[1]
     try:
         digest.update((java_home / "release").read_bytes())
     except OSError:
